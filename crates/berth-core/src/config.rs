@@ -1,0 +1,506 @@
+//! Layered configuration: global `config.toml` → workspace `config.toml` → environment.
+//!
+//! Tables merge recursively; scalars and arrays replace. Each file is checked on its own first,
+//! so a syntax error, a value of the wrong type or an unknown key is reported against the file
+//! (and line) it came from rather than against an anonymous merged blob. Secrets are held in
+//! [`Secret`], which never prints or serializes its value.
+
+use std::fmt;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize, Serializer};
+
+use crate::error::{Error, Result, line_of_offset};
+
+/// The raw text of one config file and where it came from.
+#[derive(Debug, Clone)]
+pub struct ConfigText {
+    pub origin: PathBuf,
+    pub text: String,
+}
+
+/// An API key or token. Debug, Display and Serialize all redact it; only [`Secret::expose`]
+/// gives the value, so leaking one takes a deliberate call.
+#[derive(Clone, PartialEq, Eq, Deserialize)]
+#[serde(transparent)]
+pub struct Secret(String);
+
+impl Secret {
+    pub const REDACTED: &'static str = "<redacted>";
+
+    pub fn new(value: impl Into<String>) -> Self {
+        Secret(value.into())
+    }
+
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(Self::REDACTED)
+    }
+}
+
+impl Serialize for Secret {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(Self::REDACTED)
+    }
+}
+
+/// The LLM providers berth's agent can call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProviderKind {
+    #[serde(alias = "anthropic")]
+    Claude,
+    Openai,
+    #[serde(alias = "google")]
+    Gemini,
+}
+
+impl ProviderKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProviderKind::Claude => "claude",
+            ProviderKind::Openai => "openai",
+            ProviderKind::Gemini => "gemini",
+        }
+    }
+
+    /// The model used when no layer names one.
+    pub fn default_model(self) -> &'static str {
+        match self {
+            ProviderKind::Claude => "claude-sonnet-4-5",
+            ProviderKind::Openai => "gpt-4.1",
+            ProviderKind::Gemini => "gemini-2.5-flash",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ProviderSettings {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api_key: Option<Secret>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Providers {
+    pub claude: ProviderSettings,
+    pub openai: ProviderSettings,
+    pub gemini: ProviderSettings,
+}
+
+/// Settings for git workspaces. They come from berth's own config only, never from a file
+/// inside a repository, so cloning a repository cannot make berth run its commands.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct GitSettings {
+    /// Where worktrees go; default `workspaces/<id>/worktree`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub worktree_dir: Option<String>,
+    /// Untracked or ignored files to copy from the main checkout into a new worktree.
+    pub copy: Vec<String>,
+    /// Commands run in a new worktree.
+    pub setup: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub setup_timeout_secs: Option<u64>,
+}
+
+/// The merged configuration.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Config {
+    /// Which provider the agent calls; default `claude`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub provider: Option<ProviderKind>,
+    /// A model that overrides the provider's own `model`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    pub providers: Providers,
+    pub git: GitSettings,
+}
+
+impl Config {
+    pub fn provider(&self) -> ProviderKind {
+        self.provider.unwrap_or(ProviderKind::Claude)
+    }
+
+    pub fn provider_settings(&self, kind: ProviderKind) -> &ProviderSettings {
+        match kind {
+            ProviderKind::Claude => &self.providers.claude,
+            ProviderKind::Openai => &self.providers.openai,
+            ProviderKind::Gemini => &self.providers.gemini,
+        }
+    }
+
+    /// The model actually called: top-level `model`, else the provider's `model`, else the
+    /// provider's default.
+    pub fn model(&self) -> &str {
+        let kind = self.provider();
+        self.model
+            .as_deref()
+            .or(self.provider_settings(kind).model.as_deref())
+            .unwrap_or(kind.default_model())
+    }
+}
+
+/// A key that no part of berth reads, and the layer that set it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct UnknownKey {
+    pub origin: String,
+    pub key: String,
+}
+
+impl fmt::Display for UnknownKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "unknown key '{}' in {} (ignored)", self.key, self.origin)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct LoadedConfig {
+    pub config: Config,
+    pub unknown_keys: Vec<UnknownKey>,
+    /// The layers that contributed, lowest first, for `config show`.
+    pub layers: Vec<String>,
+}
+
+/// Environment variables that configure the process rather than the config tree.
+const PROCESS_VARS: &[&str] = &["BERTH_HOME", "BERTH_LOG", "BERTH_MCP_TOKEN"];
+
+/// Layers the config. `env` is passed in (rather than read here) so callers and tests decide
+/// what the environment is.
+pub fn layer(
+    global: Option<&ConfigText>,
+    workspace: Option<&ConfigText>,
+    env: impl IntoIterator<Item = (String, String)>,
+) -> Result<LoadedConfig> {
+    let mut merged = toml::Table::new();
+    let mut unknown_keys = Vec::new();
+    let mut layers = Vec::new();
+    for file in [global, workspace].into_iter().flatten() {
+        let table = parse_file(file, &mut unknown_keys)?;
+        layers.push(file.origin.display().to_string());
+        merge(&mut merged, table);
+    }
+    let (env_table, env_names) = env_layer(env)?;
+    if !env_table.is_empty() {
+        let origin = format!("environment ({})", env_names.join(", "));
+        check_value(
+            &origin,
+            toml::Value::Table(env_table.clone()),
+            &mut unknown_keys,
+        )?;
+        layers.push(origin);
+        merge(&mut merged, env_table);
+    }
+    let config: Config = toml::Value::Table(merged)
+        .try_into()
+        .map_err(|e: toml::de::Error| Error::Config(e.message().to_owned()))?;
+    Ok(LoadedConfig {
+        config,
+        unknown_keys,
+        layers,
+    })
+}
+
+/// Parses one file: syntax errors are `Corrupt` with a line; type errors name file and line;
+/// unknown keys are collected.
+fn parse_file(file: &ConfigText, unknown: &mut Vec<UnknownKey>) -> Result<toml::Table> {
+    let corrupt = |e: toml::de::Error| Error::Corrupt {
+        file: file.origin.clone(),
+        line: e.span().map(|s| line_of_offset(&file.text, s.start)),
+        // The message only: toml's Display quotes the offending line, which may hold a secret.
+        reason: e.message().trim().to_owned(),
+    };
+    let table: toml::Table = toml::from_str(&file.text).map_err(corrupt)?;
+    let origin = file.origin.display().to_string();
+    let de = toml::Deserializer::parse(&file.text).map_err(corrupt)?;
+    let mut found = Vec::new();
+    serde_ignored::deserialize(de, |path| found.push(path.to_string()))
+        .map_err(|e: toml::de::Error| {
+            let line = e.span().map(|s| line_of_offset(&file.text, s.start));
+            let at = line.map(|l| format!(" line {l}")).unwrap_or_default();
+            Error::Config(format!("{origin}{at}: {}", e.message().trim()))
+        })
+        .map(|_: Config| ())?;
+    unknown.extend(found.into_iter().map(|key| UnknownKey {
+        origin: origin.clone(),
+        key,
+    }));
+    Ok(table)
+}
+
+fn check_value(origin: &str, value: toml::Value, unknown: &mut Vec<UnknownKey>) -> Result<()> {
+    let mut found = Vec::new();
+    let _: Config = serde_ignored::deserialize(value, |path| found.push(path.to_string()))
+        .map_err(|e: toml::de::Error| Error::Config(format!("{origin}: {}", e.message())))?;
+    unknown.extend(found.into_iter().map(|key| UnknownKey {
+        origin: origin.to_owned(),
+        key,
+    }));
+    Ok(())
+}
+
+/// Recursive merge: tables merge key by key, everything else in `top` replaces.
+fn merge(base: &mut toml::Table, top: toml::Table) {
+    for (key, value) in top {
+        match (base.get_mut(&key), value) {
+            (Some(toml::Value::Table(b)), toml::Value::Table(t)) => merge(b, t),
+            (_, v) => {
+                base.insert(key, v);
+            }
+        }
+    }
+}
+
+/// The environment layer. Provider keys use their conventional names; `BERTH_A__B=v` sets
+/// `a.b = v` (`__` separates levels, names are lowercased). Values that read as an integer or
+/// a boolean become one; anything else is a string.
+fn env_layer(
+    env: impl IntoIterator<Item = (String, String)>,
+) -> Result<(toml::Table, Vec<String>)> {
+    let mut vars: Vec<(String, String)> = env.into_iter().collect();
+    vars.sort();
+    let mut table = toml::Table::new();
+    let mut names = Vec::new();
+    let has_gemini = vars.iter().any(|(k, _)| k == "GEMINI_API_KEY");
+    for (name, value) in vars {
+        let path: Vec<String> = match name.as_str() {
+            "ANTHROPIC_API_KEY" => vec!["providers".into(), "claude".into(), "api_key".into()],
+            "OPENAI_API_KEY" => vec!["providers".into(), "openai".into(), "api_key".into()],
+            "GEMINI_API_KEY" => vec!["providers".into(), "gemini".into(), "api_key".into()],
+            "GOOGLE_API_KEY" if !has_gemini => {
+                vec!["providers".into(), "gemini".into(), "api_key".into()]
+            }
+            n if n.starts_with("BERTH_") && !PROCESS_VARS.contains(&n) => {
+                let rest = &n["BERTH_".len()..];
+                if rest.is_empty() || rest.split("__").any(str::is_empty) {
+                    return Err(Error::Config(format!(
+                        "environment variable {n} does not name a config key (use BERTH_KEY or BERTH_TABLE__KEY)"
+                    )));
+                }
+                rest.split("__").map(str::to_ascii_lowercase).collect()
+            }
+            _ => continue,
+        };
+        let is_secret = path
+            .last()
+            .is_some_and(|k| k == "api_key" || k.ends_with("token"));
+        let scalar = match value.as_str() {
+            _ if is_secret => toml::Value::String(value),
+            "true" => toml::Value::Boolean(true),
+            "false" => toml::Value::Boolean(false),
+            v => v
+                .parse::<i64>()
+                .map(toml::Value::Integer)
+                .unwrap_or(toml::Value::String(value)),
+        };
+        insert_path(&mut table, &path, scalar).map_err(|conflict| {
+            Error::Config(format!(
+                "environment variable {name} conflicts with {conflict}"
+            ))
+        })?;
+        names.push(name);
+    }
+    Ok((table, names))
+}
+
+fn insert_path(
+    table: &mut toml::Table,
+    path: &[String],
+    value: toml::Value,
+) -> std::result::Result<(), String> {
+    let (last, parents) = path.split_last().expect("non-empty path");
+    let mut cur = table;
+    for key in parents {
+        let entry = cur
+            .entry(key.clone())
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        cur = match entry {
+            toml::Value::Table(t) => t,
+            _ => return Err(format!("a value already set at '{key}'")),
+        };
+    }
+    cur.insert(last.clone(), value);
+    Ok(())
+}
+
+/// The file `berth config init` writes: every key, commented, so the file documents itself.
+pub const TEMPLATE: &str = r#"# berth configuration. Layers: this file -> workspaces/<id>/config.toml -> environment.
+# Tables merge key by key; a scalar or an array in a higher layer replaces the lower one.
+# Environment: ANTHROPIC_API_KEY, OPENAI_API_KEY, GEMINI_API_KEY (or GOOGLE_API_KEY), and
+# BERTH_<KEY> / BERTH_<TABLE>__<KEY> for any key below (e.g. BERTH_PROVIDER=gemini).
+
+# Which provider berth's agent calls: "claude", "openai" or "gemini".
+# provider = "claude"
+
+# Overrides the provider's own model for every provider.
+# model = "claude-sonnet-4-5"
+
+[providers.claude]
+# api_key = "..."            # prefer ANTHROPIC_API_KEY in the environment
+# model = "claude-sonnet-4-5"
+# base_url = "https://api.anthropic.com"
+# max_tokens = 8192
+
+[providers.openai]
+# model = "gpt-4.1"
+
+[providers.gemini]
+# model = "gemini-2.5-flash"
+
+[git]
+# worktree_dir = "/path/for/worktrees"   # default: workspaces/<id>/worktree
+# copy = [".env"]                        # untracked files copied into new worktrees
+# setup = ["npm ci"]                     # commands run in new worktrees
+# setup_timeout_secs = 600
+"#;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(origin: &str, text: &str) -> ConfigText {
+        ConfigText {
+            origin: PathBuf::from(origin),
+            text: text.to_owned(),
+        }
+    }
+
+    #[test]
+    fn workspace_overrides_global_and_tables_merge() {
+        let g = text(
+            "g.toml",
+            "provider = \"claude\"\n[providers.gemini]\nmodel = \"a\"\nbase_url = \"u\"\n",
+        );
+        let w = text(
+            "w.toml",
+            "provider = \"gemini\"\n[providers.gemini]\nmodel = \"b\"\n",
+        );
+        let loaded = layer(Some(&g), Some(&w), []).unwrap();
+        assert_eq!(loaded.config.provider(), ProviderKind::Gemini);
+        assert_eq!(loaded.config.model(), "b");
+        assert_eq!(
+            loaded.config.providers.gemini.base_url.as_deref(),
+            Some("u")
+        );
+        assert!(loaded.unknown_keys.is_empty());
+    }
+
+    #[test]
+    fn arrays_replace_rather_than_append() {
+        let g = text("g.toml", "[git]\ncopy = [\".env\", \"a\"]\n");
+        let w = text("w.toml", "[git]\ncopy = [\"b\"]\n");
+        assert_eq!(
+            layer(Some(&g), Some(&w), []).unwrap().config.git.copy,
+            vec!["b"]
+        );
+    }
+
+    #[test]
+    fn environment_is_the_top_layer() {
+        let w = text("w.toml", "provider = \"gemini\"\n");
+        let env = vec![
+            ("BERTH_PROVIDER".to_owned(), "openai".to_owned()),
+            ("OPENAI_API_KEY".to_owned(), "sk-123".to_owned()),
+            ("GOOGLE_API_KEY".to_owned(), "g-1".to_owned()),
+            (
+                "BERTH_PROVIDERS__CLAUDE__MAX_TOKENS".to_owned(),
+                "100".to_owned(),
+            ),
+            ("BERTH_HOME".to_owned(), "/x".to_owned()),
+            ("PATH".to_owned(), "/bin".to_owned()),
+        ];
+        let c = layer(None, Some(&w), env).unwrap().config;
+        assert_eq!(c.provider(), ProviderKind::Openai);
+        assert_eq!(
+            c.providers.openai.api_key.as_ref().unwrap().expose(),
+            "sk-123"
+        );
+        assert_eq!(c.providers.gemini.api_key.as_ref().unwrap().expose(), "g-1");
+        assert_eq!(c.providers.claude.max_tokens, Some(100));
+    }
+
+    #[test]
+    fn gemini_key_wins_over_google_key() {
+        let env = vec![
+            ("GOOGLE_API_KEY".to_owned(), "google".to_owned()),
+            ("GEMINI_API_KEY".to_owned(), "gemini".to_owned()),
+        ];
+        let c = layer(None, None, env).unwrap().config;
+        assert_eq!(c.providers.gemini.api_key.unwrap().expose(), "gemini");
+    }
+
+    #[test]
+    fn unknown_keys_are_reported_with_their_origin() {
+        let g = text(
+            "g.toml",
+            "provder = \"x\"\n[providers.claude]\nmodle = \"m\"\n",
+        );
+        let env = vec![("BERTH_COLOUR".to_owned(), "red".to_owned())];
+        let loaded = layer(Some(&g), None, env).unwrap();
+        let keys: Vec<_> = loaded.unknown_keys.iter().map(|k| k.key.as_str()).collect();
+        assert_eq!(keys, vec!["provder", "providers.claude.modle", "colour"]);
+        assert_eq!(loaded.unknown_keys[0].origin, "g.toml");
+        assert!(loaded.unknown_keys[2].origin.contains("BERTH_COLOUR"));
+    }
+
+    #[test]
+    fn syntax_error_is_corrupt_with_line_and_no_secret() {
+        let g = text(
+            "g.toml",
+            "[providers.claude]\napi_key = \"sk-secret\nmodel = 1\n",
+        );
+        let err = layer(Some(&g), None, []).unwrap_err();
+        let msg = err.to_string();
+        assert!(matches!(err, Error::Corrupt { line: Some(2), .. }), "{msg}");
+        assert!(msg.contains("g.toml"), "{msg}");
+        assert!(!msg.contains("sk-secret"), "{msg}");
+    }
+
+    #[test]
+    fn type_error_names_file_and_line() {
+        let g = text("g.toml", "\n\nprovider = \"nope\"\n");
+        let msg = layer(Some(&g), None, []).unwrap_err().to_string();
+        assert!(msg.contains("g.toml line 3"), "{msg}");
+    }
+
+    #[test]
+    fn secrets_never_print() {
+        let env = vec![("ANTHROPIC_API_KEY".to_owned(), "sk-ant-xyz".to_owned())];
+        let c = layer(None, None, env).unwrap().config;
+        assert!(!format!("{c:?}").contains("sk-ant-xyz"));
+        assert!(!toml::to_string(&c).unwrap().contains("sk-ant-xyz"));
+        assert!(!serde_json::to_string(&c).unwrap().contains("sk-ant-xyz"));
+    }
+
+    #[test]
+    fn template_is_valid_and_complete() {
+        let t = text("t.toml", TEMPLATE);
+        let loaded = layer(Some(&t), None, []).unwrap();
+        assert_eq!(loaded.config, Config::default());
+        // Uncommenting every key must give a config with no unknown keys.
+        let uncommented: String = TEMPLATE
+            .lines()
+            .map(|l| match l.strip_prefix("# ") {
+                Some(rest) if rest.contains(" = ") => rest.split("  ").next().unwrap().to_owned(),
+                _ => l.to_owned(),
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        let loaded = layer(Some(&text("u.toml", &uncommented)), None, []).unwrap();
+        assert!(loaded.unknown_keys.is_empty(), "{:?}", loaded.unknown_keys);
+        assert_eq!(loaded.config.git.setup, vec!["npm ci"]);
+    }
+}

@@ -1,0 +1,476 @@
+//! The store conformance suite: behaviour every backend must show, written once against the
+//! traits. A backend crate runs it with [`crate::conformance_tests!`], giving a function that
+//! builds a fresh, empty store per test.
+
+use std::sync::Arc;
+
+use chrono::{Duration, Utc};
+
+use crate::error::Error;
+use crate::id::{DeviceId, WorkspaceId, WorkspaceName};
+use crate::manager::WorkspaceManager;
+use crate::model::{EntryKind, NewWorkspace, StorageScope};
+use crate::storage_path::StoragePath;
+use crate::store::{BindingStore, DeleteCondition, StorageStore, WorkspaceStore};
+
+/// A fresh, empty backend: the three store slots (often one object behind three `Arc`s).
+pub struct Backend {
+    pub workspaces: Arc<dyn WorkspaceStore>,
+    pub bindings: Arc<dyn BindingStore>,
+    pub storage: Arc<dyn StorageStore>,
+}
+
+impl Backend {
+    pub fn manager(&self) -> WorkspaceManager {
+        WorkspaceManager::new(
+            self.workspaces.clone(),
+            self.bindings.clone(),
+            self.storage.clone(),
+        )
+    }
+}
+
+fn wid(s: &str) -> WorkspaceId {
+    WorkspaceId::new(s).unwrap()
+}
+
+fn named(id: &str, name: &str) -> NewWorkspace {
+    NewWorkspace {
+        id: Some(wid(id)),
+        name: Some(WorkspaceName::new(name).unwrap()),
+        description: format!("{name} workspace"),
+        ..NewWorkspace::default()
+    }
+}
+
+fn path(s: &str) -> StoragePath {
+    StoragePath::new(s).unwrap()
+}
+
+pub async fn workspace_round_trip(b: Backend) {
+    let now = Utc::now();
+    let ws = b
+        .workspaces
+        .create(named("ws-1", "alpha"), now)
+        .await
+        .unwrap();
+    assert_eq!(ws.id.as_str(), "ws-1");
+    assert_eq!(b.workspaces.load(&ws.id).await.unwrap(), ws);
+    let by_name = b
+        .workspaces
+        .load_by_name(&WorkspaceName::new("alpha").unwrap())
+        .await;
+    assert_eq!(by_name.unwrap(), ws);
+    let generated = b
+        .workspaces
+        .create(NewWorkspace::default(), now)
+        .await
+        .unwrap();
+    assert!(
+        uuid::Uuid::parse_str(generated.id.as_str()).is_ok(),
+        "{}",
+        generated.id
+    );
+    let listed = b.workspaces.list().await.unwrap();
+    assert_eq!(listed.len(), 2);
+    assert!(
+        listed.windows(2).all(|w| w[0].id < w[1].id),
+        "list is sorted by id"
+    );
+    let mut ids = b.workspaces.list_ids().await.unwrap();
+    ids.sort();
+    assert_eq!(ids, listed.iter().map(|w| w.id.clone()).collect::<Vec<_>>());
+}
+
+pub async fn workspace_uniqueness(b: Backend) {
+    let now = Utc::now();
+    b.workspaces
+        .create(named("ws-1", "alpha"), now)
+        .await
+        .unwrap();
+    let dup_id = b
+        .workspaces
+        .create(named("ws-1", "beta"), now)
+        .await
+        .unwrap_err();
+    assert!(matches!(dup_id, Error::AlreadyExists { .. }), "{dup_id}");
+    let dup_name = b
+        .workspaces
+        .create(named("ws-2", "alpha"), now)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(dup_name, Error::AlreadyExists { .. }),
+        "{dup_name}"
+    );
+    assert!(
+        b.workspaces
+            .load(&wid("ws-2"))
+            .await
+            .unwrap_err()
+            .is_not_found()
+    );
+    assert_eq!(b.workspaces.list().await.unwrap().len(), 1);
+}
+
+pub async fn missing_things_are_not_found(b: Backend) {
+    assert!(
+        b.workspaces
+            .load(&wid("nope"))
+            .await
+            .unwrap_err()
+            .is_not_found()
+    );
+    let name = WorkspaceName::new("nope").unwrap();
+    assert!(
+        b.workspaces
+            .load_by_name(&name)
+            .await
+            .unwrap_err()
+            .is_not_found()
+    );
+    let scope = StorageScope::Workspace(wid("nope"));
+    assert!(
+        b.storage
+            .read(&scope, &path("a"))
+            .await
+            .unwrap_err()
+            .is_not_found()
+    );
+    assert!(
+        b.storage
+            .write(&scope, &path("a"), vec![1])
+            .await
+            .unwrap_err()
+            .is_not_found()
+    );
+    assert!(
+        b.workspaces
+            .delete(&wid("nope"), DeleteCondition::Always)
+            .await
+            .unwrap_err()
+            .is_not_found()
+    );
+}
+
+pub async fn delete_frees_id_and_name(b: Backend) {
+    let now = Utc::now();
+    let ws = b
+        .workspaces
+        .create(named("ws-1", "alpha"), now)
+        .await
+        .unwrap();
+    let scope = StorageScope::Workspace(ws.id.clone());
+    b.storage
+        .write(&scope, &path("notes/a.md"), b"x".to_vec())
+        .await
+        .unwrap();
+    assert!(
+        b.workspaces
+            .delete(&ws.id, DeleteCondition::Always)
+            .await
+            .unwrap()
+    );
+    assert!(b.workspaces.load(&ws.id).await.unwrap_err().is_not_found());
+    assert!(
+        b.storage
+            .read(&scope, &path("notes/a.md"))
+            .await
+            .unwrap_err()
+            .is_not_found()
+    );
+    // Both the id and the name can be used again, and the new workspace starts empty.
+    b.workspaces
+        .create(named("ws-1", "alpha"), now)
+        .await
+        .unwrap();
+    assert!(b.storage.list(&scope, None).await.unwrap().is_empty());
+}
+
+pub async fn access_time_and_gc(b: Backend) {
+    let old = Utc::now() - Duration::days(100);
+    let stale = b
+        .workspaces
+        .create(named("stale", "stale"), old)
+        .await
+        .unwrap();
+    b.workspaces
+        .create(named("fresh", "fresh"), old)
+        .await
+        .unwrap();
+    b.workspaces
+        .create(
+            NewWorkspace {
+                id: Some(WorkspaceId::default_workspace()),
+                ..NewWorkspace::default()
+            },
+            old,
+        )
+        .await
+        .unwrap();
+    let now = Utc::now();
+    b.workspaces
+        .update_accessed(&wid("fresh"), now)
+        .await
+        .unwrap();
+    // Time never moves backwards.
+    b.workspaces
+        .update_accessed(&wid("fresh"), old)
+        .await
+        .unwrap();
+    let fresh = b.workspaces.load(&wid("fresh")).await.unwrap();
+    assert!(fresh.last_accessed >= now - Duration::seconds(1));
+    let cutoff = now - Duration::days(90);
+    let candidates = b.workspaces.gc(cutoff).await.unwrap();
+    let ids: Vec<_> = candidates.iter().map(|w| w.id.as_str()).collect();
+    assert_eq!(
+        ids,
+        vec!["stale"],
+        "default and fresh workspaces are never candidates"
+    );
+    // The idle condition is checked at removal time.
+    assert!(
+        !b.workspaces
+            .delete(&wid("fresh"), DeleteCondition::IdleSince(cutoff))
+            .await
+            .unwrap()
+    );
+    assert!(
+        b.workspaces
+            .delete(&stale.id, DeleteCondition::IdleSince(cutoff))
+            .await
+            .unwrap()
+    );
+}
+
+pub async fn bindings(b: Backend) {
+    let now = Utc::now();
+    let w1 = b
+        .workspaces
+        .create(named("w1", "one"), now)
+        .await
+        .unwrap()
+        .id;
+    let w2 = b
+        .workspaces
+        .create(named("w2", "two"), now)
+        .await
+        .unwrap()
+        .id;
+    let d1 = DeviceId::new("phone 1 / ü").unwrap();
+    let d2 = DeviceId::new("laptop").unwrap();
+    assert_eq!(b.bindings.resolve(&d1).await.unwrap(), None);
+    assert_eq!(b.bindings.bind(&d1, &w1).await.unwrap(), None);
+    assert_eq!(b.bindings.bind(&d1, &w2).await.unwrap(), Some(w1.clone()));
+    assert_eq!(
+        b.bindings.bind_if_absent(&d1, &w1).await.unwrap(),
+        w2,
+        "existing binding wins"
+    );
+    assert_eq!(b.bindings.bind_if_absent(&d2, &w2).await.unwrap(), w2);
+    let list = b.bindings.list().await.unwrap();
+    let pairs: Vec<_> = list
+        .iter()
+        .map(|b| (b.device.as_str(), b.workspace.as_str()))
+        .collect();
+    assert_eq!(pairs, vec![("laptop", "w2"), ("phone 1 / ü", "w2")]);
+    let mut gone = b.bindings.unbind_workspace(&w2).await.unwrap();
+    gone.sort();
+    assert_eq!(gone, vec![d2.clone(), d1.clone()]);
+    assert!(b.bindings.list().await.unwrap().is_empty());
+    b.bindings.bind(&d1, &w1).await.unwrap();
+    assert_eq!(b.bindings.unbind(&d1).await.unwrap(), Some(w1));
+    assert_eq!(b.bindings.unbind(&d1).await.unwrap(), None);
+}
+
+pub async fn storage(b: Backend) {
+    let ws = b
+        .workspaces
+        .create(named("w1", "one"), Utc::now())
+        .await
+        .unwrap();
+    let scope = StorageScope::Workspace(ws.id.clone());
+    let s = &b.storage;
+    s.write(&scope, &path("context.md"), b"# ctx\n".to_vec())
+        .await
+        .unwrap();
+    s.write(&scope, &path("notes/deep/a.bin"), vec![0, 159, 255])
+        .await
+        .unwrap();
+    s.write(&scope, &path("notes/deep/a.bin"), vec![7])
+        .await
+        .unwrap();
+    assert_eq!(
+        s.read(&scope, &path("notes/deep/a.bin")).await.unwrap(),
+        vec![7]
+    );
+    assert_eq!(
+        s.read(&scope, &path("./context.md")).await.unwrap(),
+        b"# ctx\n"
+    );
+    let root = s.list(&scope, None).await.unwrap();
+    let names: Vec<_> = root
+        .iter()
+        .map(|e| (e.name.as_str(), e.kind, e.size))
+        .collect();
+    assert_eq!(
+        names,
+        vec![
+            ("context.md", EntryKind::File, 6),
+            ("notes", EntryKind::Dir, 0)
+        ]
+    );
+    let deep = s.list(&scope, Some(&path("notes/deep"))).await.unwrap();
+    assert_eq!(deep[0].path, "notes/deep/a.bin");
+    // Reading a folder or listing a file is a clear error, not garbage.
+    assert!(matches!(
+        s.read(&scope, &path("notes")).await,
+        Err(Error::Refused(_))
+    ));
+    assert!(matches!(
+        s.list(&scope, Some(&path("context.md"))).await,
+        Err(Error::Refused(_))
+    ));
+    assert!(
+        s.read(&scope, &path("missing"))
+            .await
+            .unwrap_err()
+            .is_not_found()
+    );
+    let err = s.remove(&scope, &path("notes"), false).await.unwrap_err();
+    assert!(matches!(err, Error::Refused(_)), "{err}");
+    s.remove(&scope, &path("notes"), true).await.unwrap();
+    s.remove(&scope, &path("context.md"), false).await.unwrap();
+    assert!(s.list(&scope, None).await.unwrap().is_empty());
+    assert!(
+        s.remove(&scope, &path("context.md"), false)
+            .await
+            .unwrap_err()
+            .is_not_found()
+    );
+    // A file cannot be written where a folder is, nor under a file.
+    s.write(&scope, &path("f"), vec![]).await.unwrap();
+    assert!(s.write(&scope, &path("f/g"), vec![]).await.is_err());
+    assert_eq!(s.read(&scope, &path("f")).await.unwrap(), Vec::<u8>::new());
+}
+
+pub async fn manager_resolution(b: Backend) {
+    let m = b.manager();
+    let now = Utc::now();
+    b.workspaces
+        .create(named("abcd1111", "alpha"), now)
+        .await
+        .unwrap();
+    b.workspaces
+        .create(named("abcd2222", "abcd1"), now)
+        .await
+        .unwrap();
+    b.workspaces
+        .create(named("zzzz9999", "abcd"), now)
+        .await
+        .unwrap();
+    assert_eq!(m.resolve("abcd1111").await.unwrap().id.as_str(), "abcd1111");
+    assert_eq!(m.resolve("alpha").await.unwrap().id.as_str(), "abcd1111");
+    // An exact name beats a prefix match.
+    assert_eq!(m.resolve("abcd1").await.unwrap().id.as_str(), "abcd2222");
+    assert_eq!(m.resolve("abcd").await.unwrap().id.as_str(), "zzzz9999");
+    assert_eq!(m.resolve("abcd2").await.unwrap().id.as_str(), "abcd2222");
+    assert_eq!(m.resolve("zzzz").await.unwrap().id.as_str(), "zzzz9999");
+    match m.resolve("abc").await {
+        Err(Error::NotFound { .. }) => {}
+        other => panic!("a 3-character prefix must not resolve: {other:?}"),
+    }
+    b.workspaces
+        .create(named("zzzz8888", "other"), now)
+        .await
+        .unwrap();
+    match m.resolve("zzzz").await {
+        Err(Error::Ambiguous { candidates, .. }) => {
+            assert_eq!(candidates, vec!["zzzz8888 (other)", "zzzz9999 (abcd)"]);
+        }
+        other => panic!("expected ambiguity: {other:?}"),
+    }
+    for hostile in ["../abcd1111", "", "..", "/etc/passwd", "abcd1111/.."] {
+        assert!(m.resolve(hostile).await.is_err(), "{hostile:?}");
+    }
+}
+
+pub async fn manager_device_and_delete(b: Backend) {
+    let m = b.manager();
+    let device = DeviceId::new("device-1").unwrap();
+    let ws = m.resolve_device(&device).await.unwrap();
+    assert_eq!(m.resolve_device(&device).await.unwrap().id, ws.id);
+    assert_eq!(m.list().await.unwrap().len(), 1);
+    let other = DeviceId::new("device-2").unwrap();
+    m.bind(&other, &ws).await.unwrap();
+    let mut unbound = m.delete(&ws.id).await.unwrap();
+    unbound.sort();
+    assert_eq!(unbound, vec![device.clone(), other]);
+    assert!(m.list_bindings().await.unwrap().is_empty());
+    // The device gets a fresh workspace after its old one is gone.
+    let again = m.resolve_device(&device).await.unwrap();
+    assert_ne!(again.id, ws.id);
+    // A binding left dangling (its workspace removed behind the manager's back) is replaced.
+    b.workspaces
+        .delete(&again.id, DeleteCondition::Always)
+        .await
+        .unwrap();
+    let third = m.resolve_device(&device).await.unwrap();
+    assert_ne!(third.id, again.id);
+    assert_eq!(m.list_bindings().await.unwrap().len(), 1);
+}
+
+pub async fn manager_gc_and_default(b: Backend) {
+    let m = b.manager();
+    let old = Utc::now() - Duration::days(200);
+    b.workspaces.create(named("old", "old"), old).await.unwrap();
+    let d = m.default_workspace().await.unwrap();
+    assert!(d.id.is_default());
+    assert_eq!(m.default_workspace().await.unwrap().id, d.id);
+    b.workspaces.update_accessed(&d.id, old).await.unwrap();
+    let dev = DeviceId::new("d").unwrap();
+    m.bind(&dev, &b.workspaces.load(&wid("old")).await.unwrap())
+        .await
+        .unwrap();
+    let dry = m.gc(Duration::days(90), true).await.unwrap();
+    assert_eq!(dry.len(), 1);
+    assert!(
+        b.workspaces.load(&wid("old")).await.is_ok(),
+        "dry run removes nothing"
+    );
+    let removed = m.gc(Duration::days(90), false).await.unwrap();
+    assert_eq!(
+        removed.iter().map(|w| w.id.as_str()).collect::<Vec<_>>(),
+        vec!["old"]
+    );
+    assert!(
+        m.list_bindings().await.unwrap().is_empty(),
+        "gc unbinds what it removes"
+    );
+    assert_eq!(
+        m.list().await.unwrap().len(),
+        1,
+        "default is never collected"
+    );
+}
+
+/// Generates one `#[tokio::test]` per conformance check. `$make` is an expression that builds
+/// a fresh [`Backend`]; it may capture a temp dir guard by returning `(Backend, guard)`.
+#[macro_export]
+macro_rules! conformance_tests {
+    ($make:expr) => {
+        $crate::conformance_tests!(@each $make;
+            workspace_round_trip, workspace_uniqueness, missing_things_are_not_found,
+            delete_frees_id_and_name, access_time_and_gc, bindings, storage,
+            manager_resolution, manager_device_and_delete, manager_gc_and_default);
+    };
+    (@each $make:expr; $($name:ident),*) => {
+        $(
+            #[tokio::test]
+            async fn $name() {
+                let (backend, _guard) = $make;
+                $crate::conformance::$name(backend).await;
+            }
+        )*
+    };
+}

@@ -1,0 +1,94 @@
+//! The one error type of berth's libraries. Stores and the manager return it; the CLI, MCP and
+//! ACP layers turn it into a message for a person or a model, so every variant says what is wrong
+//! and, where it can, what to do next.
+
+use std::path::PathBuf;
+
+use crate::id::InvalidInput;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The thing named does not exist. `what` reads like "workspace 'abc'".
+    #[error("{what} not found{}", hint_suffix(.hint))]
+    NotFound { what: String, hint: Option<String> },
+
+    /// Creating would replace something that exists.
+    #[error("{what} already exists")]
+    AlreadyExists { what: String },
+
+    /// An identifier, path or argument from outside was refused.
+    #[error(transparent)]
+    Invalid(#[from] InvalidInput),
+
+    /// A request that is well-formed but not allowed in the current state (e.g. removing a
+    /// folder without asking for recursion).
+    #[error("{0}")]
+    Refused(String),
+
+    /// An identifier matched more than one thing.
+    #[error("{identifier:?} is ambiguous; it matches: {}. Use more characters or the full id.", .candidates.join(", "))]
+    Ambiguous {
+        identifier: String,
+        candidates: Vec<String>,
+    },
+
+    /// A file berth owns could not be parsed. It is never treated as missing or overwritten:
+    /// the person has to look at it.
+    #[error("{} is corrupt{}: {reason}. berth leaves it untouched; fix or remove it by hand", .file.display(), line_suffix(*.line))]
+    Corrupt {
+        file: PathBuf,
+        line: Option<usize>,
+        reason: String,
+    },
+
+    /// The configuration is well-formed TOML but has a value of the wrong type or kind.
+    #[error("configuration: {0}")]
+    Config(String),
+
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+fn line_suffix(line: Option<usize>) -> String {
+    line.map(|l| format!(" at line {l}")).unwrap_or_default()
+}
+
+fn hint_suffix(hint: &Option<String>) -> String {
+    hint.as_ref().map(|h| format!("; {h}")).unwrap_or_default()
+}
+
+impl Error {
+    pub fn not_found(what: impl Into<String>) -> Self {
+        Error::NotFound {
+            what: what.into(),
+            hint: None,
+        }
+    }
+
+    pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
+        Error::Io {
+            context: context.into(),
+            source,
+        }
+    }
+
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, Error::NotFound { .. })
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// The 1-based line of a byte offset in `text`; parsers report spans, people read lines.
+pub fn line_of_offset(text: &str, offset: usize) -> usize {
+    let end = offset.min(text.len());
+    text.as_bytes()[..end]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
+}

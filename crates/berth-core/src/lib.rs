@@ -1,0 +1,25 @@
+//! berth-core: the domain of berth, with no I/O of its own.
+//!
+//! - [`id`] and [`storage_path`]: validated identifiers and paths; a value of these types has
+//!   already been checked, so nothing downstream re-validates or forgets to.
+//! - [`store`]: the traits every backend implements (filesystem, SQLite, Postgres).
+//! - [`manager`]: `WorkspaceManager`, the operations built from those traits.
+//! - [`config`]: the three configuration layers and their merge.
+//! - [`conformance`]: the behaviour every store must show, as tests any backend can run.
+
+pub mod config;
+#[cfg(any(test, feature = "conformance"))]
+pub mod conformance;
+pub mod error;
+pub mod id;
+pub mod manager;
+pub mod model;
+pub mod storage_path;
+pub mod store;
+
+pub use error::{Error, Result};
+pub use id::{DeviceId, InvalidInput, SessionId, WorkspaceId, WorkspaceName};
+pub use manager::WorkspaceManager;
+pub use model::{EntryKind, GitInfo, NewWorkspace, StorageEntry, StorageScope, Workspace};
+pub use storage_path::StoragePath;
+pub use store::{Binding, BindingStore, DeleteCondition, StorageStore, WorkspaceStore};

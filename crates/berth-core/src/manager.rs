@@ -1,0 +1,286 @@
+//! `WorkspaceManager`: the operations people and agents ask for, composed from the store traits.
+//!
+//! It holds no state of its own beyond the stores, so several managers in several processes on
+//! one home agree by construction; everything that must be atomic is atomic in a store method.
+
+use std::sync::Arc;
+
+use chrono::{Duration, Utc};
+
+use crate::config::{self, ConfigText, LoadedConfig};
+use crate::error::{Error, Result};
+use crate::id::{DeviceId, WorkspaceId, WorkspaceName};
+use crate::model::{NewWorkspace, StorageEntry, StorageScope, Workspace};
+use crate::storage_path::StoragePath;
+use crate::store::{Binding, BindingStore, DeleteCondition, StorageStore, WorkspaceStore};
+
+/// Shortest id prefix accepted, so a stray "a" never resolves to somebody's workspace.
+pub const MIN_PREFIX: usize = 4;
+
+/// How stale `last_accessed` may get before a use rewrites it. Garbage collection works in
+/// days, so a minute of slack costs nothing and spares a durable metadata write on every read.
+const ACCESS_GRANULARITY: Duration = Duration::seconds(60);
+
+#[derive(Clone)]
+pub struct WorkspaceManager {
+    workspaces: Arc<dyn WorkspaceStore>,
+    bindings: Arc<dyn BindingStore>,
+    storage: Arc<dyn StorageStore>,
+}
+
+impl WorkspaceManager {
+    pub fn new(
+        workspaces: Arc<dyn WorkspaceStore>,
+        bindings: Arc<dyn BindingStore>,
+        storage: Arc<dyn StorageStore>,
+    ) -> Self {
+        WorkspaceManager {
+            workspaces,
+            bindings,
+            storage,
+        }
+    }
+
+    pub fn workspaces(&self) -> &dyn WorkspaceStore {
+        self.workspaces.as_ref()
+    }
+
+    pub fn bindings(&self) -> &dyn BindingStore {
+        self.bindings.as_ref()
+    }
+
+    pub fn storage(&self) -> &dyn StorageStore {
+        self.storage.as_ref()
+    }
+
+    pub async fn create(&self, new: NewWorkspace) -> Result<Workspace> {
+        self.workspaces.create(new, Utc::now()).await
+    }
+
+    pub async fn list(&self) -> Result<Vec<Workspace>> {
+        self.workspaces.list().await
+    }
+
+    /// Finds a workspace by exact id, then exact name, then unambiguous id prefix (at least
+    /// four characters). An exact match always wins over a prefix match.
+    pub async fn resolve(&self, identifier: &str) -> Result<Workspace> {
+        if let Ok(id) = WorkspaceId::new(identifier) {
+            match self.workspaces.load(&id).await {
+                Err(e) if e.is_not_found() => {}
+                other => return other,
+            }
+        }
+        if let Ok(name) = WorkspaceName::new(identifier) {
+            match self.workspaces.load_by_name(&name).await {
+                Err(e) if e.is_not_found() => {}
+                other => return other,
+            }
+        }
+        let not_found = || Error::NotFound {
+            what: format!("workspace {identifier:?}"),
+            hint: Some(
+                "no workspace has that id, name or id prefix; `berth workspace list` shows them"
+                    .to_owned(),
+            ),
+        };
+        if identifier.len() < MIN_PREFIX || WorkspaceId::new(identifier).is_err() {
+            return Err(not_found());
+        }
+        let matches: Vec<WorkspaceId> = self
+            .workspaces
+            .list_ids()
+            .await?
+            .into_iter()
+            .filter(|id| id.as_str().starts_with(identifier))
+            .collect();
+        match matches.as_slice() {
+            [] => Err(not_found()),
+            [one] => self.workspaces.load(one).await,
+            many => {
+                let mut candidates = Vec::new();
+                for id in many {
+                    let label = match self.workspaces.load(id).await {
+                        Ok(Workspace { name: Some(n), .. }) => format!("{id} ({n})"),
+                        _ => id.to_string(),
+                    };
+                    candidates.push(label);
+                }
+                Err(Error::Ambiguous {
+                    identifier: identifier.to_owned(),
+                    candidates,
+                })
+            }
+        }
+    }
+
+    /// The workspace bound to `device`, creating and binding a new one if there is none.
+    /// Two processes racing on the same new device end with one workspace and one binding:
+    /// both may create, but only one binding wins, and the loser removes its own workspace.
+    pub async fn resolve_device(&self, device: &DeviceId) -> Result<Workspace> {
+        if let Some(id) = self.bindings.resolve(device).await? {
+            match self.workspaces.load(&id).await {
+                Ok(ws) => return self.touched(ws).await,
+                // A binding to a workspace that no longer exists (deleted by hand, or by a
+                // delete that raced a bind) is dropped so the device can get a new one.
+                Err(e) if e.is_not_found() => {
+                    self.bindings.unbind_workspace(&id).await?;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let candidate = self.create(NewWorkspace::default()).await?;
+        let winner = self.bindings.bind_if_absent(device, &candidate.id).await?;
+        if winner == candidate.id {
+            return Ok(candidate);
+        }
+        self.workspaces
+            .delete(&candidate.id, DeleteCondition::Always)
+            .await?;
+        let ws = self.workspaces.load(&winner).await?;
+        self.touched(ws).await
+    }
+
+    /// Removes a workspace: its bindings first (so no device is left pointing at nothing),
+    /// then its folder with storage and sessions. Returns the devices that were unbound.
+    pub async fn delete(&self, id: &WorkspaceId) -> Result<Vec<DeviceId>> {
+        // Fail with NotFound before touching bindings of a workspace that does not exist. A
+        // corrupt workspace.toml must still be deletable: deleting is how it gets fixed.
+        match self.workspaces.load(id).await {
+            Ok(_) | Err(Error::Corrupt { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        let devices = self.bindings.unbind_workspace(id).await?;
+        self.workspaces.delete(id, DeleteCondition::Always).await?;
+        Ok(devices)
+    }
+
+    /// Removes workspaces unused for `max_age` (never `default`). With `dry_run`, only says
+    /// which. A workspace used between the scan and its removal is kept.
+    pub async fn gc(&self, max_age: Duration, dry_run: bool) -> Result<Vec<Workspace>> {
+        let cutoff = Utc::now() - max_age;
+        let stale = self.workspaces.gc(cutoff).await?;
+        if dry_run {
+            return Ok(stale);
+        }
+        let mut removed = Vec::new();
+        for ws in stale {
+            if self
+                .workspaces
+                .delete(&ws.id, DeleteCondition::IdleSince(cutoff))
+                .await?
+            {
+                self.bindings.unbind_workspace(&ws.id).await?;
+                removed.push(ws);
+            }
+        }
+        Ok(removed)
+    }
+
+    /// The well-known `default` workspace, created on first use.
+    pub async fn default_workspace(&self) -> Result<Workspace> {
+        let id = WorkspaceId::default_workspace();
+        match self.workspaces.load(&id).await {
+            Err(e) if e.is_not_found() => {}
+            other => return other,
+        }
+        let new = NewWorkspace {
+            id: Some(id.clone()),
+            description: "default workspace for single-user use".to_owned(),
+            ..NewWorkspace::default()
+        };
+        match self.create(new).await {
+            Err(Error::AlreadyExists { .. }) => self.workspaces.load(&id).await,
+            other => other,
+        }
+    }
+
+    /// Records a real use of the workspace (throttled to once a minute).
+    pub async fn touch(&self, ws: &Workspace) -> Result<()> {
+        let now = Utc::now();
+        if now - ws.last_accessed >= ACCESS_GRANULARITY {
+            self.workspaces.update_accessed(&ws.id, now).await?;
+        }
+        Ok(())
+    }
+
+    async fn touched(&self, mut ws: Workspace) -> Result<Workspace> {
+        self.touch(&ws).await?;
+        ws.last_accessed = ws.last_accessed.max(Utc::now() - ACCESS_GRANULARITY);
+        Ok(ws)
+    }
+
+    pub async fn bind(&self, device: &DeviceId, ws: &Workspace) -> Result<Option<WorkspaceId>> {
+        self.bindings.bind(device, &ws.id).await
+    }
+
+    pub async fn unbind(&self, device: &DeviceId) -> Result<WorkspaceId> {
+        self.bindings
+            .unbind(device)
+            .await?
+            .ok_or_else(|| Error::NotFound {
+                what: format!("binding for device {:?}", device.as_str()),
+                hint: Some("`berth binding list` shows the bindings".to_owned()),
+            })
+    }
+
+    pub async fn list_bindings(&self) -> Result<Vec<Binding>> {
+        self.bindings.list().await
+    }
+
+    pub async fn read_storage(&self, ws: &Workspace, path: &StoragePath) -> Result<Vec<u8>> {
+        self.touch(ws).await?;
+        self.storage
+            .read(&StorageScope::Workspace(ws.id.clone()), path)
+            .await
+    }
+
+    pub async fn write_storage(
+        &self,
+        ws: &Workspace,
+        path: &StoragePath,
+        contents: Vec<u8>,
+    ) -> Result<()> {
+        self.touch(ws).await?;
+        self.storage
+            .write(&StorageScope::Workspace(ws.id.clone()), path, contents)
+            .await
+    }
+
+    pub async fn list_storage(
+        &self,
+        ws: &Workspace,
+        dir: Option<&StoragePath>,
+    ) -> Result<Vec<StorageEntry>> {
+        self.touch(ws).await?;
+        self.storage
+            .list(&StorageScope::Workspace(ws.id.clone()), dir)
+            .await
+    }
+
+    pub async fn remove_storage(
+        &self,
+        ws: &Workspace,
+        path: &StoragePath,
+        recursive: bool,
+    ) -> Result<()> {
+        self.touch(ws).await?;
+        self.storage
+            .remove(&StorageScope::Workspace(ws.id.clone()), path, recursive)
+            .await
+    }
+
+    /// The config in force for `workspace` (or globally with `None`): `global` is the global
+    /// file's text, which lives beside the store rather than in it.
+    pub async fn config(
+        &self,
+        global: Option<&ConfigText>,
+        workspace: Option<&WorkspaceId>,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<LoadedConfig> {
+        let ws_text = match workspace {
+            Some(id) => self.workspaces.load_config(id).await?,
+            None => None,
+        };
+        config::layer(global, ws_text.as_ref(), env)
+    }
+}

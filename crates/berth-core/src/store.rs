@@ -1,0 +1,102 @@
+//! The store traits every backend implements (filesystem, SQLite, Postgres). Callers only ever
+//! see these, so a backend can be swapped without touching them; the shared conformance suite
+//! holds each backend to the same behaviour.
+//!
+//! Contract common to all methods: an acknowledged write is durable; concurrent callers in other
+//! processes never lose an update; a record that cannot be parsed is `Error::Corrupt`, never
+//! "missing".
+
+use std::path::PathBuf;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use crate::config::ConfigText;
+use crate::error::Result;
+use crate::id::{DeviceId, WorkspaceId, WorkspaceName};
+use crate::model::{NewWorkspace, StorageEntry, StorageScope, Workspace};
+use crate::storage_path::StoragePath;
+
+/// When `WorkspaceStore::delete` may go ahead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeleteCondition {
+    Always,
+    /// Only if the workspace has not been used since this instant, checked atomically with the
+    /// removal, so garbage collection never removes a workspace that was just used.
+    IdleSince(DateTime<Utc>),
+}
+
+#[async_trait]
+pub trait WorkspaceStore: Send + Sync {
+    /// Creates a workspace; `AlreadyExists` if the id or the name is taken.
+    async fn create(&self, new: NewWorkspace, now: DateTime<Utc>) -> Result<Workspace>;
+    async fn load(&self, id: &WorkspaceId) -> Result<Workspace>;
+    async fn load_by_name(&self, name: &WorkspaceName) -> Result<Workspace>;
+    /// Ids only: cheap, for prefix resolution.
+    async fn list_ids(&self) -> Result<Vec<WorkspaceId>>;
+    /// Every workspace, sorted by id.
+    async fn list(&self) -> Result<Vec<Workspace>>;
+    /// Removes the workspace and everything it holds (storage, sessions). Returns false if the
+    /// condition did not hold. Bindings are the `BindingStore`'s; the manager removes them.
+    async fn delete(&self, id: &WorkspaceId, condition: DeleteCondition) -> Result<bool>;
+    /// Records a use at `at` (never moves the time backwards).
+    async fn update_accessed(&self, id: &WorkspaceId, at: DateTime<Utc>) -> Result<()>;
+    /// Workspaces last used before `cutoff`, never `default`. Also clears debris that
+    /// interrupted operations may have left (half-created or half-deleted workspaces). It
+    /// removes no workspace: the manager does that through `delete`, so bindings go too.
+    async fn gc(&self, cutoff: DateTime<Utc>) -> Result<Vec<Workspace>>;
+    /// The workspace's own config overrides, if it has any.
+    async fn load_config(&self, id: &WorkspaceId) -> Result<Option<ConfigText>>;
+    /// The workspace's folder on this machine, where the backend keeps one.
+    fn workspace_dir(&self, id: &WorkspaceId) -> Option<PathBuf>;
+}
+
+/// One device → workspace binding.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Binding {
+    pub device: DeviceId,
+    pub workspace: WorkspaceId,
+}
+
+#[async_trait]
+pub trait BindingStore: Send + Sync {
+    async fn resolve(&self, device: &DeviceId) -> Result<Option<WorkspaceId>>;
+    /// Binds, replacing any earlier binding; returns the one replaced.
+    async fn bind(&self, device: &DeviceId, workspace: &WorkspaceId)
+    -> Result<Option<WorkspaceId>>;
+    /// Binds only if the device has no binding, atomically across processes. Returns the
+    /// workspace the device is bound to afterwards: `workspace`, or whichever got there first.
+    async fn bind_if_absent(
+        &self,
+        device: &DeviceId,
+        workspace: &WorkspaceId,
+    ) -> Result<WorkspaceId>;
+    /// Returns the workspace the device was bound to.
+    async fn unbind(&self, device: &DeviceId) -> Result<Option<WorkspaceId>>;
+    /// Removes every binding to `workspace`; returns the devices that were bound.
+    async fn unbind_workspace(&self, workspace: &WorkspaceId) -> Result<Vec<DeviceId>>;
+    /// Every binding, sorted by device.
+    async fn list(&self) -> Result<Vec<Binding>>;
+}
+
+#[async_trait]
+pub trait StorageStore: Send + Sync {
+    async fn read(&self, scope: &StorageScope, path: &StoragePath) -> Result<Vec<u8>>;
+    /// Writes the whole file atomically, creating parent folders.
+    async fn write(
+        &self,
+        scope: &StorageScope,
+        path: &StoragePath,
+        contents: Vec<u8>,
+    ) -> Result<()>;
+    /// The entries of a folder (`None` = the root), sorted by name.
+    async fn list(
+        &self,
+        scope: &StorageScope,
+        dir: Option<&StoragePath>,
+    ) -> Result<Vec<StorageEntry>>;
+    /// Removes a file or an empty folder; a non-empty folder only with `recursive`.
+    async fn remove(&self, scope: &StorageScope, path: &StoragePath, recursive: bool)
+    -> Result<()>;
+}

@@ -1,0 +1,164 @@
+//! berth-store-fs: the default embedded store, on the home layout of DESIGN.md.
+//!
+//! ```text
+//! <home>/config.toml  bindings.toml  names/<name>  .locks/
+//!        workspaces/<id>/{workspace.toml, config.toml, storage/, sessions/, mcp/, skills/, memory/}
+//! ```
+//!
+//! Invariants this crate keeps:
+//! - Every file is replaced atomically and durably (`durable::write_atomic`); a workspace
+//!   folder appears whole (built as `.staging-<id>` and renamed) and disappears whole
+//!   (renamed to `.trash-…` before removal).
+//! - Read-modify-write of shared files happens under a cross-process lock and re-reads under
+//!   it; there is no in-memory cache to go stale when another process writes.
+//! - Unparseable files are `Error::Corrupt` naming file and line, and are never rewritten.
+//! - Storage paths are resolved inside the root by `cap-std`, which refuses every escape,
+//!   symlinks included.
+//!
+//! All I/O is blocking and runs on tokio's blocking pool, so async callers are never stalled.
+
+mod bindings;
+pub mod durable;
+mod storage;
+mod workspaces;
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use berth_core::{Error, Result, WorkspaceId, WorkspaceManager};
+
+/// The platform's default berth home: `~/.local/share/berth` on Linux,
+/// `~/Library/Application Support/berth` on macOS, `%LOCALAPPDATA%\berth` on Windows.
+pub fn default_home() -> Option<PathBuf> {
+    #[cfg(windows)]
+    let base = dirs::data_local_dir();
+    #[cfg(not(windows))]
+    let base = dirs::data_dir();
+    base.map(|d| d.join("berth"))
+}
+
+/// The filesystem store. Cheap to clone; implements all three store traits.
+#[derive(Clone)]
+pub struct FsStore {
+    layout: Arc<Layout>,
+}
+
+/// Where things live under the home. One place, so no path is built ad hoc.
+pub(crate) struct Layout {
+    home: PathBuf,
+}
+
+impl Layout {
+    fn workspaces(&self) -> PathBuf {
+        self.home.join("workspaces")
+    }
+    fn workspace_dir(&self, id: &WorkspaceId) -> PathBuf {
+        self.workspaces().join(id.as_str())
+    }
+    fn workspace_file(&self, id: &WorkspaceId) -> PathBuf {
+        self.workspace_dir(id).join("workspace.toml")
+    }
+    fn names(&self) -> PathBuf {
+        self.home.join("names")
+    }
+    fn bindings_file(&self) -> PathBuf {
+        self.home.join("bindings.toml")
+    }
+    fn lock(&self, name: &str) -> PathBuf {
+        self.home.join(".locks").join(name)
+    }
+}
+
+impl FsStore {
+    /// Opens (creating if needed) the home at `home`.
+    pub fn open(home: impl AsRef<Path>) -> Result<FsStore> {
+        let home = std::path::absolute(home.as_ref())
+            .map_err(|e| Error::io(format!("cannot use home {}", home.as_ref().display()), e))?;
+        let layout = Layout { home };
+        for dir in [
+            layout.workspaces(),
+            layout.names(),
+            layout.home.join(".locks"),
+        ] {
+            std::fs::create_dir_all(&dir)
+                .map_err(|e| Error::io(format!("cannot create {}", dir.display()), e))?;
+        }
+        Ok(FsStore {
+            layout: Arc::new(layout),
+        })
+    }
+
+    pub fn home(&self) -> &Path {
+        &self.layout.home
+    }
+
+    /// The global config file, `<home>/config.toml`.
+    pub fn global_config_path(&self) -> PathBuf {
+        self.layout.home.join("config.toml")
+    }
+
+    /// A manager with this store in all three slots.
+    pub fn manager(&self) -> WorkspaceManager {
+        let s = Arc::new(self.clone());
+        WorkspaceManager::new(s.clone(), s.clone(), s)
+    }
+
+    /// Runs blocking I/O off the async executor.
+    async fn blocking<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Layout) -> Result<T> + Send + 'static,
+    {
+        let layout = self.layout.clone();
+        tokio::task::spawn_blocking(move || f(&layout))
+            .await
+            .map_err(|e| Error::io("store task failed", io::Error::other(e.to_string())))?
+    }
+}
+
+/// Builds the I/O error for an operation on `path`.
+pub(crate) fn io_err<'a>(action: &'a str, path: &'a Path) -> impl FnOnce(io::Error) -> Error + 'a {
+    move |e| Error::io(format!("cannot {action} {}", path.display()), e)
+}
+
+/// Reads a file berth owns; `Ok(None)` only when it does not exist.
+pub(crate) fn read_optional(path: &Path) -> Result<Option<String>> {
+    match std::fs::read(path) {
+        Ok(bytes) => String::from_utf8(bytes)
+            .map(Some)
+            .map_err(|e| Error::Corrupt {
+                file: path.to_owned(),
+                line: None,
+                reason: format!("not valid UTF-8 (byte {})", e.utf8_error().valid_up_to()),
+            }),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(io_err("read", path)(e)),
+    }
+}
+
+/// Parses TOML that berth owns, turning a failure into `Corrupt` with the line.
+pub(crate) fn parse_toml<T: serde::de::DeserializeOwned>(path: &Path, text: &str) -> Result<T> {
+    toml::from_str(text).map_err(|e| Error::Corrupt {
+        file: path.to_owned(),
+        line: e
+            .span()
+            .map(|s| berth_core::error::line_of_offset(text, s.start)),
+        reason: e.message().trim().to_owned(),
+    })
+}
+
+#[cfg(test)]
+mod conformance {
+    fn fresh() -> (berth_core::conformance::Backend, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = std::sync::Arc::new(super::FsStore::open(dir.path()).unwrap());
+        let backend = berth_core::conformance::Backend {
+            workspaces: store.clone(),
+            bindings: store.clone(),
+            storage: store,
+        };
+        (backend, dir)
+    }
+    berth_core::conformance_tests!(fresh());
+}

@@ -1,0 +1,285 @@
+//! `StorageStore` on the filesystem: files under `workspaces/<id>/storage/` (and, for sessions,
+//! `workspaces/<id>/sessions/<sid>/storage/`).
+//!
+//! Every path is resolved by `cap-std` relative to an open handle on the storage root, which
+//! refuses `..`, absolute paths and symlinks that lead outside the root — checked by the
+//! kernel (`openat2(RESOLVE_BENEATH)` where available) at the moment of use, so a symlink
+//! swapped in between a check and an open cannot win a race. `StoragePath` already refused the
+//! lexical escapes; this is the second wall.
+
+use std::io::{self, Write};
+use std::path::PathBuf;
+
+use async_trait::async_trait;
+use berth_core::storage_path::TEMP_PREFIX;
+use berth_core::{EntryKind, Error, Result, StorageEntry, StoragePath, StorageScope, StorageStore};
+use cap_std::fs::{Dir, OpenOptions};
+
+use crate::durable::random_suffix;
+use crate::{FsStore, Layout};
+
+impl Layout {
+    fn storage_root(&self, scope: &StorageScope) -> PathBuf {
+        match scope {
+            StorageScope::Workspace(w) => self.workspace_dir(w).join("storage"),
+            StorageScope::Session { workspace, session } => self
+                .workspace_dir(workspace)
+                .join("sessions")
+                .join(session.as_str())
+                .join("storage"),
+        }
+    }
+
+    /// Opens the storage root of `scope`, creating it if its owner exists but it does not.
+    fn open_storage(&self, scope: &StorageScope) -> Result<Dir> {
+        let root = self.storage_root(scope);
+        let owner = root.parent().expect("storage root has a parent");
+        let owner_file = match scope {
+            StorageScope::Workspace(_) => owner.join("workspace.toml"),
+            StorageScope::Session { .. } => owner.join("session.toml"),
+        };
+        if !owner_file.is_file() {
+            return Err(Error::not_found(scope.to_string()));
+        }
+        match root.symlink_metadata() {
+            Ok(m) if m.file_type().is_symlink() || !m.is_dir() => {
+                return Err(Error::Refused(format!(
+                    "the storage root {} is not a plain folder; berth will not follow it",
+                    root.display()
+                )));
+            }
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                std::fs::create_dir(&root)
+                    .or_else(|e| match e.kind() {
+                        io::ErrorKind::AlreadyExists => Ok(()),
+                        _ => Err(e),
+                    })
+                    .map_err(|e| Error::io(format!("cannot create {}", root.display()), e))?;
+            }
+            Err(e) => return Err(Error::io(format!("cannot open {}", root.display()), e)),
+        }
+        Dir::open_ambient_dir(&root, cap_std::ambient_authority())
+            .map_err(|e| Error::io(format!("cannot open {}", root.display()), e))
+    }
+}
+
+/// Turns an I/O error on `path` into an error a person or model can act on.
+fn storage_err<'a>(scope: &'a StorageScope, path: &'a str) -> impl FnOnce(io::Error) -> Error + 'a {
+    move |e| match e.kind() {
+        io::ErrorKind::NotFound => Error::not_found(format!("'{path}' in {scope} storage")),
+        io::ErrorKind::PermissionDenied if e.to_string().contains("outside") => Error::Refused(
+            format!("'{path}' leads outside {scope} storage (through a symlink); refused"),
+        ),
+        io::ErrorKind::IsADirectory => Error::Refused(format!(
+            "'{path}' in {scope} storage is a folder, not a file"
+        )),
+        io::ErrorKind::NotADirectory => Error::Refused(format!(
+            "a parent of '{path}' in {scope} storage is a file, not a folder"
+        )),
+        io::ErrorKind::DirectoryNotEmpty => Error::Refused(format!(
+            "'{path}' in {scope} storage is a folder that is not empty; remove it recursively"
+        )),
+        _ => Error::io(format!("'{path}' in {scope} storage"), e),
+    }
+}
+
+fn read(root: &Dir, scope: &StorageScope, path: &StoragePath) -> Result<Vec<u8>> {
+    let err = storage_err(scope, path.as_str());
+    if root
+        .symlink_metadata(path.as_path())
+        .is_ok_and(|m| m.is_dir())
+    {
+        return Err(err(io::Error::from(io::ErrorKind::IsADirectory)));
+    }
+    root.read(path.as_path()).map_err(err)
+}
+
+fn write(root: &Dir, scope: &StorageScope, path: &StoragePath, contents: &[u8]) -> Result<()> {
+    let dir = match path.parent() {
+        None => root
+            .try_clone()
+            .map_err(storage_err(scope, path.as_str()))?,
+        Some(parent) => {
+            let created = !root.exists(parent.as_path());
+            root.create_dir_all(parent.as_path())
+                .map_err(|e| match e.kind() {
+                    io::ErrorKind::AlreadyExists => storage_err(scope, path.as_str())(
+                        io::Error::from(io::ErrorKind::NotADirectory),
+                    ),
+                    _ => storage_err(scope, path.as_str())(e),
+                })?;
+            if created {
+                sync_ancestors(root, &parent).map_err(storage_err(scope, path.as_str()))?;
+            }
+            root.open_dir(parent.as_path())
+                .map_err(storage_err(scope, path.as_str()))?
+        }
+    };
+    if dir
+        .symlink_metadata(path.file_name())
+        .is_ok_and(|m| m.is_dir())
+    {
+        return Err(storage_err(scope, path.as_str())(io::Error::from(
+            io::ErrorKind::IsADirectory,
+        )));
+    }
+    write_in(&dir, path.file_name(), contents).map_err(storage_err(scope, path.as_str()))
+}
+
+/// Atomic replace of `name` inside `dir`: temp file, fsync, rename, fsync the folder.
+fn write_in(dir: &Dir, name: &str, contents: &[u8]) -> io::Result<()> {
+    let tmp = format!("{TEMP_PREFIX}{}", random_suffix());
+    let mut file = dir.open_with(&tmp, OpenOptions::new().write(true).create_new(true))?;
+    let done = file.write_all(contents).and_then(|()| file.sync_all());
+    drop(file);
+    let done = done.and_then(|()| dir.rename(&tmp, dir, name));
+    if done.is_err() {
+        let _ = dir.remove_file(&tmp);
+    }
+    done?;
+    fsync_dir(dir)
+}
+
+/// fsync of a folder held as a `Dir`. `Dir` handles may be `O_PATH`, which cannot be synced, so
+/// the folder is reopened for reading through the same handle.
+fn fsync_dir(dir: &Dir) -> io::Result<()> {
+    dir.open_with(".", OpenOptions::new().read(true))?
+        .sync_all()
+}
+
+/// Makes freshly created folders on the way to `parent` durable: each one's entry lives in the
+/// folder above it.
+fn sync_ancestors(root: &Dir, parent: &StoragePath) -> io::Result<()> {
+    let mut cur = Some(parent.clone());
+    while let Some(p) = cur {
+        let above = p.parent();
+        match &above {
+            Some(a) => fsync_dir(&root.open_dir(a.as_path())?)?,
+            None => fsync_dir(root)?,
+        }
+        cur = above;
+    }
+    Ok(())
+}
+
+fn list(root: &Dir, scope: &StorageScope, dir: Option<&StoragePath>) -> Result<Vec<StorageEntry>> {
+    let shown = dir.map_or(".", |d| d.as_str());
+    let err = || storage_err(scope, shown);
+    let entries = match dir {
+        None => root.entries().map_err(err())?,
+        Some(d) => {
+            if root
+                .symlink_metadata(d.as_path())
+                .is_ok_and(|m| !m.is_dir())
+            {
+                return Err(Error::Refused(format!(
+                    "'{d}' in {scope} storage is a file, not a folder; read it instead"
+                )));
+            }
+            root.read_dir(d.as_path()).map_err(err())?
+        }
+    };
+    let mut out = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(err())?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with(TEMP_PREFIX) {
+            continue;
+        }
+        let meta = entry.metadata().map_err(err())?;
+        let kind = if meta.file_type().is_symlink() {
+            EntryKind::Symlink
+        } else if meta.is_dir() {
+            EntryKind::Dir
+        } else {
+            EntryKind::File
+        };
+        let path = match dir {
+            None => name.clone(),
+            Some(d) => format!("{d}/{name}"),
+        };
+        let size = if kind == EntryKind::File {
+            meta.len()
+        } else {
+            0
+        };
+        out.push(StorageEntry {
+            name,
+            path,
+            kind,
+            size,
+        });
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(out)
+}
+
+fn remove(root: &Dir, scope: &StorageScope, path: &StoragePath, recursive: bool) -> Result<()> {
+    let err = || storage_err(scope, path.as_str());
+    let meta = root.symlink_metadata(path.as_path()).map_err(err())?;
+    if meta.is_dir() {
+        if recursive {
+            root.remove_dir_all(path.as_path())
+        } else {
+            root.remove_dir(path.as_path())
+        }
+        .map_err(|e| match e.kind() {
+            // Some platforms report a non-empty folder with a generic error kind.
+            io::ErrorKind::DirectoryNotEmpty | io::ErrorKind::Other if !recursive => {
+                err()(io::Error::from(io::ErrorKind::DirectoryNotEmpty))
+            }
+            _ => err()(e),
+        })?;
+    } else {
+        // A symlink is removed itself; its target is never touched.
+        root.remove_file(path.as_path()).map_err(err())?;
+    }
+    let parent = path.parent();
+    let dir = match &parent {
+        Some(p) => root.open_dir(p.as_path()),
+        None => root.try_clone(),
+    };
+    dir.and_then(|d| fsync_dir(&d)).map_err(err())
+}
+
+#[async_trait]
+impl StorageStore for FsStore {
+    async fn read(&self, scope: &StorageScope, path: &StoragePath) -> Result<Vec<u8>> {
+        let (scope, path) = (scope.clone(), path.clone());
+        self.blocking(move |l| read(&l.open_storage(&scope)?, &scope, &path))
+            .await
+    }
+
+    async fn write(
+        &self,
+        scope: &StorageScope,
+        path: &StoragePath,
+        contents: Vec<u8>,
+    ) -> Result<()> {
+        let (scope, path) = (scope.clone(), path.clone());
+        self.blocking(move |l| write(&l.open_storage(&scope)?, &scope, &path, &contents))
+            .await
+    }
+
+    async fn list(
+        &self,
+        scope: &StorageScope,
+        dir: Option<&StoragePath>,
+    ) -> Result<Vec<StorageEntry>> {
+        let (scope, dir) = (scope.clone(), dir.cloned());
+        self.blocking(move |l| list(&l.open_storage(&scope)?, &scope, dir.as_ref()))
+            .await
+    }
+
+    async fn remove(
+        &self,
+        scope: &StorageScope,
+        path: &StoragePath,
+        recursive: bool,
+    ) -> Result<()> {
+        let (scope, path) = (scope.clone(), path.clone());
+        self.blocking(move |l| remove(&l.open_storage(&scope)?, &scope, &path, recursive))
+            .await
+    }
+}

@@ -1,0 +1,350 @@
+//! `WorkspaceStore` on the filesystem: one folder per workspace, `workspace.toml` inside, and a
+//! `names/<name>` index file per named workspace so lookup by name costs one read, not a scan.
+//!
+//! Creation and deletion of workspaces (and of name index entries) happen under the home-wide
+//! `workspaces.lock`; metadata rewrites of one workspace happen under its own `.lock`. The name
+//! index is written *before* the workspace is committed, so a crash can leave a stale index
+//! entry (pointing at a workspace that does not exist or has another name), never a named
+//! workspace without one. Readers verify each entry, and creators reclaim stale ones.
+
+use std::fs;
+use std::io;
+use std::path::Path;
+
+use async_trait::async_trait;
+use berth_core::config::ConfigText;
+use berth_core::{
+    DeleteCondition, Error, NewWorkspace, Result, Workspace, WorkspaceId, WorkspaceName,
+    WorkspaceStore,
+};
+use chrono::{DateTime, Utc};
+
+use crate::durable::{FileLock, random_suffix, sync_dir, write_atomic};
+use crate::{FsStore, Layout, io_err, parse_toml, read_optional};
+
+/// Folders every workspace has, as in the seed; `storage` and `sessions` are berth's.
+const SUBDIRS: &[&str] = &["storage", "sessions", "mcp", "skills", "memory"];
+const STAGING: &str = ".staging-";
+const TRASH: &str = ".trash-";
+
+impl Layout {
+    pub(crate) fn load_workspace(&self, id: &WorkspaceId) -> Result<Workspace> {
+        let path = self.workspace_file(id);
+        let text = read_optional(&path)?.ok_or_else(|| missing(id))?;
+        let ws: Workspace = parse_toml(&path, &text)?;
+        if &ws.id != id {
+            return Err(Error::Corrupt {
+                file: path,
+                line: None,
+                reason: format!(
+                    "its id {:?} does not match its folder {:?}",
+                    ws.id.as_str(),
+                    id.as_str()
+                ),
+            });
+        }
+        Ok(ws)
+    }
+
+    fn write_workspace(&self, ws: &Workspace) -> Result<()> {
+        let path = self.workspace_file(&ws.id);
+        let text = toml::to_string(ws).expect("workspace serializes");
+        write_atomic(&path, text.as_bytes()).map_err(io_err("write", &path))
+    }
+
+    /// The id a name index entry points at, if the entry exists.
+    fn name_entry(&self, name: &WorkspaceName) -> Result<Option<WorkspaceId>> {
+        let path = self.names().join(name.as_str());
+        let Some(text) = read_optional(&path)? else {
+            return Ok(None);
+        };
+        WorkspaceId::new(text.trim())
+            .map(Some)
+            .map_err(|e| Error::Corrupt {
+                file: path,
+                line: Some(1),
+                reason: e.to_string(),
+            })
+    }
+
+    /// The workspace `name` belongs to, verified against its metadata.
+    fn workspace_named(&self, name: &WorkspaceName) -> Result<Option<Workspace>> {
+        let Some(id) = self.name_entry(name)? else {
+            return Ok(None);
+        };
+        match self.load_workspace(&id) {
+            Ok(ws) if ws.name.as_ref() == Some(name) => Ok(Some(ws)),
+            Ok(_) => Ok(None),
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn create(&self, new: NewWorkspace, now: DateTime<Utc>) -> Result<Workspace> {
+        let _guard = self.lock_workspaces()?;
+        let id = new.id.unwrap_or_else(WorkspaceId::generate);
+        let dir = self.workspace_dir(&id);
+        if dir.symlink_metadata().is_ok() {
+            return Err(Error::AlreadyExists {
+                what: format!("workspace '{id}'"),
+            });
+        }
+        if let Some(name) = &new.name {
+            if let Some(owner) = self.workspace_named(name)? {
+                return Err(Error::AlreadyExists {
+                    what: format!("a workspace named '{name}' ({})", owner.id),
+                });
+            }
+            let entry = self.names().join(name.as_str());
+            write_atomic(&entry, format!("{id}\n").as_bytes()).map_err(io_err("write", &entry))?;
+        }
+        let ws = Workspace {
+            id: id.clone(),
+            name: new.name,
+            description: new.description,
+            created_at: now,
+            last_accessed: now,
+            agent_id: new.agent_id,
+            git: new.git,
+        };
+        let staging = self.workspaces().join(format!("{STAGING}{id}"));
+        build_workspace_dir(&staging, &ws)
+            .map_err(io_err("create", &staging))
+            .inspect_err(|_| {
+                let _ = fs::remove_dir_all(&staging);
+            })?;
+        fs::rename(&staging, &dir).map_err(io_err("create", &dir))?;
+        sync_dir(&self.workspaces()).map_err(io_err("sync", &self.workspaces()))?;
+        Ok(ws)
+    }
+
+    fn delete(&self, id: &WorkspaceId, condition: DeleteCondition) -> Result<bool> {
+        let _guard = self.lock_workspaces()?;
+        let dir = self.workspace_dir(id);
+        if !dir.is_dir() {
+            return Err(missing(id));
+        }
+        let _ws_guard = self.lock_workspace(id)?;
+        // The metadata may be corrupt; deleting is how a person gets rid of such a workspace.
+        let meta = self.load_workspace(id);
+        if let DeleteCondition::IdleSince(cutoff) = condition {
+            match &meta {
+                Ok(ws) if ws.last_accessed < cutoff => {}
+                Ok(_) => return Ok(false),
+                Err(_) => return meta.map(|_| false),
+            }
+        }
+        let trash = self
+            .workspaces()
+            .join(format!("{TRASH}{id}-{}", random_suffix()));
+        fs::rename(&dir, &trash).map_err(io_err("remove", &dir))?;
+        sync_dir(&self.workspaces()).map_err(io_err("sync", &self.workspaces()))?;
+        if let Ok(Workspace {
+            name: Some(name), ..
+        }) = meta
+        {
+            if self.name_entry(&name).ok().flatten().as_ref() == Some(id) {
+                let _ = fs::remove_file(self.names().join(name.as_str()));
+            }
+        }
+        // The workspace is gone once renamed; if removal of the trash fails, gc sweeps it.
+        let _ = fs::remove_dir_all(&trash);
+        Ok(true)
+    }
+
+    fn update_accessed(&self, id: &WorkspaceId, at: DateTime<Utc>) -> Result<()> {
+        let _guard = self.lock_workspace(id)?;
+        let mut ws = self.load_workspace(id)?;
+        if at > ws.last_accessed {
+            ws.last_accessed = at;
+            self.write_workspace(&ws)?;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn list_ids(&self) -> Result<Vec<WorkspaceId>> {
+        let dir = self.workspaces();
+        let mut ids = Vec::new();
+        for entry in fs::read_dir(&dir).map_err(io_err("list", &dir))? {
+            let entry = entry.map_err(io_err("list", &dir))?;
+            // Staging and trash folders start with '.', which no valid id does.
+            if let Some(id) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| WorkspaceId::new(n).ok())
+            {
+                ids.push(id);
+            }
+        }
+        ids.sort();
+        Ok(ids)
+    }
+
+    fn list(&self) -> Result<Vec<Workspace>> {
+        let ids = self.list_ids()?;
+        // Reading thousands of small files is syscall-bound; two threads halve the wall time.
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(4);
+        let chunk = ids.len().div_ceil(threads).max(256);
+        let results: Vec<Result<Vec<Workspace>>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = ids
+                .chunks(chunk)
+                .map(|part| scope.spawn(move || self.load_existing(part)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("list thread panicked"))
+                .collect()
+        });
+        let mut all = Vec::with_capacity(ids.len());
+        for part in results {
+            all.extend(part?);
+        }
+        Ok(all)
+    }
+
+    /// Loads each id, skipping those deleted since they were listed.
+    fn load_existing(&self, ids: &[WorkspaceId]) -> Result<Vec<Workspace>> {
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
+            match self.load_workspace(id) {
+                Ok(ws) => out.push(ws),
+                Err(e) if e.is_not_found() => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(out)
+    }
+
+    fn gc(&self, cutoff: DateTime<Utc>) -> Result<Vec<Workspace>> {
+        self.sweep_debris()?;
+        Ok(self
+            .list()?
+            .into_iter()
+            .filter(|ws| !ws.id.is_default() && ws.last_accessed < cutoff)
+            .collect())
+    }
+
+    /// Removes what interrupted creates and deletes left behind: staging and trash folders,
+    /// and name entries that no longer point at a workspace of that name.
+    fn sweep_debris(&self) -> Result<()> {
+        let _guard = self.lock_workspaces()?;
+        let dir = self.workspaces();
+        for entry in fs::read_dir(&dir).map_err(io_err("list", &dir))? {
+            let entry = entry.map_err(io_err("list", &dir))?;
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            if name.starts_with(STAGING) || name.starts_with(TRASH) {
+                let _ = fs::remove_dir_all(entry.path());
+            }
+        }
+        let names = self.names();
+        for entry in fs::read_dir(&names).map_err(io_err("list", &names))? {
+            let entry = entry.map_err(io_err("list", &names))?;
+            let Some(name) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| WorkspaceName::new(n).ok())
+            else {
+                continue;
+            };
+            if let Ok(None) = self.workspace_named(&name) {
+                let _ = fs::remove_file(entry.path());
+            }
+        }
+        Ok(())
+    }
+
+    fn lock_workspaces(&self) -> Result<FileLock> {
+        let path = self.lock("workspaces.lock");
+        FileLock::acquire(&path).map_err(io_err("lock", &path))
+    }
+
+    fn lock_workspace(&self, id: &WorkspaceId) -> Result<FileLock> {
+        let path = self.workspace_dir(id).join(".lock");
+        FileLock::acquire(&path).map_err(|e| match e.kind() {
+            io::ErrorKind::NotFound => missing(id),
+            _ => io_err("lock", &path)(e),
+        })
+    }
+}
+
+fn missing(id: &WorkspaceId) -> Error {
+    Error::not_found(format!("workspace '{id}'"))
+}
+
+/// Builds a complete workspace folder at `dir` (not yet visible under its id).
+fn build_workspace_dir(dir: &Path, ws: &Workspace) -> io::Result<()> {
+    if dir.exists() {
+        fs::remove_dir_all(dir)?; // debris of an interrupted create; we hold the lock
+    }
+    fs::create_dir(dir)?;
+    for sub in SUBDIRS {
+        fs::create_dir(dir.join(sub))?;
+    }
+    let text = toml::to_string(ws).expect("workspace serializes");
+    let file = dir.join("workspace.toml");
+    fs::write(&file, text)?;
+    fs::File::open(&file)?.sync_all()?;
+    sync_dir(dir)
+}
+
+#[async_trait]
+impl WorkspaceStore for FsStore {
+    async fn create(&self, new: NewWorkspace, now: DateTime<Utc>) -> Result<Workspace> {
+        self.blocking(move |l| l.create(new, now)).await
+    }
+
+    async fn load(&self, id: &WorkspaceId) -> Result<Workspace> {
+        let id = id.clone();
+        self.blocking(move |l| l.load_workspace(&id)).await
+    }
+
+    async fn load_by_name(&self, name: &WorkspaceName) -> Result<Workspace> {
+        let name = name.clone();
+        self.blocking(move |l| {
+            l.workspace_named(&name)?
+                .ok_or_else(|| Error::not_found(format!("workspace named '{name}'")))
+        })
+        .await
+    }
+
+    async fn list_ids(&self) -> Result<Vec<WorkspaceId>> {
+        self.blocking(|l| l.list_ids()).await
+    }
+
+    async fn list(&self) -> Result<Vec<Workspace>> {
+        self.blocking(|l| l.list()).await
+    }
+
+    async fn delete(&self, id: &WorkspaceId, condition: DeleteCondition) -> Result<bool> {
+        let id = id.clone();
+        self.blocking(move |l| l.delete(&id, condition)).await
+    }
+
+    async fn update_accessed(&self, id: &WorkspaceId, at: DateTime<Utc>) -> Result<()> {
+        let id = id.clone();
+        self.blocking(move |l| l.update_accessed(&id, at)).await
+    }
+
+    async fn gc(&self, cutoff: DateTime<Utc>) -> Result<Vec<Workspace>> {
+        self.blocking(move |l| l.gc(cutoff)).await
+    }
+
+    async fn load_config(&self, id: &WorkspaceId) -> Result<Option<ConfigText>> {
+        let id = id.clone();
+        self.blocking(move |l| {
+            if !l.workspace_dir(&id).is_dir() {
+                return Err(missing(&id));
+            }
+            let origin = l.workspace_dir(&id).join("config.toml");
+            Ok(read_optional(&origin)?.map(|text| ConfigText { origin, text }))
+        })
+        .await
+    }
+
+    fn workspace_dir(&self, id: &WorkspaceId) -> Option<std::path::PathBuf> {
+        Some(self.layout.workspace_dir(id))
+    }
+}
