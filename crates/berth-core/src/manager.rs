@@ -64,11 +64,12 @@ impl WorkspaceManager {
     /// Finds a workspace by exact id, then exact name, then unambiguous id prefix (at least
     /// four characters). An exact match always wins over a prefix match.
     pub async fn resolve(&self, identifier: &str) -> Result<Workspace> {
-        if let Ok(id) = WorkspaceId::new(identifier) {
-            match self.workspaces.load(&id).await {
-                Err(e) if e.is_not_found() => {}
-                other => return other,
-            }
+        // Every valid name and prefix is also a valid id (names follow the same rule, shorter),
+        // so an identifier that is not a valid id can only be refused, with the rule it broke.
+        let id = WorkspaceId::new(identifier)?;
+        match self.workspaces.load(&id).await {
+            Err(e) if e.is_not_found() => {}
+            other => return other,
         }
         if let Ok(name) = WorkspaceName::new(identifier) {
             match self.workspaces.load_by_name(&name).await {
@@ -83,7 +84,7 @@ impl WorkspaceManager {
                     .to_owned(),
             ),
         };
-        if identifier.len() < MIN_PREFIX || WorkspaceId::new(identifier).is_err() {
+        if identifier.len() < MIN_PREFIX {
             return Err(not_found());
         }
         let matches: Vec<WorkspaceId> = self

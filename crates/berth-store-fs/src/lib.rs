@@ -98,6 +98,12 @@ impl FsStore {
         self.layout.home.join("config.toml")
     }
 
+    /// The global config file's text, if there is one.
+    pub fn global_config(&self) -> Result<Option<berth_core::config::ConfigText>> {
+        let origin = self.global_config_path();
+        Ok(read_optional(&origin)?.map(|text| berth_core::config::ConfigText { origin, text }))
+    }
+
     /// A manager with this store in all three slots.
     pub fn manager(&self) -> WorkspaceManager {
         let s = Arc::new(self.clone());
@@ -125,16 +131,19 @@ pub(crate) fn io_err<'a>(action: &'a str, path: &'a Path) -> impl FnOnce(io::Err
 /// Reads a file berth owns; `Ok(None)` only when it does not exist.
 pub(crate) fn read_optional(path: &Path) -> Result<Option<String>> {
     match std::fs::read(path) {
-        Ok(bytes) => String::from_utf8(bytes)
-            .map(Some)
-            .map_err(|e| Error::Corrupt {
-                file: path.to_owned(),
-                line: None,
-                reason: format!("not valid UTF-8 (byte {})", e.utf8_error().valid_up_to()),
-            }),
+        Ok(bytes) => utf8(path, bytes).map(Some),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(io_err("read", path)(e)),
     }
+}
+
+/// Text of a file berth owns; invalid UTF-8 is corruption, not an I/O error.
+pub(crate) fn utf8(path: &Path, bytes: Vec<u8>) -> Result<String> {
+    String::from_utf8(bytes).map_err(|e| Error::Corrupt {
+        file: path.to_owned(),
+        line: None,
+        reason: format!("not valid UTF-8 (byte {})", e.utf8_error().valid_up_to()),
+    })
 }
 
 /// Parses TOML that berth owns, turning a failure into `Corrupt` with the line.

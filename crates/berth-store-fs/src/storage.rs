@@ -96,35 +96,34 @@ fn read(root: &Dir, scope: &StorageScope, path: &StoragePath) -> Result<Vec<u8>>
 }
 
 fn write(root: &Dir, scope: &StorageScope, path: &StoragePath, contents: &[u8]) -> Result<()> {
+    let err = || storage_err(scope, path.as_str());
     let dir = match path.parent() {
-        None => root
-            .try_clone()
-            .map_err(storage_err(scope, path.as_str()))?,
-        Some(parent) => {
-            let created = !root.exists(parent.as_path());
-            root.create_dir_all(parent.as_path())
-                .map_err(|e| match e.kind() {
-                    io::ErrorKind::AlreadyExists => storage_err(scope, path.as_str())(
-                        io::Error::from(io::ErrorKind::NotADirectory),
-                    ),
-                    _ => storage_err(scope, path.as_str())(e),
-                })?;
-            if created {
-                sync_ancestors(root, &parent).map_err(storage_err(scope, path.as_str()))?;
+        None => root.try_clone().map_err(err())?,
+        Some(parent) => match root.open_dir(parent.as_path()) {
+            Ok(dir) => dir,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                root.create_dir_all(parent.as_path())
+                    .map_err(|e| match e.kind() {
+                        // Something on the way exists but is not a folder.
+                        io::ErrorKind::AlreadyExists => {
+                            err()(io::Error::from(io::ErrorKind::NotADirectory))
+                        }
+                        _ => err()(e),
+                    })?;
+                sync_ancestors(root, &parent).map_err(err())?;
+                root.open_dir(parent.as_path()).map_err(err())?
             }
-            root.open_dir(parent.as_path())
-                .map_err(storage_err(scope, path.as_str()))?
-        }
+            // An escape through a symlink, or a parent that is a file.
+            Err(e) => return Err(err()(e)),
+        },
     };
     if dir
         .symlink_metadata(path.file_name())
         .is_ok_and(|m| m.is_dir())
     {
-        return Err(storage_err(scope, path.as_str())(io::Error::from(
-            io::ErrorKind::IsADirectory,
-        )));
+        return Err(err()(io::Error::from(io::ErrorKind::IsADirectory)));
     }
-    write_in(&dir, path.file_name(), contents).map_err(storage_err(scope, path.as_str()))
+    write_in(&dir, path.file_name(), contents).map_err(err())
 }
 
 /// Atomic replace of `name` inside `dir`: temp file, fsync, rename, fsync the folder.

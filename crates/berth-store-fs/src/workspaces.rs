@@ -20,7 +20,9 @@ use berth_core::{
 use chrono::{DateTime, Utc};
 
 use crate::durable::{FileLock, random_suffix, sync_dir, write_atomic};
-use crate::{FsStore, Layout, io_err, parse_toml, read_optional};
+use cap_std::fs::Dir;
+
+use crate::{FsStore, Layout, io_err, parse_toml, read_optional, utf8};
 
 /// Folders every workspace has, as in the seed; `storage` and `sessions` are berth's.
 const SUBDIRS: &[&str] = &["storage", "sessions", "mcp", "skills", "memory"];
@@ -31,19 +33,23 @@ impl Layout {
     pub(crate) fn load_workspace(&self, id: &WorkspaceId) -> Result<Workspace> {
         let path = self.workspace_file(id);
         let text = read_optional(&path)?.ok_or_else(|| missing(id))?;
-        let ws: Workspace = parse_toml(&path, &text)?;
-        if &ws.id != id {
-            return Err(Error::Corrupt {
-                file: path,
-                line: None,
-                reason: format!(
-                    "its id {:?} does not match its folder {:?}",
-                    ws.id.as_str(),
-                    id.as_str()
-                ),
-            });
+        parse_workspace(&path, &text, id)
+    }
+
+    /// Like `load_workspace`, reading relative to an open `workspaces/` handle: listing
+    /// thousands of workspaces then costs one short path lookup per file, not a full walk.
+    fn load_workspace_in(&self, dir: &Dir, id: &WorkspaceId) -> Result<Workspace> {
+        match read_small(dir, &format!("{id}/workspace.toml")) {
+            Ok(bytes) => {
+                let path = || self.workspace_file(id);
+                let text = std::str::from_utf8(&bytes).map_err(|_| {
+                    utf8(&path(), bytes.clone()).expect_err("invalid UTF-8 stays invalid")
+                })?;
+                parse_workspace(&path(), text, id)
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Err(missing(id)),
+            Err(e) => Err(io_err("read", &self.workspace_file(id))(e)),
         }
-        Ok(ws)
     }
 
     fn write_workspace(&self, ws: &Workspace) -> Result<()> {
@@ -182,10 +188,12 @@ impl Layout {
 
     fn list(&self) -> Result<Vec<Workspace>> {
         let ids = self.list_ids()?;
-        // Reading thousands of small files is syscall-bound; two threads halve the wall time.
+        // Reading thousands of small files is kernel CPU time (open, read, close), so one
+        // thread per core, measured: on 2 cores, 2 threads take 0.66 of 1 thread's time and
+        // 4-16 threads are no faster than 2.
         let threads = std::thread::available_parallelism()
             .map_or(1, |n| n.get())
-            .min(4);
+            .min(8);
         let chunk = ids.len().div_ceil(threads).max(256);
         let results: Vec<Result<Vec<Workspace>>> = std::thread::scope(|scope| {
             let handles: Vec<_> = ids
@@ -206,9 +214,12 @@ impl Layout {
 
     /// Loads each id, skipping those deleted since they were listed.
     fn load_existing(&self, ids: &[WorkspaceId]) -> Result<Vec<Workspace>> {
+        let root = self.workspaces();
+        let dir = Dir::open_ambient_dir(&root, cap_std::ambient_authority())
+            .map_err(io_err("open", &root))?;
         let mut out = Vec::with_capacity(ids.len());
         for id in ids {
-            match self.load_workspace(id) {
+            match self.load_workspace_in(&dir, id) {
                 Ok(ws) => out.push(ws),
                 Err(e) if e.is_not_found() => {}
                 Err(e) => return Err(e),
@@ -268,6 +279,44 @@ impl Layout {
             _ => io_err("lock", &path)(e),
         })
     }
+}
+
+/// Reads a small file whole. Unlike `read_to_end` it asks for no size hint, which would cost a
+/// `statx` and an `lseek` per file: a third of the syscalls when listing thousands.
+fn read_small(dir: &Dir, rel: &str) -> io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut file = dir.open(rel)?;
+    let mut buf = vec![0; 2048];
+    let mut len = 0;
+    loop {
+        if len == buf.len() {
+            buf.resize(len * 2, 0);
+        }
+        match file.read(&mut buf[len..]) {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    buf.truncate(len);
+    Ok(buf)
+}
+
+fn parse_workspace(path: &Path, text: &str, id: &WorkspaceId) -> Result<Workspace> {
+    let ws: Workspace = parse_toml(path, text)?;
+    if &ws.id != id {
+        return Err(Error::Corrupt {
+            file: path.to_owned(),
+            line: None,
+            reason: format!(
+                "its id {:?} does not match its folder {:?}",
+                ws.id.as_str(),
+                id.as_str()
+            ),
+        });
+    }
+    Ok(ws)
 }
 
 fn missing(id: &WorkspaceId) -> Error {

@@ -1,0 +1,293 @@
+//! `berth workspace …`
+
+use std::io::{Read, Write};
+use std::path::PathBuf;
+
+use anyhow::Context;
+use berth_core::{
+    NewWorkspace, StoragePath, Workspace, WorkspaceId, WorkspaceName, WorkspaceStore,
+};
+use serde::Serialize;
+
+use super::{Ctx, confirm};
+use crate::cli::{StorageCmd, WorkspaceCmd};
+use crate::render;
+
+/// A workspace as `--json` prints it: the stored record plus where it lives.
+#[derive(Serialize)]
+struct WorkspaceView<'a> {
+    #[serde(flatten)]
+    workspace: &'a Workspace,
+    path: Option<PathBuf>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    devices: Option<Vec<String>>,
+}
+
+fn view<'a>(ctx: &Ctx, ws: &'a Workspace) -> WorkspaceView<'a> {
+    WorkspaceView {
+        workspace: ws,
+        path: ctx.store.workspace_dir(&ws.id),
+        devices: None,
+    }
+}
+
+pub async fn run(ctx: &Ctx, cmd: WorkspaceCmd) -> anyhow::Result<()> {
+    let m = &ctx.manager;
+    match cmd {
+        WorkspaceCmd::List(flag) => {
+            let all = m.list().await?;
+            if flag.json {
+                let views: Vec<_> = all.iter().map(|ws| view(ctx, ws)).collect();
+                return Ok(render::json(&views)?);
+            }
+            let rows: Vec<Vec<String>> = all
+                .iter()
+                .map(|ws| {
+                    vec![
+                        ws.id.to_string(),
+                        ws.name.as_ref().map_or("-".to_owned(), |n| n.to_string()),
+                        render::time(ws.last_accessed),
+                        render::cell(&ws.description),
+                    ]
+                })
+                .collect();
+            render::table(&["ID", "NAME", "LAST USED", "DESCRIPTION"], &rows)?;
+        }
+        WorkspaceCmd::Create {
+            name,
+            description,
+            id,
+            agent_id,
+            json,
+        } => {
+            let new = NewWorkspace {
+                id: id.map(WorkspaceId::new).transpose()?,
+                name: name.map(WorkspaceName::new).transpose()?,
+                description,
+                agent_id,
+                git: None,
+            };
+            let ws = m.create(new).await?;
+            if json.json {
+                render::json(&view(ctx, &ws))?;
+            } else {
+                render::line(&ws.id)?;
+            }
+        }
+        WorkspaceCmd::Show { workspace, json } => {
+            let ws = m.resolve(&workspace).await?;
+            let devices: Vec<String> = m
+                .list_bindings()
+                .await?
+                .into_iter()
+                .filter(|b| b.workspace == ws.id)
+                .map(|b| b.device.to_string())
+                .collect();
+            let mut v = view(ctx, &ws);
+            if json.json {
+                v.devices = Some(devices);
+                return Ok(render::json(&v)?);
+            }
+            let dash = || "-".to_owned();
+            let mut rows = vec![
+                ("id", ws.id.to_string()),
+                (
+                    "name",
+                    ws.name.as_ref().map_or_else(dash, |n| n.to_string()),
+                ),
+                ("description", render::cell(&ws.description)),
+                ("created", render::time(ws.created_at)),
+                ("last used", render::time(ws.last_accessed)),
+                (
+                    "agent",
+                    ws.agent_id.as_deref().map_or_else(dash, render::cell),
+                ),
+                (
+                    "path",
+                    v.path
+                        .as_ref()
+                        .map_or_else(dash, |p| p.display().to_string()),
+                ),
+            ];
+            if let Some(git) = &ws.git {
+                rows.push(("repository", git.repo.clone()));
+                rows.push((
+                    "branch",
+                    format!("{} (from {})", git.branch, git.base_branch),
+                ));
+            }
+            let devices = if devices.is_empty() {
+                dash()
+            } else {
+                render::cell(&devices.join(", "))
+            };
+            rows.push(("devices", devices));
+            let mut out = std::io::stdout().lock();
+            for (k, v) in rows {
+                writeln!(out, "{:<12} {v}", format!("{k}:"))?;
+            }
+        }
+        WorkspaceCmd::Delete {
+            workspace,
+            confirm: c,
+        } => {
+            let ws = m.resolve(&workspace).await.or_else(|e| match e {
+                // A workspace whose metadata is corrupt can still be deleted by its exact id.
+                berth_core::Error::Corrupt { .. } => Ok(corrupt_stub(&workspace)?),
+                e => Err(anyhow::Error::from(e)),
+            })?;
+            let label = label(&ws);
+            confirm(
+                c.yes,
+                &format!("Delete workspace {label} and everything in it?"),
+            )?;
+            let devices = m.delete(&ws.id).await?;
+            eprintln!(
+                "deleted workspace {label}; unbound {} device(s)",
+                devices.len()
+            );
+        }
+        WorkspaceCmd::Gc {
+            max_age,
+            dry_run,
+            confirm: c,
+            json,
+        } => {
+            let age = chrono::Duration::days(i64::from(max_age));
+            let stale = m.gc(age, true).await?;
+            let removed = if dry_run || stale.is_empty() {
+                stale
+            } else {
+                confirm(
+                    c.yes,
+                    &format!(
+                        "Delete {} workspace(s) unused for {max_age} days?",
+                        stale.len()
+                    ),
+                )?;
+                m.gc(age, false).await?
+            };
+            if json.json {
+                let views: Vec<_> = removed.iter().map(|ws| view(ctx, ws)).collect();
+                return Ok(render::json(&serde_json::json!({
+                    "dry_run": dry_run, "max_age_days": max_age, "workspaces": views
+                }))?);
+            }
+            let verb = if dry_run { "would remove" } else { "removed" };
+            for ws in &removed {
+                render::line(format!(
+                    "{verb} {} (last used {})",
+                    label(ws),
+                    render::time(ws.last_accessed)
+                ))?;
+            }
+            eprintln!("{verb} {} workspace(s)", removed.len());
+        }
+        WorkspaceCmd::Path { workspace } => {
+            let ws = m.resolve(&workspace).await?;
+            m.touch(&ws).await?;
+            let path = ctx
+                .store
+                .workspace_dir(&ws.id)
+                .context("this store keeps no folders")?;
+            render::line(path.display())?;
+        }
+        WorkspaceCmd::Storage(cmd) => storage(ctx, cmd).await?,
+    }
+    Ok(())
+}
+
+async fn storage(ctx: &Ctx, cmd: StorageCmd) -> anyhow::Result<()> {
+    let m = &ctx.manager;
+    match cmd {
+        StorageCmd::Read { workspace, path } => {
+            let path = StoragePath::new(&path)?;
+            let ws = m.resolve(&workspace).await?;
+            let bytes = m.read_storage(&ws, &path).await?;
+            let mut out = std::io::stdout().lock();
+            out.write_all(&bytes)?;
+            out.flush()?;
+        }
+        StorageCmd::Write {
+            workspace,
+            path,
+            content,
+        } => {
+            let path = StoragePath::new(&path)?;
+            let ws = m.resolve(&workspace).await?;
+            let bytes = match content.as_deref() {
+                None | Some("-") => {
+                    let mut buf = Vec::new();
+                    std::io::stdin()
+                        .read_to_end(&mut buf)
+                        .context("cannot read standard input")?;
+                    buf
+                }
+                Some(text) => text.as_bytes().to_vec(),
+            };
+            let len = bytes.len();
+            m.write_storage(&ws, &path, bytes).await?;
+            eprintln!("wrote {len} bytes to {path}");
+        }
+        StorageCmd::List {
+            workspace,
+            path,
+            json,
+        } => {
+            let path = path.map(|p| StoragePath::new(&p)).transpose()?;
+            let ws = m.resolve(&workspace).await?;
+            let entries = m.list_storage(&ws, path.as_ref()).await?;
+            if json.json {
+                return Ok(render::json(&entries)?);
+            }
+            let rows: Vec<Vec<String>> = entries
+                .iter()
+                .map(|e| {
+                    let kind = serde_json::to_value(e.kind)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_owned));
+                    vec![
+                        kind.unwrap_or_default(),
+                        e.size.to_string(),
+                        render::cell(&e.path),
+                    ]
+                })
+                .collect();
+            render::table(&["KIND", "SIZE", "PATH"], &rows)?;
+        }
+        StorageCmd::Rm {
+            workspace,
+            path,
+            recursive,
+        } => {
+            let path = StoragePath::new(&path)?;
+            let ws = m.resolve(&workspace).await?;
+            m.remove_storage(&ws, &path, recursive).await?;
+            eprintln!("removed {path}");
+        }
+    }
+    Ok(())
+}
+
+fn label(ws: &Workspace) -> String {
+    match &ws.name {
+        Some(n) => format!("{} ({n})", ws.id),
+        None => ws.id.to_string(),
+    }
+}
+
+/// Stand-in for a workspace whose metadata cannot be read, so it can still be deleted.
+fn corrupt_stub(identifier: &str) -> anyhow::Result<Workspace> {
+    let id = WorkspaceId::new(identifier)
+        .context("a workspace with corrupt metadata can only be deleted by its full id")?;
+    let epoch = chrono::DateTime::<chrono::Utc>::UNIX_EPOCH;
+    Ok(Workspace {
+        id,
+        name: None,
+        description: String::new(),
+        created_at: epoch,
+        last_accessed: epoch,
+        agent_id: None,
+        git: None,
+    })
+}

@@ -1,0 +1,118 @@
+//! Several berth processes on one home never lose an update and never split a device across
+//! two workspaces.
+
+mod support;
+
+use std::process::Stdio;
+
+use berth_core::{DeviceId, WorkspaceId};
+use berth_store_fs::FsStore;
+use support::{Home, child, child_role};
+
+const RACERS: usize = 8;
+
+#[test]
+fn racing_resolves_of_a_new_device_make_one_workspace() {
+    let home = Home::new();
+    for round in 0..5 {
+        let device = format!("phone-{round}");
+        let children: Vec<_> = (0..RACERS)
+            .map(|_| {
+                let mut cmd = home.cmd(&["binding", "resolve", &device]);
+                cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+                cmd.spawn().unwrap()
+            })
+            .collect();
+        let mut ids = Vec::new();
+        for c in children {
+            let out = c.wait_with_output().unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            ids.push(String::from_utf8(out.stdout).unwrap().trim().to_owned());
+        }
+        ids.dedup();
+        assert_eq!(ids.len(), 1, "round {round}: processes disagree: {ids:?}");
+        let workspaces = home.json(&["workspace", "list", "--json"]);
+        assert_eq!(
+            workspaces.as_array().unwrap().len(),
+            round + 1,
+            "round {round}: extra workspaces left behind"
+        );
+        let bindings = home.json(&["binding", "list", "--json"]);
+        assert_eq!(bindings.as_array().unwrap().len(), round + 1);
+        let bound = bindings
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|b| b["device"] == device.as_str())
+            .unwrap();
+        assert_eq!(bound["workspace"], ids[0].as_str());
+    }
+}
+
+const DEVICES_PER_PROCESS: usize = 100;
+
+/// Child role: bind 100 distinct devices to the workspace named in the environment.
+#[test]
+fn bind_child() {
+    let Some(role) = child_role() else { return };
+    let home = std::env::var("BERTH_HOME").unwrap();
+    let ws = WorkspaceId::new(std::env::var("BIND_WORKSPACE").unwrap()).unwrap();
+    let store = FsStore::open(home).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        use berth_core::BindingStore;
+        for i in 0..DEVICES_PER_PROCESS {
+            let device = DeviceId::new(format!("{role}-device-{i}")).unwrap();
+            store.bind(&device, &ws).await.unwrap();
+        }
+    });
+}
+
+#[test]
+fn parallel_binds_lose_nothing() {
+    let home = Home::new();
+    let ws = home
+        .ok(&["workspace", "create", "shared"])
+        .trim()
+        .to_owned();
+    let children: Vec<_> = (0..RACERS)
+        .map(|p| {
+            let mut cmd = child("bind_child", &format!("proc{p}"));
+            cmd.env("BERTH_HOME", home.path())
+                .env("BIND_WORKSPACE", &ws);
+            cmd.stdout(Stdio::null()).stderr(Stdio::piped());
+            cmd.spawn().unwrap()
+        })
+        .collect();
+    for c in children {
+        let out = c.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let bindings = home.json(&["binding", "list", "--json"]);
+    let all = bindings.as_array().unwrap();
+    assert_eq!(
+        all.len(),
+        RACERS * DEVICES_PER_PROCESS,
+        "bindings were lost"
+    );
+    for p in 0..RACERS {
+        for i in 0..DEVICES_PER_PROCESS {
+            let device = format!("proc{p}-device-{i}");
+            assert!(
+                all.iter()
+                    .any(|b| b["device"] == device.as_str() && b["workspace"] == ws.as_str()),
+                "{device} missing"
+            );
+        }
+    }
+}
