@@ -124,7 +124,7 @@ fn sigkill_at_random_moments_loses_no_acknowledged_write() {
                 other => panic!("unexpected line {other:?}"),
             }
         }
-        if acked.len() % 4 != 0 {
+        if !acked.len().is_multiple_of(4) {
             interrupted += 1;
         }
     }

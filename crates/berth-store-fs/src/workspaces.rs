@@ -148,10 +148,9 @@ impl Layout {
         if let Ok(Workspace {
             name: Some(name), ..
         }) = meta
+            && self.name_entry(&name).ok().flatten().as_ref() == Some(id)
         {
-            if self.name_entry(&name).ok().flatten().as_ref() == Some(id) {
-                let _ = fs::remove_file(self.names().join(name.as_str()));
-            }
+            let _ = fs::remove_file(self.names().join(name.as_str()));
         }
         // The workspace is gone once renamed; if removal of the trash fails, gc sweeps it.
         let _ = fs::remove_dir_all(&trash);
