@@ -16,6 +16,7 @@ pub mod manager;
 pub mod model;
 pub mod storage_path;
 pub mod store;
+pub mod transcript;
 
 pub use error::{Error, Result};
 pub use id::{DeviceId, InvalidInput, SessionId, WorkspaceId, WorkspaceName};
