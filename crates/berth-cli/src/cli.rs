@@ -30,6 +30,9 @@ pub enum Command {
     /// Create, inspect and remove workspaces, and use their storage.
     #[command(subcommand)]
     Workspace(WorkspaceCmd),
+    /// Sessions (conversations and agent runs) inside workspaces, and their storage.
+    #[command(subcommand)]
+    Session(SessionCmd),
     /// Map device or client identifiers to workspaces.
     #[command(subcommand)]
     Binding(BindingCmd),
@@ -110,13 +113,15 @@ pub enum WorkspaceCmd {
     Storage(StorageCmd),
 }
 
+/// Storage commands, shared by `workspace storage` and `session storage`. OWNER is the workspace
+/// or the session: an id, a (workspace) name, or an id prefix of 4+ characters.
 #[derive(Subcommand)]
 pub enum StorageCmd {
     /// Print a file's contents (bytes as stored).
-    Read { workspace: String, path: String },
+    Read { owner: String, path: String },
     /// Write a file atomically, creating folders; content from the argument or standard input.
     Write {
-        workspace: String,
+        owner: String,
         path: String,
         /// The content; omit (or pass -) to read standard input.
         content: Option<String>,
@@ -124,18 +129,91 @@ pub enum StorageCmd {
     /// List a folder (the storage root by default).
     #[command(visible_alias = "ls")]
     List {
-        workspace: String,
+        owner: String,
         path: Option<String>,
         #[command(flatten)]
         json: JsonFlag,
     },
     /// Remove a file or an empty folder; -r for a folder and everything in it.
     Rm {
-        workspace: String,
+        owner: String,
         path: String,
         #[arg(short, long)]
         recursive: bool,
     },
+}
+
+impl StorageCmd {
+    pub fn owner(&self) -> &str {
+        match self {
+            StorageCmd::Read { owner, .. }
+            | StorageCmd::Write { owner, .. }
+            | StorageCmd::List { owner, .. }
+            | StorageCmd::Rm { owner, .. } => owner,
+        }
+    }
+}
+
+#[derive(Subcommand)]
+pub enum SessionCmd {
+    /// Create a session in a workspace and print its id.
+    New {
+        /// Workspace id, name or id prefix.
+        #[arg(long, short)]
+        workspace: String,
+        #[arg(long, short, default_value = "")]
+        title: String,
+        /// Provider recorded for the session (default: the workspace's merged config).
+        #[arg(long)]
+        provider: Option<String>,
+        /// Model recorded for the session (default: the workspace's merged config).
+        #[arg(long)]
+        model: Option<String>,
+        /// Use this id instead of a fresh UUID.
+        #[arg(long)]
+        id: Option<String>,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
+    /// List sessions, of one workspace or of all.
+    #[command(visible_alias = "ls")]
+    List {
+        #[arg(long, short)]
+        workspace: Option<String>,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
+    /// Show a session's metadata and transcript.
+    Show {
+        /// Session id or id prefix.
+        session: String,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
+    /// Append one message to the transcript; content from the argument or standard input.
+    Append {
+        session: String,
+        /// user, assistant or system.
+        #[arg(long, short, default_value = "user")]
+        role: String,
+        /// The content; omit (or pass -) to read standard input.
+        content: Option<String>,
+    },
+    /// Empty the transcript (its frontmatter stays).
+    Clear {
+        session: String,
+        #[command(flatten)]
+        confirm: ConfirmFlag,
+    },
+    /// Delete a session with its transcript and storage.
+    Rm {
+        session: String,
+        #[command(flatten)]
+        confirm: ConfirmFlag,
+    },
+    /// Read, write, list and remove files in a session's storage.
+    #[command(subcommand)]
+    Storage(StorageCmd),
 }
 
 #[derive(Subcommand)]

@@ -5,6 +5,7 @@
 //! - [`store`]: the traits every backend implements (filesystem, SQLite, Postgres).
 //! - [`manager`]: `WorkspaceManager`, the operations built from those traits.
 //! - [`config`]: the three configuration layers and their merge.
+//! - [`transcript`]: the `session.md` format.
 //! - [`conformance`]: the behaviour every store must show, as tests any backend can run.
 
 pub mod config;
@@ -21,6 +22,12 @@ pub mod transcript;
 pub use error::{Error, Result};
 pub use id::{DeviceId, InvalidInput, SessionId, WorkspaceId, WorkspaceName};
 pub use manager::WorkspaceManager;
-pub use model::{EntryKind, GitInfo, NewWorkspace, StorageEntry, StorageScope, Workspace};
+pub use model::{
+    EntryKind, GitInfo, NewSession, NewWorkspace, Session, SessionStatus, StorageEntry,
+    StorageScope, Workspace,
+};
 pub use storage_path::StoragePath;
-pub use store::{Binding, BindingStore, DeleteCondition, StorageStore, WorkspaceStore};
+pub use store::{
+    Binding, BindingStore, DeleteCondition, SessionStore, StorageStore, WorkspaceStore,
+};
+pub use transcript::{Message, Role, Transcript};

@@ -9,10 +9,15 @@ use chrono::{Duration, Utc};
 
 use crate::config::{self, ConfigText, LoadedConfig};
 use crate::error::{Error, Result};
-use crate::id::{DeviceId, WorkspaceId, WorkspaceName};
-use crate::model::{NewWorkspace, StorageEntry, StorageScope, Workspace};
+use crate::id::{DeviceId, SessionId, WorkspaceId, WorkspaceName};
+use crate::model::{
+    NewSession, NewWorkspace, Session, SessionStatus, StorageEntry, StorageScope, Workspace,
+};
 use crate::storage_path::StoragePath;
-use crate::store::{Binding, BindingStore, DeleteCondition, StorageStore, WorkspaceStore};
+use crate::store::{
+    Binding, BindingStore, DeleteCondition, SessionStore, StorageStore, WorkspaceStore,
+};
+use crate::transcript::{Message, Transcript};
 
 /// Shortest id prefix accepted, so a stray "a" never resolves to somebody's workspace.
 pub const MIN_PREFIX: usize = 4;
@@ -26,6 +31,7 @@ pub struct WorkspaceManager {
     workspaces: Arc<dyn WorkspaceStore>,
     bindings: Arc<dyn BindingStore>,
     storage: Arc<dyn StorageStore>,
+    sessions: Arc<dyn SessionStore>,
 }
 
 impl WorkspaceManager {
@@ -33,12 +39,18 @@ impl WorkspaceManager {
         workspaces: Arc<dyn WorkspaceStore>,
         bindings: Arc<dyn BindingStore>,
         storage: Arc<dyn StorageStore>,
+        sessions: Arc<dyn SessionStore>,
     ) -> Self {
         WorkspaceManager {
             workspaces,
             bindings,
             storage,
+            sessions,
         }
+    }
+
+    pub fn sessions(&self) -> &dyn SessionStore {
+        self.sessions.as_ref()
     }
 
     pub fn workspaces(&self) -> &dyn WorkspaceStore {
@@ -228,45 +240,137 @@ impl WorkspaceManager {
         self.bindings.list().await
     }
 
-    pub async fn read_storage(&self, ws: &Workspace, path: &StoragePath) -> Result<Vec<u8>> {
-        self.touch(ws).await?;
-        self.storage
-            .read(&StorageScope::Workspace(ws.id.clone()), path)
-            .await
+    /// Records a use of the workspace that owns `scope` (a session's use counts for its
+    /// workspace, so garbage collection keeps workspaces whose sessions are active).
+    async fn touch_owner(&self, workspace: &WorkspaceId) -> Result<()> {
+        let ws = self.workspaces.load(workspace).await?;
+        self.touch(&ws).await
+    }
+
+    fn owner(scope: &StorageScope) -> &WorkspaceId {
+        match scope {
+            StorageScope::Workspace(w) => w,
+            StorageScope::Session { workspace, .. } => workspace,
+        }
+    }
+
+    pub async fn read_storage(&self, scope: &StorageScope, path: &StoragePath) -> Result<Vec<u8>> {
+        self.touch_owner(Self::owner(scope)).await?;
+        self.storage.read(scope, path).await
     }
 
     pub async fn write_storage(
         &self,
-        ws: &Workspace,
+        scope: &StorageScope,
         path: &StoragePath,
         contents: Vec<u8>,
     ) -> Result<()> {
-        self.touch(ws).await?;
-        self.storage
-            .write(&StorageScope::Workspace(ws.id.clone()), path, contents)
-            .await
+        self.touch_owner(Self::owner(scope)).await?;
+        self.storage.write(scope, path, contents).await
     }
 
     pub async fn list_storage(
         &self,
-        ws: &Workspace,
+        scope: &StorageScope,
         dir: Option<&StoragePath>,
     ) -> Result<Vec<StorageEntry>> {
-        self.touch(ws).await?;
-        self.storage
-            .list(&StorageScope::Workspace(ws.id.clone()), dir)
-            .await
+        self.touch_owner(Self::owner(scope)).await?;
+        self.storage.list(scope, dir).await
     }
 
     pub async fn remove_storage(
         &self,
-        ws: &Workspace,
+        scope: &StorageScope,
         path: &StoragePath,
         recursive: bool,
     ) -> Result<()> {
-        self.touch(ws).await?;
-        self.storage
-            .remove(&StorageScope::Workspace(ws.id.clone()), path, recursive)
+        self.touch_owner(Self::owner(scope)).await?;
+        self.storage.remove(scope, path, recursive).await
+    }
+
+    /// Creates a session. Provider and model are the caller's to choose (the CLI and the ACP
+    /// agent take them from the workspace's merged config), so the frontmatter records what is
+    /// actually called.
+    pub async fn create_session(&self, new: NewSession) -> Result<Session> {
+        self.touch_owner(&new.workspace).await?;
+        self.sessions.create(new, Utc::now()).await
+    }
+
+    /// Finds a session by exact id or unambiguous id prefix (4+ characters).
+    pub async fn resolve_session(&self, identifier: &str) -> Result<Session> {
+        let id = SessionId::new(identifier)?;
+        match self.sessions.load(&id).await {
+            Err(e) if e.is_not_found() => {}
+            other => return other,
+        }
+        let not_found = || Error::NotFound {
+            what: format!("session {identifier:?}"),
+            hint: Some(
+                "no session has that id or id prefix; `berth session list` shows them".to_owned(),
+            ),
+        };
+        if identifier.len() < MIN_PREFIX {
+            return Err(not_found());
+        }
+        let mut found = Vec::new();
+        for id in self.sessions.list_ids().await? {
+            if id.as_str().starts_with(identifier) {
+                // The id list may hold sessions deleted a moment ago; only live ones count.
+                match self.sessions.load(&id).await {
+                    Ok(s) => found.push(s),
+                    Err(e) if e.is_not_found() => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        match found.len() {
+            0 => Err(not_found()),
+            1 => Ok(found.remove(0)),
+            _ => Err(Error::Ambiguous {
+                identifier: identifier.to_owned(),
+                candidates: found
+                    .iter()
+                    .map(|s| match s.title.as_str() {
+                        "" => s.id.to_string(),
+                        t => format!("{} ({t})", s.id),
+                    })
+                    .collect(),
+            }),
+        }
+    }
+
+    pub async fn append_message(&self, session: &Session, message: &Message) -> Result<()> {
+        if session.status == SessionStatus::Closed {
+            return Err(Error::Refused(format!(
+                "session '{}' is closed; start a new session to continue",
+                session.id
+            )));
+        }
+        self.touch_owner(&session.workspace_id).await?;
+        self.sessions.append(&session.id, message).await
+    }
+
+    pub async fn read_transcript(&self, session: &Session) -> Result<Transcript> {
+        self.sessions.read_transcript(&session.id).await
+    }
+
+    pub async fn clear_session(&self, session: &Session) -> Result<()> {
+        self.touch_owner(&session.workspace_id).await?;
+        self.sessions.clear(&session.id).await
+    }
+
+    pub async fn delete_session(&self, session: &Session) -> Result<()> {
+        self.sessions.delete(&session.id).await
+    }
+
+    pub async fn set_session_status(
+        &self,
+        session: &Session,
+        status: SessionStatus,
+    ) -> Result<Session> {
+        self.touch_owner(&session.workspace_id).await?;
+        self.sessions
+            .set_status(&session.id, status, Utc::now())
             .await
     }
 

@@ -82,3 +82,133 @@ pub struct StorageEntry {
     /// Size in bytes for files; 0 for folders.
     pub size: u64,
 }
+
+/// Where a session is in its life. The allowed moves are in [`SessionStatus::can_become`], the
+/// one place they are written down.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SessionStatus {
+    /// Waiting for a prompt.
+    Idle,
+    /// An agent turn is in progress.
+    Running,
+    /// The last turn was cancelled by the client.
+    Cancelled,
+    /// The last turn failed (provider error, tool crash).
+    Failed,
+    /// Finished for good; nothing more is appended.
+    Closed,
+}
+
+impl SessionStatus {
+    /// ```text
+    /// idle ──► running ──► idle | cancelled | failed
+    /// cancelled | failed ──► running | idle
+    /// any but closed ──► closed          closed ──► (nothing)
+    /// ```
+    /// Staying in the same state is always allowed except for `running` (a second turn cannot
+    /// start while one runs).
+    pub fn can_become(self, next: SessionStatus) -> bool {
+        use SessionStatus::*;
+        match (self, next) {
+            (Closed, _) => next == Closed,
+            (_, Closed) => true,
+            (Running, Running) => false,
+            (Idle, Running | Idle) => true,
+            (Running, Idle | Cancelled | Failed) => true,
+            (Cancelled | Failed, Running | Idle) => true,
+            (s, n) => s == n,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SessionStatus::Idle => "idle",
+            SessionStatus::Running => "running",
+            SessionStatus::Cancelled => "cancelled",
+            SessionStatus::Failed => "failed",
+            SessionStatus::Closed => "closed",
+        }
+    }
+}
+
+impl std::str::FromStr for SessionStatus {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "idle" => Ok(SessionStatus::Idle),
+            "running" => Ok(SessionStatus::Running),
+            "cancelled" => Ok(SessionStatus::Cancelled),
+            "failed" => Ok(SessionStatus::Failed),
+            "closed" => Ok(SessionStatus::Closed),
+            _ => Err(format!(
+                "unknown status {s:?}; expected idle, running, cancelled, failed or closed"
+            )),
+        }
+    }
+}
+
+/// A session: one conversation or agent run inside a workspace.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Session {
+    pub id: SessionId,
+    pub workspace_id: WorkspaceId,
+    #[serde(default)]
+    pub title: String,
+    pub provider: String,
+    pub model: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    pub status: SessionStatus,
+    pub created_at: DateTime<Utc>,
+    /// Last change of the metadata (title, status); appends do not rewrite it.
+    pub updated_at: DateTime<Utc>,
+}
+
+/// What a caller supplies to create a session.
+#[derive(Debug, Clone)]
+pub struct NewSession {
+    /// `None` generates a UUID v4.
+    pub id: Option<SessionId>,
+    pub workspace: WorkspaceId,
+    pub title: String,
+    pub provider: String,
+    pub model: String,
+    pub cwd: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SessionStatus::{self, *};
+
+    #[test]
+    fn status_transitions() {
+        let all = [Idle, Running, Cancelled, Failed, Closed];
+        let allowed: Vec<(SessionStatus, SessionStatus)> = all
+            .iter()
+            .flat_map(|a| all.iter().map(move |b| (*a, *b)))
+            .filter(|(a, b)| a.can_become(*b))
+            .collect();
+        assert_eq!(
+            allowed,
+            vec![
+                (Idle, Idle),
+                (Idle, Running),
+                (Idle, Closed),
+                (Running, Idle),
+                (Running, Cancelled),
+                (Running, Failed),
+                (Running, Closed),
+                (Cancelled, Idle),
+                (Cancelled, Running),
+                (Cancelled, Cancelled),
+                (Cancelled, Closed),
+                (Failed, Idle),
+                (Failed, Running),
+                (Failed, Failed),
+                (Failed, Closed),
+                (Closed, Closed),
+            ]
+        );
+    }
+}

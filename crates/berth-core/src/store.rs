@@ -14,9 +14,12 @@ use serde::Serialize;
 
 use crate::config::ConfigText;
 use crate::error::Result;
-use crate::id::{DeviceId, WorkspaceId, WorkspaceName};
-use crate::model::{NewWorkspace, StorageEntry, StorageScope, Workspace};
+use crate::id::{DeviceId, SessionId, WorkspaceId, WorkspaceName};
+use crate::model::{
+    NewSession, NewWorkspace, Session, SessionStatus, StorageEntry, StorageScope, Workspace,
+};
 use crate::storage_path::StoragePath;
+use crate::transcript::{Message, Transcript};
 
 /// When `WorkspaceStore::delete` may go ahead.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,4 +102,34 @@ pub trait StorageStore: Send + Sync {
     /// Removes a file or an empty folder; a non-empty folder only with `recursive`.
     async fn remove(&self, scope: &StorageScope, path: &StoragePath, recursive: bool)
     -> Result<()>;
+}
+
+/// Sessions and their transcripts. A transcript is append-only: `append` adds one message in
+/// O(1) (no read or rewrite of what is there); only `write_transcript` and `clear` replace it,
+/// atomically.
+#[async_trait]
+pub trait SessionStore: Send + Sync {
+    /// Creates the session with an empty transcript (frontmatter only). `NotFound` if the
+    /// workspace does not exist, `AlreadyExists` if the id is taken anywhere in the home.
+    async fn create(&self, new: NewSession, now: DateTime<Utc>) -> Result<Session>;
+    async fn load(&self, id: &SessionId) -> Result<Session>;
+    /// Sessions of one workspace, or of all; oldest first.
+    async fn list(&self, workspace: Option<&WorkspaceId>) -> Result<Vec<Session>>;
+    /// Ids only (may include sessions just deleted): cheap, for prefix resolution.
+    async fn list_ids(&self) -> Result<Vec<SessionId>>;
+    async fn read_transcript(&self, id: &SessionId) -> Result<Transcript>;
+    async fn append(&self, id: &SessionId, message: &Message) -> Result<()>;
+    async fn write_transcript(&self, id: &SessionId, messages: &[Message]) -> Result<()>;
+    /// Empties the transcript, keeping its frontmatter.
+    async fn clear(&self, id: &SessionId) -> Result<()>;
+    /// Removes the session with its transcript and storage.
+    async fn delete(&self, id: &SessionId) -> Result<()>;
+    /// `Refused` if the move is not allowed by `SessionStatus::can_become`.
+    async fn set_status(
+        &self,
+        id: &SessionId,
+        status: SessionStatus,
+        now: DateTime<Utc>,
+    ) -> Result<Session>;
+    async fn set_title(&self, id: &SessionId, title: &str, now: DateTime<Utc>) -> Result<Session>;
 }

@@ -241,6 +241,20 @@ pub fn is_torn_append(tail: &str) -> bool {
             .any(|l| l.ends_with('\n') && l.starts_with("<!--"))
 }
 
+/// The length a file's last block declares, read from the end of the file (`tail` holds its
+/// last bytes). `None` if the file does not end with a complete trailer line. Lets an append
+/// check in O(1) that the file ends cleanly: the block that many bytes back must start with
+/// `"\n## "`.
+pub fn last_block_len(tail: &[u8]) -> Option<usize> {
+    let body = tail.strip_suffix(b" -->\n")?;
+    let start = body.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    let digits = body[start..].strip_prefix(b"<!-- ")?;
+    if digits.is_empty() || digits.len() > 19 || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(digits).ok()?.parse().ok()
+}
+
 fn parse_frontmatter(text: &str) -> Result<(Frontmatter, usize), FormatError> {
     let err = |line: usize, reason: &str| FormatError {
         line,
@@ -457,6 +471,18 @@ mod tests {
         assert_eq!(t.messages.len(), 1);
         assert_eq!(t.messages[0].content, forged);
         assert_eq!(t.messages[0].role, Role::Assistant);
+    }
+
+    #[test]
+    fn last_block_len_reads_the_trailer() {
+        let block = encode_message(&Message::new(Role::User, "hello"));
+        let text = format!("{}{block}", encode_frontmatter(&fm()));
+        let tail = &text.as_bytes()[text.len() - 20..];
+        assert_eq!(last_block_len(tail), Some(block.len()));
+        assert_eq!(last_block_len(b"<!-- 12 -->\n"), Some(12));
+        assert_eq!(last_block_len(b"x\n<!-- -->\n"), None);
+        assert_eq!(last_block_len(b"---\n"), None);
+        assert_eq!(last_block_len(b"<!-- 12 -->"), None);
     }
 
     #[test]

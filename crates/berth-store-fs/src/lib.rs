@@ -2,7 +2,9 @@
 //!
 //! ```text
 //! <home>/config.toml  bindings.toml  names/<name>  .locks/
-//!        workspaces/<id>/{workspace.toml, config.toml, storage/, sessions/, mcp/, skills/, memory/}
+//!        session-index/<sid>
+//!        workspaces/<id>/{workspace.toml, config.toml, storage/, mcp/, skills/, memory/}
+//!        workspaces/<id>/sessions/<sid>/{session.toml, session.md, storage/}
 //! ```
 //!
 //! Invariants this crate keeps:
@@ -19,6 +21,7 @@
 
 mod bindings;
 pub mod durable;
+mod sessions;
 mod storage;
 mod workspaces;
 
@@ -79,6 +82,7 @@ impl FsStore {
         for dir in [
             layout.workspaces(),
             layout.names(),
+            layout.session_index(),
             layout.home.join(".locks"),
         ] {
             std::fs::create_dir_all(&dir)
@@ -107,7 +111,7 @@ impl FsStore {
     /// A manager with this store in all three slots.
     pub fn manager(&self) -> WorkspaceManager {
         let s = Arc::new(self.clone());
-        WorkspaceManager::new(s.clone(), s.clone(), s)
+        WorkspaceManager::new(s.clone(), s.clone(), s.clone(), s)
     }
 
     /// Runs blocking I/O off the async executor.
@@ -165,7 +169,8 @@ mod conformance {
         let backend = berth_core::conformance::Backend {
             workspaces: store.clone(),
             bindings: store.clone(),
-            storage: store,
+            storage: store.clone(),
+            sessions: store,
         };
         (backend, dir)
     }

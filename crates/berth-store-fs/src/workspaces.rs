@@ -14,7 +14,7 @@ use std::path::Path;
 use async_trait::async_trait;
 use berth_core::config::ConfigText;
 use berth_core::{
-    DeleteCondition, Error, NewWorkspace, Result, Workspace, WorkspaceId, WorkspaceName,
+    DeleteCondition, Error, NewWorkspace, Result, SessionId, Workspace, WorkspaceId, WorkspaceName,
     WorkspaceStore,
 };
 use chrono::{DateTime, Utc};
@@ -143,8 +143,10 @@ impl Layout {
         let trash = self
             .workspaces()
             .join(format!("{TRASH}{id}-{}", random_suffix()));
+        let sessions = session_ids_in(&self.sessions_dir(id));
         fs::rename(&dir, &trash).map_err(io_err("remove", &dir))?;
         sync_dir(&self.workspaces()).map_err(io_err("sync", &self.workspaces()))?;
+        self.forget_sessions(id, &sessions)?;
         if let Ok(Workspace {
             name: Some(name), ..
         }) = meta
@@ -229,6 +231,7 @@ impl Layout {
 
     fn gc(&self, cutoff: DateTime<Utc>) -> Result<Vec<Workspace>> {
         self.sweep_debris()?;
+        self.sweep_session_index()?;
         Ok(self
             .list()?
             .into_iter()
@@ -266,12 +269,27 @@ impl Layout {
         Ok(())
     }
 
+    /// Drops the session index entries of a removed workspace's sessions.
+    fn forget_sessions(&self, ws: &WorkspaceId, sessions: &[SessionId]) -> Result<()> {
+        if sessions.is_empty() {
+            return Ok(());
+        }
+        let _guard = self.lock_sessions()?;
+        for sid in sessions {
+            let entry = self.session_index().join(sid.as_str());
+            if read_optional(&entry)?.is_some_and(|owner| owner.trim() == ws.as_str()) {
+                let _ = fs::remove_file(entry);
+            }
+        }
+        Ok(())
+    }
+
     fn lock_workspaces(&self) -> Result<FileLock> {
         let path = self.lock("workspaces.lock");
         FileLock::acquire(&path).map_err(io_err("lock", &path))
     }
 
-    fn lock_workspace(&self, id: &WorkspaceId) -> Result<FileLock> {
+    pub(crate) fn lock_workspace(&self, id: &WorkspaceId) -> Result<FileLock> {
         let path = self.workspace_dir(id).join(".lock");
         FileLock::acquire(&path).map_err(|e| match e.kind() {
             io::ErrorKind::NotFound => missing(id),
@@ -300,6 +318,21 @@ fn read_small(dir: &Dir, rel: &str) -> io::Result<Vec<u8>> {
     }
     buf.truncate(len);
     Ok(buf)
+}
+
+/// The session ids with folders under `dir` (empty if there is none).
+fn session_ids_in(dir: &Path) -> Vec<SessionId> {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| {
+            e.ok()?
+                .file_name()
+                .to_str()
+                .and_then(|n| SessionId::new(n).ok())
+        })
+        .collect()
 }
 
 fn parse_workspace(path: &Path, text: &str, id: &WorkspaceId) -> Result<Workspace> {

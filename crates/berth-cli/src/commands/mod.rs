@@ -3,6 +3,8 @@
 
 mod binding;
 mod config;
+mod session;
+mod storage;
 mod workspace;
 
 use std::io::IsTerminal;
@@ -32,6 +34,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     };
     match cli.command {
         Command::Workspace(cmd) => workspace::run(&ctx, cmd).await,
+        Command::Session(cmd) => session::run(&ctx, cmd).await,
         Command::Binding(cmd) => binding::run(&ctx, cmd).await,
         Command::Config(cmd) => config::run(&ctx, cmd).await,
     }

@@ -1,16 +1,16 @@
 //! `berth workspace …`
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::Context;
 use berth_core::{
-    NewWorkspace, StoragePath, Workspace, WorkspaceId, WorkspaceName, WorkspaceStore,
+    NewWorkspace, StorageScope, Workspace, WorkspaceId, WorkspaceName, WorkspaceStore,
 };
 use serde::Serialize;
 
 use super::{Ctx, confirm};
-use crate::cli::{StorageCmd, WorkspaceCmd};
+use crate::cli::WorkspaceCmd;
 use crate::render;
 
 /// A workspace as `--json` prints it: the stored record plus where it lives.
@@ -192,78 +192,9 @@ pub async fn run(ctx: &Ctx, cmd: WorkspaceCmd) -> anyhow::Result<()> {
                 .context("this store keeps no folders")?;
             render::line(path.display())?;
         }
-        WorkspaceCmd::Storage(cmd) => storage(ctx, cmd).await?,
-    }
-    Ok(())
-}
-
-async fn storage(ctx: &Ctx, cmd: StorageCmd) -> anyhow::Result<()> {
-    let m = &ctx.manager;
-    match cmd {
-        StorageCmd::Read { workspace, path } => {
-            let path = StoragePath::new(&path)?;
-            let ws = m.resolve(&workspace).await?;
-            let bytes = m.read_storage(&ws, &path).await?;
-            let mut out = std::io::stdout().lock();
-            out.write_all(&bytes)?;
-            out.flush()?;
-        }
-        StorageCmd::Write {
-            workspace,
-            path,
-            content,
-        } => {
-            let path = StoragePath::new(&path)?;
-            let ws = m.resolve(&workspace).await?;
-            let bytes = match content.as_deref() {
-                None | Some("-") => {
-                    let mut buf = Vec::new();
-                    std::io::stdin()
-                        .read_to_end(&mut buf)
-                        .context("cannot read standard input")?;
-                    buf
-                }
-                Some(text) => text.as_bytes().to_vec(),
-            };
-            let len = bytes.len();
-            m.write_storage(&ws, &path, bytes).await?;
-            eprintln!("wrote {len} bytes to {path}");
-        }
-        StorageCmd::List {
-            workspace,
-            path,
-            json,
-        } => {
-            let path = path.map(|p| StoragePath::new(&p)).transpose()?;
-            let ws = m.resolve(&workspace).await?;
-            let entries = m.list_storage(&ws, path.as_ref()).await?;
-            if json.json {
-                return Ok(render::json(&entries)?);
-            }
-            let rows: Vec<Vec<String>> = entries
-                .iter()
-                .map(|e| {
-                    let kind = serde_json::to_value(e.kind)
-                        .ok()
-                        .and_then(|v| v.as_str().map(str::to_owned));
-                    vec![
-                        kind.unwrap_or_default(),
-                        e.size.to_string(),
-                        render::cell(&e.path),
-                    ]
-                })
-                .collect();
-            render::table(&["KIND", "SIZE", "PATH"], &rows)?;
-        }
-        StorageCmd::Rm {
-            workspace,
-            path,
-            recursive,
-        } => {
-            let path = StoragePath::new(&path)?;
-            let ws = m.resolve(&workspace).await?;
-            m.remove_storage(&ws, &path, recursive).await?;
-            eprintln!("removed {path}");
+        WorkspaceCmd::Storage(cmd) => {
+            let ws = m.resolve(cmd.owner()).await?;
+            super::storage::run(ctx, StorageScope::Workspace(ws.id), cmd).await?;
         }
     }
     Ok(())

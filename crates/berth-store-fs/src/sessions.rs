@@ -1,0 +1,454 @@
+//! `SessionStore` on the filesystem: `workspaces/<wid>/sessions/<sid>/{session.toml,
+//! session.md, storage/}`, plus `session-index/<sid>` holding the owning workspace id, so a
+//! session is found by its id alone in one read.
+//!
+//! Locks: creating and deleting sessions (and index entries) happens under the owning
+//! workspace's `.lock` and then the home-wide `sessions.lock`; everything that changes one
+//! session (append, clear, metadata) under the session's own `.lock`. Like the name index, an
+//! index entry is written before its session is committed and verified on every read.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use async_trait::async_trait;
+use berth_core::transcript::{self, Frontmatter, Message, Transcript};
+use berth_core::{
+    Error, NewSession, Result, Session, SessionId, SessionStatus, SessionStore, WorkspaceId,
+};
+use chrono::{DateTime, Utc};
+
+use crate::durable::{FileLock, random_suffix, sync_dir, write_atomic};
+use crate::{FsStore, Layout, io_err, parse_toml, read_optional};
+
+const STAGING: &str = ".staging-";
+const TRASH: &str = ".trash-";
+
+impl Layout {
+    pub(crate) fn session_index(&self) -> PathBuf {
+        self.home.join("session-index")
+    }
+
+    pub(crate) fn sessions_dir(&self, ws: &WorkspaceId) -> PathBuf {
+        self.workspace_dir(ws).join("sessions")
+    }
+
+    /// The workspace the index says owns `id`.
+    fn session_owner(&self, id: &SessionId) -> Result<WorkspaceId> {
+        let path = self.session_index().join(id.as_str());
+        let text = read_optional(&path)?.ok_or_else(|| missing(id))?;
+        WorkspaceId::new(text.trim()).map_err(|e| Error::Corrupt {
+            file: path,
+            line: Some(1),
+            reason: e.to_string(),
+        })
+    }
+
+    /// The folder of a live session.
+    fn session_dir(&self, id: &SessionId) -> Result<(WorkspaceId, PathBuf)> {
+        let ws = self.session_owner(id)?;
+        let dir = self.sessions_dir(&ws).join(id.as_str());
+        if !dir.join("session.toml").is_file() {
+            return Err(missing(id)); // a stale index entry
+        }
+        Ok((ws, dir))
+    }
+
+    fn read_session_file(&self, dir: &Path, id: &SessionId, ws: &WorkspaceId) -> Result<Session> {
+        let path = dir.join("session.toml");
+        let text = read_optional(&path)?.ok_or_else(|| missing(id))?;
+        let session: Session = parse_toml(&path, &text)?;
+        if &session.id != id || &session.workspace_id != ws {
+            return Err(Error::Corrupt {
+                file: path,
+                line: None,
+                reason: format!(
+                    "it names session {:?} of workspace {:?}, but lives at {:?} in {:?}",
+                    session.id.as_str(),
+                    session.workspace_id.as_str(),
+                    id.as_str(),
+                    ws.as_str()
+                ),
+            });
+        }
+        Ok(session)
+    }
+
+    pub(crate) fn load_session(&self, id: &SessionId) -> Result<Session> {
+        let (ws, dir) = self.session_dir(id)?;
+        self.read_session_file(&dir, id, &ws)
+    }
+
+    fn create_session(&self, new: NewSession, now: DateTime<Utc>) -> Result<Session> {
+        let _ws_guard = self.lock_workspace(&new.workspace)?;
+        if !self.workspace_file(&new.workspace).is_file() {
+            return Err(Error::not_found(format!("workspace '{}'", new.workspace)));
+        }
+        let _guard = self.lock_sessions()?;
+        let id = new.id.unwrap_or_else(SessionId::generate);
+        match self.load_session(&id) {
+            Ok(_) => {
+                return Err(Error::AlreadyExists {
+                    what: format!("session '{id}'"),
+                });
+            }
+            Err(e) if e.is_not_found() => {}
+            Err(e) => return Err(e),
+        }
+        let entry = self.session_index().join(id.as_str());
+        write_atomic(&entry, format!("{}\n", new.workspace).as_bytes())
+            .map_err(io_err("write", &entry))?;
+        let session = Session {
+            id: id.clone(),
+            workspace_id: new.workspace.clone(),
+            title: new.title,
+            provider: new.provider,
+            model: new.model,
+            cwd: new.cwd,
+            status: SessionStatus::Idle,
+            created_at: now,
+            updated_at: now,
+        };
+        let parent = self.sessions_dir(&new.workspace);
+        fs::create_dir_all(&parent).map_err(io_err("create", &parent))?;
+        let staging = parent.join(format!("{STAGING}{id}"));
+        build_session_dir(&staging, &session)
+            .map_err(io_err("create", &staging))
+            .inspect_err(|_| {
+                let _ = fs::remove_dir_all(&staging);
+            })?;
+        let dir = parent.join(id.as_str());
+        fs::rename(&staging, &dir).map_err(io_err("create", &dir))?;
+        sync_dir(&parent).map_err(io_err("sync", &parent))?;
+        Ok(session)
+    }
+
+    fn list_sessions(&self, ws: Option<&WorkspaceId>) -> Result<Vec<Session>> {
+        let mut out = Vec::new();
+        match ws {
+            Some(ws) => {
+                if !self.workspace_file(ws).is_file() {
+                    return Err(Error::not_found(format!("workspace '{ws}'")));
+                }
+                let parent = self.sessions_dir(ws);
+                let entries = match fs::read_dir(&parent) {
+                    Ok(e) => e,
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(out),
+                    Err(e) => return Err(io_err("list", &parent)(e)),
+                };
+                for entry in entries {
+                    let entry = entry.map_err(io_err("list", &parent))?;
+                    let name = entry.file_name();
+                    let Some(id) = name.to_str().and_then(|n| SessionId::new(n).ok()) else {
+                        continue;
+                    };
+                    match self.read_session_file(&entry.path(), &id, ws) {
+                        Ok(s) => out.push(s),
+                        Err(e) if e.is_not_found() => {} // deleted meanwhile
+                        Err(e) => return Err(e),
+                    }
+                }
+            }
+            None => {
+                for id in self.list_session_ids()? {
+                    match self.load_session(&id) {
+                        Ok(s) => out.push(s),
+                        Err(e) if e.is_not_found() => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+            }
+        }
+        out.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
+        Ok(out)
+    }
+
+    fn list_session_ids(&self) -> Result<Vec<SessionId>> {
+        let dir = self.session_index();
+        let mut ids = Vec::new();
+        let entries = match fs::read_dir(&dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(ids),
+            Err(e) => return Err(io_err("list", &dir)(e)),
+        };
+        for entry in entries {
+            let entry = entry.map_err(io_err("list", &dir))?;
+            if let Some(id) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| SessionId::new(n).ok())
+            {
+                ids.push(id);
+            }
+        }
+        ids.sort();
+        Ok(ids)
+    }
+
+    fn read_transcript(&self, id: &SessionId) -> Result<Transcript> {
+        let (_, dir) = self.session_dir(id)?;
+        let path = dir.join("session.md");
+        let bytes = match fs::read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(missing(id)),
+            Err(e) => return Err(io_err("read", &path)(e)),
+        };
+        transcript::parse(&bytes).map_err(|e| corrupt(&path, e))
+    }
+
+    /// Appends one message: O(1) in the transcript's length. The tail check reads a few bytes
+    /// from the end; only after a crash left a torn append does it read the whole file, once,
+    /// to cut the torn bytes off.
+    fn append(&self, id: &SessionId, message: &Message) -> Result<()> {
+        let (_, dir) = self.session_dir(id)?;
+        let _guard = lock_session(&dir, id)?;
+        let path = dir.join("session.md");
+        let mut file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .open(&path)
+            .map_err(|e| match e.kind() {
+                io::ErrorKind::NotFound => missing(id),
+                _ => io_err("open", &path)(e),
+            })?;
+        ensure_clean_tail(&file, &path)?;
+        file.write_all(transcript::encode_message(message).as_bytes())
+            .and_then(|()| file.sync_data())
+            .map_err(io_err("append to", &path))
+    }
+
+    fn write_transcript(&self, id: &SessionId, messages: &[Message]) -> Result<()> {
+        let (ws, dir) = self.session_dir(id)?;
+        let _guard = lock_session(&dir, id)?;
+        let session = self.read_session_file(&dir, id, &ws)?;
+        let path = dir.join("session.md");
+        let text = transcript::encode(&frontmatter(&session), messages);
+        write_atomic(&path, text.as_bytes()).map_err(io_err("write", &path))
+    }
+
+    fn update_session(
+        &self,
+        id: &SessionId,
+        change: impl FnOnce(&mut Session) -> Result<()>,
+    ) -> Result<Session> {
+        let (ws, dir) = self.session_dir(id)?;
+        let _guard = lock_session(&dir, id)?;
+        let mut session = self.read_session_file(&dir, id, &ws)?;
+        change(&mut session)?;
+        let path = dir.join("session.toml");
+        let text = toml::to_string(&session).expect("session serializes");
+        write_atomic(&path, text.as_bytes()).map_err(io_err("write", &path))?;
+        Ok(session)
+    }
+
+    fn delete_session(&self, id: &SessionId) -> Result<()> {
+        let _guard = self.lock_sessions()?;
+        let (ws, dir) = self.session_dir(id)?;
+        let _session_guard = lock_session(&dir, id)?;
+        let parent = self.sessions_dir(&ws);
+        let trash = parent.join(format!("{TRASH}{id}-{}", random_suffix()));
+        fs::rename(&dir, &trash).map_err(io_err("remove", &dir))?;
+        sync_dir(&parent).map_err(io_err("sync", &parent))?;
+        let _ = fs::remove_file(self.session_index().join(id.as_str()));
+        let _ = fs::remove_dir_all(&trash);
+        Ok(())
+    }
+
+    /// Drops index entries of sessions that no longer exist (their workspace or folder gone).
+    pub(crate) fn sweep_session_index(&self) -> Result<()> {
+        let _guard = self.lock_sessions()?;
+        for id in self.list_session_ids()? {
+            if let Err(e) = self.session_dir(&id)
+                && e.is_not_found()
+            {
+                let _ = fs::remove_file(self.session_index().join(id.as_str()));
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) fn lock_sessions(&self) -> Result<FileLock> {
+        let path = self.lock("sessions.lock");
+        FileLock::acquire(&path).map_err(io_err("lock", &path))
+    }
+}
+
+fn lock_session(dir: &Path, id: &SessionId) -> Result<FileLock> {
+    let path = dir.join(".lock");
+    FileLock::acquire(&path).map_err(|e| match e.kind() {
+        io::ErrorKind::NotFound => missing(id),
+        _ => io_err("lock", &path)(e),
+    })
+}
+
+/// Makes sure the file ends at a block boundary before appending to it.
+fn ensure_clean_tail(file: &File, path: &Path) -> Result<()> {
+    let len = file.metadata().map_err(io_err("read", path))?.len();
+    let tail_len = len.min(64);
+    let mut tail = vec![0; tail_len as usize];
+    file.read_exact_at(&mut tail, len - tail_len)
+        .map_err(io_err("read", path))?;
+    if let Some(n) = transcript::last_block_len(&tail) {
+        let mut head = [0u8; 4];
+        if n as u64 <= len
+            && file.read_exact_at(&mut head, len - n as u64).is_ok()
+            && &head == b"\n## "
+        {
+            return Ok(());
+        }
+    }
+    // Not a trailer at the end: a fresh transcript (frontmatter only), a torn append, or
+    // corruption. Parsing the whole file tells which; only a torn append is cut off.
+    let bytes = fs::read(path).map_err(io_err("read", path))?;
+    let parsed = transcript::parse(&bytes).map_err(|e| corrupt(path, e))?;
+    if parsed.torn_tail > 0 {
+        file.set_len(parsed.complete_len as u64)
+            .map_err(io_err("repair", path))?;
+        file.sync_all().map_err(io_err("repair", path))?;
+    }
+    Ok(())
+}
+
+fn frontmatter(s: &Session) -> Frontmatter {
+    Frontmatter {
+        provider: s.provider.clone(),
+        model: s.model.clone(),
+        created_at: s
+            .created_at
+            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+    }
+}
+
+fn build_session_dir(dir: &Path, session: &Session) -> io::Result<()> {
+    if dir.exists() {
+        fs::remove_dir_all(dir)?; // debris of an interrupted create; we hold the lock
+    }
+    fs::create_dir(dir)?;
+    fs::create_dir(dir.join("storage"))?;
+    for (name, text) in [
+        (
+            "session.toml",
+            toml::to_string(session).expect("session serializes"),
+        ),
+        (
+            "session.md",
+            transcript::encode_frontmatter(&frontmatter(session)),
+        ),
+    ] {
+        let mut f = File::create(dir.join(name))?;
+        f.write_all(text.as_bytes())?;
+        f.sync_all()?;
+    }
+    sync_dir(dir)
+}
+
+fn corrupt(path: &Path, e: transcript::FormatError) -> Error {
+    Error::Corrupt {
+        file: path.to_owned(),
+        line: Some(e.line),
+        reason: e.reason,
+    }
+}
+
+fn missing(id: &SessionId) -> Error {
+    Error::not_found(format!("session '{id}'"))
+}
+
+/// Provider and model end up in the frontmatter; they must be single-line names.
+fn check_label(kind: &'static str, value: &str) -> Result<()> {
+    if value.is_empty() || value.len() > 128 || value.chars().any(char::is_control) {
+        return Err(Error::Invalid(berth_core::InvalidInput {
+            kind,
+            value: value.chars().take(80).collect(),
+            rule: "must be 1-128 characters without control characters".to_owned(),
+        }));
+    }
+    Ok(())
+}
+
+#[async_trait]
+impl SessionStore for FsStore {
+    async fn create(&self, new: NewSession, now: DateTime<Utc>) -> Result<Session> {
+        check_label("provider", &new.provider)?;
+        check_label("model", &new.model)?;
+        self.blocking(move |l| l.create_session(new, now)).await
+    }
+
+    async fn load(&self, id: &SessionId) -> Result<Session> {
+        let id = id.clone();
+        self.blocking(move |l| l.load_session(&id)).await
+    }
+
+    async fn list(&self, ws: Option<&WorkspaceId>) -> Result<Vec<Session>> {
+        let ws = ws.cloned();
+        self.blocking(move |l| l.list_sessions(ws.as_ref())).await
+    }
+
+    async fn list_ids(&self) -> Result<Vec<SessionId>> {
+        self.blocking(|l| l.list_session_ids()).await
+    }
+
+    async fn read_transcript(&self, id: &SessionId) -> Result<Transcript> {
+        let id = id.clone();
+        self.blocking(move |l| l.read_transcript(&id)).await
+    }
+
+    async fn append(&self, id: &SessionId, message: &Message) -> Result<()> {
+        let (id, message) = (id.clone(), message.clone());
+        self.blocking(move |l| l.append(&id, &message)).await
+    }
+
+    async fn write_transcript(&self, id: &SessionId, messages: &[Message]) -> Result<()> {
+        let (id, messages) = (id.clone(), messages.to_vec());
+        self.blocking(move |l| l.write_transcript(&id, &messages))
+            .await
+    }
+
+    async fn clear(&self, id: &SessionId) -> Result<()> {
+        let id = id.clone();
+        self.blocking(move |l| l.write_transcript(&id, &[])).await
+    }
+
+    async fn delete(&self, id: &SessionId) -> Result<()> {
+        let id = id.clone();
+        self.blocking(move |l| l.delete_session(&id)).await
+    }
+
+    async fn set_status(
+        &self,
+        id: &SessionId,
+        status: SessionStatus,
+        now: DateTime<Utc>,
+    ) -> Result<Session> {
+        let id = id.clone();
+        self.blocking(move |l| {
+            l.update_session(&id, |s| {
+                if !s.status.can_become(status) {
+                    return Err(Error::Refused(format!(
+                        "session '{}' is {} and cannot become {}",
+                        s.id,
+                        s.status.as_str(),
+                        status.as_str()
+                    )));
+                }
+                s.status = status;
+                s.updated_at = now;
+                Ok(())
+            })
+        })
+        .await
+    }
+
+    async fn set_title(&self, id: &SessionId, title: &str, now: DateTime<Utc>) -> Result<Session> {
+        let (id, title) = (id.clone(), title.to_owned());
+        self.blocking(move |l| {
+            l.update_session(&id, |s| {
+                s.title = title;
+                s.updated_at = now;
+                Ok(())
+            })
+        })
+        .await
+    }
+}
