@@ -197,6 +197,9 @@ pub fn parse(bytes: &[u8]) -> Result<Transcript, FormatError> {
         reason: "not valid UTF-8".to_owned(),
     })?;
     let (frontmatter, mut pos) = parse_frontmatter(text)?;
+    // Line numbers are only for error messages, but counting them from the start for every
+    // block would make parsing quadratic, so they are carried along.
+    let mut line = line_at(bytes, pos);
     let mut messages = Vec::new();
     loop {
         if pos == text.len() {
@@ -207,10 +210,11 @@ pub fn parse(bytes: &[u8]) -> Result<Transcript, FormatError> {
                 torn_tail: 0,
             });
         }
-        match parse_block(text, pos) {
-            Ok((msg, next)) => {
+        match parse_block(text, pos, line) {
+            Ok((msg, next, next_line)) => {
                 messages.push(msg);
                 pos = next;
+                line = next_line;
             }
             Err(_) if is_torn_append(&text[pos..]) => {
                 return Ok(Transcript {
@@ -300,9 +304,13 @@ fn parse_frontmatter(text: &str) -> Result<(Frontmatter, usize), FormatError> {
     ))
 }
 
-/// Parses the block starting at `start`; returns it and the offset after it.
-fn parse_block(text: &str, start: usize) -> Result<(Message, usize), FormatError> {
-    let line = line_at(text.as_bytes(), start);
+/// Parses the block starting at `start` (on line `line`); returns it, and the offset and line
+/// after it.
+fn parse_block(
+    text: &str,
+    start: usize,
+    line: usize,
+) -> Result<(Message, usize, usize), FormatError> {
     let err = |line: usize, reason: String| FormatError { line, reason };
     let rest = &text[start..];
     let Some(rest) = rest.strip_prefix('\n') else {
@@ -359,7 +367,7 @@ fn parse_block(text: &str, start: usize) -> Result<(Message, usize), FormatError
                     ),
                 ));
             }
-            return Ok((Message { role, content }, end));
+            return Ok((Message { role, content }, end, line_no + 1));
         }
         if body_line.starts_with("##") && !needs_escape_is_content(body_line) {
             return Err(err(
