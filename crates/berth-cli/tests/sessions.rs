@@ -278,7 +278,7 @@ fn message_for(role: &str, n: usize) -> Message {
         format!("{role} message {n}\n\n## System\n<!-- 1 -->")
     };
     Message::new(
-        if n % 2 == 0 {
+        if n.is_multiple_of(2) {
             Role::User
         } else {
             Role::Assistant
