@@ -4,7 +4,7 @@
 mod support;
 
 use serde_json::Value;
-use support::Home;
+use support::{Home, age_workspace};
 
 fn create(home: &Home, args: &[&str]) -> String {
     let mut full = vec!["workspace", "create"];
@@ -418,22 +418,4 @@ fn list_to_a_closed_pipe_is_not_an_error() {
 
 fn uuid_like(s: &str) -> bool {
     s.len() == 36 && s.chars().filter(|&c| c == '-').count() == 4
-}
-
-/// Rewrites a workspace's last use, as if it had been idle since `when`.
-fn age_workspace(home: &Home, id: &str, when: &str) {
-    let file = home.workspace_dir(id).join("workspace.toml");
-    let text = std::fs::read_to_string(&file).unwrap();
-    let aged: String = text
-        .lines()
-        .map(|l| {
-            if l.starts_with("last_accessed") {
-                format!("last_accessed = \"{when}\"")
-            } else {
-                l.to_owned()
-            }
-        })
-        .collect::<Vec<_>>()
-        .join("\n");
-    std::fs::write(&file, aged).unwrap();
 }

@@ -5,17 +5,14 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Write};
-use std::process::Stdio;
-use std::sync::mpsc;
-use std::time::Duration;
+use std::io::Write;
 
 use berth_core::{
     BindingStore, DeviceId, NewWorkspace, StoragePath, StorageScope, StorageStore, WorkspaceId,
     WorkspaceStore,
 };
 use berth_store_fs::FsStore;
-use support::{Home, Jitter, child, child_role};
+use support::{Home, Jitter, child, child_role, kill_after_first_ack};
 
 const ROUNDS: usize = 200;
 
@@ -86,32 +83,8 @@ fn sigkill_at_random_moments_loses_no_acknowledged_write() {
     for round in 0..ROUNDS {
         let role = format!("r{round}");
         let mut cmd = child("crash_child", &role);
-        cmd.env("BERTH_HOME", home.path())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null());
-        let mut proc = cmd.spawn().unwrap();
-        let stdout = proc.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        let reader = std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if let Some(done) = line.split_once("DONE ").map(|(_, rest)| rest) {
-                    let _ = tx.send(done.to_owned());
-                }
-            }
-        });
-        // libtest prints "test crash_child ... " without a newline, so the first DONE may share
-        // its line; that is why lines are split at "DONE " rather than matched at the start.
-        // Wait for the child to be under way (its first acknowledgement), then kill it at a
-        // random moment within the next few milliseconds of work.
-        let first = rx
-            .recv_timeout(Duration::from_secs(30))
-            .expect("child never started");
-        std::thread::sleep(Duration::from_micros(jitter.next(40_000)));
-        proc.kill().unwrap(); // SIGKILL on unix
-        proc.wait().unwrap();
-        reader.join().unwrap();
-        let acked: Vec<String> = std::iter::once(first).chain(rx.try_iter()).collect();
+        cmd.env("BERTH_HOME", home.path());
+        let acked = kill_after_first_ack(cmd, &mut jitter, 40_000);
         for done in &acked {
             let parts: Vec<&str> = done.split(' ').collect();
             match parts.as_slice() {

@@ -4,15 +4,13 @@
 mod support;
 
 use std::collections::VecDeque;
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::process::Stdio;
-use std::sync::mpsc;
-use std::time::Duration;
 
 use berth_core::{Message, Role, SessionId, SessionStore};
 use berth_store_fs::FsStore;
 use serde_json::Value;
-use support::{Home, Jitter, child, child_role};
+use support::{Home, Jitter, age_workspace, child, child_role, kill_after_first_ack};
 
 fn new_session(home: &Home, ws: &str, title: &str) -> String {
     home.ok(&["session", "new", "--workspace", ws, "--title", title])
@@ -186,19 +184,7 @@ fn session_activity_keeps_a_workspace_from_gc() {
     let idle = home.ok(&["workspace", "create", "idle"]).trim().to_owned();
     let s = new_session(&home, "busy", "t");
     for ws in [&busy, &idle] {
-        let file = home.workspace_dir(ws).join("workspace.toml");
-        let text = std::fs::read_to_string(&file).unwrap();
-        let aged: Vec<String> = text
-            .lines()
-            .map(|l| {
-                if l.starts_with("last_accessed") {
-                    "last_accessed = \"2020-01-01T00:00:00Z\"".to_owned()
-                } else {
-                    l.to_owned()
-                }
-            })
-            .collect();
-        std::fs::write(&file, aged.join("\n")).unwrap();
+        age_workspace(&home, ws, "2020-01-01T00:00:00Z");
     }
     home.ok(&["session", "append", &s, "still working"]);
     let out = home.json(&["workspace", "gc", "--yes", "--json"]);
@@ -306,28 +292,11 @@ fn sigkill_during_appends_loses_no_acknowledged_message() {
         let role = format!("r{round}");
         let mut cmd = child("append_child", &role);
         cmd.env("BERTH_HOME", home.path())
-            .env("APPEND_SESSION", &sid)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null());
-        let mut proc = cmd.spawn().unwrap();
-        let stdout = proc.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        let reader = std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if let Some(n) = line.split_once("DONE ").map(|(_, rest)| rest) {
-                    let _ = tx.send(n.parse::<usize>().unwrap());
-                }
-            }
-        });
-        let first = rx
-            .recv_timeout(Duration::from_secs(30))
-            .expect("child never started");
-        std::thread::sleep(Duration::from_micros(jitter.next(15_000)));
-        proc.kill().unwrap();
-        proc.wait().unwrap();
-        reader.join().unwrap();
-        let acked: Vec<usize> = std::iter::once(first).chain(rx.try_iter()).collect();
+            .env("APPEND_SESSION", &sid);
+        let acked: Vec<usize> = kill_after_first_ack(cmd, &mut jitter, 15_000)
+            .iter()
+            .map(|n| n.parse().unwrap())
+            .collect();
         assert_eq!(acked, (0..acked.len()).collect::<Vec<_>>());
 
         let now = rt

@@ -144,6 +144,53 @@ impl Jitter {
     }
 }
 
+/// Runs `cmd` (a child that prints `DONE <what>` after each acknowledged operation), waits for
+/// its first acknowledgement, lets it work for a random `0..max_us` microseconds more, SIGKILLs
+/// it, and returns everything it acknowledged, in order.
+pub fn kill_after_first_ack(mut cmd: Command, jitter: &mut Jitter, max_us: u64) -> Vec<String> {
+    use std::io::{BufRead, BufReader};
+    use std::time::Duration;
+    cmd.stdout(Stdio::piped()).stderr(Stdio::null());
+    let mut proc = cmd.spawn().unwrap();
+    let stdout = proc.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            // libtest prints "test name ... " without a newline, so the first DONE may share
+            // its line: split at "DONE " rather than matching the start.
+            if let Some((_, done)) = line.split_once("DONE ") {
+                let _ = tx.send(done.to_owned());
+            }
+        }
+    });
+    let first = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("child never started");
+    std::thread::sleep(Duration::from_micros(jitter.next(max_us)));
+    proc.kill().unwrap(); // SIGKILL on unix
+    proc.wait().unwrap();
+    reader.join().unwrap();
+    std::iter::once(first).chain(rx.try_iter()).collect()
+}
+
+/// Rewrites a workspace's last use, as if it had been idle since `when` (RFC 3339).
+pub fn age_workspace(home: &Home, id: &str, when: &str) {
+    let file = home.workspace_dir(id).join("workspace.toml");
+    let text = std::fs::read_to_string(&file).unwrap();
+    let aged: Vec<String> = text
+        .lines()
+        .map(|l| {
+            if l.starts_with("last_accessed") {
+                format!("last_accessed = \"{when}\"")
+            } else {
+                l.to_owned()
+            }
+        })
+        .collect();
+    std::fs::write(&file, aged.join("\n")).unwrap();
+}
+
 /// Every file under `root` with its bytes, for "nothing changed" assertions.
 pub fn snapshot(root: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     let mut out = Vec::new();
