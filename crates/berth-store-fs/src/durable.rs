@@ -5,7 +5,7 @@
 
 use std::fs::{self, File};
 use std::io::{self, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use berth_core::storage_path::TEMP_PREFIX;
 
@@ -38,7 +38,6 @@ pub fn parent_of(path: &Path) -> &Path {
 /// they guard: data is replaced by rename, which would orphan a lock taken on the data file.
 pub struct FileLock {
     file: File,
-    _path: PathBuf,
 }
 
 impl FileLock {
@@ -49,10 +48,7 @@ impl FileLock {
             .write(true)
             .open(path)?;
         file.lock()?;
-        Ok(FileLock {
-            file,
-            _path: path.to_owned(),
-        })
+        Ok(FileLock { file })
     }
 }
 

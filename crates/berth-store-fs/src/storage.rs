@@ -223,13 +223,7 @@ fn remove(root: &Dir, scope: &StorageScope, path: &StoragePath, recursive: bool)
         } else {
             root.remove_dir(path.as_path())
         }
-        .map_err(|e| match e.kind() {
-            // Some platforms report a non-empty folder with a generic error kind.
-            io::ErrorKind::DirectoryNotEmpty | io::ErrorKind::Other if !recursive => {
-                err()(io::Error::from(io::ErrorKind::DirectoryNotEmpty))
-            }
-            _ => err()(e),
-        })?;
+        .map_err(err())?;
     } else {
         // A symlink is removed itself; its target is never touched.
         root.remove_file(path.as_path()).map_err(err())?;
