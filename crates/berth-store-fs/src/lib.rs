@@ -150,6 +150,26 @@ pub(crate) fn utf8(path: &Path, bytes: Vec<u8>) -> Result<String> {
     })
 }
 
+/// The entries of `dir` whose names parse as `T` (a validated id), sorted. Everything else
+/// (staging and trash folders, temp files, strays) fails the id rule and is skipped. A missing
+/// folder has no entries.
+pub(crate) fn ids_in<T: Ord>(dir: &Path, parse: impl Fn(&str) -> Option<T>) -> Result<Vec<T>> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(io_err("list", dir)(e)),
+    };
+    let mut ids = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(io_err("list", dir))?;
+        if let Some(id) = entry.file_name().to_str().and_then(&parse) {
+            ids.push(id);
+        }
+    }
+    ids.sort();
+    Ok(ids)
+}
+
 /// Parses TOML that berth owns, turning a failure into `Corrupt` with the line.
 pub(crate) fn parse_toml<T: serde::de::DeserializeOwned>(path: &Path, text: &str) -> Result<T> {
     toml::from_str(text).map_err(|e| Error::Corrupt {

@@ -20,7 +20,7 @@ use berth_core::{
 use chrono::{DateTime, Utc};
 
 use crate::durable::{FileLock, random_suffix, sync_dir, write_atomic};
-use crate::{FsStore, Layout, io_err, parse_toml, read_optional};
+use crate::{FsStore, Layout, ids_in, io_err, parse_toml, read_optional};
 
 const STAGING: &str = ".staging-";
 const TRASH: &str = ".trash-";
@@ -132,18 +132,8 @@ impl Layout {
                     return Err(Error::not_found(format!("workspace '{ws}'")));
                 }
                 let parent = self.sessions_dir(ws);
-                let entries = match fs::read_dir(&parent) {
-                    Ok(e) => e,
-                    Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(out),
-                    Err(e) => return Err(io_err("list", &parent)(e)),
-                };
-                for entry in entries {
-                    let entry = entry.map_err(io_err("list", &parent))?;
-                    let name = entry.file_name();
-                    let Some(id) = name.to_str().and_then(|n| SessionId::new(n).ok()) else {
-                        continue;
-                    };
-                    match self.read_session_file(&entry.path(), &id, ws) {
+                for id in ids_in(&parent, |n| SessionId::new(n).ok())? {
+                    match self.read_session_file(&parent.join(id.as_str()), &id, ws) {
                         Ok(s) => out.push(s),
                         Err(e) if e.is_not_found() => {} // deleted meanwhile
                         Err(e) => return Err(e),
@@ -165,25 +155,7 @@ impl Layout {
     }
 
     fn list_session_ids(&self) -> Result<Vec<SessionId>> {
-        let dir = self.session_index();
-        let mut ids = Vec::new();
-        let entries = match fs::read_dir(&dir) {
-            Ok(e) => e,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(ids),
-            Err(e) => return Err(io_err("list", &dir)(e)),
-        };
-        for entry in entries {
-            let entry = entry.map_err(io_err("list", &dir))?;
-            if let Some(id) = entry
-                .file_name()
-                .to_str()
-                .and_then(|n| SessionId::new(n).ok())
-            {
-                ids.push(id);
-            }
-        }
-        ids.sort();
-        Ok(ids)
+        ids_in(&self.session_index(), |n| SessionId::new(n).ok())
     }
 
     fn read_transcript(&self, id: &SessionId) -> Result<Transcript> {

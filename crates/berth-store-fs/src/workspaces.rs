@@ -22,7 +22,7 @@ use chrono::{DateTime, Utc};
 use crate::durable::{FileLock, random_suffix, sync_dir, write_atomic};
 use cap_std::fs::Dir;
 
-use crate::{FsStore, Layout, io_err, parse_toml, read_optional, utf8};
+use crate::{FsStore, Layout, ids_in, io_err, parse_toml, read_optional, utf8};
 
 /// Folders every workspace has, as in the seed; `storage` and `sessions` are berth's.
 const SUBDIRS: &[&str] = &["storage", "sessions", "mcp", "skills", "memory"];
@@ -143,7 +143,7 @@ impl Layout {
         let trash = self
             .workspaces()
             .join(format!("{TRASH}{id}-{}", random_suffix()));
-        let sessions = session_ids_in(&self.sessions_dir(id));
+        let sessions = ids_in(&self.sessions_dir(id), |n| SessionId::new(n).ok())?;
         fs::rename(&dir, &trash).map_err(io_err("remove", &dir))?;
         sync_dir(&self.workspaces()).map_err(io_err("sync", &self.workspaces()))?;
         self.forget_sessions(id, &sessions)?;
@@ -170,21 +170,7 @@ impl Layout {
     }
 
     pub(crate) fn list_ids(&self) -> Result<Vec<WorkspaceId>> {
-        let dir = self.workspaces();
-        let mut ids = Vec::new();
-        for entry in fs::read_dir(&dir).map_err(io_err("list", &dir))? {
-            let entry = entry.map_err(io_err("list", &dir))?;
-            // Staging and trash folders start with '.', which no valid id does.
-            if let Some(id) = entry
-                .file_name()
-                .to_str()
-                .and_then(|n| WorkspaceId::new(n).ok())
-            {
-                ids.push(id);
-            }
-        }
-        ids.sort();
-        Ok(ids)
+        ids_in(&self.workspaces(), |n| WorkspaceId::new(n).ok())
     }
 
     fn list(&self) -> Result<Vec<Workspace>> {
@@ -318,21 +304,6 @@ fn read_small(dir: &Dir, rel: &str) -> io::Result<Vec<u8>> {
     }
     buf.truncate(len);
     Ok(buf)
-}
-
-/// The session ids with folders under `dir` (empty if there is none).
-fn session_ids_in(dir: &Path) -> Vec<SessionId> {
-    let Ok(entries) = fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    entries
-        .filter_map(|e| {
-            e.ok()?
-                .file_name()
-                .to_str()
-                .and_then(|n| SessionId::new(n).ok())
-        })
-        .collect()
 }
 
 fn parse_workspace(path: &Path, text: &str, id: &WorkspaceId) -> Result<Workspace> {
