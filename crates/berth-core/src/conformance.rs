@@ -540,6 +540,11 @@ pub async fn session_lifecycle(b: Backend) {
     s.set_status(&s1.id, SessionStatus::Closed, now)
         .await
         .unwrap();
+    let closed = s.append(&s1.id, &msgs[0]).await.unwrap_err();
+    assert!(
+        matches!(closed, Error::Refused(_)),
+        "a closed session takes no message: {closed}"
+    );
     assert!(matches!(
         s.set_status(&s1.id, SessionStatus::Idle, now).await,
         Err(Error::Refused(_))

@@ -340,12 +340,6 @@ impl WorkspaceManager {
     }
 
     pub async fn append_message(&self, session: &Session, message: &Message) -> Result<()> {
-        if session.status == SessionStatus::Closed {
-            return Err(Error::Refused(format!(
-                "session '{}' is closed; start a new session to continue",
-                session.id
-            )));
-        }
         self.touch_owner(&session.workspace_id).await?;
         self.sessions.append(&session.id, message).await
     }

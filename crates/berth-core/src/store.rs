@@ -118,6 +118,7 @@ pub trait SessionStore: Send + Sync {
     /// Ids only (may include sessions just deleted): cheap, for prefix resolution.
     async fn list_ids(&self) -> Result<Vec<SessionId>>;
     async fn read_transcript(&self, id: &SessionId) -> Result<Transcript>;
+    /// `Refused` if the session is closed, checked atomically with the append.
     async fn append(&self, id: &SessionId, message: &Message) -> Result<()>;
     async fn write_transcript(&self, id: &SessionId, messages: &[Message]) -> Result<()>;
     /// Empties the transcript, keeping its frontmatter.

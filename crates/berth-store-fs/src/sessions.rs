@@ -173,8 +173,15 @@ impl Layout {
     /// from the end; only after a crash left a torn append does it read the whole file, once,
     /// to cut the torn bytes off.
     fn append(&self, id: &SessionId, message: &Message) -> Result<()> {
-        let (_, dir) = self.session_dir(id)?;
+        let (ws, dir) = self.session_dir(id)?;
         let _guard = lock_session(&dir, id)?;
+        // Checked under the lock: a session closed by another process a moment ago is closed.
+        let session = self.read_session_file(&dir, id, &ws)?;
+        if session.status == SessionStatus::Closed {
+            return Err(Error::Refused(format!(
+                "session '{id}' is closed; start a new session to continue"
+            )));
+        }
         let path = dir.join("session.md");
         let mut file = OpenOptions::new()
             .read(true)
