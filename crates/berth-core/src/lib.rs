@@ -21,7 +21,7 @@ pub mod transcript;
 
 pub use error::{Error, Result};
 pub use id::{DeviceId, InvalidInput, SessionId, WorkspaceId, WorkspaceName};
-pub use manager::WorkspaceManager;
+pub use manager::{GcPlan, WorkspaceManager};
 pub use model::{
     EntryKind, GitInfo, NewSession, NewWorkspace, Session, SessionStatus, StorageEntry,
     StorageScope, Workspace,

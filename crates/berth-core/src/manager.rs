@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use chrono::{Duration, Utc};
+use chrono::{DateTime, Duration, Utc};
 
 use crate::config::{self, ConfigText, LoadedConfig};
 use crate::error::{Error, Result};
@@ -25,6 +25,13 @@ pub const MIN_PREFIX: usize = 4;
 /// How stale `last_accessed` may get before a use rewrites it. Garbage collection works in
 /// days, so a minute of slack costs nothing and spares a durable metadata write on every read.
 const ACCESS_GRANULARITY: Duration = Duration::seconds(60);
+
+/// The outcome of a garbage-collection scan: what is idle since `cutoff`.
+#[derive(Debug, Clone)]
+pub struct GcPlan {
+    pub cutoff: DateTime<Utc>,
+    pub stale: Vec<Workspace>,
+}
 
 #[derive(Clone)]
 pub struct WorkspaceManager {
@@ -168,18 +175,34 @@ impl WorkspaceManager {
     }
 
     /// Removes workspaces unused for `max_age` (never `default`). With `dry_run`, only says
-    /// which. A workspace used between the scan and its removal is kept.
+    /// which.
     pub async fn gc(&self, max_age: Duration, dry_run: bool) -> Result<Vec<Workspace>> {
-        let cutoff = Utc::now() - max_age;
-        let stale = self.workspaces.gc(cutoff).await?;
+        let plan = self.gc_plan(max_age).await?;
         if dry_run {
-            return Ok(stale);
+            Ok(plan.stale)
+        } else {
+            self.gc_apply(plan).await
         }
+    }
+
+    /// Which workspaces garbage collection would remove now, without removing any. A caller
+    /// that asks a person first applies this same plan, so what is removed is what was shown.
+    pub async fn gc_plan(&self, max_age: Duration) -> Result<GcPlan> {
+        let cutoff = Utc::now() - max_age;
+        Ok(GcPlan {
+            cutoff,
+            stale: self.workspaces.gc(cutoff).await?,
+        })
+    }
+
+    /// Removes the planned workspaces that are still idle (one used since the plan is kept),
+    /// with their bindings; returns those removed.
+    pub async fn gc_apply(&self, plan: GcPlan) -> Result<Vec<Workspace>> {
         let mut removed = Vec::new();
-        for ws in stale {
+        for ws in plan.stale {
             if self
                 .workspaces
-                .delete(&ws.id, DeleteCondition::IdleSince(cutoff))
+                .delete(&ws.id, DeleteCondition::IdleSince(plan.cutoff))
                 .await?
             {
                 self.bindings.unbind_workspace(&ws.id).await?;

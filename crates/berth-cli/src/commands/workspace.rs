@@ -154,18 +154,17 @@ pub async fn run(ctx: &Ctx, cmd: WorkspaceCmd) -> anyhow::Result<()> {
             json,
         } => {
             let age = chrono::Duration::days(i64::from(max_age));
-            let stale = m.gc(age, true).await?;
-            let removed = if dry_run || stale.is_empty() {
-                stale
+            // One scan: the workspaces shown in the question are the ones removed.
+            let plan = m.gc_plan(age).await?;
+            let removed = if dry_run || plan.stale.is_empty() {
+                plan.stale
             } else {
-                confirm(
-                    c.yes,
-                    &format!(
-                        "Delete {} workspace(s) unused for {max_age} days?",
-                        stale.len()
-                    ),
-                )?;
-                m.gc(age, false).await?
+                let question = format!(
+                    "Delete {} workspace(s) unused for {max_age} days?",
+                    plan.stale.len()
+                );
+                confirm(c.yes, &question)?;
+                m.gc_apply(plan).await?
             };
             if json.json {
                 let views: Vec<_> = removed.iter().map(|ws| view(ctx, ws)).collect();
