@@ -339,6 +339,11 @@ pub async fn storage(b: Backend) {
     let deep = s.list(&scope, Some(&path("notes/deep"))).await.unwrap();
     assert_eq!(deep[0].path, "notes/deep/a.bin");
     // Reading a folder or listing a file is a clear error, not garbage.
+    let onto_folder = s
+        .write(&scope, &path("notes"), b"x".to_vec())
+        .await
+        .unwrap_err();
+    assert!(matches!(onto_folder, Error::Refused(_)), "{onto_folder}");
     assert!(matches!(
         s.read(&scope, &path("notes")).await,
         Err(Error::Refused(_))
