@@ -41,11 +41,8 @@ impl Layout {
     fn load_workspace_in(&self, dir: &Dir, id: &WorkspaceId) -> Result<Workspace> {
         match read_small(dir, &format!("{id}/workspace.toml")) {
             Ok(bytes) => {
-                let path = || self.workspace_file(id);
-                let text = std::str::from_utf8(&bytes).map_err(|_| {
-                    utf8(&path(), bytes.clone()).expect_err("invalid UTF-8 stays invalid")
-                })?;
-                parse_workspace(&path(), text, id)
+                let path = self.workspace_file(id);
+                parse_workspace(&path, &utf8(&path, bytes)?, id)
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound => Err(missing(id)),
             Err(e) => Err(io_err("read", &self.workspace_file(id))(e)),

@@ -131,17 +131,24 @@ pub async fn run(ctx: &Ctx, cmd: WorkspaceCmd) -> anyhow::Result<()> {
             workspace,
             confirm: c,
         } => {
-            let ws = m.resolve(&workspace).await.or_else(|e| match e {
-                // A workspace whose metadata is corrupt can still be deleted by its exact id.
-                berth_core::Error::Corrupt { .. } => Ok(corrupt_stub(&workspace)?),
-                e => Err(anyhow::Error::from(e)),
-            })?;
-            let label = label(&ws);
+            let (id, label) = match m.resolve(&workspace).await {
+                Ok(ws) => (ws.id.clone(), label(&ws)),
+                // Corrupt metadata cannot be read, but the workspace can still be deleted by
+                // its exact id: deleting is how a person repairs it.
+                Err(berth_core::Error::Corrupt { .. }) => {
+                    let id = WorkspaceId::new(workspace.as_str()).context(
+                        "a workspace with corrupt metadata can only be deleted by its full id",
+                    )?;
+                    let label = id.to_string();
+                    (id, label)
+                }
+                Err(e) => return Err(e.into()),
+            };
             confirm(
                 c.yes,
                 &format!("Delete workspace {label} and everything in it?"),
             )?;
-            let devices = m.delete(&ws.id).await?;
+            let devices = m.delete(&id).await?;
             eprintln!(
                 "deleted workspace {label}; unbound {} device(s)",
                 devices.len()
@@ -204,20 +211,4 @@ fn label(ws: &Workspace) -> String {
         Some(n) => format!("{} ({n})", ws.id),
         None => ws.id.to_string(),
     }
-}
-
-/// Stand-in for a workspace whose metadata cannot be read, so it can still be deleted.
-fn corrupt_stub(identifier: &str) -> anyhow::Result<Workspace> {
-    let id = WorkspaceId::new(identifier)
-        .context("a workspace with corrupt metadata can only be deleted by its full id")?;
-    let epoch = chrono::DateTime::<chrono::Utc>::UNIX_EPOCH;
-    Ok(Workspace {
-        id,
-        name: None,
-        description: String::new(),
-        created_at: epoch,
-        last_accessed: epoch,
-        agent_id: None,
-        git: None,
-    })
 }
