@@ -7,7 +7,7 @@ use std::process::Stdio;
 
 use berth_core::{DeviceId, WorkspaceId};
 use berth_store_fs::FsStore;
-use support::{Home, child, child_role};
+use support::{Home, child, child_role, wait_ok};
 
 const RACERS: usize = 8;
 
@@ -25,13 +25,8 @@ fn racing_resolves_of_a_new_device_make_one_workspace() {
             .collect();
         let mut ids = Vec::new();
         for c in children {
-            let out = c.wait_with_output().unwrap();
-            assert!(
-                out.status.success(),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            ids.push(String::from_utf8(out.stdout).unwrap().trim().to_owned());
+            let out = wait_ok(c);
+            ids.push(out.trim().to_owned());
         }
         ids.dedup();
         assert_eq!(ids.len(), 1, "round {round}: processes disagree: {ids:?}");
@@ -91,12 +86,7 @@ fn parallel_binds_lose_nothing() {
         })
         .collect();
     for c in children {
-        let out = c.wait_with_output().unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        wait_ok(c);
     }
     let bindings = home.json(&["binding", "list", "--json"]);
     let all = bindings.as_array().unwrap();

@@ -10,7 +10,7 @@ use std::process::Stdio;
 use berth_core::{Message, Role, SessionId, SessionStore};
 use berth_store_fs::FsStore;
 use serde_json::Value;
-use support::{Home, Jitter, age_workspace, child, child_role, kill_after_first_ack};
+use support::{Home, Jitter, age_workspace, child, child_role, kill_after_first_ack, wait_ok};
 
 fn new_session(home: &Home, ws: &str, title: &str) -> String {
     home.ok(&["session", "new", "--workspace", ws, "--title", title])
@@ -375,12 +375,7 @@ fn parallel_appends_to_sibling_sessions_lose_nothing() {
         );
     }
     for c in children {
-        let out = c.wait_with_output().unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        wait_ok(c);
     }
     let store = FsStore::open(home.path()).unwrap();
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -441,12 +436,7 @@ fn clearing_in_one_process_while_another_lists() {
         assert!(t.messages.len() <= 1, "a clear lost its effect");
         assert_eq!(t.torn_tail, 0, "a reader saw a half-written transcript");
     }
-    let out = proc.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    wait_ok(proc);
     assert!(messages(&home, &s).is_empty());
     assert_eq!(
         messages(&home, &keep),

@@ -104,6 +104,17 @@ fn run_output(out: Output) -> Run {
     }
 }
 
+/// Waits for a spawned child and insists it succeeded; returns its stdout.
+pub fn wait_ok(child: std::process::Child) -> String {
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "child failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
 /// Environment variable that tells a re-executed test binary which child role to play.
 pub const CHILD_ROLE: &str = "BERTH_TEST_CHILD_ROLE";
 
