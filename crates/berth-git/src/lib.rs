@@ -1,0 +1,490 @@
+//! berth-git: git worktrees for workspaces, driving the real `git` binary.
+//!
+//! A git workspace is a worktree of a project's repository on its own branch, so several agents
+//! work on one repository without touching each other's files. This crate creates such
+//! worktrees (with git's parallel checkout), removes them without losing work, and reports
+//! their state cheaply. It knows nothing of berth's stores: callers record what it returns.
+//!
+//! Every git call runs with a clean git environment (no inherited `GIT_DIR`, `GIT_WORK_TREE`
+//! or `GIT_INDEX_FILE`, which a hook or an outer git would otherwise leak in), never prompts,
+//! and reports failures with the command and git's own message.
+
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use serde::Serialize;
+
+#[derive(Debug, thiserror::Error)]
+pub enum GitError {
+    #[error("{} is not inside a git repository (pass --repo PATH, or --plain for a plain workspace)", .0.display())]
+    NotARepository(PathBuf),
+    #[error("{} is a bare repository; berth needs a repository with a main checkout", .0.display())]
+    BareRepository(PathBuf),
+    #[error("branch '{0}' already exists; pick another name, or check it out with --checkout {0}")]
+    BranchExists(String),
+    #[error("branch '{0}' exists neither locally nor as origin/{0}")]
+    BranchMissing(String),
+    #[error("base '{0}' does not name a commit in this repository")]
+    BadBase(String),
+    #[error("the worktree at {} has {count} uncommitted change(s); commit or stash them, or pass --force", .path.display())]
+    Dirty { path: PathBuf, count: usize },
+    #[error(
+        "branch '{branch}' has {count} commit(s) that are on neither '{base}' nor its upstream; merge or push them, or pass --force"
+    )]
+    Unmerged {
+        branch: String,
+        base: String,
+        count: usize,
+    },
+    #[error("`git {command}` failed: {message}")]
+    Command { command: String, message: String },
+    #[error("cannot run git: {0}")]
+    Spawn(#[source] std::io::Error),
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+pub type Result<T, E = GitError> = std::result::Result<T, E>;
+
+/// Which branch a new worktree gets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BranchSpec {
+    /// Create this branch from the base; fails if it exists.
+    New(String),
+    /// Check out this existing local branch, or `origin/<name>` tracked as a new local branch.
+    Existing(String),
+}
+
+/// What `add_worktree` made, for the caller to record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AddedWorktree {
+    pub path: PathBuf,
+    pub branch: String,
+    pub base_branch: String,
+    /// True only if this call created the branch; only then may removal delete it.
+    pub branch_created: bool,
+}
+
+/// A worktree as recorded by the caller.
+#[derive(Debug, Clone, Copy)]
+pub struct WorktreeRef<'a> {
+    pub path: &'a Path,
+    pub branch: &'a str,
+    pub base_branch: &'a str,
+    pub branch_created: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Health {
+    Ok,
+    WorktreeMissing,
+    RepoMissing,
+    BranchMissing,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LastCommit {
+    pub sha: String,
+    pub subject: String,
+    pub date: String,
+}
+
+/// The state of a worktree, from git's index and refs (no walk of the files by berth).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct WorktreeStatus {
+    pub health: Health,
+    pub branch: String,
+    pub base_branch: String,
+    /// Commits on the branch that the base lacks, and the reverse; `None` if unknown.
+    pub ahead: Option<u64>,
+    pub behind: Option<u64>,
+    /// Files with uncommitted changes, untracked included.
+    pub changed_files: Option<usize>,
+    pub last_commit: Option<LastCommit>,
+}
+
+/// A repository with a main checkout.
+#[derive(Debug, Clone)]
+pub struct Repo {
+    root: PathBuf,
+}
+
+impl Repo {
+    /// The repository containing `start`; from inside a linked worktree this is still the
+    /// main checkout, so a workspace made from within a workspace branches off the project.
+    pub fn discover(start: &Path) -> Result<Repo> {
+        let out = git_output(
+            start,
+            [
+                "rev-parse",
+                "--path-format=absolute",
+                "--git-common-dir",
+                "--is-bare-repository",
+            ],
+        )?;
+        if !out.status.success() {
+            return Err(GitError::NotARepository(start.to_owned()));
+        }
+        let text = String::from_utf8_lossy(&out.stdout);
+        let mut lines = text.lines();
+        let common = PathBuf::from(lines.next().unwrap_or_default());
+        if lines.next() == Some("true") || common.file_name() != Some(OsStr::new(".git")) {
+            return Err(GitError::BareRepository(common));
+        }
+        let root = common.parent().expect(".git has a parent").to_owned();
+        Ok(Repo { root })
+    }
+
+    /// The main checkout's absolute path.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn git<I, S>(&self, args: I) -> Result<String>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        run(&self.root, args)
+    }
+
+    fn succeeds<I, S>(&self, args: I) -> bool
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        git_output(&self.root, args).is_ok_and(|o| o.status.success())
+    }
+
+    pub fn has_branch(&self, name: &str) -> bool {
+        self.succeeds([
+            "show-ref",
+            "--verify",
+            "--quiet",
+            &format!("refs/heads/{name}"),
+        ])
+    }
+
+    fn has_remote_branch(&self, name: &str) -> bool {
+        self.succeeds([
+            "show-ref",
+            "--verify",
+            "--quiet",
+            &format!("refs/remotes/origin/{name}"),
+        ])
+    }
+
+    fn is_commit(&self, rev: &str) -> bool {
+        self.succeeds([
+            "rev-parse",
+            "--verify",
+            "--quiet",
+            "--end-of-options",
+            &format!("{rev}^{{commit}}"),
+        ])
+    }
+
+    /// The base new branches start from: `origin/HEAD`'s target, else `main`, else `master`,
+    /// else the current `HEAD`'s branch (or `HEAD` itself when detached).
+    pub fn default_base(&self) -> Result<String> {
+        if let Ok(target) = self.git([
+            "symbolic-ref",
+            "--quiet",
+            "--short",
+            "refs/remotes/origin/HEAD",
+        ]) {
+            let target = target.trim();
+            if !target.is_empty() && self.is_commit(target) {
+                return Ok(target.to_owned());
+            }
+        }
+        for candidate in ["main", "master"] {
+            if self.has_branch(candidate) {
+                return Ok(candidate.to_owned());
+            }
+        }
+        match self.git(["symbolic-ref", "--quiet", "--short", "HEAD"]) {
+            Ok(b) if !b.trim().is_empty() && self.is_commit(b.trim()) => Ok(b.trim().to_owned()),
+            _ if self.is_commit("HEAD") => Ok("HEAD".to_owned()),
+            _ => Err(GitError::BadBase("HEAD".to_owned())),
+        }
+    }
+
+    /// Creates a worktree at `path` (which must not exist). On any failure nothing is left:
+    /// no folder, no worktree record, no branch that this call created.
+    pub fn add_worktree(
+        &self,
+        path: &Path,
+        spec: &BranchSpec,
+        base: Option<&str>,
+    ) -> Result<AddedWorktree> {
+        let (branch, base_branch, created) = match spec {
+            BranchSpec::New(branch) => {
+                check_branch_name(self, branch)?;
+                if self.has_branch(branch) {
+                    return Err(GitError::BranchExists(branch.clone()));
+                }
+                let base = match base {
+                    Some(b) => b.to_owned(),
+                    None => self.default_base()?,
+                };
+                if !self.is_commit(&base) {
+                    return Err(GitError::BadBase(base));
+                }
+                (branch.clone(), base, true)
+            }
+            BranchSpec::Existing(branch) => {
+                check_branch_name(self, branch)?;
+                let base = match base {
+                    Some(b) if self.is_commit(b) => b.to_owned(),
+                    Some(b) => return Err(GitError::BadBase(b.to_owned())),
+                    None => self.default_base()?,
+                };
+                if self.has_branch(branch) {
+                    (branch.clone(), base, false)
+                } else if self.has_remote_branch(branch) {
+                    (branch.clone(), base, true)
+                } else {
+                    return Err(GitError::BranchMissing(branch.clone()));
+                }
+            }
+        };
+        let mut cmd: Vec<String> = vec![
+            "-c".into(),
+            // Parallel checkout: one worker per core instead of one file at a time.
+            "checkout.workers=0".into(),
+            "worktree".into(),
+            "add".into(),
+            "--quiet".into(),
+        ];
+        let start = match (spec, created) {
+            (BranchSpec::New(_), _) => {
+                cmd.extend(["-b".into(), branch.clone()]);
+                base_branch.clone()
+            }
+            (BranchSpec::Existing(_), true) => {
+                cmd.extend(["--track".into(), "-b".into(), branch.clone()]);
+                format!("origin/{branch}")
+            }
+            (BranchSpec::Existing(_), false) => branch.clone(),
+        };
+        let mut full: Vec<&OsStr> = cmd.iter().map(OsStr::new).collect();
+        full.extend([OsStr::new("--"), path.as_os_str(), OsStr::new(&start)]);
+        let existed = path.exists();
+        if let Err(e) = self.git(&full) {
+            self.roll_back(path, existed, created.then_some(branch.as_str()));
+            return Err(e);
+        }
+        Ok(AddedWorktree {
+            path: path.to_owned(),
+            branch,
+            base_branch,
+            branch_created: created,
+        })
+    }
+
+    /// Undoes a failed `add_worktree`: the folder (if this call made it), git's record of the
+    /// worktree, and the branch (only if this call created it).
+    fn roll_back(&self, path: &Path, existed: bool, created_branch: Option<&str>) {
+        if !existed {
+            let _ = std::fs::remove_dir_all(path);
+        }
+        let _ = self.git(["worktree", "prune"]);
+        if let Some(b) = created_branch {
+            let _ = self.git(["branch", "-D", "--", b]);
+        }
+    }
+
+    /// Removes a worktree. Refuses, unless `force`, when it has uncommitted changes or when a
+    /// branch berth created has commits on neither its base nor its upstream. Deletes the
+    /// branch only if berth created it. A worktree folder deleted by hand is pruned from git's
+    /// records and removal carries on.
+    pub fn remove_worktree(&self, wt: WorktreeRef<'_>, force: bool) -> Result<()> {
+        let present = wt.path.exists();
+        if present && !force {
+            let changed = changed_files(wt.path)?;
+            if changed > 0 {
+                return Err(GitError::Dirty {
+                    path: wt.path.to_owned(),
+                    count: changed,
+                });
+            }
+        }
+        if wt.branch_created && !force && self.has_branch(wt.branch) {
+            let unmerged = self.unmerged_commits(wt.branch, wt.base_branch)?;
+            if unmerged > 0 {
+                return Err(GitError::Unmerged {
+                    branch: wt.branch.to_owned(),
+                    base: wt.base_branch.to_owned(),
+                    count: unmerged,
+                });
+            }
+        }
+        if present {
+            // Our checks are the policy; --force only stops git from second-guessing ignored
+            // build output and the like.
+            self.git([
+                OsStr::new("worktree"),
+                OsStr::new("remove"),
+                OsStr::new("--force"),
+                OsStr::new("--"),
+                wt.path.as_os_str(),
+            ])?;
+        } else {
+            self.git(["worktree", "prune"])?;
+        }
+        if wt.branch_created && self.has_branch(wt.branch) {
+            self.git(["branch", "-D", "--", wt.branch])?;
+        }
+        Ok(())
+    }
+
+    /// Commits on `branch` reachable from neither `base` nor the branch's upstream.
+    fn unmerged_commits(&self, branch: &str, base: &str) -> Result<usize> {
+        let mut args = vec![
+            "rev-list".to_owned(),
+            "--count".to_owned(),
+            branch.to_owned(),
+            "--not".to_owned(),
+        ];
+        if self.is_commit(base) {
+            args.push(base.to_owned());
+        }
+        let upstream = format!("{branch}@{{upstream}}");
+        if self.is_commit(&upstream) {
+            args.push(upstream);
+        }
+        let out = self.git(&args)?;
+        Ok(out.trim().parse().unwrap_or(0))
+    }
+
+    /// The worktree's state. Never fails: what cannot be known is `None`, and the health says
+    /// why.
+    pub fn status(&self, wt: WorktreeRef<'_>) -> WorktreeStatus {
+        let mut status = WorktreeStatus {
+            health: Health::Ok,
+            branch: wt.branch.to_owned(),
+            base_branch: wt.base_branch.to_owned(),
+            ahead: None,
+            behind: None,
+            changed_files: None,
+            last_commit: None,
+        };
+        if !self.root.join(".git").exists() {
+            status.health = Health::RepoMissing;
+            return status;
+        }
+        if !self.has_branch(wt.branch) {
+            status.health = Health::BranchMissing;
+            return status;
+        }
+        if let Ok(out) = self.git([
+            "rev-list",
+            "--left-right",
+            "--count",
+            &format!("{}...{}", wt.base_branch, wt.branch),
+        ]) {
+            let mut parts = out.split_whitespace().map(|n| n.parse::<u64>().ok());
+            status.behind = parts.next().flatten();
+            status.ahead = parts.next().flatten();
+        }
+        if let Ok(out) = self.git(["log", "-1", "--format=%H%x00%s%x00%cI", wt.branch, "--"]) {
+            let mut parts = out.trim_end_matches('\n').splitn(3, '\0');
+            if let (Some(sha), Some(subject), Some(date)) =
+                (parts.next(), parts.next(), parts.next())
+            {
+                status.last_commit = Some(LastCommit {
+                    sha: sha.into(),
+                    subject: subject.into(),
+                    date: date.into(),
+                });
+            }
+        }
+        if !wt.path.exists() {
+            status.health = Health::WorktreeMissing;
+            return status;
+        }
+        status.changed_files = changed_files(wt.path).ok();
+        status
+    }
+}
+
+/// Refuses branch names git would not accept, before anything is created.
+fn check_branch_name(repo: &Repo, name: &str) -> Result<()> {
+    if name.starts_with('-') || !repo.succeeds(["check-ref-format", "--branch", name]) {
+        return Err(GitError::Command {
+            command: format!("check-ref-format --branch {name}"),
+            message: format!("'{name}' is not a valid branch name"),
+        });
+    }
+    Ok(())
+}
+
+/// Entries of `git status --porcelain` in the worktree (untracked files included).
+fn changed_files(worktree: &Path) -> Result<usize> {
+    let out = run(
+        worktree,
+        ["status", "--porcelain=v1", "-z", "--untracked-files=normal"],
+    )?;
+    // -z: each entry ends with NUL; renames carry a second NUL-terminated path.
+    let mut count = 0;
+    let mut fields = out.split('\0').filter(|f| !f.is_empty());
+    while let Some(entry) = fields.next() {
+        count += 1;
+        if entry.starts_with('R') || entry.starts_with('C') {
+            fields.next();
+        }
+    }
+    Ok(count)
+}
+
+fn command(dir: &Path) -> Command {
+    let mut cmd = Command::new("git");
+    cmd.current_dir(dir)
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .env_remove("GIT_INDEX_FILE")
+        .env_remove("GIT_COMMON_DIR")
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .env("LC_ALL", "C")
+        .stdin(Stdio::null());
+    cmd
+}
+
+fn git_output<I, S>(dir: &Path, args: I) -> Result<Output>
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
+    if !dir.exists() {
+        return Err(GitError::NotARepository(dir.to_owned()));
+    }
+    command(dir).args(args).output().map_err(GitError::Spawn)
+}
+
+/// Runs git in `dir`; stdout on success, the command and git's message on failure.
+fn run<I, S>(dir: &Path, args: I) -> Result<String>
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
+    let args: Vec<S> = args.into_iter().collect();
+    let out = git_output(dir, &args)?;
+    if out.status.success() {
+        return Ok(String::from_utf8_lossy(&out.stdout).into_owned());
+    }
+    let shown: Vec<String> = args
+        .iter()
+        .map(|a| a.as_ref().to_string_lossy().into_owned())
+        .collect();
+    Err(GitError::Command {
+        command: shown.join(" "),
+        message: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+    })
+}

@@ -1,0 +1,433 @@
+//! berth-git against real repositories made in temp dirs.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use berth_git::{BranchSpec, GitError, Health, Repo, WorktreeRef};
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .current_dir(dir)
+        .args([
+            "-c",
+            "user.name=berth-test",
+            "-c",
+            "user.email=test@berth.invalid",
+        ])
+        .args(args)
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// A repository with one commit on `branch`.
+fn repo_on(branch: &str) -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("project");
+    std::fs::create_dir(&root).unwrap();
+    git(&root, &["init", "--quiet", "-b", branch]);
+    std::fs::write(root.join("README.md"), "hello\n").unwrap();
+    std::fs::create_dir(root.join("src")).unwrap();
+    std::fs::write(root.join("src/main.rs"), "fn main() {}\n").unwrap();
+    git(&root, &["add", "."]);
+    git(&root, &["commit", "--quiet", "-m", "first"]);
+    (tmp, root)
+}
+
+fn commit(dir: &Path, file: &str, msg: &str) {
+    std::fs::write(dir.join(file), msg).unwrap();
+    git(dir, &["add", file]);
+    git(dir, &["commit", "--quiet", "-m", msg]);
+}
+
+fn wt<'a>(path: &'a Path, branch: &'a str, base: &'a str, created: bool) -> WorktreeRef<'a> {
+    WorktreeRef {
+        path,
+        branch,
+        base_branch: base,
+        branch_created: created,
+    }
+}
+
+#[test]
+fn discover_finds_the_main_checkout_from_anywhere() {
+    let (tmp, root) = repo_on("main");
+    let root = root.canonicalize().unwrap();
+    assert_eq!(Repo::discover(&root.join("src")).unwrap().root(), root);
+    let repo = Repo::discover(&root).unwrap();
+    let path = tmp.path().join("wt");
+    repo.add_worktree(&path, &BranchSpec::New("berth/a".into()), None)
+        .unwrap();
+    // From inside a linked worktree, the repository is still the main checkout.
+    assert_eq!(Repo::discover(&path).unwrap().root(), root);
+    let plain = tempfile::tempdir().unwrap();
+    assert!(matches!(
+        Repo::discover(plain.path()),
+        Err(GitError::NotARepository(_))
+    ));
+    let bare = tmp.path().join("bare.git");
+    git(
+        tmp.path(),
+        &["init", "--quiet", "--bare", bare.to_str().unwrap()],
+    );
+    assert!(matches!(
+        Repo::discover(&bare),
+        Err(GitError::BareRepository(_))
+    ));
+}
+
+#[test]
+fn new_branch_from_the_default_base() {
+    let (tmp, root) = repo_on("main");
+    let repo = Repo::discover(&root).unwrap();
+    let path = tmp.path().join("wt");
+    let added = repo
+        .add_worktree(&path, &BranchSpec::New("berth/feature".into()), None)
+        .unwrap();
+    assert_eq!(added.branch, "berth/feature");
+    assert_eq!(added.base_branch, "main");
+    assert!(added.branch_created);
+    assert_eq!(
+        std::fs::read_to_string(path.join("src/main.rs")).unwrap(),
+        "fn main() {}\n"
+    );
+    assert_eq!(
+        git(&path, &["rev-parse", "--abbrev-ref", "HEAD"]).trim(),
+        "berth/feature"
+    );
+    let status = repo.status(wt(&path, "berth/feature", "main", true));
+    assert_eq!(status.health, Health::Ok);
+    assert_eq!(
+        (status.ahead, status.behind, status.changed_files),
+        (Some(0), Some(0), Some(0))
+    );
+    assert_eq!(status.last_commit.unwrap().subject, "first");
+
+    // Ahead, behind and changed files follow real work.
+    commit(&path, "a.txt", "work in the worktree");
+    commit(&root, "b.txt", "work on main");
+    commit(&root, "c.txt", "more work on main");
+    std::fs::write(path.join("untracked.txt"), "x").unwrap();
+    std::fs::write(path.join("README.md"), "changed\n").unwrap();
+    let status = repo.status(wt(&path, "berth/feature", "main", true));
+    assert_eq!(
+        (status.ahead, status.behind, status.changed_files),
+        (Some(1), Some(2), Some(2))
+    );
+    assert_eq!(status.last_commit.unwrap().subject, "work in the worktree");
+}
+
+#[test]
+fn base_detection() {
+    // master when there is no main.
+    let (tmp, root) = repo_on("master");
+    assert_eq!(
+        Repo::discover(&root).unwrap().default_base().unwrap(),
+        "master"
+    );
+    // main wins over master; otherwise the current branch.
+    let (_t2, other) = repo_on("trunk");
+    assert_eq!(
+        Repo::discover(&other).unwrap().default_base().unwrap(),
+        "trunk"
+    );
+    git(&other, &["branch", "master"]);
+    assert_eq!(
+        Repo::discover(&other).unwrap().default_base().unwrap(),
+        "master"
+    );
+    git(&other, &["branch", "main"]);
+    assert_eq!(
+        Repo::discover(&other).unwrap().default_base().unwrap(),
+        "main"
+    );
+    // A clone's origin/HEAD comes first.
+    let clone = tmp.path().join("clone");
+    git(
+        tmp.path(),
+        &[
+            "clone",
+            "--quiet",
+            root.to_str().unwrap(),
+            clone.to_str().unwrap(),
+        ],
+    );
+    git(&clone, &["branch", "main"]);
+    assert_eq!(
+        Repo::discover(&clone).unwrap().default_base().unwrap(),
+        "origin/master"
+    );
+    // A detached HEAD with no main or master still has a base.
+    let (_t3, detached) = repo_on("work");
+    git(&detached, &["checkout", "--quiet", "--detach"]);
+    git(&detached, &["branch", "-D", "work"]);
+    assert_eq!(
+        Repo::discover(&detached).unwrap().default_base().unwrap(),
+        "HEAD"
+    );
+}
+
+#[test]
+fn explicit_base_and_existing_branches() {
+    let (tmp, root) = repo_on("main");
+    git(&root, &["branch", "release"]);
+    commit(&root, "later.txt", "later");
+    let repo = Repo::discover(&root).unwrap();
+    let p1 = tmp.path().join("from-release");
+    let a = repo
+        .add_worktree(&p1, &BranchSpec::New("berth/r".into()), Some("release"))
+        .unwrap();
+    assert_eq!(a.base_branch, "release");
+    assert!(
+        !p1.join("later.txt").exists(),
+        "branched from release, not main"
+    );
+
+    // An existing local branch is checked out, and is not berth's to delete.
+    git(&root, &["branch", "feature"]);
+    let p2 = tmp.path().join("feature");
+    let b = repo
+        .add_worktree(&p2, &BranchSpec::Existing("feature".into()), None)
+        .unwrap();
+    assert!(!b.branch_created);
+    repo.remove_worktree(wt(&p2, "feature", "main", false), false)
+        .unwrap();
+    assert!(
+        repo.has_branch("feature"),
+        "a branch berth did not create survives removal"
+    );
+
+    // origin/<name> is tracked as a new local branch, which berth did create.
+    let clone = tmp.path().join("clone");
+    git(&root, &["branch", "remote-only"]);
+    git(
+        tmp.path(),
+        &[
+            "clone",
+            "--quiet",
+            root.to_str().unwrap(),
+            clone.to_str().unwrap(),
+        ],
+    );
+    let cloned = Repo::discover(&clone).unwrap();
+    let p3 = tmp.path().join("remote-only");
+    let c = cloned
+        .add_worktree(&p3, &BranchSpec::Existing("remote-only".into()), None)
+        .unwrap();
+    assert!(c.branch_created);
+    assert_eq!(
+        git(&p3, &["rev-parse", "--abbrev-ref", "@{upstream}"]).trim(),
+        "origin/remote-only"
+    );
+
+    let missing = repo.add_worktree(
+        &tmp.path().join("x"),
+        &BranchSpec::Existing("nope".into()),
+        None,
+    );
+    assert!(matches!(missing, Err(GitError::BranchMissing(_))));
+    assert!(!tmp.path().join("x").exists());
+}
+
+#[test]
+fn failed_creates_leave_nothing_behind() {
+    let (tmp, root) = repo_on("main");
+    let repo = Repo::discover(&root).unwrap();
+    let worktrees_before = git(&root, &["worktree", "list", "--porcelain"]);
+    let branches_before = git(&root, &["branch", "--list"]);
+
+    let exists = repo.add_worktree(&tmp.path().join("a"), &BranchSpec::New("main".into()), None);
+    assert!(
+        matches!(exists, Err(GitError::BranchExists(_))),
+        "{exists:?}"
+    );
+    let bad_base = repo.add_worktree(
+        &tmp.path().join("b"),
+        &BranchSpec::New("berth/b".into()),
+        Some("no-such-base"),
+    );
+    assert!(
+        matches!(bad_base, Err(GitError::BadBase(_))),
+        "{bad_base:?}"
+    );
+    let bad_name = repo.add_worktree(
+        &tmp.path().join("c"),
+        &BranchSpec::New("bad..name".into()),
+        None,
+    );
+    assert!(bad_name.is_err());
+    // git itself fails midway: the target folder is not empty.
+    let occupied = tmp.path().join("occupied");
+    std::fs::create_dir(&occupied).unwrap();
+    std::fs::write(occupied.join("keep.txt"), "mine").unwrap();
+    let midway = repo.add_worktree(&occupied, &BranchSpec::New("berth/d".into()), None);
+    assert!(
+        matches!(midway, Err(GitError::Command { .. })),
+        "{midway:?}"
+    );
+
+    for p in ["a", "b", "c"] {
+        assert!(!tmp.path().join(p).exists(), "{p} left behind");
+    }
+    assert_eq!(
+        std::fs::read_to_string(occupied.join("keep.txt")).unwrap(),
+        "mine",
+        "a folder berth did not make is kept"
+    );
+    assert_eq!(
+        git(&root, &["worktree", "list", "--porcelain"]),
+        worktrees_before
+    );
+    assert_eq!(git(&root, &["branch", "--list"]), branches_before);
+}
+
+#[test]
+fn removal_refuses_to_lose_work() {
+    let (tmp, root) = repo_on("main");
+    let repo = Repo::discover(&root).unwrap();
+    let path = tmp.path().join("wt");
+    repo.add_worktree(&path, &BranchSpec::New("berth/w".into()), None)
+        .unwrap();
+    let r = wt(&path, "berth/w", "main", true);
+
+    std::fs::write(path.join("new.txt"), "uncommitted").unwrap();
+    let dirty = repo.remove_worktree(r, false).unwrap_err();
+    assert!(matches!(dirty, GitError::Dirty { count: 1, .. }), "{dirty}");
+    assert!(dirty.to_string().contains("--force"));
+    git(&path, &["add", "new.txt"]);
+    git(
+        &path,
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "--quiet",
+            "-m",
+            "unpushed",
+        ],
+    );
+    let unmerged = repo.remove_worktree(r, false).unwrap_err();
+    assert!(
+        matches!(unmerged, GitError::Unmerged { count: 1, .. }),
+        "{unmerged}"
+    );
+    assert!(
+        path.exists() && repo.has_branch("berth/w"),
+        "refusals change nothing"
+    );
+
+    // Merged into the base, the branch may go.
+    git(&root, &["merge", "--quiet", "--ff-only", "berth/w"]);
+    repo.remove_worktree(r, false).unwrap();
+    assert!(!path.exists());
+    assert!(
+        !repo.has_branch("berth/w"),
+        "berth deletes the branch it created"
+    );
+}
+
+#[test]
+fn force_removes_dirty_and_unmerged_work() {
+    let (tmp, root) = repo_on("main");
+    let repo = Repo::discover(&root).unwrap();
+    let path = tmp.path().join("wt");
+    repo.add_worktree(&path, &BranchSpec::New("berth/f".into()), None)
+        .unwrap();
+    commit(&path, "x.txt", "unmerged");
+    std::fs::write(path.join("y.txt"), "dirty").unwrap();
+    repo.remove_worktree(wt(&path, "berth/f", "main", true), true)
+        .unwrap();
+    assert!(!path.exists() && !repo.has_branch("berth/f"));
+}
+
+#[test]
+fn pushed_work_counts_as_safe() {
+    let (tmp, origin) = repo_on("main");
+    let clone = tmp.path().join("clone");
+    git(
+        tmp.path(),
+        &[
+            "clone",
+            "--quiet",
+            origin.to_str().unwrap(),
+            clone.to_str().unwrap(),
+        ],
+    );
+    let repo = Repo::discover(&clone).unwrap();
+    let path = tmp.path().join("wt");
+    repo.add_worktree(&path, &BranchSpec::New("berth/p".into()), None)
+        .unwrap();
+    commit(&path, "p.txt", "pushed work");
+    git(&path, &["push", "--quiet", "-u", "origin", "berth/p"]);
+    repo.remove_worktree(wt(&path, "berth/p", "origin/main", true), false)
+        .unwrap();
+}
+
+#[test]
+fn a_worktree_deleted_by_hand_is_pruned() {
+    let (tmp, root) = repo_on("main");
+    let repo = Repo::discover(&root).unwrap();
+    let path = tmp.path().join("wt");
+    repo.add_worktree(&path, &BranchSpec::New("berth/h".into()), None)
+        .unwrap();
+    std::fs::remove_dir_all(&path).unwrap();
+    let status = repo.status(wt(&path, "berth/h", "main", true));
+    assert_eq!(status.health, Health::WorktreeMissing);
+    assert_eq!(status.ahead, Some(0), "branch facts are still known");
+    repo.remove_worktree(wt(&path, "berth/h", "main", true), false)
+        .unwrap();
+    assert!(
+        !git(&root, &["worktree", "list"]).contains("wt"),
+        "git's record is pruned"
+    );
+    assert!(!repo.has_branch("berth/h"));
+}
+
+#[test]
+fn a_moved_repository_and_a_missing_branch_show_in_health() {
+    let (tmp, root) = repo_on("main");
+    let repo = Repo::discover(&root).unwrap();
+    let path = tmp.path().join("wt");
+    repo.add_worktree(&path, &BranchSpec::New("berth/m".into()), None)
+        .unwrap();
+    assert_eq!(
+        repo.status(wt(&path, "berth/gone", "main", true)).health,
+        Health::BranchMissing
+    );
+    std::fs::rename(&root, tmp.path().join("moved")).unwrap();
+    let status = repo.status(wt(&path, "berth/m", "main", true));
+    assert_eq!(status.health, Health::RepoMissing);
+    assert_eq!(status.changed_files, None);
+}
+
+#[test]
+fn two_worktrees_of_one_repo_at_once() {
+    let (tmp, root) = repo_on("main");
+    let repo = Repo::discover(&root).unwrap();
+    let results: Vec<_> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..4)
+            .map(|i| {
+                let repo = repo.clone();
+                let path = tmp.path().join(format!("wt{i}"));
+                s.spawn(move || {
+                    repo.add_worktree(&path, &BranchSpec::New(format!("berth/c{i}")), None)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for (i, r) in results.iter().enumerate() {
+        let added = r.as_ref().unwrap_or_else(|e| panic!("worktree {i}: {e}"));
+        assert!(added.path.join("README.md").exists());
+    }
+    assert_eq!(git(&root, &["worktree", "list"]).lines().count(), 5);
+}
