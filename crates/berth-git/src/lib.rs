@@ -15,6 +15,9 @@ use std::process::{Command, Output, Stdio};
 
 use serde::Serialize;
 
+mod setup;
+pub use setup::{SetupError, copy_files, run_setup};
+
 #[derive(Debug, thiserror::Error)]
 pub enum GitError {
     #[error("{} is not inside a git repository (pass --repo PATH, or --plain for a plain workspace)", .0.display())]
@@ -58,6 +61,19 @@ pub enum BranchSpec {
     New(String),
     /// Check out this existing local branch, or `origin/<name>` tracked as a new local branch.
     Existing(String),
+}
+
+/// What `Repo::create` will do, decided up front so the caller can record it first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorktreePlan {
+    pub branch: String,
+    pub base_branch: String,
+    /// True if `create` makes the branch; only then may removal delete it.
+    pub branch_created: bool,
+    /// The commit-ish the worktree starts from.
+    start: String,
+    /// Track `origin/<branch>` as upstream of the new local branch.
+    track: bool,
 }
 
 /// What `add_worktree` made, for the caller to record.
@@ -216,76 +232,101 @@ impl Repo {
         }
     }
 
-    /// Creates a worktree at `path` (which must not exist). On any failure nothing is left:
-    /// no folder, no worktree record, no branch that this call created.
+    /// Decides, without changing anything, what `create` will do: which branch, from which
+    /// base, and whether berth creates the branch. Refuses bad names, existing or missing
+    /// branches and bad bases up front.
+    pub fn plan(&self, spec: &BranchSpec, base: Option<&str>) -> Result<WorktreePlan> {
+        let resolve_base = |base: Option<&str>| match base {
+            Some(b) if self.is_commit(b) => Ok(b.to_owned()),
+            Some(b) => Err(GitError::BadBase(b.to_owned())),
+            None => self.default_base(),
+        };
+        match spec {
+            BranchSpec::New(branch) => {
+                check_branch_name(self, branch)?;
+                if self.has_branch(branch) {
+                    return Err(GitError::BranchExists(branch.clone()));
+                }
+                let base_branch = resolve_base(base)?;
+                Ok(WorktreePlan {
+                    start: base_branch.clone(),
+                    branch: branch.clone(),
+                    base_branch,
+                    branch_created: true,
+                    track: false,
+                })
+            }
+            BranchSpec::Existing(branch) => {
+                check_branch_name(self, branch)?;
+                let base_branch = resolve_base(base)?;
+                if self.has_branch(branch) {
+                    Ok(WorktreePlan {
+                        start: branch.clone(),
+                        branch: branch.clone(),
+                        base_branch,
+                        branch_created: false,
+                        track: false,
+                    })
+                } else if self.has_remote_branch(branch) {
+                    Ok(WorktreePlan {
+                        start: format!("origin/{branch}"),
+                        branch: branch.clone(),
+                        base_branch,
+                        branch_created: true,
+                        track: true,
+                    })
+                } else {
+                    Err(GitError::BranchMissing(branch.clone()))
+                }
+            }
+        }
+    }
+
+    /// Carries out a plan: creates the worktree at `path` (which must not exist, or be an
+    /// empty folder). On any failure nothing is left: no folder this call made, no worktree
+    /// record, no branch this call created.
+    pub fn create(&self, path: &Path, plan: &WorktreePlan) -> Result<()> {
+        let mut args: Vec<&OsStr> = [
+            "-c",
+            // Parallel checkout: one worker per core instead of one file at a time.
+            "checkout.workers=0",
+            "worktree",
+            "add",
+            "--quiet",
+        ]
+        .map(OsStr::new)
+        .to_vec();
+        if plan.track {
+            args.push(OsStr::new("--track"));
+        }
+        if plan.branch_created {
+            args.extend([OsStr::new("-b"), OsStr::new(&plan.branch)]);
+        }
+        args.extend([OsStr::new("--"), path.as_os_str(), OsStr::new(&plan.start)]);
+        let existed = path.exists();
+        self.git(&args).map(drop).inspect_err(|_| {
+            self.roll_back(
+                path,
+                existed,
+                plan.branch_created.then_some(plan.branch.as_str()),
+            );
+        })
+    }
+
+    /// `plan` and `create` in one step.
     pub fn add_worktree(
         &self,
         path: &Path,
         spec: &BranchSpec,
         base: Option<&str>,
     ) -> Result<AddedWorktree> {
-        let (branch, base_branch, created) = match spec {
-            BranchSpec::New(branch) => {
-                check_branch_name(self, branch)?;
-                if self.has_branch(branch) {
-                    return Err(GitError::BranchExists(branch.clone()));
-                }
-                let base = match base {
-                    Some(b) => b.to_owned(),
-                    None => self.default_base()?,
-                };
-                if !self.is_commit(&base) {
-                    return Err(GitError::BadBase(base));
-                }
-                (branch.clone(), base, true)
-            }
-            BranchSpec::Existing(branch) => {
-                check_branch_name(self, branch)?;
-                let base = match base {
-                    Some(b) if self.is_commit(b) => b.to_owned(),
-                    Some(b) => return Err(GitError::BadBase(b.to_owned())),
-                    None => self.default_base()?,
-                };
-                if self.has_branch(branch) {
-                    (branch.clone(), base, false)
-                } else if self.has_remote_branch(branch) {
-                    (branch.clone(), base, true)
-                } else {
-                    return Err(GitError::BranchMissing(branch.clone()));
-                }
-            }
-        };
-        let mut cmd: Vec<String> = vec![
-            "-c".into(),
-            // Parallel checkout: one worker per core instead of one file at a time.
-            "checkout.workers=0".into(),
-            "worktree".into(),
-            "add".into(),
-            "--quiet".into(),
-        ];
-        let start = match (spec, created) {
-            (BranchSpec::New(_), _) => {
-                cmd.extend(["-b".into(), branch.clone()]);
-                base_branch.clone()
-            }
-            (BranchSpec::Existing(_), true) => {
-                cmd.extend(["--track".into(), "-b".into(), branch.clone()]);
-                format!("origin/{branch}")
-            }
-            (BranchSpec::Existing(_), false) => branch.clone(),
-        };
-        let mut full: Vec<&OsStr> = cmd.iter().map(OsStr::new).collect();
-        full.extend([OsStr::new("--"), path.as_os_str(), OsStr::new(&start)]);
-        let existed = path.exists();
-        if let Err(e) = self.git(&full) {
-            self.roll_back(path, existed, created.then_some(branch.as_str()));
-            return Err(e);
-        }
+        let plan = self.plan(spec, base)?;
+        self.create(path, &plan)?;
         Ok(AddedWorktree {
             path: path.to_owned(),
-            branch,
-            base_branch,
-            branch_created: created,
+            branch: plan.branch,
+            base_branch: plan.base_branch,
+            branch_created: plan.branch_created,
         })
     }
 

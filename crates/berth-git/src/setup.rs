@@ -1,0 +1,244 @@
+//! Preparing a new worktree from berth's own config: copying untracked files (`.env` and the
+//! like) from the main checkout, and running setup commands with a timeout. The commands come
+//! only from berth's config, never from a file in the repository, so cloning a repository
+//! cannot make berth run anything.
+
+use std::io::Read;
+use std::os::unix::process::CommandExt;
+use std::path::{Component, Path};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    #[error("[git] copy entry {0:?} must be a relative path inside the repository")]
+    BadCopyPath(String),
+    #[error("cannot copy {path} into the worktree: {source}")]
+    Copy {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("setup command `{command}` {outcome}; its output ends with:\n{output}")]
+    Failed {
+        command: String,
+        outcome: String,
+        output: String,
+    },
+}
+
+/// Copies each listed file or folder that exists in `repo` to the same place in `worktree`.
+/// Missing entries are skipped (a `.env` is optional); entries that escape are refused.
+/// Returns the entries copied.
+pub fn copy_files(
+    repo: &Path,
+    worktree: &Path,
+    entries: &[String],
+) -> Result<Vec<String>, SetupError> {
+    let mut copied = Vec::new();
+    for entry in entries {
+        let rel = Path::new(entry);
+        let safe = !entry.is_empty()
+            && rel
+                .components()
+                .all(|c| matches!(c, Component::Normal(_) | Component::CurDir));
+        if !safe {
+            return Err(SetupError::BadCopyPath(entry.clone()));
+        }
+        let from = repo.join(rel);
+        let Ok(meta) = from.symlink_metadata() else {
+            continue;
+        };
+        // Never follow a link out of the repository.
+        if meta.file_type().is_symlink() {
+            return Err(SetupError::BadCopyPath(entry.clone()));
+        }
+        let to = worktree.join(rel);
+        copy_tree(&from, &to).map_err(|source| SetupError::Copy {
+            path: entry.clone(),
+            source,
+        })?;
+        copied.push(entry.clone());
+    }
+    Ok(copied)
+}
+
+fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
+    if let Some(parent) = to.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    if from.is_dir() {
+        std::fs::create_dir_all(to)?;
+        for entry in std::fs::read_dir(from)? {
+            let entry = entry?;
+            if entry.file_type()?.is_symlink() {
+                continue;
+            }
+            copy_tree(&entry.path(), &to.join(entry.file_name()))?;
+        }
+        Ok(())
+    } else {
+        std::fs::copy(from, to).map(|_| ())
+    }
+}
+
+/// Runs each command with `sh -c` in `worktree`, in order, each within `timeout`. Output is
+/// captured, never passed through (berth's stdout may be a protocol stream); on failure the
+/// error carries its tail.
+pub fn run_setup(
+    worktree: &Path,
+    commands: &[String],
+    timeout: Duration,
+) -> Result<(), SetupError> {
+    for command in commands {
+        run_one(worktree, command, timeout)?;
+    }
+    Ok(())
+}
+
+fn run_one(worktree: &Path, command: &str, timeout: Duration) -> Result<(), SetupError> {
+    let failed = |outcome: String, output: String| SetupError::Failed {
+        command: command.to_owned(),
+        outcome,
+        output,
+    };
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg(command)
+        .current_dir(worktree)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        // Its own process group, so a timeout kills what the command started too.
+        .process_group(0)
+        .spawn()
+        .map_err(|e| failed(format!("could not start ({e})"), String::new()))?;
+    // Read both pipes on threads so a chatty command cannot block on a full pipe.
+    let mut out = child.stdout.take().expect("piped");
+    let mut err = child.stderr.take().expect("piped");
+    let out_reader = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        let _ = out.read_to_end(&mut buf);
+        buf
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        let _ = err.read_to_end(&mut buf);
+        buf
+    });
+    let started = Instant::now();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break Some(status),
+            Ok(None) if started.elapsed() >= timeout => {
+                // SAFETY: killpg only sends a signal; the group id is this child's own pid,
+                // made a group leader by process_group(0) above, so nothing else is hit.
+                if let Ok(pgid) = libc::pid_t::try_from(child.id())
+                    && pgid > 1
+                {
+                    unsafe { libc::killpg(pgid, libc::SIGKILL) };
+                }
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+            Err(e) => {
+                return Err(failed(
+                    format!("could not be waited for ({e})"),
+                    String::new(),
+                ));
+            }
+        }
+    };
+    let mut output = out_reader.join().unwrap_or_default();
+    output.extend(err_reader.join().unwrap_or_default());
+    let text = String::from_utf8_lossy(&output);
+    let tail: String = {
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(20)..].join("\n")
+    };
+    match status {
+        Some(s) if s.success() => Ok(()),
+        Some(s) => Err(failed(format!("failed ({s})"), tail)),
+        None => Err(failed(
+            format!("timed out after {} s", timeout.as_secs()),
+            tail,
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn copy_refuses_escapes_and_skips_missing() {
+        let repo = tempfile::tempdir().unwrap();
+        let wt = tempfile::tempdir().unwrap();
+        std::fs::write(repo.path().join(".env"), "SECRET=1").unwrap();
+        std::fs::create_dir(repo.path().join("conf")).unwrap();
+        std::fs::write(repo.path().join("conf/local.toml"), "x").unwrap();
+        let copied = copy_files(
+            repo.path(),
+            wt.path(),
+            &[".env".into(), "conf".into(), "absent".into()],
+        )
+        .unwrap();
+        assert_eq!(copied, vec![".env", "conf"]);
+        assert_eq!(
+            std::fs::read_to_string(wt.path().join(".env")).unwrap(),
+            "SECRET=1"
+        );
+        assert!(wt.path().join("conf/local.toml").exists());
+        for bad in ["../x", "/etc/passwd", "", "a/../../b"] {
+            assert!(
+                matches!(
+                    copy_files(repo.path(), wt.path(), &[bad.into()]),
+                    Err(SetupError::BadCopyPath(_))
+                ),
+                "{bad}"
+            );
+        }
+        std::os::unix::fs::symlink("/etc", repo.path().join("link")).unwrap();
+        assert!(copy_files(repo.path(), wt.path(), &["link".into()]).is_err());
+    }
+
+    #[test]
+    fn setup_runs_in_the_worktree_and_reports_failures() {
+        let wt = tempfile::tempdir().unwrap();
+        run_setup(
+            wt.path(),
+            &["echo hi > made.txt".into()],
+            Duration::from_secs(10),
+        )
+        .unwrap();
+        assert_eq!(
+            std::fs::read_to_string(wt.path().join("made.txt")).unwrap(),
+            "hi\n"
+        );
+        let err = run_setup(
+            wt.path(),
+            &["echo out; echo oops >&2; exit 3".into()],
+            Duration::from_secs(10),
+        )
+        .unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.contains("exit status: 3") && msg.contains("oops") && msg.contains("out"),
+            "{msg}"
+        );
+        let started = Instant::now();
+        let err = run_setup(
+            wt.path(),
+            &["sleep 30 & sleep 30".into()],
+            Duration::from_millis(300),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("timed out"), "{err}");
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "the timeout kills the whole command"
+        );
+    }
+}
