@@ -61,6 +61,14 @@ pub enum WorkspaceCmd {
     #[command(visible_alias = "ls")]
     List(JsonFlag),
     /// Create a workspace and print its id.
+    ///
+    /// Run inside a git repository (or given --repo), this makes a git workspace: a worktree of
+    /// the repository on its own branch (default `berth/<name>`), in the workspace's
+    /// `worktree/` folder or under `[git] worktree_dir`. Files listed in `[git] copy` are copied
+    /// from the main checkout and `[git] setup` commands run in the new worktree; if anything
+    /// fails, nothing is kept. Outside a repository, or with --plain, the workspace is a plain
+    /// folder.
+    #[command(verbatim_doc_comment)]
     Create {
         /// A unique name (letters, digits, '.', '_', '-'; up to 64).
         name: Option<String>,
@@ -72,6 +80,22 @@ pub enum WorkspaceCmd {
         /// Associated agent id.
         #[arg(long)]
         agent_id: Option<String>,
+        /// Make a plain workspace even inside a git repository.
+        #[arg(long, conflicts_with_all = ["repo", "branch", "checkout", "base"])]
+        plain: bool,
+        /// The repository to make a worktree of (default: the one containing this folder).
+        #[arg(long, value_name = "PATH")]
+        repo: Option<PathBuf>,
+        /// Create this new branch (fails if it exists) instead of `berth/<name>`.
+        #[arg(long, value_name = "BRANCH", conflicts_with = "checkout")]
+        branch: Option<String>,
+        /// Check out an existing branch: a local one, or `origin/BRANCH` tracked locally.
+        #[arg(long, value_name = "BRANCH")]
+        checkout: Option<String>,
+        /// Where a new branch starts and what ahead/behind is measured against (default:
+        /// origin/HEAD, else main, else master, else the current HEAD).
+        #[arg(long, value_name = "REV")]
+        base: Option<String>,
         #[command(flatten)]
         json: JsonFlag,
     },
@@ -83,14 +107,22 @@ pub enum WorkspaceCmd {
         json: JsonFlag,
     },
     /// Delete a workspace with its storage and sessions, and unbind its devices.
-    #[command(visible_alias = "rm")]
+    ///
+    /// A git workspace's worktree is removed too, and its branch if berth created it. This is
+    /// refused when the worktree has uncommitted changes, or the branch has commits on neither
+    /// its base nor its upstream, unless --force.
+    #[command(visible_alias = "rm", verbatim_doc_comment)]
     Delete {
         /// Id, name or id prefix.
         workspace: String,
+        /// Delete even if uncommitted changes or unmerged commits would be lost.
+        #[arg(long)]
+        force: bool,
         #[command(flatten)]
         confirm: ConfirmFlag,
     },
-    /// Delete workspaces unused for a while (never `default`).
+    /// Delete workspaces unused for a while (never `default`). Git workspaces whose removal
+    /// would lose work (uncommitted changes, unmerged commits) are kept and listed.
     Gc {
         /// Days without use after which a workspace is removed.
         #[arg(long, default_value_t = 90, value_name = "DAYS")]
@@ -103,7 +135,8 @@ pub enum WorkspaceCmd {
         #[command(flatten)]
         json: JsonFlag,
     },
-    /// Print the workspace's folder, for `cd "$(berth workspace path NAME)"`.
+    /// Print the workspace's folder (a git workspace's worktree), for
+    /// `cd "$(berth workspace path NAME)"`.
     Path {
         /// Id, name or id prefix.
         workspace: String,

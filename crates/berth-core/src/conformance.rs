@@ -10,7 +10,7 @@ use crate::SessionId;
 use crate::error::Error;
 use crate::id::{DeviceId, WorkspaceId, WorkspaceName};
 use crate::manager::WorkspaceManager;
-use crate::model::{EntryKind, NewWorkspace, StorageScope};
+use crate::model::{EntryKind, GitInfo, NewWorkspace, StorageScope};
 use crate::model::{NewSession, SessionStatus};
 use crate::storage_path::StoragePath;
 use crate::store::{BindingStore, DeleteCondition, SessionStore, StorageStore, WorkspaceStore};
@@ -96,6 +96,28 @@ pub async fn workspace_round_trip(b: Backend) {
     let mut ids = b.workspaces.list_ids().await.unwrap();
     ids.sort();
     assert_eq!(ids, listed.iter().map(|w| w.id.clone()).collect::<Vec<_>>());
+
+    // The git part survives exactly, paths with quotes, spaces and non-ASCII included.
+    let git = GitInfo {
+        repo: "/src/my \"proj\" ü".into(),
+        branch: "berth/feature.x".into(),
+        base_branch: "origin/main".into(),
+        branch_created: true,
+        worktree: "/wt/ws 'git'".into(),
+    };
+    let with_git = b
+        .workspaces
+        .create(
+            NewWorkspace {
+                git: Some(git.clone()),
+                ..named("ws-git", "gitty")
+            },
+            now,
+        )
+        .await
+        .unwrap();
+    assert_eq!(with_git.git.as_ref(), Some(&git));
+    assert_eq!(b.workspaces.load(&with_git.id).await.unwrap(), with_git);
 }
 
 pub async fn workspace_uniqueness(b: Backend) {

@@ -32,6 +32,9 @@ pub struct GitInfo {
     pub base_branch: String,
     /// True only if berth created the branch, which is what allows berth to delete it.
     pub branch_created: bool,
+    /// Absolute path of the worktree: recorded, not derived, so changing `[git] worktree_dir`
+    /// later never loses track of existing worktrees.
+    pub worktree: String,
 }
 
 /// What a caller supplies to create a workspace; the store fills in the timestamps.

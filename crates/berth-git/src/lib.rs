@@ -3,7 +3,8 @@
 //! A git workspace is a worktree of a project's repository on its own branch, so several agents
 //! work on one repository without touching each other's files. This crate creates such
 //! worktrees (with git's parallel checkout), removes them without losing work, and reports
-//! their state cheaply. It knows nothing of berth's stores: callers record what it returns.
+//! their state cheaply. `Repo` knows nothing of berth's stores; the `workspace` module keeps a
+//! workspace record and its worktree in step through `WorkspaceManager`.
 //!
 //! Every git call runs with a clean git environment (no inherited `GIT_DIR`, `GIT_WORK_TREE`
 //! or `GIT_INDEX_FILE`, which a hook or an outer git would otherwise leak in), never prompts,
@@ -16,6 +17,7 @@ use std::process::{Command, Output, Stdio};
 use serde::Serialize;
 
 mod setup;
+pub mod workspace;
 pub use setup::{SetupError, copy_files, run_setup};
 
 #[derive(Debug, thiserror::Error)]
@@ -104,6 +106,17 @@ pub enum Health {
     BranchMissing,
 }
 
+impl Health {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Health::Ok => "ok",
+            Health::WorktreeMissing => "worktree-missing",
+            Health::RepoMissing => "repo-missing",
+            Health::BranchMissing => "branch-missing",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LastCommit {
     pub sha: String,
@@ -155,6 +168,22 @@ impl Repo {
         }
         let root = common.parent().expect(".git has a parent").to_owned();
         Ok(Repo { root })
+    }
+
+    /// The repository whose main checkout is exactly `root`. Unlike `discover`, this never
+    /// settles for an enclosing repository: a recorded repository that was moved away must not
+    /// be mistaken for whatever repository now contains its old path.
+    pub fn open(root: &Path) -> Result<Repo> {
+        let repo = Repo::discover(root)?;
+        let same = match (root.canonicalize(), repo.root.canonicalize()) {
+            (Ok(a), Ok(b)) => a == b,
+            _ => false,
+        };
+        if same {
+            Ok(repo)
+        } else {
+            Err(GitError::NotARepository(root.to_owned()))
+        }
     }
 
     /// The main checkout's absolute path.
@@ -296,8 +325,14 @@ impl Repo {
         ]
         .map(OsStr::new)
         .to_vec();
-        if plan.track {
-            args.push(OsStr::new("--track"));
+        // A new branch never tracks its base (git would otherwise make `origin/main` its
+        // upstream); a branch taken from origin tracks it.
+        if plan.branch_created {
+            args.push(OsStr::new(if plan.track {
+                "--track"
+            } else {
+                "--no-track"
+            }));
         }
         if plan.branch_created {
             args.extend([OsStr::new("-b"), OsStr::new(&plan.branch)]);
@@ -347,27 +382,10 @@ impl Repo {
     /// branch only if berth created it. A worktree folder deleted by hand is pruned from git's
     /// records and removal carries on.
     pub fn remove_worktree(&self, wt: WorktreeRef<'_>, force: bool) -> Result<()> {
-        let present = wt.path.exists();
-        if present && !force {
-            let changed = changed_files(wt.path)?;
-            if changed > 0 {
-                return Err(GitError::Dirty {
-                    path: wt.path.to_owned(),
-                    count: changed,
-                });
-            }
+        if !force {
+            self.check_removable(wt)?;
         }
-        if wt.branch_created && !force && self.has_branch(wt.branch) {
-            let unmerged = self.unmerged_commits(wt.branch, wt.base_branch)?;
-            if unmerged > 0 {
-                return Err(GitError::Unmerged {
-                    branch: wt.branch.to_owned(),
-                    base: wt.base_branch.to_owned(),
-                    count: unmerged,
-                });
-            }
-        }
-        if present {
+        if wt.path.exists() {
             // Our checks are the policy; --force only stops git from second-guessing ignored
             // build output and the like.
             self.git([
@@ -382,6 +400,31 @@ impl Repo {
         }
         if wt.branch_created && self.has_branch(wt.branch) {
             self.git(["branch", "-D", "--", wt.branch])?;
+        }
+        Ok(())
+    }
+
+    /// Why removing this worktree would lose work, if it would: uncommitted changes, or
+    /// commits on a branch berth created that are on neither its base nor its upstream.
+    pub fn check_removable(&self, wt: WorktreeRef<'_>) -> Result<()> {
+        if wt.path.exists() {
+            let changed = changed_files(wt.path)?;
+            if changed > 0 {
+                return Err(GitError::Dirty {
+                    path: wt.path.to_owned(),
+                    count: changed,
+                });
+            }
+        }
+        if wt.branch_created && self.has_branch(wt.branch) {
+            let unmerged = self.unmerged_commits(wt.branch, wt.base_branch)?;
+            if unmerged > 0 {
+                return Err(GitError::Unmerged {
+                    branch: wt.branch.to_owned(),
+                    base: wt.base_branch.to_owned(),
+                    count: unmerged,
+                });
+            }
         }
         Ok(())
     }

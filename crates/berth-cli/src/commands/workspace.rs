@@ -7,27 +7,87 @@ use anyhow::Context;
 use berth_core::{
     NewWorkspace, StorageScope, Workspace, WorkspaceId, WorkspaceName, WorkspaceStore,
 };
+use berth_git::workspace::{self as git_workspace, GitRequest};
+use berth_git::{BranchSpec, GitError, Health, Repo, WorktreeStatus};
 use serde::Serialize;
 
 use super::{Ctx, confirm};
 use crate::cli::WorkspaceCmd;
 use crate::render;
 
-/// A workspace as `--json` prints it: the stored record plus where it lives.
+/// A workspace as `--json` prints it: the stored record plus where it lives and, for a git
+/// workspace, the worktree's state.
 #[derive(Serialize)]
 struct WorkspaceView<'a> {
     #[serde(flatten)]
     workspace: &'a Workspace,
     path: Option<PathBuf>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    git_status: Option<WorktreeStatus>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     devices: Option<Vec<String>>,
 }
 
-fn view<'a>(ctx: &Ctx, ws: &'a Workspace) -> WorkspaceView<'a> {
+fn view<'a>(ctx: &Ctx, ws: &'a Workspace, git_status: Option<WorktreeStatus>) -> WorkspaceView<'a> {
     WorkspaceView {
         workspace: ws,
         path: ctx.store.workspace_dir(&ws.id),
+        git_status,
         devices: None,
+    }
+}
+
+/// The worktree states of `all`, in order (`None` for plain workspaces).
+async fn statuses(all: &[Workspace]) -> anyhow::Result<Vec<Option<WorktreeStatus>>> {
+    let gits: Vec<_> = all.iter().filter_map(|ws| ws.git.clone()).collect();
+    let mut found = git_workspace::statuses(gits).await?.into_iter();
+    Ok(all
+        .iter()
+        .map(|ws| ws.git.as_ref().and_then(|_| found.next()))
+        .collect())
+}
+
+/// One line about a worktree: `berth/x +2 -0 ~3` (ahead, behind, changed files), or the
+/// health when something is missing.
+fn git_summary(status: &WorktreeStatus) -> String {
+    let n = |v: Option<u64>| v.map_or("?".to_owned(), |v| v.to_string());
+    match status.health {
+        Health::Ok => format!(
+            "{} +{} -{} ~{}",
+            status.branch,
+            n(status.ahead),
+            n(status.behind),
+            n(status.changed_files.map(|c| c as u64))
+        ),
+        health => format!("{} {}", status.branch, health.as_str()),
+    }
+}
+
+/// Which repository a new workspace gets a worktree of, if any: `--repo`, else the one
+/// containing the current folder; outside a repository a plain workspace, unless a git option
+/// asked for one.
+fn git_request(
+    plain: bool,
+    repo: Option<PathBuf>,
+    branch: Option<BranchSpec>,
+    base: Option<String>,
+) -> anyhow::Result<Option<GitRequest>> {
+    if plain {
+        return Ok(None);
+    }
+    let wants_git = repo.is_some() || branch.is_some() || base.is_some();
+    let start = match repo {
+        Some(r) => r,
+        None => std::env::current_dir().context("cannot read the current folder")?,
+    };
+    match Repo::discover(&start) {
+        Ok(found) => Ok(Some(GitRequest {
+            repo: found.root().to_owned(),
+            branch,
+            base,
+        })),
+        Err(GitError::NotARepository(_)) if !wants_git => Ok(None),
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -36,28 +96,40 @@ pub async fn run(ctx: &Ctx, cmd: WorkspaceCmd) -> anyhow::Result<()> {
     match cmd {
         WorkspaceCmd::List(flag) => {
             let all = m.list().await?;
+            let statuses = statuses(&all).await?;
             if flag.json {
-                let views: Vec<_> = all.iter().map(|ws| view(ctx, ws)).collect();
+                let views: Vec<_> = all
+                    .iter()
+                    .zip(statuses)
+                    .map(|(ws, st)| view(ctx, ws, st))
+                    .collect();
                 return Ok(render::json(&views)?);
             }
             let rows: Vec<Vec<String>> = all
                 .iter()
-                .map(|ws| {
+                .zip(&statuses)
+                .map(|(ws, st)| {
                     vec![
                         ws.id.to_string(),
                         ws.name.as_ref().map_or("-".to_owned(), |n| n.to_string()),
                         render::time(ws.last_accessed),
+                        st.as_ref().map_or("-".to_owned(), git_summary),
                         render::cell(&ws.description),
                     ]
                 })
                 .collect();
-            render::table(&["ID", "NAME", "LAST USED", "DESCRIPTION"], &rows)?;
+            render::table(&["ID", "NAME", "LAST USED", "GIT", "DESCRIPTION"], &rows)?;
         }
         WorkspaceCmd::Create {
             name,
             description,
             id,
             agent_id,
+            plain,
+            repo,
+            branch,
+            checkout,
+            base,
             json,
         } => {
             let new = NewWorkspace {
@@ -67,10 +139,31 @@ pub async fn run(ctx: &Ctx, cmd: WorkspaceCmd) -> anyhow::Result<()> {
                 agent_id,
                 git: None,
             };
-            let ws = m.create(new).await?;
+            let spec = match (branch, checkout) {
+                (Some(b), _) => Some(BranchSpec::New(b)),
+                (None, Some(b)) => Some(BranchSpec::Existing(b)),
+                (None, None) => None,
+            };
+            let request = git_request(plain, repo, spec, base)?;
+            let settings = match &request {
+                // The workspace's own config does not exist yet: global file and environment.
+                Some(_) => {
+                    let global = ctx.store.global_config()?;
+                    m.config(global.as_ref(), None, super::environment())
+                        .await?
+                        .config
+                        .git
+                }
+                None => Default::default(),
+            };
+            let ws = git_workspace::create(m, new, request, &settings).await?;
             if json.json {
-                render::json(&view(ctx, &ws))?;
+                let status = ws.git.as_ref().map(git_workspace::status);
+                render::json(&view(ctx, &ws, status))?;
             } else {
+                if let Some(git) = &ws.git {
+                    eprintln!("worktree {} on branch {}", git.worktree, git.branch);
+                }
                 render::line(&ws.id)?;
             }
         }
@@ -83,7 +176,8 @@ pub async fn run(ctx: &Ctx, cmd: WorkspaceCmd) -> anyhow::Result<()> {
                 .filter(|b| b.workspace == ws.id)
                 .map(|b| b.device.to_string())
                 .collect();
-            let mut v = view(ctx, &ws);
+            let status = ws.git.as_ref().map(git_workspace::status);
+            let mut v = view(ctx, &ws, status);
             if json.json {
                 v.devices = Some(devices);
                 return Ok(render::json(&v)?);
@@ -109,12 +203,36 @@ pub async fn run(ctx: &Ctx, cmd: WorkspaceCmd) -> anyhow::Result<()> {
                         .map_or_else(dash, |p| p.display().to_string()),
                 ),
             ];
-            if let Some(git) = &ws.git {
+            if let (Some(git), Some(st)) = (&ws.git, &v.git_status) {
+                let n = |v: Option<u64>| v.map_or("?".to_owned(), |v| v.to_string());
                 rows.push(("repository", git.repo.clone()));
+                rows.push(("worktree", git.worktree.clone()));
+                let created = if git.branch_created {
+                    ", created by berth"
+                } else {
+                    ""
+                };
                 rows.push((
                     "branch",
-                    format!("{} (from {})", git.branch, git.base_branch),
+                    format!("{} (from {}{created})", git.branch, git.base_branch),
                 ));
+                rows.push(("health", st.health.as_str().to_owned()));
+                rows.push((
+                    "changes",
+                    format!(
+                        "{} ahead, {} behind, {} changed file(s)",
+                        n(st.ahead),
+                        n(st.behind),
+                        n(st.changed_files.map(|c| c as u64))
+                    ),
+                ));
+                if let Some(c) = &st.last_commit {
+                    let short = &c.sha[..c.sha.len().min(10)];
+                    rows.push((
+                        "last commit",
+                        format!("{short} {} ({})", render::cell(&c.subject), c.date),
+                    ));
+                }
             }
             let devices = if devices.is_empty() {
                 dash()
@@ -129,29 +247,48 @@ pub async fn run(ctx: &Ctx, cmd: WorkspaceCmd) -> anyhow::Result<()> {
         }
         WorkspaceCmd::Delete {
             workspace,
+            force,
             confirm: c,
         } => {
-            let (id, label) = match m.resolve(&workspace).await {
-                Ok(ws) => (ws.id.clone(), label(&ws)),
+            let ws = match m.resolve(&workspace).await {
+                Ok(ws) => ws,
                 // Corrupt metadata cannot be read, but the workspace can still be deleted by
                 // its exact id: deleting is how a person repairs it.
                 Err(berth_core::Error::Corrupt { .. }) => {
                     let id = WorkspaceId::new(workspace.as_str()).context(
                         "a workspace with corrupt metadata can only be deleted by its full id",
                     )?;
-                    let label = id.to_string();
-                    (id, label)
+                    confirm(
+                        c.yes,
+                        &format!(
+                            "Delete workspace {id} (its metadata is corrupt) and everything in it?"
+                        ),
+                    )?;
+                    let devices = m.delete(&id).await?;
+                    eprintln!(
+                        "deleted workspace {id}; unbound {} device(s); a git worktree it had, if any, was not looked at",
+                        devices.len()
+                    );
+                    return Ok(());
                 }
                 Err(e) => return Err(e.into()),
             };
+            let label = label(&ws);
+            if !force {
+                // Refuse before asking: a question whose yes would fail anyway wastes a turn.
+                git_workspace::check_removable(&ws).await?;
+            }
             confirm(
                 c.yes,
                 &format!("Delete workspace {label} and everything in it?"),
             )?;
-            let devices = m.delete(&id).await?;
+            let removed = git_workspace::remove(m, &ws, force).await?;
+            if let Some(w) = removed.warning {
+                eprintln!("warning: {w}");
+            }
             eprintln!(
                 "deleted workspace {label}; unbound {} device(s)",
-                devices.len()
+                removed.unbound.len()
             );
         }
         WorkspaceCmd::Gc {
@@ -162,21 +299,31 @@ pub async fn run(ctx: &Ctx, cmd: WorkspaceCmd) -> anyhow::Result<()> {
         } => {
             let age = chrono::Duration::days(i64::from(max_age));
             // One scan: the workspaces shown in the question are the ones removed.
-            let plan = m.gc_plan(age).await?;
-            let removed = if dry_run || plan.stale.is_empty() {
-                plan.stale
+            let (plan, kept) = git_workspace::sort_gc_plan(m.gc_plan(age).await?).await;
+            for (ws, why) in &kept {
+                eprintln!("keeping {}: {why}", label(ws));
+            }
+            let (removed, warnings) = if dry_run || plan.stale.is_empty() {
+                (plan.stale, Vec::new())
             } else {
                 let question = format!(
                     "Delete {} workspace(s) unused for {max_age} days?",
                     plan.stale.len()
                 );
                 confirm(c.yes, &question)?;
-                m.gc_apply(plan).await?
+                git_workspace::gc_apply(m, plan).await?
             };
+            for w in &warnings {
+                eprintln!("warning: {w}");
+            }
             if json.json {
-                let views: Vec<_> = removed.iter().map(|ws| view(ctx, ws)).collect();
+                let views: Vec<_> = removed.iter().map(|ws| view(ctx, ws, None)).collect();
+                let kept: Vec<_> = kept
+                    .iter()
+                    .map(|(ws, why)| serde_json::json!({"id": ws.id, "name": ws.name, "reason": why}))
+                    .collect();
                 return Ok(render::json(&serde_json::json!({
-                    "dry_run": dry_run, "max_age_days": max_age, "workspaces": views
+                    "dry_run": dry_run, "max_age_days": max_age, "workspaces": views, "kept": kept
                 }))?);
             }
             let verb = if dry_run { "would remove" } else { "removed" };
@@ -192,11 +339,16 @@ pub async fn run(ctx: &Ctx, cmd: WorkspaceCmd) -> anyhow::Result<()> {
         WorkspaceCmd::Path { workspace } => {
             let ws = m.resolve(&workspace).await?;
             m.touch(&ws).await?;
-            let path = ctx
-                .store
-                .workspace_dir(&ws.id)
-                .context("this store keeps no folders")?;
-            render::line(path.display())?;
+            match &ws.git {
+                Some(git) => render::line(&git.worktree)?,
+                None => {
+                    let path = ctx
+                        .store
+                        .workspace_dir(&ws.id)
+                        .context("this store keeps no folders")?;
+                    render::line(path.display())?;
+                }
+            }
         }
         WorkspaceCmd::Storage(cmd) => {
             let ws = m.resolve(cmd.owner()).await?;

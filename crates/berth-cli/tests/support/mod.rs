@@ -26,10 +26,13 @@ impl Home {
         self.dir.path()
     }
 
-    /// A `berth` command on this home, with a clean environment for config.
+    /// A `berth` command on this home, with a clean environment for config. It runs in the
+    /// home, outside any repository, so `workspace create` makes plain workspaces unless a
+    /// test points it at a repository.
     pub fn cmd(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_berth"));
         cmd.args(args)
+            .current_dir(self.path())
             .env("BERTH_HOME", self.path())
             .env_remove("ANTHROPIC_API_KEY")
             .env_remove("OPENAI_API_KEY")

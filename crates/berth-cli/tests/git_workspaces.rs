@@ -1,0 +1,575 @@
+//! Git workspaces through the `berth` binary, against real repositories in temp dirs: every
+//! branch option, base detection, copy and setup, rollback, removal rules, and worktrees or
+//! repositories that went away behind berth's back.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use support::{Home, Run, run, wait_ok};
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .current_dir(dir)
+        .args([
+            "-c",
+            "user.name=berth-test",
+            "-c",
+            "user.email=test@berth.invalid",
+        ])
+        .args(args)
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn commit(dir: &Path, file: &str, text: &str) {
+    std::fs::write(dir.join(file), text).unwrap();
+    git(dir, &["add", file]);
+    git(dir, &["commit", "--quiet", "-m", text]);
+}
+
+/// A project cloned from an upstream that has `main` and `feature`, so the clone has
+/// `origin/HEAD`, and an ignored `.env` in the main checkout.
+struct Project {
+    _tmp: tempfile::TempDir,
+    root: PathBuf,
+}
+
+impl Project {
+    fn new() -> Project {
+        let tmp = tempfile::tempdir().unwrap();
+        let upstream = tmp.path().join("upstream");
+        std::fs::create_dir(&upstream).unwrap();
+        git(&upstream, &["init", "--quiet", "-b", "main"]);
+        commit(&upstream, ".gitignore", ".env\n");
+        commit(&upstream, "README.md", "hello\n");
+        git(&upstream, &["branch", "feature"]);
+        git(tmp.path(), &["clone", "--quiet", "upstream", "project"]);
+        let root = tmp.path().join("project").canonicalize().unwrap();
+        std::fs::write(root.join(".env"), "TOKEN=local\n").unwrap();
+        Project { _tmp: tmp, root }
+    }
+
+    fn branches(&self) -> Vec<String> {
+        git(&self.root, &["branch", "--format=%(refname:short)"])
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// Worktree paths git knows about, the main checkout excluded.
+    fn worktrees(&self) -> Vec<String> {
+        git(&self.root, &["worktree", "list", "--porcelain"])
+            .lines()
+            .filter_map(|l| l.strip_prefix("worktree "))
+            .filter(|p| Path::new(p) != self.root)
+            .map(str::to_owned)
+            .collect()
+    }
+}
+
+/// `berth ARGS` run inside `dir`.
+fn in_dir(home: &Home, dir: &Path, args: &[&str]) -> Run {
+    let mut cmd = home.cmd(args);
+    cmd.current_dir(dir);
+    run(cmd)
+}
+
+fn ok_in(home: &Home, dir: &Path, args: &[&str]) -> String {
+    let r = in_dir(home, dir, args);
+    assert_eq!(r.code, 0, "berth {args:?} failed: {}", r.stderr);
+    r.stdout
+}
+
+fn fails_in(home: &Home, dir: &Path, args: &[&str]) -> String {
+    let r = in_dir(home, dir, args);
+    assert_ne!(
+        r.code, 0,
+        "berth {args:?} should fail; printed {}",
+        r.stdout
+    );
+    r.stderr
+}
+
+/// Workspace folders in the home (berth's hidden staging and trash excluded).
+fn workspace_folders(home: &Home) -> Vec<String> {
+    match std::fs::read_dir(home.path().join("workspaces")) {
+        Ok(dir) => dir
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| !n.starts_with('.'))
+            .collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// Nothing of a failed create is left: no record, folder, worktree or branch.
+fn assert_nothing_left(home: &Home, project: &Project, branches_before: &[String]) {
+    assert_eq!(
+        home.json(&["workspace", "list", "--json"]),
+        serde_json::json!([])
+    );
+    assert_eq!(workspace_folders(home), Vec::<String>::new());
+    assert_eq!(project.worktrees(), Vec::<String>::new());
+    assert_eq!(project.branches(), branches_before);
+}
+
+#[test]
+fn create_inside_a_repository_makes_a_worktree_on_a_new_branch() {
+    let home = Home::new();
+    let project = Project::new();
+    let sub = project.root.join("src");
+    std::fs::create_dir(&sub).unwrap();
+    let id = ok_in(&home, &sub, &["workspace", "create", "fix-login"]);
+    let id = id.trim();
+    let ws = home.json(&["workspace", "show", id, "--json"]);
+    let info = &ws["git"];
+    assert_eq!(info["repo"], project.root.to_str().unwrap());
+    assert_eq!(info["branch"], "berth/fix-login");
+    // Base detection: the clone has origin/HEAD.
+    assert_eq!(info["base_branch"], "origin/main");
+    assert_eq!(info["branch_created"], true);
+    let worktree = home.workspace_dir(id).join("worktree");
+    assert_eq!(info["worktree"], worktree.to_str().unwrap());
+    assert_eq!(
+        std::fs::read_to_string(worktree.join("README.md")).unwrap(),
+        "hello\n"
+    );
+    assert_eq!(
+        git(&worktree, &["rev-parse", "--abbrev-ref", "HEAD"]).trim(),
+        "berth/fix-login"
+    );
+    // A new branch does not track its base.
+    assert!(!git(&project.root, &["config", "--list"]).contains("branch.berth/fix-login."));
+    let status = &ws["git_status"];
+    assert_eq!(status["health"], "ok");
+    assert_eq!(status["ahead"], 0);
+    assert_eq!(status["behind"], 0);
+    assert_eq!(status["changed_files"], 0);
+    assert_eq!(status["last_commit"]["subject"], "hello");
+    assert_eq!(
+        home.ok(&["workspace", "path", "fix-login"]).trim(),
+        worktree.to_str().unwrap()
+    );
+
+    // Work in the worktree shows in the status, list included.
+    commit(&worktree, "a.txt", "one");
+    std::fs::write(worktree.join("scratch"), "x").unwrap();
+    let listed = home.json(&["workspace", "list", "--json"]);
+    assert_eq!(listed[0]["git_status"]["ahead"], 1);
+    assert_eq!(listed[0]["git_status"]["changed_files"], 1);
+    let table = home.ok(&["workspace", "list"]);
+    assert!(table.contains("berth/fix-login +1 -0 ~1"), "{table}");
+    let shown = home.ok(&["workspace", "show", "fix-login"]);
+    assert!(
+        shown.contains("1 ahead, 0 behind, 1 changed file(s)"),
+        "{shown}"
+    );
+}
+
+#[test]
+fn plain_repo_branch_checkout_and_base_options() {
+    let home = Home::new();
+    let project = Project::new();
+    let elsewhere = tempfile::tempdir().unwrap();
+
+    // --plain inside a repository, and any create outside one, make plain workspaces.
+    let plain = ok_in(
+        &home,
+        &project.root,
+        &["workspace", "create", "p1", "--plain"],
+    );
+    assert!(home.json(&["workspace", "show", plain.trim(), "--json"])["git"].is_null());
+    let outside = ok_in(&home, elsewhere.path(), &["workspace", "create", "p2"]);
+    assert!(home.json(&["workspace", "show", outside.trim(), "--json"])["git"].is_null());
+    // A git option outside a repository is an error, not a silent plain workspace.
+    let err = fails_in(
+        &home,
+        elsewhere.path(),
+        &["workspace", "create", "p3", "--branch", "x"],
+    );
+    assert!(err.contains("not inside a git repository"), "{err}");
+
+    let repo = project.root.to_str().unwrap();
+    // --repo from outside, --branch names the new branch, --base picks its start.
+    git(&project.root, &["branch", "older", "HEAD~1"]);
+    ok_in(
+        &home,
+        elsewhere.path(),
+        &[
+            "workspace",
+            "create",
+            "b",
+            "--repo",
+            repo,
+            "--branch",
+            "topic",
+            "--base",
+            "older",
+        ],
+    );
+    let b = home.json(&["workspace", "show", "b", "--json"]);
+    assert_eq!(b["git"]["branch"], "topic");
+    assert_eq!(b["git"]["base_branch"], "older");
+    let wt_b = PathBuf::from(b["git"]["worktree"].as_str().unwrap());
+    assert!(
+        !wt_b.join("README.md").exists(),
+        "started from the older commit"
+    );
+
+    // --branch refuses an existing branch, and nothing is left.
+    let before = project.branches();
+    let err = fails_in(
+        &home,
+        &project.root,
+        &["workspace", "create", "c", "--branch", "topic"],
+    );
+    assert!(
+        err.contains("already exists") && err.contains("--checkout"),
+        "{err}"
+    );
+    assert!(
+        home.fails(&["workspace", "show", "c"])
+            .contains("no workspace")
+    );
+    assert_eq!(project.branches(), before);
+
+    // --checkout an existing local branch: berth did not create it.
+    git(&project.root, &["branch", "local-only"]);
+    ok_in(
+        &home,
+        &project.root,
+        &["workspace", "create", "d", "--checkout", "local-only"],
+    );
+    let d = home.json(&["workspace", "show", "d", "--json"]);
+    assert_eq!(d["git"]["branch"], "local-only");
+    assert_eq!(d["git"]["branch_created"], false);
+
+    // --checkout a branch only on origin: tracked locally, and berth created it.
+    ok_in(
+        &home,
+        &project.root,
+        &["workspace", "create", "e", "--checkout", "feature"],
+    );
+    let e = home.json(&["workspace", "show", "e", "--json"]);
+    assert_eq!(e["git"]["branch_created"], true);
+    let wt_e = PathBuf::from(e["git"]["worktree"].as_str().unwrap());
+    assert_eq!(
+        git(&wt_e, &["rev-parse", "--abbrev-ref", "feature@{upstream}"]).trim(),
+        "origin/feature"
+    );
+    let err = fails_in(
+        &home,
+        &project.root,
+        &["workspace", "create", "f", "--checkout", "nope"],
+    );
+    assert!(
+        err.contains("exists neither locally nor as origin/nope"),
+        "{err}"
+    );
+
+    // Conflicting options are usage errors.
+    let r = in_dir(
+        &home,
+        &project.root,
+        &["workspace", "create", "g", "--plain", "--branch", "x"],
+    );
+    assert_eq!(r.code, 2, "{}", r.stderr);
+}
+
+#[test]
+fn failures_midway_leave_nothing_behind() {
+    let home = Home::new();
+    let project = Project::new();
+    let before = project.branches();
+
+    let err = fails_in(
+        &home,
+        &project.root,
+        &["workspace", "create", "a", "--base", "no-such-rev"],
+    );
+    assert!(err.contains("base 'no-such-rev'"), "{err}");
+    assert_nothing_left(&home, &project, &before);
+
+    let err = fails_in(
+        &home,
+        &project.root,
+        &["workspace", "create", "a", "--branch", "bad..name"],
+    );
+    assert!(err.contains("not a valid branch name"), "{err}");
+    assert_nothing_left(&home, &project, &before);
+
+    // git itself fails midway: the worktree path is taken by a file, after the record and
+    // (for --branch) the branch would have been made.
+    let wt_dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        home.path().join("config.toml"),
+        format!(
+            "[git]\nworktree_dir = {:?}\n",
+            wt_dir.path().to_str().unwrap()
+        ),
+    )
+    .unwrap();
+    let id = "blocked-id";
+    std::fs::write(wt_dir.path().join(id), "in the way").unwrap();
+    let err = fails_in(
+        &home,
+        &project.root,
+        &["workspace", "create", "a", "--id", id],
+    );
+    assert!(err.contains("rolled back"), "{err}");
+    assert_nothing_left(&home, &project, &before);
+    assert_eq!(
+        std::fs::read_to_string(wt_dir.path().join(id)).unwrap(),
+        "in the way",
+        "a file berth did not make is untouched"
+    );
+
+    // A setup command that fails, after the checkout and the copy, undoes them.
+    std::fs::write(
+        home.path().join("config.toml"),
+        "[git]\ncopy = [\".env\"]\nsetup = [\"echo preparing; echo broken >&2; exit 7\"]\n",
+    )
+    .unwrap();
+    let err = fails_in(&home, &project.root, &["workspace", "create", "a"]);
+    assert!(
+        err.contains("exit status: 7") && err.contains("broken"),
+        "{err}"
+    );
+    assert!(err.contains("rolled back"), "{err}");
+    assert_nothing_left(&home, &project, &before);
+
+    // A setup command that hangs is stopped by the timeout, and also rolled back.
+    std::fs::write(
+        home.path().join("config.toml"),
+        "[git]\nsetup = [\"sleep 60\"]\nsetup_timeout_secs = 1\n",
+    )
+    .unwrap();
+    let err = fails_in(&home, &project.root, &["workspace", "create", "a"]);
+    assert!(err.contains("timed out after 1 s"), "{err}");
+    assert_nothing_left(&home, &project, &before);
+}
+
+#[test]
+fn copy_and_setup_come_from_berths_config() {
+    let home = Home::new();
+    let project = Project::new();
+    let wt_dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        home.path().join("config.toml"),
+        format!(
+            "[git]\nworktree_dir = {:?}\ncopy = [\".env\", \"absent.txt\"]\nsetup = [\"test -f .env && echo ok > setup-ran\", \"printf '%s' \\\"$PWD\\\" > where\"]\n",
+            wt_dir.path().to_str().unwrap()
+        ),
+    )
+    .unwrap();
+    // A config file inside the repository is never read.
+    std::fs::create_dir(project.root.join(".berth")).unwrap();
+    std::fs::write(
+        project.root.join(".berth/config.toml"),
+        "[git]\nsetup = [\"touch pwned\"]\n",
+    )
+    .unwrap();
+    let id = ok_in(&home, &project.root, &["workspace", "create", "s"]);
+    let worktree = wt_dir.path().join(id.trim());
+    assert_eq!(
+        std::fs::read_to_string(worktree.join(".env")).unwrap(),
+        "TOKEN=local\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(worktree.join("setup-ran")).unwrap(),
+        "ok\n"
+    );
+    assert_eq!(
+        Path::new(&std::fs::read_to_string(worktree.join("where")).unwrap())
+            .canonicalize()
+            .unwrap(),
+        worktree.canonicalize().unwrap()
+    );
+    assert!(!worktree.join("pwned").exists());
+    assert!(!project.root.join("pwned").exists());
+    // Setup output never reaches stdout: stdout is the id alone.
+    assert_eq!(id.lines().count(), 1);
+    // Nothing the setup made counts against the base as commits.
+    let ws = home.json(&["workspace", "show", "s", "--json"]);
+    assert_eq!(ws["git_status"]["ahead"], 0);
+}
+
+#[test]
+fn removal_refuses_to_lose_work_unless_forced() {
+    let home = Home::new();
+    let project = Project::new();
+    let id = ok_in(&home, &project.root, &["workspace", "create", "w"]);
+    let worktree = home.workspace_dir(id.trim()).join("worktree");
+
+    // Uncommitted change: refused, and nothing is touched.
+    std::fs::write(worktree.join("notes.txt"), "draft").unwrap();
+    let err = home.fails(&["workspace", "delete", "w", "--yes"]);
+    assert!(
+        err.contains("uncommitted change") && err.contains("--force"),
+        "{err}"
+    );
+    assert!(worktree.join("notes.txt").exists());
+
+    // Committed but unmerged: still refused.
+    git(&worktree, &["add", "notes.txt"]);
+    git(&worktree, &["commit", "--quiet", "-m", "draft"]);
+    let err = home.fails(&["workspace", "delete", "w", "--yes"]);
+    assert!(err.contains("commit(s) that are on neither"), "{err}");
+    assert_eq!(project.branches(), ["berth/w", "main"]);
+
+    // Merged into the base: removed, and the branch berth created goes with it.
+    git(
+        &project.root,
+        &["update-ref", "refs/remotes/origin/main", "berth/w"],
+    );
+    home.ok(&["workspace", "delete", "w", "--yes"]);
+    assert!(!worktree.exists());
+    assert_eq!(project.branches(), ["main"]);
+    assert_eq!(project.worktrees(), Vec::<String>::new());
+
+    // --force removes dirty work and the unmerged branch.
+    ok_in(&home, &project.root, &["workspace", "create", "x"]);
+    let wt_x = PathBuf::from(home.ok(&["workspace", "path", "x"]).trim());
+    commit(&wt_x, "y.txt", "unmerged");
+    std::fs::write(wt_x.join("dirty"), "x").unwrap();
+    home.ok(&["workspace", "delete", "x", "--yes", "--force"]);
+    assert!(!wt_x.exists());
+    assert_eq!(project.branches(), ["main"]);
+
+    // A branch berth did not create is never deleted.
+    git(&project.root, &["branch", "mine"]);
+    ok_in(
+        &home,
+        &project.root,
+        &["workspace", "create", "m", "--checkout", "mine"],
+    );
+    home.ok(&["workspace", "delete", "m", "--yes"]);
+    assert_eq!(project.branches(), ["main", "mine"]);
+    assert_eq!(project.worktrees(), Vec::<String>::new());
+}
+
+#[test]
+fn worktree_deleted_by_hand_and_repository_moved_away() {
+    let home = Home::new();
+    let project = Project::new();
+    ok_in(&home, &project.root, &["workspace", "create", "gone"]);
+    let wt = PathBuf::from(home.ok(&["workspace", "path", "gone"]).trim());
+    std::fs::remove_dir_all(&wt).unwrap();
+    let ws = home.json(&["workspace", "show", "gone", "--json"]);
+    assert_eq!(ws["git_status"]["health"], "worktree-missing");
+    // Removal prunes git's record and deletes the (merged) branch berth made.
+    home.ok(&["workspace", "delete", "gone", "--yes"]);
+    assert_eq!(project.worktrees(), Vec::<String>::new());
+    assert_eq!(project.branches(), ["main"]);
+
+    // The branch deleted by hand.
+    ok_in(
+        &home,
+        &project.root,
+        &["workspace", "create", "nobranch", "--checkout", "feature"],
+    );
+    let wt = PathBuf::from(home.ok(&["workspace", "path", "nobranch"]).trim());
+    git(&wt, &["checkout", "--quiet", "--detach"]);
+    git(&project.root, &["branch", "-D", "feature"]);
+    let ws = home.json(&["workspace", "show", "nobranch", "--json"]);
+    assert_eq!(ws["git_status"]["health"], "branch-missing");
+    home.ok(&["workspace", "delete", "nobranch", "--yes"]);
+
+    // The repository moved away: status says so, and removal will not guess about the
+    // worktree's contents without --force.
+    ok_in(&home, &project.root, &["workspace", "create", "moved"]);
+    let wt = PathBuf::from(home.ok(&["workspace", "path", "moved"]).trim());
+    let away = project.root.with_file_name("moved-project");
+    std::fs::rename(&project.root, &away).unwrap();
+    let ws = home.json(&["workspace", "show", "moved", "--json"]);
+    assert_eq!(ws["git_status"]["health"], "repo-missing");
+    let table = home.ok(&["workspace", "list"]);
+    assert!(table.contains("berth/moved repo-missing"), "{table}");
+    let err = home.fails(&["workspace", "delete", "moved", "--yes"]);
+    assert!(err.contains("is gone") && err.contains("force"), "{err}");
+    assert!(wt.exists());
+    let r = home.run(&["workspace", "delete", "moved", "--yes", "--force"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stderr.contains("warning: the repository"), "{}", r.stderr);
+    assert!(!wt.exists());
+    assert!(
+        home.fails(&["workspace", "show", "moved"])
+            .contains("no workspace")
+    );
+}
+
+#[test]
+fn two_workspaces_of_one_repository_created_at_once() {
+    let home = Home::new();
+    let project = Project::new();
+    let children: Vec<_> = (0..4)
+        .map(|i| {
+            let mut cmd = home.cmd(&["workspace", "create", &format!("par-{i}")]);
+            cmd.current_dir(&project.root)
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped());
+            cmd.spawn().unwrap()
+        })
+        .collect();
+    let ids: Vec<String> = children.into_iter().map(wait_ok).collect();
+    let listed = home.json(&["workspace", "list", "--json"]);
+    assert_eq!(listed.as_array().unwrap().len(), 4);
+    let mut worktrees = project.worktrees();
+    worktrees.sort();
+    let mut expected: Vec<String> = ids
+        .iter()
+        .map(|id| {
+            home.workspace_dir(id.trim())
+                .join("worktree")
+                .to_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    expected.sort();
+    assert_eq!(worktrees, expected);
+    for ws in listed.as_array().unwrap() {
+        assert_eq!(ws["git_status"]["health"], "ok", "{ws}");
+    }
+}
+
+#[test]
+fn gc_keeps_git_workspaces_that_hold_work() {
+    let home = Home::new();
+    let project = Project::new();
+    let clean = ok_in(&home, &project.root, &["workspace", "create", "clean"]);
+    let dirty = ok_in(&home, &project.root, &["workspace", "create", "dirty"]);
+    let wt_dirty = PathBuf::from(home.ok(&["workspace", "path", "dirty"]).trim());
+    std::fs::write(wt_dirty.join("wip"), "x").unwrap();
+    for id in [&clean, &dirty] {
+        support::age_workspace(&home, id.trim(), "2000-01-01T00:00:00Z");
+    }
+    let out = home.json(&["workspace", "gc", "--max-age", "1", "--yes", "--json"]);
+    let removed: Vec<_> = out["workspaces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(removed, ["clean"]);
+    assert_eq!(out["kept"][0]["name"], "dirty");
+    assert!(
+        out["kept"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("uncommitted"),
+        "{out}"
+    );
+    assert!(wt_dirty.join("wip").exists());
+    assert_eq!(project.branches(), ["berth/dirty", "main"]);
+    assert_eq!(project.worktrees(), [wt_dirty.to_str().unwrap()]);
+}

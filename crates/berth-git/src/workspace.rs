@@ -1,0 +1,337 @@
+//! Git workspaces: a berth workspace record and a git worktree kept in step.
+//!
+//! The record is written first, the worktree second, and any failure after the record exists
+//! (git refusing, a copy failing, a setup command failing or timing out) undoes both, so a
+//! failed create leaves no folder, no branch and no metadata. Removal goes the other way:
+//! the worktree first, refusing if that would lose work, then the record.
+//!
+//! Every git call blocks, so each runs on tokio's blocking pool: an async server (MCP) keeps
+//! answering other requests while a checkout runs.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use berth_core::config::GitSettings;
+use berth_core::{
+    DeviceId, GcPlan, GitInfo, NewWorkspace, Workspace, WorkspaceId, WorkspaceManager,
+};
+
+use crate::{BranchSpec, GitError, Health, Repo, SetupError, WorktreeRef, WorktreeStatus};
+
+/// Setup commands get this long unless `[git] setup_timeout_secs` says otherwise.
+pub const DEFAULT_SETUP_TIMEOUT: Duration = Duration::from_secs(600);
+
+#[derive(Debug, thiserror::Error)]
+pub enum WorkspaceError {
+    #[error(transparent)]
+    Store(#[from] berth_core::Error),
+    #[error(transparent)]
+    Git(#[from] GitError),
+    #[error(transparent)]
+    Setup(#[from] SetupError),
+    /// Creation failed after the record was written; everything was undone.
+    #[error("{0}\n(the new workspace was rolled back: no folder, branch or record was kept)")]
+    RolledBack(Box<WorkspaceError>),
+    /// Creation failed and so did undoing it; the message says what is left.
+    #[error("{error}\nrolling back also failed, so something was left behind: {cleanup}")]
+    RollbackFailed {
+        error: Box<WorkspaceError>,
+        cleanup: String,
+    },
+    #[error(
+        "the repository {repo} is gone, so berth cannot check the worktree {worktree} for uncommitted work; move the repository back, or pass force to delete the worktree anyway"
+    )]
+    RepositoryGone { repo: String, worktree: String },
+    #[error("[git] worktree_dir must be an absolute path, not {0:?}")]
+    RelativeWorktreeDir(String),
+    #[error("this store keeps no folders, so git workspaces need [git] worktree_dir in the config")]
+    NoWorktreeHome,
+    #[error("{what} is not valid UTF-8: {}", .path.display())]
+    NonUtf8Path { what: &'static str, path: PathBuf },
+    #[error("a blocking git task failed: {0}")]
+    Task(String),
+}
+
+pub type Result<T, E = WorkspaceError> = std::result::Result<T, E>;
+
+/// What makes a workspace a git workspace.
+#[derive(Debug, Clone)]
+pub struct GitRequest {
+    /// Any folder inside the repository (a linked worktree of it counts as the repository).
+    pub repo: PathBuf,
+    /// `None` creates `berth/<name>` (or `berth/<id>` for an unnamed workspace).
+    pub branch: Option<BranchSpec>,
+    /// `None` uses the repository's default base.
+    pub base: Option<String>,
+}
+
+/// Creates a workspace; with `git`, also its worktree, copies and setup commands, all or
+/// nothing. `settings` is berth's own `[git]` config (never read from the repository).
+pub async fn create(
+    manager: &WorkspaceManager,
+    mut new: NewWorkspace,
+    git: Option<GitRequest>,
+    settings: &GitSettings,
+) -> Result<Workspace> {
+    let Some(request) = git else {
+        return Ok(manager.create(new).await?);
+    };
+    let id = new.id.take().unwrap_or_else(WorkspaceId::generate);
+    let worktree = worktree_path(manager, &id, settings)?;
+    let default_branch = format!(
+        "berth/{}",
+        new.name.as_ref().map_or(id.as_str(), |n| n.as_str())
+    );
+    let (repo, plan) = blocking(move || {
+        let repo = Repo::discover(&request.repo)?;
+        let spec = request.branch.unwrap_or(BranchSpec::New(default_branch));
+        let plan = repo.plan(&spec, request.base.as_deref())?;
+        Ok((repo, plan))
+    })
+    .await?;
+    new.id = Some(id);
+    new.git = Some(GitInfo {
+        repo: utf8("the repository path", repo.root())?,
+        branch: plan.branch.clone(),
+        base_branch: plan.base_branch.clone(),
+        branch_created: plan.branch_created,
+        worktree: utf8("the worktree path", &worktree)?,
+    });
+    // The record first: it claims the id and name, and a crash from here on leaves a
+    // workspace that `workspace delete --force` cleans up, never an orphan worktree.
+    let ws = manager.create(new).await?;
+    let settings = settings.clone();
+    let prepared = blocking({
+        let git = ws.git.clone().expect("set above");
+        let id = ws.id.clone();
+        move || {
+            let worktree = Path::new(&git.worktree);
+            if let Some(parent) = worktree.parent() {
+                std::fs::create_dir_all(parent).map_err(|source| GitError::Io {
+                    context: format!("cannot create {}", parent.display()),
+                    source,
+                })?;
+            }
+            // `create` undoes its own partial work when git fails.
+            repo.create(worktree, &plan)?;
+            let prepared = prepare(&repo, worktree, &settings);
+            if let Err(error) = prepared {
+                if let Err(cleanup) = repo.remove_worktree(worktree_ref(&git), true) {
+                    return Err(WorkspaceError::RollbackFailed {
+                        error: Box::new(error),
+                        cleanup: format!(
+                            "{cleanup}; workspace {id} is kept so that `berth workspace delete --force {id}` can finish the cleanup"
+                        ),
+                    });
+                }
+                return Err(error);
+            }
+            Ok(())
+        }
+    })
+    .await;
+    match prepared {
+        Ok(()) => Ok(ws),
+        // The worktree could not be removed: the record stays, to find it by.
+        Err(e @ WorkspaceError::RollbackFailed { .. }) => Err(e),
+        // The worktree is gone; now the record.
+        Err(error) => Err(match manager.delete(&ws.id).await {
+            Ok(_) => WorkspaceError::RolledBack(Box::new(error)),
+            Err(cleanup) => WorkspaceError::RollbackFailed {
+                error: Box::new(error),
+                cleanup: cleanup.to_string(),
+            },
+        }),
+    }
+}
+
+/// Copies `[git] copy` files and runs `[git] setup` commands in a fresh worktree.
+fn prepare(repo: &Repo, worktree: &Path, settings: &GitSettings) -> Result<()> {
+    crate::copy_files(repo.root(), worktree, &settings.copy)?;
+    let timeout = settings
+        .setup_timeout_secs
+        .map_or(DEFAULT_SETUP_TIMEOUT, Duration::from_secs);
+    crate::run_setup(worktree, &settings.setup, timeout)?;
+    Ok(())
+}
+
+/// What `remove` did besides deleting the record.
+#[derive(Debug, Default)]
+pub struct Removed {
+    pub unbound: Vec<DeviceId>,
+    /// Something the person should know, e.g. that the repository was already gone.
+    pub warning: Option<String>,
+}
+
+/// Removes a workspace. For a git workspace the worktree goes first, refused (and nothing
+/// removed) when it holds uncommitted changes or unmerged commits, unless `force`.
+pub async fn remove(manager: &WorkspaceManager, ws: &Workspace, force: bool) -> Result<Removed> {
+    let mut warning = None;
+    if let Some(git) = ws.git.clone() {
+        warning = blocking(move || remove_worktree(&git, force)).await?;
+    }
+    let unbound = manager.delete(&ws.id).await?;
+    Ok(Removed { unbound, warning })
+}
+
+fn remove_worktree(git: &GitInfo, force: bool) -> Result<Option<String>> {
+    let worktree = Path::new(&git.worktree);
+    match Repo::open(Path::new(&git.repo)) {
+        Ok(repo) => {
+            repo.remove_worktree(worktree_ref(git), force)?;
+            Ok(None)
+        }
+        Err(_) if !worktree.exists() => Ok(Some(format!(
+            "the repository {} and the worktree were both gone already",
+            git.repo
+        ))),
+        Err(_) if force => {
+            std::fs::remove_dir_all(worktree).map_err(|source| GitError::Io {
+                context: format!("cannot remove {}", worktree.display()),
+                source,
+            })?;
+            Ok(Some(format!(
+                "the repository {} is gone; removed the worktree folder without git",
+                git.repo
+            )))
+        }
+        Err(_) => Err(WorkspaceError::RepositoryGone {
+            repo: git.repo.clone(),
+            worktree: git.worktree.clone(),
+        }),
+    }
+}
+
+/// Whether removing this workspace would lose work; `Err` says why. Plain workspaces, and
+/// git workspaces whose worktree and repository are both gone, are always removable.
+pub async fn check_removable(ws: &Workspace) -> Result<()> {
+    let Some(git) = ws.git.clone() else {
+        return Ok(());
+    };
+    blocking(move || match Repo::open(Path::new(&git.repo)) {
+        Ok(repo) => Ok(repo.check_removable(worktree_ref(&git))?),
+        Err(_) if !Path::new(&git.worktree).exists() => Ok(()),
+        Err(_) => Err(WorkspaceError::RepositoryGone {
+            repo: git.repo.clone(),
+            worktree: git.worktree.clone(),
+        }),
+    })
+    .await
+}
+
+/// Splits a garbage-collection plan: workspaces whose removal would lose work are taken out
+/// and returned with the reason, the rest stay in the plan.
+pub async fn sort_gc_plan(mut plan: GcPlan) -> (GcPlan, Vec<(Workspace, String)>) {
+    let mut kept = Vec::new();
+    let mut safe = Vec::with_capacity(plan.stale.len());
+    for ws in plan.stale {
+        match check_removable(&ws).await {
+            Ok(()) => safe.push(ws),
+            Err(why) => kept.push((ws, why.to_string())),
+        }
+    }
+    plan.stale = safe;
+    (plan, kept)
+}
+
+/// Applies a plan made safe by `sort_gc_plan`: removes the records (a workspace used since the
+/// plan is kept), then their worktrees and the branches berth created. Returns the workspaces
+/// removed, and warnings about worktrees that could not be cleaned up.
+pub async fn gc_apply(
+    manager: &WorkspaceManager,
+    plan: GcPlan,
+) -> Result<(Vec<Workspace>, Vec<String>)> {
+    let removed = manager.gc_apply(plan).await?;
+    let gits: Vec<GitInfo> = removed.iter().filter_map(|ws| ws.git.clone()).collect();
+    let warnings = blocking(move || {
+        // The plan was checked for lost work moments ago; what is left is bookkeeping.
+        Ok(gits
+            .iter()
+            .filter_map(|git| match remove_worktree(git, true) {
+                Ok(warning) => warning,
+                Err(e) => Some(format!("worktree {}: {e}", git.worktree)),
+            })
+            .collect())
+    })
+    .await?;
+    Ok((removed, warnings))
+}
+
+/// The state of a git workspace's worktree. Never fails: what cannot be known is left out
+/// and `health` says why.
+pub fn status(git: &GitInfo) -> WorktreeStatus {
+    match Repo::open(Path::new(&git.repo)) {
+        Ok(repo) => repo.status(worktree_ref(git)),
+        Err(_) => WorktreeStatus {
+            health: Health::RepoMissing,
+            branch: git.branch.clone(),
+            base_branch: git.base_branch.clone(),
+            ahead: None,
+            behind: None,
+            changed_files: None,
+            last_commit: None,
+        },
+    }
+}
+
+/// Statuses of many worktrees, a few at a time (each costs a handful of git processes).
+pub async fn statuses(gits: Vec<GitInfo>) -> Result<Vec<WorktreeStatus>> {
+    blocking(move || {
+        let workers = std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 8));
+        let chunk = gits.len().div_ceil(workers).max(1);
+        Ok(std::thread::scope(|scope| {
+            let handles: Vec<_> = gits
+                .chunks(chunk)
+                .map(|part| scope.spawn(move || part.iter().map(status).collect::<Vec<_>>()))
+                .collect();
+            handles
+                .into_iter()
+                .flat_map(|h| h.join().expect("status never panics"))
+                .collect()
+        }))
+    })
+    .await
+}
+
+fn worktree_ref(git: &GitInfo) -> WorktreeRef<'_> {
+    WorktreeRef {
+        path: Path::new(&git.worktree),
+        branch: &git.branch,
+        base_branch: &git.base_branch,
+        branch_created: git.branch_created,
+    }
+}
+
+/// `[git] worktree_dir/<id>`, else the store's `workspaces/<id>/worktree`.
+fn worktree_path(
+    manager: &WorkspaceManager,
+    id: &WorkspaceId,
+    settings: &GitSettings,
+) -> Result<PathBuf> {
+    match &settings.worktree_dir {
+        Some(dir) if Path::new(dir).is_absolute() => Ok(Path::new(dir).join(id.as_str())),
+        Some(dir) => Err(WorkspaceError::RelativeWorktreeDir(dir.clone())),
+        None => manager
+            .workspaces()
+            .workspace_dir(id)
+            .map(|d| d.join("worktree"))
+            .ok_or(WorkspaceError::NoWorktreeHome),
+    }
+}
+
+fn utf8(what: &'static str, path: &Path) -> Result<String> {
+    path.to_str()
+        .map(str::to_owned)
+        .ok_or_else(|| WorkspaceError::NonUtf8Path {
+            what,
+            path: path.to_owned(),
+        })
+}
+
+async fn blocking<T: Send + 'static>(
+    job: impl FnOnce() -> Result<T> + Send + 'static,
+) -> Result<T> {
+    tokio::task::spawn_blocking(job)
+        .await
+        .map_err(|e| WorkspaceError::Task(e.to_string()))?
+}
