@@ -144,6 +144,26 @@ pub enum WorkspaceCmd {
     /// Read, write, list and remove files in a workspace's storage.
     #[command(subcommand)]
     Storage(StorageCmd),
+    /// Show, fill or clear a repository's spare checkouts.
+    ///
+    /// With `[git] spare_worktrees = N` in the config, berth keeps N checkouts of each
+    /// repository ready (filled in the background after each create), so creating a git
+    /// workspace is a rename plus a branch switch instead of writing every file. Each spare
+    /// costs one worktree's disk space.
+    #[command(verbatim_doc_comment)]
+    Spares {
+        /// The repository (default: the one containing this folder).
+        #[arg(long, value_name = "PATH")]
+        repo: Option<PathBuf>,
+        /// Make spares now, up to `[git] spare_worktrees` (at least one); waits for them.
+        #[arg(long)]
+        fill: bool,
+        /// Remove every spare of the repository.
+        #[arg(long, conflicts_with = "fill")]
+        clear: bool,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
 }
 
 /// Storage commands, shared by `workspace storage` and `session storage`. OWNER is the workspace

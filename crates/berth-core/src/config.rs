@@ -114,6 +114,10 @@ pub struct GitSettings {
     pub setup: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub setup_timeout_secs: Option<u64>,
+    /// Checkouts kept ready per repository so creating a workspace skips the checkout; each
+    /// costs one worktree's disk space. Default 0.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spare_worktrees: Option<usize>,
 }
 
 /// The merged configuration.
@@ -365,6 +369,7 @@ pub const TEMPLATE: &str = r#"# berth configuration. Layers: this file -> worksp
 # copy = [".env"]                        # untracked files copied into new worktrees
 # setup = ["npm ci"]                     # commands run in new worktrees
 # setup_timeout_secs = 600
+# spare_worktrees = 1                    # checkouts kept ready: create skips the checkout
 "#;
 
 #[cfg(test)]

@@ -16,6 +16,7 @@ use berth_core::{
     DeviceId, GcPlan, GitInfo, NewWorkspace, Workspace, WorkspaceId, WorkspaceManager,
 };
 
+use crate::spares::SparePool;
 use crate::{BranchSpec, GitError, Health, Repo, SetupError, WorktreeRef, WorktreeStatus};
 
 /// Setup commands get this long unless `[git] setup_timeout_secs` says otherwise.
@@ -89,6 +90,10 @@ pub async fn create(
         Ok((repo, plan))
     })
     .await?;
+    let pool = match settings.spare_worktrees {
+        Some(n) if n > 0 => Some(SparePool::new(&spare_base(manager, &id, settings)?, &repo)),
+        _ => None,
+    };
     new.id = Some(id);
     new.git = Some(GitInfo {
         repo: utf8("the repository path", repo.root())?,
@@ -112,8 +117,15 @@ pub async fn create(
                     source,
                 })?;
             }
-            // `create` undoes its own partial work when git fails.
-            repo.create(worktree, &plan)?;
+            // A spare checkout, if one is ready, else git's own; either undoes its own partial
+            // work when git fails.
+            let from_spare = match &pool {
+                Some(pool) => pool.take(&repo, worktree, &plan)?,
+                None => false,
+            };
+            if !from_spare {
+                repo.create(worktree, &plan)?;
+            }
             let prepared = prepare(&repo, worktree, &settings);
             if let Err(error) = prepared {
                 if let Err(cleanup) = repo.remove_worktree(worktree_ref(&git), true) {
@@ -300,6 +312,44 @@ fn worktree_ref(git: &GitInfo) -> WorktreeRef<'_> {
         base_branch: &git.base_branch,
         branch_created: git.branch_created,
     }
+}
+
+/// Where spare checkouts live: beside the worktrees, so taking one is a rename.
+fn spare_base(
+    manager: &WorkspaceManager,
+    id: &WorkspaceId,
+    settings: &GitSettings,
+) -> Result<PathBuf> {
+    let worktree = worktree_path(manager, id, settings)?;
+    let beside = match &settings.worktree_dir {
+        Some(_) => worktree.parent(),
+        // <home>/workspaces/<id>/worktree → <home>
+        None => worktree
+            .parent()
+            .and_then(Path::parent)
+            .and_then(Path::parent),
+    };
+    let base = beside.ok_or(WorkspaceError::NoWorktreeHome)?;
+    Ok(base.join(".berth-spares"))
+}
+
+/// The spare pool of the repository containing `repo`, and the repository.
+pub fn spare_pool(
+    manager: &WorkspaceManager,
+    repo: &Path,
+    settings: &GitSettings,
+) -> Result<(SparePool, Repo)> {
+    let repo = Repo::discover(repo)?;
+    // Any id gives the same base; the pool does not depend on the workspace.
+    let base = spare_base(manager, &WorkspaceId::default_workspace(), settings)?;
+    Ok((SparePool::new(&base, &repo), repo))
+}
+
+/// Tops up the repository's spare checkouts to `want`, at its default base. Blocks for as long
+/// as the checkouts take; meant for a background process or task.
+pub fn fill_spares(pool: &SparePool, repo: &Repo, want: usize) -> Result<()> {
+    let base = repo.default_base()?;
+    Ok(pool.fill(repo, &base, want)?)
 }
 
 /// `[git] worktree_dir/<id>`, else the store's `workspaces/<id>/worktree`.

@@ -1,7 +1,7 @@
 //! `berth workspace …`
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use berth_core::{
@@ -156,7 +156,13 @@ pub async fn run(ctx: &Ctx, cmd: WorkspaceCmd) -> anyhow::Result<()> {
                 }
                 None => Default::default(),
             };
-            let ws = git_workspace::create(m, new, request, &settings).await?;
+            let repo = request.as_ref().map(|r| r.repo.clone());
+            let created = git_workspace::create(m, new, request, &settings).await;
+            // A failed create may have used a spare too.
+            if let (Some(repo), Some(1..)) = (repo, settings.spare_worktrees) {
+                refill_in_background(ctx, &repo);
+            }
+            let ws = created?;
             if json.json {
                 let status = ws.git.as_ref().map(git_workspace::status);
                 render::json(&view(ctx, &ws, status))?;
@@ -350,12 +356,73 @@ pub async fn run(ctx: &Ctx, cmd: WorkspaceCmd) -> anyhow::Result<()> {
                 }
             }
         }
+        WorkspaceCmd::Spares {
+            repo,
+            fill,
+            clear,
+            json,
+        } => {
+            let repo = match repo {
+                Some(r) => r,
+                None => std::env::current_dir().context("cannot read the current folder")?,
+            };
+            let global = ctx.store.global_config()?;
+            let settings = m
+                .config(global.as_ref(), None, super::environment())
+                .await?
+                .config
+                .git;
+            let (pool, repo) = git_workspace::spare_pool(m, &repo, &settings)?;
+            let mut cleared = 0;
+            if clear {
+                cleared = pool.clear(&repo)?;
+            }
+            if fill {
+                let want = settings.spare_worktrees.unwrap_or(0).max(1);
+                git_workspace::fill_spares(&pool, &repo, want)?;
+            }
+            let ready = pool.count();
+            if json.json {
+                return Ok(render::json(&serde_json::json!({
+                    "repo": repo.root(), "dir": pool.dir(), "ready": ready, "cleared": cleared
+                }))?);
+            }
+            render::line(format!(
+                "{ready} spare checkout(s) of {} in {}",
+                repo.root().display(),
+                pool.dir().display()
+            ))?;
+        }
         WorkspaceCmd::Storage(cmd) => {
             let ws = m.resolve(cmd.owner()).await?;
             super::storage::run(ctx, StorageScope::Workspace(ws.id), cmd).await?;
         }
     }
     Ok(())
+}
+
+/// Starts `berth workspace spares --fill` for `repo` as a detached process: the spare is ready
+/// for the next create, and this command does not wait for a checkout nobody asked for yet.
+fn refill_in_background(ctx: &Ctx, repo: &Path) {
+    use std::os::unix::process::CommandExt;
+    use std::process::{Command, Stdio};
+    let Ok(exe) = std::env::current_exe() else {
+        return;
+    };
+    let spawned = Command::new(exe)
+        .arg("--home")
+        .arg(ctx.store.home())
+        .args(["workspace", "spares", "--fill", "--repo"])
+        .arg(repo)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        // Its own process group: a Ctrl-C meant for this command does not stop the fill.
+        .process_group(0)
+        .spawn();
+    if let Err(e) = spawned {
+        eprintln!("warning: could not start filling spare checkouts: {e}");
+    }
 }
 
 fn label(ws: &Workspace) -> String {

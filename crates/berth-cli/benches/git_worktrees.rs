@@ -1,0 +1,270 @@
+//! Benchmark: creating a git workspace against creating the same worktree with git alone.
+//!
+//! `cargo bench -p berth-cli --bench git_worktrees` (`BENCH_FILES`, `BENCH_ROUNDS` change the
+//! repository size and the number of rounds).
+//!
+//! A repository of 20,000 files (about 80 MB, pseudo-random text in 200 folders) is generated
+//! with `git fast-import`. Each round then creates one worktree of it with every contender, in
+//! a rotating order, each at a fresh path on a new branch from `main`:
+//!
+//! - `git worktree add -b` (plain: one file at a time),
+//! - `git -c checkout.workers=0 worktree add -b` (parallel checkout, one worker per core),
+//! - `git -c checkout.workers=8 worktree add -b`,
+//! - `berth workspace create NAME --repo REPO` (the whole command: record, plan, checkout),
+//! - the same with `[git] spare_worktrees = 1` and a spare ready: berth moves a checkout made
+//!   ahead of time and switches its branch. The background refill that follows is waited for
+//!   before the next contender runs, so it never overlaps a measurement.
+//!
+//! Nothing is deleted until the end: ext4 skips inodes freed in the last seconds when it
+//! allocates new ones, so deleting 20,000 files just before a measurement slows the next
+//! create by several times and would measure the deletion rather than the checkout. Targets
+//! (issue 4): berth at most 0.25 of plain, and within 1.1 of the fastest git invocation.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn main() {
+    let files: usize = env_or("BENCH_FILES", 20_000);
+    let rounds: usize = env_or("BENCH_ROUNDS", 5);
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("repo");
+    let started = Instant::now();
+    let bytes = generate(&repo, files);
+    eprintln!(
+        "generated {files} files, {:.1} MB, in {:.1} s",
+        bytes as f64 / 1e6,
+        started.elapsed().as_secs_f64()
+    );
+    let home = tmp.path().join("home");
+    let spare_home = tmp.path().join("spare-home");
+    std::fs::create_dir_all(&spare_home).unwrap();
+    std::fs::write(
+        spare_home.join("config.toml"),
+        "[git]\nspare_worktrees = 1\n",
+    )
+    .unwrap();
+    let berth = env!("CARGO_BIN_EXE_berth");
+    let spares_ready = || {
+        let out = Command::new(berth)
+            .args(["workspace", "spares", "--json", "--repo"])
+            .arg(&repo)
+            .env("BERTH_HOME", &spare_home)
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["ready"].as_u64().unwrap()
+    };
+    let wait_for_spare = || {
+        let t = Instant::now();
+        while spares_ready() < 1 {
+            assert!(
+                t.elapsed() < Duration::from_secs(120),
+                "the spare never came"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    // The first spare, made before the rounds (this is what a first create starts in the
+    // background).
+    let filled = Command::new(berth)
+        .args(["workspace", "spares", "--fill", "--repo"])
+        .arg(&repo)
+        .env("BERTH_HOME", &spare_home)
+        .status()
+        .unwrap();
+    assert!(filled.success());
+
+    type Contender<'a> = (&'a str, Box<dyn Fn(&str) -> Command + 'a>);
+    let git_variant = |config: Option<&'static str>| {
+        let repo = repo.clone();
+        let tmp = tmp.path().to_owned();
+        move |tag: &str| {
+            let mut cmd = git_cmd(&repo);
+            if let Some(c) = config {
+                cmd.args(["-c", c]);
+            }
+            cmd.args(["worktree", "add", "--quiet", "-b", tag])
+                .arg(tmp.join(tag))
+                .arg("main");
+            cmd
+        }
+    };
+    let contenders: Vec<Contender> = vec![
+        ("git worktree add (plain)", Box::new(git_variant(None))),
+        (
+            "git -c checkout.workers=0 worktree add",
+            Box::new(git_variant(Some("checkout.workers=0"))),
+        ),
+        (
+            "git -c checkout.workers=8 worktree add",
+            Box::new(git_variant(Some("checkout.workers=8"))),
+        ),
+        (
+            "berth workspace create --repo",
+            Box::new(|tag: &str| {
+                let mut cmd = Command::new(berth);
+                cmd.args(["workspace", "create", tag, "--repo"])
+                    .arg(&repo)
+                    .env("BERTH_HOME", &home);
+                cmd
+            }),
+        ),
+        (
+            "berth workspace create, spare ready",
+            Box::new(|tag: &str| {
+                let mut cmd = Command::new(berth);
+                cmd.args(["workspace", "create", tag, "--repo"])
+                    .arg(&repo)
+                    .env("BERTH_HOME", &spare_home);
+                cmd
+            }),
+        ),
+    ];
+    const SPARE: usize = 4;
+
+    let mut times: Vec<Vec<Duration>> = vec![Vec::new(); contenders.len()];
+    for round in 0..rounds {
+        for k in 0..contenders.len() {
+            // Rotate the order so no contender always runs right after another's writeback.
+            let i = (round + k) % contenders.len();
+            let tag = format!("r{round}-c{i}");
+            if i == SPARE {
+                wait_for_spare();
+            }
+            let mut cmd = contenders[i].1(&tag);
+            cmd.stdout(Stdio::null()).stderr(Stdio::piped());
+            let t = Instant::now();
+            let out = cmd.output().unwrap();
+            times[i].push(t.elapsed());
+            assert!(
+                out.status.success(),
+                "{}: {}",
+                contenders[i].0,
+                String::from_utf8_lossy(&out.stderr)
+            );
+            if i == SPARE {
+                // Let the background refill finish before anyone else is timed.
+                wait_for_spare();
+            }
+        }
+    }
+
+    println!(
+        "git worktree benchmark: {files} files ({:.1} MB), {rounds} rounds, {} cores",
+        bytes as f64 / 1e6,
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    );
+    println!(
+        "{:<40} {:>10} {:>10} {:>10}",
+        "contender", "median", "min", "max"
+    );
+    let medians: Vec<f64> = times
+        .iter_mut()
+        .map(|t| {
+            t.sort();
+            t[t.len() / 2].as_secs_f64()
+        })
+        .collect();
+    for ((name, _), t) in contenders.iter().zip(&times) {
+        println!(
+            "{name:<40} {:>8.3} s {:>8.3} s {:>8.3} s",
+            t[t.len() / 2].as_secs_f64(),
+            t[0].as_secs_f64(),
+            t[t.len() - 1].as_secs_f64()
+        );
+    }
+    let fastest_git = medians[..3].iter().copied().fold(f64::INFINITY, f64::min);
+    println!();
+    for (label, berth_s) in [
+        ("berth", medians[3]),
+        ("berth, spare ready", medians[SPARE]),
+    ] {
+        println!(
+            "{label:<20} / plain git worktree add = {:.3} (target <= 0.25); / fastest git invocation = {:.3} (target <= 1.10)",
+            berth_s / medians[0],
+            berth_s / fastest_git
+        );
+    }
+}
+
+fn env_or(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn git_cmd(dir: &Path) -> Command {
+    let mut cmd = Command::new("git");
+    cmd.current_dir(dir)
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .env_remove("GIT_INDEX_FILE");
+    cmd
+}
+
+/// A repository with `files` files of 1-7 KB of pseudo-random text on `main`, checked out.
+/// Returns the bytes of file content.
+fn generate(repo: &Path, files: usize) -> usize {
+    std::fs::create_dir_all(repo).unwrap();
+    assert!(
+        git_cmd(repo)
+            .args(["init", "--quiet", "-b", "main"])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let mut import = git_cmd(repo)
+        .args(["fast-import", "--quiet"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = std::io::BufWriter::new(import.stdin.take().unwrap());
+    let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = move || {
+        // xorshift64: deterministic, so every run measures the same repository.
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789 \n";
+    let mut total = 0;
+    for i in 0..files {
+        let len = 1000 + (next() % 6000) as usize;
+        let data: Vec<u8> = (0..len)
+            .map(|_| ALPHABET[(next() % ALPHABET.len() as u64) as usize])
+            .collect();
+        total += len;
+        write!(stdin, "blob\nmark :{}\ndata {len}\n", i + 1).unwrap();
+        stdin.write_all(&data).unwrap();
+        stdin.write_all(b"\n").unwrap();
+    }
+    stdin
+        .write_all(b"commit refs/heads/main\ncommitter bench <bench@berth.invalid> 0 +0000\ndata 5\nbench\n")
+        .unwrap();
+    for i in 0..files {
+        writeln!(stdin, "M 100644 :{} src/d{:03}/f{i:05}.txt", i + 1, i % 200).unwrap();
+    }
+    stdin.write_all(b"\n").unwrap();
+    drop(stdin);
+    assert!(import.wait().unwrap().success());
+    assert!(
+        git_cmd(repo)
+            .args([
+                "-c",
+                "checkout.workers=0",
+                "checkout",
+                "--quiet",
+                "-f",
+                "main"
+            ])
+            .status()
+            .unwrap()
+            .success()
+    );
+    total
+}
