@@ -48,8 +48,10 @@ fn main() {
     let berth = env!("CARGO_BIN_EXE_berth");
     let home_arg = home.path().to_str().unwrap();
     let run = |args: &[&str]| {
+        // Run in the home, outside any repository: `create` makes plain workspaces.
         let status = Command::new(berth)
             .args(args)
+            .current_dir(home_arg)
             .env("BERTH_HOME", home_arg)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
