@@ -508,6 +508,31 @@ fn worktree_deleted_by_hand_and_repository_moved_away() {
 }
 
 #[test]
+fn a_create_that_died_midway_is_cleaned_up_by_a_forced_delete() {
+    let home = Home::new();
+    let project = Project::new();
+    ok_in(&home, &project.root, &["workspace", "create", "half"]);
+    let wt = PathBuf::from(home.ok(&["workspace", "path", "half"]).trim());
+    // What a kill during `git worktree add` can leave: a folder git does not know, with the
+    // record already written.
+    git(
+        &project.root,
+        &["worktree", "remove", "--force", wt.to_str().unwrap()],
+    );
+    std::fs::create_dir_all(wt.join("src")).unwrap();
+    std::fs::write(wt.join("src/partial.txt"), "x").unwrap();
+    let err = home.fails(&["workspace", "delete", "half", "--yes"]);
+    assert!(err.contains("--force"), "{err}");
+    home.ok(&["workspace", "delete", "half", "--yes", "--force"]);
+    assert!(!wt.exists());
+    assert_eq!(project.branches(), ["main"]);
+    assert!(
+        home.fails(&["workspace", "show", "half"])
+            .contains("no workspace")
+    );
+}
+
+#[test]
 fn two_workspaces_of_one_repository_created_at_once() {
     let home = Home::new();
     let project = Project::new();

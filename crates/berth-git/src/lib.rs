@@ -43,6 +43,10 @@ pub enum GitError {
         base: String,
         count: usize,
     },
+    #[error(
+        "{} is not a working git worktree (was its creation interrupted?), so berth cannot check it for uncommitted work; pass --force to delete it anyway: {message}", .path.display()
+    )]
+    NotAWorktree { path: PathBuf, message: String },
     #[error("`git {command}` failed: {message}")]
     Command { command: String, message: String },
     #[error("cannot run git: {0}")]
@@ -426,13 +430,26 @@ impl Repo {
         if wt.path.exists() {
             // Our checks are the policy; --force only stops git from second-guessing ignored
             // build output and the like.
-            self.git([
+            let removed = self.git([
                 OsStr::new("worktree"),
                 OsStr::new("remove"),
                 OsStr::new("--force"),
                 OsStr::new("--"),
                 wt.path.as_os_str(),
-            ])?;
+            ]);
+            match removed {
+                Ok(_) => {}
+                // A folder git does not know as a worktree (a create that crashed midway):
+                // forced, it goes like any folder.
+                Err(_) if force => {
+                    std::fs::remove_dir_all(wt.path).map_err(|source| GitError::Io {
+                        context: format!("cannot remove {}", wt.path.display()),
+                        source,
+                    })?;
+                    self.git(["worktree", "prune"])?;
+                }
+                Err(e) => return Err(e),
+            }
         } else {
             self.git(["worktree", "prune"])?;
         }
@@ -446,7 +463,13 @@ impl Repo {
     /// commits on a branch berth created that are on neither its base nor its upstream.
     pub fn check_removable(&self, wt: WorktreeRef<'_>) -> Result<()> {
         if wt.path.exists() {
-            let changed = changed_files(wt.path)?;
+            let changed = changed_files(wt.path).map_err(|e| GitError::NotAWorktree {
+                path: wt.path.to_owned(),
+                message: match e {
+                    GitError::Command { message, .. } => message,
+                    other => other.to_string(),
+                },
+            })?;
             if changed > 0 {
                 return Err(GitError::Dirty {
                     path: wt.path.to_owned(),
