@@ -92,6 +92,16 @@ fn main() {
             cmd
         }
     };
+    let berth_create = |home: &Path| {
+        let (repo, home) = (repo.clone(), home.to_owned());
+        move |tag: &str| {
+            let mut cmd = Command::new(berth);
+            cmd.args(["workspace", "create", tag, "--repo"])
+                .arg(&repo)
+                .env("BERTH_HOME", &home);
+            cmd
+        }
+    };
     let contenders: Vec<Contender> = vec![
         ("git worktree add (plain)", Box::new(git_variant(None))),
         (
@@ -104,23 +114,11 @@ fn main() {
         ),
         (
             "berth workspace create --repo",
-            Box::new(|tag: &str| {
-                let mut cmd = Command::new(berth);
-                cmd.args(["workspace", "create", tag, "--repo"])
-                    .arg(&repo)
-                    .env("BERTH_HOME", &home);
-                cmd
-            }),
+            Box::new(berth_create(&home)),
         ),
         (
             "berth workspace create, spare ready",
-            Box::new(|tag: &str| {
-                let mut cmd = Command::new(berth);
-                cmd.args(["workspace", "create", tag, "--repo"])
-                    .arg(&repo)
-                    .env("BERTH_HOME", &spare_home);
-                cmd
-            }),
+            Box::new(berth_create(&spare_home)),
         ),
     ];
     const SPARE: usize = 4;
