@@ -39,6 +39,17 @@ pub enum Command {
     /// Write the config template, or show the merged config (secrets redacted).
     #[command(subcommand)]
     Config(ConfigCmd),
+    /// Serve workspaces and storage to AI agents over MCP on stdin/stdout.
+    ///
+    /// Standard output carries the protocol only; messages go to standard error. Claude Code /
+    /// Claude Desktop: {"command": "berth", "args": ["mcp"]}.
+    #[command(verbatim_doc_comment)]
+    Mcp {
+        /// The repository `workspace_create` makes worktrees of (default: the one containing
+        /// this folder; outside a repository, workspaces are plain folders).
+        #[arg(long, value_name = "PATH")]
+        repo: Option<PathBuf>,
+    },
 }
 
 #[derive(Args)]

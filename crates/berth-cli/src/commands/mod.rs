@@ -3,6 +3,7 @@
 
 mod binding;
 mod config;
+mod mcp;
 mod session;
 mod storage;
 mod workspace;
@@ -37,6 +38,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Session(cmd) => session::run(&ctx, cmd).await,
         Command::Binding(cmd) => binding::run(&ctx, cmd).await,
         Command::Config(cmd) => config::run(&ctx, cmd).await,
+        Command::Mcp { repo } => mcp::run(ctx, repo).await,
     }
 }
 

@@ -1,0 +1,219 @@
+"""berth mcp over stdio, driven by the official MCP Python SDK as an independent client.
+
+Each test starts `berth mcp` on a fresh home (and, for git, a fresh repository) and talks to
+it only through the SDK: tool listing and schemas, workspace creation and removal, the six
+storage tools, and failures as `isError` results rather than protocol errors.
+"""
+
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+BERTH = os.environ.get("BERTH_BIN") or str(
+    Path(__file__).resolve().parents[2] / "target" / "debug" / "berth"
+)
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+def git(cwd, *args):
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@berth.invalid", *args],
+        cwd=cwd,
+        check=True,
+        capture_output=True,
+    )
+
+
+@pytest.fixture
+def home(tmp_path):
+    h = tmp_path / "home"
+    h.mkdir()
+    return h
+
+
+@pytest.fixture
+def repo(tmp_path):
+    r = tmp_path / "project"
+    r.mkdir()
+    git(r, "init", "-q", "-b", "main")
+    (r / "README.md").write_text("hello\n")
+    git(r, "add", ".")
+    git(r, "commit", "-q", "-m", "first")
+    return r
+
+
+class Server:
+    def __init__(self, home, cwd):
+        self.params = StdioServerParameters(
+            command=BERTH,
+            args=["mcp"],
+            env={**os.environ, "BERTH_HOME": str(home)},
+            cwd=str(cwd),
+        )
+
+    async def __aenter__(self):
+        self._client = stdio_client(self.params)
+        read, write = await self._client.__aenter__()
+        self._session = ClientSession(read, write)
+        session = await self._session.__aenter__()
+        await session.initialize()
+        return session
+
+    async def __aexit__(self, *exc):
+        await self._session.__aexit__(*exc)
+        await self._client.__aexit__(*exc)
+
+
+def text(result):
+    return "".join(c.text for c in result.content if c.type == "text")
+
+
+TOOLS = {
+    "workspace_create",
+    "workspace_remove",
+    "workspace_storage_read",
+    "workspace_storage_write",
+    "workspace_storage_list",
+    "session_storage_read",
+    "session_storage_write",
+    "session_storage_list",
+}
+
+
+async def test_tools_are_listed_with_precise_schemas(home, tmp_path):
+    async with Server(home, tmp_path) as s:
+        tools = {t.name: t for t in (await s.list_tools()).tools}
+        assert TOOLS <= set(tools)
+        assert "storage_read" not in tools, "no unified storage tool"
+        create = tools["workspace_create"].input_schema
+        assert create["required"] == ["name"]
+        assert {"name", "description", "branch", "base_branch", "agent_id", "plain"} <= set(
+            create["properties"]
+        )
+        write = tools["workspace_storage_write"].input_schema
+        assert sorted(write["required"]) == ["content", "path", "workspace_identifier"]
+        assert sorted(tools["session_storage_list"].input_schema["required"]) == [
+            "session_identifier"
+        ]
+        for t in tools.values():
+            assert t.description and len(t.description) > 20, t.name
+
+
+async def test_plain_workspace_storage_round_trip(home, tmp_path):
+    async with Server(home, tmp_path) as s:
+        created = await s.call_tool("workspace_create", {"name": "notes", "description": "d"})
+        assert not created.is_error, text(created)
+        ws = created.structured_content
+        assert ws["name"] == "notes" and "git" not in ws
+        wrote = await s.call_tool(
+            "workspace_storage_write",
+            {"workspace_identifier": "notes", "path": "plan/today.md", "content": "# Plan\n## User\n"},
+        )
+        assert not wrote.is_error, text(wrote)
+        assert wrote.structured_content["size"] == len("# Plan\n## User\n")
+        read = await s.call_tool(
+            "workspace_storage_read", {"workspace_identifier": ws["id"][:8], "path": "plan/today.md"}
+        )
+        assert text(read) == "# Plan\n## User\n"
+        assert read.structured_content["encoding"] == "utf-8"
+        listed = await s.call_tool(
+            "workspace_storage_list", {"workspace_identifier": "notes", "path": "plan"}
+        )
+        entries = listed.structured_content["entries"]
+        assert [(e["path"], e["kind"], e["size"]) for e in entries] == [
+            ("plan/today.md", "file", 15)
+        ]
+    # What the server wrote is what the CLI reads: one store.
+    out = subprocess.run(
+        [BERTH, "workspace", "storage", "read", "notes", "plan/today.md"],
+        env={**os.environ, "BERTH_HOME": str(home)},
+        capture_output=True,
+        check=True,
+    )
+    assert out.stdout == b"# Plan\n## User\n"
+
+
+async def test_session_storage(home, tmp_path):
+    env = {**os.environ, "BERTH_HOME": str(home)}
+    subprocess.run([BERTH, "workspace", "create", "w"], env=env, cwd=tmp_path, check=True, capture_output=True)
+    sid = subprocess.run(
+        [BERTH, "session", "new", "-w", "w"], env=env, capture_output=True, check=True, text=True
+    ).stdout.strip()
+    async with Server(home, tmp_path) as s:
+        r = await s.call_tool(
+            "session_storage_write", {"session_identifier": sid, "path": "a.txt", "content": "x"}
+        )
+        assert not r.is_error, text(r)
+        r = await s.call_tool("session_storage_read", {"session_identifier": sid[:6], "path": "a.txt"})
+        assert text(r) == "x"
+        r = await s.call_tool("session_storage_list", {"session_identifier": sid})
+        assert [e["name"] for e in r.structured_content["entries"]] == ["a.txt"]
+
+
+async def test_failures_are_tool_errors_that_say_what_to_do(home, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret").write_text("s")
+    async with Server(home, tmp_path) as s:
+        await s.call_tool("workspace_create", {"name": "w"})
+        r = await s.call_tool("workspace_storage_read", {"workspace_identifier": "nope", "path": "a"})
+        assert r.is_error and "berth workspace list" in text(r)
+        r = await s.call_tool("session_storage_read", {"session_identifier": "nope", "path": "a"})
+        assert r.is_error
+        for bad in ["../x", "/etc/passwd", "a/../../x", ""]:
+            r = await s.call_tool(
+                "workspace_storage_write", {"workspace_identifier": "w", "path": bad, "content": "x"}
+            )
+            assert r.is_error, bad
+        # A symlink out of storage is refused when used.
+        storage = home / "workspaces"
+        (wsdir,) = [p for p in storage.iterdir() if not p.name.startswith(".")]
+        (wsdir / "storage").mkdir(exist_ok=True)
+        os.symlink(outside, wsdir / "storage" / "out")
+        r = await s.call_tool("workspace_storage_read", {"workspace_identifier": "w", "path": "out/secret"})
+        assert r.is_error, text(r)
+        r = await s.call_tool(
+            "workspace_storage_write", {"workspace_identifier": "w", "path": "out/secret", "content": "pwned"}
+        )
+        assert r.is_error
+        assert (outside / "secret").read_text() == "s"
+        r = await s.call_tool("workspace_create", {"name": "bad/name"})
+        assert r.is_error and "workspace name" in text(r)
+        r = await s.call_tool("workspace_create", {"name": "w"})
+        assert r.is_error and "already exists" in text(r)
+        r = await s.call_tool("workspace_create", {"name": "x", "branch": "main"})
+        assert r.is_error and "--repo" in text(r)
+
+
+async def test_git_workspace_create_and_guarded_remove(home, repo):
+    async with Server(home, repo) as s:
+        r = await s.call_tool("workspace_create", {"name": "fix", "description": "fix it"})
+        assert not r.is_error, text(r)
+        ws = r.structured_content
+        assert ws["git"]["branch"] == "berth/fix" and ws["git"]["base_branch"] == "main"
+        worktree = Path(ws["git"]["worktree"])
+        assert (worktree / "README.md").read_text() == "hello\n"
+        (worktree / "wip.txt").write_text("draft")
+        r = await s.call_tool("workspace_remove", {"workspace_id": "fix"})
+        assert r.is_error and "uncommitted" in text(r) and "force" in text(r)
+        assert worktree.exists()
+        r = await s.call_tool("workspace_remove", {"workspace_id": "fix", "force": True})
+        assert not r.is_error, text(r)
+        assert not worktree.exists()
+        branches = subprocess.run(
+            ["git", "branch", "--format=%(refname:short)"], cwd=repo, capture_output=True, text=True
+        ).stdout.split()
+        assert branches == ["main"]
+        r = await s.call_tool("workspace_create", {"name": "p", "plain": True})
+        assert not r.is_error and "git" not in r.structured_content
