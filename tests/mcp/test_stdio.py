@@ -217,3 +217,5 @@ async def test_git_workspace_create_and_guarded_remove(home, repo):
         assert branches == ["main"]
         r = await s.call_tool("workspace_create", {"name": "p", "plain": True})
         assert not r.is_error and "git" not in r.structured_content
+        r = await s.call_tool("workspace_create", {"name": "q", "plain": True, "branch": "main"})
+        assert r.is_error and "plain" in text(r)

@@ -264,6 +264,12 @@ impl BerthMcp {
             agent_id: args.agent_id,
             git: None,
         };
+        if args.plain && (args.branch.is_some() || args.base_branch.is_some()) {
+            return Err(
+                "a plain workspace has no branch: leave out branch and base_branch, or plain"
+                    .to_owned(),
+            );
+        }
         let request = match (&self.repo, args.plain) {
             (Some(repo), false) => Some(GitRequest {
                 repo: repo.clone(),
