@@ -80,6 +80,8 @@ def text(result):
 
 
 TOOLS = {
+    "resource_workspace_list",
+    "resource_workspace_show",
     "workspace_create",
     "workspace_remove",
     "workspace_storage_read",
@@ -219,3 +221,46 @@ async def test_git_workspace_create_and_guarded_remove(home, repo):
         assert not r.is_error and "git" not in r.structured_content
         r = await s.call_tool("workspace_create", {"name": "q", "plain": True, "branch": "main"})
         assert r.is_error and "plain" in text(r)
+
+
+async def test_workspace_resources_and_their_bridge_tools(home, repo):
+    import json
+
+    async with Server(home, repo) as s:
+        r = await s.call_tool("workspace_create", {"name": "feat"})
+        assert not r.is_error, text(r)
+        ws_id = r.structured_content["id"]
+        (Path(r.structured_content["git"]["worktree"]) / "new.txt").write_text("x")
+
+        listed = [str(res.uri) for res in (await s.list_resources()).resources]
+        assert listed == ["berth://workspace"]
+        templates = [t.uri_template for t in (await s.list_resource_templates()).resource_templates]
+        assert templates == ["berth://workspace/{id}"]
+
+        all_ws = json.loads((await s.read_resource("berth://workspace")).contents[0].text)
+        assert [w["uri"] for w in all_ws["workspaces"]] == [f"berth://workspace/{ws_id}"]
+
+        # By id prefix, by name, and through the seed's amux:// alias.
+        for uri in [f"berth://workspace/{ws_id[:6]}", "berth://workspace/feat", "amux://workspace/feat"]:
+            got = await s.read_resource(uri)
+            assert got.contents[0].mime_type == "application/json"
+            detail = json.loads(got.contents[0].text)
+            assert detail["id"] == ws_id
+            assert detail["git_status"]["health"] == "ok"
+            assert detail["git_status"]["changed_files"] == 1
+            assert detail["git_status"]["base_branch"] == "main"
+
+        from mcp import MCPError
+
+        with pytest.raises(MCPError) as err:
+            await s.read_resource("berth://workspace/nope")
+        assert "berth workspace list" in str(err.value)
+        with pytest.raises(MCPError):
+            await s.read_resource("berth://elsewhere")
+
+        r = await s.call_tool("resource_workspace_list", {})
+        assert [w["id"] for w in r.structured_content["workspaces"]] == [ws_id]
+        r = await s.call_tool("resource_workspace_show", {"workspace_identifier": "feat"})
+        assert r.structured_content["git_status"]["changed_files"] == 1
+        r = await s.call_tool("resource_workspace_show", {"workspace_identifier": "nope"})
+        assert r.is_error

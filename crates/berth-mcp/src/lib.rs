@@ -6,8 +6,9 @@
 //! sees tool results, while clients often hide protocol errors. Nothing but protocol goes to
 //! stdout; git setup output is captured by `berth-git`.
 //!
-//! This is the first slice of issue 5: the workspace tools and the six split storage tools
-//! over stdio. Resources, prompts, completions, notifications and Streamable HTTP come next.
+//! This is the first slice of issue 5: the workspace tools, the six split storage tools, and
+//! the workspace resources (with their bridge tools) over stdio. File, context and session
+//! resources, prompts, completions, notifications and Streamable HTTP come next.
 
 use std::path::PathBuf;
 
@@ -18,8 +19,13 @@ use berth_git::BranchSpec;
 use berth_git::workspace::{self as git_workspace, GitRequest};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
-use rmcp::{ErrorData, ServerHandler, ServiceExt, tool, tool_handler, tool_router};
+use rmcp::model::{
+    CallToolResult, ContentBlock, Implementation, ListResourceTemplatesResult, ListResourcesResult,
+    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+    Resource, ResourceContents, ResourceTemplate, ServerCapabilities, ServerConfig,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt, tool, tool_handler, tool_router};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -122,6 +128,39 @@ pub struct SessionListArgs {
     pub path: Option<String>,
 }
 
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct WorkspaceShowArgs {
+    /// The workspace: its id, its name, or an unambiguous id prefix of 4+ characters.
+    pub workspace_identifier: String,
+}
+
+/// The canonical scheme; `amux://` (the seed's) is accepted as an alias.
+const SCHEME: &str = "berth://";
+const ALIAS: &str = "amux://";
+
+/// What a resource URI names, after the scheme.
+enum Target<'a> {
+    Workspaces,
+    Workspace(&'a str),
+}
+
+fn parse_uri(uri: &str) -> Option<Target<'_>> {
+    let rest = uri
+        .strip_prefix(SCHEME)
+        .or_else(|| uri.strip_prefix(ALIAS))?;
+    match rest.split_once('/') {
+        None if rest == "workspace" => Some(Target::Workspaces),
+        Some(("workspace", id)) if !id.is_empty() && !id.contains('/') => {
+            Some(Target::Workspace(id))
+        }
+        _ => None,
+    }
+}
+
+fn workspace_uri(id: &impl std::fmt::Display) -> String {
+    format!("{SCHEME}workspace/{id}")
+}
+
 /// A tool's outcome before it becomes a result: structured data and its text rendering, or a
 /// message for the model.
 type Outcome = Result<(Value, String), String>;
@@ -150,6 +189,38 @@ impl BerthMcp {
             git,
             tool_router: Self::tool_router(),
         }
+    }
+
+    /// Every workspace, each with the URI of its details.
+    async fn workspaces_json(&self) -> Result<Value, String> {
+        let all = self.manager.list().await.map_err(text_of)?;
+        let items: Vec<Value> = all
+            .iter()
+            .map(|ws| {
+                let mut v = serde_json::to_value(ws).unwrap_or(Value::Null);
+                v["uri"] = json!(workspace_uri(&ws.id));
+                v
+            })
+            .collect();
+        Ok(json!({ "workspaces": items }))
+    }
+
+    /// One workspace: the record, its folder and, for git, the worktree's state.
+    async fn workspace_json(&self, identifier: &str) -> Result<Value, String> {
+        let ws = self.manager.resolve(identifier).await.map_err(text_of)?;
+        let status = match ws.git.clone() {
+            Some(git) => Some(
+                tokio::task::spawn_blocking(move || git_workspace::status(&git))
+                    .await
+                    .map_err(text_of)?,
+            ),
+            None => None,
+        };
+        let mut v = serde_json::to_value(&ws).map_err(text_of)?;
+        v["uri"] = json!(workspace_uri(&ws.id));
+        v["path"] = json!(self.manager.workspaces().workspace_dir(&ws.id));
+        v["git_status"] = json!(status);
+        Ok(v)
     }
 
     async fn workspace_scope(&self, identifier: &str) -> Result<StorageScope, String> {
@@ -360,6 +431,29 @@ impl BerthMcp {
         result(self.list(scope, a.path.as_deref()).await)
     }
 
+    #[tool(
+        description = "List every workspace (the berth://workspace resource, for clients that cannot read resources): id, name, description, timestamps, git part and URI."
+    )]
+    async fn resource_workspace_list(&self) -> Result<CallToolResult, ErrorData> {
+        result(self.workspaces_json().await.map(|v| {
+            let text = serde_json::to_string_pretty(&v).unwrap_or_default();
+            (v, text)
+        }))
+    }
+
+    #[tool(
+        description = "Show one workspace (the berth://workspace/{id} resource): its record, folder, and for a git workspace the worktree path, branch, base, ahead/behind, changed files, last commit and health."
+    )]
+    async fn resource_workspace_show(
+        &self,
+        Parameters(a): Parameters<WorkspaceShowArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        result(self.workspace_json(&a.workspace_identifier).await.map(|v| {
+            let text = serde_json::to_string_pretty(&v).unwrap_or_default();
+            (v, text)
+        }))
+    }
+
     #[tool(description = "Read a file from a session's storage.")]
     async fn session_storage_read(
         &self,
@@ -396,14 +490,67 @@ impl BerthMcp {
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for BerthMcp {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(Implementation::from_build_env())
-            .with_instructions(
-                "berth keeps isolated workspaces (git worktrees of a project, or plain folders) \
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_resources()
+                .build(),
+        )
+        .with_server_info(Implementation::from_build_env())
+        .with_instructions(
+            "berth keeps isolated workspaces (git worktrees of a project, or plain folders) \
                  with notes storage, and sessions with their own storage. Create a workspace \
                  per task with workspace_create, keep notes with workspace_storage_write, and \
                  remove it with workspace_remove when the work is merged.",
-            )
+        )
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        Ok(ListResourcesResult::with_all_items(vec![
+            Resource::new(format!("{SCHEME}workspace"), "workspaces")
+                .with_description("Every workspace, each with the URI of its details")
+                .with_mime_type("application/json"),
+        ]))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        Ok(ListResourceTemplatesResult::with_all_items(vec![
+            ResourceTemplate::new(format!("{SCHEME}workspace/{{id}}"), "workspace")
+                .with_description(
+                    "One workspace by id, name or 4+ character id prefix: record, folder, git status",
+                )
+                .with_mime_type("application/json"),
+        ]))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let uri = request.uri;
+        let value = match parse_uri(&uri) {
+            Some(Target::Workspaces) => self.workspaces_json().await,
+            Some(Target::Workspace(id)) => self.workspace_json(id).await,
+            None => Err(format!(
+                "unknown resource {uri:?}: resources are berth://workspace and berth://workspace/{{id}}"
+            )),
+        }
+        .map_err(|message| ErrorData::resource_not_found(message, None))?;
+        let text = serde_json::to_string_pretty(&value)
+            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+        Ok(ReadResourceResult::new(vec![
+            ResourceContents::text(text, uri).with_mime_type("application/json"),
+        ])
+        .into())
     }
 }
 
