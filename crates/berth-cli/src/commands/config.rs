@@ -4,7 +4,7 @@ use anyhow::{Context, bail};
 use berth_core::config::TEMPLATE;
 use berth_store_fs::durable::write_atomic;
 
-use super::{Ctx, environment};
+use super::Ctx;
 use crate::cli::ConfigCmd;
 use crate::render;
 
@@ -27,11 +27,7 @@ pub async fn run(ctx: &Ctx, cmd: ConfigCmd) -> anyhow::Result<()> {
                 Some(w) => Some(ctx.manager.resolve(&w).await?.id),
                 None => None,
             };
-            let global = ctx.store.global_config()?;
-            let loaded = ctx
-                .manager
-                .config(global.as_ref(), ws.as_ref(), environment())
-                .await?;
+            let loaded = ctx.config(ws.as_ref()).await?;
             for unknown in &loaded.unknown_keys {
                 eprintln!("warning: {unknown}");
             }

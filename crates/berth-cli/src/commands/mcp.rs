@@ -20,11 +20,7 @@ pub async fn run(ctx: Ctx, repo: Option<PathBuf>) -> anyhow::Result<()> {
             }
         }
     };
-    let global = ctx.store.global_config()?;
-    let loaded = ctx
-        .manager
-        .config(global.as_ref(), None, super::environment())
-        .await?;
+    let loaded = ctx.config(None).await?;
     for unknown in &loaded.unknown_keys {
         eprintln!("berth mcp: warning: {unknown}");
     }

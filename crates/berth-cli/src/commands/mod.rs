@@ -11,7 +11,8 @@ mod workspace;
 use std::io::IsTerminal;
 
 use anyhow::{Context, bail};
-use berth_core::WorkspaceManager;
+use berth_core::config::LoadedConfig;
+use berth_core::{WorkspaceId, WorkspaceManager};
 use berth_store_fs::FsStore;
 
 use crate::cli::{Cli, Command};
@@ -20,6 +21,18 @@ use crate::cli::{Cli, Command};
 pub struct Ctx {
     pub store: FsStore,
     pub manager: WorkspaceManager,
+}
+
+impl Ctx {
+    /// The config in force for `workspace` (globally with `None`): the global file, the
+    /// workspace's file, then the environment.
+    pub async fn config(&self, workspace: Option<&WorkspaceId>) -> anyhow::Result<LoadedConfig> {
+        let global = self.store.global_config()?;
+        Ok(self
+            .manager
+            .config(global.as_ref(), workspace, environment())
+            .await?)
+    }
 }
 
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
@@ -67,7 +80,7 @@ pub fn confirm(yes: bool, question: &str) -> anyhow::Result<()> {
 
 /// The process environment as the config layer sees it (non-UTF-8 variables are skipped: no
 /// config key can use them).
-pub fn environment() -> Vec<(String, String)> {
+fn environment() -> Vec<(String, String)> {
     std::env::vars_os()
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
         .collect()

@@ -6,7 +6,7 @@ use anyhow::Context;
 use berth_core::{Message, NewSession, Role, Session, SessionId, StorageScope, WorkspaceStore};
 
 use super::storage::read_content;
-use super::{Ctx, confirm, environment};
+use super::{Ctx, confirm};
 use crate::cli::SessionCmd;
 use crate::render;
 
@@ -26,10 +26,7 @@ pub async fn run(ctx: &Ctx, cmd: SessionCmd) -> anyhow::Result<()> {
             let (provider, model) = match (provider, model) {
                 (Some(p), Some(m)) => (p, m),
                 (p, md) => {
-                    let global = ctx.store.global_config()?;
-                    let loaded = m
-                        .config(global.as_ref(), Some(&ws.id), environment())
-                        .await?;
+                    let loaded = ctx.config(Some(&ws.id)).await?;
                     let c = loaded.config;
                     (
                         p.unwrap_or_else(|| c.provider().as_str().to_owned()),

@@ -147,13 +147,7 @@ pub async fn run(ctx: &Ctx, cmd: WorkspaceCmd) -> anyhow::Result<()> {
             let request = git_request(plain, repo, spec, base)?;
             let settings = match &request {
                 // The workspace's own config does not exist yet: global file and environment.
-                Some(_) => {
-                    let global = ctx.store.global_config()?;
-                    m.config(global.as_ref(), None, super::environment())
-                        .await?
-                        .config
-                        .git
-                }
+                Some(_) => ctx.config(None).await?.config.git,
                 None => Default::default(),
             };
             let repo = request.as_ref().map(|r| r.repo.clone());
@@ -366,12 +360,7 @@ pub async fn run(ctx: &Ctx, cmd: WorkspaceCmd) -> anyhow::Result<()> {
                 Some(r) => r,
                 None => std::env::current_dir().context("cannot read the current folder")?,
             };
-            let global = ctx.store.global_config()?;
-            let settings = m
-                .config(global.as_ref(), None, super::environment())
-                .await?
-                .config
-                .git;
+            let settings = ctx.config(None).await?.config.git;
             let (pool, repo) = git_workspace::spare_pool(m, &repo, &settings)?;
             let mut cleared = 0;
             if clear {
