@@ -75,6 +75,17 @@ pub enum EntryKind {
     Symlink,
 }
 
+impl EntryKind {
+    /// The name serde uses too: `file`, `dir`, `symlink`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EntryKind::File => "file",
+            EntryKind::Dir => "dir",
+            EntryKind::Symlink => "symlink",
+        }
+    }
+}
+
 /// One entry of a storage folder listing.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StorageEntry {

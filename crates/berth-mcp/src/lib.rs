@@ -176,6 +176,12 @@ fn result(outcome: Outcome) -> Result<CallToolResult, ErrorData> {
     })
 }
 
+/// Data whose text rendering is the data itself, pretty-printed.
+fn rendered(value: Value) -> (Value, String) {
+    let text = serde_json::to_string_pretty(&value).unwrap_or_default();
+    (value, text)
+}
+
 fn text_of(e: impl std::fmt::Display) -> String {
     e.to_string()
 }
@@ -302,14 +308,7 @@ impl BerthMcp {
         } else {
             entries
                 .iter()
-                .map(|e| {
-                    let kind = match e.kind {
-                        berth_core::EntryKind::File => "file",
-                        berth_core::EntryKind::Dir => "dir",
-                        berth_core::EntryKind::Symlink => "symlink",
-                    };
-                    format!("{kind}\t{}\t{}", e.size, e.path)
-                })
+                .map(|e| format!("{}\t{}\t{}", e.kind.as_str(), e.size, e.path))
                 .collect::<Vec<_>>()
                 .join("\n")
         };
@@ -435,10 +434,7 @@ impl BerthMcp {
         description = "List every workspace (the berth://workspace resource, for clients that cannot read resources): id, name, description, timestamps, git part and URI."
     )]
     async fn resource_workspace_list(&self) -> Result<CallToolResult, ErrorData> {
-        result(self.workspaces_json().await.map(|v| {
-            let text = serde_json::to_string_pretty(&v).unwrap_or_default();
-            (v, text)
-        }))
+        result(self.workspaces_json().await.map(rendered))
     }
 
     #[tool(
@@ -448,10 +444,11 @@ impl BerthMcp {
         &self,
         Parameters(a): Parameters<WorkspaceShowArgs>,
     ) -> Result<CallToolResult, ErrorData> {
-        result(self.workspace_json(&a.workspace_identifier).await.map(|v| {
-            let text = serde_json::to_string_pretty(&v).unwrap_or_default();
-            (v, text)
-        }))
+        result(
+            self.workspace_json(&a.workspace_identifier)
+                .await
+                .map(rendered),
+        )
     }
 
     #[tool(description = "Read a file from a session's storage.")]

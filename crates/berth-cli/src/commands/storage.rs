@@ -35,12 +35,11 @@ pub async fn run(ctx: &Ctx, scope: StorageScope, cmd: StorageCmd) -> anyhow::Res
             let rows: Vec<Vec<String>> = entries
                 .iter()
                 .map(|e| {
-                    let kind = match e.kind {
-                        berth_core::EntryKind::File => "file",
-                        berth_core::EntryKind::Dir => "dir",
-                        berth_core::EntryKind::Symlink => "symlink",
-                    };
-                    vec![kind.to_owned(), e.size.to_string(), render::cell(&e.path)]
+                    vec![
+                        e.kind.as_str().to_owned(),
+                        e.size.to_string(),
+                        render::cell(&e.path),
+                    ]
                 })
                 .collect();
             render::table(&["KIND", "SIZE", "PATH"], &rows)?;
