@@ -430,14 +430,7 @@ impl Repo {
         if wt.path.exists() {
             // Our checks are the policy; --force only stops git from second-guessing ignored
             // build output and the like.
-            let removed = self.git([
-                OsStr::new("worktree"),
-                OsStr::new("remove"),
-                OsStr::new("--force"),
-                OsStr::new("--"),
-                wt.path.as_os_str(),
-            ]);
-            match removed {
+            match self.force_remove_worktree(wt.path) {
                 Ok(_) => {}
                 // A folder git does not know as a worktree (a create that crashed midway):
                 // forced, it goes like any folder.
@@ -457,6 +450,18 @@ impl Repo {
             self.git(["branch", "-D", "--", wt.branch])?;
         }
         Ok(())
+    }
+
+    /// `git worktree remove --force`: the folder and git's record of it, whatever is inside.
+    fn force_remove_worktree(&self, path: &Path) -> Result<()> {
+        self.git([
+            OsStr::new("worktree"),
+            OsStr::new("remove"),
+            OsStr::new("--force"),
+            OsStr::new("--"),
+            path.as_os_str(),
+        ])
+        .map(drop)
     }
 
     /// Why removing this worktree would lose work, if it would: uncommitted changes, or

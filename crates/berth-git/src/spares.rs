@@ -107,12 +107,7 @@ impl SparePool {
         }
         let checked_out = repo.checkout_plan(dest, plan);
         if let Err(e) = checked_out {
-            let _ = repo.git([
-                OsStr::new("worktree"),
-                OsStr::new("remove"),
-                OsStr::new("--force"),
-                dest.as_os_str(),
-            ]);
+            drop_spare(repo, dest);
             if plan.branch_created && repo.has_branch(&plan.branch) {
                 let _ = repo.git(["branch", "-D", "--", &plan.branch]);
             }
@@ -177,13 +172,7 @@ impl SparePool {
 /// Removes a spare whatever state it is in: through git if git knows it, else by hand, and
 /// then git's records of worktrees that are gone.
 fn drop_spare(repo: &Repo, spare: &Path) {
-    let removed = repo.git([
-        OsStr::new("worktree"),
-        OsStr::new("remove"),
-        OsStr::new("--force"),
-        spare.as_os_str(),
-    ]);
-    if removed.is_err() {
+    if repo.force_remove_worktree(spare).is_err() {
         let _ = std::fs::remove_dir_all(spare);
         let _ = repo.git(["worktree", "prune"]);
     }

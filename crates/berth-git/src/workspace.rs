@@ -91,7 +91,7 @@ pub async fn create(
     })
     .await?;
     let pool = match settings.spare_worktrees {
-        Some(n) if n > 0 => Some(SparePool::new(&spare_base(manager, &id, settings)?, &repo)),
+        Some(n) if n > 0 => Some(SparePool::new(&spare_base(manager, settings)?, &repo)),
         _ => None,
     };
     new.id = Some(id);
@@ -315,12 +315,9 @@ fn worktree_ref(git: &GitInfo) -> WorktreeRef<'_> {
 }
 
 /// Where spare checkouts live: beside the worktrees, so taking one is a rename.
-fn spare_base(
-    manager: &WorkspaceManager,
-    id: &WorkspaceId,
-    settings: &GitSettings,
-) -> Result<PathBuf> {
-    let worktree = worktree_path(manager, id, settings)?;
+fn spare_base(manager: &WorkspaceManager, settings: &GitSettings) -> Result<PathBuf> {
+    // Where any workspace's worktree would go; the pool sits beside them all, so any id does.
+    let worktree = worktree_path(manager, &WorkspaceId::default_workspace(), settings)?;
     let beside = match &settings.worktree_dir {
         Some(_) => worktree.parent(),
         // <home>/workspaces/<id>/worktree → <home>
@@ -340,8 +337,7 @@ pub fn spare_pool(
     settings: &GitSettings,
 ) -> Result<(SparePool, Repo)> {
     let repo = Repo::discover(repo)?;
-    // Any id gives the same base; the pool does not depend on the workspace.
-    let base = spare_base(manager, &WorkspaceId::default_workspace(), settings)?;
+    let base = spare_base(manager, settings)?;
     Ok((SparePool::new(&base, &repo), repo))
 }
 
