@@ -47,17 +47,21 @@ async fn statuses(all: &[Workspace]) -> anyhow::Result<Vec<Option<WorktreeStatus
         .collect())
 }
 
+/// A count git could not tell is shown as `?`.
+fn known(count: Option<impl ToString>) -> String {
+    count.map_or_else(|| "?".to_owned(), |c| c.to_string())
+}
+
 /// One line about a worktree: `berth/x +2 -0 ~3` (ahead, behind, changed files), or the
 /// health when something is missing.
 fn git_summary(status: &WorktreeStatus) -> String {
-    let n = |v: Option<u64>| v.map_or("?".to_owned(), |v| v.to_string());
     match status.health {
         Health::Ok => format!(
             "{} +{} -{} ~{}",
             status.branch,
-            n(status.ahead),
-            n(status.behind),
-            n(status.changed_files.map(|c| c as u64))
+            known(status.ahead),
+            known(status.behind),
+            known(status.changed_files)
         ),
         health => format!("{} {}", status.branch, health.as_str()),
     }
@@ -204,7 +208,6 @@ pub async fn run(ctx: &Ctx, cmd: WorkspaceCmd) -> anyhow::Result<()> {
                 ),
             ];
             if let (Some(git), Some(st)) = (&ws.git, &v.git_status) {
-                let n = |v: Option<u64>| v.map_or("?".to_owned(), |v| v.to_string());
                 rows.push(("repository", git.repo.clone()));
                 rows.push(("worktree", git.worktree.clone()));
                 let created = if git.branch_created {
@@ -221,9 +224,9 @@ pub async fn run(ctx: &Ctx, cmd: WorkspaceCmd) -> anyhow::Result<()> {
                     "changes",
                     format!(
                         "{} ahead, {} behind, {} changed file(s)",
-                        n(st.ahead),
-                        n(st.behind),
-                        n(st.changed_files.map(|c| c as u64))
+                        known(st.ahead),
+                        known(st.behind),
+                        known(st.changed_files)
                     ),
                 ));
                 if let Some(c) = &st.last_commit {
