@@ -41,6 +41,21 @@ fn repo_on(branch: &str) -> (tempfile::TempDir, PathBuf) {
     (tmp, root)
 }
 
+/// A clone of `origin` at `<dir>/clone`, so `origin/*` branches and `origin/HEAD` exist.
+fn clone_of(origin: &Path, dir: &Path) -> PathBuf {
+    let clone = dir.join("clone");
+    git(
+        dir,
+        &[
+            "clone",
+            "--quiet",
+            origin.to_str().unwrap(),
+            clone.to_str().unwrap(),
+        ],
+    );
+    clone
+}
+
 fn commit(dir: &Path, file: &str, msg: &str) {
     std::fs::write(dir.join(file), msg).unwrap();
     git(dir, &["add", file]);
@@ -149,16 +164,7 @@ fn base_detection() {
         "main"
     );
     // A clone's origin/HEAD comes first.
-    let clone = tmp.path().join("clone");
-    git(
-        tmp.path(),
-        &[
-            "clone",
-            "--quiet",
-            root.to_str().unwrap(),
-            clone.to_str().unwrap(),
-        ],
-    );
+    let clone = clone_of(&root, tmp.path());
     git(&clone, &["branch", "main"]);
     assert_eq!(
         Repo::discover(&clone).unwrap().default_base().unwrap(),
@@ -205,17 +211,8 @@ fn explicit_base_and_existing_branches() {
     );
 
     // origin/<name> is tracked as a new local branch, which berth did create.
-    let clone = tmp.path().join("clone");
     git(&root, &["branch", "remote-only"]);
-    git(
-        tmp.path(),
-        &[
-            "clone",
-            "--quiet",
-            root.to_str().unwrap(),
-            clone.to_str().unwrap(),
-        ],
-    );
+    let clone = clone_of(&root, tmp.path());
     let cloned = Repo::discover(&clone).unwrap();
     let p3 = tmp.path().join("remote-only");
     let c = cloned
@@ -352,16 +349,7 @@ fn force_removes_dirty_and_unmerged_work() {
 #[test]
 fn pushed_work_counts_as_safe() {
     let (tmp, origin) = repo_on("main");
-    let clone = tmp.path().join("clone");
-    git(
-        tmp.path(),
-        &[
-            "clone",
-            "--quiet",
-            origin.to_str().unwrap(),
-            clone.to_str().unwrap(),
-        ],
-    );
+    let clone = clone_of(&origin, tmp.path());
     let repo = Repo::discover(&clone).unwrap();
     let path = tmp.path().join("wt");
     repo.add_worktree(&path, &BranchSpec::New("berth/p".into()), None)
