@@ -8,7 +8,7 @@ cd "$(dirname "$0")"
 command -v cargo >/dev/null || { echo "test.sh: cargo is required (https://rustup.rs)" >&2; exit 1; }
 command -v git >/dev/null || { echo "test.sh: git is required" >&2; exit 1; }
 command -v python3 >/dev/null || { echo "test.sh: python3 (3.10+) is required" >&2; exit 1; }
-if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import mcp, pytest' 2>/dev/null; then
+if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import mcp, pytest, pytest_timeout' 2>/dev/null; then
   python3 -m venv .venv
   .venv/bin/pip install --quiet --disable-pip-version-check -r tests/mcp/requirements.txt
 fi
@@ -17,7 +17,7 @@ trap 'rm -f "$log"' EXIT
 status=0
 cargo test --workspace --locked 2>&1 | tee "$log" || status=$?
 # The MCP server against the official Python SDK; cargo test has built the binary.
-BERTH_BIN="$(cd "${CARGO_TARGET_DIR:-target}" && pwd)/debug/berth" .venv/bin/python -m pytest tests/mcp -q -p no:cacheprovider 2>&1 | tee -a "$log" || status=$?
+TEST_BERTH_BIN="$(cd "${CARGO_TARGET_DIR:-target}" && pwd)/debug/berth" .venv/bin/python -m pytest tests/mcp -q -p no:cacheprovider --timeout=120 2>&1 | tee -a "$log" || status=$?
 # cargo's last line is a per-binary summary (often the doc-tests' "0 passed"); end with the total.
 # pytest's summary ("5 passed in 1.2s", "1 failed, 4 passed in …") counts the same way.
 awk '/^test result:/ || /^=* ?[0-9]+ (passed|failed)/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }

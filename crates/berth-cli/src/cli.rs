@@ -39,17 +39,59 @@ pub enum Command {
     /// Write the config template, or show the merged config (secrets redacted).
     #[command(subcommand)]
     Config(ConfigCmd),
-    /// Serve workspaces and storage to AI agents over MCP on stdin/stdout.
+    /// Serve workspaces, sessions and storage to AI agents over MCP.
     ///
-    /// Standard output carries the protocol only; messages go to standard error. Claude Code /
-    /// Claude Desktop: {"command": "berth", "args": ["mcp"]}.
+    /// On stdio (the default), standard output carries the protocol only; messages go to
+    /// standard error. Claude Code / Claude Desktop: {"command": "berth", "args": ["mcp"]}.
+    ///
+    /// With --transport http, it serves Streamable HTTP at http://<listen>/mcp until SIGINT or
+    /// SIGTERM, and prints the URL on standard error. Requests whose Host is not loopback (or
+    /// an --allow-host) or whose Origin is not a loopback page (or an --allow-origin) get 403.
+    /// With a token, every request needs `Authorization: Bearer <token>` (401 otherwise);
+    /// listening anywhere but loopback requires one.
     #[command(verbatim_doc_comment)]
-    Mcp {
-        /// The repository `workspace_create` makes worktrees of (default: the one containing
-        /// this folder; outside a repository, workspaces are plain folders).
-        #[arg(long, value_name = "PATH")]
-        repo: Option<PathBuf>,
-    },
+    Mcp(McpArgs),
+}
+
+#[derive(Args)]
+pub struct McpArgs {
+    /// The repository `workspace_create` makes worktrees of (default: the one containing
+    /// this folder; outside a repository, workspaces are plain folders).
+    #[arg(long, value_name = "PATH")]
+    pub repo: Option<PathBuf>,
+    /// How clients connect: over this process's stdin/stdout, or over HTTP.
+    #[arg(long, value_enum, default_value_t = Transport::Stdio)]
+    pub transport: Transport,
+    /// The address the HTTP transport listens on; port 0 picks a free port.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8765")]
+    pub listen: std::net::SocketAddr,
+    /// The bearer token HTTP clients must send.
+    #[arg(
+        long,
+        env = "BERTH_MCP_TOKEN",
+        hide_env_values = true,
+        value_name = "TOKEN"
+    )]
+    pub token: Option<String>,
+    /// Another host name (or host:port) HTTP requests may be addressed to; repeatable.
+    #[arg(long = "allow-host", value_name = "HOST")]
+    pub allow_hosts: Vec<String>,
+    /// Another browser origin allowed to call the HTTP server, with scheme and port
+    /// (`https://app.example.com:443`, `:*` for any port); repeatable.
+    #[arg(long = "allow-origin", value_name = "ORIGIN")]
+    pub allow_origins: Vec<String>,
+    /// HTTP request bodies larger than this get 413.
+    #[arg(long, value_name = "BYTES", default_value_t = berth_mcp::DEFAULT_MAX_REQUEST_BYTES)]
+    pub max_request_bytes: usize,
+    /// Worktree files larger than this are refused by the files resource.
+    #[arg(long, value_name = "BYTES", default_value_t = berth_mcp::DEFAULT_MAX_FILE_BYTES)]
+    pub max_file_bytes: u64,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Transport {
+    Stdio,
+    Http,
 }
 
 #[derive(Args)]

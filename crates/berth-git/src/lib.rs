@@ -516,6 +516,19 @@ impl Repo {
 
     /// The worktree's state. Never fails: what cannot be known is `None`, and the health says
     /// why.
+    /// The commits on `branch` that `base` lacks, newest first, as `<short sha> <subject>`;
+    /// at most `limit` of them.
+    pub fn commits_ahead(&self, base: &str, branch: &str, limit: usize) -> Result<Vec<String>> {
+        let out = self.git([
+            "log",
+            "--format=%h %s",
+            &format!("--max-count={limit}"),
+            &format!("{base}..{branch}"),
+            "--",
+        ])?;
+        Ok(out.lines().map(str::to_owned).collect())
+    }
+
     pub fn status(&self, wt: WorktreeRef<'_>) -> WorktreeStatus {
         let mut status = WorktreeStatus {
             health: Health::Ok,
@@ -578,20 +591,26 @@ fn check_branch_name(repo: &Repo, name: &str) -> Result<()> {
 
 /// Entries of `git status --porcelain` in the worktree (untracked files included).
 fn changed_files(worktree: &Path) -> Result<usize> {
+    Ok(changed_paths(worktree)?.len())
+}
+
+/// Files with uncommitted changes in `worktree`, untracked included, each as git's two-letter
+/// status and the path (`" M src/lib.rs"`, `"?? notes.txt"`), in git's order.
+pub fn changed_paths(worktree: &Path) -> Result<Vec<String>> {
     let out = run(
         worktree,
         ["status", "--porcelain=v1", "-z", "--untracked-files=normal"],
     )?;
-    // -z: each entry ends with NUL; renames carry a second NUL-terminated path.
-    let mut count = 0;
+    // -z: each entry ends with NUL; renames carry a second NUL-terminated path (the source).
+    let mut paths = Vec::new();
     let mut fields = out.split('\0').filter(|f| !f.is_empty());
     while let Some(entry) = fields.next() {
-        count += 1;
         if entry.starts_with('R') || entry.starts_with('C') {
             fields.next();
         }
+        paths.push(entry.to_owned());
     }
-    Ok(count)
+    Ok(paths)
 }
 
 fn command(dir: &Path) -> Command {

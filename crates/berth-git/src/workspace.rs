@@ -286,6 +286,41 @@ pub fn status(git: &GitInfo) -> WorktreeStatus {
     }
 }
 
+/// What a reviewer of a git workspace wants beyond its status: which files are uncommitted and
+/// which commits the branch adds to its base.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Review {
+    pub status: WorktreeStatus,
+    /// `git status --porcelain` entries: two status letters and the path.
+    pub uncommitted: Vec<String>,
+    /// `<short sha> <subject>` of the commits ahead of the base, newest first.
+    pub commits: Vec<String>,
+}
+
+/// Commits listed in a [`Review`] at most; a branch further ahead says so by its `ahead` count.
+pub const REVIEW_MAX_COMMITS: usize = 50;
+
+/// The status of `git`'s worktree with its uncommitted files and new commits. Never fails:
+/// what git cannot tell is left empty, and `status.health` says why.
+pub fn review(git: &GitInfo) -> Review {
+    let status = status(git);
+    let mut review = Review {
+        status,
+        uncommitted: Vec::new(),
+        commits: Vec::new(),
+    };
+    if review.status.health != Health::Ok {
+        return review;
+    }
+    review.uncommitted = crate::changed_paths(Path::new(&git.worktree)).unwrap_or_default();
+    if let Ok(repo) = Repo::open(Path::new(&git.repo)) {
+        review.commits = repo
+            .commits_ahead(&git.base_branch, &git.branch, REVIEW_MAX_COMMITS)
+            .unwrap_or_default();
+    }
+    review
+}
+
 /// Statuses of many worktrees, a few at a time (each costs a handful of git processes).
 pub async fn statuses(gits: Vec<GitInfo>) -> Result<Vec<WorktreeStatus>> {
     blocking(move || {

@@ -51,7 +51,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Session(cmd) => session::run(&ctx, cmd).await,
         Command::Binding(cmd) => binding::run(&ctx, cmd).await,
         Command::Config(cmd) => config::run(&ctx, cmd).await,
-        Command::Mcp { repo } => mcp::run(ctx, repo).await,
+        Command::Mcp(args) => mcp::run(ctx, args).await,
     }
 }
 

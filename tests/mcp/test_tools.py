@@ -1,87 +1,28 @@
-"""berth mcp over stdio, driven by the official MCP Python SDK as an independent client.
-
-Each test starts `berth mcp` on a fresh home (and, for git, a fresh repository) and talks to
-it only through the SDK: tool listing and schemas, workspace creation and removal, the six
-storage tools, and failures as `isError` results rather than protocol errors.
+"""The tools of `berth mcp`, over stdio and Streamable HTTP, driven by the official MCP Python
+SDK as an independent client: schemas, workspace creation and removal, the six split storage
+tools, the bridge tools, and failures as `isError` results rather than protocol errors.
 """
 
+import json
 import os
 import subprocess
-import tempfile
 from pathlib import Path
 
 import pytest
-from mcp import ClientSession, StdioServerParameters
-from mcp.client.stdio import stdio_client
+from mcp import MCPError
 
-BERTH = os.environ.get("BERTH_BIN") or str(
-    Path(__file__).resolve().parents[2] / "target" / "debug" / "berth"
-)
+from conftest import BERTH, text
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def anyio_backend():
-    return "asyncio"
-
-
-def git(cwd, *args):
-    subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@berth.invalid", *args],
-        cwd=cwd,
-        check=True,
-        capture_output=True,
-    )
-
-
-@pytest.fixture
-def home(tmp_path):
-    h = tmp_path / "home"
-    h.mkdir()
-    return h
-
-
-@pytest.fixture
-def repo(tmp_path):
-    r = tmp_path / "project"
-    r.mkdir()
-    git(r, "init", "-q", "-b", "main")
-    (r / "README.md").write_text("hello\n")
-    git(r, "add", ".")
-    git(r, "commit", "-q", "-m", "first")
-    return r
-
-
-class Server:
-    def __init__(self, home, cwd):
-        self.params = StdioServerParameters(
-            command=BERTH,
-            args=["mcp"],
-            env={**os.environ, "BERTH_HOME": str(home)},
-            cwd=str(cwd),
-        )
-
-    async def __aenter__(self):
-        self._client = stdio_client(self.params)
-        read, write = await self._client.__aenter__()
-        self._session = ClientSession(read, write)
-        session = await self._session.__aenter__()
-        await session.initialize()
-        return session
-
-    async def __aexit__(self, *exc):
-        await self._session.__aexit__(*exc)
-        await self._client.__aexit__(*exc)
-
-
-def text(result):
-    return "".join(c.text for c in result.content if c.type == "text")
-
 
 TOOLS = {
     "resource_workspace_list",
     "resource_workspace_show",
+    "resource_workspace_browse",
+    "resource_session_list",
+    "resource_session_show",
+    "prompt_list",
+    "prompt_get",
     "workspace_create",
     "workspace_remove",
     "workspace_storage_read",
@@ -93,8 +34,8 @@ TOOLS = {
 }
 
 
-async def test_tools_are_listed_with_precise_schemas(home, tmp_path):
-    async with Server(home, tmp_path) as s:
+async def test_tools_are_listed_with_precise_schemas(connect, home, tmp_path):
+    async with connect(tmp_path) as s:
         tools = {t.name: t for t in (await s.list_tools()).tools}
         assert TOOLS <= set(tools)
         assert "storage_read" not in tools, "no unified storage tool"
@@ -112,8 +53,8 @@ async def test_tools_are_listed_with_precise_schemas(home, tmp_path):
             assert t.description and len(t.description) > 20, t.name
 
 
-async def test_plain_workspace_storage_round_trip(home, tmp_path):
-    async with Server(home, tmp_path) as s:
+async def test_plain_workspace_storage_round_trip(connect, home, tmp_path):
+    async with connect(tmp_path) as s:
         created = await s.call_tool("workspace_create", {"name": "notes", "description": "d"})
         assert not created.is_error, text(created)
         ws = created.structured_content
@@ -146,13 +87,13 @@ async def test_plain_workspace_storage_round_trip(home, tmp_path):
     assert out.stdout == b"# Plan\n## User\n"
 
 
-async def test_session_storage(home, tmp_path):
+async def test_session_storage(connect, home, tmp_path):
     env = {**os.environ, "BERTH_HOME": str(home)}
     subprocess.run([BERTH, "workspace", "create", "w"], env=env, cwd=tmp_path, check=True, capture_output=True)
     sid = subprocess.run(
         [BERTH, "session", "new", "-w", "w"], env=env, capture_output=True, check=True, text=True
     ).stdout.strip()
-    async with Server(home, tmp_path) as s:
+    async with connect(tmp_path) as s:
         r = await s.call_tool(
             "session_storage_write", {"session_identifier": sid, "path": "a.txt", "content": "x"}
         )
@@ -163,11 +104,11 @@ async def test_session_storage(home, tmp_path):
         assert [e["name"] for e in r.structured_content["entries"]] == ["a.txt"]
 
 
-async def test_failures_are_tool_errors_that_say_what_to_do(home, tmp_path):
+async def test_failures_are_tool_errors_that_say_what_to_do(connect, home, tmp_path):
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "secret").write_text("s")
-    async with Server(home, tmp_path) as s:
+    async with connect(tmp_path) as s:
         await s.call_tool("workspace_create", {"name": "w"})
         r = await s.call_tool("workspace_storage_read", {"workspace_identifier": "nope", "path": "a"})
         assert r.is_error and "berth workspace list" in text(r)
@@ -198,8 +139,8 @@ async def test_failures_are_tool_errors_that_say_what_to_do(home, tmp_path):
         assert r.is_error and "--repo" in text(r)
 
 
-async def test_git_workspace_create_and_guarded_remove(home, repo):
-    async with Server(home, repo) as s:
+async def test_git_workspace_create_and_guarded_remove(connect, home, repo):
+    async with connect(repo) as s:
         r = await s.call_tool("workspace_create", {"name": "fix", "description": "fix it"})
         assert not r.is_error, text(r)
         ws = r.structured_content
@@ -223,19 +164,30 @@ async def test_git_workspace_create_and_guarded_remove(home, repo):
         assert r.is_error and "plain" in text(r)
 
 
-async def test_workspace_resources_and_their_bridge_tools(home, repo):
-    import json
-
-    async with Server(home, repo) as s:
+async def test_workspace_resources_and_their_bridge_tools(connect, home, repo):
+    async with connect(repo) as s:
         r = await s.call_tool("workspace_create", {"name": "feat"})
         assert not r.is_error, text(r)
         ws_id = r.structured_content["id"]
         (Path(r.structured_content["git"]["worktree"]) / "new.txt").write_text("x")
 
         listed = [str(res.uri) for res in (await s.list_resources()).resources]
-        assert listed == ["berth://workspace"]
+        assert listed == [
+            "berth://workspace",
+            "berth://session",
+            f"berth://workspace/{ws_id}",
+            f"berth://workspace/{ws_id}/context",
+        ]
         templates = [t.uri_template for t in (await s.list_resource_templates()).resource_templates]
-        assert templates == ["berth://workspace/{id}"]
+        assert templates == [
+            "berth://workspace/{id}",
+            "berth://workspace/{id}/files{/path*}",
+            "berth://workspace/{id}/context",
+            "berth://workspace/{id}/storage{/path*}",
+            "berth://session/{id}",
+            "berth://session/{id}/transcript",
+            "berth://session/{id}/storage{/path*}",
+        ]
 
         all_ws = json.loads((await s.read_resource("berth://workspace")).contents[0].text)
         assert [w["uri"] for w in all_ws["workspaces"]] == [f"berth://workspace/{ws_id}"]
@@ -249,8 +201,6 @@ async def test_workspace_resources_and_their_bridge_tools(home, repo):
             assert detail["git_status"]["health"] == "ok"
             assert detail["git_status"]["changed_files"] == 1
             assert detail["git_status"]["base_branch"] == "main"
-
-        from mcp import MCPError
 
         with pytest.raises(MCPError) as err:
             await s.read_resource("berth://workspace/nope")

@@ -1,0 +1,156 @@
+//! Streamable HTTP at `/mcp`, with the checks the MCP spec asks of an HTTP server.
+//!
+//! - `Host` is checked against the names this server answers to and `Origin` against the
+//!   origins allowed to call it (both by rmcp), so a web page cannot reach a local server
+//!   through DNS rebinding: a foreign `Origin` gets 403.
+//! - A bearer token, when set, is required on every request (401 without it), compared in
+//!   constant time.
+//! - An address other than loopback is refused without a token: anyone who can reach it could
+//!   otherwise create and remove workspaces.
+//! - Request bodies over a limit get 413 (rmcp), before any parsing.
+//!
+//! Each MCP session gets its own [`BerthMcp::connection`], so subscriptions are per client
+//! while `list_changed` reaches all of them.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::{StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+
+use crate::{BerthMcp, ServeError};
+
+/// How `berth mcp --transport http` listens.
+#[derive(Debug, Clone)]
+pub struct HttpOptions {
+    pub listen: SocketAddr,
+    /// The bearer token every request must carry; required off loopback.
+    pub token: Option<String>,
+    /// Host names (or `host:port`) besides loopback that requests may be addressed to.
+    pub allowed_hosts: Vec<String>,
+    /// Browser origins besides loopback pages (`https://app.example.com:443`, `:*` for any
+    /// port) that may call the server.
+    pub allowed_origins: Vec<String>,
+    pub max_request_bytes: usize,
+}
+
+/// Requests larger than this get 413 unless the server is told otherwise: room for a storage
+/// write of a few MiB, far from what would strain memory.
+pub const DEFAULT_MAX_REQUEST_BYTES: usize = 16 * 1024 * 1024;
+
+const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
+const LOOPBACK_ORIGINS: [&str; 3] = ["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*"];
+
+/// Serves MCP over HTTP until SIGINT or SIGTERM. `on_listening` is called with the bound
+/// address (useful with port 0) once requests can be accepted.
+pub async fn serve_http(
+    server: BerthMcp,
+    options: HttpOptions,
+    on_listening: impl FnOnce(SocketAddr),
+) -> Result<(), ServeError> {
+    if !options.listen.ip().is_loopback() && options.token.is_none() {
+        return Err(ServeError::PublicWithoutToken(options.listen));
+    }
+    let mut hosts: Vec<String> = LOOPBACK_HOSTS.iter().map(|h| h.to_string()).collect();
+    if !options.listen.ip().is_unspecified() {
+        hosts.push(options.listen.ip().to_string());
+    }
+    hosts.extend(options.allowed_hosts);
+    let mut origins: Vec<String> = LOOPBACK_ORIGINS.iter().map(|o| o.to_string()).collect();
+    origins.extend(options.allowed_origins);
+    let config = StreamableHttpServerConfig::default()
+        .with_allowed_hosts(hosts)
+        .with_allowed_origins(origins)
+        .enforce_origin_validation()
+        .with_max_request_body_bytes(options.max_request_bytes);
+    let sessions_done = config.cancellation_token.clone();
+    let service = StreamableHttpService::new(
+        move || Ok(server.connection()),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    );
+    let mut app = axum::Router::new().route_service("/mcp", service);
+    if let Some(token) = options.token {
+        app = app.layer(middleware::from_fn_with_state(
+            Arc::<str>::from(token),
+            require_token,
+        ));
+    }
+    let listener = tokio::net::TcpListener::bind(options.listen)
+        .await
+        .map_err(|source| ServeError::Listen {
+            addr: options.listen,
+            source,
+        })?;
+    let bound = listener.local_addr().map_err(|source| ServeError::Listen {
+        addr: options.listen,
+        source,
+    })?;
+    on_listening(bound);
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move {
+            shutdown_signal().await;
+            // Open SSE streams would keep a graceful shutdown waiting forever; end them.
+            sessions_done.cancel();
+        })
+        .await
+        .map_err(|e| ServeError::Protocol(e.to_string()))
+}
+
+async fn require_token(State(token): State<Arc<str>>, request: Request, next: Next) -> Response {
+    let presented = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    match presented {
+        Some(p) if same(p.as_bytes(), token.as_bytes()) => next.run(request).await,
+        _ => (
+            StatusCode::UNAUTHORIZED,
+            [(header::WWW_AUTHENTICATE, "Bearer")],
+            "this berth MCP server needs `Authorization: Bearer <token>`, the token it was started with\n",
+        )
+            .into_response(),
+    }
+}
+
+/// Equality whose time does not depend on where the inputs differ, so the token cannot be
+/// guessed a byte at a time from response times.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+async fn shutdown_signal() {
+    let interrupt = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => return interrupt.await.unwrap_or(()),
+            };
+        tokio::select! {
+            _ = interrupt => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = interrupt.await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::same;
+
+    #[test]
+    fn token_comparison() {
+        assert!(same(b"secret", b"secret"));
+        assert!(!same(b"secret", b"secreT"));
+        assert!(!same(b"secret", b"secre"));
+        assert!(!same(b"", b"x"));
+    }
+}

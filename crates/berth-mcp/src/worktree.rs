@@ -1,0 +1,191 @@
+//! Read-only access to a workspace's worktree for the `files` resource.
+//!
+//! Every path is resolved by `cap-std` beneath an open handle on the worktree, so `..`, an
+//! absolute path, or a symlink that leads outside the worktree is refused by the kernel at the
+//! moment of the open, not by a check a swapped symlink could race. `.git` (the worktree's
+//! pointer into the repository) is neither listed nor readable: it is git's, not the project's.
+
+use std::io::{self, Read};
+use std::path::Path;
+
+use berth_core::{EntryKind, StorageEntry, StoragePath};
+use cap_std::fs::Dir;
+
+/// A file or a folder.
+pub enum Node {
+    Folder(Vec<StorageEntry>),
+    File(Vec<u8>),
+}
+
+/// Files larger than this are refused unless the server is told otherwise.
+pub const DEFAULT_MAX_FILE_BYTES: u64 = 10 * 1024 * 1024;
+
+/// Reads `path` (the root when `None`) of the worktree at `root`: a folder's entries sorted by
+/// name, or a file's bytes when it is at most `max_bytes` long.
+pub fn read(root: &Path, path: Option<&StoragePath>, max_bytes: u64) -> Result<Node, String> {
+    let shown = path.map_or(".", |p| p.as_str());
+    if let Some(p) = path
+        && p.as_str().split('/').any(|c| c == ".git")
+    {
+        return Err(format!(
+            "'{shown}' is inside .git, which the files resource does not serve; use the workspace's git status instead"
+        ));
+    }
+    let dir = Dir::open_ambient_dir(root, cap_std::ambient_authority()).map_err(|e| {
+        format!(
+            "cannot open the worktree {}: {e}; `berth workspace show` tells its health",
+            root.display()
+        )
+    })?;
+    let err = |e: io::Error| describe(shown, e);
+    let Some(path) = path else {
+        return list(&dir, None).map_err(err);
+    };
+    let file = dir.open(path.as_path()).map_err(err)?;
+    let meta = file.metadata().map_err(err)?;
+    if meta.is_dir() {
+        return list(&dir, Some(path)).map_err(err);
+    }
+    if meta.len() > max_bytes {
+        return Err(format!(
+            "'{shown}' is {} bytes, over this server's limit of {max_bytes} bytes for one read; read it in the worktree directly",
+            meta.len()
+        ));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    // `take` guards against a file that grows between the size check and the read.
+    file.into_std()
+        .take(max_bytes + 1)
+        .read_to_end(&mut bytes)
+        .map_err(err)?;
+    if bytes.len() as u64 > max_bytes {
+        return Err(format!(
+            "'{shown}' grew past this server's limit of {max_bytes} bytes while being read"
+        ));
+    }
+    Ok(Node::File(bytes))
+}
+
+fn list(dir: &Dir, path: Option<&StoragePath>) -> io::Result<Node> {
+    let entries = match path {
+        None => dir.entries()?,
+        Some(p) => dir.read_dir(p.as_path())?,
+    };
+    let mut out = Vec::new();
+    for entry in entries {
+        let entry = entry?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name == ".git" {
+            continue;
+        }
+        let meta = entry.metadata()?;
+        let kind = if meta.file_type().is_symlink() {
+            EntryKind::Symlink
+        } else if meta.is_dir() {
+            EntryKind::Dir
+        } else {
+            EntryKind::File
+        };
+        out.push(StorageEntry {
+            path: path.map_or_else(|| name.clone(), |p| format!("{p}/{name}")),
+            name,
+            size: if kind == EntryKind::File {
+                meta.len()
+            } else {
+                0
+            },
+            kind,
+        });
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(Node::Folder(out))
+}
+
+fn describe(path: &str, e: io::Error) -> String {
+    match e.kind() {
+        io::ErrorKind::NotFound => {
+            format!("'{path}' does not exist in the worktree; list its folder to see what does")
+        }
+        // cap-std reports an escape (`..` through a symlink, an absolute link) as a permission
+        // error naming the outside; ELOOP from a symlink cycle lands in the last arm.
+        io::ErrorKind::PermissionDenied if e.to_string().contains("outside") => {
+            format!("'{path}' leads outside the worktree (through a symlink); refused")
+        }
+        io::ErrorKind::NotADirectory => {
+            format!("a parent of '{path}' is a file, not a folder")
+        }
+        _ => format!("cannot read '{path}' in the worktree: {e}"),
+    }
+}
+
+/// The MIME type of a file, guessed from its name; `None` when the name says nothing.
+pub fn mime_of(path: &str) -> Option<String> {
+    mime_guess::from_path(path)
+        .first_raw()
+        .map(str::to_owned)
+        .or_else(|| well_known_text(path).then(|| "text/plain".to_owned()))
+}
+
+/// Names of plain-text files that carry no extension.
+fn well_known_text(path: &str) -> bool {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    matches!(
+        name,
+        "Makefile" | "Dockerfile" | "LICENSE" | "README" | "Cargo.lock" | ".gitignore"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(s: &str) -> StoragePath {
+        StoragePath::new(s).unwrap()
+    }
+
+    #[test]
+    fn reads_lists_and_refuses_escapes() {
+        let root = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("secret"), "s").unwrap();
+        std::fs::create_dir(root.path().join("src")).unwrap();
+        std::fs::write(root.path().join("src/main.rs"), "fn main() {}").unwrap();
+        std::fs::write(root.path().join(".git"), "gitdir: /x").unwrap();
+        std::os::unix::fs::symlink(outside.path(), root.path().join("out")).unwrap();
+        std::os::unix::fs::symlink("src/main.rs", root.path().join("inside")).unwrap();
+
+        let Node::Folder(entries) = read(root.path(), None, 100).unwrap() else {
+            panic!("root is a folder")
+        };
+        let names: Vec<_> = entries.iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(names, ["inside", "out", "src"]);
+
+        let Node::File(bytes) = read(root.path(), Some(&p("src/main.rs")), 100).unwrap() else {
+            panic!("a file")
+        };
+        assert_eq!(bytes, b"fn main() {}");
+        // A symlink that stays inside is followed.
+        assert!(matches!(
+            read(root.path(), Some(&p("inside")), 100),
+            Ok(Node::File(_))
+        ));
+        let escape = read(root.path(), Some(&p("out/secret")), 100)
+            .err()
+            .unwrap();
+        assert!(escape.contains("outside the worktree"), "{escape}");
+        let git = read(root.path(), Some(&p(".git")), 100).err().unwrap();
+        assert!(git.contains(".git"), "{git}");
+        let big = read(root.path(), Some(&p("src/main.rs")), 4).err().unwrap();
+        assert!(big.contains("over this server's limit of 4 bytes"), "{big}");
+        let missing = read(root.path(), Some(&p("nope")), 100).err().unwrap();
+        assert!(missing.contains("does not exist"), "{missing}");
+    }
+
+    #[test]
+    fn mime_types() {
+        assert_eq!(mime_of("a/b.rs").as_deref(), Some("text/x-rust"));
+        assert_eq!(mime_of("x.png").as_deref(), Some("image/png"));
+        assert_eq!(mime_of("Makefile").as_deref(), Some("text/plain"));
+        assert_eq!(mime_of("data.unknownext"), None);
+    }
+}
