@@ -1,0 +1,134 @@
+"""The Streamable HTTP transport's guards, checked with raw HTTP requests and the SDK client:
+Host and Origin validation (403), the bearer token (401), no public address without a token,
+and the request-size limit (413)."""
+
+import json
+import os
+import subprocess
+import urllib.error
+import urllib.request
+
+import pytest
+
+from conftest import BERTH, HttpServer, session_over
+
+pytestmark = pytest.mark.anyio
+
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"},
+    },
+}
+
+
+def post(url, body=INITIALIZE, headers=None):
+    """POSTs JSON-RPC; returns (status, headers, body text)."""
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    req = urllib.request.Request(
+        url,
+        data=data,
+        method="POST",
+        headers={
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+            **(headers or {}),
+        },
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status, r.headers, r.read().decode(errors="replace")
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers, e.read().decode(errors="replace")
+
+
+@pytest.fixture
+def server(home, tmp_path):
+    started = []
+
+    def start(*args, env=None):
+        s = HttpServer(home, tmp_path, *args, env=env)
+        started.append(s)
+        return s
+
+    yield start
+    for s in started:
+        s.stop()
+
+
+def test_host_and_origin_are_validated(server):
+    s = server()
+    status, _, body = post(s.url)
+    assert status == 200, body
+    status, _, _ = post(s.url, headers={"Origin": "http://localhost:5173"})
+    assert status == 200
+    status, _, _ = post(s.url, headers={"Origin": "https://evil.example"})
+    assert status == 403
+    status, _, _ = post(s.url, headers={"Origin": "null"})
+    assert status == 403
+    port = s.url.split(":")[2].split("/")[0]
+    status, _, _ = post(s.url, headers={"Host": f"evil.example:{port}"})
+    assert status == 403
+    # Another path is not the endpoint.
+    status, _, _ = post(s.url.replace("/mcp", "/other"))
+    assert status == 404
+
+
+def test_allowed_origins_and_hosts_can_be_added(server):
+    s = server("--allow-origin", "https://app.example:443", "--allow-host", "berth.internal")
+    assert post(s.url, headers={"Origin": "https://app.example"})[0] == 200
+    assert post(s.url, headers={"Origin": "https://app.example:8443"})[0] == 403
+    assert post(s.url, headers={"Host": "berth.internal"})[0] == 200
+
+
+def test_bearer_token(server):
+    s = server("--token", "s3cret-token")
+    status, headers, body = post(s.url)
+    assert status == 401 and headers["WWW-Authenticate"] == "Bearer"
+    assert "Authorization: Bearer" in body
+    assert post(s.url, headers={"Authorization": "Bearer wrong"})[0] == 401
+    assert post(s.url, headers={"Authorization": "Bearer s3cret-tokenX"})[0] == 401
+    assert post(s.url, headers={"Authorization": "s3cret-token"})[0] == 401
+    assert post(s.url, headers={"Authorization": "Bearer s3cret-token"})[0] == 200
+    # The token from the environment works the same and never shows in --help.
+    s2 = server(env={"BERTH_MCP_TOKEN": "from-env"})
+    assert post(s2.url)[0] == 401
+    assert post(s2.url, headers={"Authorization": "Bearer from-env"})[0] == 200
+
+
+async def test_sdk_client_with_token(home, tmp_path):
+    headers = {"Authorization": "Bearer tok"}
+    async with session_over("http", home, tmp_path, ("--token", "tok"), headers=headers) as s:
+        tools = {t.name for t in (await s.list_tools()).tools}
+        assert "workspace_create" in tools
+        r = await s.call_tool("workspace_create", {"name": "via-http"})
+        assert not r.is_error
+
+
+def test_public_address_needs_a_token(home, tmp_path):
+    env = {**os.environ, "BERTH_HOME": str(home)}
+    env.pop("BERTH_MCP_TOKEN", None)
+    r = subprocess.run(
+        [BERTH, "mcp", "--transport", "http", "--listen", "0.0.0.0:0"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=10,
+    )
+    assert r.returncode != 0
+    assert "without a token" in r.stderr and "--token" in r.stderr
+    assert r.stdout == ""
+
+
+def test_request_size_limit(server):
+    s = server("--max-request-bytes", "2048")
+    padded = dict(INITIALIZE)
+    padded["params"] = {**INITIALIZE["params"], "padding": "x" * 4096}
+    status, _, _ = post(s.url, body=padded)
+    assert status == 413
+    assert post(s.url)[0] == 200
