@@ -2,12 +2,14 @@
 # Runs every berth test: unit tests, the store conformance suite, and the integration tests that
 # drive the real `berth` binary (concurrency, SIGKILL crash safety, hostile input, corruption).
 # It installs whatever the tests need first: the Rust toolchain comes with the machine; the
-# official MCP Python SDK (the independent client of `berth mcp`) goes into .venv from PyPI.
+# official MCP Python SDK (the independent client of `berth mcp`) goes into .venv from PyPI;
+# Node 22 and the MCP conformance suite go into .tools from npm (tests/conformance.sh).
 set -euo pipefail
 cd "$(dirname "$0")"
 command -v cargo >/dev/null || { echo "test.sh: cargo is required (https://rustup.rs)" >&2; exit 1; }
 command -v git >/dev/null || { echo "test.sh: git is required" >&2; exit 1; }
 command -v python3 >/dev/null || { echo "test.sh: python3 (3.10+) is required" >&2; exit 1; }
+command -v npm >/dev/null || { echo "test.sh: npm is required (it installs Node 22 and the MCP conformance suite)" >&2; exit 1; }
 if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import mcp, pytest, pytest_timeout' 2>/dev/null; then
   python3 -m venv .venv
   .venv/bin/pip install --quiet --disable-pip-version-check -r tests/mcp/requirements.txt
@@ -18,8 +20,11 @@ status=0
 cargo test --workspace --locked 2>&1 | tee "$log" || status=$?
 # The MCP server against the official Python SDK; cargo test has built the binary.
 TEST_BERTH_BIN="$(cd "${CARGO_TARGET_DIR:-target}" && pwd)/debug/berth" .venv/bin/python -m pytest tests/mcp -q -p no:cacheprovider --timeout=120 2>&1 | tee -a "$log" || status=$?
+# The official MCP conformance suite against `berth mcp --transport http` (installs Node 22).
+tests/conformance.sh "$(cd "${CARGO_TARGET_DIR:-target}" && pwd)/debug/berth" 2>&1 | tee -a "$log" || status=$?
 # cargo's last line is a per-binary summary (often the doc-tests' "0 passed"); end with the total.
-# pytest's summary ("5 passed in 1.2s", "1 failed, 4 passed in …") counts the same way.
-awk '/^test result:/ || /^=* ?[0-9]+ (passed|failed)/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
+# pytest's summary ("5 passed in 1.2s", "1 failed, 4 passed in …") and the conformance
+# suite's ("conformance: 7 passed, 0 failed") count the same way.
+awk '/^test result:/ || /^=* ?[0-9]+ (passed|failed)/ || /^conformance: [0-9]+ passed/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
      END { printf "%d passed, %d failed\n", p, f }' "$log"
 exit "$status"
