@@ -211,6 +211,8 @@ async def test_list_changed_and_subscriptions(connect, home, tmp_path):
         )
         await eventually(lambda: f"berth://workspace/{ws_id}/storage/notes.md" in updated(), "updated for notes")
         assert not any("other.md" in u for u in updated())
+        # One notification per write, however the client subscribed.
+        assert updated().count("berth://workspace/w/context") == 1
 
         await s.unsubscribe_resource("berth://workspace/w/context")
         before = len(updated())

@@ -55,10 +55,14 @@ pub struct Hub {
 }
 
 impl Hub {
+    /// Adds `connection`, once however often it is called.
     pub fn register(&self, connection: &Arc<Connection>) {
         let mut all = lock(&self.connections);
         all.retain(|c| c.strong_count() > 0);
-        all.push(Arc::downgrade(connection));
+        let weak = Arc::downgrade(connection);
+        if !all.iter().any(|c| c.ptr_eq(&weak)) {
+            all.push(weak);
+        }
     }
 
     /// The live connections whose client has initialized.
@@ -101,4 +105,23 @@ impl Hub {
 /// set itself is still whole, so carry on with it.
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_connection_registers_once_and_leaves_when_dropped() {
+        let hub = Hub::default();
+        let c = Arc::new(Connection::default());
+        hub.register(&c);
+        hub.register(&c);
+        assert_eq!(lock(&hub.connections).len(), 1);
+        let other = Arc::new(Connection::default());
+        hub.register(&other);
+        drop(c);
+        hub.register(&other);
+        assert_eq!(lock(&hub.connections).len(), 1);
+    }
 }
