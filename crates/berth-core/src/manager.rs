@@ -282,6 +282,24 @@ impl WorkspaceManager {
         self.storage.read(scope, path).await
     }
 
+    /// `read_storage` for a caller that already holds the record of the workspace owning
+    /// `scope` (it has just resolved it), which saves loading it again to record the use.
+    pub async fn read_storage_of(
+        &self,
+        owner: &Workspace,
+        scope: &StorageScope,
+        path: &StoragePath,
+    ) -> Result<Vec<u8>> {
+        if &owner.id != Self::owner(scope) {
+            return Err(Error::Refused(format!(
+                "{scope} does not belong to workspace '{}'",
+                owner.id
+            )));
+        }
+        self.touch(owner).await?;
+        self.storage.read(scope, path).await
+    }
+
     pub async fn write_storage(
         &self,
         scope: &StorageScope,

@@ -168,14 +168,21 @@ impl BerthMcp {
             .map(|(scope, _)| scope)
     }
 
-    async fn read(&self, scope: Result<StorageScope, String>, path: &str) -> Outcome {
-        let scope = scope?;
+    async fn read(&self, owner: Owner, identifier: &str, path: &str) -> Outcome {
         let path = StoragePath::new(path).map_err(text_of)?;
-        let bytes = self
-            .manager
-            .read_storage(&scope, &path)
-            .await
-            .map_err(text_of)?;
+        let bytes = match owner {
+            // The hot path of agents' notes: the record just resolved also records the use.
+            Owner::Workspace => {
+                let ws = self.manager.resolve(identifier).await.map_err(text_of)?;
+                let scope = StorageScope::Workspace(ws.id.clone());
+                self.manager.read_storage_of(&ws, &scope, &path).await
+            }
+            Owner::Session => {
+                let scope = self.scope(owner, identifier).await?;
+                self.manager.read_storage(&scope, &path).await
+            }
+        }
+        .map_err(text_of)?;
         Ok(Body::file(path.as_str(), bytes).into_tool_output(path.as_str()))
     }
 
@@ -319,8 +326,7 @@ impl BerthMcp {
         &self,
         Parameters(a): Parameters<WorkspaceFileArgs>,
     ) -> Result<CallToolResult, ErrorData> {
-        let scope = self.scope(Owner::Workspace, &a.workspace_identifier).await;
-        result(self.read(scope, &a.path).await)
+        result(self.read(Owner::Workspace, &a.workspace_identifier, &a.path).await)
     }
 
     #[tool(
@@ -371,8 +377,7 @@ impl BerthMcp {
         &self,
         Parameters(a): Parameters<SessionFileArgs>,
     ) -> Result<CallToolResult, ErrorData> {
-        let scope = self.scope(Owner::Session, &a.session_identifier).await;
-        result(self.read(scope, &a.path).await)
+        result(self.read(Owner::Session, &a.session_identifier, &a.path).await)
     }
 
     #[tool(

@@ -355,8 +355,7 @@ impl SessionStore for FsStore {
     }
 
     async fn load(&self, id: &SessionId) -> Result<Session> {
-        let id = id.clone();
-        self.blocking(move |l| l.load_session(&id)).await
+        self.inline(|l| l.load_session(id))
     }
 
     async fn list(&self, ws: Option<&WorkspaceId>) -> Result<Vec<Session>> {

@@ -7,13 +7,13 @@
 //! swapped in between a check and an open cannot win a race. `StoragePath` already refused the
 //! lexical escapes; this is the second wall.
 
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
 use std::path::PathBuf;
 
 use async_trait::async_trait;
 use berth_core::storage_path::TEMP_PREFIX;
 use berth_core::{EntryKind, Error, Result, StorageEntry, StoragePath, StorageScope, StorageStore};
-use cap_std::fs::{Dir, OpenOptions};
+use cap_std::fs::{Dir, File, OpenOptions};
 
 use crate::durable::random_suffix;
 use crate::{FsStore, Layout};
@@ -84,11 +84,27 @@ fn storage_err<'a>(scope: &'a StorageScope, path: &'a str) -> impl FnOnce(io::Er
     }
 }
 
-fn read(root: &Dir, scope: &StorageScope, path: &StoragePath) -> Result<Vec<u8>> {
-    // A folder needs no check of its own: reading one fails with EISDIR, which maps to a
-    // clear "is a folder" refusal, and the common case pays no extra syscall.
-    root.read(path.as_path())
-        .map_err(storage_err(scope, path.as_str()))
+/// Files up to this size are read on the calling thread; larger ones on the blocking pool.
+const INLINE_READ_MAX: u64 = 256 * 1024;
+
+/// Opens `path` for reading; its size says where to read it.
+fn open_for_read(root: &Dir, scope: &StorageScope, path: &StoragePath) -> Result<(File, u64)> {
+    let err = storage_err(scope, path.as_str());
+    let file = root.open(path.as_path()).map_err(err)?;
+    let len = file
+        .metadata()
+        .map_err(storage_err(scope, path.as_str()))?
+        .len();
+    Ok((file, len))
+}
+
+fn read_all(mut file: File, len: u64, scope: &StorageScope, path: &StoragePath) -> Result<Vec<u8>> {
+    // A folder needs no check of its own: opening one succeeds, reading it fails with EISDIR,
+    // which maps to a clear "is a folder" refusal, and the common case pays no extra syscall.
+    let mut bytes = Vec::with_capacity(len as usize);
+    file.read_to_end(&mut bytes)
+        .map_err(storage_err(scope, path.as_str()))?;
+    Ok(bytes)
 }
 
 fn write(root: &Dir, scope: &StorageScope, path: &StoragePath, contents: &[u8]) -> Result<()> {
@@ -230,8 +246,12 @@ fn remove(root: &Dir, scope: &StorageScope, path: &StoragePath, recursive: bool)
 #[async_trait]
 impl StorageStore for FsStore {
     async fn read(&self, scope: &StorageScope, path: &StoragePath) -> Result<Vec<u8>> {
+        let (file, len) = self.inline(|l| open_for_read(&l.open_storage(scope)?, scope, path))?;
+        if len <= INLINE_READ_MAX {
+            return read_all(file, len, scope, path);
+        }
         let (scope, path) = (scope.clone(), path.clone());
-        self.blocking(move |l| read(&l.open_storage(&scope)?, &scope, &path))
+        self.blocking(move |_| read_all(file, len, &scope, &path))
             .await
     }
 

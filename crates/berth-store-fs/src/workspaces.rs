@@ -346,17 +346,14 @@ impl WorkspaceStore for FsStore {
     }
 
     async fn load(&self, id: &WorkspaceId) -> Result<Workspace> {
-        let id = id.clone();
-        self.blocking(move |l| l.load_workspace(&id)).await
+        self.inline(|l| l.load_workspace(id))
     }
 
     async fn load_by_name(&self, name: &WorkspaceName) -> Result<Workspace> {
-        let name = name.clone();
-        self.blocking(move |l| {
-            l.workspace_named(&name)?
+        self.inline(|l| {
+            l.workspace_named(name)?
                 .ok_or_else(|| Error::not_found(format!("workspace named '{name}'")))
         })
-        .await
     }
 
     async fn list_ids(&self) -> Result<Vec<WorkspaceId>> {
