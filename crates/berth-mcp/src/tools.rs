@@ -326,7 +326,10 @@ impl BerthMcp {
         &self,
         Parameters(a): Parameters<WorkspaceFileArgs>,
     ) -> Result<CallToolResult, ErrorData> {
-        result(self.read(Owner::Workspace, &a.workspace_identifier, &a.path).await)
+        result(
+            self.read(Owner::Workspace, &a.workspace_identifier, &a.path)
+                .await,
+        )
     }
 
     #[tool(
@@ -377,7 +380,10 @@ impl BerthMcp {
         &self,
         Parameters(a): Parameters<SessionFileArgs>,
     ) -> Result<CallToolResult, ErrorData> {
-        result(self.read(Owner::Session, &a.session_identifier, &a.path).await)
+        result(
+            self.read(Owner::Session, &a.session_identifier, &a.path)
+                .await,
+        )
     }
 
     #[tool(
