@@ -214,3 +214,36 @@ async def test_workspace_resources_and_their_bridge_tools(connect, home, repo):
         assert r.structured_content["git_status"]["changed_files"] == 1
         r = await s.call_tool("resource_workspace_show", {"workspace_identifier": "nope"})
         assert r.is_error
+
+
+async def test_server_refills_spare_checkouts_after_a_create(connect, home, repo):
+    import anyio
+
+    (home / "config.toml").write_text("[git]\nspare_worktrees = 1\n")
+
+    def ready():
+        out = subprocess.run(
+            [BERTH, "workspace", "spares", "--json", "--repo", str(repo)],
+            env={**os.environ, "BERTH_HOME": str(home)},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        return json.loads(out)["ready"]
+
+    assert ready() == 0
+    async with connect(repo) as s:
+        r = await s.call_tool("workspace_create", {"name": "a"})
+        assert not r.is_error, text(r)
+        # The server tops the pool up in the background, without a process of its own.
+        with anyio.move_on_after(20):
+            while ready() < 1:
+                await anyio.sleep(0.1)
+        assert ready() == 1
+        # The next create takes the spare: the pool is empty until the refill after it.
+        r = await s.call_tool("workspace_create", {"name": "b"})
+        assert not r.is_error, text(r)
+        with anyio.move_on_after(20):
+            while ready() < 1:
+                await anyio.sleep(0.1)
+        assert ready() == 1
