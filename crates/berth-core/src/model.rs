@@ -76,6 +76,17 @@ pub enum EntryKind {
 }
 
 impl EntryKind {
+    /// The kind of an entry from its own metadata (not followed through a symlink).
+    pub fn classify(is_symlink: bool, is_dir: bool) -> EntryKind {
+        if is_symlink {
+            EntryKind::Symlink
+        } else if is_dir {
+            EntryKind::Dir
+        } else {
+            EntryKind::File
+        }
+    }
+
     /// The name serde uses too: `file`, `dir`, `symlink`.
     pub fn as_str(self) -> &'static str {
         match self {

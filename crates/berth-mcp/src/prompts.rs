@@ -220,12 +220,7 @@ impl BerthMcp {
         let ws = self.manager.resolve(identifier).await.map_err(text_of)?;
         let review = self.review(&ws).await?;
         let context = self.context_text(&ws).await?;
-        let sessions = self
-            .manager
-            .sessions()
-            .list(Some(&ws.id))
-            .await
-            .map_err(text_of)?;
+        let sessions = self.sessions_of(Some(&ws.id)).await?;
         let now = Utc::now();
         let label = label(&ws);
 

@@ -2,7 +2,7 @@
 //! so a client without resource support sees exactly what `resources/read` returns.
 
 use base64::Engine;
-use berth_core::{StoragePath, StorageScope, Workspace, transcript};
+use berth_core::{Session, StoragePath, StorageScope, Workspace, WorkspaceId, transcript};
 use serde_json::{Value, json};
 
 use crate::uri::{self, Owner, Target};
@@ -76,7 +76,7 @@ impl BerthMcp {
             Target::Sessions => self.sessions_json().await.map(Body::Json),
             Target::Session(id) => self.session_json(&id).await.map(Body::Json),
             Target::Transcript(id) => {
-                let s = self.manager.resolve_session(&id).await.map_err(text_of)?;
+                let s = self.session(&id).await?;
                 let t = self.manager.read_transcript(&s).await.map_err(text_of)?;
                 Ok(Body::Text {
                     text: transcript::encode(&t.frontmatter, &t.messages),
@@ -116,12 +116,7 @@ impl BerthMcp {
             ),
             None => None,
         };
-        let sessions = self
-            .manager
-            .sessions()
-            .list(Some(&ws.id))
-            .await
-            .map_err(text_of)?;
+        let sessions = self.sessions_of(Some(&ws.id)).await?;
         let base = uri::workspace(&ws.id);
         let mut v = serde_json::to_value(&ws).map_err(text_of)?;
         v["uri"] = json!(base);
@@ -139,8 +134,27 @@ impl BerthMcp {
         Ok(v)
     }
 
+    /// The sessions of one workspace, or of all.
+    pub(crate) async fn sessions_of(
+        &self,
+        workspace: Option<&WorkspaceId>,
+    ) -> Result<Vec<Session>, String> {
+        self.manager
+            .sessions()
+            .list(workspace)
+            .await
+            .map_err(text_of)
+    }
+
+    async fn session(&self, identifier: &str) -> Result<Session, String> {
+        self.manager
+            .resolve_session(identifier)
+            .await
+            .map_err(text_of)
+    }
+
     pub(crate) async fn sessions_json(&self) -> Result<Value, String> {
-        let all = self.manager.sessions().list(None).await.map_err(text_of)?;
+        let all = self.sessions_of(None).await?;
         let items: Vec<Value> = all
             .iter()
             .map(|s| {
@@ -154,11 +168,7 @@ impl BerthMcp {
     }
 
     pub(crate) async fn session_json(&self, identifier: &str) -> Result<Value, String> {
-        let s = self
-            .manager
-            .resolve_session(identifier)
-            .await
-            .map_err(text_of)?;
+        let s = self.session(identifier).await?;
         let base = uri::session(&s.id);
         let mut v = serde_json::to_value(&s).map_err(text_of)?;
         v["uri"] = json!(base);
@@ -233,11 +243,7 @@ impl BerthMcp {
                 (StorageScope::Workspace(ws.id), base)
             }
             Owner::Session => {
-                let s = self
-                    .manager
-                    .resolve_session(identifier)
-                    .await
-                    .map_err(text_of)?;
+                let s = self.session(identifier).await?;
                 let base = uri::session(&s.id);
                 (
                     StorageScope::Session {

@@ -79,13 +79,7 @@ fn list(dir: &Dir, path: Option<&StoragePath>) -> io::Result<Node> {
             continue;
         }
         let meta = entry.metadata()?;
-        let kind = if meta.file_type().is_symlink() {
-            EntryKind::Symlink
-        } else if meta.is_dir() {
-            EntryKind::Dir
-        } else {
-            EntryKind::File
-        };
+        let kind = EntryKind::classify(meta.file_type().is_symlink(), meta.is_dir());
         out.push(StorageEntry {
             path: path.map_or_else(|| name.clone(), |p| format!("{p}/{name}")),
             name,

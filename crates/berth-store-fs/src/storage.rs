@@ -194,13 +194,7 @@ fn list(root: &Dir, scope: &StorageScope, dir: Option<&StoragePath>) -> Result<V
             continue;
         }
         let meta = entry.metadata().map_err(err())?;
-        let kind = if meta.file_type().is_symlink() {
-            EntryKind::Symlink
-        } else if meta.is_dir() {
-            EntryKind::Dir
-        } else {
-            EntryKind::File
-        };
+        let kind = EntryKind::classify(meta.file_type().is_symlink(), meta.is_dir());
         let path = match dir {
             None => name.clone(),
             Some(d) => format!("{d}/{name}"),
