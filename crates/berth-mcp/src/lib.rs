@@ -136,15 +136,16 @@ impl BerthMcp {
         }
     }
 
-    /// Identifiers starting with `prefix`: workspace ids and names, or session ids.
-    async fn identifiers(&self, sessions: bool, prefix: &str) -> Vec<String> {
-        let mut all: Vec<String> = if sessions {
-            match self.manager.sessions().list_ids().await {
+    /// Identifiers starting with `prefix`: workspace ids and names, or session ids. A
+    /// completion is only a hint, so a store that cannot be read offers none rather than
+    /// failing the client's typing.
+    async fn identifiers(&self, of: Owner, prefix: &str) -> Vec<String> {
+        let mut all: Vec<String> = match of {
+            Owner::Session => match self.manager.sessions().list_ids().await {
                 Ok(ids) => ids.into_iter().map(|id| id.to_string()).collect(),
                 Err(_) => Vec::new(),
-            }
-        } else {
-            match self.manager.list().await {
+            },
+            Owner::Workspace => match self.manager.list().await {
                 Ok(list) => list
                     .into_iter()
                     .flat_map(|ws| {
@@ -153,7 +154,7 @@ impl BerthMcp {
                     })
                     .collect(),
                 Err(_) => Vec::new(),
-            }
+            },
         };
         all.retain(|v| v.starts_with(prefix));
         all.sort();
@@ -400,22 +401,24 @@ impl ServerHandler for BerthMcp {
         request: CompleteRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, ErrorData> {
-        let sessions = match &request.r#ref {
-            Reference::Prompt(_) if request.argument.name == "workspace_id" => Some(false),
+        let of = match &request.r#ref {
+            Reference::Prompt(_) if request.argument.name == "workspace_id" => {
+                Some(Owner::Workspace)
+            }
             Reference::Resource(r) if request.argument.name == "id" => {
                 let rest = r.uri.split_once("://").map_or("", |(_, rest)| rest);
                 if rest.starts_with("session") {
-                    Some(true)
+                    Some(Owner::Session)
                 } else if rest.starts_with("workspace") {
-                    Some(false)
+                    Some(Owner::Workspace)
                 } else {
                     None
                 }
             }
             _ => None,
         };
-        let values = match sessions {
-            Some(sessions) => self.identifiers(sessions, &request.argument.value).await,
+        let values = match of {
+            Some(of) => self.identifiers(of, &request.argument.value).await,
             None => Vec::new(),
         };
         let total = values.len();
