@@ -452,9 +452,13 @@ pub enum ServeError {
 }
 
 /// Serves MCP over stdin/stdout until the client closes the connection.
+///
+/// When both are pipes, as when a client spawns the server, they are driven by tokio's IO
+/// reactor (`stdio_pipes`): tokio's plain stdio reads and writes on the blocking pool, two
+/// thread switches per message, which was a third of a storage read's round trip.
 pub async fn serve_stdio(server: BerthMcp) -> Result<(), ServeError> {
     let running = server
-        .serve(rmcp::transport::stdio())
+        .serve(rmcp::transport::stdio_pipes())
         .await
         .map_err(|e| ServeError::Protocol(e.to_string()))?;
     running
