@@ -11,10 +11,18 @@ use clap::Parser;
 
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    // A command serves one caller and is done: one thread is fastest. An HTTP server may serve
+    // several clients at once, so it gets a worker per core.
+    let serves_http = matches!(
+        &cli.command,
+        cli::Command::Mcp(args) if args.transport == cli::Transport::Http
+    );
+    let mut builder = if serves_http {
+        tokio::runtime::Builder::new_multi_thread()
+    } else {
+        tokio::runtime::Builder::new_current_thread()
+    };
+    let runtime = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("berth: cannot start the async runtime: {e}");
