@@ -132,3 +132,35 @@ def test_request_size_limit(server):
     status, _, _ = post(s.url, body=padded)
     assert status == 413
     assert post(s.url)[0] == 200
+
+
+async def test_a_change_through_one_session_is_announced_to_the_others(server):
+    import anyio
+    from mcp import ClientSession, types
+    from mcp.client.streamable_http import streamable_http_client
+
+    s = server()
+    seen = {"a": [], "b": []}
+
+    def handler(who):
+        async def on_message(message):
+            if isinstance(message, types.ResourceListChangedNotification):
+                seen[who].append(message)
+
+        return on_message
+
+    async with streamable_http_client(s.url) as (ra, wa), streamable_http_client(s.url) as (rb, wb):
+        async with ClientSession(ra, wa, message_handler=handler("a")) as a, ClientSession(
+            rb, wb, message_handler=handler("b")
+        ) as b:
+            await a.initialize()
+            await b.initialize()
+            r = await a.call_tool("workspace_create", {"name": "shared"})
+            assert not r.is_error
+            with anyio.move_on_after(10):
+                while not (seen["a"] and seen["b"]):
+                    await anyio.sleep(0.05)
+            assert seen["a"] and seen["b"], seen
+            # Both sessions see the same store.
+            r = await b.call_tool("resource_workspace_show", {"workspace_identifier": "shared"})
+            assert not r.is_error

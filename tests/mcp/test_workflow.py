@@ -166,6 +166,14 @@ async def test_completions_of_identifiers(connect, home, tmp_path):
             {"name": "issue_number", "value": "4"},
         )
         assert got.completion.values == []
+        # Outside a repository the prompts say what the workspace will be.
+        start = prompt_text(await s.get_prompt("start-issue-work", {"issue_number": "7"}))
+        assert "no repository" in start and "plain folder" in start
+        review = prompt_text(await s.get_prompt("review-workspace", {"workspace_id": "alpha"}))
+        assert "plain workspace" in review.lower()
+        with pytest.raises(MCPError) as err:
+            await s.get_prompt("prepare-pr", {"workspace_id": "alpha"})
+        assert "no branch" in str(err.value)
 
 
 async def eventually(check, what):
