@@ -166,6 +166,7 @@ impl BerthMcp {
                     name, existing.id, name
                 );
             }
+            Err(e) if !e.is_not_found() => return Err(e.to_string()),
             Err(_) => {
                 let mut call = json!({"name": name.as_str()});
                 call["description"] = json!(format!(
