@@ -282,14 +282,11 @@ impl BerthMcp {
         args: &Args<'_>,
     ) -> Result<(String, String), String> {
         let ws = self.manager.resolve(identifier).await.map_err(text_of)?;
-        let Some(git) = ws.git.clone() else {
+        let (Some(git), Some((review, checks))) = (ws.git.clone(), self.review(&ws).await?) else {
             return Err(format!(
                 "workspace {} is a plain workspace: it has no branch to open a pull request from",
                 label(&ws)
             ));
-        };
-        let Some((review, checks)) = self.review(&ws).await? else {
-            unreachable!("a git workspace always has a review")
         };
         let context = self.context_text(&ws).await?;
         let title = args
