@@ -209,6 +209,27 @@ impl Repo {
         run(&self.root, args)
     }
 
+    /// Runs `git worktree add` or `move` under an exclusive lock on the repository's `.git`
+    /// folder, across threads and processes. Each reads every other worktree's record as it
+    /// starts, and fails ("failed to read .git/worktrees/<x>/commondir") when another add is
+    /// writing one at that moment; one at a time, they never meet.
+    fn change_worktrees<I, S>(&self, args: I) -> Result<String>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let git_dir = self.root.join(".git");
+        let lock = std::fs::File::open(&git_dir)
+            .and_then(|dir| dir.lock().map(|()| dir))
+            .map_err(|source| GitError::Io {
+                context: format!("cannot lock {}", git_dir.display()),
+                source,
+            })?;
+        let out = self.git(args);
+        drop(lock);
+        out
+    }
+
     fn succeeds<I, S>(&self, args: I) -> bool
     where
         I: IntoIterator<Item = S>,
@@ -342,7 +363,7 @@ impl Repo {
         }
         args.extend([OsStr::new("--"), path.as_os_str(), OsStr::new(&plan.start)]);
         let existed = path.exists();
-        self.git(&args).map(drop).inspect_err(|_| {
+        self.change_worktrees(&args).map(drop).inspect_err(|_| {
             self.roll_back(
                 path,
                 existed,

@@ -93,7 +93,7 @@ impl SparePool {
             let Some(spare) = self.ready().into_iter().next() else {
                 return Ok(false);
             };
-            let moved = repo.git([
+            let moved = repo.change_worktrees([
                 OsStr::new("worktree"),
                 OsStr::new("move"),
                 spare.as_os_str(),
@@ -136,7 +136,7 @@ impl SparePool {
             let suffix = format!("{:016x}", random());
             let building = self.dir.join(format!("{BUILDING}{suffix}"));
             let ready = self.dir.join(format!("{READY}{suffix}"));
-            repo.git([
+            repo.change_worktrees([
                 OsStr::new("-c"),
                 OsStr::new(crate::CHECKOUT_WORKERS),
                 OsStr::new("worktree"),
@@ -148,7 +148,7 @@ impl SparePool {
                 OsStr::new(start),
             ])?;
             let _lock = self.lock(".lock", true)?;
-            repo.git([
+            repo.change_worktrees([
                 OsStr::new("worktree"),
                 OsStr::new("move"),
                 building.as_os_str(),
