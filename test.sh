@@ -3,13 +3,16 @@
 # drive the real `berth` binary (concurrency, SIGKILL crash safety, hostile input, corruption).
 # It installs whatever the tests need first: the Rust toolchain comes with the machine; the
 # official MCP Python SDK (the independent client of `berth mcp`) goes into .venv from PyPI;
-# Node 22 and the MCP conformance suite go into .tools from npm (tests/conformance.sh).
+# Node 22 and the MCP conformance suite go into .tools from npm (tests/conformance.sh); tmux,
+# for the terminal tests, comes from apt-get when it is missing.
 set -euo pipefail
 cd "$(dirname "$0")"
 command -v cargo >/dev/null || { echo "test.sh: cargo is required (https://rustup.rs)" >&2; exit 1; }
 command -v git >/dev/null || { echo "test.sh: git is required" >&2; exit 1; }
 command -v python3 >/dev/null || { echo "test.sh: python3 (3.10+) is required" >&2; exit 1; }
 command -v npm >/dev/null || { echo "test.sh: npm is required (it installs Node 22 and the MCP conformance suite)" >&2; exit 1; }
+# The terminal tests (crates/berth-cli/tests/gc_terminal.rs) drive berth inside tmux; install it if missing.
+command -v tmux >/dev/null || { command -v apt-get >/dev/null && apt-get update -qq && apt-get install -y -qq tmux >/dev/null && command -v tmux >/dev/null; } || { echo "test.sh: tmux is required for the terminal tests" >&2; exit 1; }
 if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import mcp, pytest, pytest_timeout' 2>/dev/null; then
   python3 -m venv .venv
   .venv/bin/pip install --quiet --disable-pip-version-check -r tests/mcp/requirements.txt
@@ -17,7 +20,8 @@ fi
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 status=0
-cargo test --workspace --locked 2>&1 | tee "$log" || status=$?
+# --no-fail-fast: a failing test binary must not hide the results of the ones after it.
+cargo test --workspace --locked --no-fail-fast 2>&1 | tee "$log" || status=$?
 # The MCP server against the official Python SDK; cargo test has built the binary.
 TEST_BERTH_BIN="$(cd "${CARGO_TARGET_DIR:-target}" && pwd)/debug/berth" .venv/bin/python -m pytest tests/mcp -q -p no:cacheprovider --timeout=120 2>&1 | tee -a "$log" || status=$?
 # The official MCP conformance suite against `berth mcp --transport http` (installs Node 22).

@@ -354,7 +354,7 @@ fn config_init_and_show_layers_and_redaction() {
 
     let mut cmd = home.cmd(&["config", "show", "--workspace", "alpha", "--json"]);
     cmd.env("GEMINI_API_KEY", "secret-gemini-key");
-    let r = support::run(cmd);
+    let r = berth_testkit::run(cmd);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(!r.stdout.contains("secret-gemini-key") && !r.stderr.contains("secret-gemini-key"));
     let ws: Value = serde_json::from_str(&r.stdout).unwrap();
@@ -366,7 +366,7 @@ fn config_init_and_show_layers_and_redaction() {
     let mut cmd = home.cmd(&["config", "show", "-w", "alpha"]);
     cmd.env("BERTH_MODEL", "m-override")
         .env("ANTHROPIC_API_KEY", "sk-ant-secret");
-    let r = support::run(cmd);
+    let r = berth_testkit::run(cmd);
     assert!(
         r.stdout.contains("model = m-override") && !r.stdout.contains("sk-ant-secret"),
         "{}",

@@ -5,37 +5,9 @@
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-use support::{Home, Run, run, wait_ok};
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .current_dir(dir)
-        .args([
-            "-c",
-            "user.name=berth-test",
-            "-c",
-            "user.email=test@berth.invalid",
-        ])
-        .args(args)
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
-fn commit(dir: &Path, file: &str, text: &str) {
-    std::fs::write(dir.join(file), text).unwrap();
-    git(dir, &["add", file]);
-    git(dir, &["commit", "--quiet", "-m", text]);
-}
+use berth_testkit::{Run, commit, git, run, wait_ok};
+use support::Home;
 
 /// A project cloned from an upstream that has `main` and `feature`, so the clone has
 /// `origin/HEAD`, and an ignored `.env` in the main checkout.

@@ -7,7 +7,8 @@ use std::os::unix::fs::symlink;
 
 use berth_core::{StoragePath, StorageScope, StorageStore, WorkspaceId, WorkspaceManager};
 use berth_store_fs::FsStore;
-use support::{Home, snapshot};
+use berth_testkit::snapshot;
+use support::Home;
 
 const BAD_IDS: &[&str] = &[
     "..",

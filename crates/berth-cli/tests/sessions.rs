@@ -9,8 +9,9 @@ use std::process::Stdio;
 
 use berth_core::{Message, Role, SessionId, SessionStore};
 use berth_store_fs::FsStore;
+use berth_testkit::{Jitter, child, child_role, kill_after_first_ack, wait_ok};
 use serde_json::Value;
-use support::{Home, Jitter, age_workspace, child, child_role, kill_after_first_ack, wait_ok};
+use support::{Home, age_workspace};
 
 fn new_session(home: &Home, ws: &str, title: &str) -> String {
     home.ok(&["session", "new", "--workspace", ws, "--title", title])
@@ -233,8 +234,9 @@ fn a_corrupt_transcript_is_reported_and_left_alone() {
 /// `DONE <n>` after each acknowledged append. Every third message is large (spans pages), so
 /// a kill can land inside a single write.
 #[test]
+#[ignore = "a child role: run by its parent test"]
 fn append_child() {
-    let Some(role) = child_role() else { return };
+    let role = child_role();
     let store = FsStore::open(std::env::var("BERTH_HOME").unwrap()).unwrap();
     let session = SessionId::new(std::env::var("APPEND_SESSION").unwrap()).unwrap();
     let count: usize = std::env::var("APPEND_COUNT")
@@ -393,8 +395,9 @@ fn parallel_appends_to_sibling_sessions_lose_nothing() {
 
 /// Child role: clear one session over and over.
 #[test]
+#[ignore = "a child role: run by its parent test"]
 fn clear_child() {
-    let Some(_) = child_role() else { return };
+    child_role();
     let store = FsStore::open(std::env::var("BERTH_HOME").unwrap()).unwrap();
     let session = SessionId::new(std::env::var("CLEAR_SESSION").unwrap()).unwrap();
     let rt = tokio::runtime::Builder::new_current_thread()

@@ -1,31 +1,9 @@
 //! berth-git against real repositories made in temp dirs.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use berth_git::{BranchSpec, GitError, Health, Repo, WorktreeRef};
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .current_dir(dir)
-        .args([
-            "-c",
-            "user.name=berth-test",
-            "-c",
-            "user.email=test@berth.invalid",
-        ])
-        .args(args)
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
+use berth_testkit::{commit, git};
 
 /// A repository with one commit on `branch`.
 fn repo_on(branch: &str) -> (tempfile::TempDir, PathBuf) {
@@ -54,12 +32,6 @@ fn clone_of(origin: &Path, dir: &Path) -> PathBuf {
         ],
     );
     clone
-}
-
-fn commit(dir: &Path, file: &str, msg: &str) {
-    std::fs::write(dir.join(file), msg).unwrap();
-    git(dir, &["add", file]);
-    git(dir, &["commit", "--quiet", "-m", msg]);
 }
 
 fn wt<'a>(path: &'a Path, branch: &'a str, base: &'a str, created: bool) -> WorktreeRef<'a> {

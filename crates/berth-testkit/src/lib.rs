@@ -1,0 +1,43 @@
+//! berth-testkit: the helpers shared by berth's tests. It is a dev-only crate: test and bench
+//! targets take it as a `[dev-dependencies]` entry, and it is never a dependency of a shipped
+//! crate (it is not published).
+//!
+//! - [`git`] and [`commit`] drive the real git binary on repositories made in temp dirs,
+//!   isolated from the environment the tests run in.
+//! - [`run`], [`Run`] and [`wait_ok`] run a process and collect what it printed.
+//! - [`child`], [`child_role`], [`Jitter`] and [`kill_after_first_ack`] are the multi-process
+//!   harness: a test re-runs its own test binary as child processes that play a role (race,
+//!   append, get SIGKILLed at a random moment).
+//! - [`snapshot`] captures a folder's files for "nothing changed" assertions.
+//!
+//! The local provider servers that the agent tests talk to will live here too.
+
+mod git;
+mod process;
+
+use std::path::{Path, PathBuf};
+
+pub use git::{commit, git};
+pub use process::{CHILD_ROLE, Jitter, Run, child, child_role, kill_after_first_ack, run, wait_ok};
+
+/// Every file under `root` with its bytes, sorted by path, for "nothing changed" assertions.
+/// A symlink is recorded as the bytes `<symlink>` and not followed.
+pub fn snapshot(root: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_owned()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let entry = entry.unwrap();
+            let ty = entry.file_type().unwrap();
+            if ty.is_dir() {
+                stack.push(entry.path());
+            } else if ty.is_file() {
+                out.push((entry.path(), std::fs::read(entry.path()).unwrap()));
+            } else {
+                out.push((entry.path(), b"<symlink>".to_vec()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
