@@ -58,7 +58,7 @@ async def test_plain_workspace_storage_round_trip(connect, home, tmp_path):
         created = await s.call_tool("workspace_create", {"name": "notes", "description": "d"})
         assert not created.is_error, text(created)
         ws = created.structured_content
-        assert ws["name"] == "notes" and "git" not in ws
+        assert ws["name"] == "notes" and ws["git"] is None
         wrote = await s.call_tool(
             "workspace_storage_write",
             {"workspace_identifier": "notes", "path": "plan/today.md", "content": "# Plan\n## User\n"},
@@ -159,7 +159,7 @@ async def test_git_workspace_create_and_guarded_remove(connect, home, repo):
         ).stdout.split()
         assert branches == ["main"]
         r = await s.call_tool("workspace_create", {"name": "p", "plain": True})
-        assert not r.is_error and "git" not in r.structured_content
+        assert not r.is_error and r.structured_content["git"] is None
         r = await s.call_tool("workspace_create", {"name": "q", "plain": True, "branch": "main"})
         assert r.is_error and "plain" in text(r)
 

@@ -34,7 +34,7 @@ fn main() {
         id: None,
         workspace: ws.id.clone(),
         title: title.to_owned(),
-        provider: "claude".into(),
+        provider: berth_core::config::ProviderKind::Claude,
         model: "claude-sonnet-4-5".into(),
         cwd: None,
     };

@@ -5,6 +5,16 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+/// The exit statuses, one per kind of error (`berth_ops::ErrorKind`); `main.rs` maps them.
+pub const EXIT_STATUS: &str = "Exit status:
+  0  success
+  1  failure: a read or write failed, or git or a setup command failed
+  2  usage error or invalid input (a malformed id or path, an ambiguous prefix, a folder named where a file is expected)
+  3  not found (a workspace, session, file or binding)
+  4  refused: it would lose work, it was not confirmed, or it is not allowed now
+  5  a file berth keeps is corrupt (the message names it and the line)
+  6  it already exists";
+
 #[derive(Parser)]
 #[command(
     name = "berth",
@@ -14,7 +24,8 @@ use clap::{Args, Parser, Subcommand};
 the sessions inside them, device bindings, layered config and file storage.\n\n\
 State lives under the berth home: --home, else $BERTH_HOME, else the platform data folder \
 (~/.local/share/berth on Linux).\n\n\
-Workspaces can be named by id, by name, or by an unambiguous id prefix of 4+ characters."
+Workspaces can be named by id, by name, or by an unambiguous id prefix of 4+ characters.",
+    after_long_help = EXIT_STATUS
 )]
 pub struct Cli {
     /// The berth home folder.
@@ -133,14 +144,16 @@ pub enum WorkspaceCmd {
         /// Associated agent id.
         #[arg(long)]
         agent_id: Option<String>,
-        /// Make a plain workspace even inside a git repository.
-        #[arg(long, conflicts_with_all = ["repo", "branch", "checkout", "base"])]
+        /// Make a plain workspace even inside a git repository (no --repo, --branch,
+        /// --checkout or --base with it).
+        #[arg(long)]
         plain: bool,
         /// The repository to make a worktree of (default: the one containing this folder).
         #[arg(long, value_name = "PATH")]
         repo: Option<PathBuf>,
-        /// Create this new branch (fails if it exists) instead of `berth/<name>`.
-        #[arg(long, value_name = "BRANCH", conflicts_with = "checkout")]
+        /// Create this new branch (fails if it exists) instead of `berth/<name>`; not with
+        /// --checkout.
+        #[arg(long, value_name = "BRANCH")]
         branch: Option<String>,
         /// Check out an existing branch: a local one, or `origin/BRANCH` tracked locally.
         #[arg(long, value_name = "BRANCH")]
@@ -269,9 +282,10 @@ pub enum SessionCmd {
         workspace: String,
         #[arg(long, short, default_value = "")]
         title: String,
-        /// Provider recorded for the session (default: the workspace's merged config).
+        /// Provider recorded for the session: claude, openai or gemini (default: the
+        /// workspace's merged config).
         #[arg(long)]
-        provider: Option<String>,
+        provider: Option<berth_ops::ProviderKind>,
         /// Model recorded for the session (default: the workspace's merged config).
         #[arg(long)]
         model: Option<String>,

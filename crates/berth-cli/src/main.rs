@@ -35,8 +35,32 @@ fn main() -> ExitCode {
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("berth: {e:#}");
-            ExitCode::FAILURE
+            ExitCode::from(exit_status(&e))
         }
+    }
+}
+
+/// The exit status of a failed command, by the kind of its error (`cli::EXIT_STATUS` lists
+/// them for `--help`): the first typed error in the chain decides.
+fn exit_status(e: &anyhow::Error) -> u8 {
+    use berth_ops::ErrorKind;
+    let kind = e.chain().find_map(|c| {
+        if let Some(e) = c.downcast_ref::<berth_ops::Error>() {
+            Some(e.kind())
+        } else if let Some(e) = c.downcast_ref::<berth_core::Error>() {
+            Some(e.kind())
+        } else {
+            c.downcast_ref::<berth_core::InvalidInput>()
+                .map(|_| ErrorKind::Invalid)
+        }
+    });
+    match kind {
+        Some(ErrorKind::Invalid | ErrorKind::IsFolder) => 2,
+        Some(ErrorKind::NotFound) => 3,
+        Some(ErrorKind::Refused) => 4,
+        Some(ErrorKind::Corrupt) => 5,
+        Some(ErrorKind::Conflict) => 6,
+        Some(ErrorKind::External | ErrorKind::Io) | None => 1,
     }
 }
 

@@ -43,7 +43,9 @@ fn create_prints_a_uuid_and_list_shows_it() {
     assert!(alpha["last_accessed"].is_string());
     assert_eq!(alpha["path"], home.workspace_dir(&id).to_str().unwrap());
     let other = arr.iter().find(|w| w["id"] == unnamed.as_str()).unwrap();
-    assert!(other.get("name").is_none());
+    // Views keep their shape: an unnamed workspace has `"name": null`, not a missing key.
+    assert!(other["name"].is_null() && other.get("name").is_some());
+    assert_eq!(alpha["label"], format!("{id} (alpha)"));
 }
 
 #[test]
@@ -418,4 +420,46 @@ fn list_to_a_closed_pipe_is_not_an_error() {
 
 fn uuid_like(s: &str) -> bool {
     s.len() == 36 && s.chars().filter(|&c| c == '-').count() == 4
+}
+
+#[test]
+fn exit_statuses_say_what_kind_of_failure() {
+    let home = Home::new();
+    let help = home.ok(&["--help"]);
+    assert!(help.contains("Exit status:"), "{help}");
+    home.ok(&["workspace", "create", "alpha", "--plain"]);
+    home.ok(&["workspace", "storage", "write", "alpha", "dir/a.md", "x"]);
+    let cases: &[(&[&str], i32)] = &[
+        (&["workspace", "show", "nope"], 3),
+        (&["workspace", "storage", "read", "alpha", "missing.md"], 3),
+        (&["workspace", "show", "../etc"], 2),
+        (&["workspace", "storage", "read", "alpha", "../x"], 2),
+        (&["workspace", "storage", "read", "alpha", "dir"], 2),
+        (&["workspace", "create", "x", "--plain", "--branch", "b"], 2),
+        (
+            &[
+                "workspace",
+                "create",
+                "x",
+                "--branch",
+                "a",
+                "--checkout",
+                "b",
+            ],
+            2,
+        ),
+        (
+            &["session", "new", "-w", "alpha", "--provider", "mistral"],
+            2,
+        ),
+        (&["workspace", "delete", "alpha"], 4),
+        (&["workspace", "storage", "rm", "alpha", "dir"], 4),
+        (&["workspace", "create", "alpha", "--plain"], 6),
+        (&["config", "init"], 0),
+        (&["config", "init"], 6),
+    ];
+    for (args, code) in cases {
+        let r = home.run(args);
+        assert_eq!(r.code, *code, "berth {args:?}: {}", r.stderr);
+    }
 }

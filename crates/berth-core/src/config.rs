@@ -50,7 +50,7 @@ impl Serialize for Secret {
 }
 
 /// The LLM providers berth's agent can call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ProviderKind {
     #[serde(alias = "anthropic")]
@@ -58,6 +58,30 @@ pub enum ProviderKind {
     Openai,
     #[serde(alias = "google")]
     Gemini,
+}
+
+impl std::str::FromStr for ProviderKind {
+    type Err = crate::InvalidInput;
+
+    /// The names config files take, aliases included (`anthropic`, `google`).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "claude" | "anthropic" => Ok(ProviderKind::Claude),
+            "openai" => Ok(ProviderKind::Openai),
+            "gemini" | "google" => Ok(ProviderKind::Gemini),
+            _ => Err(crate::InvalidInput::new(
+                "provider",
+                s,
+                "must be claude (or anthropic), openai, or gemini (or google)",
+            )),
+        }
+    }
+}
+
+impl fmt::Display for ProviderKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 impl ProviderKind {
@@ -120,6 +144,17 @@ pub struct GitSettings {
     pub spare_worktrees: Option<usize>,
 }
 
+/// Where berth keeps its state. Read from the global file and the environment only: the
+/// store has to be chosen before any workspace can be read.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct StoreSettings {
+    /// `sqlite:///path/berth.db` or `postgres://user@host/db`; unset, the filesystem store
+    /// under the berth home. A secret: a URL can carry a password.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<Secret>,
+}
+
 /// The merged configuration.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -132,6 +167,7 @@ pub struct Config {
     pub model: Option<String>,
     pub providers: Providers,
     pub git: GitSettings,
+    pub store: StoreSettings,
 }
 
 impl Config {

@@ -40,7 +40,7 @@ fn new_session(ws: &str, id: Option<&str>) -> NewSession {
         id: id.map(|i| SessionId::new(i).unwrap()),
         workspace: wid(ws),
         title: "a session".into(),
-        provider: "gemini".into(),
+        provider: crate::config::ProviderKind::Gemini,
         model: "gemini-2.5-pro".into(),
         cwd: Some("/tmp/x".into()),
     }
@@ -365,10 +365,10 @@ pub async fn storage(b: Backend) {
         .write(&scope, &path("notes"), b"x".to_vec())
         .await
         .unwrap_err();
-    assert!(matches!(onto_folder, Error::Refused(_)), "{onto_folder}");
+    assert!(matches!(onto_folder, Error::IsFolder(_)), "{onto_folder}");
     assert!(matches!(
         s.read(&scope, &path("notes")).await,
-        Err(Error::Refused(_))
+        Err(Error::IsFolder(_))
     ));
     assert!(matches!(
         s.list(&scope, Some(&path("context.md"))).await,
@@ -446,7 +446,7 @@ pub async fn manager_device_and_delete(b: Backend) {
     assert_eq!(m.list().await.unwrap().len(), 1);
     let other = DeviceId::new("device-2").unwrap();
     m.bind(&other, &ws).await.unwrap();
-    let mut unbound = m.delete(&ws.id).await.unwrap();
+    let mut unbound = m.delete_record(&ws.id).await.unwrap();
     unbound.sort();
     assert_eq!(unbound, vec![device.clone(), other]);
     assert!(m.list_bindings().await.unwrap().is_empty());
@@ -475,17 +475,29 @@ pub async fn manager_gc_and_default(b: Backend) {
     m.bind(&dev, &b.workspaces.load(&wid("old")).await.unwrap())
         .await
         .unwrap();
-    let dry = m.gc(Duration::days(90), true).await.unwrap();
-    assert_eq!(dry.len(), 1);
-    assert!(
-        b.workspaces.load(&wid("old")).await.is_ok(),
-        "dry run removes nothing"
-    );
-    let removed = m.gc(Duration::days(90), false).await.unwrap();
+    let plan = m.gc_plan(Duration::days(90)).await.unwrap();
     assert_eq!(
-        removed.iter().map(|w| w.id.as_str()).collect::<Vec<_>>(),
+        plan.stale.iter().map(|w| w.id.as_str()).collect::<Vec<_>>(),
         vec!["old"]
     );
+    assert!(
+        b.workspaces.load(&wid("old")).await.is_ok(),
+        "a plan removes nothing"
+    );
+    // A workspace used since the plan is not removed.
+    let fresh = b.workspaces.load(&wid("old")).await.unwrap();
+    m.touch(&fresh).await.unwrap();
+    assert!(
+        !m.delete_record_if_idle(&fresh.id, plan.cutoff)
+            .await
+            .unwrap()
+    );
+    // Planned again from now, it is stale once more and goes.
+    let plan = m.gc_plan(Duration::zero()).await.unwrap();
+    assert_eq!(plan.stale.len(), 1, "default is never planned");
+    for ws in &plan.stale {
+        assert!(m.delete_record_if_idle(&ws.id, plan.cutoff).await.unwrap());
+    }
     assert!(
         m.list_bindings().await.unwrap().is_empty(),
         "gc unbinds what it removes"
@@ -629,7 +641,7 @@ pub async fn deleting_a_workspace_deletes_its_sessions(b: Backend) {
         .create(new_session("w1", Some("doomed")), now)
         .await
         .unwrap();
-    b.manager().delete(&wid("w1")).await.unwrap();
+    b.manager().delete_record(&wid("w1")).await.unwrap();
     assert!(b.sessions.load(&sess.id).await.unwrap_err().is_not_found());
     assert!(b.sessions.list(None).await.unwrap().is_empty());
     // A new workspace may reuse the session id.
@@ -656,9 +668,9 @@ pub async fn manager_sessions(b: Backend) {
         .await
         .unwrap();
     // Session activity is workspace activity.
-    let gone = m.gc(Duration::days(90), false).await.unwrap();
+    let stale = m.gc_plan(Duration::days(90)).await.unwrap().stale;
     assert_eq!(
-        gone.iter().map(|w| w.id.as_str()).collect::<Vec<_>>(),
+        stale.iter().map(|w| w.id.as_str()).collect::<Vec<_>>(),
         vec!["idle"]
     );
     m.create_session(new_session("busy", Some("abcd-2")))

@@ -25,6 +25,11 @@ pub enum Error {
     #[error("{0}")]
     Refused(String),
 
+    /// A file was expected and the path names a folder (reading, or writing over it). Its own
+    /// kind, so a caller that can show a folder instead (a resource read) needs no guessing.
+    #[error("{0}")]
+    IsFolder(String),
+
     /// An identifier matched more than one thing.
     #[error("{identifier:?} is ambiguous; it matches: {}. Use more characters or the full id.", .candidates.join(", "))]
     Ambiguous {
@@ -78,6 +83,59 @@ impl Error {
 
     pub fn is_not_found(&self) -> bool {
         matches!(self, Error::NotFound { .. })
+    }
+}
+
+/// What kind of failure an error is, for the front ends that map it once: to an exit code, an
+/// MCP error code, an ACP error. Every error type of berth's libraries has a `kind()`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorKind {
+    /// The thing named does not exist.
+    NotFound,
+    /// An identifier, path, argument or config value is malformed or ambiguous.
+    Invalid,
+    /// Well-formed, but not allowed now: it would lose work, or the state forbids it.
+    Refused,
+    /// It would replace something that exists.
+    Conflict,
+    /// A path names a folder where a file was expected.
+    IsFolder,
+    /// A file berth owns cannot be parsed; a person has to look at it.
+    Corrupt,
+    /// A program berth ran (git, a setup command) failed.
+    External,
+    /// The operating system failed a read or write.
+    Io,
+}
+
+impl ErrorKind {
+    /// The name used in JSON (`not_found`, `is_folder`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::NotFound => "not_found",
+            ErrorKind::Invalid => "invalid",
+            ErrorKind::Refused => "refused",
+            ErrorKind::Conflict => "conflict",
+            ErrorKind::IsFolder => "is_folder",
+            ErrorKind::Corrupt => "corrupt",
+            ErrorKind::External => "external",
+            ErrorKind::Io => "io",
+        }
+    }
+}
+
+impl Error {
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::NotFound { .. } => ErrorKind::NotFound,
+            Error::AlreadyExists { .. } => ErrorKind::Conflict,
+            Error::Invalid(_) | Error::Ambiguous { .. } | Error::Config(_) => ErrorKind::Invalid,
+            Error::Refused(_) => ErrorKind::Refused,
+            Error::IsFolder(_) => ErrorKind::IsFolder,
+            Error::Corrupt { .. } => ErrorKind::Corrupt,
+            Error::Io { .. } => ErrorKind::Io,
+        }
     }
 }
 

@@ -3,8 +3,10 @@
 //! - [`id`] and [`storage_path`]: validated identifiers and paths; a value of these types has
 //!   already been checked, so nothing downstream re-validates or forgets to.
 //! - [`store`]: the traits every backend implements (filesystem, SQLite, Postgres).
-//! - [`manager`]: `WorkspaceManager`, the operations built from those traits.
+//! - [`manager`]: `WorkspaceManager`, the record-level operations built from those traits;
+//!   `berth-ops` builds every front end's operations on it.
 //! - [`config`]: the three configuration layers and their merge.
+//! - [`error`]: the one error type and its [`ErrorKind`], which front ends map once.
 //! - [`transcript`]: the `session.md` format.
 //! - [`conformance`]: the behaviour every store must show, as tests any backend can run.
 
@@ -19,7 +21,7 @@ pub mod storage_path;
 pub mod store;
 pub mod transcript;
 
-pub use error::{Error, Result};
+pub use error::{Error, ErrorKind, Result};
 pub use id::{DeviceId, InvalidInput, SessionId, WorkspaceId, WorkspaceName};
 pub use manager::{GcPlan, WorkspaceManager};
 pub use model::{

@@ -1,4 +1,6 @@
-//! `WorkspaceManager`: the operations people and agents ask for, composed from the store traits.
+//! `WorkspaceManager`: record-level operations composed from the store traits. It knows nothing
+//! of git worktrees: `berth-ops` pairs records with worktrees and is its only user outside the
+//! stores' tests.
 //!
 //! It holds no state of its own beyond the stores, so several managers in several processes on
 //! one home agree by construction; everything that must be atomic is atomic in a store method.
@@ -160,9 +162,13 @@ impl WorkspaceManager {
         self.touched(ws).await
     }
 
-    /// Removes a workspace: its bindings first (so no device is left pointing at nothing),
-    /// then its folder with storage and sessions. Returns the devices that were unbound.
-    pub async fn delete(&self, id: &WorkspaceId) -> Result<Vec<DeviceId>> {
+    /// Removes a workspace's record: its bindings first (so no device is left pointing at
+    /// nothing), then its folder with storage and sessions. Returns the devices unbound.
+    ///
+    /// The record only: a git workspace's worktree is not looked at. The operations layer
+    /// (`berth-ops`) removes the worktree first and is the one caller; front ends never get a
+    /// manager, so none can leave a worktree without its record.
+    pub async fn delete_record(&self, id: &WorkspaceId) -> Result<Vec<DeviceId>> {
         // Fail with NotFound before touching bindings of a workspace that does not exist. A
         // corrupt workspace.toml must still be deletable: deleting is how it gets fixed.
         match self.workspaces.load(id).await {
@@ -174,19 +180,8 @@ impl WorkspaceManager {
         Ok(devices)
     }
 
-    /// Removes workspaces unused for `max_age` (never `default`). With `dry_run`, only says
-    /// which.
-    pub async fn gc(&self, max_age: Duration, dry_run: bool) -> Result<Vec<Workspace>> {
-        let plan = self.gc_plan(max_age).await?;
-        if dry_run {
-            Ok(plan.stale)
-        } else {
-            self.gc_apply(plan).await
-        }
-    }
-
-    /// Which workspaces garbage collection would remove now, without removing any. A caller
-    /// that asks a person first applies this same plan, so what is removed is what was shown.
+    /// Which workspaces garbage collection would remove now (idle since `now - max_age`,
+    /// never `default`), without removing any.
     pub async fn gc_plan(&self, max_age: Duration) -> Result<GcPlan> {
         let cutoff = Utc::now() - max_age;
         Ok(GcPlan {
@@ -195,19 +190,20 @@ impl WorkspaceManager {
         })
     }
 
-    /// Removes the planned workspaces that are still idle (one used since the plan is kept),
-    /// with their bindings; returns those removed.
-    pub async fn gc_apply(&self, plan: GcPlan) -> Result<Vec<Workspace>> {
-        let mut removed = Vec::new();
-        for ws in plan.stale {
-            if self
-                .workspaces
-                .delete(&ws.id, DeleteCondition::IdleSince(plan.cutoff))
-                .await?
-            {
-                self.bindings.unbind_workspace(&ws.id).await?;
-                removed.push(ws);
-            }
+    /// Removes a workspace's record, with its bindings, only if it is still idle since
+    /// `cutoff` (checked atomically with the removal). Returns whether it was removed. Like
+    /// [`Self::delete_record`], the record only.
+    pub async fn delete_record_if_idle(
+        &self,
+        id: &WorkspaceId,
+        cutoff: DateTime<Utc>,
+    ) -> Result<bool> {
+        let removed = self
+            .workspaces
+            .delete(id, DeleteCondition::IdleSince(cutoff))
+            .await?;
+        if removed {
+            self.bindings.unbind_workspace(id).await?;
         }
         Ok(removed)
     }

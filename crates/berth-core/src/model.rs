@@ -1,8 +1,11 @@
 //! The records berth keeps: workspaces, their optional git part, and storage entries.
 
+use std::path::PathBuf;
+
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::config::ProviderKind;
 use crate::id::{SessionId, WorkspaceId, WorkspaceName};
 
 /// A workspace: an isolated place for one agent, user or device to work.
@@ -23,18 +26,29 @@ pub struct Workspace {
     pub git: Option<GitInfo>,
 }
 
+impl Workspace {
+    /// How messages name a workspace: `<id> (<name>)`, or the id alone. The one place this is
+    /// spelled, so every front end says it the same way.
+    pub fn label(&self) -> String {
+        match &self.name {
+            Some(n) => format!("{} ({n})", self.id),
+            None => self.id.to_string(),
+        }
+    }
+}
+
 /// The git part of a workspace that carries a worktree.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GitInfo {
-    /// Absolute path of the main checkout.
-    pub repo: String,
+    /// Absolute path of the main checkout (UTF-8: it is stored as text).
+    pub repo: PathBuf,
     pub branch: String,
     pub base_branch: String,
     /// True only if berth created the branch, which is what allows berth to delete it.
     pub branch_created: bool,
     /// Absolute path of the worktree: recorded, not derived, so changing `[git] worktree_dir`
     /// later never loses track of existing worktrees.
-    pub worktree: String,
+    pub worktree: PathBuf,
 }
 
 /// What a caller supplies to create a workspace; the store fills in the timestamps.
@@ -180,7 +194,7 @@ pub struct Session {
     pub workspace_id: WorkspaceId,
     #[serde(default)]
     pub title: String,
-    pub provider: String,
+    pub provider: ProviderKind,
     pub model: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwd: Option<String>,
@@ -197,7 +211,7 @@ pub struct NewSession {
     pub id: Option<SessionId>,
     pub workspace: WorkspaceId,
     pub title: String,
-    pub provider: String,
+    pub provider: ProviderKind,
     pub model: String,
     pub cwd: Option<String>,
 }

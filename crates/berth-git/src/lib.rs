@@ -3,8 +3,8 @@
 //! A git workspace is a worktree of a project's repository on its own branch, so several agents
 //! work on one repository without touching each other's files. This crate creates such
 //! worktrees (with git's parallel checkout), removes them without losing work, and reports
-//! their state cheaply. `Repo` knows nothing of berth's stores; the `workspace` module keeps a
-//! workspace record and its worktree in step through `WorkspaceManager`.
+//! their state cheaply. It knows nothing of berth's stores: `berth-ops` keeps a workspace record
+//! and its worktree in step.
 //!
 //! Every git call runs with a clean git environment (no inherited `GIT_DIR`, `GIT_WORK_TREE`
 //! or `GIT_INDEX_FILE`, which a hook or an outer git would otherwise leak in), never prompts,
@@ -18,7 +18,6 @@ use serde::Serialize;
 
 mod setup;
 pub mod spares;
-pub mod workspace;
 pub use setup::{SetupError, copy_files, run_setup};
 
 #[derive(Debug, thiserror::Error)]

@@ -1,25 +1,26 @@
 //! berth-mcp: berth's Model Context Protocol server, built on `rmcp`.
 //!
 //! It serves workspaces, sessions and their storage to AI agents:
-//! - resources (`uri`, `resources`, `worktree`): workspaces, sessions, worktree files,
-//!   contexts, storage and transcripts under `berth://` (`amux://` is an alias);
+//! - resources (`uri`, `resources`): workspaces, sessions, worktree files, contexts, storage
+//!   and transcripts under `berth://` (`amux://` is an alias);
 //! - tools (`tools`): workspace create and remove, the six split storage tools, and bridge
 //!   tools that return resources and prompts to clients that cannot read them;
-//! - prompts (`prompts`, `toolchain`): guided workflows rendered from the real state;
+//! - prompts (`prompts`): guided workflows rendered from the real state (`berth_ops::review`);
 //! - completions of workspace and session identifiers;
 //! - notifications (`notify`): `list_changed` on create and remove, `updated` on a subscribed
 //!   storage file written through this server;
 //! - transports: stdio here, Streamable HTTP in `http`.
 //!
-//! Every tool failure a model can act on is a tool result with `isError: true`, never a
-//! JSON-RPC error: a model sees tool results, while clients often hide protocol errors. Nothing
+//! Everything is done through `berth_ops::Ops`; resources, prompts and tools are functions over
+//! a small `context::Context`. Every tool failure a model can act on is a tool result with
+//! `isError: true`, never a JSON-RPC error: a model sees tool results, while clients often hide
+//! protocol errors. Errors are mapped to MCP in one place (`errors`). Nothing
 //! but protocol goes to stdout; git setup output is captured by `berth-git`.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use berth_core::config::GitSettings;
-use berth_core::{StoragePath, WorkspaceManager};
+use berth_ops::{Ops, Owner, StoragePath};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::model::{
     CompleteRequestParams, CompleteResult, CompletionInfo, GetPromptRequestParams,
@@ -31,58 +32,48 @@ use rmcp::model::{
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt, tool_handler};
 
+mod context;
+mod errors;
 mod http;
 mod notify;
 mod prompts;
 mod resources;
-mod toolchain;
 mod tools;
 mod uri;
-mod worktree;
 
+pub use berth_ops::DEFAULT_MAX_FILE_BYTES;
 pub use http::{DEFAULT_MAX_REQUEST_BYTES, HttpOptions, serve_http};
-pub use worktree::DEFAULT_MAX_FILE_BYTES;
 
+use context::Context;
 use notify::{Connection, Hub};
 use resources::Body;
-use uri::{Owner, Target};
+use uri::Target;
 
 /// The server for one client connection. [`BerthMcp::new`] makes the first; an HTTP server
 /// makes one per MCP session with [`BerthMcp::connection`], all sharing one [`Hub`] so that a
 /// change made through one session is announced to all.
 #[derive(Clone)]
 pub struct BerthMcp {
-    manager: WorkspaceManager,
-    /// The repository `workspace_create` makes worktrees of; `None` makes plain workspaces.
-    repo: Option<PathBuf>,
-    git: GitSettings,
-    max_file_bytes: u64,
+    cx: Arc<Context>,
     hub: Arc<Hub>,
     conn: Arc<Connection>,
     tool_router: ToolRouter<BerthMcp>,
 }
 
-fn text_of(e: impl std::fmt::Display) -> String {
-    e.to_string()
-}
-
 impl BerthMcp {
-    pub fn new(manager: WorkspaceManager, repo: Option<PathBuf>, git: GitSettings) -> BerthMcp {
+    /// A server over `ops`; `repo` is the repository `workspace_create` makes worktrees of
+    /// (`None`: plain workspaces). Worktree files over `max_file_bytes` are refused.
+    pub fn new(ops: Ops, repo: Option<PathBuf>, max_file_bytes: u64) -> BerthMcp {
         BerthMcp {
-            manager,
-            repo,
-            git,
-            max_file_bytes: DEFAULT_MAX_FILE_BYTES,
+            cx: Arc::new(Context {
+                ops,
+                repo,
+                max_file_bytes,
+            }),
             hub: Arc::default(),
             conn: Arc::default(),
             tool_router: Self::tool_router(),
         }
-    }
-
-    /// Files larger than this are refused by the `files` resource (default 10 MiB).
-    pub fn with_max_file_bytes(mut self, bytes: u64) -> BerthMcp {
-        self.max_file_bytes = bytes;
-        self
     }
 
     /// A server for another connection to the same state: its own subscriptions, the shared
@@ -94,44 +85,28 @@ impl BerthMcp {
         }
     }
 
-    /// Tops up the repository's spare checkouts in the background after a create took one,
-    /// when `[git] spare_worktrees` asks for them. A failure only costs the next create its
-    /// head start, so it is logged, not returned.
-    fn refill_spares(&self) {
-        let (Some(repo), Some(want @ 1..)) = (self.repo.clone(), self.git.spare_worktrees) else {
-            return;
-        };
-        let manager = self.manager.clone();
-        let settings = self.git.clone();
-        tokio::task::spawn_blocking(move || {
-            let filled = berth_git::workspace::spare_pool(&manager, &repo, &settings)
-                .and_then(|(pool, repo)| berth_git::workspace::fill_spares(&pool, &repo, want));
-            if let Err(e) = filled {
-                eprintln!("berth mcp: could not refill spare checkouts: {e}");
-            }
-        });
-    }
-
     /// What a subscription to `uri` watches: a storage file, or a workspace's context (its
     /// `context.md`).
     async fn subscription_key(&self, uri: &str) -> Result<notify::Key, ErrorData> {
-        let invalid = |m: String| ErrorData::invalid_params(m, None);
+        let ops = &self.cx.ops;
+        let failed = |e: berth_ops::Error| errors::protocol(&e);
         match uri::parse(uri) {
             Some(Target::Context(id)) => {
-                let (scope, _) = self
-                    .storage_owner(Owner::Workspace, &id)
-                    .await
-                    .map_err(invalid)?;
-                Ok((scope, resources::context_path()))
+                let at = ops.storage(Owner::Workspace, &id).await.map_err(failed)?;
+                Ok((at.scope().clone(), berth_ops::context_path()))
             }
             Some(Target::Storage(owner, id, Some(path))) => {
-                let (scope, _) = self.storage_owner(owner, &id).await.map_err(invalid)?;
-                let path = StoragePath::new(&path).map_err(|e| invalid(e.to_string()))?;
-                Ok((scope, path))
+                let at = ops.storage(owner, &id).await.map_err(failed)?;
+                let path = StoragePath::new(&path)
+                    .map_err(|e| failed(berth_core::Error::from(e).into()))?;
+                Ok((at.scope().clone(), path))
             }
-            Some(_) => Err(invalid(format!(
-                "{uri} cannot be subscribed to: subscriptions cover a workspace's context and storage files (berth://workspace/{{id}}/context, berth://workspace/{{id}}/storage/{{path}}, berth://session/{{id}}/storage/{{path}})"
-            ))),
+            Some(_) => Err(ErrorData::invalid_params(
+                format!(
+                    "{uri} cannot be subscribed to: subscriptions cover a workspace's context and storage files (berth://workspace/{{id}}/context, berth://workspace/{{id}}/storage/{{path}}, berth://session/{{id}}/storage/{{path}})"
+                ),
+                None,
+            )),
             None => Err(ErrorData::resource_not_found(unknown_resource(uri), None)),
         }
     }
@@ -141,11 +116,11 @@ impl BerthMcp {
     /// failing the client's typing.
     async fn identifiers(&self, of: Owner, prefix: &str) -> Vec<String> {
         let mut all: Vec<String> = match of {
-            Owner::Session => match self.manager.sessions().list_ids().await {
+            Owner::Session => match self.cx.ops.session_ids().await {
                 Ok(ids) => ids.into_iter().map(|id| id.to_string()).collect(),
                 Err(_) => Vec::new(),
             },
-            Owner::Workspace => match self.manager.list().await {
+            Owner::Workspace => match self.cx.ops.workspace_records().await {
                 Ok(list) => list
                     .into_iter()
                     .flat_map(|ws| {
@@ -222,10 +197,11 @@ impl ServerHandler for BerthMcp {
             ),
         ];
         let workspaces = self
-            .manager
-            .list()
+            .cx
+            .ops
+            .workspace_records()
             .await
-            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+            .map_err(|e| errors::protocol(&e))?;
         for ws in &workspaces {
             let label = ws.name.as_ref().map_or(ws.id.as_str(), |n| n.as_str());
             let base = uri::workspace(&ws.id);
@@ -242,11 +218,11 @@ impl ServerHandler for BerthMcp {
             );
         }
         let sessions = self
-            .manager
-            .sessions()
-            .list(None)
+            .cx
+            .ops
+            .session_records(None)
             .await
-            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+            .map_err(|e| errors::protocol(&e))?;
         for s in &sessions {
             all.push(json(
                 Resource::new(uri::session(&s.id), format!("session {}", s.id))
@@ -335,10 +311,9 @@ impl ServerHandler for BerthMcp {
         let uri = request.uri;
         let target = uri::parse(&uri)
             .ok_or_else(|| ErrorData::resource_not_found(unknown_resource(&uri), None))?;
-        let body = self
-            .read_target(target)
+        let body = resources::read(&self.cx, target)
             .await
-            .map_err(|message| ErrorData::resource_not_found(message, None))?;
+            .map_err(|e| errors::protocol(&e))?;
         let contents = match body {
             Body::Json(value) => {
                 let text = serde_json::to_string_pretty(&value)
@@ -390,10 +365,10 @@ impl ServerHandler for BerthMcp {
         request: GetPromptRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
-        self.render_prompt(&request.name, request.arguments.as_ref())
+        prompts::render(&self.cx, &request.name, request.arguments.as_ref())
             .await
             .map(Into::into)
-            .map_err(|message| ErrorData::invalid_params(message, None))
+            .map_err(|e| errors::protocol(&e))
     }
 
     async fn complete(

@@ -6,17 +6,18 @@
 //! from a client, so wherever one lands inside a command it is quoted for the shell (or encoded
 //! as JSON inside a tool call), and wherever it lands in markdown it is kept to one line.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use berth_core::{StorageScope, Workspace, WorkspaceName};
-use berth_git::workspace::{self as git_workspace, Review};
+use berth_core::WorkspaceName;
+use berth_ops::review::{Health, Review, WorkspaceReview};
+use berth_ops::toolchain::Check;
+use berth_ops::{Error, Result, Workspace};
 use chrono::{DateTime, Utc};
 use rmcp::model::{GetPromptResult, JsonObject, Prompt, PromptArgument, PromptMessage, Role};
 use serde_json::{Value, json};
 
-use crate::resources::context_path;
-use crate::toolchain::{self, Check};
-use crate::{BerthMcp, text_of, uri};
+use crate::context::Context;
+use crate::uri;
 
 pub const START_ISSUE_WORK: &str = "start-issue-work";
 pub const PREPARE_PR: &str = "prepare-pr";
@@ -87,328 +88,293 @@ impl Args<'_> {
         }
     }
 
-    fn required(&self, name: &str, prompt: &str) -> Result<String, String> {
+    fn required(&self, name: &str, prompt: &str) -> Result<String> {
         self.get(name)
-            .ok_or_else(|| format!("the {prompt} prompt needs the argument {name}"))
+            .ok_or_else(|| Error::invalid(format!("the {prompt} prompt needs the argument {name}")))
     }
 }
 
-impl BerthMcp {
-    pub(crate) async fn render_prompt(
-        &self,
-        name: &str,
-        arguments: Option<&JsonObject>,
-    ) -> Result<GetPromptResult, String> {
-        let args = Args(arguments);
-        let (description, text) = match name {
-            START_ISSUE_WORK => self.start_issue_work(&args).await?,
-            PREPARE_PR => {
-                let id = args.required("workspace_id", PREPARE_PR)?;
-                self.prepare_pr(&id, &args).await?
-            }
-            REVIEW_WORKSPACE => {
-                let id = args.required("workspace_id", REVIEW_WORKSPACE)?;
-                self.review_workspace(&id).await?
-            }
-            other => {
-                return Err(format!(
-                    "there is no prompt {other:?}; the prompts are {START_ISSUE_WORK}, {PREPARE_PR} and {REVIEW_WORKSPACE}"
-                ));
-            }
-        };
-        Ok(
-            GetPromptResult::new(vec![PromptMessage::new_text(Role::User, text)])
-                .with_description(description),
-        )
-    }
-
-    async fn start_issue_work(&self, args: &Args<'_>) -> Result<(String, String), String> {
-        let number = args.required("issue_number", START_ISSUE_WORK)?;
-        let number = number.trim_start_matches('#').to_owned();
-        let name = WorkspaceName::new(format!("issue-{number}")).map_err(|_| {
-            format!(
-                "issue_number {number:?} is not an issue number or key: use letters, digits, '.', '_' or '-', e.g. 42 or PROJ-7"
-            )
-        })?;
-        let title = args.get("issue_title").map(|t| one_line(&t));
-        let url = args.get("issue_url").map(|u| one_line(&u));
-        let heading = match &title {
-            Some(t) => format!("issue #{number}: {t}"),
-            None => format!("issue #{number}"),
-        };
-        let repo = self.repo.clone();
-        let (base, checks) = blocking(move || match repo {
-            Some(repo) => {
-                let base = berth_git::Repo::open(&repo)
-                    .and_then(|r| r.default_base())
-                    .ok();
-                let checks = toolchain::detect(&repo);
-                (base.map(|b| (repo, b)), checks)
-            }
-            None => (None, Vec::new()),
-        })
-        .await?;
-
-        let mut t = format!("# Start work on {heading}\n\n");
-        if let Some(url) = &url {
-            t += &format!("The issue: {url}\n\n");
+/// Renders the prompt `name` from the current state.
+pub async fn render(
+    cx: &Context,
+    name: &str,
+    arguments: Option<&JsonObject>,
+) -> Result<GetPromptResult> {
+    let args = Args(arguments);
+    let (description, text) = match name {
+        START_ISSUE_WORK => start_issue_work(cx, &args).await?,
+        PREPARE_PR => {
+            let id = args.required("workspace_id", PREPARE_PR)?;
+            prepare_pr(cx, &id, &args).await?
         }
-        t += "## 1. Understand the issue\n\n";
-        t += &format!(
-            "- Read {} in full, comments included.\n- Write down what done means: the behaviour that must change and how it will be checked.\n- If anything is ambiguous, ask before writing code; guessing costs more than asking.\n\n",
-            url.as_deref().unwrap_or("the issue")
-        );
-        t += "## 2. Create a workspace\n\n";
-        match self.manager.resolve(name.as_str()).await {
-            Ok(existing) => {
-                t += &format!(
-                    "A workspace for this issue already exists: `{}` ({}). Continue there instead of creating another; the `review-workspace` prompt with workspace_id `{}` shows where it stands.\n\n",
-                    name, existing.id, name
-                );
-            }
-            Err(e) if !e.is_not_found() => return Err(e.to_string()),
-            Err(_) => {
-                let mut call = json!({"name": name.as_str()});
-                call["description"] = json!(format!(
-                    "Issue #{number}{}",
-                    title.as_ref().map(|t| format!(": {t}")).unwrap_or_default()
-                ));
-                t += &format!(
-                    "Call the `workspace_create` tool with:\n\n```json\n{}\n```\n\n",
-                    serde_json::to_string(&call).map_err(text_of)?
-                );
-                t += &match &base {
+        REVIEW_WORKSPACE => {
+            let id = args.required("workspace_id", REVIEW_WORKSPACE)?;
+            review_workspace(cx, &id).await?
+        }
+        other => {
+            return Err(Error::invalid(format!(
+                "there is no prompt {other:?}; the prompts are {START_ISSUE_WORK}, {PREPARE_PR} and {REVIEW_WORKSPACE}"
+            )));
+        }
+    };
+    Ok(
+        GetPromptResult::new(vec![PromptMessage::new_text(Role::User, text)])
+            .with_description(description),
+    )
+}
+
+async fn start_issue_work(cx: &Context, args: &Args<'_>) -> Result<(String, String)> {
+    let number = args.required("issue_number", START_ISSUE_WORK)?;
+    let number = number.trim_start_matches('#').to_owned();
+    let name = WorkspaceName::new(format!("issue-{number}")).map_err(|_| {
+            Error::invalid(format!(
+                "issue_number {number:?} is not an issue number or key: use letters, digits, '.', '_' or '-', e.g. 42 or PROJ-7"
+            ))
+        })?;
+    let title = args.get("issue_title").map(|t| one_line(&t));
+    let url = args.get("issue_url").map(|u| one_line(&u));
+    let heading = match &title {
+        Some(t) => format!("issue #{number}: {t}"),
+        None => format!("issue #{number}"),
+    };
+    let (base, checks) = match &cx.repo {
+        Some(repo) => {
+            let project = cx.ops.project(repo).await?;
+            (
+                project.default_base.map(|b| (project.repo, b)),
+                project.checks,
+            )
+        }
+        None => (None, Vec::new()),
+    };
+
+    let mut t = format!("# Start work on {heading}\n\n");
+    if let Some(url) = &url {
+        t += &format!("The issue: {url}\n\n");
+    }
+    t += "## 1. Understand the issue\n\n";
+    t += &format!(
+        "- Read {} in full, comments included.\n- Write down what done means: the behaviour that must change and how it will be checked.\n- If anything is ambiguous, ask before writing code; guessing costs more than asking.\n\n",
+        url.as_deref().unwrap_or("the issue")
+    );
+    t += "## 2. Create a workspace\n\n";
+    match cx.ops.resolve_workspace(name.as_str()).await {
+        Ok(existing) => {
+            t += &format!(
+                "A workspace for this issue already exists: `{}` ({}). Continue there instead of creating another; the `review-workspace` prompt with workspace_id `{}` shows where it stands.\n\n",
+                name, existing.id, name
+            );
+        }
+        Err(e) if !e.is_not_found() => return Err(e),
+        Err(_) => {
+            let mut call = json!({"name": name.as_str()});
+            call["description"] = json!(format!(
+                "Issue #{number}{}",
+                title.as_ref().map(|t| format!(": {t}")).unwrap_or_default()
+            ));
+            t += &format!(
+                "Call the `workspace_create` tool with:\n\n```json\n{}\n```\n\n",
+                serde_json::to_string(&call).map_err(json_error)?
+            );
+            t += &match &base {
                     Some((repo, base)) => format!(
                         "It makes a git worktree of `{}` on the new branch `berth/{name}`, starting from `{base}`, the repository's default base branch.\n\n",
                         repo.display()
                     ),
                     None => "This server has no repository, so the workspace is a plain folder with storage for notes.\n\n".to_owned(),
                 };
-            }
         }
-        t += "## 3. Find your way around\n\n";
-        t += &format!(
-            "- Read `{}` for the worktree path, branch and status.\n- Browse `{}` and read the files the issue touches.\n\n",
-            uri::workspace(&name),
-            uri::child(&uri::workspace(&name), "files", None)
-        );
-        t += "## 4. Plan\n\n";
-        let template = format!(
-            "# {}\n\n## Goal\n\n## Acceptance criteria\n\n## Plan\n\n## Progress\n",
-            match &title {
-                Some(t) => format!("Issue #{number}: {t}"),
-                None => format!("Issue #{number}"),
-            }
-        );
-        t += &format!(
-            "Keep the plan in the workspace's context, so later sessions can pick it up: call `workspace_storage_write` with\n\n```json\n{}\n```\n\nfilled in.\n\n",
-            serde_json::to_string(&json!({
-                "workspace_identifier": name.as_str(),
-                "path": "context.md",
-                "content": template,
-            }))
-            .map_err(text_of)?
-        );
-        t += "## 5. Work in small steps, checking each\n\n";
-        t += &checks_text(&checks, None);
-        t += &format!(
-            "\n## 6. Review and hand in\n\nUse the `{REVIEW_WORKSPACE}` prompt (workspace_id `{name}`) to see where the work stands, and `{PREPARE_PR}` when it is done.\n"
-        );
-        Ok((format!("Start work on {heading}"), t))
     }
-
-    async fn review_workspace(&self, identifier: &str) -> Result<(String, String), String> {
-        let ws = self.manager.resolve(identifier).await.map_err(text_of)?;
-        let review = self.review(&ws).await?;
-        let context = self.context_text(&ws).await?;
-        let sessions = self.sessions_of(Some(&ws.id)).await?;
-        let now = Utc::now();
-        let label = label(&ws);
-
-        let mut t = format!("# Review of workspace {label}\n\n");
-        if !ws.description.is_empty() {
-            t += &format!("{}\n\n", one_line(&ws.description));
+    t += "## 3. Find your way around\n\n";
+    t += &format!(
+        "- Read `{}` for the worktree path, branch and status.\n- Browse `{}` and read the files the issue touches.\n\n",
+        uri::workspace(&name),
+        uri::child(&uri::workspace(&name), "files", None)
+    );
+    t += "## 4. Plan\n\n";
+    let template = format!(
+        "# {}\n\n## Goal\n\n## Acceptance criteria\n\n## Plan\n\n## Progress\n",
+        match &title {
+            Some(t) => format!("Issue #{number}: {t}"),
+            None => format!("Issue #{number}"),
         }
-        t += "## Age\n\n";
-        t += &format!(
-            "- Created {} ago ({}).\n- Last used {} ago ({}).\n",
-            age(now, ws.created_at),
-            ws.created_at.format("%Y-%m-%d %H:%M UTC"),
-            age(now, ws.last_accessed),
-            ws.last_accessed.format("%Y-%m-%d %H:%M UTC"),
-        );
-        t += &format!("- {} session(s).\n\n", sessions.len());
+    );
+    t += &format!(
+        "Keep the plan in the workspace's context, so later sessions can pick it up: call `workspace_storage_write` with\n\n```json\n{}\n```\n\nfilled in.\n\n",
+        serde_json::to_string(&json!({
+            "workspace_identifier": name.as_str(),
+            "path": "context.md",
+            "content": template,
+        }))
+        .map_err(json_error)?
+    );
+    t += "## 5. Work in small steps, checking each\n\n";
+    t += &checks_text(&checks, None);
+    t += &format!(
+        "\n## 6. Review and hand in\n\nUse the `{REVIEW_WORKSPACE}` prompt (workspace_id `{name}`) to see where the work stands, and `{PREPARE_PR}` when it is done.\n"
+    );
+    Ok((format!("Start work on {heading}"), t))
+}
 
-        let mut actions: Vec<String> = Vec::new();
-        match (&ws.git, &review) {
-            (Some(git), Some((review, _))) => {
-                t += &branch_text(git, review);
-                actions.extend(next_steps(&ws, git, review));
-            }
-            _ => {
-                t += "## Files\n\nA plain workspace: no branch or worktree, only storage.\n\n";
-            }
+async fn review_workspace(cx: &Context, identifier: &str) -> Result<(String, String)> {
+    let WorkspaceReview {
+        workspace: ws,
+        git: review,
+        context,
+        sessions,
+    } = cx.ops.review_workspace(identifier).await?;
+    let now = Utc::now();
+    let label = ws.label();
+
+    let mut t = format!("# Review of workspace {label}\n\n");
+    if !ws.description.is_empty() {
+        t += &format!("{}\n\n", one_line(&ws.description));
+    }
+    t += "## Age\n\n";
+    t += &format!(
+        "- Created {} ago ({}).\n- Last used {} ago ({}).\n",
+        age(now, ws.created_at),
+        ws.created_at.format("%Y-%m-%d %H:%M UTC"),
+        age(now, ws.last_accessed),
+        ws.last_accessed.format("%Y-%m-%d %H:%M UTC"),
+    );
+    t += &format!("- {sessions} session(s).\n\n");
+
+    let mut actions: Vec<String> = Vec::new();
+    match (&ws.git, &review) {
+        (Some(git), Some((review, _))) => {
+            t += &branch_text(git, review);
+            actions.extend(next_steps(&ws, git, review));
         }
-        if (now - ws.last_accessed).num_days() >= 14 {
-            actions.push(format!(
+        _ => {
+            t += "## Files\n\nA plain workspace: no branch or worktree, only storage.\n\n";
+        }
+    }
+    if (now - ws.last_accessed).num_days() >= 14 {
+        actions.push(format!(
                 "It has not been used for {}: finish it, or remove it with `workspace_remove` if the work is done or abandoned.",
                 age(now, ws.last_accessed)
             ));
-        }
-        t += &context_section(&ws, context.as_deref());
-        if context.is_none() {
-            actions.push(
+    }
+    t += &context_section(&ws, context.as_deref());
+    if context.is_none() {
+        actions.push(
                 "Write the goal, plan and progress to `context.md` with `workspace_storage_write`, so the next session starts informed.".to_owned(),
             );
-        }
-        if let Some((_, checks)) = &review {
-            t += "## The project's checks\n\n";
-            t += &checks_text(checks, ws.git.as_ref().map(|g| Path::new(&g.worktree)));
-            t += "\n";
-        }
-        t += "## Recommended next steps\n\n";
-        if actions.is_empty() {
-            actions.push("Nothing is pending: carry on with the plan in the context.".to_owned());
-        }
-        for (i, a) in actions.iter().enumerate() {
-            t += &format!("{}. {a}\n", i + 1);
-        }
-        Ok((format!("Review of workspace {label}"), t))
     }
-
-    async fn prepare_pr(
-        &self,
-        identifier: &str,
-        args: &Args<'_>,
-    ) -> Result<(String, String), String> {
-        let ws = self.manager.resolve(identifier).await.map_err(text_of)?;
-        let (Some(git), Some((review, checks))) = (ws.git.clone(), self.review(&ws).await?) else {
-            return Err(format!(
-                "workspace {} is a plain workspace: it has no branch to open a pull request from",
-                label(&ws)
-            ));
-        };
-        let context = self.context_text(&ws).await?;
-        let title = args
-            .get("pr_title")
-            .map(|t| one_line(&t))
-            .or_else(|| (!ws.description.is_empty()).then(|| one_line(&ws.description)))
-            .or_else(|| {
-                review
-                    .status
-                    .last_commit
-                    .as_ref()
-                    .map(|c| c.subject.clone())
-            })
-            .unwrap_or_else(|| git.branch.clone());
-        let body = args
-            .get("pr_description")
-            .unwrap_or_else(|| "Summarize what changed and why, and how it was tested.".to_owned());
-        let wt = PathBuf::from(&git.worktree);
-        let in_wt = sh(&git.worktree);
-        let target = git
-            .base_branch
-            .strip_prefix("origin/")
-            .unwrap_or(&git.base_branch);
-
-        let mut t = format!("# Prepare a pull request from workspace {}\n\n", label(&ws));
-        t += &branch_text(&git, &review);
-        let mut step = 0;
-        let mut next = || {
-            step += 1;
-            step
-        };
-        t += "## Checklist\n\n";
-        if !review.uncommitted.is_empty() {
-            t += &format!(
-                "{}. Commit or discard the {} uncommitted file(s) listed above:\n   `git -C {in_wt} add -A && git -C {in_wt} commit`\n",
-                next(),
-                review.uncommitted.len()
-            );
-        }
-        if review.status.behind.unwrap_or(0) > 0 {
-            t += &format!(
-                "{}. The base has moved on by {} commit(s); rebase onto it and resolve any conflicts:\n   `git -C {in_wt} rebase {}`\n",
-                next(),
-                review.status.behind.unwrap_or(0),
-                sh(&git.base_branch)
-            );
-        }
-        t += &format!(
-            "{}. Run the project's checks in the worktree; all must pass:\n",
-            next()
-        );
-        for line in checks_text(&checks, Some(&wt)).lines() {
-            t += &format!("   {line}\n");
-        }
-        if review.status.ahead == Some(0) {
-            t += &format!(
-                "{}. The branch has no commits beyond `{}` yet: there is nothing to open a pull request for.\n",
-                next(),
-                git.base_branch
-            );
-        }
-        t += &format!(
-            "{}. Push the branch:\n   `git -C {in_wt} push -u origin {}`\n",
-            next(),
-            sh(&git.branch)
-        );
-        t += &format!(
-            "{}. Open the pull request:\n   `cd {in_wt} && gh pr create --base {} --head {} --title {} --body {}`\n",
-            next(),
-            sh(target),
-            sh(&git.branch),
-            sh(&title),
-            sh(&body)
-        );
-        t += &format!(
-            "{}. After it is merged, remove the workspace with `workspace_remove` ({}).\n\n",
-            next(),
-            serde_json::to_string(&json!({"workspace_id": ws.id})).map_err(text_of)?
-        );
-        t += &format!("Title: {title}\n\n");
-        t += &context_section(&ws, context.as_deref());
-        Ok((format!("Prepare a pull request: {title}"), t))
+    if let Some((_, checks)) = &review {
+        t += "## The project's checks\n\n";
+        t += &checks_text(checks, ws.git.as_ref().map(|g| g.worktree.as_path()));
+        t += "\n";
     }
+    t += "## Recommended next steps\n\n";
+    if actions.is_empty() {
+        actions.push("Nothing is pending: carry on with the plan in the context.".to_owned());
+    }
+    for (i, a) in actions.iter().enumerate() {
+        t += &format!("{}. {a}\n", i + 1);
+    }
+    Ok((format!("Review of workspace {label}"), t))
+}
 
-    /// A git workspace's review and the project's checks; `None` for a plain workspace.
-    async fn review(&self, ws: &Workspace) -> Result<Option<(Review, Vec<Check>)>, String> {
-        let Some(git) = ws.git.clone() else {
-            return Ok(None);
-        };
-        blocking(move || {
-            let review = git_workspace::review(&git);
-            let checks = toolchain::detect(Path::new(&git.worktree));
-            Some((review, checks))
+async fn prepare_pr(cx: &Context, identifier: &str, args: &Args<'_>) -> Result<(String, String)> {
+    let WorkspaceReview {
+        workspace: ws,
+        git: review,
+        context,
+        ..
+    } = cx.ops.review_workspace(identifier).await?;
+    let (Some(git), Some((review, checks))) = (ws.git.clone(), review) else {
+        return Err(Error::invalid(format!(
+            "workspace {} is a plain workspace: it has no branch to open a pull request from",
+            ws.label()
+        )));
+    };
+    let title = args
+        .get("pr_title")
+        .map(|t| one_line(&t))
+        .or_else(|| (!ws.description.is_empty()).then(|| one_line(&ws.description)))
+        .or_else(|| {
+            review
+                .status
+                .last_commit
+                .as_ref()
+                .map(|c| c.subject.clone())
         })
-        .await
-    }
+        .unwrap_or_else(|| git.branch.clone());
+    let body = args
+        .get("pr_description")
+        .unwrap_or_else(|| "Summarize what changed and why, and how it was tested.".to_owned());
+    let wt = git.worktree.clone();
+    let in_wt = sh(&git.worktree.to_string_lossy());
+    let target = git
+        .base_branch
+        .strip_prefix("origin/")
+        .unwrap_or(&git.base_branch);
 
-    async fn context_text(&self, ws: &Workspace) -> Result<Option<String>, String> {
-        match self
-            .manager
-            .storage()
-            .read(&StorageScope::Workspace(ws.id.clone()), &context_path())
-            .await
-        {
-            Ok(bytes) => Ok(Some(String::from_utf8_lossy(&bytes).into_owned())),
-            Err(e) if e.is_not_found() => Ok(None),
-            Err(e) => Err(e.to_string()),
-        }
+    let mut t = format!("# Prepare a pull request from workspace {}\n\n", ws.label());
+    t += &branch_text(&git, &review);
+    let mut step = 0;
+    let mut next = || {
+        step += 1;
+        step
+    };
+    t += "## Checklist\n\n";
+    if !review.uncommitted.is_empty() {
+        t += &format!(
+            "{}. Commit or discard the {} uncommitted file(s) listed above:\n   `git -C {in_wt} add -A && git -C {in_wt} commit`\n",
+            next(),
+            review.uncommitted.len()
+        );
     }
+    if review.status.behind.unwrap_or(0) > 0 {
+        t += &format!(
+            "{}. The base has moved on by {} commit(s); rebase onto it and resolve any conflicts:\n   `git -C {in_wt} rebase {}`\n",
+            next(),
+            review.status.behind.unwrap_or(0),
+            sh(&git.base_branch)
+        );
+    }
+    t += &format!(
+        "{}. Run the project's checks in the worktree; all must pass:\n",
+        next()
+    );
+    for line in checks_text(&checks, Some(&wt)).lines() {
+        t += &format!("   {line}\n");
+    }
+    if review.status.ahead == Some(0) {
+        t += &format!(
+            "{}. The branch has no commits beyond `{}` yet: there is nothing to open a pull request for.\n",
+            next(),
+            git.base_branch
+        );
+    }
+    t += &format!(
+        "{}. Push the branch:\n   `git -C {in_wt} push -u origin {}`\n",
+        next(),
+        sh(&git.branch)
+    );
+    t += &format!(
+        "{}. Open the pull request:\n   `cd {in_wt} && gh pr create --base {} --head {} --title {} --body {}`\n",
+        next(),
+        sh(target),
+        sh(&git.branch),
+        sh(&title),
+        sh(&body)
+    );
+    t += &format!(
+        "{}. After it is merged, remove the workspace with `workspace_remove` ({}).\n\n",
+        next(),
+        serde_json::to_string(&json!({"workspace_id": ws.id})).map_err(json_error)?
+    );
+    t += &format!("Title: {title}\n\n");
+    t += &context_section(&ws, context.as_deref());
+    Ok((format!("Prepare a pull request: {title}"), t))
 }
 
-async fn blocking<T: Send + 'static>(
-    job: impl FnOnce() -> T + Send + 'static,
-) -> Result<T, String> {
-    tokio::task::spawn_blocking(job).await.map_err(text_of)
-}
-
-fn label(ws: &Workspace) -> String {
-    match &ws.name {
-        Some(n) => format!("{n} ({})", ws.id),
-        None => ws.id.to_string(),
-    }
+/// A tool-call example that could not be encoded (it always can: its values are strings).
+fn json_error(e: serde_json::Error) -> Error {
+    Error::invalid(format!("cannot encode a tool call for the prompt: {e}"))
 }
 
 fn branch_text(git: &berth_core::GitInfo, review: &Review) -> String {
@@ -419,7 +385,7 @@ fn branch_text(git: &berth_core::GitInfo, review: &Review) -> String {
         "- Branch `{}` from base `{}`, in the worktree `{}`.\n- Health: {}.\n- {} commit(s) ahead of the base, {} behind.\n",
         git.branch,
         git.base_branch,
-        git.worktree,
+        git.worktree.display(),
         s.health.as_str(),
         known(s.ahead),
         known(s.behind)
@@ -450,18 +416,17 @@ fn branch_text(git: &berth_core::GitInfo, review: &Review) -> String {
 }
 
 fn next_steps(ws: &Workspace, git: &berth_core::GitInfo, review: &Review) -> Vec<String> {
-    use berth_git::Health;
     let s = &review.status;
     let mut out = Vec::new();
     match s.health {
         Health::Ok => {}
         Health::WorktreeMissing => out.push(format!(
             "The worktree `{}` is gone. If the work is pushed or merged, remove the workspace with `workspace_remove`; otherwise recover the branch `{}` first.",
-            git.worktree, git.branch
+            git.worktree.display(), git.branch
         )),
         Health::RepoMissing => out.push(format!(
             "The repository `{}` is gone or moved; nothing git-related can be done until it is back. `workspace_remove` with force=true drops the record.",
-            git.repo
+            git.repo.display()
         )),
         Health::BranchMissing => out.push(format!(
             "The branch `{}` no longer exists; the work on it may be lost. Remove the workspace if it was merged.",
@@ -479,7 +444,7 @@ fn next_steps(ws: &Workspace, git: &berth_core::GitInfo, review: &Review) -> Vec
             "Rebase onto `{}`, which has {} new commit(s): `git -C {} rebase {}`.",
             git.base_branch,
             s.behind.unwrap_or(0),
-            sh(&git.worktree),
+            sh(&git.worktree.to_string_lossy()),
             sh(&git.base_branch)
         ));
     }

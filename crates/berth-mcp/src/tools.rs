@@ -7,18 +7,18 @@
 
 use std::collections::HashMap;
 
-use berth_core::{NewWorkspace, StoragePath, StorageScope, WorkspaceName};
-use berth_git::BranchSpec;
-use berth_git::workspace::{self as git_workspace, GitRequest};
+use berth_ops::{CreateWorkspace, Error, Owner, Repository};
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResult, ContentBlock, JsonObject};
 use rmcp::{ErrorData, tool, tool_router};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::resources::Body;
-use crate::uri::{Owner, Target};
-use crate::{BerthMcp, prompts, text_of, uri};
+use crate::context::Context;
+use crate::notify::Hub;
+use crate::resources::{self, Body};
+use crate::uri::{self, Target};
+use crate::{BerthMcp, errors, prompts};
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct WorkspaceCreateArgs {
@@ -46,7 +46,9 @@ pub struct WorkspaceCreateArgs {
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct WorkspaceRemoveArgs {
-    /// The workspace: its id, its name, or an unambiguous id prefix of 4+ characters.
+    /// The workspace: its id, its name, or an unambiguous id prefix of 4+ characters
+    /// (`workspace_identifier` is accepted too, as the other tools name it).
+    #[serde(alias = "workspace_identifier")]
     pub workspace_id: String,
     /// Remove even if the worktree has uncommitted changes or its branch has unmerged commits;
     /// that work is lost.
@@ -140,9 +142,8 @@ pub struct PromptGetArgs {
     pub arguments: HashMap<String, String>,
 }
 
-/// A tool's outcome before it becomes a result: structured data and its text rendering, or a
-/// message for the model.
-type Outcome = Result<(Value, String), String>;
+/// A tool's outcome before it becomes a result: structured data and its text rendering.
+type Outcome = Result<(Value, String), Error>;
 
 fn result(outcome: Outcome) -> Result<CallToolResult, ErrorData> {
     Ok(match outcome {
@@ -151,7 +152,7 @@ fn result(outcome: Outcome) -> Result<CallToolResult, ErrorData> {
             r.content = vec![ContentBlock::text(text)];
             r
         }
-        Err(message) => CallToolResult::error(vec![ContentBlock::text(message)]),
+        Err(e) => errors::tool(&e),
     })
 }
 
@@ -160,76 +161,107 @@ fn rendered(value: Value) -> (Value, String) {
     Body::Json(value).into_tool_output("")
 }
 
+async fn read(cx: &Context, owner: Owner, identifier: &str, path: &str) -> Outcome {
+    let at = cx.ops.storage(owner, identifier).await?;
+    let bytes = cx.ops.read_file(&at, path).await?;
+    Ok(Body::file(path, bytes).into_tool_output(path))
+}
+
+async fn write(
+    cx: &Context,
+    hub: &Hub,
+    owner: Owner,
+    identifier: &str,
+    path: &str,
+    content: String,
+) -> Outcome {
+    let at = cx.ops.storage(owner, identifier).await?;
+    let size = content.len();
+    let path = cx.ops.write_file(&at, path, content.into_bytes()).await?;
+    hub.updated(&(at.scope().clone(), path.clone())).await;
+    Ok((
+        json!({"path": path.as_str(), "size": size}),
+        format!("wrote {size} bytes to {path}"),
+    ))
+}
+
+async fn list(cx: &Context, owner: Owner, identifier: &str, path: Option<&str>) -> Outcome {
+    let at = cx.ops.storage(owner, identifier).await?;
+    let entries = cx.ops.list_files(&at, path).await?;
+    let text = if entries.is_empty() {
+        "(empty)".to_owned()
+    } else {
+        entries
+            .iter()
+            .map(|e| format!("{}\t{}\t{}", e.kind.as_str(), e.size, e.path))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    Ok((json!({ "entries": entries }), text))
+}
+
+async fn create(cx: &Context, args: WorkspaceCreateArgs) -> Outcome {
+    // The server's repository is at hand, not named by this request: plain=true still
+    // makes a plain workspace.
+    let repository = match &cx.repo {
+        Some(repo) => Repository::Around(repo.clone()),
+        None => Repository::None,
+    };
+    let request = CreateWorkspace {
+        name: Some(args.name),
+        description: args.description.unwrap_or_default(),
+        agent_id: args.agent_id,
+        plain: args.plain,
+        checkout: args.branch,
+        base: args.base_branch,
+        ..CreateWorkspace::new(repository)
+    };
+    let view = cx.ops.create_workspace(request).await?;
+    let mut text = format!("created workspace {}", view.id);
+    if let Some(git) = &view.git {
+        text.push_str(&format!(
+            "\nworktree: {}\nbranch: {} (from {})",
+            git.worktree.display(),
+            git.branch,
+            git.base_branch
+        ));
+    }
+    let mut value = serde_json::to_value(&view).unwrap_or(Value::Null);
+    value["uri"] = json!(uri::workspace(&view.id));
+    Ok((value, text))
+}
+
+async fn remove(cx: &Context, args: WorkspaceRemoveArgs) -> Outcome {
+    let plan = cx.ops.plan_delete(&args.workspace_id, args.force).await?;
+    let deleted = cx.ops.delete_workspace(plan).await?;
+    let mut text = format!("removed workspace {}", deleted.label);
+    if let Some(w) = &deleted.warning {
+        text.push_str(&format!("\nwarning: {w}"));
+    }
+    Ok((
+        json!({"id": deleted.id, "removed": true, "unbound": deleted.unbound, "warning": deleted.warning}),
+        text,
+    ))
+}
+
+async fn prompt(cx: &Context, name: &str, arguments: HashMap<String, String>) -> Outcome {
+    let arguments: JsonObject = arguments
+        .into_iter()
+        .map(|(k, v)| (k, Value::String(v)))
+        .collect();
+    let prompt = prompts::render(cx, name, Some(&arguments)).await?;
+    let text = prompt
+        .messages
+        .iter()
+        .filter_map(|m| m.content.as_text().map(|t| t.text.as_str()))
+        .collect::<Vec<_>>()
+        .join("\n\n");
+    Ok((serde_json::to_value(&prompt).unwrap_or(Value::Null), text))
+}
+
+// The tools as rmcp routes them: each parses its arguments and calls one function above.
 #[tool_router(vis = "pub(crate)")]
 impl BerthMcp {
-    async fn scope(&self, owner: Owner, identifier: &str) -> Result<StorageScope, String> {
-        self.storage_owner(owner, identifier)
-            .await
-            .map(|(scope, _)| scope)
-    }
-
-    async fn read(&self, owner: Owner, identifier: &str, path: &str) -> Outcome {
-        let path = StoragePath::new(path).map_err(text_of)?;
-        let bytes = match owner {
-            // The hot path of agents' notes: the record just resolved also records the use.
-            Owner::Workspace => {
-                let ws = self.manager.resolve(identifier).await.map_err(text_of)?;
-                let scope = StorageScope::Workspace(ws.id.clone());
-                self.manager.read_storage_of(&ws, &scope, &path).await
-            }
-            Owner::Session => {
-                let scope = self.scope(owner, identifier).await?;
-                self.manager.read_storage(&scope, &path).await
-            }
-        }
-        .map_err(text_of)?;
-        Ok(Body::file(path.as_str(), bytes).into_tool_output(path.as_str()))
-    }
-
-    async fn write(
-        &self,
-        scope: Result<StorageScope, String>,
-        path: &str,
-        content: String,
-    ) -> Outcome {
-        let scope = scope?;
-        let path = StoragePath::new(path).map_err(text_of)?;
-        let size = content.len();
-        self.manager
-            .write_storage(&scope, &path, content.into_bytes())
-            .await
-            .map_err(text_of)?;
-        self.hub.updated(&(scope, path.clone())).await;
-        Ok((
-            json!({"path": path.as_str(), "size": size}),
-            format!("wrote {size} bytes to {path}"),
-        ))
-    }
-
-    async fn list(&self, scope: Result<StorageScope, String>, path: Option<&str>) -> Outcome {
-        let scope = scope?;
-        let path = path
-            .filter(|p| !p.is_empty())
-            .map(StoragePath::new)
-            .transpose()
-            .map_err(text_of)?;
-        let entries = self
-            .manager
-            .list_storage(&scope, path.as_ref())
-            .await
-            .map_err(text_of)?;
-        let text = if entries.is_empty() {
-            "(empty)".to_owned()
-        } else {
-            entries
-                .iter()
-                .map(|e| format!("{}\t{}\t{}", e.kind.as_str(), e.size, e.path))
-                .collect::<Vec<_>>()
-                .join("\n")
-        };
-        Ok((json!({ "entries": entries }), text))
-    }
-
     #[tool(
         description = "Create a workspace: an isolated git worktree on its own branch when this server has a repository (a plain folder otherwise, or with plain=true). Returns its id, name, folder and, for git, the worktree path and branch."
     )]
@@ -237,55 +269,11 @@ impl BerthMcp {
         &self,
         Parameters(args): Parameters<WorkspaceCreateArgs>,
     ) -> Result<CallToolResult, ErrorData> {
-        result(self.create(args).await)
-    }
-
-    async fn create(&self, args: WorkspaceCreateArgs) -> Outcome {
-        let name = WorkspaceName::new(args.name).map_err(text_of)?;
-        let new = NewWorkspace {
-            id: None,
-            name: Some(name),
-            description: args.description.unwrap_or_default(),
-            agent_id: args.agent_id,
-            git: None,
-        };
-        if args.plain && (args.branch.is_some() || args.base_branch.is_some()) {
-            return Err(
-                "a plain workspace has no branch: leave out branch and base_branch, or plain"
-                    .to_owned(),
-            );
+        let outcome = create(&self.cx, args).await;
+        if outcome.is_ok() {
+            self.hub.list_changed().await;
         }
-        let request = match (&self.repo, args.plain) {
-            (Some(repo), false) => Some(GitRequest {
-                repo: repo.clone(),
-                branch: args.branch.map(BranchSpec::Existing),
-                base: args.base_branch,
-            }),
-            (None, false) if args.branch.is_some() || args.base_branch.is_some() => {
-                return Err("this server has no repository, so branch and base_branch cannot be used; start it with --repo PATH, or leave them out for a plain workspace".to_owned());
-            }
-            _ => None,
-        };
-        let made_git = request.is_some();
-        let ws = git_workspace::create(&self.manager, new, request, &self.git)
-            .await
-            .map_err(text_of)?;
-        self.hub.list_changed().await;
-        if made_git {
-            self.refill_spares();
-        }
-        let folder = self.manager.workspaces().workspace_dir(&ws.id);
-        let mut text = format!("created workspace {}", ws.id);
-        if let Some(git) = &ws.git {
-            text.push_str(&format!(
-                "\nworktree: {}\nbranch: {} (from {})",
-                git.worktree, git.branch, git.base_branch
-            ));
-        }
-        let mut value = serde_json::to_value(&ws).map_err(text_of)?;
-        value["path"] = json!(folder);
-        value["uri"] = json!(uri::workspace(&ws.id));
-        Ok((value, text))
+        result(outcome)
     }
 
     #[tool(
@@ -295,28 +283,11 @@ impl BerthMcp {
         &self,
         Parameters(args): Parameters<WorkspaceRemoveArgs>,
     ) -> Result<CallToolResult, ErrorData> {
-        result(
-            async {
-                let ws = self
-                    .manager
-                    .resolve(&args.workspace_id)
-                    .await
-                    .map_err(text_of)?;
-                let removed = git_workspace::remove(&self.manager, &ws, args.force)
-                    .await
-                    .map_err(text_of)?;
-                self.hub.list_changed().await;
-                let mut text = format!("removed workspace {}", ws.id);
-                if let Some(w) = &removed.warning {
-                    text.push_str(&format!("\nwarning: {w}"));
-                }
-                Ok((
-                    json!({"id": ws.id, "removed": true, "warning": removed.warning}),
-                    text,
-                ))
-            }
-            .await,
-        )
+        let outcome = remove(&self.cx, args).await;
+        if outcome.is_ok() {
+            self.hub.list_changed().await;
+        }
+        result(outcome)
     }
 
     #[tool(
@@ -326,10 +297,7 @@ impl BerthMcp {
         &self,
         Parameters(a): Parameters<WorkspaceFileArgs>,
     ) -> Result<CallToolResult, ErrorData> {
-        result(
-            self.read(Owner::Workspace, &a.workspace_identifier, &a.path)
-                .await,
-        )
+        result(read(&self.cx, Owner::Workspace, &a.workspace_identifier, &a.path).await)
     }
 
     #[tool(
@@ -339,8 +307,17 @@ impl BerthMcp {
         &self,
         Parameters(a): Parameters<WorkspaceWriteArgs>,
     ) -> Result<CallToolResult, ErrorData> {
-        let scope = self.scope(Owner::Workspace, &a.workspace_identifier).await;
-        result(self.write(scope, &a.path, a.content).await)
+        result(
+            write(
+                &self.cx,
+                &self.hub,
+                Owner::Workspace,
+                &a.workspace_identifier,
+                &a.path,
+                a.content,
+            )
+            .await,
+        )
     }
 
     #[tool(
@@ -350,15 +327,22 @@ impl BerthMcp {
         &self,
         Parameters(a): Parameters<WorkspaceListArgs>,
     ) -> Result<CallToolResult, ErrorData> {
-        let scope = self.scope(Owner::Workspace, &a.workspace_identifier).await;
-        result(self.list(scope, a.path.as_deref()).await)
+        result(
+            list(
+                &self.cx,
+                Owner::Workspace,
+                &a.workspace_identifier,
+                a.path.as_deref(),
+            )
+            .await,
+        )
     }
 
     #[tool(
         description = "List every workspace (the berth://workspace resource, for clients that cannot read resources): id, name, description, timestamps, git part and URI."
     )]
     async fn resource_workspace_list(&self) -> Result<CallToolResult, ErrorData> {
-        result(self.workspaces_json().await.map(rendered))
+        result(resources::workspaces_json(&self.cx).await.map(rendered))
     }
 
     #[tool(
@@ -369,7 +353,7 @@ impl BerthMcp {
         Parameters(a): Parameters<WorkspaceShowArgs>,
     ) -> Result<CallToolResult, ErrorData> {
         result(
-            self.workspace_json(&a.workspace_identifier)
+            resources::workspace_json(&self.cx, &a.workspace_identifier)
                 .await
                 .map(rendered),
         )
@@ -380,10 +364,7 @@ impl BerthMcp {
         &self,
         Parameters(a): Parameters<SessionFileArgs>,
     ) -> Result<CallToolResult, ErrorData> {
-        result(
-            self.read(Owner::Session, &a.session_identifier, &a.path)
-                .await,
-        )
+        result(read(&self.cx, Owner::Session, &a.session_identifier, &a.path).await)
     }
 
     #[tool(
@@ -393,8 +374,17 @@ impl BerthMcp {
         &self,
         Parameters(a): Parameters<SessionWriteArgs>,
     ) -> Result<CallToolResult, ErrorData> {
-        let scope = self.scope(Owner::Session, &a.session_identifier).await;
-        result(self.write(scope, &a.path, a.content).await)
+        result(
+            write(
+                &self.cx,
+                &self.hub,
+                Owner::Session,
+                &a.session_identifier,
+                &a.path,
+                a.content,
+            )
+            .await,
+        )
     }
 
     #[tool(
@@ -404,8 +394,15 @@ impl BerthMcp {
         &self,
         Parameters(a): Parameters<SessionListArgs>,
     ) -> Result<CallToolResult, ErrorData> {
-        let scope = self.scope(Owner::Session, &a.session_identifier).await;
-        result(self.list(scope, a.path.as_deref()).await)
+        result(
+            list(
+                &self.cx,
+                Owner::Session,
+                &a.session_identifier,
+                a.path.as_deref(),
+            )
+            .await,
+        )
     }
 
     #[tool(
@@ -418,7 +415,7 @@ impl BerthMcp {
         let path = a.path.filter(|p| !p.is_empty() && p != "/" && p != ".");
         let shown = path.clone().unwrap_or_default();
         result(
-            self.read_target(Target::Files(a.workspace_identifier, path))
+            resources::read(&self.cx, Target::Files(a.workspace_identifier, path))
                 .await
                 .map(|body| body.into_tool_output(&shown)),
         )
@@ -428,7 +425,7 @@ impl BerthMcp {
         description = "List every session (the berth://session resource): id, workspace, title, provider, model, status, timestamps and URI."
     )]
     async fn resource_session_list(&self) -> Result<CallToolResult, ErrorData> {
-        result(self.sessions_json().await.map(rendered))
+        result(resources::sessions_json(&self.cx).await.map(rendered))
     }
 
     #[tool(
@@ -438,7 +435,11 @@ impl BerthMcp {
         &self,
         Parameters(a): Parameters<SessionShowArgs>,
     ) -> Result<CallToolResult, ErrorData> {
-        result(self.session_json(&a.session_identifier).await.map(rendered))
+        result(
+            resources::session_json(&self.cx, &a.session_identifier)
+                .await
+                .map(rendered),
+        )
     }
 
     #[tool(
@@ -458,23 +459,6 @@ impl BerthMcp {
         &self,
         Parameters(a): Parameters<PromptGetArgs>,
     ) -> Result<CallToolResult, ErrorData> {
-        let arguments: JsonObject = a
-            .arguments
-            .into_iter()
-            .map(|(k, v)| (k, Value::String(v)))
-            .collect();
-        result(
-            async {
-                let prompt = self.render_prompt(&a.name, Some(&arguments)).await?;
-                let text = prompt
-                    .messages
-                    .iter()
-                    .filter_map(|m| m.content.as_text().map(|t| t.text.as_str()))
-                    .collect::<Vec<_>>()
-                    .join("\n\n");
-                Ok((serde_json::to_value(&prompt).map_err(text_of)?, text))
-            }
-            .await,
-        )
+        result(prompt(&self.cx, &a.name, a.arguments).await)
     }
 }

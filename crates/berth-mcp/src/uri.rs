@@ -1,7 +1,7 @@
 //! Resource URIs: what each `berth://` URI names, and how to spell a child's URI.
 //!
 //! Parsing is strict: an identifier or path segment is percent-decoded, and whatever it decodes
-//! to is still validated by the caller (`WorkspaceManager::resolve`, `StoragePath::new`), so a
+//! to is still validated by the operations layer (`berth-ops`), so a
 //! `%2e%2e` is refused like `..`. The seed's `amux://` scheme is an alias of `berth://`; URIs
 //! this server hands out always use `berth://`.
 
@@ -30,11 +30,7 @@ const SEGMENT: &AsciiSet = &CONTROLS
     .add(b'}');
 
 /// Which storage a storage resource names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Owner {
-    Workspace,
-    Session,
-}
+pub use berth_ops::Owner;
 
 /// What a resource URI names. Identifiers and paths are decoded but not yet validated.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -17,7 +17,13 @@
 //! - Storage paths are resolved inside the root by `cap-std`, which refuses every escape,
 //!   symlinks included.
 //!
-//! All I/O is blocking and runs on tokio's blocking pool, so async callers are never stalled.
+//! All I/O is blocking. Lock-free reads of a record or a small file run on the caller's
+//! thread (`inline`: tens of microseconds, less than a trip to another thread); everything that
+//! writes, locks, fsyncs or walks many files runs on tokio's blocking pool (`blocking`), so
+//! async callers are never stalled by it.
+//!
+//! The global `config.toml` lives in the home but is not this store's: `berth-ops` reads it
+//! before choosing a store.
 
 mod bindings;
 pub mod durable;
@@ -95,17 +101,6 @@ impl FsStore {
 
     pub fn home(&self) -> &Path {
         &self.layout.home
-    }
-
-    /// The global config file, `<home>/config.toml`.
-    pub fn global_config_path(&self) -> PathBuf {
-        self.layout.home.join("config.toml")
-    }
-
-    /// The global config file's text, if there is one.
-    pub fn global_config(&self) -> Result<Option<berth_core::config::ConfigText>> {
-        let origin = self.global_config_path();
-        Ok(read_optional(&origin)?.map(|text| berth_core::config::ConfigText { origin, text }))
     }
 
     /// A manager with this store in all three slots.

@@ -291,7 +291,7 @@ fn ensure_clean_tail(file: &File, path: &Path) -> Result<()> {
 
 fn frontmatter(s: &Session) -> Frontmatter {
     Frontmatter {
-        provider: s.provider.clone(),
+        provider: s.provider.as_str().to_owned(),
         model: s.model.clone(),
         created_at: s
             .created_at
@@ -349,7 +349,6 @@ fn check_label(kind: &'static str, value: &str) -> Result<()> {
 #[async_trait]
 impl SessionStore for FsStore {
     async fn create(&self, new: NewSession, now: DateTime<Utc>) -> Result<Session> {
-        check_label("provider", &new.provider)?;
         check_label("model", &new.model)?;
         self.blocking(move |l| l.create_session(new, now)).await
     }

@@ -71,8 +71,8 @@ fn storage_err<'a>(scope: &'a StorageScope, path: &'a str) -> impl FnOnce(io::Er
         io::ErrorKind::PermissionDenied if e.to_string().contains("outside") => Error::Refused(
             format!("'{path}' leads outside {scope} storage (through a symlink); refused"),
         ),
-        io::ErrorKind::IsADirectory => Error::Refused(format!(
-            "'{path}' in {scope} storage is a folder, not a file"
+        io::ErrorKind::IsADirectory => Error::IsFolder(format!(
+            "'{path}' in {scope} storage is a folder, not a file; list it instead"
         )),
         io::ErrorKind::NotADirectory => Error::Refused(format!(
             "a parent of '{path}' in {scope} storage is a file, not a folder"

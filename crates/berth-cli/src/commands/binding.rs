@@ -1,16 +1,14 @@
 //! `berth binding …`
 
-use berth_core::DeviceId;
+use berth_ops::Ops;
 
-use super::Ctx;
 use crate::cli::BindingCmd;
 use crate::render;
 
-pub async fn run(ctx: &Ctx, cmd: BindingCmd) -> anyhow::Result<()> {
-    let m = &ctx.manager;
+pub async fn run(ops: &Ops, cmd: BindingCmd) -> anyhow::Result<()> {
     match cmd {
         BindingCmd::List(flag) => {
-            let all = m.list_bindings().await?;
+            let all = ops.list_bindings().await?;
             if flag.json {
                 return Ok(render::json(&all)?);
             }
@@ -21,23 +19,24 @@ pub async fn run(ctx: &Ctx, cmd: BindingCmd) -> anyhow::Result<()> {
             render::table(&["DEVICE", "WORKSPACE"], &rows)?;
         }
         BindingCmd::Set { device, workspace } => {
-            let device = DeviceId::new(device)?;
-            let ws = m.resolve(&workspace).await?;
-            match m.bind(&device, &ws).await? {
+            let (device, ws, old) = ops.bind(&device, &workspace).await?;
+            let device = render::cell(device.as_str());
+            match old {
                 Some(old) if old != ws.id => eprintln!("bound {device} to {} (was {old})", ws.id),
                 _ => eprintln!("bound {device} to {}", ws.id),
             }
         }
         BindingCmd::Rm { device } => {
-            let device = DeviceId::new(device)?;
-            let old = m.unbind(&device).await?;
-            eprintln!("unbound {device} (was {old})");
+            let (device, old) = ops.unbind(&device).await?;
+            eprintln!("unbound {} (was {old})", render::cell(device.as_str()));
         }
         BindingCmd::Resolve { device, json } => {
-            let device = DeviceId::new(device)?;
-            let ws = m.resolve_device(&device).await?;
+            let (device, ws) = ops.resolve_device(&device).await?;
             if json.json {
-                render::json(&serde_json::json!({ "device": device, "workspace": ws }))?;
+                render::json(&serde_json::json!({
+                    "device": device,
+                    "workspace": ops.view(&ws, None),
+                }))?;
             } else {
                 render::line(&ws.id)?;
             }

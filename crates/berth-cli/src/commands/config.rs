@@ -1,33 +1,18 @@
 //! `berth config …`
 
-use anyhow::{Context, bail};
-use berth_core::config::TEMPLATE;
-use berth_store_fs::durable::write_atomic;
+use berth_ops::Ops;
 
-use super::Ctx;
 use crate::cli::ConfigCmd;
 use crate::render;
 
-pub async fn run(ctx: &Ctx, cmd: ConfigCmd) -> anyhow::Result<()> {
+pub async fn run(ops: &Ops, cmd: ConfigCmd) -> anyhow::Result<()> {
     match cmd {
         ConfigCmd::Init { force } => {
-            let path = ctx.store.global_config_path();
-            if path.exists() && !force {
-                bail!(
-                    "{} already exists; pass --force to replace it with the template",
-                    path.display()
-                );
-            }
-            write_atomic(&path, TEMPLATE.as_bytes())
-                .with_context(|| format!("cannot write {}", path.display()))?;
+            let path = ops.init_config(force)?;
             eprintln!("wrote {}", path.display());
         }
         ConfigCmd::Show { workspace, json } => {
-            let ws = match workspace {
-                Some(w) => Some(ctx.manager.resolve(&w).await?.id),
-                None => None,
-            };
-            let loaded = ctx.config(ws.as_ref()).await?;
+            let loaded = ops.config_of(workspace.as_deref()).await?;
             for unknown in &loaded.unknown_keys {
                 eprintln!("warning: {unknown}");
             }

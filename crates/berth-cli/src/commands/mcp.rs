@@ -1,31 +1,27 @@
 //! `berth mcp`: the MCP server, over stdio or Streamable HTTP.
 
 use anyhow::Context;
-use berth_git::{GitError, Repo};
 use berth_mcp::{BerthMcp, HttpOptions};
+use berth_ops::{Ops, Refill};
 
-use super::Ctx;
 use crate::cli::{McpArgs, Transport};
 
-pub async fn run(ctx: Ctx, args: McpArgs) -> anyhow::Result<()> {
-    let repo = match args.repo {
-        // Named: it must be a repository.
-        Some(path) => Some(Repo::discover(&path)?.root().to_owned()),
+pub async fn run(ops: Ops, args: McpArgs) -> anyhow::Result<()> {
+    // Named, it must be a repository; otherwise the one around this folder, if any.
+    let repo = match &args.repo {
+        Some(path) => ops.repository_root(path, true).await?,
         None => {
             let here = std::env::current_dir().context("cannot read the current folder")?;
-            match Repo::discover(&here) {
-                Ok(r) => Some(r.root().to_owned()),
-                Err(GitError::NotARepository(_)) => None,
-                Err(e) => return Err(e.into()),
-            }
+            ops.repository_root(&here, false).await?
         }
     };
-    let loaded = ctx.config(None).await?;
+    let loaded = ops.config(None).await?;
     for unknown in &loaded.unknown_keys {
         eprintln!("berth mcp: warning: {unknown}");
     }
-    let server = BerthMcp::new(ctx.manager, repo, loaded.config.git)
-        .with_max_file_bytes(args.max_file_bytes);
+    // A server keeps running: it refills spare checkouts itself.
+    let ops = ops.with_refill(Refill::InProcess);
+    let server = BerthMcp::new(ops, repo, args.max_file_bytes);
     match args.transport {
         Transport::Stdio => berth_mcp::serve_stdio(server).await?,
         Transport::Http => {

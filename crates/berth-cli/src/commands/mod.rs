@@ -1,5 +1,5 @@
-//! One module per command group. Each takes the parsed arguments, calls the libraries and
-//! renders the result.
+//! One module per command group. Each parses what clap could not, calls one `berth_ops::Ops`
+//! method, and renders the result; the rules live in `berth-ops`.
 
 mod binding;
 mod config;
@@ -10,48 +10,39 @@ mod workspace;
 
 use std::io::IsTerminal;
 
-use anyhow::{Context, bail};
-use berth_core::config::LoadedConfig;
-use berth_core::{WorkspaceId, WorkspaceManager};
-use berth_store_fs::FsStore;
+use anyhow::Context;
+use berth_ops::{Error, Refill};
 
 use crate::cli::{Cli, Command};
-
-/// What every command needs: the store (for paths and the global config) and the manager.
-pub struct Ctx {
-    pub store: FsStore,
-    pub manager: WorkspaceManager,
-}
-
-impl Ctx {
-    /// The config in force for `workspace` (globally with `None`): the global file, the
-    /// workspace's file, then the environment.
-    pub async fn config(&self, workspace: Option<&WorkspaceId>) -> anyhow::Result<LoadedConfig> {
-        let global = self.store.global_config()?;
-        Ok(self
-            .manager
-            .config(global.as_ref(), workspace, environment())
-            .await?)
-    }
-}
 
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
     let home = match cli.home {
         Some(h) => h,
-        None => berth_store_fs::default_home()
+        None => berth_ops::default_home()
             .context("cannot find the platform data folder; pass --home or set BERTH_HOME")?,
     };
-    let store = FsStore::open(&home)?;
-    let ctx = Ctx {
-        manager: store.manager(),
-        store,
+    let ops = berth_ops::open(&home, &berth_ops::environment())?;
+    // A command exits as soon as it is done: spare checkouts are filled by a detached
+    // `berth workspace spares --fill`, not by this process.
+    let ops = match std::env::current_exe() {
+        Ok(program) => ops.clone().with_refill(Refill::Detached {
+            program,
+            args: vec![
+                "--home".into(),
+                ops.home().as_os_str().to_owned(),
+                "workspace".into(),
+                "spares".into(),
+                "--fill".into(),
+            ],
+        }),
+        Err(_) => ops,
     };
     match cli.command {
-        Command::Workspace(cmd) => workspace::run(&ctx, cmd).await,
-        Command::Session(cmd) => session::run(&ctx, cmd).await,
-        Command::Binding(cmd) => binding::run(&ctx, cmd).await,
-        Command::Config(cmd) => config::run(&ctx, cmd).await,
-        Command::Mcp(args) => mcp::run(ctx, args).await,
+        Command::Workspace(cmd) => workspace::run(&ops, cmd).await,
+        Command::Session(cmd) => session::run(&ops, cmd).await,
+        Command::Binding(cmd) => binding::run(&ops, cmd).await,
+        Command::Config(cmd) => config::run(&ops, cmd).await,
+        Command::Mcp(args) => mcp::run(ops, args).await,
     }
 }
 
@@ -63,9 +54,10 @@ pub fn confirm(yes: bool, question: &str) -> anyhow::Result<()> {
     }
     let stdin = std::io::stdin();
     if !stdin.is_terminal() {
-        bail!(
+        return Err(Error::refused(format!(
             "{question} Refusing without confirmation: standard input is not a terminal; pass --yes"
-        );
+        ))
+        .into());
     }
     eprint!("{question} [y/N] ");
     let mut answer = String::new();
@@ -74,14 +66,6 @@ pub fn confirm(yes: bool, question: &str) -> anyhow::Result<()> {
         .context("cannot read the answer")?;
     match answer.trim().to_ascii_lowercase().as_str() {
         "y" | "yes" => Ok(()),
-        _ => bail!("cancelled; nothing was changed"),
+        _ => Err(Error::refused("cancelled; nothing was changed").into()),
     }
-}
-
-/// The process environment as the config layer sees it (non-UTF-8 variables are skipped: no
-/// config key can use them).
-fn environment() -> Vec<(String, String)> {
-    std::env::vars_os()
-        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
-        .collect()
 }

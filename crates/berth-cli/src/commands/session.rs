@@ -3,15 +3,14 @@
 use std::io::Write;
 
 use anyhow::Context;
-use berth_core::{Message, NewSession, Role, Session, SessionId, StorageScope, WorkspaceStore};
+use berth_ops::{CreateSession, Message, Ops, Owner, Role, SessionView, session_label};
 
+use super::confirm;
 use super::storage::read_content;
-use super::{Ctx, confirm};
 use crate::cli::SessionCmd;
 use crate::render;
 
-pub async fn run(ctx: &Ctx, cmd: SessionCmd) -> anyhow::Result<()> {
-    let m = &ctx.manager;
+pub async fn run(ops: &Ops, cmd: SessionCmd) -> anyhow::Result<()> {
     match cmd {
         SessionCmd::New {
             workspace,
@@ -21,44 +20,22 @@ pub async fn run(ctx: &Ctx, cmd: SessionCmd) -> anyhow::Result<()> {
             id,
             json,
         } => {
-            let ws = m.resolve(&workspace).await?;
-            // Record what the agent would actually call for this workspace, unless told.
-            let (provider, model) = match (provider, model) {
-                (Some(p), Some(m)) => (p, m),
-                (p, md) => {
-                    let loaded = ctx.config(Some(&ws.id)).await?;
-                    let c = loaded.config;
-                    (
-                        p.unwrap_or_else(|| c.provider().as_str().to_owned()),
-                        md.unwrap_or_else(|| c.model().to_owned()),
-                    )
-                }
-            };
-            let cwd = ctx
-                .store
-                .workspace_dir(&ws.id)
-                .map(|p| p.display().to_string());
-            let new = NewSession {
-                id: id.map(SessionId::new).transpose()?,
-                workspace: ws.id,
+            let request = CreateSession {
+                workspace,
                 title,
                 provider,
                 model,
-                cwd,
+                id,
             };
-            let session = m.create_session(new).await?;
+            let session = ops.create_session(request).await?;
             if json.json {
-                render::json(&session)?;
+                render::json(&SessionView::of(&session))?;
             } else {
                 render::line(&session.id)?;
             }
         }
         SessionCmd::List { workspace, json } => {
-            let ws = match workspace {
-                Some(w) => Some(m.resolve(&w).await?.id),
-                None => None,
-            };
-            let sessions = m.sessions().list(ws.as_ref()).await?;
+            let sessions = ops.list_sessions(workspace.as_deref()).await?;
             if json.json {
                 return Ok(render::json(&sessions)?);
             }
@@ -81,8 +58,8 @@ pub async fn run(ctx: &Ctx, cmd: SessionCmd) -> anyhow::Result<()> {
             )?;
         }
         SessionCmd::Show { session, json } => {
-            let s = m.resolve_session(&session).await?;
-            let t = m.read_transcript(&s).await?;
+            let s = ops.resolve_session(&session).await?;
+            let t = ops.transcript(&s).await?;
             if t.torn_tail > 0 {
                 eprintln!(
                     "warning: the transcript ends with {} bytes of an interrupted append; they are ignored",
@@ -91,7 +68,7 @@ pub async fn run(ctx: &Ctx, cmd: SessionCmd) -> anyhow::Result<()> {
             }
             if json.json {
                 return Ok(render::json(&serde_json::json!({
-                    "session": s,
+                    "session": SessionView::of(&s),
                     "frontmatter": t.frontmatter,
                     "messages": t.messages,
                 }))?);
@@ -135,28 +112,28 @@ pub async fn run(ctx: &Ctx, cmd: SessionCmd) -> anyhow::Result<()> {
             content,
         } => {
             let role: Role = role.parse().map_err(anyhow::Error::msg)?;
-            let s = m.resolve_session(&session).await?;
+            let s = ops.resolve_session(&session).await?;
             let bytes = read_content(content)?;
             let text = String::from_utf8(bytes).context("the message is not valid UTF-8")?;
-            m.append_message(&s, &Message::new(role, text)).await?;
+            ops.append_message(&s, &Message::new(role, text)).await?;
         }
         SessionCmd::Clear {
             session,
             confirm: c,
         } => {
-            let s = m.resolve_session(&session).await?;
+            let s = ops.resolve_session(&session).await?;
             confirm(
                 c.yes,
                 &format!("Clear the transcript of session {}?", label(&s)),
             )?;
-            m.clear_session(&s).await?;
+            ops.clear_session(&s).await?;
             eprintln!("cleared session {}", label(&s));
         }
         SessionCmd::Rm {
             session,
             confirm: c,
         } => {
-            let s = m.resolve_session(&session).await?;
+            let s = ops.resolve_session(&session).await?;
             confirm(
                 c.yes,
                 &format!(
@@ -164,24 +141,15 @@ pub async fn run(ctx: &Ctx, cmd: SessionCmd) -> anyhow::Result<()> {
                     label(&s)
                 ),
             )?;
-            m.delete_session(&s).await?;
+            ops.delete_session(&s).await?;
             eprintln!("deleted session {}", label(&s));
         }
-        SessionCmd::Storage(cmd) => {
-            let s = m.resolve_session(cmd.owner()).await?;
-            let scope = StorageScope::Session {
-                workspace: s.workspace_id,
-                session: s.id,
-            };
-            super::storage::run(ctx, scope, cmd).await?;
-        }
+        SessionCmd::Storage(cmd) => super::storage::run(ops, Owner::Session, cmd).await?,
     }
     Ok(())
 }
 
-fn label(s: &Session) -> String {
-    match s.title.as_str() {
-        "" => s.id.to_string(),
-        t => format!("{} ({})", s.id, render::cell(t)),
-    }
+/// A session's label for the terminal: its title may hold control characters.
+fn label(s: &berth_ops::Session) -> String {
+    render::cell(&session_label(s))
 }

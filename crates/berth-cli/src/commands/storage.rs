@@ -1,34 +1,31 @@
-//! `berth workspace storage …` and `berth session storage …`: one implementation over a
-//! resolved `StorageScope`.
+//! `berth workspace storage …` and `berth session storage …`: one implementation over either
+//! owner.
 
 use std::io::{Read, Write};
 
 use anyhow::Context;
-use berth_core::{StoragePath, StorageScope};
+use berth_ops::{Ops, Owner};
 
-use super::Ctx;
 use crate::cli::StorageCmd;
 use crate::render;
 
-pub async fn run(ctx: &Ctx, scope: StorageScope, cmd: StorageCmd) -> anyhow::Result<()> {
-    let m = &ctx.manager;
+pub async fn run(ops: &Ops, owner: Owner, cmd: StorageCmd) -> anyhow::Result<()> {
+    let at = ops.storage(owner, cmd.owner()).await?;
     match cmd {
         StorageCmd::Read { path, .. } => {
-            let bytes = m.read_storage(&scope, &StoragePath::new(&path)?).await?;
+            let bytes = ops.read_file(&at, &path).await?;
             let mut out = std::io::stdout().lock();
             out.write_all(&bytes)?;
             out.flush()?;
         }
         StorageCmd::Write { path, content, .. } => {
-            let path = StoragePath::new(&path)?;
             let bytes = read_content(content)?;
             let len = bytes.len();
-            m.write_storage(&scope, &path, bytes).await?;
+            let path = ops.write_file(&at, &path, bytes).await?;
             eprintln!("wrote {len} bytes to {path}");
         }
         StorageCmd::List { path, json, .. } => {
-            let path = path.map(|p| StoragePath::new(&p)).transpose()?;
-            let entries = m.list_storage(&scope, path.as_ref()).await?;
+            let entries = ops.list_files(&at, path.as_deref()).await?;
             if json.json {
                 return Ok(render::json(&entries)?);
             }
@@ -47,8 +44,7 @@ pub async fn run(ctx: &Ctx, scope: StorageScope, cmd: StorageCmd) -> anyhow::Res
         StorageCmd::Rm {
             path, recursive, ..
         } => {
-            let path = StoragePath::new(&path)?;
-            m.remove_storage(&scope, &path, recursive).await?;
+            let path = ops.remove_file(&at, &path, recursive).await?;
             eprintln!("removed {path}");
         }
     }

@@ -1,4 +1,5 @@
-//! Read-only access to a workspace's worktree for the `files` resource.
+//! Read-only access to a workspace's worktree: the MCP `files` resource, the project's check
+//! commands, and (to come) the agent's file tools.
 //!
 //! Every path is resolved by `cap-std` beneath an open handle on the worktree, so `..`, an
 //! absolute path, or a symlink that leads outside the worktree is refused by the kernel at the
@@ -8,8 +9,10 @@
 use std::io::{self, Read};
 use std::path::Path;
 
-use berth_core::{EntryKind, StorageEntry, StoragePath};
+use berth_core::{EntryKind, ErrorKind, StorageEntry, StoragePath};
 use cap_std::fs::Dir;
+
+use crate::error::{Error, Result};
 
 /// A file or a folder.
 pub enum Node {
@@ -22,19 +25,26 @@ pub const DEFAULT_MAX_FILE_BYTES: u64 = 10 * 1024 * 1024;
 
 /// Reads `path` (the root when `None`) of the worktree at `root`: a folder's entries sorted by
 /// name, or a file's bytes when it is at most `max_bytes` long.
-pub fn read(root: &Path, path: Option<&StoragePath>, max_bytes: u64) -> Result<Node, String> {
+pub fn read(root: &Path, path: Option<&StoragePath>, max_bytes: u64) -> Result<Node> {
     let shown = path.map_or(".", |p| p.as_str());
     if let Some(p) = path
         && p.as_str().split('/').any(|c| c == ".git")
     {
-        return Err(format!(
-            "'{shown}' is inside .git, which the files resource does not serve; use the workspace's git status instead"
-        ));
+        return Err(Error::refused(format!(
+            "'{shown}' is inside .git, which berth does not serve; use the workspace's git status instead"
+        )));
     }
     let dir = Dir::open_ambient_dir(root, cap_std::ambient_authority()).map_err(|e| {
-        format!(
-            "cannot open the worktree {}: {e}; `berth workspace show` tells its health",
-            root.display()
+        let kind = match e.kind() {
+            io::ErrorKind::NotFound => ErrorKind::NotFound,
+            _ => ErrorKind::Io,
+        };
+        Error::rule(
+            kind,
+            format!(
+                "cannot open the worktree {}: {e}; `berth workspace show` tells its health",
+                root.display()
+            ),
         )
     })?;
     let err = |e: io::Error| describe(shown, e);
@@ -47,10 +57,10 @@ pub fn read(root: &Path, path: Option<&StoragePath>, max_bytes: u64) -> Result<N
         return list(&dir, Some(path)).map_err(err);
     }
     if meta.len() > max_bytes {
-        return Err(format!(
-            "'{shown}' is {} bytes, over this server's limit of {max_bytes} bytes for one read; read it in the worktree directly",
+        return Err(Error::refused(format!(
+            "'{shown}' is {} bytes, over the limit of {max_bytes} bytes for one read; read it in the worktree directly",
             meta.len()
-        ));
+        )));
     }
     let mut bytes = Vec::with_capacity(meta.len() as usize);
     // `take` guards against a file that grows between the size check and the read.
@@ -59,9 +69,9 @@ pub fn read(root: &Path, path: Option<&StoragePath>, max_bytes: u64) -> Result<N
         .read_to_end(&mut bytes)
         .map_err(err)?;
     if bytes.len() as u64 > max_bytes {
-        return Err(format!(
-            "'{shown}' grew past this server's limit of {max_bytes} bytes while being read"
-        ));
+        return Err(Error::refused(format!(
+            "'{shown}' grew past the limit of {max_bytes} bytes while being read"
+        )));
     }
     Ok(Node::File(bytes))
 }
@@ -95,38 +105,25 @@ fn list(dir: &Dir, path: Option<&StoragePath>) -> io::Result<Node> {
     Ok(Node::Folder(out))
 }
 
-fn describe(path: &str, e: io::Error) -> String {
+fn describe(path: &str, e: io::Error) -> Error {
     match e.kind() {
-        io::ErrorKind::NotFound => {
-            format!("'{path}' does not exist in the worktree; list its folder to see what does")
-        }
+        io::ErrorKind::NotFound => Error::rule(
+            ErrorKind::NotFound,
+            format!("'{path}' does not exist in the worktree; list its folder to see what does"),
+        ),
         // cap-std reports an escape (`..` through a symlink, an absolute link) as a permission
         // error naming the outside; ELOOP from a symlink cycle lands in the last arm.
-        io::ErrorKind::PermissionDenied if e.to_string().contains("outside") => {
-            format!("'{path}' leads outside the worktree (through a symlink); refused")
-        }
+        io::ErrorKind::PermissionDenied if e.to_string().contains("outside") => Error::refused(
+            format!("'{path}' leads outside the worktree (through a symlink); refused"),
+        ),
         io::ErrorKind::NotADirectory => {
-            format!("a parent of '{path}' is a file, not a folder")
+            Error::invalid(format!("a parent of '{path}' is a file, not a folder"))
         }
-        _ => format!("cannot read '{path}' in the worktree: {e}"),
+        _ => Error::rule(
+            ErrorKind::Io,
+            format!("cannot read '{path}' in the worktree: {e}"),
+        ),
     }
-}
-
-/// The MIME type of a file, guessed from its name; `None` when the name says nothing.
-pub fn mime_of(path: &str) -> Option<String> {
-    mime_guess::from_path(path)
-        .first_raw()
-        .map(str::to_owned)
-        .or_else(|| well_known_text(path).then(|| "text/plain".to_owned()))
-}
-
-/// Names of plain-text files that carry no extension.
-fn well_known_text(path: &str) -> bool {
-    let name = path.rsplit('/').next().unwrap_or(path);
-    matches!(
-        name,
-        "Makefile" | "Dockerfile" | "LICENSE" | "README" | "Cargo.lock" | ".gitignore"
-    )
 }
 
 #[cfg(test)]
@@ -165,21 +162,20 @@ mod tests {
         ));
         let escape = read(root.path(), Some(&p("out/secret")), 100)
             .err()
-            .unwrap();
+            .unwrap()
+            .to_string();
         assert!(escape.contains("outside the worktree"), "{escape}");
         let git = read(root.path(), Some(&p(".git")), 100).err().unwrap();
+        assert_eq!(git.kind(), ErrorKind::Refused);
+        let git = git.to_string();
         assert!(git.contains(".git"), "{git}");
-        let big = read(root.path(), Some(&p("src/main.rs")), 4).err().unwrap();
-        assert!(big.contains("over this server's limit of 4 bytes"), "{big}");
+        let big = read(root.path(), Some(&p("src/main.rs")), 4)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(big.contains("over the limit of 4 bytes"), "{big}");
         let missing = read(root.path(), Some(&p("nope")), 100).err().unwrap();
-        assert!(missing.contains("does not exist"), "{missing}");
-    }
-
-    #[test]
-    fn mime_types() {
-        assert_eq!(mime_of("a/b.rs").as_deref(), Some("text/x-rust"));
-        assert_eq!(mime_of("x.png").as_deref(), Some("image/png"));
-        assert_eq!(mime_of("Makefile").as_deref(), Some("text/plain"));
-        assert_eq!(mime_of("data.unknownext"), None);
+        assert!(missing.is_not_found());
+        assert!(missing.to_string().contains("does not exist"), "{missing}");
     }
 }

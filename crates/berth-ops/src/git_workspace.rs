@@ -13,47 +13,16 @@ use std::time::Duration;
 
 use berth_core::config::GitSettings;
 use berth_core::{
-    DeviceId, GcPlan, GitInfo, NewWorkspace, Workspace, WorkspaceId, WorkspaceManager,
+    DeviceId, ErrorKind, GitInfo, NewWorkspace, Workspace, WorkspaceId, WorkspaceManager,
 };
+use berth_git::spares::SparePool;
+use berth_git::{BranchSpec, GitError, Health, Repo, WorktreeRef, WorktreeStatus};
+use chrono::{DateTime, Utc};
 
-use crate::spares::SparePool;
-use crate::{BranchSpec, GitError, Health, Repo, SetupError, WorktreeRef, WorktreeStatus};
+use crate::error::{Error, Result, blocking};
 
 /// Setup commands get this long unless `[git] setup_timeout_secs` says otherwise.
 pub const DEFAULT_SETUP_TIMEOUT: Duration = Duration::from_secs(600);
-
-#[derive(Debug, thiserror::Error)]
-pub enum WorkspaceError {
-    #[error(transparent)]
-    Store(#[from] berth_core::Error),
-    #[error(transparent)]
-    Git(#[from] GitError),
-    #[error(transparent)]
-    Setup(#[from] SetupError),
-    /// Creation failed after the record was written; everything was undone.
-    #[error("{0}\n(the new workspace was rolled back: no folder, branch or record was kept)")]
-    RolledBack(Box<WorkspaceError>),
-    /// Creation failed and so did undoing it; the message says what is left.
-    #[error("{error}\nrolling back also failed, so something was left behind: {cleanup}")]
-    RollbackFailed {
-        error: Box<WorkspaceError>,
-        cleanup: String,
-    },
-    #[error(
-        "the repository {repo} is gone, so berth cannot check the worktree {worktree} for uncommitted work; move the repository back, or pass force to delete the worktree anyway"
-    )]
-    RepositoryGone { repo: String, worktree: String },
-    #[error("[git] worktree_dir must be an absolute path, not {0:?}")]
-    RelativeWorktreeDir(String),
-    #[error("this store keeps no folders, so git workspaces need [git] worktree_dir in the config")]
-    NoWorktreeHome,
-    #[error("{what} is not valid UTF-8: {}", .path.display())]
-    NonUtf8Path { what: &'static str, path: PathBuf },
-    #[error("a blocking git task failed: {0}")]
-    Task(String),
-}
-
-pub type Result<T, E = WorkspaceError> = std::result::Result<T, E>;
 
 /// What makes a workspace a git workspace.
 #[derive(Debug, Clone)]
@@ -110,7 +79,7 @@ pub async fn create(
         let git = ws.git.clone().expect("set above");
         let id = ws.id.clone();
         move || {
-            let worktree = Path::new(&git.worktree);
+            let worktree = git.worktree.as_path();
             if let Some(parent) = worktree.parent() {
                 std::fs::create_dir_all(parent).map_err(|source| GitError::Io {
                     context: format!("cannot create {}", parent.display()),
@@ -129,7 +98,7 @@ pub async fn create(
             let prepared = prepare(&repo, worktree, &settings);
             if let Err(error) = prepared {
                 if let Err(cleanup) = repo.remove_worktree(worktree_ref(&git), true) {
-                    return Err(WorkspaceError::RollbackFailed {
+                    return Err(Error::RollbackFailed {
                         error: Box::new(error),
                         cleanup: format!(
                             "{cleanup}; workspace {id} is kept so that `berth workspace delete --force {id}` can finish the cleanup"
@@ -145,11 +114,11 @@ pub async fn create(
     match prepared {
         Ok(()) => Ok(ws),
         // The worktree could not be removed: the record stays, to find it by.
-        Err(e @ WorkspaceError::RollbackFailed { .. }) => Err(e),
+        Err(e @ Error::RollbackFailed { .. }) => Err(e),
         // The worktree is gone; now the record.
-        Err(error) => Err(match manager.delete(&ws.id).await {
-            Ok(_) => WorkspaceError::RolledBack(Box::new(error)),
-            Err(cleanup) => WorkspaceError::RollbackFailed {
+        Err(error) => Err(match manager.delete_record(&ws.id).await {
+            Ok(_) => Error::RolledBack(Box::new(error)),
+            Err(cleanup) => Error::RollbackFailed {
                 error: Box::new(error),
                 cleanup: cleanup.to_string(),
             },
@@ -159,11 +128,11 @@ pub async fn create(
 
 /// Copies `[git] copy` files and runs `[git] setup` commands in a fresh worktree.
 fn prepare(repo: &Repo, worktree: &Path, settings: &GitSettings) -> Result<()> {
-    crate::copy_files(repo.root(), worktree, &settings.copy)?;
+    berth_git::copy_files(repo.root(), worktree, &settings.copy)?;
     let timeout = settings
         .setup_timeout_secs
         .map_or(DEFAULT_SETUP_TIMEOUT, Duration::from_secs);
-    crate::run_setup(worktree, &settings.setup, timeout)?;
+    berth_git::run_setup(worktree, &settings.setup, timeout)?;
     Ok(())
 }
 
@@ -176,26 +145,29 @@ pub struct Removed {
 }
 
 /// Removes a workspace. For a git workspace the worktree goes first, refused (and nothing
-/// removed) when it holds uncommitted changes or unmerged commits, unless `force`.
+/// removed) when it holds uncommitted changes or unmerged commits, unless `force`; then the
+/// record.
 pub async fn remove(manager: &WorkspaceManager, ws: &Workspace, force: bool) -> Result<Removed> {
     let mut warning = None;
     if let Some(git) = ws.git.clone() {
         warning = blocking(move || remove_worktree(&git, force)).await?;
     }
-    let unbound = manager.delete(&ws.id).await?;
+    let unbound = manager.delete_record(&ws.id).await?;
     Ok(Removed { unbound, warning })
 }
 
+/// Removes the worktree (and the branch berth made). Without `force` the check for lost work
+/// runs here, at the moment of removal, whatever was checked before.
 fn remove_worktree(git: &GitInfo, force: bool) -> Result<Option<String>> {
-    let worktree = Path::new(&git.worktree);
-    match Repo::open(Path::new(&git.repo)) {
+    let worktree = git.worktree.as_path();
+    match Repo::open(&git.repo) {
         Ok(repo) => {
             repo.remove_worktree(worktree_ref(git), force)?;
             Ok(None)
         }
         Err(_) if !worktree.exists() => Ok(Some(format!(
             "the repository {} and the worktree were both gone already",
-            git.repo
+            git.repo.display()
         ))),
         Err(_) if force => {
             std::fs::remove_dir_all(worktree).map_err(|source| GitError::Io {
@@ -204,10 +176,10 @@ fn remove_worktree(git: &GitInfo, force: bool) -> Result<Option<String>> {
             })?;
             Ok(Some(format!(
                 "the repository {} is gone; removed the worktree folder without git",
-                git.repo
+                git.repo.display()
             )))
         }
-        Err(_) => Err(WorkspaceError::RepositoryGone {
+        Err(_) => Err(Error::RepositoryGone {
             repo: git.repo.clone(),
             worktree: git.worktree.clone(),
         }),
@@ -220,10 +192,10 @@ pub async fn check_removable(ws: &Workspace) -> Result<()> {
     let Some(git) = ws.git.clone() else {
         return Ok(());
     };
-    blocking(move || match Repo::open(Path::new(&git.repo)) {
+    blocking(move || match Repo::open(&git.repo) {
         Ok(repo) => Ok(repo.check_removable(worktree_ref(&git))?),
-        Err(_) if !Path::new(&git.worktree).exists() => Ok(()),
-        Err(_) => Err(WorkspaceError::RepositoryGone {
+        Err(_) if !git.worktree.exists() => Ok(()),
+        Err(_) => Err(Error::RepositoryGone {
             repo: git.repo.clone(),
             worktree: git.worktree.clone(),
         }),
@@ -231,48 +203,74 @@ pub async fn check_removable(ws: &Workspace) -> Result<()> {
     .await
 }
 
-/// Splits a garbage-collection plan: workspaces whose removal would lose work are taken out
-/// and returned with the reason, the rest stay in the plan.
-pub async fn sort_gc_plan(mut plan: GcPlan) -> (GcPlan, Vec<(Workspace, String)>) {
-    let mut kept = Vec::new();
-    let mut safe = Vec::with_capacity(plan.stale.len());
-    for ws in plan.stale {
-        match check_removable(&ws).await {
-            Ok(()) => safe.push(ws),
-            Err(why) => kept.push((ws, why.to_string())),
-        }
-    }
-    plan.stale = safe;
-    (plan, kept)
+/// What garbage collection did with one planned workspace.
+#[derive(Debug)]
+pub enum Collected {
+    /// Removed, worktree and record; with a warning about the cleanup, if any.
+    Removed(Option<String>),
+    /// Kept whole (the record as it is now), for the reason given.
+    Kept(Box<Workspace>, String),
+    /// Already gone when its turn came.
+    Gone,
 }
 
-/// Applies a plan made safe by `sort_gc_plan`: removes the records (a workspace used since the
-/// plan is kept), then their worktrees and the branches berth created. Returns the workspaces
-/// removed, and warnings about worktrees that could not be cleaned up.
-pub async fn gc_apply(
+/// Collects one workspace planned at `cutoff`: the worktree first, checked for lost work at
+/// that moment and never forced, then the record, only if it is still idle. A workspace used
+/// since the plan, or whose worktree gained work, is kept whole.
+pub async fn collect(
     manager: &WorkspaceManager,
-    plan: GcPlan,
-) -> Result<(Vec<Workspace>, Vec<String>)> {
-    let removed = manager.gc_apply(plan).await?;
-    let gits: Vec<GitInfo> = removed.iter().filter_map(|ws| ws.git.clone()).collect();
-    let warnings = blocking(move || {
-        // The plan was checked for lost work moments ago; what is left is bookkeeping.
-        Ok(gits
-            .iter()
-            .filter_map(|git| match remove_worktree(git, true) {
-                Ok(warning) => warning,
-                Err(e) => Some(format!("worktree {}: {e}", git.worktree)),
-            })
-            .collect())
-    })
-    .await?;
-    Ok((removed, warnings))
+    id: &WorkspaceId,
+    cutoff: DateTime<Utc>,
+) -> Result<Collected> {
+    // The record as it is now, not as it was planned: it may have been used, or its
+    // worktree moved, since.
+    let ws = match manager.workspaces().load(id).await {
+        Ok(ws) => ws,
+        Err(e) if e.is_not_found() => return Ok(Collected::Gone),
+        Err(e) => return Err(e.into()),
+    };
+    if ws.last_accessed >= cutoff {
+        return Ok(Collected::Kept(
+            Box::new(ws),
+            "it was used after garbage collection looked at it".to_owned(),
+        ));
+    }
+    let mut warning = None;
+    if let Some(git) = ws.git.clone() {
+        match blocking(move || remove_worktree(&git, false)).await {
+            Ok(w) => warning = w,
+            Err(e) if e.kind() == ErrorKind::Refused => {
+                return Ok(Collected::Kept(
+                    Box::new(ws),
+                    format!("it changed after garbage collection looked at it: {e}"),
+                ));
+            }
+            // One worktree git cannot remove does not stop the others; its record stays.
+            Err(e) => {
+                return Ok(Collected::Kept(
+                    Box::new(ws),
+                    format!("its worktree could not be removed: {e}"),
+                ));
+            }
+        }
+    }
+    if manager.delete_record_if_idle(&ws.id, cutoff).await? {
+        Ok(Collected::Removed(warning))
+    } else {
+        // Used in the moment between the two steps. The worktree held no uncommitted work
+        // and no unmerged commits (that was checked as it went), and the record with its
+        // storage and sessions stays.
+        Ok(Collected::Kept(
+            Box::new(ws),
+            "it was used while its worktree was being removed; its record, storage and sessions are kept (the worktree had nothing uncommitted or unmerged)".to_owned(),
+        ))
+    }
 }
 
 /// The state of a git workspace's worktree. Never fails: what cannot be known is left out
 /// and `health` says why.
 pub fn status(git: &GitInfo) -> WorktreeStatus {
-    match Repo::open(Path::new(&git.repo)) {
+    match Repo::open(&git.repo) {
         Ok(repo) => repo.status(worktree_ref(git)),
         Err(_) => WorktreeStatus {
             health: Health::RepoMissing,
@@ -312,8 +310,8 @@ pub fn review(git: &GitInfo) -> Review {
     if review.status.health != Health::Ok {
         return review;
     }
-    review.uncommitted = crate::changed_paths(Path::new(&git.worktree)).unwrap_or_default();
-    if let Ok(repo) = Repo::open(Path::new(&git.repo)) {
+    review.uncommitted = berth_git::changed_paths(&git.worktree).unwrap_or_default();
+    if let Ok(repo) = Repo::open(&git.repo) {
         review.commits = repo
             .commits_ahead(&git.base_branch, &git.branch, REVIEW_MAX_COMMITS)
             .unwrap_or_default();
@@ -342,7 +340,7 @@ pub async fn statuses(gits: Vec<GitInfo>) -> Result<Vec<WorktreeStatus>> {
 
 fn worktree_ref(git: &GitInfo) -> WorktreeRef<'_> {
     WorktreeRef {
-        path: Path::new(&git.worktree),
+        path: &git.worktree,
         branch: &git.branch,
         base_branch: &git.base_branch,
         branch_created: git.branch_created,
@@ -361,7 +359,7 @@ fn spare_base(manager: &WorkspaceManager, settings: &GitSettings) -> Result<Path
             .and_then(Path::parent)
             .and_then(Path::parent),
     };
-    let base = beside.ok_or(WorkspaceError::NoWorktreeHome)?;
+    let base = beside.ok_or_else(no_worktree_home)?;
     Ok(base.join(".berth-spares"))
 }
 
@@ -391,28 +389,30 @@ fn worktree_path(
 ) -> Result<PathBuf> {
     match &settings.worktree_dir {
         Some(dir) if Path::new(dir).is_absolute() => Ok(Path::new(dir).join(id.as_str())),
-        Some(dir) => Err(WorkspaceError::RelativeWorktreeDir(dir.clone())),
+        Some(dir) => Err(Error::invalid(format!(
+            "[git] worktree_dir must be an absolute path, not {dir:?}"
+        ))),
         None => manager
             .workspaces()
             .workspace_dir(id)
             .map(|d| d.join("worktree"))
-            .ok_or(WorkspaceError::NoWorktreeHome),
+            .ok_or_else(no_worktree_home),
     }
 }
 
-fn utf8(what: &'static str, path: &Path) -> Result<String> {
-    path.to_str()
-        .map(str::to_owned)
-        .ok_or_else(|| WorkspaceError::NonUtf8Path {
-            what,
-            path: path.to_owned(),
-        })
+fn no_worktree_home() -> Error {
+    Error::invalid(
+        "this store keeps no folders, so git workspaces need [git] worktree_dir in the config",
+    )
 }
 
-async fn blocking<T: Send + 'static>(
-    job: impl FnOnce() -> Result<T> + Send + 'static,
-) -> Result<T> {
-    tokio::task::spawn_blocking(job)
-        .await
-        .map_err(|e| WorkspaceError::Task(e.to_string()))?
+/// `path`, refused unless it is UTF-8: records keep paths as text.
+fn utf8(what: &'static str, path: &Path) -> Result<PathBuf> {
+    match path.to_str() {
+        Some(_) => Ok(path.to_owned()),
+        None => Err(Error::NonUtf8Path {
+            what,
+            path: path.to_owned(),
+        }),
+    }
 }

@@ -1,0 +1,107 @@
+//! The error of every operation, and its [`ErrorKind`].
+//!
+//! Front ends map the kind once (the CLI to an exit code, MCP to a JSON-RPC code or a tool
+//! result, ACP to its errors) and show the message as it is: each message says what is wrong
+//! and, where it can, what to do next.
+
+use std::path::PathBuf;
+
+pub use berth_core::ErrorKind;
+use berth_git::{GitError, SetupError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Store(#[from] berth_core::Error),
+    #[error(transparent)]
+    Git(#[from] GitError),
+    #[error(transparent)]
+    Setup(#[from] SetupError),
+    /// A rule of an operation refused the request; the message says which and what to do.
+    #[error("{message}")]
+    Rule { kind: ErrorKind, message: String },
+    /// Creation failed after the record was written; everything was undone.
+    #[error("{0}\n(the new workspace was rolled back: no folder, branch or record was kept)")]
+    RolledBack(Box<Error>),
+    /// Creation failed and so did undoing it; the message says what is left.
+    #[error("{error}\nrolling back also failed, so something was left behind: {cleanup}")]
+    RollbackFailed { error: Box<Error>, cleanup: String },
+    #[error(
+        "the repository {} is gone, so berth cannot check the worktree {} for uncommitted work; move the repository back, or delete with --force (force=true) to remove the worktree anyway", .repo.display(), .worktree.display()
+    )]
+    RepositoryGone { repo: PathBuf, worktree: PathBuf },
+    #[error("{what} is not valid UTF-8: {}", .path.display())]
+    NonUtf8Path { what: &'static str, path: PathBuf },
+    /// A background task died (it panicked or the runtime is shutting down).
+    #[error("an internal task failed: {0}")]
+    Task(String),
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::Store(e) => e.kind(),
+            Error::Git(e) => git_kind(e),
+            Error::Setup(SetupError::BadCopyPath(_)) => ErrorKind::Invalid,
+            Error::Setup(SetupError::Copy { .. }) => ErrorKind::Io,
+            Error::Setup(SetupError::Failed { .. }) => ErrorKind::External,
+            Error::Rule { kind, .. } => *kind,
+            Error::RolledBack(inner) => inner.kind(),
+            Error::RollbackFailed { error, .. } => error.kind(),
+            Error::RepositoryGone { .. } => ErrorKind::Refused,
+            Error::NonUtf8Path { .. } => ErrorKind::Invalid,
+            Error::Task(_) => ErrorKind::Io,
+        }
+    }
+
+    pub fn is_not_found(&self) -> bool {
+        self.kind() == ErrorKind::NotFound
+    }
+
+    pub fn rule(kind: ErrorKind, message: impl Into<String>) -> Error {
+        Error::Rule {
+            kind,
+            message: message.into(),
+        }
+    }
+
+    pub fn invalid(message: impl Into<String>) -> Error {
+        Error::rule(ErrorKind::Invalid, message)
+    }
+
+    pub fn refused(message: impl Into<String>) -> Error {
+        Error::rule(ErrorKind::Refused, message)
+    }
+}
+
+impl From<berth_core::InvalidInput> for Error {
+    fn from(e: berth_core::InvalidInput) -> Error {
+        Error::Store(e.into())
+    }
+}
+
+fn git_kind(e: &GitError) -> ErrorKind {
+    match e {
+        GitError::NotARepository(_) | GitError::BadBase(_) => ErrorKind::Invalid,
+        GitError::BareRepository(_)
+        | GitError::Dirty { .. }
+        | GitError::Unmerged { .. }
+        | GitError::NotAWorktree { .. } => ErrorKind::Refused,
+        GitError::BranchExists(_) => ErrorKind::Conflict,
+        GitError::BranchMissing(_) => ErrorKind::NotFound,
+        GitError::Command { .. } | GitError::Spawn(_) => ErrorKind::External,
+        GitError::Io { .. } => ErrorKind::Io,
+    }
+}
+
+/// Runs blocking work (git, a walk of the worktree) on tokio's blocking pool, so an async
+/// server keeps answering other requests meanwhile.
+pub(crate) async fn blocking<T: Send + 'static>(
+    job: impl FnOnce() -> Result<T> + Send + 'static,
+) -> Result<T> {
+    tokio::task::spawn_blocking(job)
+        .await
+        .map_err(|e| Error::Task(e.to_string()))?
+}

@@ -1,0 +1,151 @@
+//! What a workspace, a session or a garbage collection looks like at the edge: the JSON of CLI
+//! `--json`, MCP structured content, and later ACP and the web.
+//!
+//! Records are serialized only here, through these types, never as the stored structs: the
+//! stored format can change (a new store, a new field) without changing what scripts and
+//! models read, and the other way round. Every field is always present (`null` when unknown),
+//! so a script can rely on the shape.
+
+use std::path::PathBuf;
+
+use berth_core::config::ProviderKind;
+use berth_core::{DeviceId, GitInfo, Session, SessionStatus, Workspace, WorkspaceId};
+use berth_git::WorktreeStatus;
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+/// A workspace as front ends show it.
+#[derive(Debug, Clone, Serialize)]
+pub struct WorkspaceView {
+    pub id: WorkspaceId,
+    pub name: Option<String>,
+    /// `<id> (<name>)`, or the id: how messages name it.
+    pub label: String,
+    pub description: String,
+    pub created_at: DateTime<Utc>,
+    pub last_accessed: DateTime<Utc>,
+    pub agent_id: Option<String>,
+    /// The workspace's folder on this machine (`None` for a store that keeps none).
+    pub path: Option<PathBuf>,
+    pub git: Option<GitView>,
+    /// The worktree's state, for a git workspace whose state was asked for.
+    pub git_status: Option<WorktreeStatus>,
+    /// Devices bound to it, where they were asked for (`show`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub devices: Option<Vec<DeviceId>>,
+}
+
+/// The git part of a workspace.
+#[derive(Debug, Clone, Serialize)]
+pub struct GitView {
+    /// The main checkout.
+    pub repo: PathBuf,
+    pub worktree: PathBuf,
+    pub branch: String,
+    pub base_branch: String,
+    /// Whether berth made the branch (and so may delete it).
+    pub branch_created: bool,
+}
+
+impl GitView {
+    fn of(git: &GitInfo) -> GitView {
+        GitView {
+            repo: git.repo.clone(),
+            worktree: git.worktree.clone(),
+            branch: git.branch.clone(),
+            base_branch: git.base_branch.clone(),
+            branch_created: git.branch_created,
+        }
+    }
+}
+
+impl WorkspaceView {
+    pub(crate) fn new(
+        ws: &Workspace,
+        path: Option<PathBuf>,
+        git_status: Option<WorktreeStatus>,
+    ) -> WorkspaceView {
+        WorkspaceView {
+            id: ws.id.clone(),
+            name: ws.name.as_ref().map(|n| n.to_string()),
+            label: ws.label(),
+            description: ws.description.clone(),
+            created_at: ws.created_at,
+            last_accessed: ws.last_accessed,
+            agent_id: ws.agent_id.clone(),
+            path,
+            git: ws.git.as_ref().map(GitView::of),
+            git_status,
+            devices: None,
+        }
+    }
+
+    /// Where work happens: the worktree of a git workspace, else the workspace's folder.
+    pub fn work_dir(&self) -> Option<&std::path::Path> {
+        match &self.git {
+            Some(git) => Some(&git.worktree),
+            None => self.path.as_deref(),
+        }
+    }
+}
+
+/// A session as front ends show it.
+#[derive(Debug, Clone, Serialize)]
+pub struct SessionView {
+    pub id: berth_core::SessionId,
+    pub workspace_id: WorkspaceId,
+    /// `<id> (<title>)`, or the id.
+    pub label: String,
+    pub title: String,
+    pub provider: ProviderKind,
+    pub model: String,
+    pub cwd: Option<String>,
+    pub status: SessionStatus,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl SessionView {
+    pub fn of(s: &Session) -> SessionView {
+        SessionView {
+            id: s.id.clone(),
+            workspace_id: s.workspace_id.clone(),
+            label: session_label(s),
+            title: s.title.clone(),
+            provider: s.provider,
+            model: s.model.clone(),
+            cwd: s.cwd.clone(),
+            status: s.status,
+            created_at: s.created_at,
+            updated_at: s.updated_at,
+        }
+    }
+}
+
+/// How messages name a session: `<id> (<title>)`, or the id alone.
+pub fn session_label(s: &Session) -> String {
+    match s.title.as_str() {
+        "" => s.id.to_string(),
+        t => format!("{} ({t})", s.id),
+    }
+}
+
+/// A workspace garbage collection kept, and why.
+#[derive(Debug, Clone, Serialize)]
+pub struct KeptView {
+    pub id: WorkspaceId,
+    pub name: Option<String>,
+    pub label: String,
+    pub reason: String,
+}
+
+impl KeptView {
+    pub(crate) fn new(ws: &Workspace, reason: String) -> KeptView {
+        KeptView {
+            id: ws.id.clone(),
+            name: ws.name.as_ref().map(|n| n.to_string()),
+            label: ws.label(),
+            reason,
+        }
+    }
+}

@@ -1,0 +1,494 @@
+//! Workspace operations: create (deciding plain or git, and the branch rules), list, show,
+//! delete, garbage collection, path and spare checkouts.
+
+use std::path::{Path, PathBuf};
+
+use berth_core::{DeviceId, ErrorKind, NewWorkspace, Workspace, WorkspaceId, WorkspaceName};
+use berth_git::{BranchSpec, GitError, Repo, WorktreeStatus};
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use crate::error::{Error, Result, blocking};
+use crate::git_workspace::{self, Collected, GitRequest};
+use crate::view::{KeptView, WorkspaceView};
+use crate::{Ops, Refill};
+
+/// Where a new workspace's repository comes from.
+#[derive(Debug, Clone)]
+pub enum Repository {
+    /// The repository containing this folder, if there is one (the CLI's current folder);
+    /// outside a repository the workspace is plain, unless a branch or base was asked for.
+    Around(PathBuf),
+    /// This repository, which must be one (`--repo`, or a server started in one).
+    Named(PathBuf),
+    /// No repository: a plain workspace (a server started outside any repository).
+    None,
+}
+
+/// A request to create a workspace, as a front end received it. [`Ops::create_workspace`]
+/// checks every rule, in one place for every front end.
+#[derive(Debug, Clone)]
+pub struct CreateWorkspace {
+    /// A client-chosen id (a mobile app's persistent id); a fresh UUID when `None`.
+    pub id: Option<String>,
+    pub name: Option<String>,
+    pub description: String,
+    pub agent_id: Option<String>,
+    /// A plain folder even where a repository is at hand.
+    pub plain: bool,
+    pub repository: Repository,
+    /// Create this new branch instead of `berth/<name>`.
+    pub new_branch: Option<String>,
+    /// Check out this existing branch (local, or `origin/<branch>` tracked locally).
+    pub checkout: Option<String>,
+    /// Where a new branch starts and what ahead/behind is measured against.
+    pub base: Option<String>,
+}
+
+impl CreateWorkspace {
+    /// A plain request with everything else left out.
+    pub fn new(repository: Repository) -> CreateWorkspace {
+        CreateWorkspace {
+            id: None,
+            name: None,
+            description: String::new(),
+            agent_id: None,
+            plain: false,
+            repository,
+            new_branch: None,
+            checkout: None,
+            base: None,
+        }
+    }
+
+    fn asks_for_git(&self) -> bool {
+        self.new_branch.is_some() || self.checkout.is_some() || self.base.is_some()
+    }
+
+    /// The git part of the request, with every rule checked: `None` for a plain workspace.
+    /// Runs git (to find the repository), so it blocks.
+    fn git_request(&self) -> Result<Option<GitRequest>> {
+        if self.new_branch.is_some() && self.checkout.is_some() {
+            return Err(Error::invalid(
+                "a new branch (--branch) and an existing one to check out (--checkout) exclude each other: give one",
+            ));
+        }
+        if self.plain {
+            if self.asks_for_git() || matches!(self.repository, Repository::Named(_)) {
+                return Err(Error::invalid(
+                    "a plain workspace has no repository or branch: leave out the repository, branch, checkout and base, or leave out plain",
+                ));
+            }
+            return Ok(None);
+        }
+        let branch = match (&self.new_branch, &self.checkout) {
+            (Some(b), _) => Some(BranchSpec::New(b.clone())),
+            (None, Some(b)) => Some(BranchSpec::Existing(b.clone())),
+            (None, None) => None,
+        };
+        let start = match &self.repository {
+            Repository::None if self.asks_for_git() => {
+                return Err(Error::invalid(
+                    "no repository is at hand, so a branch, checkout or base cannot be used: start berth in a repository or pass --repo PATH, or leave them out for a plain workspace",
+                ));
+            }
+            Repository::None => return Ok(None),
+            Repository::Around(p) | Repository::Named(p) => p,
+        };
+        match Repo::discover(start) {
+            Ok(found) => Ok(Some(GitRequest {
+                repo: found.root().to_owned(),
+                branch,
+                base: self.base.clone(),
+            })),
+            Err(GitError::NotARepository(_))
+                if matches!(self.repository, Repository::Around(_)) && !self.asks_for_git() =>
+            {
+                Ok(None)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+/// What deleting a workspace will do, decided before anyone is asked.
+#[derive(Debug)]
+pub struct DeletePlan {
+    target: DeleteTarget,
+    force: bool,
+    /// `<id> (<name>)`, or the id.
+    pub label: String,
+    /// The question to ask a person before going ahead.
+    pub question: String,
+}
+
+#[derive(Debug)]
+enum DeleteTarget {
+    Whole(Workspace),
+    /// A workspace whose record cannot be read: only its folder and bindings can go.
+    Corrupt(WorkspaceId),
+}
+
+/// What a delete did.
+#[derive(Debug, Serialize)]
+pub struct Deleted {
+    pub id: WorkspaceId,
+    pub label: String,
+    /// Devices that were bound to it.
+    pub unbound: Vec<DeviceId>,
+    /// Something the person should know (a repository already gone, a worktree not looked at).
+    pub warning: Option<String>,
+}
+
+/// Which workspaces garbage collection would remove, and which it keeps and why.
+#[derive(Debug, Clone, Serialize)]
+pub struct GcPlan {
+    pub max_age_days: u32,
+    #[serde(skip)]
+    cutoff: DateTime<Utc>,
+    /// Idle for longer than `max_age_days`, and removable now.
+    pub stale: Vec<WorkspaceView>,
+    /// Idle as long, but removing them would lose work.
+    pub kept: Vec<KeptView>,
+}
+
+/// What garbage collection did (or, for a dry run, would do).
+#[derive(Debug, Clone, Serialize)]
+pub struct GcReport {
+    pub dry_run: bool,
+    pub max_age_days: u32,
+    /// The workspaces removed (would be, in a dry run).
+    #[serde(rename = "workspaces")]
+    pub removed: Vec<WorkspaceView>,
+    pub kept: Vec<KeptView>,
+    /// Cleanup that could not finish (a worktree folder left behind).
+    pub warnings: Vec<String>,
+}
+
+impl GcPlan {
+    /// The report of a dry run: what applying this plan would remove.
+    pub fn dry_run(self) -> GcReport {
+        GcReport {
+            dry_run: true,
+            max_age_days: self.max_age_days,
+            removed: self.stale,
+            kept: self.kept,
+            warnings: Vec::new(),
+        }
+    }
+}
+
+/// A repository's spare checkouts.
+#[derive(Debug, Serialize)]
+pub struct SparesReport {
+    pub repo: PathBuf,
+    pub dir: PathBuf,
+    pub ready: usize,
+    pub cleared: usize,
+}
+
+impl Ops {
+    /// The workspace an identifier names: an id, a name, or an unambiguous id prefix.
+    pub async fn resolve_workspace(&self, identifier: &str) -> Result<Workspace> {
+        Ok(self.manager.resolve(identifier).await?)
+    }
+
+    /// Every workspace record, sorted by id, without git state: cheap, for listings that page
+    /// or complete.
+    pub async fn workspace_records(&self) -> Result<Vec<Workspace>> {
+        Ok(self.manager.list().await?)
+    }
+
+    /// The view of a record, with its folder; `git_status` where it was looked up.
+    pub fn view(&self, ws: &Workspace, git_status: Option<WorktreeStatus>) -> WorkspaceView {
+        WorkspaceView::new(
+            ws,
+            self.manager.workspaces().workspace_dir(&ws.id),
+            git_status,
+        )
+    }
+
+    /// Every workspace with its worktree's state.
+    pub async fn list_workspaces(&self) -> Result<Vec<WorkspaceView>> {
+        let all = self.manager.list().await?;
+        let gits: Vec<_> = all.iter().filter_map(|ws| ws.git.clone()).collect();
+        let mut found = git_workspace::statuses(gits).await?.into_iter();
+        Ok(all
+            .iter()
+            .map(|ws| {
+                let status = ws.git.as_ref().and_then(|_| found.next());
+                self.view(ws, status)
+            })
+            .collect())
+    }
+
+    /// One workspace with its worktree's state and the devices bound to it.
+    pub async fn show_workspace(&self, identifier: &str) -> Result<WorkspaceView> {
+        let ws = self.manager.resolve(identifier).await?;
+        let devices = self
+            .manager
+            .list_bindings()
+            .await?
+            .into_iter()
+            .filter(|b| b.workspace == ws.id)
+            .map(|b| b.device)
+            .collect();
+        let status = self.git_status(&ws).await?;
+        let mut view = self.view(&ws, status);
+        view.devices = Some(devices);
+        Ok(view)
+    }
+
+    /// The state of a git workspace's worktree; `None` for a plain workspace.
+    pub async fn git_status(&self, ws: &Workspace) -> Result<Option<WorktreeStatus>> {
+        match ws.git.clone() {
+            Some(git) => blocking(move || Ok(git_workspace::status(&git)))
+                .await
+                .map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Creates a workspace: a git worktree when the request leads to a repository, all or
+    /// nothing; then refills spare checkouts if the config keeps any (even after a failed
+    /// create, which may have used one too).
+    pub async fn create_workspace(&self, request: CreateWorkspace) -> Result<WorkspaceView> {
+        let new = NewWorkspace {
+            id: request.id.clone().map(WorkspaceId::new).transpose()?,
+            name: request.name.clone().map(WorkspaceName::new).transpose()?,
+            description: request.description.clone(),
+            agent_id: request.agent_id.clone(),
+            git: None,
+        };
+        let git = blocking(move || request.git_request()).await?;
+        let Some(git) = git else {
+            let ws = git_workspace::create(&self.manager, new, None, &Default::default()).await?;
+            return Ok(self.view(&ws, None));
+        };
+        // The workspace's own config does not exist yet: global file and environment.
+        let settings = self.config(None).await?.config.git;
+        let repo = git.repo.clone();
+        let created = git_workspace::create(&self.manager, new, Some(git), &settings).await;
+        if let Some(want @ 1..) = settings.spare_worktrees {
+            self.refill_spares(repo, want);
+        }
+        let ws = created?;
+        let status = self.git_status(&ws).await?;
+        Ok(self.view(&ws, status))
+    }
+
+    /// Decides what deleting the workspace `identifier` names would do, and refuses (before
+    /// anyone is asked) when it would lose work and `force` is not set. A workspace whose
+    /// record is corrupt can still be deleted by its full id: that is how a person repairs it.
+    pub async fn plan_delete(&self, identifier: &str, force: bool) -> Result<DeletePlan> {
+        match self.manager.resolve(identifier).await {
+            Ok(ws) => {
+                if !force {
+                    git_workspace::check_removable(&ws).await?;
+                }
+                let label = ws.label();
+                Ok(DeletePlan {
+                    question: format!("Delete workspace {label} and everything in it?"),
+                    label,
+                    target: DeleteTarget::Whole(ws),
+                    force,
+                })
+            }
+            Err(berth_core::Error::Corrupt { file, line, reason }) => {
+                let id = WorkspaceId::new(identifier).ok().filter(|id| {
+                    self.manager
+                        .workspaces()
+                        .workspace_dir(id)
+                        .is_none_or(|d| file.starts_with(d))
+                });
+                let Some(id) = id else {
+                    return Err(berth_core::Error::Corrupt {
+                        file,
+                        line,
+                        reason: format!(
+                            "{reason} (a workspace with a corrupt record can be deleted by its full id only)"
+                        ),
+                    }
+                    .into());
+                };
+                Ok(DeletePlan {
+                    question: format!(
+                        "Delete workspace {id} (its metadata is corrupt) and everything in it?"
+                    ),
+                    label: id.to_string(),
+                    target: DeleteTarget::Corrupt(id),
+                    force,
+                })
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Carries out a delete plan: a git workspace's worktree first (checked again for lost
+    /// work at that moment unless forced), then the record and its bindings.
+    pub async fn delete_workspace(&self, plan: DeletePlan) -> Result<Deleted> {
+        match plan.target {
+            DeleteTarget::Whole(ws) => {
+                let removed = git_workspace::remove(&self.manager, &ws, plan.force).await?;
+                Ok(Deleted {
+                    id: ws.id,
+                    label: plan.label,
+                    unbound: removed.unbound,
+                    warning: removed.warning,
+                })
+            }
+            DeleteTarget::Corrupt(id) => {
+                let unbound = self.manager.delete_record(&id).await?;
+                Ok(Deleted {
+                    id,
+                    label: plan.label,
+                    unbound,
+                    warning: Some(
+                        "its metadata was corrupt, so a git worktree it had, if any, was not looked at".to_owned(),
+                    ),
+                })
+            }
+        }
+    }
+
+    /// Which workspaces are unused for `max_age_days` (never `default`), split into those
+    /// that can go and those whose removal would lose work.
+    pub async fn plan_gc(&self, max_age_days: u32) -> Result<GcPlan> {
+        let plan = self
+            .manager
+            .gc_plan(chrono::Duration::days(i64::from(max_age_days)))
+            .await?;
+        let mut stale = Vec::new();
+        let mut kept = Vec::new();
+        for ws in plan.stale {
+            match git_workspace::check_removable(&ws).await {
+                Ok(()) => stale.push(self.view(&ws, None)),
+                Err(why) => kept.push(KeptView::new(&ws, why.to_string())),
+            }
+        }
+        Ok(GcPlan {
+            max_age_days,
+            cutoff: plan.cutoff,
+            stale,
+            kept,
+        })
+    }
+
+    /// Applies a plan, one workspace at a time: its worktree first, checked for lost work
+    /// again at that moment and never forced, then its record if it is still idle. What
+    /// changed since the plan (new files, new commits, a use) is kept whole and reported.
+    pub async fn apply_gc(&self, plan: GcPlan) -> Result<GcReport> {
+        let mut report = GcReport {
+            dry_run: false,
+            max_age_days: plan.max_age_days,
+            removed: Vec::new(),
+            kept: plan.kept,
+            warnings: Vec::new(),
+        };
+        for view in plan.stale {
+            match git_workspace::collect(&self.manager, &view.id, plan.cutoff).await? {
+                Collected::Removed(warning) => {
+                    if let Some(w) = warning {
+                        report.warnings.push(format!("{}: {w}", view.label));
+                    }
+                    report.removed.push(view);
+                }
+                Collected::Kept(ws, reason) => report.kept.push(KeptView::new(&ws, reason)),
+                Collected::Gone => {}
+            }
+        }
+        Ok(report)
+    }
+
+    /// Where the workspace's work happens (a git workspace's worktree, else its folder);
+    /// asking counts as a use.
+    pub async fn workspace_path(&self, identifier: &str) -> Result<PathBuf> {
+        let ws = self.manager.resolve(identifier).await?;
+        self.manager.touch(&ws).await?;
+        let view = self.view(&ws, None);
+        view.work_dir().map(Path::to_owned).ok_or_else(|| {
+            Error::rule(
+                ErrorKind::NotFound,
+                format!("workspace {} has no folder in this store", ws.label()),
+            )
+        })
+    }
+
+    /// The main checkout of the repository containing `path`. Outside a repository: `None`,
+    /// or with `required` an error saying so.
+    pub async fn repository_root(&self, path: &Path, required: bool) -> Result<Option<PathBuf>> {
+        let path = path.to_owned();
+        blocking(move || match Repo::discover(&path) {
+            Ok(repo) => Ok(Some(repo.root().to_owned())),
+            Err(GitError::NotARepository(_)) if !required => Ok(None),
+            Err(e) => Err(e.into()),
+        })
+        .await
+    }
+
+    /// The spare checkouts of the repository containing `repo`: cleared first with `clear`,
+    /// then topped up to `[git] spare_worktrees` (at least one) with `fill`.
+    pub async fn spares(&self, repo: &Path, fill: bool, clear: bool) -> Result<SparesReport> {
+        let settings = self.config(None).await?.config.git;
+        let manager = self.manager.clone();
+        let repo = repo.to_owned();
+        blocking(move || {
+            let (pool, repo) = git_workspace::spare_pool(&manager, &repo, &settings)?;
+            let cleared = if clear { pool.clear(&repo)? } else { 0 };
+            if fill {
+                let want = settings.spare_worktrees.unwrap_or(0).max(1);
+                git_workspace::fill_spares(&pool, &repo, want)?;
+            }
+            Ok(SparesReport {
+                repo: repo.root().to_owned(),
+                dir: pool.dir().to_owned(),
+                ready: pool.count(),
+                cleared,
+            })
+        })
+        .await
+    }
+
+    /// Tops up `repo`'s spare checkouts to `want` in the background, as [`Refill`] says. A
+    /// failure only costs the next create its head start, so it is reported on stderr, never
+    /// returned.
+    fn refill_spares(&self, repo: PathBuf, want: usize) {
+        match self.refill.as_ref() {
+            Refill::InProcess => {
+                let manager = self.manager.clone();
+                let ops = self.clone();
+                tokio::spawn(async move {
+                    let settings = match ops.config(None).await {
+                        Ok(c) => c.config.git,
+                        Err(e) => return eprintln!("berth: could not refill spare checkouts: {e}"),
+                    };
+                    let filled = blocking(move || {
+                        let (pool, repo) = git_workspace::spare_pool(&manager, &repo, &settings)?;
+                        git_workspace::fill_spares(&pool, &repo, want)
+                    })
+                    .await;
+                    if let Err(e) = filled {
+                        eprintln!("berth: could not refill spare checkouts: {e}");
+                    }
+                });
+            }
+            Refill::Detached { program, args } => {
+                use std::os::unix::process::CommandExt;
+                use std::process::{Command, Stdio};
+                let spawned = Command::new(program)
+                    .args(args)
+                    .arg("--repo")
+                    .arg(&repo)
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    // Its own process group: a Ctrl-C meant for the command does not stop it.
+                    .process_group(0)
+                    .spawn();
+                if let Err(e) = spawned {
+                    eprintln!("berth: warning: could not start filling spare checkouts: {e}");
+                }
+            }
+        }
+    }
+}
