@@ -103,3 +103,36 @@ fn corrupt_errors_name_the_line() {
     let line = text.lines().count();
     assert!(err.contains(&format!("line {line}")), "{err}");
 }
+
+#[test]
+fn a_corrupt_workspace_record_exits_5_naming_file_and_line() {
+    let home = Home::new();
+    let id = home
+        .ok(&["workspace", "create", "broken", "--plain"])
+        .trim()
+        .to_owned();
+    let file = home.workspace_dir(&id).join("workspace.toml");
+    let garbage = "id = \"x\"\nname = [unclosed\n";
+    std::fs::write(&file, garbage).unwrap();
+    for args in [
+        vec!["workspace", "show", "broken"],
+        vec!["workspace", "show", &id],
+        vec!["workspace", "path", "broken"],
+        vec!["workspace", "storage", "read", "broken", "a.md"],
+        vec!["workspace", "storage", "write", "broken", "a.md", "x"],
+        vec!["session", "new", "-w", "broken"],
+        // By name, a corrupt record cannot be deleted: only its full id is sure to name it.
+        vec!["workspace", "delete", "broken", "--yes"],
+    ] {
+        let r = home.run(&args);
+        assert_eq!(r.code, 5, "{args:?}: {}", r.stderr);
+        assert!(
+            r.stderr.contains("workspace.toml") && r.stderr.contains("line 2"),
+            "{args:?}: {}",
+            r.stderr
+        );
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), garbage, "{args:?}");
+    }
+    home.ok(&["workspace", "delete", &id, "--yes"]);
+    assert!(!home.workspace_dir(&id).exists());
+}
