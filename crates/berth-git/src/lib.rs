@@ -60,6 +60,15 @@ pub enum GitError {
 
 pub type Result<T, E = GitError> = std::result::Result<T, E>;
 
+/// Tries after the first when `git worktree add` or `move` lost a race with another add.
+const WORKTREE_RACE_RETRIES: u32 = 5;
+
+/// Whether git failed only because another worktree's record was half-written when it read it.
+fn lost_race(e: &GitError) -> bool {
+    matches!(e, GitError::Command { message, .. }
+        if message.contains("failed to read") && message.contains("worktrees/"))
+}
+
 /// Parallel checkout instead of one file at a time. Writing files is bound by the kernel and
 /// the disk more than by the CPU, so more workers than cores still helps: on a 2-core machine
 /// 8 workers beat one per core (`checkout.workers=0`) by about 10% (benches/git_worktrees.rs).
@@ -208,25 +217,24 @@ impl Repo {
         run(&self.root, args)
     }
 
-    /// Runs `git worktree add` or `move` under an exclusive lock on the repository's `.git`
-    /// folder, across threads and processes. Each reads every other worktree's record as it
-    /// starts, and fails ("failed to read .git/worktrees/<x>/commondir") when another add is
-    /// writing one at that moment; one at a time, they never meet.
-    fn change_worktrees<I, S>(&self, args: I) -> Result<String>
-    where
-        I: IntoIterator<Item = S>,
-        S: AsRef<OsStr>,
-    {
-        let git_dir = self.root.join(".git");
-        let lock = std::fs::File::open(&git_dir)
-            .and_then(|dir| dir.lock().map(|()| dir))
-            .map_err(|source| GitError::Io {
-                context: format!("cannot lock {}", git_dir.display()),
-                source,
-            })?;
-        let out = self.git(args);
-        drop(lock);
-        out
+    /// Runs `git worktree add` or `move`, retrying briefly when it lost a race. Each reads
+    /// every other worktree's record as it starts and fails ("failed to read
+    /// .git/worktrees/<x>/commondir") when another add is writing one at that moment. A lock
+    /// around the whole command would avoid that too, but it would make a create wait for a
+    /// spare checkout being filled in the background, a whole checkout long. `undo` cleans up
+    /// after a lost race, before the next try.
+    fn change_worktrees(&self, args: &[&OsStr], undo: impl Fn()) -> Result<String> {
+        let mut attempt = 0;
+        loop {
+            match self.git(args.iter().copied()) {
+                Err(e) if lost_race(&e) && attempt < WORKTREE_RACE_RETRIES => {
+                    undo();
+                    attempt += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(10 << attempt));
+                }
+                done => return done,
+            }
+        }
     }
 
     fn succeeds<I, S>(&self, args: I) -> bool
@@ -362,13 +370,16 @@ impl Repo {
         }
         args.extend([OsStr::new("--"), path.as_os_str(), OsStr::new(&plan.start)]);
         let existed = path.exists();
-        self.change_worktrees(&args).map(drop).inspect_err(|_| {
+        let undo = || {
             self.roll_back(
                 path,
                 existed,
                 plan.branch_created.then_some(plan.branch.as_str()),
-            );
-        })
+            )
+        };
+        self.change_worktrees(&args, undo)
+            .map(drop)
+            .inspect_err(|_| undo())
     }
 
     /// Carries out a plan's branch part in an existing, clean worktree at `dir` (a spare):

@@ -93,12 +93,15 @@ impl SparePool {
             let Some(spare) = self.ready().into_iter().next() else {
                 return Ok(false);
             };
-            let moved = repo.change_worktrees([
-                OsStr::new("worktree"),
-                OsStr::new("move"),
-                spare.as_os_str(),
-                dest.as_os_str(),
-            ]);
+            let moved = repo.change_worktrees(
+                &[
+                    OsStr::new("worktree"),
+                    OsStr::new("move"),
+                    spare.as_os_str(),
+                    dest.as_os_str(),
+                ],
+                || {},
+            );
             if moved.is_err() {
                 // Another filesystem, or a spare someone disturbed: drop it, go the slow way.
                 drop_spare(repo, &spare);
@@ -136,24 +139,32 @@ impl SparePool {
             let suffix = format!("{:016x}", random());
             let building = self.dir.join(format!("{BUILDING}{suffix}"));
             let ready = self.dir.join(format!("{READY}{suffix}"));
-            repo.change_worktrees([
-                OsStr::new("-c"),
-                OsStr::new(crate::CHECKOUT_WORKERS),
-                OsStr::new("worktree"),
-                OsStr::new("add"),
-                OsStr::new("--quiet"),
-                OsStr::new("--detach"),
-                OsStr::new("--"),
-                building.as_os_str(),
-                OsStr::new(start),
-            ])?;
+            repo.change_worktrees(
+                &[
+                    OsStr::new("-c"),
+                    OsStr::new(crate::CHECKOUT_WORKERS),
+                    OsStr::new("worktree"),
+                    OsStr::new("add"),
+                    OsStr::new("--quiet"),
+                    OsStr::new("--detach"),
+                    OsStr::new("--"),
+                    building.as_os_str(),
+                    OsStr::new(start),
+                ],
+                || {
+                    let _ = std::fs::remove_dir_all(&building);
+                },
+            )?;
             let _lock = self.lock(".lock", true)?;
-            repo.change_worktrees([
-                OsStr::new("worktree"),
-                OsStr::new("move"),
-                building.as_os_str(),
-                ready.as_os_str(),
-            ])?;
+            repo.change_worktrees(
+                &[
+                    OsStr::new("worktree"),
+                    OsStr::new("move"),
+                    building.as_os_str(),
+                    ready.as_os_str(),
+                ],
+                || {},
+            )?;
         }
         Ok(())
     }
