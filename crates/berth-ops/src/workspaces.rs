@@ -193,6 +193,34 @@ impl Ops {
         Ok(self.manager.resolve(identifier).await?)
     }
 
+    /// The well-known `default` workspace, created on first use and never collected.
+    pub async fn default_workspace(&self) -> Result<Workspace> {
+        Ok(self.manager.default_workspace().await?)
+    }
+
+    /// The git workspace whose worktree holds `dir` (the innermost, if worktrees nest).
+    pub async fn workspace_containing(&self, dir: &Path) -> Result<Option<Workspace>> {
+        let dir = std::path::absolute(dir)
+            .map_err(|e| berth_core::Error::io(format!("cannot use {}", dir.display()), e))?;
+        // Both sides canonical, so a path through a symlink still matches.
+        let dir = dir.canonicalize().unwrap_or(dir);
+        let mut best: Option<(usize, Workspace)> = None;
+        for ws in self.manager.list().await? {
+            let Some(git) = &ws.git else { continue };
+            let root = git
+                .worktree
+                .canonicalize()
+                .unwrap_or_else(|_| git.worktree.clone());
+            if dir.starts_with(&root) {
+                let depth = root.components().count();
+                if best.as_ref().is_none_or(|(d, _)| depth > *d) {
+                    best = Some((depth, ws));
+                }
+            }
+        }
+        Ok(best.map(|(_, ws)| ws))
+    }
+
     /// Every workspace record, sorted by id, without git state: cheap, for listings that page
     /// or complete.
     pub async fn workspace_records(&self) -> Result<Vec<Workspace>> {
@@ -251,7 +279,8 @@ impl Ops {
 
     /// Creates a workspace: a git worktree when the request leads to a repository, all or
     /// nothing; then refills spare checkouts if the config keeps any (even after a failed
-    /// create, which may have used one too).
+    /// create, which may have used one too). The view has no `git_status`; `show_workspace`
+    /// has it.
     pub async fn create_workspace(&self, request: CreateWorkspace) -> Result<WorkspaceView> {
         let new = NewWorkspace {
             id: request.id.clone().map(WorkspaceId::new).transpose()?,
@@ -272,9 +301,9 @@ impl Ops {
         if let Some(want @ 1..) = settings.spare_worktrees {
             self.refill_spares(repo, want);
         }
-        let ws = created?;
-        let status = self.git_status(&ws).await?;
-        Ok(self.view(&ws, status))
+        // No git status here: on a fresh worktree of a big repository it costs as much as
+        // the create itself (the index is refreshed), and most callers only want the id.
+        Ok(self.view(&created?, None))
     }
 
     /// Decides what deleting the workspace `identifier` names would do, and refuses (before

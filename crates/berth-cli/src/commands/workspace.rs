@@ -114,7 +114,9 @@ async fn list(ops: &Ops, json: bool) -> anyhow::Result<()> {
 async fn create(ops: &Ops, request: CreateWorkspace, json: bool) -> anyhow::Result<()> {
     let ws = ops.create_workspace(request).await?;
     if json {
-        return Ok(render::json(&ws)?);
+        // With the worktree's state, as `show` has it.
+        let shown = ops.show_workspace(ws.id.as_str()).await?;
+        return Ok(render::json(&shown)?);
     }
     if let Some(git) = &ws.git {
         eprintln!(
