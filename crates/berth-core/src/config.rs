@@ -155,6 +155,18 @@ pub struct StoreSettings {
     pub url: Option<Secret>,
 }
 
+/// How berth's agent runs a turn.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct AgentSettings {
+    /// Tool rounds one turn may take before it stops; default 50.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_tool_iterations: Option<u32>,
+    /// The model's context window in tokens; default: the provider's usual size.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context_tokens: Option<u64>,
+}
+
 /// The merged configuration.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -168,6 +180,7 @@ pub struct Config {
     pub providers: Providers,
     pub git: GitSettings,
     pub store: StoreSettings,
+    pub agent: AgentSettings,
 }
 
 impl Config {
@@ -399,6 +412,10 @@ pub const TEMPLATE: &str = r#"# berth configuration. Layers: this file -> worksp
 
 [providers.gemini]
 # model = "gemini-2.5-flash"
+
+[agent]
+# max_tool_iterations = 50     # tool rounds one turn may take
+# context_tokens = 200000      # the model's context window; default: the provider's usual size
 
 [git]
 # worktree_dir = "/path/for/worktrees"   # default: workspaces/<id>/worktree

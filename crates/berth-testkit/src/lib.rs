@@ -9,11 +9,13 @@
 //!   harness: a test re-runs its own test binary as child processes that play a role (race,
 //!   append, get SIGKILLed at a random moment).
 //! - [`snapshot`] captures a folder's files for "nothing changed" assertions.
-//!
-//! The local provider servers that the agent tests talk to will live here too.
+//! - [`provider_server`] is the local stand-in for the LLM providers that the agent tests talk
+//!   to: a real HTTP/1.1 server on 127.0.0.1 that records each request and answers from a
+//!   script, with builders for the Anthropic, OpenAI and Gemini streaming wire formats.
 
 mod git;
 mod process;
+pub mod provider_server;
 
 use std::path::{Path, PathBuf};
 

@@ -1,0 +1,86 @@
+//! What a turn tells its front end, in order, through one channel; and how the front end
+//! answers a permission request.
+
+use async_trait::async_trait;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::conversation::Usage;
+
+/// One thing that happened in a turn. Events arrive in the order they happened; a front end
+/// renders them as they come (ACP `session/update`, a terminal, `chat -p`'s stdout).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum AgentEvent {
+    /// A piece of the answer.
+    Text { text: String },
+    /// A piece of the model's reasoning.
+    Thought { text: String },
+    /// The model called a tool.
+    ToolStarted {
+        id: String,
+        name: String,
+        arguments: Value,
+    },
+    /// The front end was asked whether the call may go ahead.
+    PermissionAsked {
+        id: String,
+        name: String,
+        description: String,
+    },
+    /// The tool finished: its output, or the error the model sees.
+    ToolFinished {
+        id: String,
+        name: String,
+        output: String,
+        is_error: bool,
+    },
+    /// The turn is over. This is always the last event.
+    TurnEnded { stop: TurnStop, usage: Usage },
+}
+
+/// How a turn ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "reason", rename_all = "snake_case")]
+pub enum TurnStop {
+    /// The model finished its answer.
+    EndTurn,
+    /// The model ran out of output tokens.
+    MaxTokens,
+    /// The model kept calling tools past `max_tool_iterations`.
+    MaxToolIterations,
+    /// The model refused.
+    Refusal,
+    /// The front end cancelled it.
+    Cancelled,
+    /// The provider or the loop failed; the message says why (a provider's own message for
+    /// its errors).
+    Failed { message: String },
+}
+
+/// A call waiting for the front end's permission.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PermissionRequest {
+    pub call_id: String,
+    pub tool: String,
+    pub arguments: Value,
+    /// What will happen: the command line, or the file and a diff.
+    pub description: String,
+}
+
+/// The front end's answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Decision {
+    AllowOnce,
+    /// Allow this tool for the rest of the session, without asking again.
+    AllowAlways,
+    Reject,
+}
+
+/// The front end's side of permissions: a terminal asks a person, ACP asks the client,
+/// `chat -p` answers from its flags.
+#[async_trait]
+pub trait Permissions: Send + Sync {
+    async fn decide(&self, request: &PermissionRequest) -> Decision;
+}

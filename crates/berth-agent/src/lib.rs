@@ -1,0 +1,28 @@
+//! berth-agent: berth's coding agent, as a library that every front end drives (`berth chat`,
+//! `berth acp`).
+//!
+//! - [`conversation`]: the conversation in no provider's dialect.
+//! - [`provider`] and [`providers`]: streaming Claude, OpenAI and Gemini over their real wire
+//!   formats ([`http`]: one client, retries only before the first token, SSE).
+//! - [`tools`]: what a tool is, and the built-in ones, confined to the working directory.
+//! - [`runtime`]: [`AgentBuilder`] → [`Agent`], which runs a turn of a session: prompt → model
+//!   → tool calls → results → model, until the model ends its turn. A turn yields
+//!   [`AgentEvent`]s in order through one channel, stops at once when its cancellation token
+//!   fires, and asks the front end's [`Permissions`] before writes and commands.
+//! - [`context`]: token estimates and compaction that never separates a call from its result.
+
+pub mod context;
+pub mod conversation;
+pub mod events;
+pub mod http;
+pub mod provider;
+pub mod providers;
+pub mod runtime;
+pub mod tools;
+
+pub use conversation::{ChatMessage, Part, StopReason, ToolCall, ToolResult, ToolSpec, Usage};
+pub use events::{AgentEvent, Decision, PermissionRequest, Permissions, TurnStop};
+pub use provider::{Provider, ProviderError, ProviderEvent, ProviderRequest, ProviderStream};
+pub use runtime::{Agent, AgentBuilder, AgentError, Turn, TurnRequest};
+pub use tokio_util::sync::CancellationToken;
+pub use tools::{Tool, ToolContext, ToolOutcome, Toolbox};

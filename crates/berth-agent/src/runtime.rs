@@ -1,0 +1,518 @@
+//! The agent runtime: [`AgentBuilder`] makes an [`Agent`], which runs turns of sessions.
+//!
+//! A turn: the prompt is appended to the transcript; then, until the model ends its turn, the
+//! conversation goes to the provider, the answer streams out as events, the tool calls it makes
+//! run (those that write or run commands only with the front end's permission), and their
+//! results go back. Every event goes through one channel, in the order it happened, and
+//! [`AgentEvent::TurnEnded`] is always the last. The cancellation token stops the provider's
+//! stream and running tools at once; the text a person already saw is kept in the transcript,
+//! marked as interrupted. Tool traffic stays out of the transcript, as in the seed.
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use berth_core::config::Config;
+use berth_ops::{Message, Ops, Role, Session};
+use futures::StreamExt;
+use serde_json::Value;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::context::{self, Window};
+use crate::conversation::{ChatMessage, Part, Speaker, StopReason, ToolCall, ToolResult, Usage};
+use crate::events::{AgentEvent, Decision, PermissionRequest, Permissions, TurnStop};
+use crate::http::{Http, HttpPolicy};
+use crate::provider::{Provider, ProviderError, ProviderEvent, ProviderRequest};
+use crate::providers::{self, SetupError};
+use crate::tools::{ToolContext, Toolbox};
+
+/// Tool rounds a turn may take unless `[agent] max_tool_iterations` says otherwise.
+pub const DEFAULT_MAX_TOOL_ITERATIONS: u32 = 50;
+
+/// Output tokens asked for unless `[providers.X] max_tokens` says otherwise.
+pub const DEFAULT_MAX_TOKENS: u32 = 8192;
+
+/// Marks a transcript message whose turn was cut off after the person saw part of it.
+pub const INTERRUPTED: &str = "\n\n[interrupted]";
+
+/// What stops a turn from starting.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    #[error(transparent)]
+    Ops(#[from] berth_ops::Error),
+    #[error(transparent)]
+    Setup(#[from] SetupError),
+}
+
+/// Builds an [`Agent`]: the operations (stores, config) it works through, the tools it offers,
+/// and, where a front end or a test wants one, a provider of its own instead of the one the
+/// config names.
+pub struct AgentBuilder {
+    ops: Ops,
+    tools: Toolbox,
+    provider: Option<Arc<dyn Provider>>,
+    policy: HttpPolicy,
+    system_prompt: Option<String>,
+}
+
+impl AgentBuilder {
+    pub fn new(ops: Ops) -> AgentBuilder {
+        AgentBuilder {
+            ops,
+            tools: Toolbox::new(),
+            provider: None,
+            policy: HttpPolicy::default(),
+            system_prompt: None,
+        }
+    }
+
+    pub fn tools(mut self, tools: Toolbox) -> AgentBuilder {
+        self.tools = tools;
+        self
+    }
+
+    /// Calls this provider instead of the one each session's config names.
+    pub fn provider(mut self, provider: Arc<dyn Provider>) -> AgentBuilder {
+        self.provider = Some(provider);
+        self
+    }
+
+    /// Retries and timeouts of the providers made from config.
+    pub fn http_policy(mut self, policy: HttpPolicy) -> AgentBuilder {
+        self.policy = policy;
+        self
+    }
+
+    /// Replaces the built-in system prompt (the workspace context is still added to it).
+    pub fn system_prompt(mut self, prompt: impl Into<String>) -> AgentBuilder {
+        self.system_prompt = Some(prompt.into());
+        self
+    }
+
+    pub fn build(self) -> Agent {
+        Agent {
+            inner: Arc::new(Inner {
+                ops: self.ops,
+                tools: self.tools,
+                provider: self.provider,
+                policy: self.policy,
+                http: OnceLock::new(),
+                system_prompt: self.system_prompt,
+                always_allowed: Mutex::default(),
+            }),
+        }
+    }
+}
+
+/// berth's agent. Cheap to clone; one agent serves many sessions and turns.
+#[derive(Clone)]
+pub struct Agent {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    ops: Ops,
+    tools: Toolbox,
+    provider: Option<Arc<dyn Provider>>,
+    policy: HttpPolicy,
+    /// The HTTP client of every provider made from config, built on first use and kept: a
+    /// new one per turn cost milliseconds (it loads the system's root certificates).
+    http: OnceLock<Result<Http, String>>,
+    system_prompt: Option<String>,
+    /// `(session, tool)` pairs the front end allowed for the rest of the session.
+    always_allowed: Mutex<HashSet<(String, String)>>,
+}
+
+/// One turn to run.
+pub struct TurnRequest {
+    pub session: Session,
+    pub prompt: String,
+    /// Where file tools and commands work, confined.
+    pub cwd: PathBuf,
+    pub permissions: Arc<dyn Permissions>,
+    pub cancel: CancellationToken,
+}
+
+/// A running turn: its events, in order, ending with [`AgentEvent::TurnEnded`].
+pub struct Turn {
+    pub events: mpsc::Receiver<AgentEvent>,
+    /// The provider and model this turn calls.
+    pub provider: &'static str,
+    pub model: String,
+}
+
+/// What a turn is set up with before it runs.
+struct Setup {
+    provider: Arc<dyn Provider>,
+    model: String,
+    max_tokens: u32,
+    max_tool_iterations: u32,
+    system: String,
+    window: Window,
+    history: Vec<ChatMessage>,
+}
+
+impl Agent {
+    /// Starts a turn. What can fail before anything is sent (the session's config names no
+    /// usable provider, a key is missing, the transcript cannot be read) fails here; after
+    /// that, failures end the turn with [`TurnStop::Failed`].
+    pub async fn start_turn(&self, request: TurnRequest) -> Result<Turn, AgentError> {
+        let setup = self.inner.setup(&request.session).await?;
+        let (tx, rx) = mpsc::channel(256);
+        let turn = Turn {
+            events: rx,
+            provider: setup.provider.name(),
+            model: setup.model.clone(),
+        };
+        let inner = self.inner.clone();
+        tokio::spawn(async move {
+            let mut out = Out { tx };
+            let (stop, usage) = inner.run(setup, &request, &mut out).await;
+            out.send(AgentEvent::TurnEnded { stop, usage }).await;
+        });
+        Ok(turn)
+    }
+}
+
+/// The sending side of a turn's events. A front end that stopped listening does not stop the
+/// turn: its transcript is still written.
+struct Out {
+    tx: mpsc::Sender<AgentEvent>,
+}
+
+impl Out {
+    async fn send(&mut self, event: AgentEvent) {
+        let _ = self.tx.send(event).await;
+    }
+}
+
+impl Inner {
+    async fn setup(&self, session: &Session) -> Result<Setup, AgentError> {
+        let config: Config = self.ops.config(Some(&session.workspace_id)).await?.config;
+        let provider = match &self.provider {
+            Some(p) => p.clone(),
+            None => {
+                let http = self
+                    .http
+                    .get_or_init(|| Http::new(self.policy.clone()))
+                    .as_ref()
+                    .map_err(|e| SetupError::Http(e.clone()))?;
+                providers::from_config(&config, http)?
+            }
+        };
+        let kind = config.provider();
+        let max_tokens = config
+            .provider_settings(kind)
+            .max_tokens
+            .unwrap_or(DEFAULT_MAX_TOKENS);
+        let ws = self
+            .ops
+            .resolve_workspace(session.workspace_id.as_str())
+            .await?;
+        let workspace_context = self.ops.context(&ws).await?;
+        let transcript = self.ops.transcript(session).await?;
+        let mut system = self
+            .system_prompt
+            .clone()
+            .unwrap_or_else(|| DEFAULT_SYSTEM_PROMPT.to_owned());
+        let mut history = Vec::new();
+        for m in transcript.messages {
+            match m.role {
+                Role::User => history.push(ChatMessage::user_text(m.content)),
+                Role::Assistant => history.push(ChatMessage::assistant_text(m.content)),
+                // System messages of the transcript are instructions: they join the prompt.
+                Role::System => {
+                    system.push_str("\n\n");
+                    system.push_str(&m.content);
+                }
+            }
+        }
+        if let Some(text) = workspace_context {
+            system.push_str("\n\n## Workspace context (context.md)\n\n");
+            system.push_str(&text);
+        }
+        Ok(Setup {
+            provider,
+            model: config.model().to_owned(),
+            max_tokens,
+            max_tool_iterations: config
+                .agent
+                .max_tool_iterations
+                .unwrap_or(DEFAULT_MAX_TOOL_ITERATIONS),
+            window: Window::for_provider(kind, config.agent.context_tokens, max_tokens),
+            system,
+            history,
+        })
+    }
+
+    /// Runs the turn to its end; returns how it ended and the tokens used.
+    async fn run(&self, setup: Setup, request: &TurnRequest, out: &mut Out) -> (TurnStop, Usage) {
+        let mut usage = Usage::default();
+        let session = &request.session;
+        let cancel = &request.cancel;
+        if let Err(e) = self
+            .ops
+            .append_message(session, &Message::new(Role::User, request.prompt.clone()))
+            .await
+        {
+            return (failed(e), usage);
+        }
+        let mut history = setup.history;
+        history.push(ChatMessage::user_text(request.prompt.clone()));
+        let tools = self.tools.specs();
+        let cx = ToolContext {
+            cwd: request.cwd.clone(),
+            ops: self.ops.clone(),
+            session: session.clone(),
+            cancel: cancel.clone(),
+        };
+        let mut rounds = 0;
+        loop {
+            let provider_request = ProviderRequest {
+                model: setup.model.clone(),
+                system: setup.system.clone(),
+                messages: context::compact(&history, &setup.system, &tools, &setup.window),
+                tools: tools.clone(),
+                max_tokens: setup.max_tokens,
+            };
+            let answer = self
+                .stream_answer(&*setup.provider, provider_request, cancel, out)
+                .await;
+            let (message, stop, used) = match answer {
+                Ok(done) => done,
+                Err((shown, error)) => {
+                    // What the person saw stays, marked; nothing is sent again.
+                    if !shown.is_empty() {
+                        let text = format!("{shown}{INTERRUPTED}");
+                        let _ = self
+                            .ops
+                            .append_message(session, &Message::new(Role::Assistant, text))
+                            .await;
+                    }
+                    let stop = match error {
+                        ProviderError::Cancelled => TurnStop::Cancelled,
+                        e => TurnStop::Failed {
+                            message: e.to_string(),
+                        },
+                    };
+                    return (stop, usage);
+                }
+            };
+            usage.add(used);
+            let text = message.text();
+            if !text.is_empty()
+                && let Err(e) = self
+                    .ops
+                    .append_message(session, &Message::new(Role::Assistant, text))
+                    .await
+            {
+                return (failed(e), usage);
+            }
+            let calls: Vec<ToolCall> = message.tool_calls().cloned().collect();
+            history.push(message);
+            if calls.is_empty() {
+                let stop = match stop {
+                    StopReason::MaxTokens => TurnStop::MaxTokens,
+                    StopReason::Refusal => TurnStop::Refusal,
+                    _ => TurnStop::EndTurn,
+                };
+                return (stop, usage);
+            }
+            rounds += 1;
+            if rounds > setup.max_tool_iterations {
+                return (TurnStop::MaxToolIterations, usage);
+            }
+            let results = self.run_tools(&calls, &cx, request, out).await;
+            if cancel.is_cancelled() {
+                return (TurnStop::Cancelled, usage);
+            }
+            history.push(ChatMessage {
+                speaker: Speaker::User,
+                parts: results.into_iter().map(Part::ToolResult).collect(),
+            });
+        }
+    }
+
+    /// One model answer, streamed out as events. On failure, the text already shown.
+    async fn stream_answer(
+        &self,
+        provider: &dyn Provider,
+        request: ProviderRequest,
+        cancel: &CancellationToken,
+        out: &mut Out,
+    ) -> Result<(ChatMessage, StopReason, Usage), (String, ProviderError)> {
+        let mut shown = String::new();
+        let started = tokio::select! {
+            _ = cancel.cancelled() => Err(ProviderError::Cancelled),
+            s = provider.stream(request, cancel.clone()) => s,
+        };
+        let mut stream = started.map_err(|e| (String::new(), e))?;
+        loop {
+            let next = tokio::select! {
+                _ = cancel.cancelled() => return Err((shown, ProviderError::Cancelled)),
+                n = stream.next() => n,
+            };
+            match next {
+                Some(Ok(ProviderEvent::TextDelta(t))) => {
+                    shown.push_str(&t);
+                    out.send(AgentEvent::Text { text: t }).await;
+                }
+                Some(Ok(ProviderEvent::ThoughtDelta(t))) => {
+                    out.send(AgentEvent::Thought { text: t }).await;
+                }
+                // Calls are announced when they run, in order, with their permission asks.
+                Some(Ok(ProviderEvent::ToolCall(_))) => {}
+                Some(Ok(ProviderEvent::Done {
+                    message,
+                    stop,
+                    usage,
+                })) => return Ok((message, stop, usage)),
+                Some(Err(e)) => return Err((shown, e)),
+                None => {
+                    let e = ProviderError::Stream {
+                        provider: provider.name(),
+                        message: "the stream ended without finishing the answer".to_owned(),
+                    };
+                    return Err((shown, e));
+                }
+            }
+        }
+    }
+
+    /// Runs a round of tool calls: permissions are asked one at a time, in order (a person
+    /// answers them); the calls allowed then run concurrently. Results come back in call
+    /// order, one per call, errors included.
+    async fn run_tools(
+        &self,
+        calls: &[ToolCall],
+        cx: &ToolContext,
+        request: &TurnRequest,
+        out: &mut Out,
+    ) -> Vec<ToolResult> {
+        enum Plan {
+            Run(Value),
+            Answer(String),
+        }
+        let mut plans = Vec::with_capacity(calls.len());
+        for call in calls {
+            let arguments = call.arguments.clone().unwrap_or(Value::Null);
+            out.send(AgentEvent::ToolStarted {
+                id: call.id.clone(),
+                name: call.name.clone(),
+                arguments: arguments.clone(),
+            })
+            .await;
+            let plan = match (&call.arguments, self.tools.get(&call.name)) {
+                (Err(raw), _) => Plan::Answer(format!(
+                    "the arguments of this call are not valid JSON, so it did not run: {raw:?}; call {} again with a JSON object",
+                    call.name
+                )),
+                (_, None) => Plan::Answer(format!(
+                    "there is no tool named {:?}; the tools are: {}",
+                    call.name,
+                    self.tools
+                        .specs()
+                        .iter()
+                        .map(|s| s.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )),
+                (Ok(args), Some(tool)) if tool.needs_permission() => {
+                    let key = (request.session.id.to_string(), call.name.clone());
+                    let remembered = self.allowed_always(&key);
+                    if remembered {
+                        Plan::Run(args.clone())
+                    } else {
+                        let description = tool.describe(args, cx).await;
+                        out.send(AgentEvent::PermissionAsked {
+                            id: call.id.clone(),
+                            name: call.name.clone(),
+                            description: description.clone(),
+                        })
+                        .await;
+                        let asked = PermissionRequest {
+                            call_id: call.id.clone(),
+                            tool: call.name.clone(),
+                            arguments: args.clone(),
+                            description,
+                        };
+                        let decision = tokio::select! {
+                            _ = request.cancel.cancelled() => Decision::Reject,
+                            d = request.permissions.decide(&asked) => d,
+                        };
+                        match decision {
+                            Decision::AllowOnce => Plan::Run(args.clone()),
+                            Decision::AllowAlways => {
+                                self.always_allowed
+                                    .lock()
+                                    .unwrap_or_else(|e| e.into_inner())
+                                    .insert(key);
+                                Plan::Run(args.clone())
+                            }
+                            Decision::Reject => Plan::Answer(format!(
+                                "the user refused to let {} run; do not try it again unasked — say what you wanted to do, or find another way",
+                                call.name
+                            )),
+                        }
+                    }
+                }
+                (Ok(args), Some(_)) => Plan::Run(args.clone()),
+            };
+            plans.push(plan);
+        }
+        let runs = calls.iter().zip(plans).map(|(call, plan)| async move {
+            let (content, is_error) = match plan {
+                Plan::Answer(message) => (message, true),
+                Plan::Run(args) => {
+                    let tool = self.tools.get(&call.name).expect("planned to run").clone();
+                    let ran = tokio::select! {
+                        _ = cx.cancel.cancelled() => Err("cancelled by the user".to_owned()),
+                        r = tool.call(args, cx) => r,
+                    };
+                    match ran {
+                        Ok(output) => (output, false),
+                        Err(message) => (message, true),
+                    }
+                }
+            };
+            ToolResult {
+                call_id: call.id.clone(),
+                name: call.name.clone(),
+                content,
+                is_error,
+            }
+        });
+        let results = futures::future::join_all(runs).await;
+        for r in &results {
+            out.send(AgentEvent::ToolFinished {
+                id: r.call_id.clone(),
+                name: r.name.clone(),
+                output: r.content.clone(),
+                is_error: r.is_error,
+            })
+            .await;
+        }
+        results
+    }
+
+    fn allowed_always(&self, key: &(String, String)) -> bool {
+        self.always_allowed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(key)
+    }
+}
+
+fn failed(e: impl std::fmt::Display) -> TurnStop {
+    TurnStop::Failed {
+        message: e.to_string(),
+    }
+}
+
+/// The system prompt unless the builder is given another.
+pub const DEFAULT_SYSTEM_PROMPT: &str = "You are berth's coding agent, working in a person's \
+project through the tools you are given. Read before you change; keep changes small and \
+explain them. File paths are relative to the working directory and cannot leave it. Writing \
+files and running commands need the person's permission; if they refuse, do not retry \
+unasked. When a tool fails, read its message: it says what to do next.";
