@@ -62,6 +62,45 @@ pub enum Command {
     /// listening anywhere but loopback requires one.
     #[command(verbatim_doc_comment)]
     Mcp(McpArgs),
+    /// Talk to berth's coding agent.
+    ///
+    /// With -p PROMPT (or -p - to read the prompt from standard input) it runs one turn for a
+    /// script: the answer streams to standard output and nothing else goes there; tool activity,
+    /// thoughts and errors go to standard error. The exit status is 0 only when the model
+    /// finished its answer.
+    ///
+    /// Which workspace: --workspace, else the berth workspace whose worktree holds this folder,
+    /// else `default`. Which session: --session, --continue (the workspace's latest), else a
+    /// new one. File tools and commands work in this folder and cannot leave it. Writing files
+    /// and running commands are refused unless --allow names the tool (write_file, edit_file,
+    /// run_command, workspace_storage_write, session_storage_write) or --allow-all is given.
+    ///
+    /// The provider and model come from berth's config for the workspace (`berth config show`);
+    /// the key from ANTHROPIC_API_KEY, OPENAI_API_KEY or GEMINI_API_KEY (or the config).
+    #[command(verbatim_doc_comment)]
+    Chat(ChatArgs),
+}
+
+#[derive(Args)]
+pub struct ChatArgs {
+    /// Run one turn with this prompt and exit; `-` reads it from standard input.
+    #[arg(short = 'p', long = "print", value_name = "PROMPT", required = true)]
+    pub prompt: String,
+    /// The workspace: id, name or id prefix.
+    #[arg(long, short)]
+    pub workspace: Option<String>,
+    /// Continue this session (id or 4+ character prefix).
+    #[arg(long, short, conflicts_with = "continue_latest")]
+    pub session: Option<String>,
+    /// Continue the workspace's latest session.
+    #[arg(long = "continue", short = 'c')]
+    pub continue_latest: bool,
+    /// Allow these tools to write or run without asking (comma-separated, repeatable).
+    #[arg(long, value_delimiter = ',', value_name = "TOOL")]
+    pub allow: Vec<String>,
+    /// Allow every tool to write and run.
+    #[arg(long)]
+    pub allow_all: bool,
 }
 
 #[derive(Args)]

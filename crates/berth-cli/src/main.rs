@@ -44,9 +44,19 @@ fn main() -> ExitCode {
 /// them for `--help`): the first typed error in the chain decides.
 fn exit_status(e: &anyhow::Error) -> u8 {
     use berth_ops::ErrorKind;
+    if e.chain()
+        .any(|c| c.downcast_ref::<commands::chat::Interrupted>().is_some())
+    {
+        return 130;
+    }
     let kind = e.chain().find_map(|c| {
         if let Some(e) = c.downcast_ref::<berth_ops::Error>() {
             Some(e.kind())
+        } else if let Some(e) = c.downcast_ref::<berth_agent::AgentError>() {
+            Some(match e {
+                berth_agent::AgentError::Ops(e) => e.kind(),
+                berth_agent::AgentError::Setup(_) => ErrorKind::Invalid,
+            })
         } else if let Some(e) = c.downcast_ref::<berth_core::Error>() {
             Some(e.kind())
         } else {

@@ -2,6 +2,7 @@
 //! method, and renders the result; the rules live in `berth-ops`.
 
 mod binding;
+pub mod chat;
 mod config;
 mod mcp;
 mod session;
@@ -43,6 +44,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Binding(cmd) => binding::run(&ops, cmd).await,
         Command::Config(cmd) => config::run(&ops, cmd).await,
         Command::Mcp(args) => mcp::run(ops, args).await,
+        Command::Chat(args) => chat::run(ops, args).await,
     }
 }
 

@@ -1,0 +1,189 @@
+//! `berth chat -p`: one turn of berth's agent for scripts. The answer streams to stdout, and
+//! nothing else goes there; tool activity, thoughts and errors go to stderr.
+
+use std::collections::HashSet;
+use std::io::{IsTerminal, Read, Write};
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
+use async_trait::async_trait;
+use berth_agent::{
+    AgentBuilder, AgentEvent, CancellationToken, Decision, PermissionRequest, Permissions,
+    TurnRequest, TurnStop,
+};
+use berth_ops::{CreateSession, Ops};
+
+use crate::cli::ChatArgs;
+
+/// A turn the person stopped (Ctrl-C); the exit status is 130, as for any interrupted command.
+#[derive(Debug, thiserror::Error)]
+#[error("interrupted; the text shown so far is kept in session {0}")]
+pub struct Interrupted(pub String);
+
+pub async fn run(ops: Ops, args: ChatArgs) -> anyhow::Result<()> {
+    let prompt = if args.prompt == "-" {
+        let mut text = String::new();
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .context("cannot read the prompt from standard input")?;
+        text
+    } else {
+        args.prompt.clone()
+    };
+    if prompt.trim().is_empty() {
+        bail!("the prompt is empty");
+    }
+    let cwd = std::env::current_dir().context("cannot read the current folder")?;
+    let workspace = match &args.workspace {
+        Some(w) => ops.resolve_workspace(w).await?,
+        None => match ops.workspace_containing(&cwd).await? {
+            Some(ws) => ws,
+            None => ops.default_workspace().await?,
+        },
+    };
+    let session = match (&args.session, args.continue_latest) {
+        (Some(s), _) => {
+            let s = ops.resolve_session(s).await?;
+            if s.workspace_id != workspace.id && args.workspace.is_some() {
+                bail!(
+                    "session {} belongs to workspace {}, not {}",
+                    s.id,
+                    s.workspace_id,
+                    workspace.label()
+                );
+            }
+            s
+        }
+        (None, true) => match ops.session_records(Some(&workspace.id)).await?.pop() {
+            Some(s) => s,
+            None => bail!(
+                "workspace {} has no session to continue; leave out --continue to start one",
+                workspace.label()
+            ),
+        },
+        (None, false) => {
+            ops.create_session(CreateSession {
+                workspace: workspace.id.to_string(),
+                title: title_of(&prompt),
+                ..CreateSession::default()
+            })
+            .await?
+        }
+    };
+
+    let agent = AgentBuilder::new(ops.clone())
+        .tools(berth_agent::tools::builtin())
+        .build();
+    let cancel = CancellationToken::new();
+    let permissions = Arc::new(FlagPermissions {
+        allowed: args.allow.iter().map(|t| t.trim().to_owned()).collect(),
+        all: args.allow_all,
+    });
+    let mut turn = agent
+        .start_turn(TurnRequest {
+            session: session.clone(),
+            prompt,
+            cwd,
+            permissions,
+            cancel: cancel.clone(),
+        })
+        .await?;
+    {
+        let cancel = cancel.clone();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                cancel.cancel();
+            }
+        });
+    }
+    let color = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    let dim = |s: &str| {
+        if color {
+            format!("\x1b[2m{s}\x1b[0m")
+        } else {
+            s.to_owned()
+        }
+    };
+    let mut stdout = std::io::stdout().lock();
+    let mut ends_with_newline = true;
+    while let Some(event) = turn.events.recv().await {
+        match event {
+            AgentEvent::Text { text } => {
+                stdout.write_all(text.as_bytes())?;
+                stdout.flush()?;
+                if !text.is_empty() {
+                    ends_with_newline = text.ends_with('\n');
+                }
+            }
+            AgentEvent::Thought { text } => eprint!("{}", dim(&text)),
+            AgentEvent::ToolStarted {
+                name, arguments, ..
+            } => eprintln!("{}", dim(&format!("→ {name} {arguments}"))),
+            AgentEvent::PermissionAsked { .. } => {}
+            AgentEvent::ToolFinished {
+                name,
+                output,
+                is_error: true,
+                ..
+            } => eprintln!("{}", dim(&format!("✗ {name}: {}", first_line(&output)))),
+            AgentEvent::ToolFinished { .. } => {}
+            AgentEvent::TurnEnded { stop, .. } => {
+                if !ends_with_newline {
+                    stdout.write_all(b"\n")?;
+                    stdout.flush()?;
+                }
+                return match stop {
+                    TurnStop::EndTurn => Ok(()),
+                    TurnStop::Cancelled => Err(Interrupted(session.id.to_string()).into()),
+                    TurnStop::Failed { message } => bail!("{message}"),
+                    TurnStop::MaxTokens => bail!(
+                        "the answer was cut: the model reached its output limit ([providers.{}] max_tokens)",
+                        turn.provider
+                    ),
+                    TurnStop::MaxToolIterations => bail!(
+                        "the turn stopped after too many tool rounds ([agent] max_tool_iterations)"
+                    ),
+                    TurnStop::Refusal => bail!("the model refused to answer"),
+                };
+            }
+        }
+    }
+    bail!("the agent stopped without ending the turn")
+}
+
+/// Permissions answered from the command line: allowed tools run, everything else is refused
+/// and the person is told how to allow it.
+struct FlagPermissions {
+    allowed: HashSet<String>,
+    all: bool,
+}
+
+#[async_trait]
+impl Permissions for FlagPermissions {
+    async fn decide(&self, request: &PermissionRequest) -> Decision {
+        if self.all || self.allowed.contains(&request.tool) {
+            Decision::AllowOnce
+        } else {
+            eprintln!(
+                "refused {} (allow it with --allow {} or --allow-all): {}",
+                request.tool,
+                request.tool,
+                first_line(&request.description)
+            );
+            Decision::Reject
+        }
+    }
+}
+
+/// A session's title from its first prompt: the first line, shortened.
+fn title_of(prompt: &str) -> String {
+    let line = first_line(prompt.trim());
+    match line.char_indices().nth(60) {
+        Some((cut, _)) => format!("{}…", &line[..cut]),
+        None => line.to_owned(),
+    }
+}
+
+fn first_line(text: &str) -> &str {
+    text.lines().next().unwrap_or("")
+}
