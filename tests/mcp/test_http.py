@@ -164,3 +164,45 @@ async def test_a_change_through_one_session_is_announced_to_the_others(server):
             # Both sessions see the same store.
             r = await b.call_tool("resource_workspace_show", {"workspace_identifier": "shared"})
             assert not r.is_error
+
+
+def test_a_kept_alive_connection_answers_without_delayed_ack_stalls(server):
+    """A client that reuses its connection (http.client, most HTTP libraries, any proxy)
+    must not wait ~40 ms per request for the server's last segment (TCP_NODELAY)."""
+    import http.client
+    import statistics
+    import time
+    from urllib.parse import urlparse
+
+    s = server()
+    u = urlparse(s.url)
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=10)
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+
+    def call(body, extra=None):
+        conn.request("POST", u.path, json.dumps(body), {**headers, **(extra or {})})
+        r = conn.getresponse()
+        text = r.read().decode()
+        assert r.status in (200, 202), (r.status, text)
+        return r, text
+
+    r, _ = call(INITIALIZE)
+    sid = r.getheader("mcp-session-id")
+    assert sid
+    session = {"mcp-session-id": sid, "mcp-protocol-version": "2025-06-18"}
+    call({"jsonrpc": "2.0", "method": "notifications/initialized"}, session)
+    times = []
+    for i in range(30):
+        start = time.perf_counter()
+        _, text = call({"jsonrpc": "2.0", "id": 100 + i, "method": "ping"}, session)
+        times.append(time.perf_counter() - start)
+        assert f'"id":{100 + i}' in text.replace(" ", ""), text
+    p50 = statistics.median(times)
+    assert p50 < 0.010, f"ping p50 {p50 * 1000:.1f} ms on a kept-alive connection"
+
+    # Ending the session answers 204 No Content (the Python SDK reports 202 as a failure).
+    conn.request("DELETE", u.path, headers=session)
+    r = conn.getresponse()
+    r.read()
+    assert r.status == 204, r.status
+    conn.close()

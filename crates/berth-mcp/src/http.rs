@@ -8,6 +8,11 @@
 //! - An address other than loopback is refused without a token: anyone who can reach it could
 //!   otherwise create and remove workspaces.
 //! - Request bodies over a limit get 413 (rmcp), before any parsing.
+//! - Every accepted connection has `TCP_NODELAY`: a response is written as a head, an SSE
+//!   priming event and then the message, and with Nagle's algorithm the last small segment
+//!   waited for the client's delayed ACK (about 40 ms per request on a kept-alive connection).
+//! - `DELETE` of a session answers 204 No Content (rmcp answers 202, which clients such as
+//!   the official Python SDK report as a failed termination).
 //!
 //! Each MCP session gets its own [`BerthMcp::connection`], so subscriptions are per client
 //! while `list_changed` reaches all of them.
@@ -15,10 +20,12 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{StatusCode, header};
+use axum::http::{Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
+use axum::serve::ListenerExt;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 
@@ -73,7 +80,9 @@ pub async fn serve_http(
         Arc::new(LocalSessionManager::default()),
         config,
     );
-    let mut app = axum::Router::new().route_service("/mcp", service);
+    let mut app = axum::Router::new()
+        .route_service("/mcp", service)
+        .layer(middleware::from_fn(session_deleted_is_no_content));
     if let Some(token) = options.token {
         app = app.layer(middleware::from_fn_with_state(
             Arc::<str>::from(token),
@@ -90,6 +99,10 @@ pub async fn serve_http(
         addr: options.listen,
         source,
     })?;
+    let listener = listener.tap_io(|tcp| {
+        // Without it, every kept-alive request waits for the client's delayed ACK.
+        let _ = tcp.set_nodelay(true);
+    });
     on_listening(bound);
     axum::serve(listener, app)
         .with_graceful_shutdown(async move {
@@ -116,6 +129,19 @@ async fn require_token(State(token): State<Arc<str>>, request: Request, next: Ne
         )
             .into_response(),
     }
+}
+
+/// A session ended by `DELETE` answers 204 No Content, what clients expect, not rmcp's 202.
+async fn session_deleted_is_no_content(request: Request, next: Next) -> Response {
+    let delete = request.method() == Method::DELETE;
+    let mut response = next.run(request).await;
+    if delete && response.status() == StatusCode::ACCEPTED {
+        *response.status_mut() = StatusCode::NO_CONTENT;
+        *response.body_mut() = Body::empty();
+        response.headers_mut().remove(header::CONTENT_LENGTH);
+        response.headers_mut().remove(header::CONTENT_TYPE);
+    }
+    response
 }
 
 /// Equality whose time does not depend on where the inputs differ, so the token cannot be
