@@ -103,8 +103,13 @@ async def test_worktree_files_browse_read_and_refuse(connect, tmp_path, project)
         r = await s.call_tool(
             "resource_workspace_browse", {"workspace_identifier": "feat", "path": "logo.png"}
         )
+        # The bytes travel once, as an embedded blob; the structured part only describes them.
         assert r.structured_content["encoding"] == "base64"
-        assert base64.b64decode(r.structured_content["content"]) == PNG
+        assert "content" not in r.structured_content
+        blobs = [c.resource for c in r.content if c.type == "resource"]
+        assert len(blobs) == 1 and blobs[0].mime_type == "image/png"
+        assert base64.b64decode(blobs[0].blob) == PNG
+        assert str(blobs[0].uri).endswith("/files/logo.png")
         for bad in ["escape/secret", "../x", "/etc/passwd", ".git/config", "big.txt"]:
             r = await s.call_tool(
                 "resource_workspace_browse", {"workspace_identifier": "feat", "path": bad}

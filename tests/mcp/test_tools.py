@@ -244,3 +244,26 @@ async def test_server_refills_spare_checkouts_after_a_create(connect, home, repo
             r = await s.call_tool("workspace_create", {"name": name})
             assert not r.is_error, text(r)
             await refilled()
+
+
+async def test_a_files_content_travels_once(connect, home, tmp_path):
+    """A 1 MB read answers about 1 MB: the text once, not again in structured content."""
+    async with connect(tmp_path) as s:
+        await s.call_tool("workspace_create", {"name": "big", "plain": True})
+        body = "x" * 1_000_000
+        w = await s.call_tool(
+            "workspace_storage_write",
+            {"workspace_identifier": "big", "path": "big.txt", "content": body},
+        )
+        assert not w.is_error, text(w)
+        r = await s.call_tool(
+            "workspace_storage_read", {"workspace_identifier": "big", "path": "big.txt"}
+        )
+        assert not r.is_error
+        assert text(r) == body
+        size = len(json.dumps(r.structured_content)) + sum(
+            len(c.text) for c in r.content if c.type == "text"
+        )
+        assert size < 1_001_000, size
+        assert r.structured_content["size"] == 1_000_000
+        assert r.structured_content["uri"].endswith("/storage/big.txt")

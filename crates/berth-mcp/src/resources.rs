@@ -4,6 +4,7 @@
 use base64::Engine;
 use berth_core::{StorageScope, transcript};
 use berth_ops::{Node, Result, Session, StoragePath, Workspace};
+use rmcp::model::{ContentBlock, ResourceContents};
 use serde_json::{Value, json};
 
 use crate::context::Context;
@@ -36,25 +37,28 @@ impl Body {
         }
     }
 
-    /// Structured data and its text rendering, for a tool result. `path` names a file body.
-    pub fn into_tool_output(self, path: &str) -> (Value, String) {
+    /// Structured data and the content blocks of a tool result. A file's content travels
+    /// once: text as a text block, anything else as an embedded resource (`uri`, base64);
+    /// the structured part says what it is (path, MIME type, encoding, size). JSON data is
+    /// its own text, compact.
+    pub fn into_tool_output(self, path: &str, uri: &str) -> (Value, Vec<ContentBlock>) {
         match self {
             Body::Json(value) => {
-                let text = serde_json::to_string_pretty(&value).unwrap_or_default();
-                (value, text)
+                let text = serde_json::to_string(&value).unwrap_or_default();
+                (value, vec![ContentBlock::text(text)])
             }
             Body::Text { text, mime } => (
-                json!({"path": path, "mime_type": mime, "encoding": "utf-8", "size": text.len(), "content": text}),
-                text,
+                json!({"path": path, "uri": uri, "mime_type": mime, "encoding": "utf-8", "size": text.len()}),
+                vec![ContentBlock::text(text)],
             ),
             Body::Blob { bytes, mime } => {
                 let size = bytes.len();
                 let b64 = base64::engine::general_purpose::STANDARD.encode(bytes);
                 (
-                    json!({"path": path, "mime_type": mime, "encoding": "base64", "size": size, "content": b64}),
-                    format!(
-                        "{path} is binary ({mime}, {size} bytes); its base64 content is in structuredContent"
-                    ),
+                    json!({"path": path, "uri": uri, "mime_type": mime, "encoding": "base64", "size": size}),
+                    vec![ContentBlock::resource(
+                        ResourceContents::blob(b64, uri).with_mime_type(mime),
+                    )],
                 )
             }
         }

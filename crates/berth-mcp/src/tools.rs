@@ -142,29 +142,35 @@ pub struct PromptGetArgs {
     pub arguments: HashMap<String, String>,
 }
 
-/// A tool's outcome before it becomes a result: structured data and its text rendering.
-type Outcome = Result<(Value, String), Error>;
+/// A tool's outcome before it becomes a result: structured data and its content blocks.
+type Outcome = Result<(Value, Vec<ContentBlock>), Error>;
 
 fn result(outcome: Outcome) -> Result<CallToolResult, ErrorData> {
     Ok(match outcome {
-        Ok((value, text)) => {
+        Ok((value, content)) => {
             let mut r = CallToolResult::structured(value);
-            r.content = vec![ContentBlock::text(text)];
+            r.content = content;
             r
         }
         Err(e) => errors::tool(&e),
     })
 }
 
-/// Data whose text rendering is the data itself, pretty-printed.
-fn rendered(value: Value) -> (Value, String) {
-    Body::Json(value).into_tool_output("")
+/// Data with a one-line text rendering.
+fn said(value: Value, text: String) -> (Value, Vec<ContentBlock>) {
+    (value, vec![ContentBlock::text(text)])
+}
+
+/// Data whose text rendering is the data itself, compact.
+fn rendered(value: Value) -> (Value, Vec<ContentBlock>) {
+    Body::Json(value).into_tool_output("", "")
 }
 
 async fn read(cx: &Context, owner: Owner, identifier: &str, path: &str) -> Outcome {
     let at = cx.ops.storage(owner, identifier).await?;
     let bytes = cx.ops.read_file(&at, path).await?;
-    Ok(Body::file(path, bytes).into_tool_output(path))
+    let uri = uri::child(&resources::owner_uri(at.scope()), "storage", Some(path));
+    Ok(Body::file(path, bytes).into_tool_output(path, &uri))
 }
 
 async fn write(
@@ -179,7 +185,7 @@ async fn write(
     let size = content.len();
     let path = cx.ops.write_file(&at, path, content.into_bytes()).await?;
     hub.updated(&(at.scope().clone(), path.clone())).await;
-    Ok((
+    Ok(said(
         json!({"path": path.as_str(), "size": size}),
         format!("wrote {size} bytes to {path}"),
     ))
@@ -197,7 +203,7 @@ async fn list(cx: &Context, owner: Owner, identifier: &str, path: Option<&str>) 
             .collect::<Vec<_>>()
             .join("\n")
     };
-    Ok((json!({ "entries": entries }), text))
+    Ok(said(json!({ "entries": entries }), text))
 }
 
 async fn create(cx: &Context, args: WorkspaceCreateArgs) -> Outcome {
@@ -228,7 +234,7 @@ async fn create(cx: &Context, args: WorkspaceCreateArgs) -> Outcome {
     }
     let mut value = serde_json::to_value(&view).unwrap_or(Value::Null);
     value["uri"] = json!(uri::workspace(&view.id));
-    Ok((value, text))
+    Ok(said(value, text))
 }
 
 async fn remove(cx: &Context, args: WorkspaceRemoveArgs) -> Outcome {
@@ -238,7 +244,7 @@ async fn remove(cx: &Context, args: WorkspaceRemoveArgs) -> Outcome {
     if let Some(w) = &deleted.warning {
         text.push_str(&format!("\nwarning: {w}"));
     }
-    Ok((
+    Ok(said(
         json!({"id": deleted.id, "removed": true, "unbound": deleted.unbound, "warning": deleted.warning}),
         text,
     ))
@@ -256,7 +262,10 @@ async fn prompt(cx: &Context, name: &str, arguments: HashMap<String, String>) ->
         .filter_map(|m| m.content.as_text().map(|t| t.text.as_str()))
         .collect::<Vec<_>>()
         .join("\n\n");
-    Ok((serde_json::to_value(&prompt).unwrap_or(Value::Null), text))
+    Ok(said(
+        serde_json::to_value(&prompt).unwrap_or(Value::Null),
+        text,
+    ))
 }
 
 // The tools as rmcp routes them: each parses its arguments and calls one function above.
@@ -414,10 +423,15 @@ impl BerthMcp {
     ) -> Result<CallToolResult, ErrorData> {
         let path = a.path.filter(|p| !p.is_empty() && p != "/" && p != ".");
         let shown = path.clone().unwrap_or_default();
+        let file_uri = uri::child(
+            &uri::workspace(&a.workspace_identifier),
+            "files",
+            path.as_deref(),
+        );
         result(
             resources::read(&self.cx, Target::Files(a.workspace_identifier, path))
                 .await
-                .map(|body| body.into_tool_output(&shown)),
+                .map(|body| body.into_tool_output(&shown, &file_uri)),
         )
     }
 
