@@ -186,63 +186,88 @@ impl ServerHandler for BerthMcp {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
         let json = |r: Resource| r.with_mime_type("application/json");
-        let mut all = vec![
-            json(
+        let failed = |e: berth_ops::Error| errors::protocol(&e);
+        // Cursors: `w/<id>` continues the workspaces after that id, `s/` starts the
+        // sessions and `s/<id>` continues them. Each page loads only its own records.
+        let cursor = request.and_then(|r| r.cursor);
+        let (mut in_workspaces, after) = match cursor.as_deref() {
+            None => (true, None),
+            Some(c) => match (c.strip_prefix("w/"), c.strip_prefix("s/")) {
+                (Some(id), _) => (true, Some(id.to_owned())),
+                (_, Some("")) => (false, None),
+                (_, Some(id)) => (false, Some(id.to_owned())),
+                _ => {
+                    return Err(ErrorData::invalid_params(
+                        format!("bad cursor {c:?}: pass the nextCursor of the previous page"),
+                        None,
+                    ));
+                }
+            },
+        };
+        let mut page = Vec::new();
+        if cursor.is_none() {
+            page.push(json(
                 Resource::new(uri::workspaces(), "workspaces")
                     .with_description("Every workspace, each with the URI of its details"),
-            ),
-            json(
+            ));
+            page.push(json(
                 Resource::new(uri::sessions(), "sessions")
                     .with_description("Every session, each with the URI of its details"),
-            ),
-        ];
-        let workspaces = self
-            .cx
-            .ops
-            .workspace_records()
-            .await
-            .map_err(|e| errors::protocol(&e))?;
-        for ws in &workspaces {
-            let label = ws.name.as_ref().map_or(ws.id.as_str(), |n| n.as_str());
-            let base = uri::workspace(&ws.id);
-            all.push(json(
-                Resource::new(base.clone(), format!("workspace {label}"))
-                    .with_description(ws.description.clone()),
-            ));
-            all.push(
-                Resource::new(
-                    uri::child(&base, "context", None),
-                    format!("context of {label}"),
-                )
-                .with_mime_type("text/markdown"),
-            );
-        }
-        let sessions = self
-            .cx
-            .ops
-            .session_records(None)
-            .await
-            .map_err(|e| errors::protocol(&e))?;
-        for s in &sessions {
-            all.push(json(
-                Resource::new(uri::session(&s.id), format!("session {}", s.id))
-                    .with_description(s.title.clone()),
             ));
         }
-        let start = match request.and_then(|r| r.cursor) {
-            None => 0,
-            Some(c) => c
-                .parse::<usize>()
-                .map_err(|_| ErrorData::invalid_params(format!("bad cursor {c:?}"), None))?,
-        };
-        let total = all.len();
-        let start = start.min(total);
-        let end = (start + RESOURCE_PAGE).min(total);
-        let page: Vec<Resource> = all.drain(start..end).collect();
+        let mut next_cursor = None;
+        let mut after = after;
+        if in_workspaces {
+            // Two resources a workspace: its details and its context.
+            let room = (RESOURCE_PAGE - page.len()) / 2;
+            let found = self
+                .cx
+                .ops
+                .workspace_page(after.as_deref(), room, None)
+                .await
+                .map_err(failed)?;
+            for ws in &found.items {
+                let label = ws.name.as_ref().map_or(ws.id.as_str(), |n| n.as_str());
+                let base = uri::workspace(&ws.id);
+                page.push(json(
+                    Resource::new(base.clone(), format!("workspace {label}"))
+                        .with_description(ws.description.clone()),
+                ));
+                page.push(
+                    Resource::new(
+                        uri::child(&base, "context", None),
+                        format!("context of {label}"),
+                    )
+                    .with_mime_type("text/markdown"),
+                );
+            }
+            match found.next {
+                Some(id) => next_cursor = Some(format!("w/{id}")),
+                None => {
+                    in_workspaces = false;
+                    after = None;
+                }
+            }
+        }
+        if !in_workspaces && page.len() < RESOURCE_PAGE {
+            let found = self
+                .cx
+                .ops
+                .session_page(after.as_deref(), RESOURCE_PAGE - page.len())
+                .await
+                .map_err(failed)?;
+            for s in &found.items {
+                page.push(json(
+                    Resource::new(uri::session(&s.id), format!("session {}", s.id))
+                        .with_description(s.title.clone()),
+                ));
+            }
+            next_cursor = found.next.map(|id| format!("s/{id}"));
+        } else if !in_workspaces {
+            next_cursor = Some("s/".to_owned());
+        }
         let mut result = ListResourcesResult::with_all_items(page);
-        if end < total {
-            result.next_cursor = Some(end.to_string());
-        }
+        result.next_cursor = next_cursor;
         Ok(result)
     }
 

@@ -115,14 +115,14 @@ pub fn owner_uri(scope: &StorageScope) -> String {
 }
 
 /// A workspace's view with the URI of its details.
-fn workspace_item(cx: &Context, ws: &Workspace) -> Value {
+pub fn workspace_item(cx: &Context, ws: &Workspace) -> Value {
     let mut v = serde_json::to_value(cx.ops.view(ws, None)).unwrap_or(Value::Null);
     v["uri"] = json!(uri::workspace(&ws.id));
     v
 }
 
 /// A session's view with the URIs of its details and its workspace.
-fn session_item(s: &Session) -> Value {
+pub fn session_item(s: &Session) -> Value {
     let mut v = serde_json::to_value(berth_ops::SessionView::of(s)).unwrap_or(Value::Null);
     v["uri"] = json!(uri::session(&s.id));
     v["workspace_uri"] = json!(uri::workspace(&s.workspace_id));

@@ -126,6 +126,107 @@ pub struct WorkspaceBrowseArgs {
     pub path: Option<String>,
 }
 
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
+pub struct SessionsArgs {
+    /// The `next_cursor` of the previous page; leave out for the first page.
+    #[serde(default)]
+    pub cursor: Option<String>,
+    /// How many to return, 1 to 1000 (default 100).
+    #[serde(default)]
+    pub limit: Option<usize>,
+}
+
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
+pub struct WorkspacesArgs {
+    /// The `next_cursor` of the previous page; leave out for the first page.
+    #[serde(default)]
+    pub cursor: Option<String>,
+    /// How many to return, 1 to 1000 (default 100).
+    #[serde(default)]
+    pub limit: Option<usize>,
+    /// Only workspaces whose id, name or description contains this text (any case).
+    #[serde(default)]
+    pub query: Option<String>,
+}
+
+/// Items a list tool returns unless asked for another number, and the most it returns.
+const LIST_DEFAULT: usize = 100;
+const LIST_MAX: usize = 1000;
+
+fn page_size(limit: Option<usize>) -> usize {
+    limit.unwrap_or(LIST_DEFAULT).clamp(1, LIST_MAX)
+}
+
+/// A page of a list tool: the items and `next_cursor` as structured content; as text, one
+/// compact line an item (not a second copy of the data) and how to get the next page.
+fn listed(
+    key: &str,
+    items: Vec<Value>,
+    lines: Vec<String>,
+    next: Option<String>,
+) -> (Value, Vec<ContentBlock>) {
+    let mut text = if lines.is_empty() {
+        format!("(no {key})")
+    } else {
+        lines.join("\n")
+    };
+    if let Some(c) = &next {
+        text.push_str(&format!("\n(more: call again with cursor {c:?})"));
+    }
+    said(json!({ key: items, "next_cursor": next }), text)
+}
+
+async fn list_workspaces(cx: &Context, a: WorkspacesArgs) -> Outcome {
+    let page = cx
+        .ops
+        .workspace_page(a.cursor.as_deref(), page_size(a.limit), a.query.as_deref())
+        .await?;
+    let lines = page
+        .items
+        .iter()
+        .map(|ws| {
+            let git = ws
+                .git
+                .as_ref()
+                .map_or("plain".to_owned(), |g| g.branch.clone());
+            format!(
+                "{}\t{}\t{git}\t{}",
+                ws.id,
+                ws.name.as_ref().map_or("-", |n| n.as_str()),
+                ws.description
+            )
+        })
+        .collect();
+    let items = page
+        .items
+        .iter()
+        .map(|ws| resources::workspace_item(cx, ws))
+        .collect();
+    Ok(listed("workspaces", items, lines, page.next))
+}
+
+async fn list_sessions(cx: &Context, a: SessionsArgs) -> Outcome {
+    let page = cx
+        .ops
+        .session_page(a.cursor.as_deref(), page_size(a.limit))
+        .await?;
+    let lines = page
+        .items
+        .iter()
+        .map(|s| {
+            format!(
+                "{}\t{}\t{}\t{}",
+                s.id,
+                s.workspace_id,
+                s.status.as_str(),
+                s.title
+            )
+        })
+        .collect();
+    let items = page.items.iter().map(resources::session_item).collect();
+    Ok(listed("sessions", items, lines, page.next))
+}
+
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct SessionShowArgs {
     /// The session: its id or an unambiguous id prefix of 4+ characters.
@@ -348,10 +449,13 @@ impl BerthMcp {
     }
 
     #[tool(
-        description = "List every workspace (the berth://workspace resource, for clients that cannot read resources): id, name, description, timestamps, git part and URI."
+        description = "List workspaces a page at a time (the berth://workspace resource, for clients that cannot read resources): id, name, description, timestamps, git part and URI of each, and next_cursor for the next page. Optional query filters on id, name and description."
     )]
-    async fn resource_workspace_list(&self) -> Result<CallToolResult, ErrorData> {
-        result(resources::workspaces_json(&self.cx).await.map(rendered))
+    async fn resource_workspace_list(
+        &self,
+        Parameters(a): Parameters<WorkspacesArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        result(list_workspaces(&self.cx, a).await)
     }
 
     #[tool(
@@ -436,10 +540,13 @@ impl BerthMcp {
     }
 
     #[tool(
-        description = "List every session (the berth://session resource): id, workspace, title, provider, model, status, timestamps and URI."
+        description = "List sessions a page at a time (the berth://session resource): id, workspace, title, provider, model, status, timestamps and URI of each, and next_cursor for the next page."
     )]
-    async fn resource_session_list(&self) -> Result<CallToolResult, ErrorData> {
-        result(resources::sessions_json(&self.cx).await.map(rendered))
+    async fn resource_session_list(
+        &self,
+        Parameters(a): Parameters<SessionsArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        result(list_sessions(&self.cx, a).await)
     }
 
     #[tool(

@@ -38,7 +38,7 @@ pub use sessions::CreateSession;
 pub use storage::{Node, Owner, StorageRef, context_path};
 pub use view::{GitView, KeptView, SessionView, WorkspaceView, session_label};
 pub use workspaces::{
-    CreateWorkspace, DeletePlan, Deleted, GcPlan, GcReport, Repository, SparesReport,
+    CreateWorkspace, DeletePlan, Deleted, GcPlan, GcReport, Page, Repository, SparesReport,
 };
 
 /// The platform's default berth home: `~/.local/share/berth` on Linux,

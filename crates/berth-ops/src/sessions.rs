@@ -7,6 +7,7 @@ use berth_core::{Message, NewSession, Session, SessionId, Transcript, WorkspaceI
 use crate::Ops;
 use crate::error::Result;
 use crate::view::SessionView;
+use crate::workspaces::Page;
 
 /// A request to create a session.
 #[derive(Debug, Clone, Default)]
@@ -91,6 +92,35 @@ impl Ops {
     /// Session records of one workspace, or of all; oldest first.
     pub async fn session_records(&self, workspace: Option<&WorkspaceId>) -> Result<Vec<Session>> {
         Ok(self.manager.sessions().list(workspace).await?)
+    }
+
+    /// Up to `limit` sessions after the cursor `after`, in id order, loading only their own
+    /// records.
+    pub async fn session_page(&self, after: Option<&str>, limit: usize) -> Result<Page<Session>> {
+        let ids = self.manager.sessions().list_ids().await?;
+        let rest = crate::workspaces::after(&ids, after)?;
+        let mut items = Vec::new();
+        let mut last = None;
+        for id in rest {
+            if items.len() == limit.max(1) {
+                break;
+            }
+            last = Some(id);
+            match self.manager.sessions().load(id).await {
+                Ok(s) => items.push(s),
+                Err(e) if e.is_not_found() => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let more = last.is_some_and(|l| rest.last() != Some(l));
+        Ok(Page {
+            items,
+            next: if more {
+                last.map(|l| l.to_string())
+            } else {
+                None
+            },
+        })
     }
 
     /// Every session id (possibly a few just deleted): cheap, for completions.

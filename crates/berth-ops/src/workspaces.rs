@@ -178,6 +178,26 @@ impl GcPlan {
     }
 }
 
+/// One page of a listing in id order, and the cursor to continue after it (`None`: the end).
+#[derive(Debug, Clone)]
+pub struct Page<T> {
+    pub items: Vec<T>,
+    pub next: Option<String>,
+}
+
+/// The ids after `after` in `ids` (sorted), or all of them; `after` must be an id, as the
+/// cursors this layer hands out are.
+pub(crate) fn after<'a, T: AsRef<str>>(ids: &'a [T], after: Option<&str>) -> Result<&'a [T]> {
+    let Some(after) = after else { return Ok(ids) };
+    WorkspaceId::new(after).map_err(|_| {
+        Error::invalid(format!(
+            "bad cursor {:?}: pass the next_cursor of the previous page, or none to start",
+            after.chars().take(80).collect::<String>()
+        ))
+    })?;
+    Ok(&ids[ids.partition_point(|id| id.as_ref() <= after)..])
+}
+
 /// A repository's spare checkouts.
 #[derive(Debug, Serialize)]
 pub struct SparesReport {
@@ -219,6 +239,55 @@ impl Ops {
             }
         }
         Ok(best.map(|(_, ws)| ws))
+    }
+
+    /// Up to `limit` workspaces after the cursor `after`, in id order, whose id, name or
+    /// description holds `query` (ignoring case). Without a query a page loads only its own
+    /// records, so it costs the same however many workspaces there are (bar reading the
+    /// folder's names); with one, records are read until the page is full.
+    pub async fn workspace_page(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+        query: Option<&str>,
+    ) -> Result<Page<Workspace>> {
+        let ids = self.manager.workspaces().list_ids().await?;
+        let rest = self::after(&ids, after)?;
+        let query = query.map(str::to_lowercase).filter(|q| !q.is_empty());
+        let mut items = Vec::new();
+        let mut last = None;
+        for id in rest {
+            if items.len() == limit.max(1) {
+                break;
+            }
+            last = Some(id);
+            let ws = match self.manager.workspaces().load(id).await {
+                Ok(ws) => ws,
+                // Deleted since the names were read.
+                Err(e) if e.is_not_found() => continue,
+                Err(e) => return Err(e.into()),
+            };
+            let matches = query.as_ref().is_none_or(|q| {
+                ws.id.as_str().to_lowercase().contains(q)
+                    || ws
+                        .name
+                        .as_ref()
+                        .is_some_and(|n| n.as_str().to_lowercase().contains(q))
+                    || ws.description.to_lowercase().contains(q)
+            });
+            if matches {
+                items.push(ws);
+            }
+        }
+        let more = last.is_some_and(|l| rest.last() != Some(l));
+        Ok(Page {
+            items,
+            next: if more {
+                last.map(|l| l.to_string())
+            } else {
+                None
+            },
+        })
     }
 
     /// Every workspace record, sorted by id, without git state: cheap, for listings that page
