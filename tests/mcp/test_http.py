@@ -206,3 +206,44 @@ def test_a_kept_alive_connection_answers_without_delayed_ack_stalls(server):
     r.read()
     assert r.status == 204, r.status
     conn.close()
+
+
+def open_session(url):
+    """A new MCP session over raw HTTP; returns the headers that address it."""
+    status, headers, body = post(url)
+    assert status == 200, body
+    sid = headers["mcp-session-id"]
+    session = {"mcp-session-id": sid, "mcp-protocol-version": "2025-06-18"}
+    status, _, body = post(url, {"jsonrpc": "2.0", "method": "notifications/initialized"}, session)
+    assert status == 202, (status, body)
+    return session
+
+
+def ping(url, session):
+    status, _, body = post(url, {"jsonrpc": "2.0", "id": 7, "method": "ping"}, session)
+    return status
+
+
+def test_the_least_recently_used_session_is_closed_beyond_the_cap(server):
+    s = server("--max-sessions", "3")
+    a, b, c = open_session(s.url), open_session(s.url), open_session(s.url)
+    assert ping(s.url, a) == 200  # a is now the most recently used; b the least
+    d = open_session(s.url)
+    assert ping(s.url, b) == 404, "the least recently used session should have been closed"
+    for kept in (a, c, d):
+        assert ping(s.url, kept) == 200
+    # A client whose session was closed initializes again, and is served.
+    assert ping(s.url, open_session(s.url)) == 200
+
+
+def test_an_idle_session_expires(server):
+    import time
+
+    s = server("--session-idle-timeout", "1")
+    idle, busy = open_session(s.url), open_session(s.url)
+    deadline = time.monotonic() + 2.5
+    while time.monotonic() < deadline:
+        assert ping(s.url, busy) == 200
+        time.sleep(0.2)
+    assert ping(s.url, idle) == 404
+    assert ping(s.url, busy) == 200

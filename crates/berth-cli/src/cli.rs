@@ -133,6 +133,14 @@ pub struct McpArgs {
     /// HTTP request bodies larger than this get 413.
     #[arg(long, value_name = "BYTES", default_value_t = berth_mcp::DEFAULT_MAX_REQUEST_BYTES)]
     pub max_request_bytes: usize,
+    /// HTTP sessions kept at once; beyond it the least recently used is closed (its client
+    /// gets 404 and initializes again). Default: `[mcp] max_sessions`, else 1000.
+    #[arg(long, value_name = "N")]
+    pub max_sessions: Option<usize>,
+    /// Seconds an HTTP session may go unused before it is closed. Default:
+    /// `[mcp] session_idle_timeout_secs`, else 1800.
+    #[arg(long, value_name = "SECS")]
+    pub session_idle_timeout: Option<u64>,
     /// Worktree files larger than this are refused by the files resource.
     #[arg(long, value_name = "BYTES", default_value_t = berth_mcp::DEFAULT_MAX_FILE_BYTES)]
     pub max_file_bytes: u64,

@@ -167,6 +167,18 @@ pub struct AgentSettings {
     pub context_tokens: Option<u64>,
 }
 
+/// How `berth mcp --transport http` serves its clients (its flags win over these).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct McpSettings {
+    /// MCP sessions kept at once; beyond it the least recently used is closed. Default 1000.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_sessions: Option<usize>,
+    /// Seconds a session may go unused before it is closed. Default 1800.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_idle_timeout_secs: Option<u64>,
+}
+
 /// The merged configuration.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -181,6 +193,7 @@ pub struct Config {
     pub git: GitSettings,
     pub store: StoreSettings,
     pub agent: AgentSettings,
+    pub mcp: McpSettings,
 }
 
 impl Config {
@@ -416,6 +429,10 @@ pub const TEMPLATE: &str = r#"# berth configuration. Layers: this file -> worksp
 [agent]
 # max_tool_iterations = 50     # tool rounds one turn may take
 # context_tokens = 200000      # the model's context window; default: the provider's usual size
+
+[mcp]
+# max_sessions = 1000              # HTTP sessions kept at once; the least recently used goes first
+# session_idle_timeout_secs = 1800 # an HTTP session unused this long is closed
 
 [git]
 # worktree_dir = "/path/for/worktrees"   # default: workspaces/<id>/worktree

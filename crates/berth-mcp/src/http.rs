@@ -11,6 +11,8 @@
 //! - Every accepted connection has `TCP_NODELAY`: a response is written as a head, an SSE
 //!   priming event and then the message, and with Nagle's algorithm the last small segment
 //!   waited for the client's delayed ACK (about 40 ms per request on a kept-alive connection).
+//! - Sessions are bounded (`sessions`): at most `--max-sessions`, the least recently used
+//!   closed first, and each closed after `--session-idle-timeout` without use.
 //! - `DELETE` of a session answers 204 No Content (rmcp answers 202, which clients such as
 //!   the official Python SDK report as a failed termination).
 //!
@@ -26,9 +28,9 @@ use axum::http::{Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::serve::ListenerExt;
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 
+use crate::sessions::BoundedSessions;
 use crate::{BerthMcp, ServeError};
 
 /// How `berth mcp --transport http` listens.
@@ -43,6 +45,10 @@ pub struct HttpOptions {
     /// port) that may call the server.
     pub allowed_origins: Vec<String>,
     pub max_request_bytes: usize,
+    /// Sessions kept at once; beyond it the least recently used is closed.
+    pub max_sessions: usize,
+    /// A session unused this long is closed.
+    pub session_idle: std::time::Duration,
 }
 
 /// Requests larger than this get 413 unless the server is told otherwise: room for a storage
@@ -75,11 +81,24 @@ pub async fn serve_http(
         .enforce_origin_validation()
         .with_max_request_body_bytes(options.max_request_bytes);
     let sessions_done = config.cancellation_token.clone();
-    let service = StreamableHttpService::new(
-        move || Ok(server.connection()),
-        Arc::new(LocalSessionManager::default()),
-        config,
-    );
+    let sessions = Arc::new(BoundedSessions::new(
+        options.max_sessions,
+        options.session_idle,
+    ));
+    {
+        let sessions = sessions.clone();
+        let done = sessions_done.clone();
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(sessions.sweep_every());
+            loop {
+                tokio::select! {
+                    _ = done.cancelled() => return,
+                    _ = every.tick() => { sessions.sweep().await; }
+                }
+            }
+        });
+    }
+    let service = StreamableHttpService::new(move || Ok(server.connection()), sessions, config);
     let mut app = axum::Router::new()
         .route_service("/mcp", service)
         .layer(middleware::from_fn(session_deleted_is_no_content));

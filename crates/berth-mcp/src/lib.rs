@@ -38,11 +38,13 @@ mod http;
 mod notify;
 mod prompts;
 mod resources;
+mod sessions;
 mod tools;
 mod uri;
 
 pub use berth_ops::DEFAULT_MAX_FILE_BYTES;
 pub use http::{DEFAULT_MAX_REQUEST_BYTES, HttpOptions, serve_http};
+pub use sessions::{DEFAULT_IDLE, DEFAULT_MAX_SESSIONS};
 
 use context::Context;
 use notify::{Connection, Hub};

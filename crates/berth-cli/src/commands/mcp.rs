@@ -19,6 +19,15 @@ pub async fn run(ops: Ops, args: McpArgs) -> anyhow::Result<()> {
     for unknown in &loaded.unknown_keys {
         eprintln!("berth mcp: warning: {unknown}");
     }
+    let mcp = &loaded.config.mcp;
+    let max_sessions = args
+        .max_sessions
+        .or(mcp.max_sessions)
+        .unwrap_or(berth_mcp::DEFAULT_MAX_SESSIONS);
+    let session_idle = args
+        .session_idle_timeout
+        .or(mcp.session_idle_timeout_secs)
+        .map_or(berth_mcp::DEFAULT_IDLE, std::time::Duration::from_secs);
     // A server keeps running: it refills spare checkouts itself.
     let ops = ops.with_refill(Refill::InProcess);
     let server = BerthMcp::new(ops, repo, args.max_file_bytes);
@@ -31,6 +40,8 @@ pub async fn run(ops: Ops, args: McpArgs) -> anyhow::Result<()> {
                 allowed_hosts: args.allow_hosts,
                 allowed_origins: args.allow_origins,
                 max_request_bytes: args.max_request_bytes,
+                max_sessions,
+                session_idle,
             };
             berth_mcp::serve_http(server, options, |addr| {
                 eprintln!("berth mcp: serving MCP at http://{addr}/mcp");
