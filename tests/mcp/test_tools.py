@@ -267,3 +267,15 @@ async def test_a_files_content_travels_once(connect, home, tmp_path):
         assert size < 1_001_000, size
         assert r.structured_content["size"] == 1_000_000
         assert r.structured_content["uri"].endswith("/storage/big.txt")
+
+
+async def test_workspace_remove_takes_either_argument_name(connect, home, tmp_path):
+    async with connect(tmp_path) as s:
+        for name, key in [("one", "workspace_id"), ("two", "workspace_identifier")]:
+            r = await s.call_tool("workspace_create", {"name": name, "plain": True})
+            assert not r.is_error, text(r)
+            r = await s.call_tool("workspace_remove", {key: name})
+            assert not r.is_error, (key, text(r))
+            assert r.structured_content["removed"] is True
+        r = await s.call_tool("resource_workspace_list", {})
+        assert r.structured_content["workspaces"] == []
