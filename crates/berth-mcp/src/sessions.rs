@@ -33,6 +33,8 @@ pub struct BoundedSessions {
     idle: Duration,
     /// When each open session was last used.
     used: Mutex<HashMap<SessionId, Instant>>,
+    /// Sessions closed by the cap, to return freed memory now and then.
+    closed: std::sync::atomic::AtomicUsize,
 }
 
 impl BoundedSessions {
@@ -48,6 +50,7 @@ impl BoundedSessions {
             max: max.max(1),
             idle,
             used: Mutex::default(),
+            closed: Default::default(),
         }
     }
 
@@ -72,6 +75,9 @@ impl BoundedSessions {
         };
         for id in &stale {
             let _ = self.close_session(id).await;
+        }
+        if !stale.is_empty() {
+            release_memory();
         }
         stale.len()
     }
@@ -108,6 +114,7 @@ impl SessionManager for BoundedSessions {
         };
         if let Some(id) = evicted {
             let _ = self.inner.close_session(&id).await;
+            release_memory_every(&self.closed, 256);
         }
         Ok(created)
     }
@@ -175,5 +182,24 @@ impl SessionManager for BoundedSessions {
 
     fn event_store(&self) -> Option<Arc<dyn EventStore>> {
         self.inner.event_store()
+    }
+}
+
+/// Calls [`release_memory`] on every `every`-th call.
+fn release_memory_every(count: &std::sync::atomic::AtomicUsize, every: usize) {
+    let n = count.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+    if n.is_multiple_of(every) {
+        release_memory();
+    }
+}
+
+/// Hands memory that closed sessions freed back to the system. glibc's allocator keeps freed
+/// memory in its arenas; without this, a server that once held thousands of sessions stays that
+/// size after they are gone.
+fn release_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only returns free memory of the allocator's own to the system.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
