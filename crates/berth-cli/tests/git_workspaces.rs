@@ -430,6 +430,73 @@ fn removal_refuses_to_lose_work_unless_forced() {
 }
 
 #[test]
+fn commits_only_the_worktree_holds_are_never_lost() {
+    let home = Home::new();
+    let project = Project::new();
+    ok_in(&home, &project.root, &["workspace", "create", "d"]);
+    let worktree = PathBuf::from(home.ok(&["workspace", "path", "d"]).trim());
+
+    // A detached HEAD with a commit of its own: on no branch at all.
+    git(&worktree, &["checkout", "--quiet", "--detach"]);
+    commit(&worktree, "work.txt", "detached work");
+    let head = git(&worktree, &["rev-parse", "HEAD"]).trim().to_owned();
+    let r = home.run(&["workspace", "delete", "d", "--yes"]);
+    assert_eq!(r.code, 4, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("1 commit(s) that no branch, tag or remote has"),
+        "{}",
+        r.stderr
+    );
+    let gc = home.run(&["workspace", "gc", "--max-age", "0", "--yes"]);
+    assert_eq!(gc.code, 0, "{}", gc.stderr);
+    assert!(gc.stderr.contains("keeping"), "{}", gc.stderr);
+    assert!(
+        worktree.join("work.txt").exists(),
+        "gc removed the worktree"
+    );
+    assert_eq!(git(&worktree, &["rev-parse", "HEAD"]).trim(), head);
+
+    // The same when berth's branch was deleted by hand under a detached HEAD.
+    git(&project.root, &["branch", "-D", "berth/d"]);
+    let err = home.fails(&["workspace", "delete", "d", "--yes"]);
+    assert!(err.contains("no branch, tag or remote has"), "{err}");
+
+    // Once the commit is on a branch, the worktree goes and the branch keeps the commit.
+    git(&worktree, &["switch", "--quiet", "-c", "saved"]);
+    home.ok(&["workspace", "delete", "d", "--yes"]);
+    assert!(!worktree.exists());
+    assert_eq!(git(&project.root, &["rev-parse", "saved"]).trim(), head);
+}
+
+#[test]
+fn checkout_takes_a_remote_branch_as_git_branch_a_shows_it() {
+    let home = Home::new();
+    let project = Project::new();
+    let out = ok_in(
+        &home,
+        &project.root,
+        &[
+            "workspace",
+            "create",
+            "r",
+            "--checkout",
+            "origin/feature",
+            "--json",
+        ],
+    );
+    let ws: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(ws["git"]["branch"], "feature");
+    // A local branch tracking origin/feature, made by berth (so removable with the workspace).
+    assert_eq!(ws["git"]["branch_created"], true);
+    let upstream = git(
+        &project.root,
+        &["rev-parse", "--abbrev-ref", "feature@{upstream}"],
+    );
+    assert_eq!(upstream.trim(), "origin/feature");
+}
+
+#[test]
 fn worktree_deleted_by_hand_and_repository_moved_away() {
     let home = Home::new();
     let project = Project::new();

@@ -43,6 +43,10 @@ pub enum GitError {
         count: usize,
     },
     #[error(
+        "the worktree at {} holds {count} commit(s) that no branch, tag or remote has (a detached HEAD, or a branch deleted by hand); removing it would lose them. Put them on a branch (git -C {} switch -c NAME), or pass --force", .path.display(), .path.display()
+    )]
+    Unreferenced { path: PathBuf, count: usize },
+    #[error(
         "{} is not a working git worktree (was its creation interrupted?), so berth cannot check it for uncommitted work; pass --force to delete it anyway: {message}", .path.display()
     )]
     NotAWorktree { path: PathBuf, message: String },
@@ -324,12 +328,20 @@ impl Repo {
                 })
             }
             BranchSpec::Existing(branch) => {
+                // `origin/feat` (as `git branch -a` shows it) means the remote branch `feat`,
+                // unless a local branch has that very name.
+                let branch: &str = match branch.strip_prefix("origin/") {
+                    Some(short) if !self.has_branch(branch) && self.has_remote_branch(short) => {
+                        short
+                    }
+                    _ => branch,
+                };
                 check_branch_name(self, branch)?;
                 let base_branch = resolve_base(base)?;
                 if self.has_branch(branch) {
                     Ok(WorktreePlan {
-                        start: branch.clone(),
-                        branch: branch.clone(),
+                        start: branch.to_owned(),
+                        branch: branch.to_owned(),
                         base_branch,
                         branch_created: false,
                         track: false,
@@ -337,13 +349,13 @@ impl Repo {
                 } else if self.has_remote_branch(branch) {
                     Ok(WorktreePlan {
                         start: format!("origin/{branch}"),
-                        branch: branch.clone(),
+                        branch: branch.to_owned(),
                         base_branch,
                         branch_created: true,
                         track: true,
                     })
                 } else {
-                    Err(GitError::BranchMissing(branch.clone()))
+                    Err(GitError::BranchMissing(branch.to_owned()))
                 }
             }
         }
@@ -523,7 +535,46 @@ impl Repo {
                 });
             }
         }
+        if wt.path.exists() {
+            let unreferenced = self.unreferenced_commits(wt)?;
+            if unreferenced > 0 {
+                return Err(GitError::Unreferenced {
+                    path: wt.path.to_owned(),
+                    count: unreferenced,
+                });
+            }
+        }
         Ok(())
+    }
+
+    /// Commits the worktree's HEAD holds that nothing else keeps: no branch (but the one
+    /// removal would delete), tag or remote-tracking branch, nor the base. The recorded branch
+    /// is not enough to look at: the worktree may be on a detached HEAD or another branch.
+    fn unreferenced_commits(&self, wt: WorktreeRef<'_>) -> Result<usize> {
+        let head = match run(
+            wt.path,
+            ["rev-parse", "--verify", "--quiet", "HEAD^{commit}"],
+        ) {
+            Ok(sha) if !sha.trim().is_empty() => sha.trim().to_owned(),
+            // An unborn HEAD holds no commit.
+            _ => return Ok(0),
+        };
+        let mut args = vec![
+            "rev-list".to_owned(),
+            "--count".to_owned(),
+            head,
+            "--not".to_owned(),
+        ];
+        if self.is_commit(wt.base_branch) {
+            args.push(wt.base_branch.to_owned());
+        }
+        if wt.branch_created {
+            // That branch goes with the worktree, so it keeps nothing.
+            args.push(format!("--exclude=refs/heads/{}", wt.branch));
+        }
+        args.extend(["--branches", "--tags", "--remotes"].map(str::to_owned));
+        let out = self.git(&args)?;
+        Ok(out.trim().parse().unwrap_or(0))
     }
 
     /// Commits on `branch` reachable from neither `base` nor the branch's upstream.

@@ -88,6 +88,7 @@ fn git_kind(e: &GitError) -> ErrorKind {
         GitError::BareRepository(_)
         | GitError::Dirty { .. }
         | GitError::Unmerged { .. }
+        | GitError::Unreferenced { .. }
         | GitError::NotAWorktree { .. } => ErrorKind::Refused,
         GitError::BranchExists(_) => ErrorKind::Conflict,
         GitError::BranchMissing(_) => ErrorKind::NotFound,
