@@ -18,6 +18,7 @@ mod bindings;
 mod config;
 mod error;
 mod git_workspace;
+mod page;
 pub mod review;
 mod sessions;
 mod storage;
@@ -34,11 +35,12 @@ use berth_core::WorkspaceManager;
 use berth_store_fs::FsStore;
 
 pub use error::{Error, ErrorKind, Result};
-pub use sessions::CreateSession;
+pub use page::Page;
+pub use sessions::{CreateSession, SessionChoice};
 pub use storage::{Node, Owner, StorageRef, context_path};
 pub use view::{GitView, KeptView, SessionView, WorkspaceView, session_label};
 pub use workspaces::{
-    CreateWorkspace, DeletePlan, Deleted, GcPlan, GcReport, Page, Repository, SparesReport,
+    CreateWorkspace, DeletePlan, Deleted, GcPlan, GcReport, Repository, SparesReport,
 };
 
 /// The platform's default berth home: `~/.local/share/berth` on Linux,

@@ -6,8 +6,8 @@ use berth_core::{Message, NewSession, Session, SessionId, Transcript, WorkspaceI
 
 use crate::Ops;
 use crate::error::Result;
+use crate::page::{Page, Pager};
 use crate::view::SessionView;
-use crate::workspaces::Page;
 
 /// A request to create a session.
 #[derive(Debug, Clone, Default)]
@@ -23,7 +23,68 @@ pub struct CreateSession {
     pub id: Option<String>,
 }
 
+/// Which session a turn of berth's agent goes to, as a front end was told.
+#[derive(Debug, Clone)]
+pub enum SessionChoice {
+    /// This one: an id or a 4+ character prefix.
+    Existing(String),
+    /// The workspace's latest.
+    Latest,
+    /// A new one, titled after its first prompt.
+    New { first_prompt: String },
+}
+
 impl Ops {
+    /// The session a turn goes to, for a front end working in `dir`. Its workspace is the one
+    /// `workspace` names, else the git workspace whose worktree holds `dir`, else `default`. An
+    /// existing session must belong to the workspace when one was named.
+    pub async fn session_for_turn(
+        &self,
+        workspace: Option<&str>,
+        dir: &std::path::Path,
+        choice: SessionChoice,
+    ) -> Result<Session> {
+        let ws = match workspace {
+            Some(w) => self.manager.resolve(w).await?,
+            None => match self.workspace_containing(dir).await? {
+                Some(ws) => ws,
+                None => self.default_workspace().await?,
+            },
+        };
+        match choice {
+            SessionChoice::Existing(id) => {
+                let s = self.manager.resolve_session(&id).await?;
+                if workspace.is_some() && s.workspace_id != ws.id {
+                    return Err(crate::Error::invalid(format!(
+                        "session {} belongs to workspace {}, not {}",
+                        s.id,
+                        s.workspace_id,
+                        ws.label()
+                    )));
+                }
+                Ok(s)
+            }
+            SessionChoice::Latest => match self.session_records(Some(&ws.id)).await?.pop() {
+                Some(s) => Ok(s),
+                None => Err(crate::Error::rule(
+                    crate::ErrorKind::NotFound,
+                    format!(
+                        "workspace {} has no session to continue; leave out --continue to start one",
+                        ws.label()
+                    ),
+                )),
+            },
+            SessionChoice::New { first_prompt } => {
+                self.create_session(CreateSession {
+                    workspace: ws.id.to_string(),
+                    title: title_of(&first_prompt),
+                    ..CreateSession::default()
+                })
+                .await
+            }
+        }
+    }
+
     /// Creates a session in a workspace. Its provider and model are what the workspace's
     /// merged config would call, unless the request names them, so the transcript records
     /// what is actually called. Its working folder is the workspace's worktree (a git
@@ -98,29 +159,17 @@ impl Ops {
     /// records.
     pub async fn session_page(&self, after: Option<&str>, limit: usize) -> Result<Page<Session>> {
         let ids = self.manager.sessions().list_ids().await?;
-        let rest = crate::workspaces::after(&ids, after)?;
+        let mut pager = Pager::new(&ids, after, limit)?;
         let mut items = Vec::new();
-        let mut last = None;
-        for id in rest {
-            if items.len() == limit.max(1) {
-                break;
-            }
-            last = Some(id);
+        while let Some(id) = pager.next(items.len()) {
             match self.manager.sessions().load(id).await {
                 Ok(s) => items.push(s),
+                // Deleted since the ids were read.
                 Err(e) if e.is_not_found() => {}
                 Err(e) => return Err(e.into()),
             }
         }
-        let more = last.is_some_and(|l| rest.last() != Some(l));
-        Ok(Page {
-            items,
-            next: if more {
-                last.map(|l| l.to_string())
-            } else {
-                None
-            },
-        })
+        Ok(pager.finish(items))
     }
 
     /// Every session id (possibly a few just deleted): cheap, for completions.
@@ -145,5 +194,14 @@ impl Ops {
     /// Removes the session with its transcript and storage.
     pub async fn delete_session(&self, session: &Session) -> Result<()> {
         Ok(self.manager.delete_session(session).await?)
+    }
+}
+
+/// A session's title from its first prompt: the first line, cut at 60 characters.
+fn title_of(prompt: &str) -> String {
+    let line = prompt.trim().lines().next().unwrap_or("");
+    match line.char_indices().nth(60) {
+        Some((cut, _)) => format!("{}…", &line[..cut]),
+        None => line.to_owned(),
     }
 }

@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
+use berth_core::config::GitSettings;
 use berth_core::{DeviceId, ErrorKind, NewWorkspace, Workspace, WorkspaceId, WorkspaceName};
 use berth_git::{BranchSpec, GitError, Repo, WorktreeStatus};
 use chrono::{DateTime, Utc};
@@ -10,6 +11,7 @@ use serde::Serialize;
 
 use crate::error::{Error, Result, blocking};
 use crate::git_workspace::{self, Collected, GitRequest};
+use crate::page::{Page, Pager};
 use crate::view::{KeptView, WorkspaceView};
 use crate::{Ops, Refill};
 
@@ -178,26 +180,6 @@ impl GcPlan {
     }
 }
 
-/// One page of a listing in id order, and the cursor to continue after it (`None`: the end).
-#[derive(Debug, Clone)]
-pub struct Page<T> {
-    pub items: Vec<T>,
-    pub next: Option<String>,
-}
-
-/// The ids after `after` in `ids` (sorted), or all of them; `after` must be an id, as the
-/// cursors this layer hands out are.
-pub(crate) fn after<'a, T: AsRef<str>>(ids: &'a [T], after: Option<&str>) -> Result<&'a [T]> {
-    let Some(after) = after else { return Ok(ids) };
-    WorkspaceId::new(after).map_err(|_| {
-        Error::invalid(format!(
-            "bad cursor {:?}: pass the next_cursor of the previous page, or none to start",
-            after.chars().take(80).collect::<String>()
-        ))
-    })?;
-    Ok(&ids[ids.partition_point(|id| id.as_ref() <= after)..])
-}
-
 /// A repository's spare checkouts.
 #[derive(Debug, Serialize)]
 pub struct SparesReport {
@@ -252,15 +234,10 @@ impl Ops {
         query: Option<&str>,
     ) -> Result<Page<Workspace>> {
         let ids = self.manager.workspaces().list_ids().await?;
-        let rest = self::after(&ids, after)?;
         let query = query.map(str::to_lowercase).filter(|q| !q.is_empty());
+        let mut pager = Pager::new(&ids, after, limit)?;
         let mut items = Vec::new();
-        let mut last = None;
-        for id in rest {
-            if items.len() == limit.max(1) {
-                break;
-            }
-            last = Some(id);
+        while let Some(id) = pager.next(items.len()) {
             let ws = match self.manager.workspaces().load(id).await {
                 Ok(ws) => ws,
                 // Deleted since the names were read.
@@ -279,15 +256,7 @@ impl Ops {
                 items.push(ws);
             }
         }
-        let more = last.is_some_and(|l| rest.last() != Some(l));
-        Ok(Page {
-            items,
-            next: if more {
-                last.map(|l| l.to_string())
-            } else {
-                None
-            },
-        })
+        Ok(pager.finish(items))
     }
 
     /// Every workspace record, sorted by id, without git state: cheap, for listings that page
@@ -368,7 +337,7 @@ impl Ops {
         let repo = git.repo.clone();
         let created = git_workspace::create(&self.manager, new, Some(git), &settings).await;
         if let Some(want @ 1..) = settings.spare_worktrees {
-            self.refill_spares(repo, want);
+            self.refill_spares(repo, want, settings);
         }
         // No git status here: on a fresh worktree of a big repository it costs as much as
         // the create itself (the index is refreshed), and most callers only want the id.
@@ -550,16 +519,11 @@ impl Ops {
     /// Tops up `repo`'s spare checkouts to `want` in the background, as [`Refill`] says. A
     /// failure only costs the next create its head start, so it is reported on stderr, never
     /// returned.
-    fn refill_spares(&self, repo: PathBuf, want: usize) {
+    fn refill_spares(&self, repo: PathBuf, want: usize, settings: GitSettings) {
         match self.refill.as_ref() {
             Refill::InProcess => {
                 let manager = self.manager.clone();
-                let ops = self.clone();
                 tokio::spawn(async move {
-                    let settings = match ops.config(None).await {
-                        Ok(c) => c.config.git,
-                        Err(e) => return eprintln!("berth: could not refill spare checkouts: {e}"),
-                    };
                     let filled = blocking(move || {
                         let (pool, repo) = git_workspace::spare_pool(&manager, &repo, &settings)?;
                         git_workspace::fill_spares(&pool, &repo, want)

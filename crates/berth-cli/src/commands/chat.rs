@@ -11,7 +11,7 @@ use berth_agent::{
     AgentBuilder, AgentEvent, CancellationToken, Decision, PermissionRequest, Permissions,
     TurnRequest, TurnStop,
 };
-use berth_ops::{CreateSession, Ops};
+use berth_ops::{Ops, SessionChoice};
 
 use crate::cli::ChatArgs;
 
@@ -34,42 +34,16 @@ pub async fn run(ops: Ops, args: ChatArgs) -> anyhow::Result<()> {
         bail!("the prompt is empty");
     }
     let cwd = std::env::current_dir().context("cannot read the current folder")?;
-    let workspace = match &args.workspace {
-        Some(w) => ops.resolve_workspace(w).await?,
-        None => match ops.workspace_containing(&cwd).await? {
-            Some(ws) => ws,
-            None => ops.default_workspace().await?,
+    let choice = match (args.session, args.continue_latest) {
+        (Some(s), _) => SessionChoice::Existing(s),
+        (None, true) => SessionChoice::Latest,
+        (None, false) => SessionChoice::New {
+            first_prompt: prompt.clone(),
         },
     };
-    let session = match (&args.session, args.continue_latest) {
-        (Some(s), _) => {
-            let s = ops.resolve_session(s).await?;
-            if s.workspace_id != workspace.id && args.workspace.is_some() {
-                bail!(
-                    "session {} belongs to workspace {}, not {}",
-                    s.id,
-                    s.workspace_id,
-                    workspace.label()
-                );
-            }
-            s
-        }
-        (None, true) => match ops.session_records(Some(&workspace.id)).await?.pop() {
-            Some(s) => s,
-            None => bail!(
-                "workspace {} has no session to continue; leave out --continue to start one",
-                workspace.label()
-            ),
-        },
-        (None, false) => {
-            ops.create_session(CreateSession {
-                workspace: workspace.id.to_string(),
-                title: title_of(&prompt),
-                ..CreateSession::default()
-            })
-            .await?
-        }
-    };
+    let session = ops
+        .session_for_turn(args.workspace.as_deref(), &cwd, choice)
+        .await?;
 
     let agent = AgentBuilder::new(ops.clone())
         .tools(berth_agent::tools::builtin())
@@ -172,15 +146,6 @@ impl Permissions for FlagPermissions {
             );
             Decision::Reject
         }
-    }
-}
-
-/// A session's title from its first prompt: the first line, shortened.
-fn title_of(prompt: &str) -> String {
-    let line = first_line(prompt.trim());
-    match line.char_indices().nth(60) {
-        Some((cut, _)) => format!("{}…", &line[..cut]),
-        None => line.to_owned(),
     }
 }
 
