@@ -225,6 +225,64 @@ pub async fn delete_frees_id_and_name(b: Backend) {
     assert!(b.storage.list(&scope, None).await.unwrap().is_empty());
 }
 
+/// A workspace's own config is kept as text, exactly (comments included), and goes with it.
+pub async fn workspace_config(b: Backend) {
+    let now = Utc::now();
+    let ws = b
+        .workspaces
+        .create(named("ws-1", "alpha"), now)
+        .await
+        .unwrap();
+    assert!(b.workspaces.load_config(&ws.id).await.unwrap().is_none());
+    let text = "# mine\nprovider = \"gemini\"  # why\n\n[git]\ncopy = [\".env\"]\n";
+    b.workspaces.save_config(&ws.id, text).await.unwrap();
+    assert_eq!(
+        b.workspaces
+            .load_config(&ws.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .text,
+        text
+    );
+    b.workspaces
+        .save_config(&ws.id, "model = \"m\"\n")
+        .await
+        .unwrap();
+    assert_eq!(
+        b.workspaces
+            .load_config(&ws.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .text,
+        "model = \"m\"\n"
+    );
+    let err = b
+        .workspaces
+        .save_config(&wid("nope"), "x = 1\n")
+        .await
+        .unwrap_err();
+    assert!(err.is_not_found(), "{err}");
+    assert!(
+        b.workspaces
+            .load(&wid("nope"))
+            .await
+            .unwrap_err()
+            .is_not_found()
+    );
+    // A workspace made again under the same id starts without the old one's config.
+    b.workspaces
+        .delete(&ws.id, DeleteCondition::Always)
+        .await
+        .unwrap();
+    b.workspaces
+        .create(named("ws-1", "alpha"), now)
+        .await
+        .unwrap();
+    assert!(b.workspaces.load_config(&ws.id).await.unwrap().is_none());
+}
+
 pub async fn access_time_and_gc(b: Backend) {
     let old = Utc::now() - Duration::days(100);
     let stale = b
@@ -704,7 +762,7 @@ macro_rules! conformance_tests {
     ($make:expr) => {
         $crate::conformance_tests!(@each $make;
             workspace_round_trip, workspace_uniqueness, missing_things_are_not_found,
-            delete_frees_id_and_name, access_time_and_gc, bindings, storage,
+            delete_frees_id_and_name, workspace_config, access_time_and_gc, bindings, storage,
             manager_resolution, manager_device_and_delete, manager_gc_and_default,
             session_lifecycle, deleting_a_workspace_deletes_its_sessions, manager_sessions);
     };

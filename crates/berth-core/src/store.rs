@@ -51,6 +51,10 @@ pub trait WorkspaceStore: Send + Sync {
     async fn gc(&self, cutoff: DateTime<Utc>) -> Result<Vec<Workspace>>;
     /// The workspace's own config overrides, if it has any.
     async fn load_config(&self, id: &WorkspaceId) -> Result<Option<ConfigText>>;
+    /// Replaces the workspace's own config overrides with `text`, atomically; `NotFound` if
+    /// the workspace does not exist. The text is stored as given (comments and all): callers
+    /// that edit a config change the text they loaded, never a re-serialized copy.
+    async fn save_config(&self, id: &WorkspaceId, text: &str) -> Result<()>;
     /// The workspace's folder on this machine, where the backend keeps one.
     fn workspace_dir(&self, id: &WorkspaceId) -> Option<PathBuf>;
 }

@@ -390,6 +390,21 @@ impl WorkspaceStore for FsStore {
         .await
     }
 
+    async fn save_config(&self, id: &WorkspaceId, text: &str) -> Result<()> {
+        let (id, text) = (id.clone(), text.to_owned());
+        self.blocking(move |l| {
+            // Under the workspace's lock, so a delete cannot run between the check and the
+            // write and leave a config file in a folder on its way to the trash.
+            let _guard = l.lock_workspace(&id)?;
+            if !l.workspace_file(&id).is_file() {
+                return Err(missing(&id));
+            }
+            let path = l.workspace_dir(&id).join("config.toml");
+            write_atomic(&path, text.as_bytes()).map_err(io_err("write", &path))
+        })
+        .await
+    }
+
     fn workspace_dir(&self, id: &WorkspaceId) -> Option<std::path::PathBuf> {
         Some(self.layout.workspace_dir(id))
     }
