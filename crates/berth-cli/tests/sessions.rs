@@ -230,6 +230,147 @@ fn a_corrupt_transcript_is_reported_and_left_alone() {
     }
 }
 
+fn transcript_path(home: &Home, ws: &str, session: &str) -> std::path::PathBuf {
+    home.workspace_dir(ws)
+        .join("sessions")
+        .join(session)
+        .join("session.md")
+}
+
+/// The reproduction: blocks in the seed's (Aptove's) format, appended by hand, are
+/// messages, and berth's next append keeps them.
+#[test]
+fn blocks_written_by_hand_are_read_and_survive_an_append() {
+    let home = Home::new();
+    let ws = home.ok(&["workspace", "create", "alpha"]).trim().to_owned();
+    let s = new_session(&home, "alpha", "t");
+    let file = transcript_path(&home, &ws, &s);
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&file)
+        .unwrap();
+    f.write_all(
+        b"\n## User\n\nWhat is in the file?\n\n## Assistant\n\nIt says hi\n\n## User\n\nthanks\n",
+    )
+    .unwrap();
+    drop(f);
+    let seed = [
+        ("user", "What is in the file?"),
+        ("assistant", "It says hi"),
+        ("user", "thanks"),
+    ]
+    .map(|(r, c)| (r.to_owned(), c.to_owned()));
+    assert_eq!(messages(&home, &s), seed);
+    let before = std::fs::read(&file).unwrap();
+    home.ok(&[
+        "session",
+        "append",
+        &s,
+        "--role",
+        "assistant",
+        "you are welcome",
+    ]);
+    let after = std::fs::read(&file).unwrap();
+    assert!(
+        after.starts_with(&before),
+        "the append rewrote what was there"
+    );
+    let mut want = seed.to_vec();
+    want.push(("assistant".into(), "you are welcome".into()));
+    assert_eq!(messages(&home, &s), want);
+    let recovery = file.with_file_name("session.recovered.md");
+    assert!(
+        !recovery.exists(),
+        "nothing was torn, nothing should be recovered"
+    );
+}
+
+#[test]
+fn a_message_edited_by_hand_reads_back_edited() {
+    let home = Home::new();
+    let ws = home.ok(&["workspace", "create", "alpha"]).trim().to_owned();
+    let s = new_session(&home, "alpha", "t");
+    home.ok(&[
+        "session",
+        "append",
+        &s,
+        "my token is sk-live-1234567890, use it",
+    ]);
+    home.ok(&["session", "append", &s, "--role", "assistant", "done"]);
+    let file = transcript_path(&home, &ws, &s);
+    let text = std::fs::read_to_string(&file).unwrap();
+    // A secret removed (shorter) in the first, a typo fixed (longer) in the last.
+    let edited = text
+        .replace("sk-live-1234567890", "[redacted]")
+        .replace("done", "done, and checked");
+    std::fs::write(&file, edited).unwrap();
+    let want = [
+        ("user", "my token is [redacted], use it"),
+        ("assistant", "done, and checked"),
+    ]
+    .map(|(r, c)| (r.to_owned(), c.to_owned()));
+    assert_eq!(messages(&home, &s), want);
+    home.ok(&["session", "append", &s, "next"]);
+    let got = messages(&home, &s);
+    assert_eq!(got[..2], want);
+    assert_eq!(got[2].1, "next");
+}
+
+/// A kill rarely tears a single `write` on a local disk (none did in the SIGKILL test's runs),
+/// but a power loss can leave any prefix of it. Each such prefix is made here by hand, and the
+/// next append must cut it, keep a copy of it in `session.recovered.md`, and read clean.
+#[test]
+fn every_torn_tail_an_append_cuts_is_kept_on_disk() {
+    let home = Home::new();
+    let ws = home.ok(&["workspace", "create", "alpha"]).trim().to_owned();
+    let s = new_session(&home, "alpha", "t");
+    home.ok(&["session", "append", &s, "kept"]);
+    let file = transcript_path(&home, &ws, &s);
+    let recovery = file.with_file_name("session.recovered.md");
+    let store = FsStore::open(home.path()).unwrap();
+    let id = SessionId::new(s.as_str()).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let torn = berth_core::transcript::encode_message(&Message::new(
+        Role::Assistant,
+        "an answer\n<!-- 3 -->\n## User\nthat never finished",
+    ));
+    let mut expected = vec![Message::new(Role::User, "kept")];
+    for cut in 1..torn.len() {
+        let clean = std::fs::read(&file).unwrap();
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&file)
+            .unwrap();
+        f.write_all(&torn.as_bytes()[..cut]).unwrap();
+        drop(f);
+        let before = rt.block_on(store.read_transcript(&id)).unwrap();
+        assert_eq!(
+            before.messages, expected,
+            "cut {cut}: a torn append was read"
+        );
+        let next = Message::new(Role::User, format!("after cut {cut}"));
+        rt.block_on(store.append(&id, &next)).unwrap();
+        expected.push(next);
+        let after = rt.block_on(store.read_transcript(&id)).unwrap();
+        assert_eq!(after.messages, expected, "cut {cut}");
+        assert_eq!(after.torn_tail, 0);
+        if cut > 1 {
+            // Everything but the blank line a block starts with, which is not worth a copy.
+            let recovered = std::fs::read(&recovery).unwrap();
+            let tail = &torn.as_bytes()[..cut];
+            assert!(
+                recovered.windows(tail.len()).any(|w| w == tail),
+                "cut {cut}: the torn bytes are not in session.recovered.md"
+            );
+            assert!(std::fs::read(&file).unwrap().starts_with(&clean));
+        }
+    }
+    let shown = home.ok(&["session", "show", &s]);
+    assert!(shown.contains("session.recovered.md"), "{shown}");
+}
+
 /// Child role: append messages forever to the session in the environment, printing
 /// `DONE <n>` after each acknowledged append. Every third message is large (spans pages), so
 /// a kill can land inside a single write.
@@ -290,6 +431,12 @@ fn sigkill_during_appends_loses_no_acknowledged_message() {
     let mut before: Vec<Message> = Vec::new();
     let mut in_flight_landed = 0;
     let mut torn_tails = 0;
+    let mut cut: Vec<Vec<u8>> = Vec::new();
+    let ws = home.json(&["session", "show", &sid, "--json"])["session"]["workspace_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let md = transcript_path(&home, &ws, &sid);
     for round in 0..ROUNDS {
         let role = format!("r{round}");
         let mut cmd = child("append_child", &role);
@@ -305,7 +452,10 @@ fn sigkill_during_appends_loses_no_acknowledged_message() {
             .block_on(store.read_transcript(&id))
             .unwrap_or_else(|e| panic!("round {round}: {e}"));
         if now.torn_tail > 0 {
-            torn_tails += 1; // cut off by the next round's first append
+            // Cut off by the next round's first append, which must keep a copy first.
+            torn_tails += 1;
+            let bytes = std::fs::read(&md).unwrap();
+            cut.push(bytes[now.complete_len..].to_vec());
         }
         let mut expected = before.clone();
         expected.extend(acked.iter().map(|&n| message_for(&role, n)));
@@ -340,6 +490,24 @@ fn sigkill_during_appends_loses_no_acknowledged_message() {
     let last = messages(&home, &sid);
     assert_eq!(last.len(), before.len() + 1);
     assert_eq!(last.last().unwrap().1, "after the storm");
+    // Every tail an append cut off is on disk, beside the transcript, and `show` names it.
+    if !cut.is_empty() {
+        let recovered = std::fs::read(md.with_file_name("session.recovered.md")).unwrap();
+        for (i, tail) in cut.iter().enumerate() {
+            assert!(
+                recovered.windows(tail.len()).any(|w| w == &tail[..]),
+                "torn tail {i} ({} bytes) is not in session.recovered.md",
+                tail.len()
+            );
+        }
+        let shown = home.json(&["session", "show", &sid, "--json"]);
+        assert!(
+            shown["recovery_file"]
+                .as_str()
+                .is_some_and(|p| p.ends_with("session.recovered.md")),
+            "{shown}"
+        );
+    }
 }
 
 #[test]

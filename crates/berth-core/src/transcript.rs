@@ -1,5 +1,6 @@
-//! The `session.md` transcript format: readable Markdown that round-trips any text exactly and
-//! detects a torn append.
+//! The `session.md` transcript format: readable Markdown that a person can edit, that
+//! round-trips any text berth writes exactly, and that tells a torn append from what a person
+//! wrote.
 //!
 //! ```text
 //! ---
@@ -8,23 +9,36 @@
 //! created_at: 2026-11-22T07:30:00Z
 //! ---
 //!
-//! ## User
+//! ## User <!-- berth -->
 //!
 //! hello
-//! <!-- 27 -->
+//! <!-- 42 -->
 //! ```
 //!
-//! Each message is one block: `"\n## Role\n\n" + escaped content + "\n<!-- N -->\n"`, where N is
-//! the block's length in bytes. Content lines that start with `\`, `## `, `<!--` (or are exactly
-//! `##`) get a leading backslash, as Markdown escapes do, so no message can forge a header or a
-//! trailer: a message containing "\n## User\n" stays one message.
+//! **Reading goes by headers.** A line `## User`, `## Assistant` or `## System` starts a
+//! message, which runs to the next such line. That is all a person has to write, and it is how
+//! Aptove writes its files. berth's two comments are marks, not structure:
+//! - `<!-- berth -->` on a header says berth wrote the block, escaped: content lines that start
+//!   with `\`, `## `, `<!--` (or are exactly `##`) carry one leading backslash, so no message
+//!   can forge a header or a trailer, and the reader strips it again. A block without the mark
+//!   (or a trailer) is a person's: its text is taken as written, minus the blank lines around it.
+//! - `<!-- N -->` closes a block berth wrote; N is the block's length in bytes, which lets an
+//!   append check the end of the file in O(1). It is a seal, not a checksum: a message edited by
+//!   hand reads back as edited, whatever N says.
 //!
-//! The trailer is the block's commit mark. A block is appended with one `write` and an fsync,
-//! but a kill or power loss can still cut a write short; what follows the last trailer is then a
-//! prefix of an unacknowledged block (a "torn tail"), which readers ignore and the next append
-//! cuts off. Anything else that does not parse is corruption, reported with its line.
+//! **Torn appends.** A block is appended with one `write` and an fsync, but a kill or power
+//! loss can leave any prefix of it. Such a prefix is recognisable, and nothing else is: it is
+//! the last block, it carries the start mark, and it lacks the trailer line (content lines are
+//! escaped, so no prefix of a block ends in one) — or, cut earlier, it is a last line that only
+//! begins a marked header. That "torn tail" is never read as a message; the store copies it
+//! aside before the next append cuts it off. A last block without the mark is a message,
+//! because berth never writes one.
+//!
+//! What cannot be read at all (invalid UTF-8, an unclosed frontmatter, text before the first
+//! header or after a block's trailer) is corruption, reported with its line.
 
 use std::fmt;
+use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
@@ -50,15 +64,6 @@ impl Role {
             Role::User => "## User",
             Role::Assistant => "## Assistant",
             Role::System => "## System",
-        }
-    }
-
-    fn from_header(line: &str) -> Option<Role> {
-        match line {
-            "## User" => Some(Role::User),
-            "## Assistant" => Some(Role::Assistant),
-            "## System" => Some(Role::System),
-            _ => None,
         }
     }
 }
@@ -98,8 +103,9 @@ impl Message {
     }
 }
 
-/// The metadata at the top of the file.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// The metadata at the top of the file. A transcript without one (written by hand) reads with
+/// empty fields; the session record, not this, is what berth trusts for provider and model.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Frontmatter {
     pub provider: String,
     pub model: String,
@@ -110,11 +116,13 @@ pub struct Frontmatter {
 pub struct Transcript {
     pub frontmatter: Frontmatter,
     pub messages: Vec<Message>,
-    /// Byte length of the well-formed part: the frontmatter and every complete block.
+    /// Byte length of the readable part: everything but a torn tail.
     #[serde(skip)]
     pub complete_len: usize,
-    /// Bytes after the last complete block that belong to an interrupted append.
+    /// Bytes at the end that belong to an append that did not finish.
     pub torn_tail: usize,
+    /// Where the store keeps tails it cut off, if it ever cut one; set by the store.
+    pub recovery_file: Option<PathBuf>,
 }
 
 /// Why a transcript does not parse; `line` is 1-based.
@@ -129,6 +137,9 @@ impl fmt::Display for FormatError {
         write!(f, "line {}: {}", self.line, self.reason)
     }
 }
+
+/// The comment on the header of every block berth writes.
+const MARK: &str = "<!-- berth -->";
 
 /// The frontmatter as written at creation.
 pub fn encode_frontmatter(fm: &Frontmatter) -> String {
@@ -150,9 +161,11 @@ fn one_line(v: &str) -> String {
 
 /// One message as the bytes appended to the file.
 pub fn encode_message(msg: &Message) -> String {
-    let mut block = String::with_capacity(msg.content.len() + 48);
+    let mut block = String::with_capacity(msg.content.len() + 64);
     block.push('\n');
     block.push_str(msg.role.header());
+    block.push(' ');
+    block.push_str(MARK);
     block.push_str("\n\n");
     for (i, line) in msg.content.split('\n').enumerate() {
         if i > 0 {
@@ -196,53 +209,219 @@ pub fn parse(bytes: &[u8]) -> Result<Transcript, FormatError> {
         line: line_at(bytes, e.valid_up_to()),
         reason: "not valid UTF-8".to_owned(),
     })?;
-    let (frontmatter, mut pos) = parse_frontmatter(text)?;
-    // Line numbers are only for error messages, but counting them from the start for every
-    // block would make parsing quadratic, so they are carried along.
-    let mut line = line_at(bytes, pos);
+    if text.trim().is_empty() {
+        return Err(FormatError {
+            line: 1,
+            reason: "the transcript is empty; berth writes a '---' frontmatter first".to_owned(),
+        });
+    }
+    let (frontmatter, body_start) = parse_frontmatter(text)?;
     let mut messages = Vec::new();
-    loop {
-        if pos == text.len() {
-            return Ok(Transcript {
-                frontmatter,
-                messages,
-                complete_len: pos,
-                torn_tail: 0,
+    // The block being read: its header, and its body lines with their line numbers (carried
+    // along, as counting from the start for each block would make parsing quadratic).
+    let mut open: Option<Header> = None;
+    let mut body: Vec<(usize, &str)> = Vec::new();
+    let mut line_no = line_at(bytes, body_start);
+    let mut pos = body_start;
+    let mut complete_len = text.len();
+    while pos < text.len() {
+        let end = text[pos..].find('\n').map_or(text.len(), |i| pos + i + 1);
+        let line = &text[pos..end];
+        let unfinished = !line.ends_with('\n');
+        let header = if unfinished
+            && after_blank_line(text, pos)
+            && begins_marked_header(line)
+            && !open.as_ref().is_some_and(|h| h.is_torn(&body))
+        {
+            // Only the start of a header reached the disk: a torn append, cut early. (Inside a
+            // block that is torn already, the line is its content, cut short with it.)
+            complete_len = pos - 1;
+            None
+        } else {
+            header_of(line).map(|(role, marked)| Header {
+                role,
+                marked,
+                line: line_no,
+                start: if after_blank_line(text, pos) {
+                    pos - 1
+                } else {
+                    pos
+                },
+            })
+        };
+        if header.is_some() || complete_len < text.len() {
+            match open.take() {
+                Some(h) => messages.push(h.close(&body, false)?),
+                None => check_preamble(&body)?,
+            }
+            body.clear();
+            open = header;
+            if complete_len < text.len() {
+                break;
+            }
+        } else {
+            body.push((line_no, line));
+        }
+        pos = end;
+        line_no += 1;
+    }
+    match open {
+        Some(h) if h.is_torn(&body) => complete_len = h.start,
+        Some(h) => messages.push(h.close(&body, true)?),
+        None => check_preamble(&body)?,
+    }
+    Ok(Transcript {
+        frontmatter,
+        messages,
+        complete_len,
+        torn_tail: text.len() - complete_len,
+        recovery_file: None,
+    })
+}
+
+/// A message header as read: which role, whether berth wrote the block, where it starts.
+struct Header {
+    role: Role,
+    marked: bool,
+    line: usize,
+    /// Offset of the block: its header line, or the blank line before it, which every block
+    /// berth appends begins with.
+    start: usize,
+}
+
+impl Header {
+    /// A marked block at the end of the file without its trailer: berth's append, cut short.
+    fn is_torn(&self, body: &[(usize, &str)]) -> bool {
+        self.marked && !body.iter().any(|(_, l)| is_trailer(l))
+    }
+
+    /// The message of this block; `at_end` when no header follows it.
+    fn close(self, body: &[(usize, &str)], at_end: bool) -> Result<Message, FormatError> {
+        let mut lines = body;
+        // The blank line before the next header separates blocks; it is not content.
+        if !at_end
+            && let Some(((_, last), rest)) = lines.split_last()
+            && is_blank(last)
+        {
+            lines = rest;
+        }
+        let sealed = match lines.iter().position(|(_, l)| is_trailer(l)) {
+            Some(k) => {
+                if let Some((n, l)) = lines[k + 1..].iter().find(|(_, l)| !is_blank(l)) {
+                    return Err(FormatError {
+                        line: *n,
+                        reason: format!(
+                            "text after the end of the message that starts on line {} ({:?}); start a new message with a '## User', '## Assistant' or '## System' line",
+                            self.line,
+                            clip(l.trim_end())
+                        ),
+                    });
+                }
+                lines = &lines[..k];
+                true
+            }
+            None => false,
+        };
+        // berth's blocks keep their text exactly, escaped; a person's lose the blank lines
+        // around the text, which Markdown does not see either.
+        let berths = self.marked || sealed;
+        if berths {
+            if let Some(((_, first), rest)) = lines.split_first()
+                && is_blank(first)
+            {
+                lines = rest;
+            }
+        } else {
+            while let Some(((_, first), rest)) = lines.split_first()
+                && is_blank(first)
+            {
+                lines = rest;
+            }
+            while let Some(((_, last), rest)) = lines.split_last()
+                && is_blank(last)
+            {
+                lines = rest;
+            }
+        }
+        let mut content = String::with_capacity(lines.iter().map(|(_, l)| l.len()).sum());
+        for (_, l) in lines {
+            content.push_str(if berths {
+                l.strip_prefix('\\').unwrap_or(l)
+            } else {
+                l
             });
         }
-        match parse_block(text, pos, line) {
-            Ok((msg, next, next_line)) => {
-                messages.push(msg);
-                pos = next;
-                line = next_line;
+        if content.ends_with('\n') {
+            content.pop();
+            if !berths && content.ends_with('\r') {
+                content.pop();
             }
-            Err(_) if is_torn_append(&text[pos..]) => {
-                return Ok(Transcript {
-                    frontmatter,
-                    messages,
-                    complete_len: pos,
-                    torn_tail: text.len() - pos,
-                });
-            }
-            Err(e) => return Err(e),
         }
+        Ok(Message {
+            role: self.role,
+            content,
+        })
     }
 }
 
-/// True if `tail` can be a prefix of one block cut short, and nothing else: it has no complete
-/// trailer line (a complete block would; a cut can leave half of one) and begins the way every
-/// block begins.
-pub fn is_torn_append(tail: &str) -> bool {
-    const START: &str = "\n## ";
-    let begins_like_a_block = if tail.len() <= START.len() {
-        START.starts_with(tail)
-    } else {
-        tail.starts_with(START)
+/// Lines before the first header may only be blank: text there belongs to no message.
+fn check_preamble(body: &[(usize, &str)]) -> Result<(), FormatError> {
+    match body.iter().find(|(_, l)| !is_blank(l)) {
+        Some((n, l)) => Err(FormatError {
+            line: *n,
+            reason: format!(
+                "expected '## User', '## Assistant' or '## System' before the text {:?}",
+                clip(l.trim_end())
+            ),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// A header line: `## Role`, the role in any case, with or without berth's mark.
+fn header_of(line: &str) -> Option<(Role, bool)> {
+    let rest = line.trim_end().strip_prefix("## ")?;
+    let (name, marked) = match rest.strip_suffix(MARK) {
+        Some(name) => (name.trim_end(), true),
+        None => (rest, false),
     };
-    begins_like_a_block
-        && !tail
-            .split_inclusive('\n')
-            .any(|l| l.ends_with('\n') && l.starts_with("<!--"))
+    let role = [Role::User, Role::Assistant, Role::System]
+        .into_iter()
+        .find(|r| r.as_str().eq_ignore_ascii_case(name))?;
+    Some((role, marked))
+}
+
+/// True if `line` (the unfinished last line) can be the beginning of a header berth writes.
+fn begins_marked_header(line: &str) -> bool {
+    !line.is_empty()
+        && [Role::User, Role::Assistant, Role::System]
+            .into_iter()
+            .any(|r| {
+                let full = format!("{} {MARK}", r.header());
+                full.starts_with(line)
+            })
+}
+
+/// True if the line at `pos` follows an empty line, as every block berth appends does.
+fn after_blank_line(text: &str, pos: usize) -> bool {
+    pos >= 2 && text.as_bytes()[pos - 2..pos] == *b"\n\n"
+}
+
+fn is_blank(line: &str) -> bool {
+    line.trim().is_empty()
+}
+
+/// A complete `<!-- N -->` line. A trailer cut short is no trailer: its block did not finish.
+fn is_trailer(line: &str) -> bool {
+    line.ends_with('\n')
+        && line
+            .trim_end()
+            .strip_prefix("<!--")
+            .and_then(|l| l.strip_suffix("-->"))
+            .is_some_and(|n| {
+                let n = n.trim();
+                !n.is_empty() && n.len() <= 19 && n.bytes().all(|b| b.is_ascii_digit())
+            })
 }
 
 /// The length a file's last block declares, read from the end of the file (`tail` holds its
@@ -259,136 +438,47 @@ pub fn last_block_len(tail: &[u8]) -> Option<usize> {
     std::str::from_utf8(digits).ok()?.parse().ok()
 }
 
+/// The frontmatter and where the body starts. A file that does not open with `---` has none.
 fn parse_frontmatter(text: &str) -> Result<(Frontmatter, usize), FormatError> {
-    let err = |line: usize, reason: &str| FormatError {
-        line,
-        reason: reason.to_owned(),
+    let Some(rest) = text
+        .strip_prefix("---\n")
+        .or_else(|| text.strip_prefix("---\r\n"))
+    else {
+        return Ok((Frontmatter::default(), 0));
     };
-    let Some(rest) = text.strip_prefix("---\n") else {
-        return Err(err(1, "expected the frontmatter's opening '---' line"));
-    };
-    let (mut provider, mut model, mut created_at) = (None, None, None);
-    let mut offset = 4;
+    let mut fm = Frontmatter::default();
+    let mut offset = text.len() - rest.len();
     for (i, line) in rest.split_inclusive('\n').enumerate() {
         let line_no = i + 2;
         offset += line.len();
-        let Some(line) = line.strip_suffix('\n') else {
-            return Err(err(
-                line_no,
-                "the frontmatter is not closed with a '---' line",
-            ));
-        };
+        if !line.ends_with('\n') {
+            break;
+        }
+        let line = line.trim_end();
         if line == "---" {
-            let fm = Frontmatter {
-                provider: provider.ok_or_else(|| err(line_no, "frontmatter has no 'provider'"))?,
-                model: model.ok_or_else(|| err(line_no, "frontmatter has no 'model'"))?,
-                created_at: created_at
-                    .ok_or_else(|| err(line_no, "frontmatter has no 'created_at'"))?,
-            };
             return Ok((fm, offset));
         }
         let Some((key, value)) = line.split_once(':') else {
-            return Err(err(line_no, "expected 'key: value' in the frontmatter"));
+            return Err(FormatError {
+                line: line_no,
+                reason: format!(
+                    "expected 'key: value' or the closing '---' in the frontmatter, found {:?}",
+                    clip(line)
+                ),
+            });
         };
-        let value = value.strip_prefix(' ').unwrap_or(value).to_owned();
-        match key {
-            "provider" => provider = Some(value),
-            "model" => model = Some(value),
-            "created_at" => created_at = Some(value),
-            _ => {} // keys from a newer berth are kept readable, not fatal
+        let value = value.trim().to_owned();
+        match key.trim() {
+            "provider" => fm.provider = value,
+            "model" => fm.model = value,
+            "created_at" => fm.created_at = value,
+            _ => {} // keys from a newer berth, or a person's, are kept readable, not fatal
         }
     }
-    Err(err(
-        text.lines().count() + 1,
-        "the frontmatter is not closed with a '---' line",
-    ))
-}
-
-/// Parses the block starting at `start` (on line `line`); returns it, and the offset and line
-/// after it.
-fn parse_block(
-    text: &str,
-    start: usize,
-    line: usize,
-) -> Result<(Message, usize, usize), FormatError> {
-    let err = |line: usize, reason: String| FormatError { line, reason };
-    let rest = &text[start..];
-    let Some(rest) = rest.strip_prefix('\n') else {
-        return Err(err(
-            line,
-            "expected a blank line before the next message".to_owned(),
-        ));
-    };
-    let Some((header, rest)) = rest.split_once('\n') else {
-        return Err(err(line + 1, "message header is not terminated".to_owned()));
-    };
-    let role = Role::from_header(header).ok_or_else(|| {
-        err(
-            line + 1,
-            format!(
-                "expected '## User', '## Assistant' or '## System', found {:?}",
-                clip(header)
-            ),
-        )
-    })?;
-    let Some(mut rest) = rest.strip_prefix('\n') else {
-        return Err(err(
-            line + 2,
-            "expected a blank line after the message header".to_owned(),
-        ));
-    };
-    let mut content = String::new();
-    let mut line_no = line + 3;
-    let mut first = true;
-    loop {
-        let Some((body_line, after)) = rest.split_once('\n') else {
-            return Err(err(
-                line_no,
-                "message has no closing '<!-- N -->' line".to_owned(),
-            ));
-        };
-        if let Some(trailer) = body_line.strip_prefix("<!--") {
-            let end = text.len() - after.len();
-            let declared = trailer
-                .strip_suffix("-->")
-                .and_then(|n| n.trim().parse::<usize>().ok())
-                .ok_or_else(|| {
-                    err(
-                        line_no,
-                        format!("malformed message trailer {:?}", clip(body_line)),
-                    )
-                })?;
-            if declared != end - start {
-                return Err(err(
-                    line_no,
-                    format!(
-                        "message length is {} bytes but its trailer says {declared}",
-                        end - start
-                    ),
-                ));
-            }
-            return Ok((Message { role, content }, end, line_no + 1));
-        }
-        if body_line.starts_with("##") && !needs_escape_is_content(body_line) {
-            return Err(err(
-                line_no,
-                format!("unexpected header {:?} inside a message", clip(body_line)),
-            ));
-        }
-        if !first {
-            content.push('\n');
-        }
-        first = false;
-        content.push_str(body_line.strip_prefix('\\').unwrap_or(body_line));
-        rest = after;
-        line_no += 1;
-    }
-}
-
-/// Lines starting with "##" that are content as written (e.g. "###"): only "## …" and "##"
-/// are header-like and always escaped.
-fn needs_escape_is_content(line: &str) -> bool {
-    !(line.starts_with("## ") || line == "##")
+    Err(FormatError {
+        line: text.lines().count() + 1,
+        reason: "the frontmatter is not closed with a '---' line".to_owned(),
+    })
 }
 
 fn line_at(bytes: &[u8], offset: usize) -> usize {
@@ -496,7 +586,7 @@ mod tests {
     #[test]
     fn readable_layout() {
         let text = encode(&fm(), &[Message::new(Role::User, "hi\n## User")]);
-        assert!(text.starts_with("---\nprovider: claude\nmodel: m\ncreated_at: 2026-11-22T00:00:00Z\n---\n\n## User\n\nhi\n\\## User\n<!-- "), "{text}");
+        assert!(text.starts_with("---\nprovider: claude\nmodel: m\ncreated_at: 2026-11-22T00:00:00Z\n---\n\n## User <!-- berth -->\n\nhi\n\\## User\n<!-- "), "{text}");
         let block = encode_message(&Message::new(Role::User, "x"));
         assert!(
             block.ends_with(&format!("<!-- {} -->\n", block.len())),
@@ -511,10 +601,108 @@ mod tests {
         for cut in 0..block.len() {
             let text = format!("{base}{}", &block[..cut]);
             let t = parse(text.as_bytes()).unwrap_or_else(|e| panic!("cut {cut}: {e}"));
-            assert_eq!(t.messages.len(), 1, "cut {cut}");
-            assert_eq!(t.torn_tail, cut);
-            assert_eq!(t.complete_len, base.len());
+            assert_eq!(
+                t.messages,
+                [Message::new(Role::User, "first\nmessage")],
+                "cut {cut}"
+            );
+            if cut <= 1 {
+                // Nothing, or the blank line every block starts with: nothing to cut.
+                assert_eq!(t.torn_tail, 0, "cut {cut}");
+            } else {
+                assert_eq!(t.torn_tail, cut, "cut {cut}");
+                assert_eq!(t.complete_len, base.len());
+            }
         }
+    }
+
+    /// The reproduction of the bug this format fixes: blocks in the seed's format, appended by
+    /// hand after berth's frontmatter, are messages.
+    #[test]
+    fn blocks_without_marks_are_messages() {
+        let text = format!(
+            "{}\n## User\n\nWhat is in the file?\n\n## Assistant\n\nIt says hi\n\n## User\n\nthanks\n",
+            encode_frontmatter(&fm())
+        );
+        let t = parse(text.as_bytes()).unwrap();
+        assert_eq!(
+            t.messages,
+            [
+                Message::new(Role::User, "What is in the file?"),
+                Message::new(Role::Assistant, "It says hi"),
+                Message::new(Role::User, "thanks"),
+            ]
+        );
+        assert_eq!(t.torn_tail, 0);
+        // And berth's next block after them.
+        let more = format!(
+            "{text}{}",
+            encode_message(&Message::new(Role::Assistant, "ok"))
+        );
+        let t = parse(more.as_bytes()).unwrap();
+        assert_eq!(t.messages.len(), 4);
+        assert_eq!(t.messages[2].content, "thanks");
+        assert_eq!(t.messages[3].content, "ok");
+    }
+
+    /// Exactly what Aptove's `serialize_session` writes: no marks, a blank line after each text.
+    #[test]
+    fn aptove_files_read() {
+        let text = "---\nprovider: claude\nmodel: sonnet\ncreated_at: 2026-01-02T03:04:05.123456+00:00\n---\n\n## User\n\nHello!\n\n## Assistant\n\nHi there.\nTwo lines.\n\n";
+        let t = parse(text.as_bytes()).unwrap();
+        assert_eq!(t.frontmatter.created_at, "2026-01-02T03:04:05.123456+00:00");
+        assert_eq!(
+            t.messages,
+            [
+                Message::new(Role::User, "Hello!"),
+                Message::new(Role::Assistant, "Hi there.\nTwo lines."),
+            ]
+        );
+        // Without a frontmatter, and with CRLF line ends, as an editor on Windows saves it.
+        let t = parse(b"## user\r\n\r\nhello\r\n\r\n## Assistant\r\n\r\nhi\r\n").unwrap();
+        assert_eq!(t.frontmatter, Frontmatter::default());
+        assert_eq!(
+            t.messages,
+            [
+                Message::new(Role::User, "hello"),
+                Message::new(Role::Assistant, "hi")
+            ]
+        );
+    }
+
+    #[test]
+    fn a_message_edited_by_hand_reads_back_edited() {
+        let text = encode(
+            &fm(),
+            &[
+                Message::new(Role::User, "my key is sk-12345, keep it"),
+                Message::new(Role::Assistant, "noted"),
+            ],
+        );
+        let edited = text.replace("my key is sk-12345, keep it", "my key is [removed]");
+        let t = parse(edited.as_bytes()).unwrap();
+        assert_eq!(t.messages[0].content, "my key is [removed]");
+        assert_eq!(t.messages[1].content, "noted");
+        assert_eq!(t.torn_tail, 0);
+        // The last one too, whose trailer no longer matches.
+        let edited = text.replace("noted", "noted, and more");
+        assert_eq!(
+            parse(edited.as_bytes()).unwrap().messages[1].content,
+            "noted, and more"
+        );
+    }
+
+    #[test]
+    fn a_last_block_without_the_mark_is_not_torn() {
+        let base = encode(&fm(), &[Message::new(Role::User, "q")]);
+        let t = parse(format!("{base}\n## Assistant\n\npartial answ").as_bytes()).unwrap();
+        assert_eq!(t.messages[1].content, "partial answ");
+        assert_eq!(t.torn_tail, 0);
+        // The same bytes with berth's mark are berth's append, cut short.
+        let t = parse(format!("{base}\n## Assistant <!-- berth -->\n\npartial answ").as_bytes())
+            .unwrap();
+        assert_eq!(t.messages.len(), 1);
+        assert_eq!(t.complete_len, base.len());
     }
 
     #[test]
@@ -526,7 +714,8 @@ mod tests {
             ("---\nprovider: a\n", 3),
             (&*format!("{base}junk\n"), 11),
             (&*format!("{base}\n## Userx\n\ny\n<!-- 5 -->\n"), 12),
-            (&*base.replace("<!-- ", "<!-- 1"), 10),
+            ("---\nprovider: x\n---\nintro\n\n## User\n\nhi\n", 4),
+            ("---\nprovider x\n---\n", 2),
         ] {
             let e = parse(bad.as_bytes()).unwrap_err();
             assert_eq!(e.line, line, "{bad:?}: {e}");

@@ -1,5 +1,6 @@
-//! Property tests of the transcript format: any messages round-trip exactly, any bytes parse
-//! without a panic, and any cut of an append is recognised as a torn tail.
+//! Property tests of the transcript format: any messages round-trip exactly, any hand edit that
+//! keeps the block structure reads back as edited, any bytes parse without a panic, and any cut
+//! of an append is recognised as a torn tail.
 
 use berth_core::transcript::{self, Frontmatter, Message, Role};
 use proptest::prelude::*;
@@ -34,6 +35,135 @@ fn messages() -> impl Strategy<Value = Vec<Message>> {
         (role(), nasty_text()).prop_map(|(r, t)| Message::new(r, t)),
         0..8,
     )
+}
+
+/// A message as a person would type it into the file: Markdown lines, none of which is a role
+/// header or one of berth's comments, with no blank lines around it (Markdown ignores those).
+fn hand_text() -> impl Strategy<Value = String> {
+    let line = prop_oneof![
+        Just(String::new()),
+        Just("# Title".to_owned()),
+        Just("## Notes".to_owned()),
+        Just("### h3".to_owned()),
+        Just("- item".to_owned()),
+        Just("    indented code".to_owned()),
+        Just("---".to_owned()),
+        Just("`## User` in code".to_owned()),
+        Just("ü ✓ 日本".to_owned()),
+        "[a-zA-Z0-9 .,!?()*_]{1,30}",
+    ];
+    prop::collection::vec(line, 1..6).prop_map(|lines| {
+        let text = lines.join("\n");
+        text.trim_matches('\n').to_owned()
+    })
+}
+
+/// Who wrote a block, and how a person may have touched berth's.
+#[derive(Debug, Clone)]
+enum By {
+    /// `marked`: the header still carries berth's mark; `stale`: the text was edited, so the
+    /// trailer's length no longer matches.
+    Berth {
+        marked: bool,
+        stale: bool,
+    },
+    Person,
+}
+
+#[derive(Debug, Clone)]
+struct Block {
+    role: Role,
+    text: String,
+    by: By,
+}
+
+impl Block {
+    fn render(&self) -> String {
+        match self.by {
+            By::Person => format!("\n## {}\n\n{}\n", header_name(self.role), self.text),
+            By::Berth { marked, stale } => {
+                let mut block =
+                    transcript::encode_message(&Message::new(self.role, self.text.clone()));
+                if !marked {
+                    block = block.replacen(" <!-- berth -->", "", 1);
+                }
+                if stale {
+                    let trailer = block.rfind("<!-- ").unwrap();
+                    block.replace_range(trailer.., "<!-- 7 -->\n");
+                }
+                block
+            }
+        }
+    }
+}
+
+fn header_name(role: Role) -> &'static str {
+    match role {
+        Role::User => "User",
+        Role::Assistant => "Assistant",
+        Role::System => "System",
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Edit {
+    /// Replaces the text of the block at this index (modulo the count).
+    Retype(prop::sample::Index, String),
+    Delete(prop::sample::Index),
+    /// Inserts a block typed by a person before this index.
+    Insert(prop::sample::Index, Role, String),
+    ChangeRole(prop::sample::Index, Role),
+    /// Deletes berth's mark from a header.
+    Unmark(prop::sample::Index),
+}
+
+fn edit() -> impl Strategy<Value = Edit> {
+    prop_oneof![
+        (any::<prop::sample::Index>(), hand_text()).prop_map(|(i, t)| Edit::Retype(i, t)),
+        any::<prop::sample::Index>().prop_map(Edit::Delete),
+        (any::<prop::sample::Index>(), role(), hand_text())
+            .prop_map(|(i, r, t)| Edit::Insert(i, r, t)),
+        (any::<prop::sample::Index>(), role()).prop_map(|(i, r)| Edit::ChangeRole(i, r)),
+        any::<prop::sample::Index>().prop_map(Edit::Unmark),
+    ]
+}
+
+fn apply(blocks: &mut Vec<Block>, edit: Edit) {
+    if let Edit::Insert(i, role, text) = edit {
+        let at = i.index(blocks.len() + 1);
+        blocks.insert(
+            at,
+            Block {
+                role,
+                text,
+                by: By::Person,
+            },
+        );
+        return;
+    }
+    if blocks.is_empty() {
+        return;
+    }
+    let len = blocks.len();
+    match edit {
+        Edit::Retype(i, text) => {
+            let b = &mut blocks[i.index(len)];
+            b.text = text;
+            if let By::Berth { stale, .. } = &mut b.by {
+                *stale = true;
+            }
+        }
+        Edit::Delete(i) => {
+            blocks.remove(i.index(len));
+        }
+        Edit::ChangeRole(i, role) => blocks[i.index(len)].role = role,
+        Edit::Unmark(i) => {
+            if let By::Berth { marked, .. } = &mut blocks[i.index(len)].by {
+                *marked = false;
+            }
+        }
+        Edit::Insert(..) => unreachable!(),
+    }
 }
 
 fn fm() -> Frontmatter {
@@ -77,7 +207,35 @@ proptest! {
         let parsed = transcript::parse(text.as_bytes())
             .map_err(|e| TestCaseError::fail(e.to_string()))?;
         prop_assert_eq!(parsed.messages, msgs);
-        prop_assert_eq!(parsed.complete_len, base.len());
+        if at <= 1 {
+            // Nothing, or only the blank line a block starts with: no message, nothing to cut.
+            prop_assert_eq!(parsed.torn_tail, 0);
+        } else {
+            prop_assert_eq!(parsed.complete_len, base.len());
+        }
+    }
+
+    #[test]
+    fn hand_edits_read_back_as_edited(
+        msgs in messages(),
+        edits in prop::collection::vec(edit(), 0..8),
+    ) {
+        let mut blocks: Vec<Block> = msgs
+            .into_iter()
+            .map(|m| Block { role: m.role, text: m.content, by: By::Berth { marked: true, stale: false } })
+            .collect();
+        for e in edits {
+            apply(&mut blocks, e);
+        }
+        let mut text = transcript::encode_frontmatter(&fm());
+        for b in &blocks {
+            text.push_str(&b.render());
+        }
+        let parsed = transcript::parse(text.as_bytes())
+            .map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;
+        let expected: Vec<Message> = blocks.iter().map(|b| Message::new(b.role, b.text.clone())).collect();
+        prop_assert_eq!(parsed.messages, expected, "{}", text);
+        prop_assert_eq!(parsed.torn_tail, 0);
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! `SessionStore` on the filesystem: `workspaces/<wid>/sessions/<sid>/{session.toml,
-//! session.md, storage/}`, plus `session-index/<sid>` holding the owning workspace id, so a
+//! session.md, storage/}` (and `session.recovered.md` once an append cut a torn tail), plus `session-index/<sid>` holding the owning workspace id, so a
 //! session is found by its id alone in one read.
 //!
 //! Locks: creating and deleting sessions (and index entries) happens under the owning
@@ -24,6 +24,8 @@ use crate::{FsStore, Layout, ids_in, io_err, parse_toml, read_optional};
 
 const STAGING: &str = ".staging-";
 const TRASH: &str = ".trash-";
+/// Beside `session.md`: every torn tail an append cut off, so none is ever lost.
+const RECOVERY: &str = "session.recovered.md";
 
 impl Layout {
     pub(crate) fn session_index(&self) -> PathBuf {
@@ -166,12 +168,17 @@ impl Layout {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(missing(id)),
             Err(e) => return Err(io_err("read", &path)(e)),
         };
-        transcript::parse(&bytes).map_err(|e| corrupt(&path, e))
+        let mut transcript = transcript::parse(&bytes).map_err(|e| corrupt(&path, e))?;
+        let recovery = dir.join(RECOVERY);
+        if recovery.is_file() {
+            transcript.recovery_file = Some(recovery);
+        }
+        Ok(transcript)
     }
 
     /// Appends one message: O(1) in the transcript's length. The tail check reads a few bytes
-    /// from the end; only after a crash left a torn append does it read the whole file, once,
-    /// to cut the torn bytes off.
+    /// from the end; only when the file does not end with berth's trailer (a crash left a torn
+    /// append, or a person added text) does it read the whole file, once.
     fn append(&self, id: &SessionId, message: &Message) -> Result<()> {
         let (ws, dir) = self.session_dir(id)?;
         let _guard = lock_session(&dir, id)?;
@@ -191,7 +198,7 @@ impl Layout {
                 io::ErrorKind::NotFound => missing(id),
                 _ => io_err("open", &path)(e),
             })?;
-        ensure_clean_tail(&file, &path)?;
+        ensure_clean_tail(&file, &path, &dir.join(RECOVERY))?;
         file.write_all(transcript::encode_message(message).as_bytes())
             .and_then(|()| file.sync_data())
             .map_err(io_err("append to", &path))
@@ -261,8 +268,11 @@ fn lock_session(dir: &Path, id: &SessionId) -> Result<FileLock> {
     })
 }
 
-/// Makes sure the file ends at a block boundary before appending to it.
-fn ensure_clean_tail(file: &File, path: &Path) -> Result<()> {
+/// Makes sure the file ends at a block boundary before appending to it. A torn tail is copied
+/// to `recovery` (durably) before it is cut off: the parser only calls a tail torn when berth's
+/// own mark says so, but a copy costs nothing and makes "nothing is ever gone" true whatever
+/// wrote the bytes.
+fn ensure_clean_tail(file: &File, path: &Path, recovery: &Path) -> Result<()> {
     let len = file.metadata().map_err(io_err("read", path))?.len();
     let tail_len = len.min(64);
     let mut tail = vec![0; tail_len as usize];
@@ -277,14 +287,41 @@ fn ensure_clean_tail(file: &File, path: &Path) -> Result<()> {
             return Ok(());
         }
     }
-    // Not a trailer at the end: a fresh transcript (frontmatter only), a torn append, or
-    // corruption. Parsing the whole file tells which; only a torn append is cut off.
+    // Not berth's trailer at the end: a fresh transcript (frontmatter only), blocks a person
+    // wrote, a message edited by hand, a torn append, or corruption. Parsing the whole file
+    // tells which; only a torn append is cut off, and corruption refuses the append.
     let bytes = fs::read(path).map_err(io_err("read", path))?;
     let parsed = transcript::parse(&bytes).map_err(|e| corrupt(path, e))?;
     if parsed.torn_tail > 0 {
+        preserve_tail(recovery, &bytes[parsed.complete_len..], parsed.complete_len)
+            .map_err(io_err("write", recovery))?;
         file.set_len(parsed.complete_len as u64)
             .map_err(io_err("repair", path))?;
         file.sync_all().map_err(io_err("repair", path))?;
+    }
+    Ok(())
+}
+
+/// Appends a cut tail to the recovery file beside the transcript, with a line saying where it
+/// came from, and makes it durable before the caller cuts. A crash between the two leaves the
+/// bytes in both files; the next append copies them again, which loses nothing.
+fn preserve_tail(recovery: &Path, tail: &[u8], offset: usize) -> io::Result<()> {
+    let created = !recovery.exists();
+    let mut file = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(recovery)?;
+    let note = format!(
+        "<!-- {} bytes cut from the end of session.md (offset {offset}) on {}: an append that did not finish -->\n",
+        tail.len(),
+        Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+    );
+    file.write_all(note.as_bytes())?;
+    file.write_all(tail)?;
+    file.write_all(b"\n")?;
+    file.sync_all()?;
+    if created && let Some(dir) = recovery.parent() {
+        sync_dir(dir)?;
     }
     Ok(())
 }

@@ -62,8 +62,10 @@ pub async fn run(ops: &Ops, cmd: SessionCmd) -> anyhow::Result<()> {
             let t = ops.transcript(&s).await?;
             if t.torn_tail > 0 {
                 eprintln!(
-                    "warning: the transcript ends with {} bytes of an interrupted append; they are ignored",
-                    t.torn_tail
+                    "warning: the transcript ends with {} bytes of an append that did not finish; \
+                     they are not a message, and the next append moves them to {}",
+                    t.torn_tail,
+                    recovery_path(&t)
                 );
             }
             if json.json {
@@ -71,6 +73,8 @@ pub async fn run(ops: &Ops, cmd: SessionCmd) -> anyhow::Result<()> {
                     "session": SessionView::of(&s),
                     "frontmatter": t.frontmatter,
                     "messages": t.messages,
+                    "torn_tail": t.torn_tail,
+                    "recovery_file": t.recovery_file,
                 }))?);
             }
             let mut out = std::io::BufWriter::new(std::io::stdout().lock());
@@ -80,13 +84,16 @@ pub async fn run(ops: &Ops, cmd: SessionCmd) -> anyhow::Result<()> {
                 writeln!(out, "title:     {}", render::cell(&s.title))?;
             }
             writeln!(out, "status:    {}", s.status.as_str())?;
-            writeln!(
-                out,
-                "model:     {}/{}",
-                t.frontmatter.provider, t.frontmatter.model
-            )?;
+            writeln!(out, "model:     {}/{}", s.provider, render::cell(&s.model))?;
             writeln!(out, "created:   {}", render::time(s.created_at))?;
             writeln!(out, "messages:  {}", t.messages.len())?;
+            if let Some(file) = &t.recovery_file {
+                writeln!(
+                    out,
+                    "recovered: {} (bytes of unfinished appends, cut from the transcript)",
+                    file.display()
+                )?;
+            }
             for msg in &t.messages {
                 writeln!(out, "\n── {} ──", msg.role)?;
                 // Rendered for a terminal: control characters other than newline and tab
@@ -152,4 +159,12 @@ pub async fn run(ops: &Ops, cmd: SessionCmd) -> anyhow::Result<()> {
 /// A session's label for the terminal: its title may hold control characters.
 fn label(s: &berth_ops::Session) -> String {
     render::cell(&session_label(s))
+}
+
+/// Where the store keeps (or will keep) cut tails, for the warning.
+fn recovery_path(t: &berth_ops::Transcript) -> String {
+    t.recovery_file.as_ref().map_or_else(
+        || "session.recovered.md beside the transcript".to_owned(),
+        |p| p.display().to_string(),
+    )
 }
