@@ -50,6 +50,8 @@ pub enum GitError {
         "{} is not a working git worktree (was its creation interrupted?), so berth cannot check it for uncommitted work; pass --force to delete it anyway: {message}", .path.display()
     )]
     NotAWorktree { path: PathBuf, message: String },
+    #[error("{} is not a linked git worktree: {reason}", .path.display())]
+    NotALinkedWorktree { path: PathBuf, reason: String },
     #[error("`git {command}` failed: {message}")]
     Command { command: String, message: String },
     #[error("cannot run git: {0}")]
@@ -117,6 +119,77 @@ pub struct WorktreeRef<'a> {
     pub branch: &'a str,
     pub base_branch: &'a str,
     pub branch_created: bool,
+}
+
+/// The branch recorded for a worktree on a detached HEAD. Git refuses `HEAD` as a branch name,
+/// so it can never mean a real branch; where a branch's tip is needed, the worktree's own HEAD
+/// is used instead.
+pub const DETACHED_HEAD: &str = "HEAD";
+
+/// A linked worktree found on disk (made by `git worktree add`, by berth or by anyone), as
+/// [`linked_worktree`] reads it.
+#[derive(Debug, Clone)]
+pub struct LinkedWorktree {
+    /// The worktree's top folder, as git names it (absolute, symlinks resolved).
+    pub path: PathBuf,
+    /// The repository it belongs to, by its main checkout.
+    pub repo: Repo,
+    /// The branch checked out there, or [`DETACHED_HEAD`].
+    pub branch: String,
+}
+
+/// The linked worktree holding `path` (its top folder, or any folder inside it). Refuses a
+/// folder outside git, a repository's main checkout, and a worktree of a bare repository
+/// (berth records a repository by its main checkout).
+pub fn linked_worktree(path: &Path) -> Result<LinkedWorktree> {
+    if !path.is_dir() {
+        return Err(GitError::NotALinkedWorktree {
+            path: path.to_owned(),
+            reason: "there is no folder there".to_owned(),
+        });
+    }
+    let out = git_output(
+        path,
+        [
+            "rev-parse",
+            "--path-format=absolute",
+            "--show-toplevel",
+            "--git-dir",
+            "--git-common-dir",
+        ],
+    )?;
+    let not_linked = |reason: &str| GitError::NotALinkedWorktree {
+        path: path.to_owned(),
+        reason: reason.to_owned(),
+    };
+    if !out.status.success() {
+        return Err(not_linked(
+            "it is not inside a git checkout (berth adopts folders made by `git worktree add`)",
+        ));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut lines = text.lines().map(PathBuf::from);
+    let (Some(top), Some(git_dir), Some(common)) = (lines.next(), lines.next(), lines.next())
+    else {
+        // No top folder: inside a .git folder, or a bare repository.
+        return Err(not_linked("it has no working tree"));
+    };
+    if git_dir == common {
+        return Err(not_linked(&format!(
+            "{} is the repository's main checkout; berth adopts the worktrees made from it with `git worktree add`",
+            top.display()
+        )));
+    }
+    let repo = Repo::discover(&top)?;
+    let branch = match run(&top, ["symbolic-ref", "--quiet", "--short", "HEAD"]) {
+        Ok(b) if !b.trim().is_empty() => b.trim().to_owned(),
+        _ => DETACHED_HEAD.to_owned(),
+    };
+    Ok(LinkedWorktree {
+        path: top,
+        repo,
+        branch,
+    })
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -596,8 +669,22 @@ impl Repo {
         Ok(out.trim().parse().unwrap_or(0))
     }
 
-    /// The worktree's state. Never fails: what cannot be known is `None`, and the health says
-    /// why.
+    /// What the worktree's branch points at, as a revision: the branch itself, or for a
+    /// detached HEAD the commit the worktree has checked out. `None` if that branch is gone, or
+    /// the detached worktree is.
+    pub fn tip(&self, wt: WorktreeRef<'_>) -> Option<String> {
+        if wt.branch == DETACHED_HEAD {
+            return run(
+                wt.path,
+                ["rev-parse", "--verify", "--quiet", "HEAD^{commit}"],
+            )
+            .ok()
+            .map(|sha| sha.trim().to_owned())
+            .filter(|sha| !sha.is_empty());
+        }
+        self.has_branch(wt.branch).then(|| wt.branch.to_owned())
+    }
+
     /// The commits on `branch` that `base` lacks, newest first, as `<short sha> <subject>`;
     /// at most `limit` of them.
     pub fn commits_ahead(&self, base: &str, branch: &str, limit: usize) -> Result<Vec<String>> {
@@ -611,6 +698,8 @@ impl Repo {
         Ok(out.lines().map(str::to_owned).collect())
     }
 
+    /// The worktree's state. Never fails: what cannot be known is `None`, and the health says
+    /// why.
     pub fn status(&self, wt: WorktreeRef<'_>) -> WorktreeStatus {
         let mut status = WorktreeStatus {
             health: Health::Ok,
@@ -625,21 +714,28 @@ impl Repo {
             status.health = Health::RepoMissing;
             return status;
         }
-        if !self.has_branch(wt.branch) {
-            status.health = Health::BranchMissing;
-            return status;
-        }
+        let tip = match self.tip(wt) {
+            Some(tip) => tip,
+            None if wt.branch == DETACHED_HEAD => {
+                status.health = Health::WorktreeMissing;
+                return status;
+            }
+            None => {
+                status.health = Health::BranchMissing;
+                return status;
+            }
+        };
         if let Ok(out) = self.git([
             "rev-list",
             "--left-right",
             "--count",
-            &format!("{}...{}", wt.base_branch, wt.branch),
+            &format!("{}...{tip}", wt.base_branch),
         ]) {
             let mut parts = out.split_whitespace().map(|n| n.parse::<u64>().ok());
             status.behind = parts.next().flatten();
             status.ahead = parts.next().flatten();
         }
-        if let Ok(out) = self.git(["log", "-1", "--format=%H%x00%s%x00%cI", wt.branch, "--"]) {
+        if let Ok(out) = self.git(["log", "-1", "--format=%H%x00%s%x00%cI", &tip, "--"]) {
             let mut parts = out.trim_end_matches('\n').splitn(3, '\0');
             if let (Some(sha), Some(subject), Some(date)) =
                 (parts.next(), parts.next(), parts.next())

@@ -391,3 +391,91 @@ fn two_worktrees_of_one_repo_at_once() {
     }
     assert_eq!(git(&root, &["worktree", "list"]).lines().count(), 5);
 }
+
+#[test]
+fn linked_worktrees_are_found_and_everything_else_refused() {
+    let (tmp, root) = repo_on("main");
+    let root = root.canonicalize().unwrap();
+    let path = tmp.path().join("by-hand");
+    git(
+        &root,
+        &[
+            "worktree",
+            "add",
+            "--quiet",
+            "-b",
+            "feat",
+            path.to_str().unwrap(),
+        ],
+    );
+    let path = path.canonicalize().unwrap();
+    // From its top folder or from inside it: the worktree, its repository and its branch.
+    for start in [path.clone(), path.join("src")] {
+        let found = berth_git::linked_worktree(&start).unwrap();
+        assert_eq!(found.path, path);
+        assert_eq!(found.repo.root(), root);
+        assert_eq!(found.branch, "feat");
+    }
+    // A detached HEAD is recorded as such, never as a branch.
+    let detached = tmp.path().join("detached");
+    git(
+        &root,
+        &[
+            "worktree",
+            "add",
+            "--quiet",
+            "--detach",
+            detached.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(
+        berth_git::linked_worktree(&detached).unwrap().branch,
+        berth_git::DETACHED_HEAD
+    );
+    let plain = tempfile::tempdir().unwrap();
+    for refused in [
+        root.clone(),
+        root.join("src"),
+        plain.path().to_owned(),
+        tmp.path().join("nothing-here"),
+    ] {
+        let err = berth_git::linked_worktree(&refused).unwrap_err();
+        assert!(
+            matches!(err, GitError::NotALinkedWorktree { .. }),
+            "{}: {err}",
+            refused.display()
+        );
+    }
+    let main = berth_git::linked_worktree(&root).unwrap_err().to_string();
+    assert!(main.contains("main checkout"), "{main}");
+}
+
+#[test]
+fn a_detached_worktree_reports_its_own_head() {
+    let (tmp, root) = repo_on("main");
+    let repo = Repo::discover(&root).unwrap();
+    let path = tmp.path().join("detached");
+    git(
+        &root,
+        &[
+            "worktree",
+            "add",
+            "--quiet",
+            "--detach",
+            path.to_str().unwrap(),
+        ],
+    );
+    commit(&path, "new.txt", "only on the detached HEAD");
+    let head = berth_testkit::git(&path, &["rev-parse", "HEAD"]);
+    let detached = wt(&path, berth_git::DETACHED_HEAD, "main", false);
+    assert_eq!(repo.tip(detached).as_deref(), Some(head.trim()));
+    let status = repo.status(detached);
+    assert_eq!(status.health, Health::Ok);
+    assert_eq!((status.ahead, status.behind), (Some(1), Some(0)));
+    assert_eq!(status.last_commit.unwrap().sha, head.trim());
+    // Its commit is on no branch: removing the worktree would lose it.
+    let err = repo.check_removable(detached).unwrap_err();
+    assert!(matches!(err, GitError::Unreferenced { .. }), "{err}");
+    std::fs::remove_dir_all(&path).unwrap();
+    assert_eq!(repo.status(detached).health, Health::WorktreeMissing);
+}

@@ -84,7 +84,9 @@ impl From<berth_core::InvalidInput> for Error {
 
 fn git_kind(e: &GitError) -> ErrorKind {
     match e {
-        GitError::NotARepository(_) | GitError::BadBase(_) => ErrorKind::Invalid,
+        GitError::NotARepository(_)
+        | GitError::BadBase(_)
+        | GitError::NotALinkedWorktree { .. } => ErrorKind::Invalid,
         GitError::BareRepository(_)
         | GitError::Dirty { .. }
         | GitError::Unmerged { .. }
