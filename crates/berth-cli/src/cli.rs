@@ -212,6 +212,27 @@ pub enum WorkspaceCmd {
         #[command(flatten)]
         json: JsonFlag,
     },
+    /// Adopt an existing git worktree (made by `git worktree add`, by hand or by another
+    /// tool) as a git workspace, and print its id.
+    ///
+    /// The worktree stays where it is, on the branch (or detached HEAD) it has; its repository
+    /// is its main checkout. berth did not create the branch, so it never deletes it: `berth
+    /// workspace delete` removes the worktree only when it has no uncommitted changes and no
+    /// commits that only it holds, and keeps the branch. Nothing runs in the worktree (no
+    /// [git] copy or setup). Refused for a repository's main checkout, a folder outside git,
+    /// and a worktree another workspace already records.
+    #[command(verbatim_doc_comment)]
+    Adopt {
+        /// The worktree's folder (or any folder inside it).
+        path: PathBuf,
+        /// A unique name (letters, digits, '.', '_', '-'; up to 64).
+        #[arg(long)]
+        name: Option<String>,
+        #[arg(long, short, default_value = "")]
+        description: String,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
     /// Show one workspace: metadata, folder and bound devices.
     Show {
         /// Id, name or id prefix.

@@ -126,6 +126,68 @@ pub async fn create(
     }
 }
 
+/// What adopting the linked worktree at `path` would record: its repository (the main
+/// checkout), the branch checked out there (or a detached HEAD), `base` or the repository's
+/// default base, and the worktree's path as it is. `branch_created` is false: berth did not
+/// make the branch, so it never deletes it. Refused when another workspace already records that
+/// worktree, so no two records can remove one folder.
+pub async fn adoption(
+    manager: &WorkspaceManager,
+    path: &Path,
+    base: Option<String>,
+) -> Result<GitInfo> {
+    let path = path.to_owned();
+    let (found, base_branch) = blocking(move || {
+        let found = berth_git::linked_worktree(&path)?;
+        let base = match base {
+            Some(b) => b,
+            None => found.repo.default_base()?,
+        };
+        Ok((found, base))
+    })
+    .await?;
+    if let Some(owner) = recorded_at(manager, &found.path).await? {
+        return Err(Error::rule(
+            ErrorKind::Conflict,
+            format!(
+                "the worktree {} is already berth workspace {}",
+                found.path.display(),
+                owner.label()
+            ),
+        ));
+    }
+    Ok(GitInfo {
+        repo: utf8("the repository path", found.repo.root())?,
+        branch: found.branch,
+        base_branch,
+        branch_created: false,
+        worktree: utf8("the worktree path", &found.path)?,
+    })
+}
+
+/// The workspace whose recorded worktree is `worktree` (compared with symlinks resolved).
+pub async fn recorded_at(manager: &WorkspaceManager, worktree: &Path) -> Result<Option<Workspace>> {
+    let wanted = worktree
+        .canonicalize()
+        .unwrap_or_else(|_| worktree.to_owned());
+    Ok(manager.list().await?.into_iter().find(|ws| {
+        ws.git.as_ref().is_some_and(|git| {
+            git.worktree == wanted || git.worktree.canonicalize().is_ok_and(|p| p == wanted)
+        })
+    }))
+}
+
+/// Records an existing linked worktree as a new git workspace (see [`adoption`]). Nothing runs
+/// in the worktree: no checkout, no `[git] copy`, no setup commands; it is used as it is.
+pub async fn adopt(
+    manager: &WorkspaceManager,
+    mut new: NewWorkspace,
+    path: &Path,
+) -> Result<Workspace> {
+    new.git = Some(adoption(manager, path, None).await?);
+    Ok(manager.create(new).await?)
+}
+
 /// Copies `[git] copy` files and runs `[git] setup` commands in a fresh worktree.
 fn prepare(repo: &Repo, worktree: &Path, settings: &GitSettings) -> Result<()> {
     berth_git::copy_files(repo.root(), worktree, &settings.copy)?;
@@ -311,9 +373,12 @@ pub fn review(git: &GitInfo) -> Review {
         return review;
     }
     review.uncommitted = berth_git::changed_paths(&git.worktree).unwrap_or_default();
-    if let Ok(repo) = Repo::open(&git.repo) {
+    // The branch's tip, or the commit a detached worktree has checked out.
+    if let Ok(repo) = Repo::open(&git.repo)
+        && let Some(tip) = repo.tip(worktree_ref(git))
+    {
         review.commits = repo
-            .commits_ahead(&git.base_branch, &git.branch, REVIEW_MAX_COMMITS)
+            .commits_ahead(&git.base_branch, &tip, REVIEW_MAX_COMMITS)
             .unwrap_or_default();
     }
     review

@@ -40,7 +40,8 @@ pub use sessions::{CreateSession, SessionChoice};
 pub use storage::{Node, Owner, StorageRef, context_path};
 pub use view::{GitView, KeptView, SessionView, WorkspaceView, session_label};
 pub use workspaces::{
-    CreateWorkspace, DeletePlan, Deleted, GcPlan, GcReport, Repository, SparesReport,
+    AdoptWorkspace, CreateWorkspace, DeletePlan, Deleted, GcPlan, GcReport, Repository,
+    SparesReport,
 };
 
 /// The platform's default berth home: `~/.local/share/berth` on Linux,

@@ -113,6 +113,16 @@ impl CreateWorkspace {
     }
 }
 
+/// A request to adopt an existing linked worktree (made by hand, by claude-squad, by amux…)
+/// as a git workspace.
+#[derive(Debug, Clone)]
+pub struct AdoptWorkspace {
+    /// The worktree's folder, or any folder inside it.
+    pub path: PathBuf,
+    pub name: Option<String>,
+    pub description: String,
+}
+
 /// What deleting a workspace will do, decided before anyone is asked.
 #[derive(Debug)]
 pub struct DeletePlan {
@@ -342,6 +352,26 @@ impl Ops {
         // No git status here: on a fresh worktree of a big repository it costs as much as
         // the create itself (the index is refreshed), and most callers only want the id.
         Ok(self.view(&created?, None))
+    }
+
+    /// Adopts an existing linked worktree as a git workspace, recorded as it is: its path,
+    /// its branch (or detached HEAD), its repository's main checkout. berth did not make the
+    /// branch, so deleting the workspace removes the worktree (only when that loses no work)
+    /// and never the branch. Refused for the main checkout, a folder outside git, and a
+    /// worktree another workspace records.
+    pub async fn adopt_workspace(&self, request: AdoptWorkspace) -> Result<WorkspaceView> {
+        let new = NewWorkspace {
+            id: None,
+            name: request.name.map(WorkspaceName::new).transpose()?,
+            description: request.description,
+            agent_id: None,
+            git: None,
+        };
+        let path = std::path::absolute(&request.path).map_err(|e| {
+            berth_core::Error::io(format!("cannot use {}", request.path.display()), e)
+        })?;
+        let ws = git_workspace::adopt(&self.manager, new, &path).await?;
+        Ok(self.view(&ws, None))
     }
 
     /// Decides what deleting the workspace `identifier` names would do, and refuses (before

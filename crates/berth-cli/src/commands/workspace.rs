@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use berth_ops::review::{Health, WorktreeStatus};
-use berth_ops::{CreateWorkspace, Ops, Owner, Repository};
+use berth_ops::{AdoptWorkspace, CreateWorkspace, Ops, Owner, Repository};
 
 use super::confirm;
 use crate::cli::WorkspaceCmd;
@@ -42,6 +42,19 @@ pub async fn run(ops: &Ops, cmd: WorkspaceCmd) -> anyhow::Result<()> {
                 base,
             };
             create(ops, request, json.json).await
+        }
+        WorkspaceCmd::Adopt {
+            path,
+            name,
+            description,
+            json,
+        } => {
+            let request = AdoptWorkspace {
+                path,
+                name,
+                description,
+            };
+            adopt(ops, request, json.json).await
         }
         WorkspaceCmd::Show { workspace, json } => show(ops, &workspace, json.json).await,
         WorkspaceCmd::Delete {
@@ -123,6 +136,23 @@ async fn create(ops: &Ops, request: CreateWorkspace, json: bool) -> anyhow::Resu
             "worktree {} on branch {}",
             git.worktree.display(),
             git.branch
+        );
+    }
+    Ok(render::line(&ws.id)?)
+}
+
+async fn adopt(ops: &Ops, request: AdoptWorkspace, json: bool) -> anyhow::Result<()> {
+    let ws = ops.adopt_workspace(request).await?;
+    if json {
+        let shown = ops.show_workspace(ws.id.as_str()).await?;
+        return Ok(render::json(&shown)?);
+    }
+    if let Some(git) = &ws.git {
+        eprintln!(
+            "adopted worktree {} on {} (repository {}); berth will not delete its branch",
+            git.worktree.display(),
+            git.branch,
+            git.repo.display()
         );
     }
     Ok(render::line(&ws.id)?)
