@@ -50,6 +50,17 @@ pub enum Command {
     /// Write the config template, or show the merged config (secrets redacted).
     #[command(subcommand)]
     Config(ConfigCmd),
+    /// Bring in workspaces, sessions, settings and bindings from Aptove or amux.
+    ///
+    /// The source is only read, never written. Each item is reported with what became of it
+    /// (imported, already there, skipped, conflict, refused, failed); one bad item never stops
+    /// the rest. Running it again imports nothing twice: what came in before is reported as
+    /// already there, and where berth holds something different, berth's is kept and the item
+    /// is a conflict. The exit status is 0 when everything came in (or was there, or has no
+    /// place in berth); otherwise the status of the problem when every item that did not come
+    /// in shares one kind (4 refused, 5 corrupt, 6 conflict, 3 not found), else 1.
+    #[command(subcommand, verbatim_doc_comment, after_long_help = EXIT_STATUS)]
+    Import(ImportCmd),
     /// Serve workspaces, sessions and storage to AI agents over MCP.
     ///
     /// On stdio (the default), standard output carries the protocol only; messages go to
@@ -150,6 +161,50 @@ pub struct McpArgs {
 pub enum Transport {
     Stdio,
     Http,
+}
+
+#[derive(Subcommand)]
+pub enum ImportCmd {
+    /// Import Aptove's data folder: workspaces, sessions, config and device bindings.
+    ///
+    /// Each workspace keeps its uuid as its berth id, its name (when it is a valid berth name
+    /// that no other workspace has; else the name goes into the description), and its created
+    /// and last-used times. Its session.md becomes a session of it, with the same id. Settings
+    /// berth has under the same names (provider, [providers.X] api_key, model and base_url,
+    /// [agent] max_tool_iterations) are added to berth's global config or the workspace's,
+    /// without rewriting those files; a workspace.toml provider becomes the workspace's
+    /// provider. The rest (MCP servers, transports, identity, retry, system prompt, UI state)
+    /// is listed as skipped, with why. A setting berth already has with another value is
+    /// reported as a conflict and berth's is kept. Bindings come in when their workspace did.
+    #[command(verbatim_doc_comment)]
+    Aptove {
+        /// Aptove's data folder (default: ~/.local/share/Aptove on Linux, ~/Library/Application
+        /// Support/Aptove on macOS, %LOCALAPPDATA%\Aptove on Windows).
+        dir: Option<PathBuf>,
+        /// Print what would be imported, and write nothing.
+        #[arg(long)]
+        dry_run: bool,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
+    /// Adopt a repository's amux workspaces as berth git workspaces.
+    ///
+    /// Each amux workspace (REPO/.amux/workspaces/<id>/) becomes a berth workspace with amux's
+    /// id, name, description and creation time, recording its worktree where it is and the
+    /// branch checked out there; the files of its storage/ (context.md among them) are copied
+    /// into the workspace's storage. berth did not create the branch, so it never deletes it;
+    /// `berth workspace delete` removes the worktree only when that loses no work. amux's own
+    /// records stay as they are.
+    #[command(verbatim_doc_comment)]
+    Amux {
+        /// The repository amux worked in (default: the one containing this folder).
+        repo: Option<PathBuf>,
+        /// Print what would be adopted, and write nothing.
+        #[arg(long)]
+        dry_run: bool,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
 }
 
 #[derive(Args)]

@@ -18,6 +18,7 @@ mod bindings;
 mod config;
 mod error;
 mod git_workspace;
+mod import;
 mod page;
 pub mod review;
 mod sessions;
@@ -35,6 +36,8 @@ use berth_core::WorkspaceManager;
 use berth_store_fs::FsStore;
 
 pub use error::{Error, ErrorKind, Result};
+pub use import::aptove::default_dir as aptove_default_dir;
+pub use import::{ImportItem, ImportReport, ItemKind, Outcome};
 pub use page::Page;
 pub use sessions::{CreateSession, SessionChoice};
 pub use storage::{Node, Owner, StorageRef, context_path};

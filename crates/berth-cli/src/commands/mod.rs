@@ -4,6 +4,7 @@
 mod binding;
 pub mod chat;
 mod config;
+mod import;
 mod mcp;
 mod session;
 mod storage;
@@ -43,6 +44,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Session(cmd) => session::run(&ops, cmd).await,
         Command::Binding(cmd) => binding::run(&ops, cmd).await,
         Command::Config(cmd) => config::run(&ops, cmd).await,
+        Command::Import(cmd) => import::run(&ops, cmd).await,
         Command::Mcp(args) => mcp::run(ops, args).await,
         Command::Chat(args) => chat::run(ops, args).await,
     }
