@@ -27,6 +27,7 @@
 
 mod bindings;
 pub mod durable;
+mod listing;
 mod sessions;
 mod storage;
 mod workspaces;

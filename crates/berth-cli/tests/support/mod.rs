@@ -94,7 +94,7 @@ impl Home {
     }
 }
 
-/// Rewrites a workspace's last use, as if it had been idle since `when` (RFC 3339).
+/// Rewrites a workspace's last use by hand, as if it had been idle since `when` (RFC 3339).
 pub fn age_workspace(home: &Home, id: &str, when: &str) {
     let file = home.workspace_dir(id).join("workspace.toml");
     let text = std::fs::read_to_string(&file).unwrap();
@@ -109,4 +109,11 @@ pub fn age_workspace(home: &Home, id: &str, when: &str) {
         })
         .collect();
     std::fs::write(&file, aged.join("\n")).unwrap();
+    // The listing index caches records and does not see hand edits; removing it is the
+    // documented way to make berth re-read them.
+    match std::fs::remove_file(home.path().join("workspaces.index")) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => panic!("cannot remove workspaces.index: {e}"),
+    }
 }

@@ -1,0 +1,358 @@
+//! The workspace listing index, `<home>/workspaces.index`: every workspace record in one file,
+//! so listing thousands of workspaces reads one file instead of one per workspace.
+//!
+//! The records (`workspaces/<id>/workspace.toml`) stay the truth; the index is a cache that
+//! every write keeps current, and that a reader checks before trusting:
+//! - It is a log of JSON lines: a `header`, then `put` (a whole record), `del` (an id),
+//!   `dirty` (an id whose record is about to change) and `folder` (the modification time of
+//!   `workspaces/` after berth's own change there). Writers append under `index.lock`; an
+//!   append that finds the log much longer than its last snapshot rewrites it (atomically).
+//! - A writer appends `dirty` before it rewrites a record and `put` after, both while it holds
+//!   the record's lock. A writer that dies in between leaves a `dirty` with nothing after it,
+//!   and readers load that one record from disk. If the `dirty` cannot be appended, the record
+//!   is not touched; a `put` that cannot be appended leaves the `dirty`, which is still right.
+//! - Creating and deleting a workspace changes `workspaces/` itself; the writer records the
+//!   folder's modification time before and after (under `workspaces.lock`). A folder whose time
+//!   is not the last one recorded, or a "before" that is not the previous "after", means
+//!   something else changed the folder (a crash mid-create, a sweep of its debris, a person's
+//!   `rm -r`), and the reader rebuilds the index from the records, saying so.
+//! - The appends are not fsynced: what a process wrote survives its death in the page cache.
+//!   Only a power loss can drop them, and that means a reboot: the header names the boot that
+//!   wrote the file (Linux's boot id), and an index from an earlier boot is rebuilt once. Where
+//!   there is no boot id, every append is fsynced instead.
+//!
+//! A record edited by hand is not noticed until the index is rebuilt; deleting
+//! `workspaces.index` forces that.
+
+use std::collections::BTreeMap;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+use std::sync::OnceLock;
+use std::time::UNIX_EPOCH;
+
+use berth_core::{Result, Workspace, WorkspaceId};
+use serde::{Deserialize, Serialize};
+
+use crate::durable::{FileLock, write_atomic};
+use crate::{Layout, io_err};
+
+const VERSION: u32 = 1;
+/// A log shorter than this is never compacted: rewriting costs more than replaying it.
+const COMPACT_FLOOR: u64 = 1 << 20;
+
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Entry {
+    Header {
+        version: u32,
+        boot: String,
+        /// Length of the snapshot the log started from; compaction compares against it.
+        base: u64,
+    },
+    Put(Workspace),
+    Del(WorkspaceId),
+    Dirty(WorkspaceId),
+    /// The modification time of `workspaces/` (nanoseconds since the epoch) went from `from`
+    /// to `to` by berth's own change; `from` is `None` in a snapshot.
+    Folder {
+        from: Option<u64>,
+        to: u64,
+    },
+}
+
+/// What replaying the log gives: the records (`None`: re-read it), the folder's last known
+/// time, and whether the chain of folder times broke (something else changed the folder
+/// between two of berth's changes).
+#[derive(Default)]
+struct Replay {
+    records: BTreeMap<WorkspaceId, Option<Workspace>>,
+    folder: Option<u64>,
+    broken: bool,
+}
+
+impl Replay {
+    fn apply(&mut self, entry: Entry) {
+        match entry {
+            Entry::Header { .. } => {}
+            Entry::Put(ws) => {
+                self.records.insert(ws.id.clone(), Some(ws));
+            }
+            Entry::Del(id) => {
+                self.records.remove(&id);
+            }
+            Entry::Dirty(id) => {
+                self.records.insert(id, None);
+            }
+            Entry::Folder { from, to } => {
+                if from.is_some() && from != self.folder {
+                    self.broken = true;
+                }
+                self.folder = Some(to);
+            }
+        }
+    }
+}
+
+impl Layout {
+    fn index_file(&self) -> PathBuf {
+        self.home.join("workspaces.index")
+    }
+
+    /// Every workspace, in id order, from the index; rebuilt first if it cannot be trusted.
+    pub(crate) fn list_indexed(&self) -> Result<Vec<Workspace>> {
+        match self.read_index()? {
+            Ok(list) => Ok(list),
+            Err(reason) => {
+                eprintln!("berth: rebuilding the workspace index: {reason}");
+                self.rebuild_index()
+            }
+        }
+    }
+
+    /// The index's workspaces, or why the index must be rebuilt.
+    fn read_index(&self) -> Result<std::result::Result<Vec<Workspace>, String>> {
+        let path = self.index_file();
+        let text = match fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Ok(Err("it does not exist yet".to_owned()));
+            }
+            Err(e) if e.kind() == io::ErrorKind::InvalidData => {
+                return Ok(Err("it is not valid UTF-8".to_owned()));
+            }
+            Err(e) => return Err(io_err("read", &path)(e)),
+        };
+        let mut lines = text.split_inclusive('\n');
+        match lines.next().map(serde_json::from_str::<Entry>) {
+            Some(Ok(Entry::Header { version, boot, .. })) if version == VERSION => {
+                if boot_id().is_some_and(|b| b != boot) {
+                    return Ok(Err(
+                        "it was written before the machine last restarted".to_owned()
+                    ));
+                }
+            }
+            _ => return Ok(Err("it has no header this berth reads".to_owned())),
+        }
+        let mut replay = Replay::default();
+        for line in lines {
+            // A line still being appended by another writer: what it says has not happened
+            // yet (a `dirty` is appended before its record changes, a `put` after the `dirty`).
+            if !line.ends_with('\n') {
+                break;
+            }
+            match serde_json::from_str::<Entry>(line) {
+                Ok(entry) => replay.apply(entry),
+                Err(_) => return Ok(Err("it has a line this berth cannot read".to_owned())),
+            }
+        }
+        if replay.broken || replay.folder != Some(self.folder_time()?) {
+            return Ok(Err(
+                "workspaces were added or removed without it (a crash, or by hand)".to_owned(),
+            ));
+        }
+        let mut out = Vec::with_capacity(replay.records.len());
+        for (id, record) in replay.records {
+            match record {
+                Some(ws) => out.push(ws),
+                // Being rewritten, or its writer died: the record on disk says which.
+                None => match self.load_workspace(&id) {
+                    Ok(ws) => out.push(ws),
+                    Err(e) if e.is_not_found() => {}
+                    Err(e) => return Err(e),
+                },
+            }
+        }
+        Ok(Ok(out))
+    }
+
+    /// Writes a new index from the records. Holds `workspaces.lock` (no create or delete
+    /// meanwhile) and `index.lock` (every append waits, then lands in the new file); carries
+    /// over the `dirty` marks of the old file, whose writers may still be at work.
+    fn rebuild_index(&self) -> Result<Vec<Workspace>> {
+        let _workspaces = self.lock_workspaces()?;
+        let _index = self.lock_index()?;
+        let mut pending = Vec::new();
+        if let Ok(old) = fs::read_to_string(self.index_file()) {
+            let mut replay = Replay::default();
+            for line in old.lines() {
+                if let Ok(entry) = serde_json::from_str::<Entry>(line) {
+                    replay.apply(entry);
+                }
+            }
+            pending.extend(
+                replay
+                    .records
+                    .into_iter()
+                    .filter_map(|(id, r)| r.is_none().then_some(id)),
+            );
+        }
+        let list = self.list_records()?;
+        let folder = self.folder_time()?;
+        let mut entries: Vec<Entry> = list.iter().cloned().map(Entry::Put).collect();
+        entries.extend(pending.into_iter().map(Entry::Dirty));
+        entries.push(Entry::Folder {
+            from: None,
+            to: folder,
+        });
+        self.write_snapshot(entries)?;
+        Ok(list)
+    }
+
+    fn write_snapshot(&self, entries: Vec<Entry>) -> Result<()> {
+        let body = encode(&entries);
+        // The header records the snapshot's length, and its own length depends on that
+        // number's digits: settled by iteration, as a transcript trailer is.
+        let mut base = body.len() as u64;
+        let text = loop {
+            let header = encode(&[Entry::Header {
+                version: VERSION,
+                boot: boot_id().unwrap_or_default().to_owned(),
+                base,
+            }]);
+            let total = (header.len() + body.len()) as u64;
+            if total == base {
+                break header + &body;
+            }
+            base = total;
+        };
+        let path = self.index_file();
+        write_atomic(&path, text.as_bytes()).map_err(io_err("write", &path))
+    }
+
+    /// Says that `id`'s record is about to change. Must succeed before the record is touched.
+    pub(crate) fn index_dirty(&self, id: &WorkspaceId) -> Result<()> {
+        self.append_index(&[Entry::Dirty(id.clone())])
+    }
+
+    /// Records `ws` as written. Failing is harmless (the `dirty` before it stays), so the
+    /// error is dropped: the record, which is the truth, was written.
+    pub(crate) fn index_put(&self, ws: &Workspace) {
+        let _ = self.append_index(&[Entry::Put(ws.clone())]);
+    }
+
+    /// The time to pass to [`Layout::index_folder_changed`]: read under `workspaces.lock`,
+    /// before berth changes the folder.
+    pub(crate) fn folder_time_before(&self) -> Option<u64> {
+        self.folder_time().ok()
+    }
+
+    /// Records a create or a delete in `workspaces/`, and the folder's time before and after
+    /// it. Failing leaves a time that no longer matches, and the next reader rebuilds.
+    pub(crate) fn index_folder_changed(
+        &self,
+        before: Option<u64>,
+        put: Option<&Workspace>,
+        del: Option<&WorkspaceId>,
+    ) {
+        let (Some(from), Ok(to)) = (before, self.folder_time()) else {
+            return;
+        };
+        let mut entries = Vec::new();
+        entries.extend(put.cloned().map(Entry::Put));
+        entries.extend(del.cloned().map(Entry::Del));
+        entries.push(Entry::Folder {
+            from: Some(from),
+            to,
+        });
+        let _ = self.append_index(&entries);
+    }
+
+    fn append_index(&self, entries: &[Entry]) -> Result<()> {
+        let _lock = self.lock_index()?;
+        let path = self.index_file();
+        // Created if missing: a file without a header is rebuilt by the next reader, which
+        // keeps the `dirty` marks found in it.
+        let mut file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(io_err("open", &path))?;
+        file.write_all(encode(entries).as_bytes())
+            .map_err(io_err("append to", &path))?;
+        if boot_id().is_none() {
+            file.sync_data().map_err(io_err("sync", &path))?;
+        }
+        self.compact_if_long(&file)
+    }
+
+    /// Rewrites the log as a snapshot once it is three times the length it started at.
+    fn compact_if_long(&self, file: &File) -> Result<()> {
+        let path = self.index_file();
+        let len = file.metadata().map_err(io_err("read", &path))?.len();
+        if len < COMPACT_FLOOR {
+            return Ok(());
+        }
+        let mut head = vec![0; 512];
+        let n = file.read_at(&mut head, 0).map_err(io_err("read", &path))?;
+        let base = head[..n]
+            .split(|&b| b == b'\n')
+            .next()
+            .and_then(|l| serde_json::from_slice::<Entry>(l).ok())
+            .and_then(|e| match e {
+                Entry::Header { base, .. } => Some(base),
+                _ => None,
+            });
+        if base.is_some_and(|base| len < base.saturating_mul(3)) {
+            return Ok(());
+        }
+        let text = fs::read_to_string(&path).map_err(io_err("read", &path))?;
+        let mut replay = Replay::default();
+        for line in text.lines() {
+            match serde_json::from_str::<Entry>(line) {
+                Ok(entry) => replay.apply(entry),
+                // Not ours to judge here: the next reader rebuilds from the records.
+                Err(_) => return Ok(()),
+            }
+        }
+        let mut entries = Vec::with_capacity(replay.records.len() + 1);
+        for (id, record) in replay.records {
+            entries.push(match record {
+                Some(ws) => Entry::Put(ws),
+                None => Entry::Dirty(id),
+            });
+        }
+        // A broken chain stays broken: the snapshot keeps no folder time, so readers rebuild.
+        if !replay.broken {
+            entries.extend(replay.folder.map(|to| Entry::Folder { from: None, to }));
+        }
+        self.write_snapshot(entries)
+    }
+
+    fn lock_index(&self) -> Result<FileLock> {
+        let path = self.lock("index.lock");
+        FileLock::acquire(&path).map_err(io_err("lock", &path))
+    }
+
+    fn folder_time(&self) -> Result<u64> {
+        let dir = self.workspaces();
+        let modified = fs::metadata(&dir)
+            .and_then(|m| m.modified())
+            .map_err(io_err("read", &dir))?;
+        Ok(modified
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64))
+    }
+}
+
+fn encode(entries: &[Entry]) -> String {
+    let mut out = String::new();
+    for e in entries {
+        out.push_str(&serde_json::to_string(e).expect("index entries serialize"));
+        out.push('\n');
+    }
+    out
+}
+
+/// This boot of the machine, where the system says (Linux).
+fn boot_id() -> Option<&'static str> {
+    static BOOT: OnceLock<Option<String>> = OnceLock::new();
+    BOOT.get_or_init(|| {
+        fs::read_to_string("/proc/sys/kernel/random/boot_id")
+            .ok()
+            .map(|s| s.trim().to_owned())
+            .filter(|s| !s.is_empty())
+    })
+    .as_deref()
+}
