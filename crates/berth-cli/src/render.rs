@@ -6,13 +6,13 @@ use std::io::{self, Write};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-/// Prints `value` as pretty JSON on stdout, in one write: stdout is line-buffered, and pretty
-/// JSON of a big list would otherwise cost a syscall per line.
+/// Prints `value` as pretty JSON on stdout, through a 64 KiB buffer: stdout is line-buffered,
+/// and pretty JSON of a big list would otherwise cost a syscall per line, while building the
+/// whole document first (4 MB for 10,000 workspaces) costs its growth and a copy.
 pub fn json<T: Serialize + ?Sized>(value: &T) -> io::Result<()> {
-    let mut bytes = serde_json::to_vec_pretty(value).map_err(io::Error::other)?;
-    bytes.push(b'\n');
-    let mut out = io::stdout().lock();
-    out.write_all(&bytes)?;
+    let mut out = io::BufWriter::with_capacity(64 * 1024, io::stdout().lock());
+    serde_json::to_writer_pretty(&mut out, value).map_err(io::Error::other)?;
+    out.write_all(b"\n")?;
     out.flush()
 }
 
