@@ -146,6 +146,7 @@ async fn run_loop(
             cwd: work.to_owned(),
             permissions: Arc::new(Refuse),
             cancel: CancellationToken::new(),
+            options: Default::default(),
         })
         .await
         .unwrap();

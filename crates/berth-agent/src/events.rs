@@ -6,6 +6,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::conversation::Usage;
+use crate::tools::FileChange;
 
 /// One thing that happened in a turn. Events arrive in the order they happened; a front end
 /// renders them as they come (ACP `session/update`, a terminal, `chat -p`'s stdout).
@@ -27,6 +28,8 @@ pub enum AgentEvent {
         id: String,
         name: String,
         description: String,
+        /// The file the call would change, for a front end that shows diffs.
+        change: Option<FileChange>,
     },
     /// The tool finished: its output, or the error the model sees.
     ToolFinished {
@@ -34,6 +37,8 @@ pub enum AgentEvent {
         name: String,
         output: String,
         is_error: bool,
+        /// The file the call changed, when it wrote one.
+        change: Option<FileChange>,
     },
     /// The turn is over. This is always the last event.
     TurnEnded { stop: TurnStop, usage: Usage },
@@ -66,6 +71,8 @@ pub struct PermissionRequest {
     pub arguments: Value,
     /// What will happen: the command line, or the file and a diff.
     pub description: String,
+    /// The file the call would change, for a front end that shows diffs.
+    pub change: Option<FileChange>,
 }
 
 /// The front end's answer.

@@ -23,6 +23,9 @@ pub mod tools;
 pub use conversation::{ChatMessage, Part, StopReason, ToolCall, ToolResult, ToolSpec, Usage};
 pub use events::{AgentEvent, Decision, PermissionRequest, Permissions, TurnStop};
 pub use provider::{Provider, ProviderError, ProviderEvent, ProviderRequest, ProviderStream};
-pub use runtime::{Agent, AgentBuilder, AgentError, Turn, TurnRequest};
+pub use runtime::{Agent, AgentBuilder, AgentError, ModelChoice, Turn, TurnOptions, TurnRequest};
 pub use tokio_util::sync::CancellationToken;
-pub use tools::{Tool, ToolContext, ToolOutcome, Toolbox};
+pub use tools::{
+    CommandRequest, CommandResult, Commands, FileChange, Files, Preview, Tool, ToolContext,
+    ToolOutcome, Toolbox,
+};

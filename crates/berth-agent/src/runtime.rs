@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use berth_core::config::Config;
-use berth_ops::{Message, Ops, Role, Session};
+use berth_ops::{Message, Ops, ProviderKind, Role, Session};
 use futures::StreamExt;
 use serde_json::Value;
 use tokio::sync::mpsc;
@@ -25,7 +25,7 @@ use crate::events::{AgentEvent, Decision, PermissionRequest, Permissions, TurnSt
 use crate::http::{Http, HttpPolicy};
 use crate::provider::{Provider, ProviderError, ProviderEvent, ProviderRequest};
 use crate::providers::{self, SetupError};
-use crate::tools::{ToolContext, Toolbox};
+use crate::tools::{Commands, FileChange, Files, Preview, ToolContext, Toolbox};
 
 /// Tool rounds a turn may take unless `[agent] max_tool_iterations` says otherwise.
 pub const DEFAULT_MAX_TOOL_ITERATIONS: u32 = 50;
@@ -132,6 +132,27 @@ pub struct TurnRequest {
     pub cwd: PathBuf,
     pub permissions: Arc<dyn Permissions>,
     pub cancel: CancellationToken,
+    /// What the front end brings: its files, its terminals, its choice of model.
+    pub options: TurnOptions,
+}
+
+/// A front end's own reach for a turn. The default: the disk, berth's own processes, and the
+/// model the workspace's config names.
+#[derive(Clone, Default)]
+pub struct TurnOptions {
+    /// Where file tools read and write (an editor's buffers).
+    pub files: Option<Arc<dyn Files>>,
+    /// Where `run_command` runs (an editor's terminals).
+    pub commands: Option<Arc<dyn Commands>>,
+    /// The provider and model to call instead of the config's.
+    pub model: Option<ModelChoice>,
+}
+
+/// A provider and one of its models.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelChoice {
+    pub provider: ProviderKind,
+    pub model: String,
 }
 
 /// A running turn: its events, in order, ending with [`AgentEvent::TurnEnded`].
@@ -158,7 +179,10 @@ impl Agent {
     /// usable provider, a key is missing, the transcript cannot be read) fails here; after
     /// that, failures end the turn with [`TurnStop::Failed`].
     pub async fn start_turn(&self, request: TurnRequest) -> Result<Turn, AgentError> {
-        let setup = self.inner.setup(&request.session).await?;
+        let setup = self
+            .inner
+            .setup(&request.session, request.options.model.as_ref())
+            .await?;
         let (tx, rx) = mpsc::channel(256);
         let turn = Turn {
             events: rx,
@@ -188,8 +212,16 @@ impl Out {
 }
 
 impl Inner {
-    async fn setup(&self, session: &Session) -> Result<Setup, AgentError> {
-        let config: Config = self.ops.config(Some(&session.workspace_id)).await?.config;
+    async fn setup(
+        &self,
+        session: &Session,
+        choice: Option<&ModelChoice>,
+    ) -> Result<Setup, AgentError> {
+        let mut config: Config = self.ops.config(Some(&session.workspace_id)).await?.config;
+        if let Some(choice) = choice {
+            config.provider = Some(choice.provider);
+            config.model = Some(choice.model.clone());
+        }
         let provider = match &self.provider {
             Some(p) => p.clone(),
             None => {
@@ -266,6 +298,9 @@ impl Inner {
             ops: self.ops.clone(),
             session: session.clone(),
             cancel: cancel.clone(),
+            call_id: String::new(),
+            files: request.options.files.clone(),
+            commands: request.options.commands.clone(),
         };
         let mut rounds = 0;
         loop {
@@ -391,7 +426,7 @@ impl Inner {
         out: &mut Out,
     ) -> Vec<ToolResult> {
         enum Plan {
-            Run(Value),
+            Run(Value, Option<FileChange>),
             Answer(String),
         }
         let mut plans = Vec::with_capacity(calls.len());
@@ -421,14 +456,19 @@ impl Inner {
                 (Ok(args), Some(tool)) if tool.needs_permission() => {
                     let key = (request.session.id.to_string(), call.name.clone());
                     let remembered = self.allowed_always(&key);
+                    let cx = cx.for_call(&call.id);
+                    let Preview {
+                        description,
+                        change,
+                    } = tool.preview(args, &cx).await;
                     if remembered {
-                        Plan::Run(args.clone())
+                        Plan::Run(args.clone(), change)
                     } else {
-                        let description = tool.describe(args, cx).await;
                         out.send(AgentEvent::PermissionAsked {
                             id: call.id.clone(),
                             name: call.name.clone(),
                             description: description.clone(),
+                            change: change.clone(),
                         })
                         .await;
                         let asked = PermissionRequest {
@@ -436,19 +476,20 @@ impl Inner {
                             tool: call.name.clone(),
                             arguments: args.clone(),
                             description,
+                            change: change.clone(),
                         };
                         let decision = tokio::select! {
                             _ = request.cancel.cancelled() => Decision::Reject,
                             d = request.permissions.decide(&asked) => d,
                         };
                         match decision {
-                            Decision::AllowOnce => Plan::Run(args.clone()),
+                            Decision::AllowOnce => Plan::Run(args.clone(), change),
                             Decision::AllowAlways => {
                                 self.always_allowed
                                     .lock()
                                     .unwrap_or_else(|e| e.into_inner())
                                     .insert(key);
-                                Plan::Run(args.clone())
+                                Plan::Run(args.clone(), change)
                             }
                             Decision::Reject => Plan::Answer(format!(
                                 "the user refused to let {} run; do not try it again unasked — say what you wanted to do, or find another way",
@@ -457,41 +498,48 @@ impl Inner {
                         }
                     }
                 }
-                (Ok(args), Some(_)) => Plan::Run(args.clone()),
+                (Ok(args), Some(_)) => Plan::Run(args.clone(), None),
             };
             plans.push(plan);
         }
         let runs = calls.iter().zip(plans).map(|(call, plan)| async move {
-            let (content, is_error) = match plan {
-                Plan::Answer(message) => (message, true),
-                Plan::Run(args) => {
+            let (content, is_error, change) = match plan {
+                Plan::Answer(message) => (message, true, None),
+                Plan::Run(args, change) => {
                     let tool = self.tools.get(&call.name).expect("planned to run").clone();
+                    let cx = cx.for_call(&call.id);
                     let ran = tokio::select! {
                         _ = cx.cancel.cancelled() => Err("cancelled by the user".to_owned()),
-                        r = tool.call(args, cx) => r,
+                        r = tool.call(args, &cx) => r,
                     };
                     match ran {
-                        Ok(output) => (output, false),
-                        Err(message) => (message, true),
+                        Ok(output) => (output, false, change),
+                        Err(message) => (message, true, None),
                     }
                 }
             };
-            ToolResult {
-                call_id: call.id.clone(),
-                name: call.name.clone(),
-                content,
-                is_error,
-            }
+            (
+                ToolResult {
+                    call_id: call.id.clone(),
+                    name: call.name.clone(),
+                    content,
+                    is_error,
+                },
+                change,
+            )
         });
-        let results = futures::future::join_all(runs).await;
-        for r in &results {
+        let done = futures::future::join_all(runs).await;
+        let mut results = Vec::with_capacity(done.len());
+        for (r, change) in done {
             out.send(AgentEvent::ToolFinished {
                 id: r.call_id.clone(),
                 name: r.name.clone(),
                 output: r.content.clone(),
                 is_error: r.is_error,
+                change,
             })
             .await;
+            results.push(r);
         }
         results
     }

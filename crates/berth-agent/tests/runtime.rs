@@ -103,6 +103,7 @@ async fn run(
             cwd: w.work.path().to_owned(),
             permissions,
             cancel,
+            options: Default::default(),
         })
         .await
         .unwrap();
@@ -385,6 +386,7 @@ async fn cancel_stops_the_stream_at_once_and_keeps_what_was_shown() {
             cwd: w.work.path().to_owned(),
             permissions: Arc::new(Scripted::default()),
             cancel: cancel.clone(),
+            options: Default::default(),
         })
         .await
         .unwrap();

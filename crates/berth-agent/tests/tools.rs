@@ -42,12 +42,12 @@ impl Fixture {
         std::fs::create_dir(root.path().join("work")).unwrap();
         std::fs::create_dir(root.path().join("outside")).unwrap();
         std::fs::write(root.path().join("outside/secret"), "top secret\n").unwrap();
-        let cx = ToolContext {
-            cwd: root.path().join("work"),
+        let cx = ToolContext::new(
+            root.path().join("work"),
             ops,
             session,
-            cancel: CancellationToken::new(),
-        };
+            CancellationToken::new(),
+        );
         Fixture {
             _home: home,
             root,

@@ -23,7 +23,7 @@ use tokio::process::Command;
 use tokio::time::Instant;
 
 use super::files::{parse_args, printable};
-use super::{Tool, ToolContext, ToolOutcome};
+use super::{CommandRequest, CommandResult, Tool, ToolContext, ToolOutcome};
 use crate::conversation::ToolSpec;
 
 /// How long a command may run when the model does not say.
@@ -82,6 +82,20 @@ impl RunCommand {
                     .collect(),
             ),
         }
+    }
+
+    /// The names of the variables a command would start with, secrets included.
+    fn environment_names(&self) -> impl Iterator<Item = String> {
+        let names: Vec<String> = match &self.env {
+            Some(vars) => vars
+                .iter()
+                .filter_map(|(k, _)| k.to_str().map(str::to_owned))
+                .collect(),
+            None => std::env::vars_os()
+                .filter_map(|(k, _)| k.into_string().ok())
+                .collect(),
+        };
+        names.into_iter()
     }
 
     /// The environment a command starts with.
@@ -156,6 +170,24 @@ impl Tool for RunCommand {
             .timeout_secs
             .unwrap_or(DEFAULT_TIMEOUT_SECS)
             .clamp(1, MAX_TIMEOUT_SECS);
+        if let Some(commands) = &cx.commands {
+            let hidden_env = SECRET_NAMES
+                .iter()
+                .map(|n| (*n).to_owned())
+                .chain(self.environment_names().filter(|n| is_secret_name(n)))
+                .collect::<std::collections::BTreeSet<_>>()
+                .into_iter()
+                .collect();
+            let request = CommandRequest {
+                command: args.command,
+                cwd: cx.cwd.clone(),
+                timeout: Duration::from_secs(timeout),
+                call_id: cx.call_id.clone(),
+                hidden_env,
+            };
+            let result = commands.run(request, cx.cancel.clone()).await?;
+            return outcome(&result);
+        }
         let mut command = Command::new("sh");
         command
             .arg("-c")
@@ -258,6 +290,32 @@ impl Tool for RunCommand {
             format!("{how}\n{text}")
         })
     }
+}
+
+/// A front end's command result as the model sees it: the output on success, the exit status
+/// (or signal) and the output as an error otherwise.
+fn outcome(result: &CommandResult) -> ToolOutcome {
+    let mut text = result.output.clone();
+    if result.truncated {
+        text.insert_str(0, "[the output was cut; only its end is shown]\n");
+    }
+    let how = match (result.exit_code, &result.signal) {
+        (Some(0), None) => {
+            return Ok(if text.is_empty() {
+                "(no output)".into()
+            } else {
+                text
+            });
+        }
+        (Some(code), _) => format!("exit status {code}"),
+        (None, Some(signal)) => format!("killed by signal {signal}"),
+        (None, None) => "ended without an exit status".to_owned(),
+    };
+    Err(if text.is_empty() {
+        format!("{how} (no output)")
+    } else {
+        format!("{how}\n{text}")
+    })
 }
 
 /// The process group led by the command's shell, killed once: when the command ends, times

@@ -14,7 +14,7 @@
 
 use std::borrow::Cow;
 use std::fmt::Write as _;
-use std::io::{self, BufRead, BufReader, Read, Write};
+use std::io::{self, BufRead, BufReader, Cursor, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -27,7 +27,7 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use super::{Tool, ToolContext, ToolOutcome};
+use super::{FileChange, Files, Preview, Tool, ToolContext, ToolOutcome};
 use crate::conversation::ToolSpec;
 
 /// The most text one `read_file` returns; past it the model is told where to read on.
@@ -136,6 +136,49 @@ pub(crate) fn open_root(cwd: &Path) -> Result<Dir, String> {
             "the working directory {} cannot be opened: {e}",
             cwd.display()
         )
+    })
+}
+
+/// The absolute path under which a front end's [`Files`] is asked for `path`. What exists of
+/// it on disk (the file, else the nearest folder on its way) must resolve inside the working
+/// directory, as cap-std decides for the disk tools, so a symlink cannot lead the front end
+/// out either; and the file must not be a folder.
+fn front_end_path(cwd: &Path, path: &StoragePath) -> Result<PathBuf, String> {
+    let root = open_root(cwd)?;
+    let mut probe = Some(path.clone());
+    while let Some(p) = probe {
+        match root.metadata(p.as_path()) {
+            Ok(m) if p == *path && m.is_dir() => {
+                return Err(format!("'{path}' is a folder, not a file"));
+            }
+            Ok(_) => break,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => probe = p.parent(),
+            Err(e) => return Err(io_message(path.as_str(), &e)),
+        }
+    }
+    Ok(cwd.join(path.as_path()))
+}
+
+/// Confines `raw` and, with a front end's files, gives the path to ask it for.
+async fn confined_for_front_end(cwd: &Path, raw: &str) -> Result<(StoragePath, PathBuf), String> {
+    let cwd = cwd.to_path_buf();
+    let raw = raw.to_owned();
+    blocking(move || {
+        let path = confine(&cwd, &raw, false)?.ok_or("a file path is needed")?;
+        let abs = front_end_path(&cwd, &path)?;
+        Ok((path, abs))
+    })
+    .await
+}
+
+/// A front end's text of a file that must exist.
+async fn read_existing(
+    files: &dyn Files,
+    path: &StoragePath,
+    abs: &Path,
+) -> Result<String, String> {
+    files.read(abs).await?.ok_or_else(|| {
+        format!("'{path}' does not exist; list its folder with list_dir to see what does")
     })
 }
 
@@ -387,6 +430,18 @@ impl Tool for ReadFile {
         if args.limit == Some(0) {
             return Err("limit must be at least 1".into());
         }
+        if let Some(files) = &cx.files {
+            let (path, abs) = confined_for_front_end(&cx.cwd, &args.path).await?;
+            let text = read_existing(files.as_ref(), &path, &abs).await?;
+            let size = text.len() as u64;
+            return read_lines(
+                &mut Cursor::new(text.into_bytes()),
+                &path,
+                size,
+                offset,
+                args.limit,
+            );
+        }
         let cwd = cx.cwd.clone();
         blocking(move || {
             let path = confine(&cwd, &args.path, false)?.ok_or("a file path is needed")?;
@@ -417,11 +472,23 @@ fn read_text(
     }
     let file = root.open(path.as_path()).map_err(err)?;
     let mut reader = BufReader::with_capacity(64 * 1024, file.into_std());
+    read_lines(&mut reader, path, meta.len(), offset, limit)
+}
+
+/// The lines `offset..offset+limit` of a file's text, within [`MAX_READ_BYTES`], with a note
+/// saying where to read on when they are cut. `size` is the file's length, for messages.
+fn read_lines(
+    reader: &mut impl BufRead,
+    path: &StoragePath,
+    size: u64,
+    offset: u64,
+    limit: Option<u64>,
+) -> Result<String, String> {
+    let err = |e: io::Error| io_message(path.as_str(), &e);
     let head = reader.fill_buf().map_err(err)?;
     if looks_binary(&head[..head.len().min(SNIFF_BYTES)]) {
         return Err(format!(
-            "'{path}' is a binary file ({} bytes); read_file shows text only",
-            meta.len()
+            "'{path}' is a binary file ({size} bytes); read_file shows text only"
         ));
     }
     if head.is_empty() {
@@ -523,37 +590,86 @@ impl Tool for WriteFile {
         true
     }
 
-    async fn describe(&self, arguments: &Value, cx: &ToolContext) -> String {
+    async fn preview(&self, arguments: &Value, cx: &ToolContext) -> Preview {
         let args: WriteArgs = match parse_args("write_file", arguments.clone()) {
             Ok(a) => a,
-            Err(e) => return e,
+            Err(e) => {
+                return Preview {
+                    description: e,
+                    change: None,
+                };
+            }
         };
+        let failed = |e: String| Preview {
+            description: format!("write_file '{}': {e}", shown_arg(arguments)),
+            change: None,
+        };
+        if let Some(files) = &cx.files {
+            let (path, abs) = match confined_for_front_end(&cx.cwd, &args.path).await {
+                Ok(p) => p,
+                Err(e) => return failed(e),
+            };
+            let (what, old) = match files.read(&abs).await {
+                Ok(Some(old)) => ("replace".to_owned(), Some(old)),
+                Ok(None) => ("new file".to_owned(), None),
+                Err(e) => (
+                    format!("replace; its current content is not shown: {e}"),
+                    None,
+                ),
+            };
+            let diff = unified_diff(path.as_str(), old.as_deref().unwrap_or(""), &args.content);
+            return Preview {
+                description: printable(&format!("write_file '{path}' ({what})\n{diff}")),
+                change: Some(FileChange {
+                    path: abs,
+                    old,
+                    new: args.content,
+                }),
+            };
+        }
         let cwd = cx.cwd.clone();
         blocking(move || {
             let path = confine(&cwd, &args.path, false)?.ok_or("a file path is needed")?;
             let root = open_root(&cwd)?;
             let target = write_target(&root, &path)?;
             let (what, old) = match current_text(&root, &target) {
-                Ok(Some(old)) => ("replace".to_owned(), old),
-                Ok(None) => ("new file".to_owned(), String::new()),
+                Ok(Some(old)) => ("replace".to_owned(), Some(old)),
+                Ok(None) => ("new file".to_owned(), None),
                 // A binary or huge file can still be replaced; it just cannot be diffed.
                 Err(e) => (
                     format!("replace; its current content is not shown: {e}"),
-                    String::new(),
+                    None,
                 ),
             };
-            Ok(format!(
-                "write_file '{path}' ({what})\n{}",
-                unified_diff(path.as_str(), &old, &args.content)
-            ))
+            let diff = unified_diff(path.as_str(), old.as_deref().unwrap_or(""), &args.content);
+            Ok(Preview {
+                description: printable(&format!("write_file '{path}' ({what})\n{diff}")),
+                change: Some(FileChange {
+                    path: cwd.join(target.as_path()),
+                    old,
+                    new: args.content,
+                }),
+            })
         })
         .await
-        .map(|text| printable(&text))
-        .unwrap_or_else(|e| format!("write_file '{}': {e}", shown_arg(arguments)))
+        .unwrap_or_else(failed)
+    }
+
+    async fn describe(&self, arguments: &Value, cx: &ToolContext) -> String {
+        self.preview(arguments, cx).await.description
     }
 
     async fn call(&self, arguments: Value, cx: &ToolContext) -> ToolOutcome {
         let args: WriteArgs = parse_args("write_file", arguments)?;
+        if let Some(files) = &cx.files {
+            let (path, abs) = confined_for_front_end(&cx.cwd, &args.path).await?;
+            files.write(&abs, &args.content).await?;
+            return Ok(format!(
+                "Wrote '{path}' ({} bytes, {} lines)",
+                args.content.len(),
+                args.content.lines().count()
+            ));
+        }
         let cwd = cx.cwd.clone();
         blocking(move || {
             let path = confine(&cwd, &args.path, false)?.ok_or("a file path is needed")?;
@@ -602,7 +718,11 @@ struct EditArgs {
 /// An edit worked out against the file as it is now.
 struct Edit {
     path: StoragePath,
+    /// The path written on disk (a symlink's target).
     target: StoragePath,
+    /// The absolute path, for a front end.
+    abs: PathBuf,
+    old: String,
     new: String,
     diff: String,
 }
@@ -630,23 +750,43 @@ impl Tool for EditFile {
         true
     }
 
-    async fn describe(&self, arguments: &Value, cx: &ToolContext) -> String {
+    async fn preview(&self, arguments: &Value, cx: &ToolContext) -> Preview {
         let args: EditArgs = match parse_args("edit_file", arguments.clone()) {
             Ok(a) => a,
-            Err(e) => return e,
+            Err(e) => {
+                return Preview {
+                    description: e,
+                    change: None,
+                };
+            }
         };
-        let cwd = cx.cwd.clone();
-        blocking(move || {
-            let edit = plan_edit(&cwd, &args)?;
-            Ok(format!("edit_file '{}'\n{}", edit.path, edit.diff))
-        })
-        .await
-        .map(|text| printable(&text))
-        .unwrap_or_else(|e| format!("edit_file '{}': {e}", shown_arg(arguments)))
+        match self.plan(args, cx).await {
+            Ok(edit) => Preview {
+                description: printable(&format!("edit_file '{}'\n{}", edit.path, edit.diff)),
+                change: Some(FileChange {
+                    path: edit.abs,
+                    old: Some(edit.old),
+                    new: edit.new,
+                }),
+            },
+            Err(e) => Preview {
+                description: format!("edit_file '{}': {e}", shown_arg(arguments)),
+                change: None,
+            },
+        }
+    }
+
+    async fn describe(&self, arguments: &Value, cx: &ToolContext) -> String {
+        self.preview(arguments, cx).await.description
     }
 
     async fn call(&self, arguments: Value, cx: &ToolContext) -> ToolOutcome {
         let args: EditArgs = parse_args("edit_file", arguments)?;
+        if let Some(files) = &cx.files {
+            let edit = self.plan(args, cx).await?;
+            files.write(&edit.abs, &edit.new).await?;
+            return Ok(format!("Edited '{}':\n{}", edit.path, edit.diff));
+        }
         let cwd = cx.cwd.clone();
         blocking(move || {
             let edit = plan_edit(&cwd, &args)?;
@@ -657,8 +797,32 @@ impl Tool for EditFile {
     }
 }
 
-fn plan_edit(cwd: &Path, args: &EditArgs) -> Result<Edit, String> {
-    let path = confine(cwd, &args.path, false)?.ok_or("a file path is needed")?;
+impl EditFile {
+    /// The edit worked out against the file as the front end or the disk has it now.
+    async fn plan(&self, args: EditArgs, cx: &ToolContext) -> Result<Edit, String> {
+        check_edit(&args)?;
+        if let Some(files) = &cx.files {
+            let (path, abs) = confined_for_front_end(&cx.cwd, &args.path).await?;
+            let old = files
+                .read(&abs)
+                .await?
+                .ok_or_else(|| missing_for_edit(&path))?;
+            let (new, diff) = apply_edit(&path, &old, &args)?;
+            return Ok(Edit {
+                target: path.clone(),
+                path,
+                abs,
+                old,
+                new,
+                diff,
+            });
+        }
+        let cwd = cx.cwd.clone();
+        blocking(move || plan_edit(&cwd, &args)).await
+    }
+}
+
+fn check_edit(args: &EditArgs) -> Result<(), String> {
     if args.old_text.is_empty() {
         return Err(
             "old_text is empty; give the exact text to replace (to create a file or replace all of it, use write_file)"
@@ -668,14 +832,33 @@ fn plan_edit(cwd: &Path, args: &EditArgs) -> Result<Edit, String> {
     if args.old_text == args.new_text {
         return Err("old_text and new_text are the same; there is nothing to change".into());
     }
+    Ok(())
+}
+
+fn missing_for_edit(path: &StoragePath) -> String {
+    format!("'{path}' does not exist; create it with write_file, or list its folder with list_dir")
+}
+
+fn plan_edit(cwd: &Path, args: &EditArgs) -> Result<Edit, String> {
+    let path = confine(cwd, &args.path, false)?.ok_or("a file path is needed")?;
+    check_edit(args)?;
     let root = open_root(cwd)?;
     let target = write_target(&root, &path)?;
-    let old = current_text(&root, &target)?.ok_or_else(|| {
-        format!(
-            "'{path}' does not exist; create it with write_file, or list its folder with list_dir"
-        )
-    })?;
-    let found = occurrences(&old, &args.old_text);
+    let old = current_text(&root, &target)?.ok_or_else(|| missing_for_edit(&path))?;
+    let (new, diff) = apply_edit(&path, &old, args)?;
+    Ok(Edit {
+        abs: cwd.join(target.as_path()),
+        path,
+        target,
+        old,
+        new,
+        diff,
+    })
+}
+
+/// `old` with the one occurrence of `old_text` replaced, and the diff; or why not.
+fn apply_edit(path: &StoragePath, old: &str, args: &EditArgs) -> Result<(String, String), String> {
+    let found = occurrences(old, &args.old_text);
     match found.as_slice() {
         [] => {
             let mut msg = format!(
@@ -692,13 +875,8 @@ fn plan_edit(cwd: &Path, args: &EditArgs) -> Result<Edit, String> {
             new.push_str(&old[..*at]);
             new.push_str(&args.new_text);
             new.push_str(&old[at + args.old_text.len()..]);
-            let diff = unified_diff(path.as_str(), &old, &new);
-            Ok(Edit {
-                path,
-                target,
-                new,
-                diff,
-            })
+            let diff = unified_diff(path.as_str(), old, &new);
+            Ok((new, diff))
         }
         several => {
             let mut lines = String::new();

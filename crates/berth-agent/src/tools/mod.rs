@@ -4,6 +4,11 @@
 //!
 //! Read-only tools run freely; tools that write or run commands say so with
 //! [`Tool::needs_permission`], and the loop asks the front end before each call.
+//!
+//! A front end may bring its own reach: [`Files`] (an editor's buffers instead of the disk)
+//! and [`Commands`] (an editor's terminals instead of berth's own processes). The tools keep
+//! their rules either way: paths are confined the same, and a file that exists on disk must
+//! resolve inside the working directory before the front end is asked for it.
 
 pub mod command;
 pub mod files;
@@ -12,6 +17,7 @@ pub mod storage;
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use berth_ops::{Ops, Session};
@@ -29,6 +35,100 @@ pub struct ToolContext {
     pub session: Session,
     /// Cancelled when the turn is: a long tool stops at once.
     pub cancel: CancellationToken,
+    /// The call being run (empty outside a turn): a front end's terminal shows under it.
+    pub call_id: String,
+    /// Where file tools read and write text; `None`: the disk.
+    pub files: Option<Arc<dyn Files>>,
+    /// Where `run_command` runs; `None`: berth's own child processes.
+    pub commands: Option<Arc<dyn Commands>>,
+}
+
+impl ToolContext {
+    /// This context for one call.
+    pub fn for_call(&self, call_id: &str) -> ToolContext {
+        ToolContext {
+            call_id: call_id.to_owned(),
+            ..self.clone()
+        }
+    }
+
+    /// A context on the disk and berth's own processes, outside any call.
+    pub fn new(cwd: PathBuf, ops: Ops, session: Session, cancel: CancellationToken) -> ToolContext {
+        ToolContext {
+            cwd,
+            ops,
+            session,
+            cancel,
+            call_id: String::new(),
+            files: None,
+            commands: None,
+        }
+    }
+}
+
+/// A front end's own view of text files: an editor's buffers, unsaved changes included.
+/// Paths are absolute and already confined to the working directory.
+#[async_trait]
+pub trait Files: Send + Sync {
+    /// The file's text; `None` when there is no such file.
+    async fn read(&self, path: &std::path::Path) -> Result<Option<String>, String>;
+    /// Creates or replaces the file with `text`.
+    async fn write(&self, path: &std::path::Path, text: &str) -> Result<(), String>;
+}
+
+/// A command for a front end to run (in an editor's terminal).
+#[derive(Debug, Clone)]
+pub struct CommandRequest {
+    /// The command line, for `sh -c`.
+    pub command: String,
+    pub cwd: PathBuf,
+    /// Killed after this long.
+    pub timeout: Duration,
+    /// The tool call it runs for.
+    pub call_id: String,
+    /// Variables that must not reach the command (API keys, tokens): set empty where they
+    /// cannot be removed.
+    pub hidden_env: Vec<String>,
+}
+
+/// What a command did.
+#[derive(Debug, Clone, Default)]
+pub struct CommandResult {
+    /// Its output (stdout and stderr together), as much as was kept.
+    pub output: String,
+    pub exit_code: Option<u32>,
+    pub signal: Option<String>,
+    /// Whether the output was cut.
+    pub truncated: bool,
+}
+
+/// A front end's way of running commands. It stops the command when `cancel` fires or the
+/// timeout passes, and says so in its `Err`.
+#[async_trait]
+pub trait Commands: Send + Sync {
+    async fn run(
+        &self,
+        request: CommandRequest,
+        cancel: CancellationToken,
+    ) -> Result<CommandResult, String>;
+}
+
+/// A file a call would change (or changed): the path (absolute), its text before (`None`: a
+/// new file) and after. Front ends show it as a diff.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct FileChange {
+    pub path: PathBuf,
+    pub old: Option<String>,
+    pub new: String,
+}
+
+/// What a person is asked to allow.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Preview {
+    /// The command line, or the file and a diff.
+    pub description: String,
+    /// The file change, for tools that write one.
+    pub change: Option<FileChange>,
 }
 
 /// A tool's answer for the model. `Err` is an error result (the model sees it as a failure,
@@ -48,6 +148,15 @@ pub trait Tool: Send + Sync {
     /// change. Only called for tools that need permission.
     async fn describe(&self, _arguments: &Value, _cx: &ToolContext) -> String {
         String::new()
+    }
+
+    /// The description, with the file change where the tool writes one (read once, for
+    /// both). Only called for tools that need permission.
+    async fn preview(&self, arguments: &Value, cx: &ToolContext) -> Preview {
+        Preview {
+            description: self.describe(arguments, cx).await,
+            change: None,
+        }
     }
 
     async fn call(&self, arguments: Value, cx: &ToolContext) -> ToolOutcome;

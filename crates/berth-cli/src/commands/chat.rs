@@ -60,6 +60,7 @@ pub async fn run(ops: Ops, args: ChatArgs) -> anyhow::Result<()> {
             cwd,
             permissions,
             cancel: cancel.clone(),
+            options: Default::default(),
         })
         .await?;
     {
