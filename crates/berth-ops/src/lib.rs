@@ -39,7 +39,7 @@ pub use error::{Error, ErrorKind, Result};
 pub use import::aptove::default_dir as aptove_default_dir;
 pub use import::{ImportItem, ImportReport, ItemKind, Outcome};
 pub use page::Page;
-pub use sessions::{CreateSession, SessionChoice};
+pub use sessions::{ClientSession, ClientSessionOutcome, CreateSession, SessionChoice};
 pub use storage::{Node, Owner, StorageRef, context_path};
 pub use view::{GitView, KeptView, SessionView, WorkspaceView, session_label};
 pub use workspaces::{

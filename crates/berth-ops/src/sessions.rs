@@ -1,13 +1,19 @@
 //! Session operations: create (with the provider and model the workspace's config would call),
 //! find, list, read and append to transcripts, clear and remove.
 
+use std::path::{Path, PathBuf};
+
 use berth_core::config::ProviderKind;
-use berth_core::{Message, NewSession, Session, SessionId, Transcript, WorkspaceId};
+use berth_core::{
+    DeviceId, ErrorKind, Message, NewSession, Session, SessionId, Transcript, Workspace,
+    WorkspaceId,
+};
 
 use crate::Ops;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::page::{Page, Pager};
 use crate::view::SessionView;
+use crate::workspaces::{CreateWorkspace, Repository};
 
 /// A request to create a session.
 #[derive(Debug, Clone, Default)]
@@ -21,6 +27,38 @@ pub struct CreateSession {
     pub model: Option<String>,
     /// A client-chosen id (an ACP session id); a fresh UUID when `None`.
     pub id: Option<String>,
+    /// The folder the session works in (an editor's project); `None`: the workspace's
+    /// worktree or folder.
+    pub cwd: Option<PathBuf>,
+}
+
+/// Where a client's new session goes: an editor working in a folder, or a phone app that
+/// names its workspace by an id it keeps (the ACP `session/new` request and its `_meta`).
+#[derive(Debug, Clone, Default)]
+pub struct ClientSession {
+    /// The folder the client works in (the editor's project).
+    pub cwd: PathBuf,
+    /// The workspace the client names by an id it keeps across restarts (a phone app's
+    /// `_meta.sessionId`). The session keeps that id too, so the id the client gets back is
+    /// the one it sent.
+    pub workspace_key: Option<String>,
+    /// The client's device id (`_meta.deviceId`): bound to the workspace, or resolved
+    /// through the bindings when no workspace is named.
+    pub device: Option<String>,
+    /// The title of a new session (its first prompt, when there is one).
+    pub title: String,
+}
+
+/// The session a client got, and the folder its tools work in.
+#[derive(Debug, Clone)]
+pub struct ClientSessionOutcome {
+    pub session: Session,
+    pub workspace: Workspace,
+    /// The client's folder for an editor; the workspace's worktree or folder for a phone,
+    /// whose own paths mean nothing on this machine.
+    pub work_dir: PathBuf,
+    /// Whether the session existed before (a phone app's id sent again).
+    pub reused: bool,
 }
 
 /// Which session a turn of berth's agent goes to, as a front end was told.
@@ -35,6 +73,137 @@ pub enum SessionChoice {
 }
 
 impl Ops {
+    /// The session a client's `session/new` gets, by these rules:
+    ///
+    /// - **A workspace key** (a phone's persistent id) must be a valid workspace id (anything
+    ///   else, `..` or a path, is refused before it is used). The workspace with that exact id
+    ///   is used, or, when there is none but a session has that id (the id a phone was given by
+    ///   an earlier `session/new` without one), that session's workspace; otherwise a plain
+    ///   workspace with that id is created. The session with the key as its id is continued,
+    ///   else created with that id. The device (or, without one, the key itself) is bound to
+    ///   the workspace, once: the same key sent again changes no binding.
+    /// - **A device id** alone: the workspace bound to it, created and bound on first use.
+    /// - **Neither**: the git workspace whose worktree holds `cwd`, else `default`; always a
+    ///   new session, recording `cwd`.
+    pub async fn client_session(&self, request: ClientSession) -> Result<ClientSessionOutcome> {
+        let device = request.device.as_deref().map(DeviceId::new).transpose()?;
+        if let Some(key) = &request.workspace_key {
+            return self.keyed_session(key, device, request.title).await;
+        }
+        let (workspace, phone) = match &device {
+            Some(device) => (self.manager.resolve_device(device).await?, true),
+            None => match self.workspace_containing(&request.cwd).await? {
+                Some(ws) => (ws, false),
+                None => (self.default_workspace().await?, false),
+            },
+        };
+        let work_dir = if phone {
+            self.work_dir(&workspace)?
+        } else {
+            request.cwd.clone()
+        };
+        let session = self
+            .create_session(CreateSession {
+                workspace: workspace.id.to_string(),
+                title: request.title,
+                cwd: Some(work_dir.clone()),
+                ..CreateSession::default()
+            })
+            .await?;
+        Ok(ClientSessionOutcome {
+            session,
+            workspace,
+            work_dir,
+            reused: false,
+        })
+    }
+
+    async fn keyed_session(
+        &self,
+        key: &str,
+        device: Option<DeviceId>,
+        title: String,
+    ) -> Result<ClientSessionOutcome> {
+        let ws_id = WorkspaceId::new(key)?;
+        let session_id = SessionId::new(key)?;
+        let existing_session = match self.manager.sessions().load(&session_id).await {
+            Ok(s) => Some(s),
+            Err(e) if e.is_not_found() => None,
+            Err(e) => return Err(e.into()),
+        };
+        let workspace = match self.manager.workspaces().load(&ws_id).await {
+            Ok(ws) => ws,
+            Err(e) if e.is_not_found() => match &existing_session {
+                Some(s) => self.manager.workspaces().load(&s.workspace_id).await?,
+                None => {
+                    let mut create = CreateWorkspace::new(Repository::None);
+                    create.id = Some(key.to_owned());
+                    create.plain = true;
+                    create.description = "created for a client that keeps this id".to_owned();
+                    match self.create_workspace(create).await {
+                        Ok(_) => {}
+                        // Another process created it a moment ago.
+                        Err(e) if e.kind() == ErrorKind::Conflict => {}
+                        Err(e) => return Err(e),
+                    }
+                    self.manager.workspaces().load(&ws_id).await?
+                }
+            },
+            Err(e) => return Err(e.into()),
+        };
+        let device = match device {
+            Some(d) => d,
+            None => DeviceId::new(key)?,
+        };
+        if self.manager.bindings().resolve(&device).await?.as_ref() != Some(&workspace.id) {
+            self.manager.bind(&device, &workspace).await?;
+        }
+        let work_dir = self.work_dir(&workspace)?;
+        let (session, reused) = match existing_session {
+            Some(s) if s.workspace_id == workspace.id => (s, true),
+            other => {
+                // The key names a session elsewhere: this workspace gets a session of its own.
+                let id = other.is_none().then(|| key.to_owned());
+                let s = self
+                    .create_session(CreateSession {
+                        workspace: workspace.id.to_string(),
+                        title,
+                        id,
+                        cwd: Some(work_dir.clone()),
+                        ..CreateSession::default()
+                    })
+                    .await?;
+                (s, false)
+            }
+        };
+        Ok(ClientSessionOutcome {
+            session,
+            workspace,
+            work_dir,
+            reused,
+        })
+    }
+
+    /// Where a workspace's work happens on this machine: its worktree, else its folder.
+    pub fn work_dir(&self, ws: &Workspace) -> Result<PathBuf> {
+        self.view(ws, None)
+            .work_dir()
+            .map(Path::to_path_buf)
+            .ok_or_else(|| {
+                Error::rule(
+                    ErrorKind::Invalid,
+                    format!("workspace {} has no folder on this machine", ws.label()),
+                )
+            })
+    }
+
+    /// The session with exactly this id (no prefixes: a client names sessions by the ids it
+    /// was given).
+    pub async fn session(&self, id: &str) -> Result<Session> {
+        let id = SessionId::new(id)?;
+        Ok(self.manager.sessions().load(&id).await?)
+    }
+
     /// The session a turn goes to, for a front end working in `dir`. Its workspace is the one
     /// `workspace` names, else the git workspace whose worktree holds `dir`, else `default`. An
     /// existing session must belong to the workspace when one was named.
@@ -116,10 +285,13 @@ impl Ops {
                 }
             }
         };
-        let cwd = self
-            .view(&ws, None)
-            .work_dir()
-            .map(|p| p.display().to_string());
+        let cwd = match request.cwd {
+            Some(dir) => Some(dir.display().to_string()),
+            None => self
+                .view(&ws, None)
+                .work_dir()
+                .map(|p| p.display().to_string()),
+        };
         let new = NewSession {
             id,
             workspace: ws.id,

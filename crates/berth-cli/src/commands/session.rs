@@ -26,6 +26,7 @@ pub async fn run(ops: &Ops, cmd: SessionCmd) -> anyhow::Result<()> {
                 provider,
                 model,
                 id,
+                cwd: None,
             };
             let session = ops.create_session(request).await?;
             if json.json {
