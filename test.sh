@@ -2,7 +2,8 @@
 # Runs every berth test: unit tests, the store conformance suite, and the integration tests that
 # drive the real `berth` binary (concurrency, SIGKILL crash safety, hostile input, corruption).
 # It installs whatever the tests need first: the Rust toolchain comes with the machine; the
-# official MCP Python SDK (the independent client of `berth mcp`) goes into .venv from PyPI;
+# official MCP Python SDK (the independent client of `berth mcp`) and the official ACP Python
+# SDK (the independent client of `berth acp`) go into .venv from PyPI;
 # Node 22 and the MCP conformance suite go into .tools from npm (tests/conformance.sh); tmux,
 # for the terminal tests, comes from apt-get when it is missing.
 set -euo pipefail
@@ -13,9 +14,9 @@ command -v python3 >/dev/null || { echo "test.sh: python3 (3.10+) is required" >
 command -v npm >/dev/null || { echo "test.sh: npm is required (it installs Node 22 and the MCP conformance suite)" >&2; exit 1; }
 # The terminal tests (crates/berth-cli/tests/gc_terminal.rs) drive berth inside tmux; install it if missing.
 command -v tmux >/dev/null || { command -v apt-get >/dev/null && apt-get update -qq && apt-get install -y -qq tmux >/dev/null && command -v tmux >/dev/null; } || { echo "test.sh: tmux is required for the terminal tests" >&2; exit 1; }
-if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import mcp, pytest, pytest_timeout' 2>/dev/null; then
+if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import mcp, acp, pytest, pytest_timeout' 2>/dev/null; then
   python3 -m venv .venv
-  .venv/bin/pip install --quiet --disable-pip-version-check -r tests/mcp/requirements.txt
+  .venv/bin/pip install --quiet --disable-pip-version-check -r tests/mcp/requirements.txt -r tests/acp/requirements.txt
 fi
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
@@ -24,6 +25,9 @@ status=0
 cargo test --workspace --locked --no-fail-fast 2>&1 | tee "$log" || status=$?
 # The MCP server against the official Python SDK; cargo test has built the binary.
 TEST_BERTH_BIN="$(cd "${CARGO_TARGET_DIR:-target}" && pwd)/debug/berth" .venv/bin/python -m pytest tests/mcp -q -p no:cacheprovider --timeout=120 2>&1 | tee -a "$log" || status=$?
+# berth's agent over ACP against the official ACP Python SDK, with a local stand-in for the
+# provider's API.
+TEST_BERTH_BIN="$(cd "${CARGO_TARGET_DIR:-target}" && pwd)/debug/berth" .venv/bin/python -m pytest tests/acp -q -p no:cacheprovider --timeout=120 2>&1 | tee -a "$log" || status=$?
 # The official MCP conformance suite against `berth mcp --transport http` (installs Node 22).
 tests/conformance.sh "$(cd "${CARGO_TARGET_DIR:-target}" && pwd)/debug/berth" 2>&1 | tee -a "$log" || status=$?
 # cargo's last line is a per-binary summary (often the doc-tests' "0 passed"); end with the total.

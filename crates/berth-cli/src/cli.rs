@@ -90,6 +90,25 @@ pub enum Command {
     /// the key from ANTHROPIC_API_KEY, OPENAI_API_KEY or GEMINI_API_KEY (or the config).
     #[command(verbatim_doc_comment)]
     Chat(ChatArgs),
+    /// Serve berth's agent to editors and phone apps over the Agent Client Protocol (stdio).
+    ///
+    /// Standard output carries the protocol only; messages go to standard error. Zed:
+    /// "agent_servers": {"berth": {"command": "berth", "args": ["acp"]}}.
+    ///
+    /// Each ACP session is a berth session (`berth session show ID`), kept on disk: the
+    /// prompt and the answers are in its transcript, and `session/load` in a later process
+    /// replays them. Which workspace: the berth workspace whose worktree holds the session's
+    /// cwd, else `default`. A phone app (through a bridge) names its workspace with
+    /// `_meta.sessionId` in session/new: a new id makes a workspace with that id and binds
+    /// the app to it, a known one continues it; `_meta.deviceId` resolves through the
+    /// bindings (`berth binding list`).
+    ///
+    /// Writing files and running commands are asked of the client first
+    /// (session/request_permission: allow once, allow always, reject). When the client offers
+    /// them, files are read and written through it (an editor's unsaved buffers) and commands
+    /// run in its terminals. The model is a session option, from the workspace's config.
+    #[command(verbatim_doc_comment)]
+    Acp,
 }
 
 #[derive(Args)]

@@ -12,12 +12,13 @@ use clap::Parser;
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
     // A command serves one caller and is done: one thread is fastest. An HTTP server may serve
-    // several clients at once, so it gets a worker per core.
-    let serves_http = matches!(
+    // several clients at once, and an ACP agent several sessions' turns, so they get a worker
+    // per core.
+    let serves_many = matches!(
         &cli.command,
         cli::Command::Mcp(args) if args.transport == cli::Transport::Http
-    );
-    let mut builder = if serves_http {
+    ) || matches!(&cli.command, cli::Command::Acp);
+    let mut builder = if serves_many {
         tokio::runtime::Builder::new_multi_thread()
     } else {
         tokio::runtime::Builder::new_current_thread()

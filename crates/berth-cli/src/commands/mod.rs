@@ -1,6 +1,7 @@
 //! One module per command group. Each parses what clap could not, calls one `berth_ops::Ops`
 //! method, and renders the result; the rules live in `berth-ops`.
 
+mod acp;
 mod binding;
 pub mod chat;
 mod config;
@@ -47,6 +48,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Import(cmd) => import::run(&ops, cmd).await,
         Command::Mcp(args) => mcp::run(ops, args).await,
         Command::Chat(args) => chat::run(ops, args).await,
+        Command::Acp => acp::run(ops).await,
     }
 }
 

@@ -1,0 +1,50 @@
+//! berth-acp: berth's agent for editors (Zed, JetBrains, neovim) and phone apps (through a
+//! bridge) over the Agent Client Protocol.
+//!
+//! Its one job is translation: ACP requests become calls of berth's operations (`berth-ops`:
+//! which workspace and session, transcripts, bindings, config) and turns of berth's agent
+//! runtime (`berth-agent`); the runtime's events become `session/update` notifications, in the
+//! order they happen. There is no agent logic here: `berth chat -p` and `berth acp` run the same
+//! turns, and nothing about a session lives only in this process (an ACP session id *is* a
+//! berth session id; `session/load` in a new process replays the transcript from disk).
+//!
+//! - [`serve`] and [`serve_stdio`]: one connection, with the `agent-client-protocol` crate's
+//!   typed handlers (`server.rs`).
+//! - `turn.rs`: a prompt's turn: events to updates, permission requests in order with them,
+//!   stop reasons.
+//! - `client.rs`: the client's reach the runtime uses when the client offers it: its files
+//!   (`fs/read_text_file`, `fs/write_text_file`) and its terminals (`terminal/*`).
+//! - `content.rs`: prompt blocks to the model's input; transcripts to replayed chunks.
+//! - `models.rs`: the model choice, a session config option from the workspace's config.
+//! - `errors.rs`: berth's error kinds as ACP errors, in one place.
+
+mod client;
+mod content;
+mod errors;
+mod models;
+mod server;
+mod turn;
+
+use std::sync::Arc;
+
+use agent_client_protocol::{Agent as AcpAgent, ConnectTo, Stdio};
+use berth_agent::Agent;
+use berth_ops::Ops;
+
+pub use server::Server;
+
+/// Serves one ACP client over standard input and output until it closes standard input.
+/// Standard output carries the protocol only.
+pub async fn serve_stdio(ops: Ops, agent: Agent) -> Result<(), agent_client_protocol::Error> {
+    serve(ops, agent, Stdio::new()).await
+}
+
+/// Serves one ACP client over `transport` (standard I/O, or an in-memory channel in tests).
+pub async fn serve(
+    ops: Ops,
+    agent: Agent,
+    transport: impl ConnectTo<AcpAgent> + 'static,
+) -> Result<(), agent_client_protocol::Error> {
+    let server = Arc::new(Server::new(ops, agent));
+    server::builder(server).connect_to(transport).await
+}

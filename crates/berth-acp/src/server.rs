@@ -1,0 +1,572 @@
+//! The connection's handlers. Each parses its request, calls `Ops` or the agent, and answers.
+//!
+//! Handlers run in the connection's dispatch loop, which waits for each; so everything that
+//! does I/O or waits (a store read, a turn, a question to the client) runs on a task spawned
+//! with `cx.spawn`, which always answers its request and ends `Ok(())` (an `Err` from a
+//! spawned task would close the connection). Only what must be ordered with later messages
+//! happens in the loop itself: marking a session busy before the next prompt is read, and
+//! cancelling.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use agent_client_protocol::v1::schema::{
+    AgentCapabilities, CancelNotification, ClientCapabilities, CloseSessionRequest,
+    CloseSessionResponse, Implementation, InitializeRequest, InitializeResponse,
+    ListSessionsRequest, ListSessionsResponse, LoadSessionRequest, LoadSessionResponse,
+    McpCapabilities, McpServer, NewSessionRequest, NewSessionResponse, PromptCapabilities,
+    PromptRequest, PromptResponse, ResumeSessionRequest, ResumeSessionResponse,
+    SessionCapabilities, SessionCloseCapabilities, SessionConfigOption, SessionConfigOptionValue,
+    SessionId, SessionInfo, SessionListCapabilities, SessionNotification,
+    SessionResumeCapabilities, SetSessionConfigOptionRequest, SetSessionConfigOptionResponse,
+};
+use agent_client_protocol::v1::{ConnectionTo, Responder};
+use agent_client_protocol::{Agent as AcpAgent, Client};
+use berth_agent::{Agent, CancellationToken, ModelChoice, ToolContext, TurnOptions, TurnRequest};
+use berth_ops::{ClientSession, Ops, Session};
+use serde_json::Value;
+
+use crate::client::{ClientFiles, ClientPermissions, ClientTerminals, Relayed};
+use crate::turn::Relay;
+use crate::{content, errors, models};
+
+/// How many sessions one `session/list` page holds.
+pub const LIST_PAGE: usize = 100;
+
+/// One connection's state: the client's capabilities and the sessions it opened. Sessions
+/// themselves live in berth's store; this only knows which are open here and which is busy.
+pub struct Server {
+    ops: Ops,
+    agent: Agent,
+    client: Mutex<ClientCapabilities>,
+    sessions: Mutex<HashMap<String, Arc<Open>>>,
+}
+
+/// A session open on this connection.
+struct Open {
+    session: Session,
+    /// Where its tools work.
+    work_dir: PathBuf,
+    /// The running prompt's cancellation, while one runs.
+    running: Mutex<Option<CancellationToken>>,
+    /// The model chosen through the config option, if one was.
+    model: Mutex<Option<ModelChoice>>,
+}
+
+type Result<T, E = agent_client_protocol::Error> = std::result::Result<T, E>;
+
+impl Server {
+    pub fn new(ops: Ops, agent: Agent) -> Server {
+        Server {
+            ops,
+            agent,
+            client: Mutex::default(),
+            sessions: Mutex::default(),
+        }
+    }
+
+    fn open(&self, id: &SessionId) -> Result<Arc<Open>> {
+        self.sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&*id.0)
+            .cloned()
+            .ok_or_else(|| {
+                agent_client_protocol::v1::schema::Error::session_not_found(id.clone()).into()
+            })
+    }
+
+    fn register(&self, session: Session, work_dir: PathBuf) -> Arc<Open> {
+        let open = Arc::new(Open {
+            session,
+            work_dir,
+            running: Mutex::default(),
+            model: Mutex::default(),
+        });
+        self.sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(open.session.id.to_string(), open.clone());
+        open
+    }
+
+    fn capabilities(&self) -> ClientCapabilities {
+        self.client
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    fn initialize(&self, request: InitializeRequest) -> InitializeResponse {
+        *self.client.lock().unwrap_or_else(|e| e.into_inner()) = request.client_capabilities;
+        let sessions = SessionCapabilities::new()
+            .list(SessionListCapabilities::new())
+            .resume(SessionResumeCapabilities::new())
+            .close(SessionCloseCapabilities::new());
+        let capabilities = AgentCapabilities::new()
+            .load_session(true)
+            .prompt_capabilities(PromptCapabilities::new().embedded_context(true))
+            .mcp_capabilities(McpCapabilities::new())
+            .session_capabilities(sessions);
+        // Version 1 is the one this agent speaks; a client asking for a later one gets 1 and
+        // decides, as the protocol says.
+        InitializeResponse::new(agent_client_protocol::schema::ProtocolVersion::V1)
+            .agent_capabilities(capabilities)
+            .agent_info(
+                Implementation::new("berth", env!("CARGO_PKG_VERSION")).title("berth".to_owned()),
+            )
+    }
+
+    async fn new_session(&self, request: NewSessionRequest) -> Result<NewSessionResponse> {
+        warn_mcp(&request.mcp_servers);
+        let meta = request.meta.as_ref();
+        let key = meta_string(meta, "sessionId")?;
+        let device = meta_string(meta, "deviceId")?;
+        if key.is_none() && device.is_none() {
+            check_cwd(&request.cwd)?;
+        }
+        let got = self
+            .ops
+            .client_session(ClientSession {
+                cwd: request.cwd.clone(),
+                workspace_key: key,
+                device,
+                title: String::new(),
+            })
+            .await
+            .map_err(errors::ops)?;
+        let open = self.register(got.session, got.work_dir);
+        let options = self.config_options(&open).await?;
+        Ok(NewSessionResponse::new(open.session.id.to_string()).config_options(options))
+    }
+
+    /// Opens a stored session on this connection: its tools work where the session was
+    /// started (its recorded folder, when that still exists), else in the client's `cwd`.
+    async fn reopen(&self, id: &SessionId, cwd: &Path) -> Result<Arc<Open>> {
+        let session = self.ops.session(&id.0).await.map_err(errors::ops)?;
+        let recorded = session
+            .cwd
+            .as_ref()
+            .map(PathBuf::from)
+            .filter(|p| p.is_dir());
+        let work_dir = match recorded {
+            Some(dir) => dir,
+            None => {
+                check_cwd(cwd)?;
+                cwd.to_path_buf()
+            }
+        };
+        Ok(self.register(session, work_dir))
+    }
+
+    async fn load_session(
+        &self,
+        request: LoadSessionRequest,
+        cx: &ConnectionTo<Client>,
+    ) -> Result<LoadSessionResponse> {
+        warn_mcp(&request.mcp_servers);
+        let open = self.reopen(&request.session_id, &request.cwd).await?;
+        let transcript = self
+            .ops
+            .transcript(&open.session)
+            .await
+            .map_err(errors::ops)?;
+        for update in content::replay(&transcript) {
+            cx.send_notification(SessionNotification::new(request.session_id.clone(), update))?;
+        }
+        let options = self.config_options(&open).await?;
+        Ok(LoadSessionResponse::new().config_options(options))
+    }
+
+    async fn resume_session(&self, request: ResumeSessionRequest) -> Result<ResumeSessionResponse> {
+        warn_mcp(&request.mcp_servers);
+        let open = self.reopen(&request.session_id, &request.cwd).await?;
+        let options = self.config_options(&open).await?;
+        Ok(ResumeSessionResponse::new().config_options(options))
+    }
+
+    fn close_session(&self, request: &CloseSessionRequest) -> Result<CloseSessionResponse> {
+        let open = self
+            .sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&*request.session_id.0);
+        match open {
+            Some(open) => {
+                if let Some(cancel) = &*open.running.lock().unwrap_or_else(|e| e.into_inner()) {
+                    cancel.cancel();
+                }
+                Ok(CloseSessionResponse::new())
+            }
+            None => Err(agent_client_protocol::v1::schema::Error::session_not_found(
+                request.session_id.clone(),
+            )
+            .into()),
+        }
+    }
+
+    /// Every session of the home (whose folder is `cwd`, when asked), a page at a time in id
+    /// order; the cursor is the last id of the page before.
+    async fn list_sessions(&self, request: ListSessionsRequest) -> Result<ListSessionsResponse> {
+        let mut all = self.ops.session_records(None).await.map_err(errors::ops)?;
+        all.sort_by(|a, b| a.id.cmp(&b.id));
+        let workspaces: HashMap<String, PathBuf> = self
+            .ops
+            .workspace_records()
+            .await
+            .map_err(errors::ops)?
+            .iter()
+            .filter_map(|ws| Some((ws.id.to_string(), self.ops.work_dir(ws).ok()?)))
+            .collect();
+        let cwd_of = |s: &Session| -> Option<PathBuf> {
+            s.cwd
+                .as_ref()
+                .map(PathBuf::from)
+                .or_else(|| workspaces.get(s.workspace_id.as_str()).cloned())
+        };
+        let mut sessions = Vec::new();
+        let mut next = None;
+        for s in all {
+            if request
+                .cursor
+                .as_deref()
+                .is_some_and(|c| s.id.as_str() <= c)
+            {
+                continue;
+            }
+            let Some(cwd) = cwd_of(&s) else { continue };
+            if request.cwd.as_ref().is_some_and(|want| *want != cwd) {
+                continue;
+            }
+            if sessions.len() == LIST_PAGE {
+                next = Some(sessions_last_id(&sessions));
+                break;
+            }
+            let mut info =
+                SessionInfo::new(s.id.to_string(), cwd).updated_at(s.updated_at.to_rfc3339());
+            if !s.title.is_empty() {
+                info = info.title(s.title.clone());
+            }
+            sessions.push(info);
+        }
+        Ok(ListSessionsResponse::new(sessions).next_cursor(next))
+    }
+
+    async fn config_options(&self, open: &Open) -> Result<Vec<SessionConfigOption>> {
+        let config = self
+            .ops
+            .config(Some(&open.session.workspace_id))
+            .await
+            .map_err(errors::ops)?;
+        let current = open
+            .model
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .unwrap_or_else(|| models::configured(&config));
+        Ok(vec![models::option(&config, &current)])
+    }
+
+    async fn set_config_option(
+        &self,
+        request: SetSessionConfigOptionRequest,
+    ) -> Result<SetSessionConfigOptionResponse> {
+        let open = self.open(&request.session_id)?;
+        if &*request.config_id.0 != models::OPTION_ID {
+            return Err(errors::invalid(format!(
+                "berth has no session option {:?}; its option is {:?}",
+                request.config_id.0,
+                models::OPTION_ID
+            )));
+        }
+        let SessionConfigOptionValue::ValueId { value } = &request.value else {
+            return Err(errors::invalid("the model option takes one of its values"));
+        };
+        let config = self
+            .ops
+            .config(Some(&open.session.workspace_id))
+            .await
+            .map_err(errors::ops)?;
+        let choice = models::parse(&config, &value.0).ok_or_else(|| {
+            errors::invalid(format!(
+                "{:?} is not a model this workspace's config offers: {}",
+                value.0,
+                models::choices(&config)
+                    .iter()
+                    .map(models::value_id)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+        })?;
+        *open.model.lock().unwrap_or_else(|e| e.into_inner()) = Some(choice);
+        Ok(SetSessionConfigOptionResponse::new(
+            self.config_options(&open).await?,
+        ))
+    }
+
+    /// Marks the session busy, in the dispatch loop, so a second prompt read after this one is
+    /// refused; the turn itself runs on its own task.
+    fn begin_prompt(&self, id: &SessionId) -> Result<(Arc<Open>, CancellationToken)> {
+        let open = self.open(id)?;
+        let mut running = open.running.lock().unwrap_or_else(|e| e.into_inner());
+        if running.is_some() {
+            return Err(errors::refused(format!(
+                "session {} is still answering a prompt; wait for its answer or send session/cancel first",
+                id.0
+            )));
+        }
+        let cancel = CancellationToken::new();
+        *running = Some(cancel.clone());
+        drop(running);
+        Ok((open, cancel))
+    }
+
+    async fn prompt(
+        &self,
+        open: &Open,
+        request: PromptRequest,
+        cancel: CancellationToken,
+        cx: &ConnectionTo<Client>,
+    ) -> Result<PromptResponse> {
+        let caps = self.capabilities();
+        let session_id = request.session_id.clone();
+        let files = (caps.fs.read_text_file || caps.fs.write_text_file).then(|| {
+            Arc::new(ClientFiles {
+                cx: cx.clone(),
+                session_id: session_id.clone(),
+                read: caps.fs.read_text_file,
+                write: caps.fs.write_text_file,
+            }) as Arc<dyn berth_agent::Files>
+        });
+        let terminals = Arc::new(Mutex::new(HashMap::new()));
+        let commands = caps.terminal.then(|| {
+            Arc::new(ClientTerminals {
+                cx: cx.clone(),
+                session_id: session_id.clone(),
+                by_call: terminals.clone(),
+            }) as Arc<dyn berth_agent::Commands>
+        });
+        let mut tool_cx = ToolContext::new(
+            open.work_dir.clone(),
+            self.ops.clone(),
+            open.session.clone(),
+            cancel.clone(),
+        );
+        tool_cx.files = files.clone();
+        let text = content::prompt_text(&request.prompt, &tool_cx).await?;
+        let relayed = Arc::new(Relayed::default());
+        let model = open.model.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let turn = self
+            .agent
+            .start_turn(TurnRequest {
+                session: open.session.clone(),
+                prompt: text,
+                cwd: open.work_dir.clone(),
+                permissions: Arc::new(ClientPermissions {
+                    cx: cx.clone(),
+                    session_id: session_id.clone(),
+                    relayed: relayed.clone(),
+                }),
+                cancel,
+                options: TurnOptions {
+                    files,
+                    commands,
+                    model,
+                },
+            })
+            .await
+            .map_err(errors::agent)?;
+        let relay = Relay {
+            cx: cx.clone(),
+            session_id,
+            relayed,
+            terminals,
+        };
+        relay.run(turn, &open.work_dir).await
+    }
+
+    fn cancel(&self, request: &CancelNotification) {
+        let open = self
+            .sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&*request.session_id.0)
+            .cloned();
+        if let Some(open) = open
+            && let Some(cancel) = &*open.running.lock().unwrap_or_else(|e| e.into_inner())
+        {
+            cancel.cancel();
+        }
+    }
+}
+
+fn sessions_last_id(sessions: &[SessionInfo]) -> String {
+    sessions
+        .last()
+        .map(|s| s.session_id.0.to_string())
+        .unwrap_or_default()
+}
+
+/// A string in the request's `_meta`; anything but a string there is refused.
+fn meta_string(meta: Option<&serde_json::Map<String, Value>>, key: &str) -> Result<Option<String>> {
+    match meta.and_then(|m| m.get(key)) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(other) => Err(errors::invalid(format!(
+            "_meta.{key} must be a string, not {other}"
+        ))),
+    }
+}
+
+/// The client's folder must be an absolute path to a folder that exists.
+fn check_cwd(cwd: &Path) -> Result<()> {
+    if !cwd.is_absolute() {
+        return Err(errors::invalid(format!(
+            "cwd must be an absolute path, not {:?}",
+            cwd.display().to_string()
+        )));
+    }
+    if !cwd.is_dir() {
+        return Err(errors::invalid(format!(
+            "cwd {} is not a folder on this machine",
+            cwd.display()
+        )));
+    }
+    Ok(())
+}
+
+fn warn_mcp(servers: &[McpServer]) {
+    if !servers.is_empty() {
+        eprintln!(
+            "berth acp: {} MCP server(s) offered by the client are not connected (not supported yet)",
+            servers.len()
+        );
+    }
+}
+
+/// The connection's handlers over `server`.
+pub fn builder(
+    server: Arc<Server>,
+) -> agent_client_protocol::v1::Builder<
+    AcpAgent,
+    impl agent_client_protocol::HandleDispatchFrom<Client>,
+> {
+    let s1 = server.clone();
+    let s2 = server.clone();
+    let s3 = server.clone();
+    let s4 = server.clone();
+    let s5 = server.clone();
+    let s6 = server.clone();
+    let s7 = server.clone();
+    let s8 = server.clone();
+    let s9 = server;
+    AcpAgent
+        .v1()
+        .name("berth")
+        .on_receive_request(
+            async move |request: InitializeRequest,
+                        responder: Responder<InitializeResponse>,
+                        _cx: ConnectionTo<Client>| {
+                responder.respond(s1.initialize(request))
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: NewSessionRequest,
+                        responder: Responder<NewSessionResponse>,
+                        cx: ConnectionTo<Client>| {
+                let s = s2.clone();
+                cx.spawn(async move {
+                    let _ = responder.respond_with_result(s.new_session(request).await);
+                    Ok(())
+                })
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: LoadSessionRequest,
+                        responder: Responder<LoadSessionResponse>,
+                        cx: ConnectionTo<Client>| {
+                let s = s3.clone();
+                let cx2 = cx.clone();
+                cx.spawn(async move {
+                    let _ = responder.respond_with_result(s.load_session(request, &cx2).await);
+                    Ok(())
+                })
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: ResumeSessionRequest,
+                        responder: Responder<ResumeSessionResponse>,
+                        cx: ConnectionTo<Client>| {
+                let s = s4.clone();
+                cx.spawn(async move {
+                    let _ = responder.respond_with_result(s.resume_session(request).await);
+                    Ok(())
+                })
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: CloseSessionRequest,
+                        responder: Responder<CloseSessionResponse>,
+                        _cx: ConnectionTo<Client>| {
+                responder.respond_with_result(s5.close_session(&request))
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: ListSessionsRequest,
+                        responder: Responder<ListSessionsResponse>,
+                        cx: ConnectionTo<Client>| {
+                let s = s6.clone();
+                cx.spawn(async move {
+                    let _ = responder.respond_with_result(s.list_sessions(request).await);
+                    Ok(())
+                })
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: SetSessionConfigOptionRequest,
+                        responder: Responder<SetSessionConfigOptionResponse>,
+                        cx: ConnectionTo<Client>| {
+                let s = s7.clone();
+                cx.spawn(async move {
+                    let _ = responder.respond_with_result(s.set_config_option(request).await);
+                    Ok(())
+                })
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: PromptRequest,
+                        responder: Responder<PromptResponse>,
+                        cx: ConnectionTo<Client>| {
+                let (open, cancel) = match s8.begin_prompt(&request.session_id) {
+                    Ok(begun) => begun,
+                    Err(e) => return responder.respond_with_error(e),
+                };
+                let s = s8.clone();
+                let cx2 = cx.clone();
+                cx.spawn(async move {
+                    let answer = s.prompt(&open, request, cancel, &cx2).await;
+                    // Free before answering: the client may send its next prompt the moment
+                    // it reads this answer.
+                    *open.running.lock().unwrap_or_else(|e| e.into_inner()) = None;
+                    let _ = responder.respond_with_result(answer);
+                    Ok(())
+                })
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_notification(
+            async move |notification: CancelNotification, _cx: ConnectionTo<Client>| {
+                s9.cancel(&notification);
+                Ok(())
+            },
+            agent_client_protocol::on_receive_notification!(),
+        )
+}

@@ -1,0 +1,175 @@
+//! A prompt's turn over ACP: the runtime's events become `session/update`s in the order they
+//! come, on this one task, and the turn's end becomes the prompt's answer.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use agent_client_protocol::Client;
+use agent_client_protocol::v1::ConnectionTo;
+use agent_client_protocol::v1::schema::{
+    ContentBlock, ContentChunk, PromptResponse, SessionId, SessionNotification, SessionUpdate,
+    StopReason, Terminal, TextContent, ToolCall, ToolCallContent, ToolCallLocation, ToolCallStatus,
+    ToolCallUpdate, ToolCallUpdateFields, ToolKind,
+};
+use berth_agent::{AgentEvent, Turn, TurnStop};
+use serde_json::{Value, json};
+
+use crate::client::{self, Relayed};
+use crate::errors;
+
+/// Sends one turn's events as updates of one session.
+pub struct Relay {
+    pub cx: ConnectionTo<Client>,
+    pub session_id: SessionId,
+    pub relayed: Arc<Relayed>,
+    /// The terminal each `run_command` call ran in.
+    pub terminals: Arc<Mutex<HashMap<String, String>>>,
+}
+
+impl Relay {
+    /// Relays the turn's events until it ends; the prompt's answer.
+    pub async fn run(
+        &self,
+        mut turn: Turn,
+        work_dir: &Path,
+    ) -> Result<PromptResponse, agent_client_protocol::Error> {
+        while let Some(event) = turn.events.recv().await {
+            if let AgentEvent::TurnEnded { stop, .. } = event {
+                return match stop {
+                    TurnStop::EndTurn => Ok(PromptResponse::new(StopReason::EndTurn)),
+                    TurnStop::MaxTokens => Ok(PromptResponse::new(StopReason::MaxTokens)),
+                    TurnStop::MaxToolIterations => {
+                        Ok(PromptResponse::new(StopReason::MaxTurnRequests))
+                    }
+                    TurnStop::Refusal => Ok(PromptResponse::new(StopReason::Refusal)),
+                    TurnStop::Cancelled => Ok(PromptResponse::new(StopReason::Cancelled)),
+                    TurnStop::Failed { message } => Err(errors::internal(message)),
+                };
+            }
+            self.event(event, work_dir);
+        }
+        Err(errors::internal(
+            "the agent stopped without ending the turn",
+        ))
+    }
+
+    fn send(&self, update: SessionUpdate) {
+        // A client that went away does not stop the turn: its transcript is still written.
+        let _ = self
+            .cx
+            .send_notification(SessionNotification::new(self.session_id.clone(), update));
+    }
+
+    fn event(&self, event: AgentEvent, work_dir: &Path) {
+        match event {
+            AgentEvent::Text { text } => self.send(SessionUpdate::AgentMessageChunk(chunk(text))),
+            AgentEvent::Thought { text } => {
+                self.send(SessionUpdate::AgentThoughtChunk(chunk(text)))
+            }
+            AgentEvent::ToolStarted {
+                id,
+                name,
+                arguments,
+            } => {
+                let mut call = ToolCall::new(id, title(&name, &arguments))
+                    .kind(kind(&name))
+                    .status(ToolCallStatus::Pending)
+                    .raw_input(arguments.clone());
+                if let Some(path) = arguments.get("path").and_then(Value::as_str)
+                    && is_file_tool(&name)
+                {
+                    call = call.locations(vec![ToolCallLocation::new(work_dir.join(path))]);
+                }
+                self.send(SessionUpdate::ToolCall(call));
+            }
+            AgentEvent::PermissionAsked { id, change, .. } => {
+                if let Some(change) = change {
+                    self.send(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+                        id.clone(),
+                        ToolCallUpdateFields::new().content(vec![client::diff(&change)]),
+                    )));
+                }
+                self.relayed.mark(&id);
+            }
+            AgentEvent::ToolFinished {
+                id,
+                output,
+                is_error,
+                change,
+                ..
+            } => {
+                let mut content = Vec::new();
+                if let Some(terminal) = self
+                    .terminals
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&id)
+                {
+                    content.push(ToolCallContent::Terminal(Terminal::new(terminal)));
+                }
+                if let Some(change) = &change {
+                    content.push(client::diff(change));
+                }
+                content.push(client::text(&output));
+                let status = if is_error {
+                    ToolCallStatus::Failed
+                } else {
+                    ToolCallStatus::Completed
+                };
+                self.send(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+                    id,
+                    ToolCallUpdateFields::new()
+                        .status(status)
+                        .content(content)
+                        .raw_output(json!({ "output": output, "is_error": is_error })),
+                )));
+            }
+            AgentEvent::TurnEnded { .. } => {}
+        }
+    }
+}
+
+fn chunk(text: String) -> ContentChunk {
+    ContentChunk::new(ContentBlock::Text(TextContent::new(text)))
+}
+
+fn is_file_tool(name: &str) -> bool {
+    matches!(name, "read_file" | "write_file" | "edit_file" | "list_dir")
+}
+
+/// What the editor calls a tool call's kind (its icon, how it is shown).
+fn kind(name: &str) -> ToolKind {
+    match name {
+        "read_file"
+        | "list_dir"
+        | "workspace_storage_read"
+        | "session_storage_read"
+        | "workspace_storage_list"
+        | "session_storage_list" => ToolKind::Read,
+        "write_file" | "edit_file" | "workspace_storage_write" | "session_storage_write" => {
+            ToolKind::Edit
+        }
+        "search" => ToolKind::Search,
+        "run_command" => ToolKind::Execute,
+        _ => ToolKind::Other,
+    }
+}
+
+/// A one-line title: the tool and what it works on.
+fn title(name: &str, arguments: &Value) -> String {
+    let arg = |key: &str| arguments.get(key).and_then(Value::as_str);
+    let detail = match name {
+        "run_command" => arg("command").map(|c| format!("`{}`", first_line(c))),
+        "search" => arg("pattern").map(|p| format!("{p:?}")),
+        _ => arg("path").map(str::to_owned),
+    };
+    match detail {
+        Some(d) => format!("{name} {d}"),
+        None => name.to_owned(),
+    }
+}
+
+fn first_line(s: &str) -> &str {
+    s.lines().next().unwrap_or("")
+}

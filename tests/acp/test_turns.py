@@ -1,0 +1,196 @@
+"""A turn of `berth acp` end to end, with the official ACP Python SDK as the client: the
+answer streams as ordered chunks, tool calls and permission questions come in order, a
+rejected write writes nothing, an allowed one writes, and a cancel ends a long stream at once.
+"""
+
+import asyncio
+import time
+
+import pytest
+from acp import RequestError, text_block
+from acp.helpers import embedded_text_resource, resource_block
+
+from conftest import Editor, Reply, berth_json, run_agent, texts
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_initialize_advertises_what_berth_does(home, work, provider):
+    async with run_agent(Editor(), home, provider, work) as (conn, _, init):
+        assert init.protocol_version == 1
+        caps = init.agent_capabilities
+        assert caps.load_session is True
+        assert caps.prompt_capabilities.embedded_context is True
+        assert caps.prompt_capabilities.image is False
+        assert caps.session_capabilities.list is not None
+        assert caps.session_capabilities.resume is not None
+        assert caps.session_capabilities.close is not None
+        assert init.agent_info.name == "berth"
+
+
+async def test_the_answer_streams_in_order_and_is_kept(home, work, provider):
+    chunks = [f"c{i:03d} " for i in range(200)]
+    provider.push(Reply().thinking("let me ", "think").text(*chunks))
+    editor = Editor()
+    async with run_agent(editor, home, provider, work) as (conn, _, _):
+        new = await conn.new_session(cwd=str(work))
+        answer = await conn.prompt(session_id=new.session_id, prompt=[text_block("count")])
+        assert answer.stop_reason == "end_turn"
+    assert texts(editor) == "".join(chunks)
+    assert texts(editor, "agent_thought_chunk") == "let me think"
+    # The thought came before the answer, as it streamed.
+    kinds = editor.kinds()
+    assert kinds.index("agent_thought_chunk") < kinds.index("agent_message_chunk")
+    # The ACP session is a berth session, found by `berth session show`.
+    shown = berth_json(home, "session", "show", new.session_id)
+    assert [m["role"] for m in shown["messages"]] == ["user", "assistant"]
+    assert shown["messages"][0]["content"] == "count"
+    assert shown["messages"][1]["content"] == "".join(chunks)
+    assert shown["session"]["cwd"] == str(work)
+    assert shown["session"]["workspace_id"] == "default"
+    # The model was the configured one.
+    assert provider.requests[0]["model"] == "test-model"
+
+
+async def test_a_rejected_write_writes_nothing_and_the_model_is_told(home, work, provider):
+    provider.push(
+        Reply().text("I'll write it.").tool("toolu_1", "write_file", {"path": "out.txt", "content": "hello\n"})
+    )
+    provider.push(Reply().text("You said no."))
+    editor = Editor(choice="reject_once")
+    async with run_agent(editor, home, provider, work) as (conn, _, _):
+        new = await conn.new_session(cwd=str(work))
+        answer = await conn.prompt(session_id=new.session_id, prompt=[text_block("write out.txt")])
+        assert answer.stop_reason == "end_turn"
+    assert not (work / "out.txt").exists()
+    # One question, about this call, with the three choices, showing the diff.
+    assert len(editor.permissions) == 1
+    asked, options = editor.permissions[0]
+    assert asked.tool_call_id == "toolu_1"
+    assert options == ["allow_once", "allow_always", "reject_once"]
+    assert asked.content[0].type == "diff" and asked.content[0].new_text == "hello\n"
+    # Order: text, the call, (its diff), the question, then the failed result, then the rest.
+    kinds = editor.kinds()
+    first_call = kinds.index("tool_call")
+    assert "agent_message_chunk" in kinds[:first_call]
+    final = [u for _, u in editor.updates if u.session_update == "tool_call_update" and u.status]
+    assert [u.status for u in final] == ["failed"]
+    assert texts(editor).endswith("You said no.")
+    # The model got the refusal as an error result tied to its call.
+    sent = provider.requests[1]["messages"][-1]["content"]
+    result = next(b for b in sent if b.get("type") == "tool_result")
+    assert result["tool_use_id"] == "toolu_1" and result["is_error"] is True
+    assert "refused" in str(result["content"])
+
+
+async def test_an_allowed_write_is_written_and_shown_as_a_diff(home, work, provider):
+    provider.push(Reply().tool("toolu_1", "write_file", {"path": "src/out.txt", "content": "hello\n"}))
+    provider.push(Reply().text("Done."))
+    editor = Editor(choice="allow_once")
+    async with run_agent(editor, home, provider, work) as (conn, _, _):
+        new = await conn.new_session(cwd=str(work))
+        answer = await conn.prompt(session_id=new.session_id, prompt=[text_block("write it")])
+        assert answer.stop_reason == "end_turn"
+    assert (work / "src" / "out.txt").read_text() == "hello\n"
+    start = next(u for _, u in editor.updates if u.session_update == "tool_call")
+    assert start.tool_call_id == "toolu_1" and start.kind == "edit"
+    assert start.locations[0].path == str(work / "src" / "out.txt")
+    done = [u for _, u in editor.updates if u.session_update == "tool_call_update" and u.status == "completed"]
+    assert len(done) == 1
+    diffs = [c for c in done[0].content if c.type == "diff"]
+    assert diffs[0].path == str(work / "src" / "out.txt") and diffs[0].old_text is None
+    assert diffs[0].new_text == "hello\n"
+
+
+async def test_allow_always_asks_once_per_session(home, work, provider):
+    for i in range(2):
+        provider.push(Reply().tool(f"toolu_{i}", "write_file", {"path": f"f{i}.txt", "content": "x"}))
+        provider.push(Reply().text("ok"))
+    editor = Editor(choice="allow_always")
+    async with run_agent(editor, home, provider, work) as (conn, _, _):
+        new = await conn.new_session(cwd=str(work))
+        for i in range(2):
+            await conn.prompt(session_id=new.session_id, prompt=[text_block(f"write f{i}")])
+    assert (work / "f0.txt").exists() and (work / "f1.txt").exists()
+    assert len(editor.permissions) == 1
+
+
+async def test_cancel_ends_a_long_stream_promptly(home, work, provider):
+    # 10 s of answer: 200 chunks, 50 ms apart.
+    provider.push(Reply().text(*[f"w{i} " for i in range(200)]).slowly(0.05))
+    editor = Editor()
+    first = asyncio.Event()
+    editor.on_update = lambda u: first.set() if u.session_update == "agent_message_chunk" else None
+    async with run_agent(editor, home, provider, work) as (conn, _, _):
+        new = await conn.new_session(cwd=str(work))
+        started = time.monotonic()
+        prompt = asyncio.ensure_future(conn.prompt(session_id=new.session_id, prompt=[text_block("talk")]))
+        await asyncio.wait_for(first.wait(), 10)
+        await asyncio.sleep(0.3)
+        cancelled_at = time.monotonic()
+        await conn.cancel(session_id=new.session_id)
+        answer = await asyncio.wait_for(prompt, 5)
+        latency = time.monotonic() - cancelled_at
+        assert answer.stop_reason == "cancelled"
+        print(f"cancel latency: {latency * 1000:.1f} ms")
+        assert latency < 0.5, f"{latency:.3f} s"
+        assert time.monotonic() - started < 3
+        # The session takes the next prompt at once.
+        provider.push(Reply().text("again"))
+        again = await conn.prompt(session_id=new.session_id, prompt=[text_block("again")])
+        assert again.stop_reason == "end_turn"
+    shown = berth_json(home, "session", "show", new.session_id)
+    assert shown["messages"][1]["content"].endswith("[interrupted]")
+
+
+async def test_a_second_prompt_on_a_busy_session_is_refused(home, work, provider):
+    provider.push(Reply().text(*["x"] * 40).slowly(0.05))
+    editor = Editor()
+    async with run_agent(editor, home, provider, work) as (conn, _, _):
+        new = await conn.new_session(cwd=str(work))
+        first = asyncio.ensure_future(conn.prompt(session_id=new.session_id, prompt=[text_block("one")]))
+        await asyncio.sleep(0.3)
+        with pytest.raises(RequestError) as refused:
+            await conn.prompt(session_id=new.session_id, prompt=[text_block("two")])
+        assert "still answering" in str(refused.value.data or refused.value)
+        assert (await first).stop_reason == "end_turn"
+
+
+async def test_embedded_files_go_into_the_model_input(home, work, provider):
+    provider.push(Reply().text("seen"))
+    editor = Editor()
+    async with run_agent(editor, home, provider, work) as (conn, _, _):
+        new = await conn.new_session(cwd=str(work))
+        resource = resource_block(embedded_text_resource(f"file://{work}/notes.md", "the secret is 42\n"))
+        await conn.prompt(session_id=new.session_id, prompt=[text_block("what is it?"), resource])
+    user = provider.requests[0]["messages"][-1]
+    sent = json_text(user)
+    assert "what is it?" in sent and "the secret is 42" in sent and "notes.md" in sent
+
+
+async def test_stop_reasons_reach_the_client(home, work, provider):
+    provider.push(Reply().text("cut").stop_reason("max_tokens"))
+    provider.push(Reply().text("no").stop_reason("refusal"))
+    editor = Editor()
+    async with run_agent(editor, home, provider, work) as (conn, _, _):
+        new = await conn.new_session(cwd=str(work))
+        a = await conn.prompt(session_id=new.session_id, prompt=[text_block("a")])
+        b = await conn.prompt(session_id=new.session_id, prompt=[text_block("b")])
+    assert (a.stop_reason, b.stop_reason) == ("max_tokens", "refusal")
+
+
+async def test_a_provider_error_is_an_error_answer(home, work, provider):
+    provider.push(Reply().text("par").fail_with("overloaded_error", "Overloaded right now"))
+    editor = Editor()
+    async with run_agent(editor, home, provider, work) as (conn, _, _):
+        new = await conn.new_session(cwd=str(work))
+        with pytest.raises(RequestError) as failed:
+            await conn.prompt(session_id=new.session_id, prompt=[text_block("a")])
+        assert "Overloaded right now" in str(failed.value)
+
+
+def json_text(message):
+    content = message["content"]
+    if isinstance(content, str):
+        return content
+    return "".join(b.get("text", "") for b in content)
