@@ -1,10 +1,11 @@
-//! berth-store-fs: the default embedded store, on the home layout of DESIGN.md.
+//! berth-store-fs: the default embedded store, as plain files under the berth home:
 //!
 //! ```text
-//! <home>/config.toml  bindings.toml  names/<name>  .locks/
+//! <home>/config.toml  bindings.toml  names/<name>  .locks/  workspaces.index
 //!        session-index/<sid>
 //!        workspaces/<id>/{workspace.toml, config.toml, storage/, mcp/, skills/, memory/}
-//!        workspaces/<id>/sessions/<sid>/{session.toml, session.md, storage/}
+//!        workspaces/<id>/sessions/<sid>/{session.toml, session.md, session.recovered.md,
+//!                                        storage/}
 //! ```
 //!
 //! Invariants this crate keeps:
