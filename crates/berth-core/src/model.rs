@@ -6,7 +6,9 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::config::ProviderKind;
+use crate::error::Error;
 use crate::id::{SessionId, WorkspaceId, WorkspaceName};
+use crate::storage_path::{MAX_FILE_BYTES, StoragePath};
 
 /// A workspace: an isolated place for one agent, user or device to work.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -70,6 +72,18 @@ pub enum StorageScope {
         workspace: WorkspaceId,
         session: SessionId,
     },
+}
+
+impl StorageScope {
+    /// Refuses a file of `len` bytes over [`MAX_FILE_BYTES`], worded the same by every store.
+    pub fn check_size(&self, path: &StoragePath, len: usize) -> Result<(), Error> {
+        if len as u64 > MAX_FILE_BYTES {
+            return Err(Error::Refused(format!(
+                "'{path}' in {self} storage would be {len} bytes; a storage file holds at most {MAX_FILE_BYTES} bytes (64 MiB)"
+            )));
+        }
+        Ok(())
+    }
 }
 
 impl std::fmt::Display for StorageScope {

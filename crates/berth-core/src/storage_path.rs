@@ -14,6 +14,11 @@ use crate::id::InvalidInput;
 /// are reserved, so a caller can neither write nor collide with one.
 pub const TEMP_PREFIX: &str = ".berth-tmp-";
 
+/// The largest file a store keeps in storage, in bytes (64 MiB), the same for every backend:
+/// storage holds an agent's notes and context, not artifacts, and a database keeps a file in
+/// one row. A larger write is refused before anything is written.
+pub const MAX_FILE_BYTES: u64 = 64 << 20;
+
 const MAX_LEN: usize = 4096;
 const MAX_COMPONENT: usize = 255;
 

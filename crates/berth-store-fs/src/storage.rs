@@ -255,6 +255,7 @@ impl StorageStore for FsStore {
         path: &StoragePath,
         contents: Vec<u8>,
     ) -> Result<()> {
+        scope.check_size(path, contents.len())?;
         let (scope, path) = (scope.clone(), path.clone());
         self.blocking(move |l| write(&l.open_storage(&scope)?, &scope, &path, &contents))
             .await

@@ -1,0 +1,273 @@
+//! The few database primitives the store is written against, once for both dialects: a pool,
+//! a transaction, a row, and the values bound to a query. Only this file knows that SQLite and
+//! Postgres are different types; everything above it is written once.
+//!
+//! Every value goes in as a bound parameter (`Arg`); SQL text is `&'static str`, so no value
+//! can ever become SQL.
+
+use std::time::Duration;
+
+use sqlx::postgres::{PgPool, PgRow};
+use sqlx::sqlite::{SqlitePool, SqliteRow};
+use sqlx::{Postgres, Row as _, Sqlite, Transaction};
+
+use crate::{Failure, Result};
+
+/// Which SQL the database speaks, where the two differ (DDL, row locks).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Dialect {
+    Sqlite,
+    Postgres,
+}
+
+/// A value bound to a `$n` parameter.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Arg<'a> {
+    Int(i64),
+    OptInt(Option<i64>),
+    Text(&'a str),
+    OptText(Option<&'a str>),
+    Blob(&'a [u8]),
+}
+
+#[derive(Clone)]
+pub(crate) enum Pool {
+    Sqlite(SqlitePool),
+    Postgres(PgPool),
+}
+
+pub(crate) enum Tx {
+    Sqlite(Transaction<'static, Sqlite>),
+    Postgres(Transaction<'static, Postgres>),
+}
+
+pub(crate) enum Row {
+    Sqlite(SqliteRow),
+    Postgres(PgRow),
+}
+
+/// Binds `args` to a query of either dialect.
+macro_rules! bound {
+    ($sql:expr, $args:expr) => {{
+        let mut q = sqlx::query($sql);
+        for arg in $args {
+            q = match *arg {
+                Arg::Int(v) => q.bind(v),
+                Arg::OptInt(v) => q.bind(v),
+                Arg::Text(v) => q.bind(v),
+                Arg::OptText(v) => q.bind(v),
+                Arg::Blob(v) => q.bind(v),
+            };
+        }
+        q
+    }};
+}
+
+/// Postgres refuses NUL in text (SQLite and the filesystem store keep it); refused up front
+/// with the same kind of error everywhere rather than as a driver failure.
+fn check_pg_text(args: &[Arg<'_>]) -> Result<()> {
+    let nul = args.iter().any(|a| match a {
+        Arg::Text(t) | Arg::OptText(Some(t)) => t.contains('\0'),
+        _ => false,
+    });
+    if nul {
+        return Err(Failure::Invalid(
+            "text stored in a Postgres store cannot contain a NUL byte".into(),
+        ));
+    }
+    Ok(())
+}
+
+impl Pool {
+    pub(crate) fn dialect(&self) -> Dialect {
+        match self {
+            Pool::Sqlite(_) => Dialect::Sqlite,
+            Pool::Postgres(_) => Dialect::Postgres,
+        }
+    }
+
+    /// A write transaction. SQLite's takes the write lock at once (`BEGIN IMMEDIATE`), so a
+    /// transaction that reads before it writes never fails to upgrade its lock: it waits (up
+    /// to the busy timeout) instead. Postgres's is read committed; the store locks the rows it
+    /// reads before it changes them.
+    pub(crate) async fn begin(&self) -> Result<Tx> {
+        Ok(match self {
+            Pool::Sqlite(p) => Tx::Sqlite(p.begin_with("BEGIN IMMEDIATE").await?),
+            Pool::Postgres(p) => Tx::Postgres(p.begin().await?),
+        })
+    }
+
+    /// A read-only transaction: several reads that see one state. SQLite's is deferred, so it
+    /// waits for no writer.
+    pub(crate) async fn begin_read(&self) -> Result<Tx> {
+        Ok(match self {
+            Pool::Sqlite(p) => Tx::Sqlite(p.begin().await?),
+            Pool::Postgres(p) => Tx::Postgres(p.begin().await?),
+        })
+    }
+
+    pub(crate) async fn all(&self, sql: &'static str, args: &[Arg<'_>]) -> Result<Vec<Row>> {
+        Ok(match self {
+            Pool::Sqlite(p) => bound!(sql, args)
+                .fetch_all(p)
+                .await?
+                .into_iter()
+                .map(Row::Sqlite)
+                .collect(),
+            Pool::Postgres(p) => {
+                check_pg_text(args)?;
+                bound!(sql, args)
+                    .fetch_all(p)
+                    .await?
+                    .into_iter()
+                    .map(Row::Postgres)
+                    .collect()
+            }
+        })
+    }
+
+    pub(crate) async fn opt(&self, sql: &'static str, args: &[Arg<'_>]) -> Result<Option<Row>> {
+        Ok(match self {
+            Pool::Sqlite(p) => bound!(sql, args).fetch_optional(p).await?.map(Row::Sqlite),
+            Pool::Postgres(p) => {
+                check_pg_text(args)?;
+                bound!(sql, args)
+                    .fetch_optional(p)
+                    .await?
+                    .map(Row::Postgres)
+            }
+        })
+    }
+
+    /// Runs one statement on its own (autocommit); returns the rows it affected.
+    pub(crate) async fn exec(&self, sql: &'static str, args: &[Arg<'_>]) -> Result<u64> {
+        Ok(match self {
+            Pool::Sqlite(p) => bound!(sql, args).execute(p).await?.rows_affected(),
+            Pool::Postgres(p) => {
+                check_pg_text(args)?;
+                bound!(sql, args).execute(p).await?.rows_affected()
+            }
+        })
+    }
+
+    pub(crate) async fn close(&self) {
+        match self {
+            Pool::Sqlite(p) => p.close().await,
+            Pool::Postgres(p) => p.close().await,
+        }
+    }
+}
+
+impl Tx {
+    pub(crate) fn dialect(&self) -> Dialect {
+        match self {
+            Tx::Sqlite(_) => Dialect::Sqlite,
+            Tx::Postgres(_) => Dialect::Postgres,
+        }
+    }
+
+    pub(crate) async fn all(&mut self, sql: &'static str, args: &[Arg<'_>]) -> Result<Vec<Row>> {
+        Ok(match self {
+            Tx::Sqlite(t) => bound!(sql, args)
+                .fetch_all(&mut **t)
+                .await?
+                .into_iter()
+                .map(Row::Sqlite)
+                .collect(),
+            Tx::Postgres(t) => {
+                check_pg_text(args)?;
+                bound!(sql, args)
+                    .fetch_all(&mut **t)
+                    .await?
+                    .into_iter()
+                    .map(Row::Postgres)
+                    .collect()
+            }
+        })
+    }
+
+    pub(crate) async fn opt(&mut self, sql: &'static str, args: &[Arg<'_>]) -> Result<Option<Row>> {
+        Ok(match self {
+            Tx::Sqlite(t) => bound!(sql, args)
+                .fetch_optional(&mut **t)
+                .await?
+                .map(Row::Sqlite),
+            Tx::Postgres(t) => {
+                check_pg_text(args)?;
+                bound!(sql, args)
+                    .fetch_optional(&mut **t)
+                    .await?
+                    .map(Row::Postgres)
+            }
+        })
+    }
+
+    pub(crate) async fn exec(&mut self, sql: &'static str, args: &[Arg<'_>]) -> Result<u64> {
+        Ok(match self {
+            Tx::Sqlite(t) => bound!(sql, args).execute(&mut **t).await?.rows_affected(),
+            Tx::Postgres(t) => {
+                check_pg_text(args)?;
+                bound!(sql, args).execute(&mut **t).await?.rows_affected()
+            }
+        })
+    }
+
+    /// Runs a script of several statements (a migration), binding nothing.
+    pub(crate) async fn script(&mut self, sql: &'static str) -> Result<()> {
+        match self {
+            Tx::Sqlite(t) => {
+                sqlx::raw_sql(sql).execute(&mut **t).await?;
+            }
+            Tx::Postgres(t) => {
+                sqlx::raw_sql(sql).execute(&mut **t).await?;
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) async fn commit(self) -> Result<()> {
+        match self {
+            Tx::Sqlite(t) => t.commit().await?,
+            Tx::Postgres(t) => t.commit().await?,
+        }
+        Ok(())
+    }
+}
+
+impl Row {
+    fn get<T>(&self, i: usize) -> Result<T>
+    where
+        T: for<'r> sqlx::Decode<'r, Sqlite>
+            + sqlx::Type<Sqlite>
+            + for<'r> sqlx::Decode<'r, Postgres>
+            + sqlx::Type<Postgres>,
+    {
+        Ok(match self {
+            Row::Sqlite(r) => r.try_get(i)?,
+            Row::Postgres(r) => r.try_get(i)?,
+        })
+    }
+
+    pub(crate) fn int(&self, i: usize) -> Result<i64> {
+        self.get(i)
+    }
+
+    pub(crate) fn text(&self, i: usize) -> Result<String> {
+        self.get(i)
+    }
+
+    pub(crate) fn opt_text(&self, i: usize) -> Result<Option<String>> {
+        self.get(i)
+    }
+
+    pub(crate) fn opt_int(&self, i: usize) -> Result<Option<i64>> {
+        self.get(i)
+    }
+
+    pub(crate) fn opt_blob(&self, i: usize) -> Result<Option<Vec<u8>>> {
+        self.get(i)
+    }
+}
+
+/// How long a SQLite connection waits for another writer before giving up.
+pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(30);

@@ -1,0 +1,111 @@
+//! The schema, embedded in the binary, and the runner that brings a database up to it.
+//!
+//! The version lives in `berth_schema`. A database at this binary's version costs one read; an
+//! older one is migrated in one transaction under a lock (Postgres: an advisory lock; SQLite:
+//! the write lock `BEGIN IMMEDIATE` takes), which re-reads the version, so two processes
+//! starting together apply each migration once. DDL is transactional in both, so a crash leaves
+//! the old version whole. A database newer than the binary is refused: this berth does not
+//! know its tables.
+
+use crate::db::{Arg, Dialect, Pool, Tx};
+use crate::{Failure, Result};
+
+struct Migration {
+    version: i64,
+    sqlite: &'static str,
+    postgres: &'static str,
+}
+
+const MIGRATIONS: &[Migration] = &[Migration {
+    version: 1,
+    sqlite: include_str!("../migrations/sqlite/0001_init.sql"),
+    postgres: include_str!("../migrations/postgres/0001_init.sql"),
+}];
+
+/// The schema version this binary writes.
+pub const SCHEMA_VERSION: i64 = MIGRATIONS[MIGRATIONS.len() - 1].version;
+
+/// Any constant of berth's own, so the advisory lock is not another program's.
+const PG_LOCK_KEY: i64 = 0x6265_7274_685f_7631; // "berth_v1"
+
+/// Brings the database up to [`SCHEMA_VERSION`], or refuses a newer one.
+pub(crate) async fn migrate(pool: &Pool) -> Result<()> {
+    if current(pool).await? == Some(SCHEMA_VERSION) {
+        return Ok(());
+    }
+    let mut tx = pool.begin().await?;
+    if tx.dialect() == Dialect::Postgres {
+        tx.exec("SELECT pg_advisory_xact_lock($1)", &[Arg::Int(PG_LOCK_KEY)])
+            .await?;
+    }
+    tx.exec(
+        "CREATE TABLE IF NOT EXISTS berth_schema (version BIGINT NOT NULL)",
+        &[],
+    )
+    .await?;
+    let version = version_in(&mut tx).await?;
+    refuse_newer(version)?;
+    for m in MIGRATIONS.iter().filter(|m| m.version > version) {
+        tx.script(match tx.dialect() {
+            Dialect::Sqlite => m.sqlite,
+            Dialect::Postgres => m.postgres,
+        })
+        .await?;
+    }
+    if version < SCHEMA_VERSION {
+        tx.exec("DELETE FROM berth_schema", &[]).await?;
+        tx.exec(
+            "INSERT INTO berth_schema (version) VALUES ($1)",
+            &[Arg::Int(SCHEMA_VERSION)],
+        )
+        .await?;
+    }
+    tx.commit().await
+}
+
+/// The database's version, `None` before berth first ran on it; refuses a newer one.
+async fn current(pool: &Pool) -> Result<Option<i64>> {
+    let exists = match pool.dialect() {
+        Dialect::Sqlite => {
+            pool.opt(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'berth_schema'",
+                &[],
+            )
+            .await?
+        }
+        Dialect::Postgres => {
+            pool.opt(
+                "SELECT 1 WHERE to_regclass('berth_schema') IS NOT NULL",
+                &[],
+            )
+            .await?
+        }
+    };
+    if exists.is_none() {
+        return Ok(None);
+    }
+    let row = pool
+        .opt("SELECT MAX(version) FROM berth_schema", &[])
+        .await?;
+    let version = match row {
+        Some(r) => r.opt_int(0)?.unwrap_or(0),
+        None => 0,
+    };
+    refuse_newer(version)?;
+    Ok(Some(version))
+}
+
+async fn version_in(tx: &mut Tx) -> Result<i64> {
+    let row = tx.opt("SELECT MAX(version) FROM berth_schema", &[]).await?;
+    Ok(match row {
+        Some(r) => r.opt_int(0)?.unwrap_or(0),
+        None => 0,
+    })
+}
+
+fn refuse_newer(version: i64) -> Result<()> {
+    if version > SCHEMA_VERSION {
+        return Err(Failure::Newer(version));
+    }
+    Ok(())
+}

@@ -1,0 +1,260 @@
+//! The conformance suite on SQLite (a fresh file per test) and on Postgres (a fresh database
+//! per test, in the server `BERTH_TEST_POSTGRES_URL` names; `./test.sh` starts one), and the
+//! store's own checks: migrations, refusals, URLs.
+
+use std::sync::Arc;
+
+use berth_core::conformance::Backend;
+
+use super::*;
+
+fn backend(store: SqlStore) -> Backend {
+    let store = Arc::new(store);
+    Backend {
+        workspaces: store.clone(),
+        bindings: store.clone(),
+        storage: store.clone(),
+        sessions: store,
+    }
+}
+
+fn sqlite() -> (SqlStore, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("berth.db").display());
+    (SqlStore::open(&url, dir.path()).unwrap(), dir)
+}
+
+mod on_sqlite {
+    fn fresh() -> (berth_core::conformance::Backend, tempfile::TempDir) {
+        let (store, dir) = super::sqlite();
+        (super::backend(store), dir)
+    }
+    berth_core::conformance_tests!(fresh());
+}
+
+/// The Postgres server the tests use. Missing, the test fails (never skips) and says how to
+/// get one.
+pub(crate) fn postgres_url() -> String {
+    std::env::var("BERTH_TEST_POSTGRES_URL").unwrap_or_else(|_| {
+        panic!(
+            "BERTH_TEST_POSTGRES_URL is not set: the Postgres tests need a server. Run ./test.sh, \
+             which starts a throwaway one, or `eval \"$(tests/postgres.sh start)\"` first"
+        )
+    })
+}
+
+/// A new, empty database on the test server, and its URL.
+pub(crate) async fn fresh_postgres() -> String {
+    use sqlx::Connection;
+    let base = postgres_url();
+    let name = format!("berth_t_{}", uuid::Uuid::new_v4().simple());
+    let mut admin = sqlx::PgConnection::connect(&base)
+        .await
+        .unwrap_or_else(|e| panic!("cannot reach {}: {e}", redact(&base)));
+    // A name of our own making (hex), not a value from outside: the one SQL text built here.
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+        .execute(&mut admin)
+        .await
+        .unwrap();
+    admin.close().await.unwrap();
+    with_database(&base, &name)
+}
+
+/// `url` with its database replaced by `name`.
+fn with_database(url: &str, name: &str) -> String {
+    let (before_query, query) = match url.split_once('?') {
+        Some((b, q)) => (b, Some(q)),
+        None => (url, None),
+    };
+    let scheme_end = before_query.find("://").map_or(0, |i| i + 3);
+    let base = match before_query[scheme_end..].find('/') {
+        Some(i) => &before_query[..scheme_end + i],
+        None => before_query,
+    };
+    match query {
+        Some(q) => format!("{base}/{name}?{q}"),
+        None => format!("{base}/{name}"),
+    }
+}
+
+mod on_postgres {
+    macro_rules! pg_conformance {
+        ($($name:ident),*) => {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    let url = super::fresh_postgres().await;
+                    let home = tempfile::tempdir().unwrap();
+                    let store = super::SqlStore::open(&url, home.path()).unwrap();
+                    berth_core::conformance::$name(super::backend(store)).await;
+                }
+            )*
+        };
+    }
+    pg_conformance!(
+        workspace_round_trip,
+        workspace_uniqueness,
+        missing_things_are_not_found,
+        delete_frees_id_and_name,
+        workspace_config,
+        access_time_and_gc,
+        bindings,
+        storage,
+        manager_resolution,
+        manager_device_and_delete,
+        manager_gc_and_default,
+        session_lifecycle,
+        deleting_a_workspace_deletes_its_sessions,
+        manager_sessions
+    );
+}
+
+#[test]
+fn passwords_never_show() {
+    assert_eq!(
+        redact("postgres://berth:s3cret@db.example:5432/berth"),
+        "postgres://berth:***@db.example:5432/berth"
+    );
+    assert_eq!(
+        redact("postgres://berth@db/berth?password=s3cret&sslmode=require"),
+        "postgres://berth@db/berth?password=***&sslmode=require"
+    );
+    assert_eq!(
+        redact("sqlite:///var/lib/berth.db"),
+        "sqlite:///var/lib/berth.db"
+    );
+    assert_eq!(
+        redact("postgres://u:p@w@host/db"),
+        "postgres://u:***@host/db",
+        "the last @ ends the user info"
+    );
+}
+
+#[test]
+fn urls_name_their_database() {
+    assert_eq!(Kind::of("sqlite:///x.db"), Some(Kind::Sqlite));
+    assert_eq!(Kind::of("postgres://h/db"), Some(Kind::Postgres));
+    assert_eq!(Kind::of("postgresql://h/db"), Some(Kind::Postgres));
+    assert_eq!(Kind::of("mysql://h/db"), None);
+    assert_eq!(Kind::of("/just/a/path"), None);
+    assert_eq!(
+        with_database("postgres://u@h:5/postgres?sslmode=disable", "x"),
+        "postgres://u@h:5/x?sslmode=disable"
+    );
+    assert_eq!(with_database("postgres://u@h:5", "x"), "postgres://u@h:5/x");
+}
+
+#[tokio::test]
+async fn an_unreachable_database_is_a_clear_error_without_the_password() {
+    let home = tempfile::tempdir().unwrap();
+    // A port nothing listens on.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    drop(listener);
+    let url = format!("postgres://berth:hunter2@127.0.0.1:{port}/berth");
+    let err = SqlStore::open(&url, home.path()).err().unwrap();
+    let msg = err.to_string();
+    assert!(!msg.contains("hunter2"), "{msg}");
+    assert!(
+        msg.contains(&format!("postgres://berth:***@127.0.0.1:{port}/berth")),
+        "{msg}"
+    );
+    assert_eq!(err.kind(), berth_core::ErrorKind::Io);
+
+    let missing_dir = home.path().join("no/such/folder/berth.db");
+    let err = SqlStore::open(&format!("sqlite://{}", missing_dir.display()), home.path())
+        .err()
+        .unwrap();
+    assert!(err.to_string().contains("does not exist"), "{err}");
+
+    let err = SqlStore::open("mysql://u:pw@h/db", home.path())
+        .err()
+        .unwrap();
+    assert_eq!(err.kind(), berth_core::ErrorKind::Invalid);
+    assert!(!err.to_string().contains("pw@"), "{err}");
+}
+
+#[tokio::test]
+async fn a_sqlite_file_is_created_in_wal_mode_and_reopened() {
+    let (store, dir) = sqlite();
+    let m = store.manager();
+    m.create(berth_core::NewWorkspace::default()).await.unwrap();
+    assert!(dir.path().join("berth.db").is_file());
+    let row = store
+        .pool()
+        .opt("PRAGMA journal_mode", &[])
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(row.text(0).unwrap(), "wal");
+    let url = format!("sqlite://{}", dir.path().join("berth.db").display());
+    let again = SqlStore::open(&url, dir.path()).unwrap();
+    assert_eq!(again.manager().list().await.unwrap().len(), 1);
+}
+
+async fn newer_is_refused(url: &str, home: &std::path::Path) {
+    let store = SqlStore::open(url, home).unwrap();
+    store
+        .pool()
+        .exec(
+            "UPDATE berth_schema SET version = $1",
+            &[db::Arg::Int(SCHEMA_VERSION + 1)],
+        )
+        .await
+        .unwrap();
+    let err = SqlStore::open(url, home).err().unwrap();
+    assert_eq!(err.kind(), berth_core::ErrorKind::Refused, "{err}");
+    let msg = err.to_string();
+    assert!(msg.contains("newer than this berth"), "{msg}");
+}
+
+#[tokio::test]
+async fn a_database_newer_than_the_binary_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("berth.db").display());
+    newer_is_refused(&url, dir.path()).await;
+    newer_is_refused(&fresh_postgres().await, dir.path()).await;
+}
+
+/// Eight stores opening one new database at once: every one opens, the schema is made once.
+async fn racing_opens(url: &str) {
+    let home = tempfile::tempdir().unwrap();
+    let opens: Vec<_> = (0..8)
+        .map(|_| {
+            let (url, home) = (url.to_owned(), home.path().to_owned());
+            std::thread::spawn(move || SqlStore::open(&url, &home).map(|_| ()))
+        })
+        .collect();
+    for o in opens {
+        o.join().unwrap().unwrap();
+    }
+    let store = SqlStore::open(url, home.path()).unwrap();
+    let rows = store
+        .pool()
+        .all("SELECT version FROM berth_schema", &[])
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].int(0).unwrap(), SCHEMA_VERSION);
+}
+
+#[tokio::test]
+async fn racing_first_opens_migrate_once() {
+    let dir = tempfile::tempdir().unwrap();
+    racing_opens(&format!("sqlite://{}", dir.path().join("new.db").display())).await;
+    racing_opens(&fresh_postgres().await).await;
+}
+
+#[tokio::test]
+async fn postgres_refuses_nul_in_text_like_an_invalid_value() {
+    let store = SqlStore::open(&fresh_postgres().await, std::path::Path::new("/tmp")).unwrap();
+    let err = store
+        .manager()
+        .create(berth_core::NewWorkspace {
+            description: "a\0b".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), berth_core::ErrorKind::Invalid, "{err}");
+}

@@ -1,0 +1,351 @@
+//! `WorkspaceStore` on the `workspaces` table. Every method is one statement, except where it
+//! must tell apart two reasons a statement changed nothing (which constraint an insert hit,
+//! whether a conditional delete missed the row or the condition).
+
+use std::path::{Path, PathBuf};
+
+use async_trait::async_trait;
+use berth_core::config::ConfigText;
+use berth_core::{
+    DeleteCondition, Error, GitInfo, NewWorkspace, Workspace, WorkspaceId, WorkspaceName,
+    WorkspaceStore,
+};
+use chrono::{DateTime, Utc};
+
+use crate::db::{Arg, Row};
+use crate::{Failure, Result, SqlStore, from_ns, parse, to_ns};
+
+/// The columns `workspace` reads, in its order.
+macro_rules! cols {
+    () => {
+        "id, name, description, created_ns, accessed_ns, agent_id, git_repo, git_branch, git_base, git_branch_created, git_worktree"
+    };
+}
+
+const TABLE: &str = "workspaces";
+
+pub(crate) fn workspace(row: &Row) -> Result<Workspace> {
+    let key = row.text(0)?;
+    let id = parse(TABLE, &key, WorkspaceId::new(key.clone()))?;
+    let name = row
+        .opt_text(1)?
+        .map(|n| parse(TABLE, &key, WorkspaceName::new(n)))
+        .transpose()?;
+    let git = match row.opt_text(6)? {
+        None => None,
+        Some(repo) => {
+            let need = |v: Option<String>, col: &str| {
+                v.ok_or_else(|| Failure::Corrupt {
+                    table: TABLE,
+                    key: key.clone(),
+                    reason: format!("it has a git repository but no {col}"),
+                })
+            };
+            Some(GitInfo {
+                repo: PathBuf::from(repo),
+                branch: need(row.opt_text(7)?, "git_branch")?,
+                base_branch: need(row.opt_text(8)?, "git_base")?,
+                branch_created: row.opt_int(9)?.unwrap_or(0) != 0,
+                worktree: PathBuf::from(need(row.opt_text(10)?, "git_worktree")?),
+            })
+        }
+    };
+    Ok(Workspace {
+        id,
+        name,
+        description: row.text(2)?,
+        created_at: from_ns(row.int(3)?),
+        last_accessed: from_ns(row.int(4)?),
+        agent_id: row.opt_text(5)?,
+        git,
+    })
+}
+
+pub(crate) fn missing(id: &WorkspaceId) -> Failure {
+    Failure::Core(Error::not_found(format!("workspace '{id}'")))
+}
+
+/// A path kept as text; records keep paths as UTF-8, as the filesystem store's TOML does.
+fn path_text(p: &Path) -> Result<&str> {
+    p.to_str()
+        .ok_or_else(|| Failure::Invalid(format!("{} is not valid UTF-8", p.display())))
+}
+
+impl SqlStore {
+    async fn create_workspace(&self, new: NewWorkspace, now: DateTime<Utc>) -> Result<Workspace> {
+        let id = new.id.unwrap_or_else(WorkspaceId::generate);
+        let ws = Workspace {
+            id,
+            name: new.name,
+            description: new.description,
+            created_at: now,
+            last_accessed: now,
+            agent_id: new.agent_id,
+            git: new.git,
+        };
+        let git = ws.git.as_ref();
+        let repo = git.map(|g| path_text(&g.repo)).transpose()?;
+        let worktree = git.map(|g| path_text(&g.worktree)).transpose()?;
+        let inserted = self
+            .pool()
+            .exec(
+                concat!(
+                    "INSERT INTO workspaces (",
+                    cols!(),
+                    ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT DO NOTHING"
+                ),
+                &[
+                    Arg::Text(ws.id.as_str()),
+                    Arg::OptText(ws.name.as_ref().map(|n| n.as_str())),
+                    Arg::Text(&ws.description),
+                    Arg::Int(to_ns(now)),
+                    Arg::Int(to_ns(now)),
+                    Arg::OptText(ws.agent_id.as_deref()),
+                    Arg::OptText(repo),
+                    Arg::OptText(git.map(|g| g.branch.as_str())),
+                    Arg::OptText(git.map(|g| g.base_branch.as_str())),
+                    Arg::OptInt(git.map(|g| i64::from(g.branch_created))),
+                    Arg::OptText(worktree),
+                ],
+            )
+            .await?;
+        if inserted == 1 {
+            return Ok(ws);
+        }
+        // Which uniqueness it broke, said as the filesystem store says it.
+        let taken = self
+            .pool()
+            .opt(
+                "SELECT 1 FROM workspaces WHERE id = $1",
+                &[Arg::Text(ws.id.as_str())],
+            )
+            .await?;
+        if taken.is_some() {
+            return Err(Failure::Core(Error::AlreadyExists {
+                what: format!("workspace '{}'", ws.id),
+            }));
+        }
+        let what = match &ws.name {
+            Some(name) => match self.by_name(name).await? {
+                Some(owner) => format!("a workspace named '{name}' ({})", owner.id),
+                None => format!("a workspace named '{name}'"),
+            },
+            None => format!("workspace '{}'", ws.id),
+        };
+        Err(Failure::Core(Error::AlreadyExists { what }))
+    }
+
+    pub(crate) async fn load_workspace(&self, id: &WorkspaceId) -> Result<Workspace> {
+        let row = self
+            .pool()
+            .opt(
+                concat!("SELECT ", cols!(), " FROM workspaces WHERE id = $1"),
+                &[Arg::Text(id.as_str())],
+            )
+            .await?
+            .ok_or_else(|| missing(id))?;
+        workspace(&row)
+    }
+
+    async fn by_name(&self, name: &WorkspaceName) -> Result<Option<Workspace>> {
+        self.pool()
+            .opt(
+                concat!("SELECT ", cols!(), " FROM workspaces WHERE name = $1"),
+                &[Arg::Text(name.as_str())],
+            )
+            .await?
+            .map(|r| workspace(&r))
+            .transpose()
+    }
+
+    async fn exists(&self, id: &WorkspaceId) -> Result<bool> {
+        Ok(self
+            .pool()
+            .opt(
+                "SELECT 1 FROM workspaces WHERE id = $1",
+                &[Arg::Text(id.as_str())],
+            )
+            .await?
+            .is_some())
+    }
+
+    async fn delete_workspace(&self, id: &WorkspaceId, condition: DeleteCondition) -> Result<bool> {
+        // Sessions, their transcripts and all storage go with the row (ON DELETE CASCADE).
+        let deleted = match condition {
+            DeleteCondition::Always => {
+                self.pool()
+                    .exec(
+                        "DELETE FROM workspaces WHERE id = $1",
+                        &[Arg::Text(id.as_str())],
+                    )
+                    .await?
+            }
+            DeleteCondition::IdleSince(cutoff) => {
+                self.pool()
+                    .exec(
+                        "DELETE FROM workspaces WHERE id = $1 AND accessed_ns < $2",
+                        &[Arg::Text(id.as_str()), Arg::Int(to_ns(cutoff))],
+                    )
+                    .await?
+            }
+        };
+        if deleted == 0 {
+            return match self.exists(id).await? {
+                true => Ok(false),
+                false => Err(missing(id)),
+            };
+        }
+        // The workspace's folder on this machine, if it has one and nothing is left in it
+        // (its worktree was removed first); anything still in it is left alone.
+        let _ = std::fs::remove_dir(self.workspace_folder(id));
+        Ok(true)
+    }
+
+    async fn all_workspaces(&self) -> Result<Vec<Workspace>> {
+        self.pool()
+            .all(
+                concat!("SELECT ", cols!(), " FROM workspaces ORDER BY id"),
+                &[],
+            )
+            .await?
+            .iter()
+            .map(workspace)
+            .collect()
+    }
+}
+
+#[async_trait]
+impl WorkspaceStore for SqlStore {
+    async fn create(&self, new: NewWorkspace, now: DateTime<Utc>) -> berth_core::Result<Workspace> {
+        self.create_workspace(new, now)
+            .await
+            .map_err(|e| self.err(e))
+    }
+
+    async fn load(&self, id: &WorkspaceId) -> berth_core::Result<Workspace> {
+        self.load_workspace(id).await.map_err(|e| self.err(e))
+    }
+
+    async fn load_by_name(&self, name: &WorkspaceName) -> berth_core::Result<Workspace> {
+        match self.by_name(name).await {
+            Ok(Some(ws)) => Ok(ws),
+            Ok(None) => Err(Error::not_found(format!("workspace named '{name}'"))),
+            Err(e) => Err(self.err(e)),
+        }
+    }
+
+    async fn list_ids(&self) -> berth_core::Result<Vec<WorkspaceId>> {
+        async {
+            self.pool()
+                .all("SELECT id FROM workspaces ORDER BY id", &[])
+                .await?
+                .iter()
+                .map(|r| {
+                    let key = r.text(0)?;
+                    parse(TABLE, &key, WorkspaceId::new(key.clone()))
+                })
+                .collect::<Result<Vec<_>>>()
+        }
+        .await
+        .map_err(|e| self.err(e))
+    }
+
+    async fn list(&self) -> berth_core::Result<Vec<Workspace>> {
+        self.all_workspaces().await.map_err(|e| self.err(e))
+    }
+
+    async fn delete(
+        &self,
+        id: &WorkspaceId,
+        condition: DeleteCondition,
+    ) -> berth_core::Result<bool> {
+        self.delete_workspace(id, condition)
+            .await
+            .map_err(|e| self.err(e))
+    }
+
+    async fn update_accessed(&self, id: &WorkspaceId, at: DateTime<Utc>) -> berth_core::Result<()> {
+        async {
+            // One statement: never moves the time backwards, whoever else writes it.
+            let changed = self
+                .pool()
+                .exec(
+                    "UPDATE workspaces SET accessed_ns = $2 WHERE id = $1 AND accessed_ns < $2",
+                    &[Arg::Text(id.as_str()), Arg::Int(to_ns(at))],
+                )
+                .await?;
+            if changed == 0 && !self.exists(id).await? {
+                return Err(missing(id));
+            }
+            Ok(())
+        }
+        .await
+        .map_err(|e| self.err(e))
+    }
+
+    async fn gc(&self, cutoff: DateTime<Utc>) -> berth_core::Result<Vec<Workspace>> {
+        // A database leaves no debris behind an interrupted operation: a transaction that did
+        // not commit left nothing.
+        async {
+            self.pool()
+                .all(
+                    concat!(
+                        "SELECT ",
+                        cols!(),
+                        " FROM workspaces WHERE id <> $1 AND accessed_ns < $2 ORDER BY id"
+                    ),
+                    &[
+                        Arg::Text(WorkspaceId::default_workspace().as_str()),
+                        Arg::Int(to_ns(cutoff)),
+                    ],
+                )
+                .await?
+                .iter()
+                .map(workspace)
+                .collect::<Result<Vec<_>>>()
+        }
+        .await
+        .map_err(|e| self.err(e))
+    }
+
+    async fn load_config(&self, id: &WorkspaceId) -> berth_core::Result<Option<ConfigText>> {
+        async {
+            let row = self
+                .pool()
+                .opt(
+                    "SELECT config FROM workspaces WHERE id = $1",
+                    &[Arg::Text(id.as_str())],
+                )
+                .await?
+                .ok_or_else(|| missing(id))?;
+            Ok(row.opt_text(0)?.map(|text| ConfigText {
+                origin: PathBuf::from(format!("{} (config of workspace {id})", self.url())),
+                text,
+            }))
+        }
+        .await
+        .map_err(|e| self.err(e))
+    }
+
+    async fn save_config(&self, id: &WorkspaceId, text: &str) -> berth_core::Result<()> {
+        async {
+            let changed = self
+                .pool()
+                .exec(
+                    "UPDATE workspaces SET config = $2 WHERE id = $1",
+                    &[Arg::Text(id.as_str()), Arg::Text(text)],
+                )
+                .await?;
+            if changed == 0 {
+                return Err(missing(id));
+            }
+            Ok(())
+        }
+        .await
+        .map_err(|e| self.err(e))
+    }
+
+    fn workspace_dir(&self, id: &WorkspaceId) -> Option<PathBuf> {
+        Some(self.workspace_folder(id))
+    }
+}
