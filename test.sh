@@ -5,7 +5,9 @@
 # official MCP Python SDK (the independent client of `berth mcp`) and the official ACP Python
 # SDK (the independent client of `berth acp`) go into .venv from PyPI;
 # Node 22 and the MCP conformance suite go into .tools from npm (tests/conformance.sh); tmux,
-# for the terminal tests, comes from apt-get when it is missing.
+# for the terminal tests, comes from apt-get when it is missing, and so does Debian's postgresql
+# package: a throwaway Postgres server (tests/postgres.sh) runs for the tests of the Postgres
+# store, and the run fails when it cannot be started.
 set -euo pipefail
 cd "$(dirname "$0")"
 command -v cargo >/dev/null || { echo "test.sh: cargo is required (https://rustup.rs)" >&2; exit 1; }
@@ -20,6 +22,11 @@ if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import mcp, acp, pytest, 
 fi
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
+# The Postgres store's tests (conformance, several servers on one database, crashes) need a
+# server: a new cluster in a temp folder on a free port, stopped and removed on exit.
+pg_env=$(tests/postgres.sh start) || { echo "test.sh: cannot start the Postgres server the tests need (see above)" >&2; exit 1; }
+eval "$pg_env"
+trap 'rm -f "$log"; tests/postgres.sh stop "$BERTH_TEST_POSTGRES_DIR"' EXIT
 status=0
 # --no-fail-fast: a failing test binary must not hide the results of the ones after it.
 cargo test --workspace --locked --no-fail-fast 2>&1 | tee "$log" || status=$?
