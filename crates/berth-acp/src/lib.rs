@@ -17,26 +17,33 @@
 //! - `content.rs`: prompt blocks to the model's input; transcripts to replayed chunks.
 //! - `models.rs`: the model choice, a session config option from the workspace's config.
 //! - `errors.rs`: berth's error kinds as ACP errors, in one place.
+//! - `transport.rs`: standard I/O under the crate's line transport, writing bursts at once.
 
 mod client;
 mod content;
 mod errors;
 mod models;
 mod server;
+mod transport;
 mod turn;
 
 use std::sync::Arc;
 
-use agent_client_protocol::{Agent as AcpAgent, ConnectTo, Stdio};
+use agent_client_protocol::{Agent as AcpAgent, ConnectTo};
 use berth_agent::Agent;
 use berth_ops::Ops;
 
 pub use server::Server;
+pub use turn::MERGE_WINDOW;
 
 /// Serves one ACP client over standard input and output until it closes standard input.
-/// Standard output carries the protocol only.
+/// Standard output carries the protocol only; messages waiting together go out in one write
+/// (`transport.rs`).
 pub async fn serve_stdio(ops: Ops, agent: Agent) -> Result<(), agent_client_protocol::Error> {
-    serve(ops, agent, Stdio::new()).await
+    let (lines, writer) = transport::stdio();
+    let served = serve(ops, agent, lines).await;
+    transport::finish(writer);
+    served
 }
 
 /// Serves one ACP client over `transport` (standard I/O, or an in-memory channel in tests).

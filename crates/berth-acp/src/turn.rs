@@ -1,9 +1,20 @@
 //! A prompt's turn over ACP: the runtime's events become `session/update`s in the order they
 //! come, on this one task, and the turn's end becomes the prompt's answer.
+//!
+//! Text and thought pieces that stream faster than a person reads are merged: the first piece
+//! goes out at once, and pieces arriving within [`MERGE_WINDOW`] of the last update wait (at
+//! most that long) to go out together, in one update. Nothing is reordered or dropped: any
+//! other event, a change from thought to text, and the end of the turn send what waits first.
+//! A model streaming a few hundred tokens a second is relayed piece by piece; a burst (a fast
+//! local model, a stream that stalled and caught up) costs the client a few updates instead of
+//! thousands, each a JSON-RPC message parsed on both sides.
 
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use agent_client_protocol::Client;
 use agent_client_protocol::v1::ConnectionTo;
@@ -17,6 +28,17 @@ use serde_json::{Value, json};
 
 use crate::client::{self, Relayed};
 use crate::errors;
+
+/// How long streamed text may wait to be merged with the pieces after it: well under one
+/// frame of an editor's display.
+pub const MERGE_WINDOW: Duration = Duration::from_millis(10);
+
+/// Streamed text waiting to go out, and which kind it is.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Stream {
+    Answer,
+    Thought,
+}
 
 /// Sends one turn's events as updates of one session.
 pub struct Relay {
@@ -34,7 +56,42 @@ impl Relay {
         mut turn: Turn,
         work_dir: &Path,
     ) -> Result<PromptResponse, agent_client_protocol::Error> {
-        while let Some(event) = turn.events.recv().await {
+        let mut waiting: Option<(Stream, String)> = None;
+        // When the last streamed update went out.
+        let mut last = Instant::now()
+            .checked_sub(MERGE_WINDOW)
+            .unwrap_or_else(Instant::now);
+        loop {
+            let event = tokio::select! {
+                biased;
+                event = turn.events.recv() => event,
+                () = tokio::time::sleep_until(last + MERGE_WINDOW), if waiting.is_some() => {
+                    self.flush(&mut waiting);
+                    last = Instant::now();
+                    continue;
+                }
+            };
+            let Some(event) = event else { break };
+            let piece = match &event {
+                AgentEvent::Text { text } => Some((Stream::Answer, text)),
+                AgentEvent::Thought { text } => Some((Stream::Thought, text)),
+                _ => None,
+            };
+            if let Some((kind, text)) = piece {
+                match &mut waiting {
+                    Some((k, buf)) if *k == kind => buf.push_str(text),
+                    _ => {
+                        self.flush(&mut waiting);
+                        waiting = Some((kind, text.clone()));
+                    }
+                }
+                if last.elapsed() >= MERGE_WINDOW {
+                    self.flush(&mut waiting);
+                    last = Instant::now();
+                }
+                continue;
+            }
+            self.flush(&mut waiting);
             if let AgentEvent::TurnEnded { stop, .. } = event {
                 return match stop {
                     TurnStop::EndTurn => Ok(PromptResponse::new(StopReason::EndTurn)),
@@ -49,9 +106,23 @@ impl Relay {
             }
             self.event(event, work_dir);
         }
+        self.flush(&mut waiting);
         Err(errors::internal(
             "the agent stopped without ending the turn",
         ))
+    }
+
+    /// Sends the streamed text that waits, if any.
+    fn flush(&self, waiting: &mut Option<(Stream, String)>) {
+        match waiting.take() {
+            Some((Stream::Answer, text)) => {
+                self.send(SessionUpdate::AgentMessageChunk(chunk(text)))
+            }
+            Some((Stream::Thought, text)) => {
+                self.send(SessionUpdate::AgentThoughtChunk(chunk(text)))
+            }
+            None => {}
+        }
     }
 
     fn send(&self, update: SessionUpdate) {
