@@ -349,6 +349,8 @@ fn env_layer(
             "GOOGLE_API_KEY" if !has_gemini => {
                 vec!["providers".into(), "gemini".into(), "api_key".into()]
             }
+            // The store's conventional name; `BERTH_STORE__URL` says the same.
+            "BERTH_STORE_URL" => vec!["store".into(), "url".into()],
             n if n.starts_with("BERTH_") && !PROCESS_VARS.contains(&n) => {
                 let rest = &n["BERTH_".len()..];
                 if rest.is_empty() || rest.split("__").any(str::is_empty) {
@@ -440,6 +442,9 @@ pub const TEMPLATE: &str = r#"# berth configuration. Layers: this file -> worksp
 # setup = ["npm ci"]                     # commands run in new worktrees
 # setup_timeout_secs = 600
 # spare_worktrees = 1                    # checkouts kept ready: create skips the checkout
+
+[store]
+# url = "sqlite:///path/berth.db"   # or "postgres://user:password@host:5432/db"; default: files in the home
 "#;
 
 #[cfg(test)]
@@ -558,6 +563,18 @@ mod tests {
         assert!(!format!("{c:?}").contains("sk-ant-xyz"));
         assert!(!toml::to_string(&c).unwrap().contains("sk-ant-xyz"));
         assert!(!serde_json::to_string(&c).unwrap().contains("sk-ant-xyz"));
+    }
+
+    #[test]
+    fn the_store_url_has_its_own_variable() {
+        let env = [(
+            "BERTH_STORE_URL".to_owned(),
+            "postgres://u:pw@h/db".to_owned(),
+        )];
+        let loaded = layer(None, None, env).unwrap();
+        assert!(loaded.unknown_keys.is_empty(), "{:?}", loaded.unknown_keys);
+        let url = loaded.config.store.url.unwrap();
+        assert_eq!(url.expose(), "postgres://u:pw@h/db");
     }
 
     #[test]

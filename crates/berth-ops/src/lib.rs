@@ -34,6 +34,7 @@ use std::sync::Arc;
 
 use berth_core::WorkspaceManager;
 use berth_store_fs::FsStore;
+use berth_store_sql::SqlStore;
 
 pub use error::{Error, ErrorKind, Result};
 pub use import::aptove::default_dir as aptove_default_dir;
@@ -64,6 +65,8 @@ pub use worktree::DEFAULT_MAX_FILE_BYTES;
 #[derive(Clone)]
 pub struct Ops {
     manager: WorkspaceManager,
+    /// The store `manager` was opened on.
+    store: Arc<StoreChoice>,
     home: Arc<PathBuf>,
     /// The environment layer of the config, as it was when the home was opened.
     env: Arc<Vec<(String, String)>>,
@@ -86,30 +89,66 @@ pub enum Refill {
 /// Opens the berth home at `home` with the store its config chooses: the global config file
 /// and the environment are read first (without any store), then the store is opened.
 ///
-/// Today that is always the filesystem store under `home`; `[store] url` names a database
-/// store, which is refused until one is built in.
+/// `[store] url` (or `BERTH_STORE_URL`) names a database: `sqlite:///path/berth.db` or
+/// `postgres://user:password@host:port/db` ([`SqlStore`]); without one, the filesystem store
+/// under `home`. Either way workspace folders (git worktrees) stay under `home` on this
+/// machine.
 pub fn open(home: &Path, env: &[(String, String)]) -> Result<Ops> {
     let home = std::path::absolute(home)
         .map_err(|e| berth_core::Error::io(format!("cannot use home {}", home.display()), e))?;
     let global = config::global_text(&home)?;
     let loaded = berth_core::config::layer(global.as_ref(), None, env.iter().cloned())?;
-    if loaded.config.store.url.is_some() {
-        return Err(Error::rule(
-            ErrorKind::Invalid,
-            format!(
-                "[store] url is set, but this berth has only the filesystem store; remove the url (from {} or the environment) to use the home {}",
-                config::global_path(&home).display(),
-                home.display()
-            ),
-        ));
-    }
-    let store = FsStore::open(&home)?;
+    let store = StoreChoice::of(&home, loaded.config.store.url.as_ref().map(|u| u.expose()))?;
     Ok(Ops {
-        manager: store.manager(),
+        manager: store.open(&home)?,
+        store: Arc::new(store),
         home: Arc::new(home),
         env: Arc::new(env.to_vec()),
         refill: Arc::new(Refill::InProcess),
     })
+}
+
+/// Which store a home uses: its files, or a database.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum StoreChoice {
+    Files,
+    Database { url: berth_core::config::Secret },
+}
+
+impl StoreChoice {
+    /// The store `url` names (`None`: the files under the home), refused when it names none.
+    pub(crate) fn of(home: &Path, url: Option<&str>) -> Result<StoreChoice> {
+        match url {
+            None => Ok(StoreChoice::Files),
+            Some(u) if berth_store_sql::Kind::of(u).is_some() => Ok(StoreChoice::Database {
+                url: berth_core::config::Secret::new(u),
+            }),
+            Some(u) => Err(Error::rule(
+                ErrorKind::Invalid,
+                format!(
+                    "the store url {} is neither sqlite://… nor postgres://… (set in {} or BERTH_STORE_URL); remove it to keep the files under {}",
+                    berth_store_sql::redact(u),
+                    config::global_path(home).display(),
+                    home.display()
+                ),
+            )),
+        }
+    }
+
+    pub(crate) fn open(&self, home: &Path) -> Result<WorkspaceManager> {
+        Ok(match self {
+            StoreChoice::Files => FsStore::open(home)?.manager(),
+            StoreChoice::Database { url } => SqlStore::open(url.expose(), home)?.manager(),
+        })
+    }
+
+    /// How messages name it: the home's files, or the URL without its password.
+    pub(crate) fn describe(&self, home: &Path) -> String {
+        match self {
+            StoreChoice::Files => format!("the files under {}", home.display()),
+            StoreChoice::Database { url } => berth_store_sql::redact(url.expose()),
+        }
+    }
 }
 
 impl Ops {
@@ -122,6 +161,12 @@ impl Ops {
     /// The berth home: global config, and the default place of workspace folders.
     pub fn home(&self) -> &Path {
         &self.home
+    }
+
+    /// Where this home's records are: "the files under <home>", or the database's URL without
+    /// its password.
+    pub fn store_description(&self) -> String {
+        self.store.describe(&self.home)
     }
 }
 

@@ -503,12 +503,20 @@ impl Ops {
         let ws = self.manager.resolve(identifier).await?;
         self.manager.touch(&ws).await?;
         let view = self.view(&ws, None);
-        view.work_dir().map(Path::to_owned).ok_or_else(|| {
+        let dir = view.work_dir().map(Path::to_owned).ok_or_else(|| {
             Error::rule(
                 ErrorKind::NotFound,
                 format!("workspace {} has no folder in this store", ws.label()),
             )
-        })
+        })?;
+        // A database store keeps a plain workspace's folder on each machine that asks for it;
+        // the filesystem store made it with the workspace.
+        if ws.git.is_none() && !dir.is_dir() {
+            std::fs::create_dir_all(&dir).map_err(|e| {
+                berth_core::Error::io(format!("cannot create {}", dir.display()), e)
+            })?;
+        }
+        Ok(dir)
     }
 
     /// The main checkout of the repository containing `path`. Outside a repository: `None`,

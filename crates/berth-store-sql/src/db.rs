@@ -7,9 +7,9 @@
 
 use std::time::Duration;
 
-use sqlx::postgres::{PgPool, PgRow};
-use sqlx::sqlite::{SqlitePool, SqliteRow};
-use sqlx::{Postgres, Row as _, Sqlite, Transaction};
+use sqlx::postgres::{PgConnection, PgPool, PgRow};
+use sqlx::sqlite::{SqliteConnection, SqlitePool, SqliteRow};
+use sqlx::{Connection, Postgres, Row as _, Sqlite, Transaction};
 
 use crate::{Failure, Result};
 
@@ -36,9 +36,16 @@ pub(crate) enum Pool {
     Postgres(PgPool),
 }
 
-pub(crate) enum Tx {
-    Sqlite(Transaction<'static, Sqlite>),
-    Postgres(Transaction<'static, Postgres>),
+pub(crate) enum Tx<'c> {
+    Sqlite(Transaction<'c, Sqlite>),
+    Postgres(Transaction<'c, Postgres>),
+}
+
+/// One connection of its own, outside any pool: what `open` checks and migrates with, so a
+/// database that cannot be reached says why at once instead of after a pool's retries.
+pub(crate) enum Conn {
+    Sqlite(SqliteConnection),
+    Postgres(PgConnection),
 }
 
 pub(crate) enum Row {
@@ -79,18 +86,11 @@ fn check_pg_text(args: &[Arg<'_>]) -> Result<()> {
 }
 
 impl Pool {
-    pub(crate) fn dialect(&self) -> Dialect {
-        match self {
-            Pool::Sqlite(_) => Dialect::Sqlite,
-            Pool::Postgres(_) => Dialect::Postgres,
-        }
-    }
-
     /// A write transaction. SQLite's takes the write lock at once (`BEGIN IMMEDIATE`), so a
     /// transaction that reads before it writes never fails to upgrade its lock: it waits (up
     /// to the busy timeout) instead. Postgres's is read committed; the store locks the rows it
     /// reads before it changes them.
-    pub(crate) async fn begin(&self) -> Result<Tx> {
+    pub(crate) async fn begin(&self) -> Result<Tx<'static>> {
         Ok(match self {
             Pool::Sqlite(p) => Tx::Sqlite(p.begin_with("BEGIN IMMEDIATE").await?),
             Pool::Postgres(p) => Tx::Postgres(p.begin().await?),
@@ -99,7 +99,7 @@ impl Pool {
 
     /// A read-only transaction: several reads that see one state. SQLite's is deferred, so it
     /// waits for no writer.
-    pub(crate) async fn begin_read(&self) -> Result<Tx> {
+    pub(crate) async fn begin_read(&self) -> Result<Tx<'static>> {
         Ok(match self {
             Pool::Sqlite(p) => Tx::Sqlite(p.begin().await?),
             Pool::Postgres(p) => Tx::Postgres(p.begin().await?),
@@ -158,7 +158,7 @@ impl Pool {
     }
 }
 
-impl Tx {
+impl Tx<'_> {
     pub(crate) fn dialect(&self) -> Dialect {
         match self {
             Tx::Sqlite(_) => Dialect::Sqlite,
@@ -231,6 +231,42 @@ impl Tx {
             Tx::Postgres(t) => t.commit().await?,
         }
         Ok(())
+    }
+}
+
+impl Conn {
+    /// A write transaction, as [`Pool::begin`] makes them.
+    pub(crate) async fn begin(&mut self) -> Result<Tx<'_>> {
+        Ok(match self {
+            Conn::Sqlite(c) => Tx::Sqlite(c.begin_with("BEGIN IMMEDIATE").await?),
+            Conn::Postgres(c) => Tx::Postgres(c.begin().await?),
+        })
+    }
+
+    /// A read transaction, as [`Pool::begin_read`] makes them.
+    pub(crate) async fn begin_read(&mut self) -> Result<Tx<'_>> {
+        Ok(match self {
+            Conn::Sqlite(c) => Tx::Sqlite(c.begin().await?),
+            Conn::Postgres(c) => Tx::Postgres(c.begin().await?),
+        })
+    }
+
+    /// One statement outside a transaction (a SQLite pragma that cannot run inside one).
+    pub(crate) async fn opt(&mut self, sql: &'static str, args: &[Arg<'_>]) -> Result<Option<Row>> {
+        Ok(match self {
+            Conn::Sqlite(c) => bound!(sql, args).fetch_optional(c).await?.map(Row::Sqlite),
+            Conn::Postgres(c) => bound!(sql, args)
+                .fetch_optional(c)
+                .await?
+                .map(Row::Postgres),
+        })
+    }
+
+    pub(crate) async fn close(self) {
+        let _ = match self {
+            Conn::Sqlite(c) => c.close().await,
+            Conn::Postgres(c) => c.close().await,
+        };
     }
 }
 

@@ -46,7 +46,10 @@ use sqlx::ConnectOptions;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions, SqliteSynchronous};
 
-use crate::db::{BUSY_TIMEOUT, Pool};
+use crate::db::{BUSY_TIMEOUT, Conn, Pool};
+
+/// How long `open` waits for a Postgres server to answer.
+const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 pub use migrate::SCHEMA_VERSION;
 
 /// What went wrong inside the crate, before it becomes a `berth_core::Error` naming the
@@ -308,41 +311,40 @@ fn prepare(kind: Kind, url: &str, shown: &str) -> berth_core::Result<()> {
             .build()
             .map_err(|e| Failure::Core(Error::io("cannot start a runtime", e)))?;
         rt.block_on(async move {
-            let pool = match kind {
+            let mut conn = match kind {
                 Kind::Sqlite => {
                     let opts = sqlite_options(&url).map_err(Failure::Invalid)?;
-                    Pool::Sqlite(
-                        SqlitePoolOptions::new()
-                            .max_connections(1)
-                            .connect_with(opts)
-                            .await?,
-                    )
+                    Conn::Sqlite(opts.connect().await?)
                 }
                 Kind::Postgres => {
                     let opts = pg_options(&url).map_err(Failure::Invalid)?;
-                    Pool::Postgres(
-                        PgPoolOptions::new()
-                            .max_connections(1)
-                            .acquire_timeout(std::time::Duration::from_secs(10))
-                            .connect_with(opts)
-                            .await?,
-                    )
+                    let connect = opts.connect();
+                    match tokio::time::timeout(CONNECT_TIMEOUT, connect).await {
+                        Ok(conn) => Conn::Postgres(conn?),
+                        Err(_) => {
+                            return Err(Failure::Db(sqlx::Error::PoolTimedOut));
+                        }
+                    }
                 }
             };
             let done = async {
                 if kind == Kind::Sqlite {
-                    wal(&pool).await?;
+                    wal(&mut conn).await?;
                 }
-                migrate::migrate(&pool).await
+                migrate::migrate(&mut conn).await
             }
             .await;
-            pool.close().await;
+            conn.close().await;
             done
         })
     })
     .join()
     .map_err(|_| Error::io("cannot open the store", std::io::Error::other("panicked")))?;
     outcome.map_err(|f| match f {
+        Failure::Db(sqlx::Error::PoolTimedOut) => Error::io(
+            format!("cannot open the berth store at {shown_owned}"),
+            std::io::Error::other(format!("no answer within {} s", CONNECT_TIMEOUT.as_secs())),
+        ),
         Failure::Db(e) => Error::io(
             format!("cannot open the berth store at {shown_owned}"),
             std::io::Error::other(e.to_string()),
@@ -354,10 +356,10 @@ fn prepare(kind: Kind, url: &str, shown: &str) -> berth_core::Result<()> {
 /// Puts a SQLite database in WAL mode (readers never wait for the writer). The switch needs
 /// a moment of exclusive access that the busy timeout does not wait for, so a database that
 /// another process is opening at the same moment is tried again.
-async fn wal(pool: &Pool) -> Result<()> {
+async fn wal(conn: &mut Conn) -> Result<()> {
     let deadline = std::time::Instant::now() + BUSY_TIMEOUT;
     loop {
-        match pool.opt("PRAGMA journal_mode = WAL", &[]).await {
+        match conn.opt("PRAGMA journal_mode = WAL", &[]).await {
             Ok(Some(row)) if row.text(0)?.eq_ignore_ascii_case("wal") => return Ok(()),
             Ok(_) => {
                 return Err(Failure::Invalid(

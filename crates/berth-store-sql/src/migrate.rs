@@ -7,7 +7,7 @@
 //! the old version whole. A database newer than the binary is refused: this berth does not
 //! know its tables.
 
-use crate::db::{Arg, Dialect, Pool, Tx};
+use crate::db::{Arg, Conn, Dialect, Tx};
 use crate::{Failure, Result};
 
 struct Migration {
@@ -29,11 +29,11 @@ pub const SCHEMA_VERSION: i64 = MIGRATIONS[MIGRATIONS.len() - 1].version;
 const PG_LOCK_KEY: i64 = 0x6265_7274_685f_7631; // "berth_v1"
 
 /// Brings the database up to [`SCHEMA_VERSION`], or refuses a newer one.
-pub(crate) async fn migrate(pool: &Pool) -> Result<()> {
-    if current(pool).await? == Some(SCHEMA_VERSION) {
+pub(crate) async fn migrate(conn: &mut Conn) -> Result<()> {
+    if current(conn).await? == Some(SCHEMA_VERSION) {
         return Ok(());
     }
-    let mut tx = pool.begin().await?;
+    let mut tx = conn.begin().await?;
     if tx.dialect() == Dialect::Postgres {
         tx.exec("SELECT pg_advisory_xact_lock($1)", &[Arg::Int(PG_LOCK_KEY)])
             .await?;
@@ -64,17 +64,18 @@ pub(crate) async fn migrate(pool: &Pool) -> Result<()> {
 }
 
 /// The database's version, `None` before berth first ran on it; refuses a newer one.
-async fn current(pool: &Pool) -> Result<Option<i64>> {
-    let exists = match pool.dialect() {
+async fn current(conn: &mut Conn) -> Result<Option<i64>> {
+    let mut tx = conn.begin_read().await?;
+    let exists = match tx.dialect() {
         Dialect::Sqlite => {
-            pool.opt(
+            tx.opt(
                 "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'berth_schema'",
                 &[],
             )
             .await?
         }
         Dialect::Postgres => {
-            pool.opt(
+            tx.opt(
                 "SELECT 1 WHERE to_regclass('berth_schema') IS NOT NULL",
                 &[],
             )
@@ -84,18 +85,12 @@ async fn current(pool: &Pool) -> Result<Option<i64>> {
     if exists.is_none() {
         return Ok(None);
     }
-    let row = pool
-        .opt("SELECT MAX(version) FROM berth_schema", &[])
-        .await?;
-    let version = match row {
-        Some(r) => r.opt_int(0)?.unwrap_or(0),
-        None => 0,
-    };
+    let version = version_in(&mut tx).await?;
     refuse_newer(version)?;
     Ok(Some(version))
 }
 
-async fn version_in(tx: &mut Tx) -> Result<i64> {
+async fn version_in(tx: &mut Tx<'_>) -> Result<i64> {
     let row = tx.opt("SELECT MAX(version) FROM berth_schema", &[]).await?;
     Ok(match row {
         Some(r) => r.opt_int(0)?.unwrap_or(0),

@@ -57,7 +57,7 @@ fn check_label(kind: &'static str, value: &str) -> Result<()> {
 /// Locks a workspace row against deletion for the rest of the transaction (Postgres; SQLite's
 /// write transaction holds the whole database). Workspace rows are always locked before
 /// session rows, so a session change and a workspace delete cannot deadlock.
-pub(crate) async fn hold_workspace(tx: &mut Tx, id: &WorkspaceId) -> Result<bool> {
+pub(crate) async fn hold_workspace(tx: &mut Tx<'_>, id: &WorkspaceId) -> Result<bool> {
     let sql = match tx.dialect() {
         Dialect::Sqlite => "SELECT 1 FROM workspaces WHERE id = $1",
         Dialect::Postgres => "SELECT 1 FROM workspaces WHERE id = $1 FOR KEY SHARE",
@@ -66,7 +66,7 @@ pub(crate) async fn hold_workspace(tx: &mut Tx, id: &WorkspaceId) -> Result<bool
 }
 
 /// The session, its row locked for the rest of the transaction.
-async fn lock_session(tx: &mut Tx, id: &SessionId) -> Result<Session> {
+async fn lock_session(tx: &mut Tx<'_>, id: &SessionId) -> Result<Session> {
     let sql = match tx.dialect() {
         Dialect::Sqlite => concat!("SELECT ", cols!(), " FROM sessions WHERE id = $1"),
         Dialect::Postgres => concat!(
@@ -82,7 +82,7 @@ async fn lock_session(tx: &mut Tx, id: &SessionId) -> Result<Session> {
     session(&row)
 }
 
-async fn insert_messages(tx: &mut Tx, id: &SessionId, messages: &[Message]) -> Result<()> {
+async fn insert_messages(tx: &mut Tx<'_>, id: &SessionId, messages: &[Message]) -> Result<()> {
     for (i, m) in messages.iter().enumerate() {
         tx.exec(
             "INSERT INTO messages (session_id, seq, role, content) VALUES ($1, $2, $3, $4)",

@@ -33,7 +33,7 @@ fn refused(msg: String) -> Failure {
 }
 
 /// Locks the scope's owner for the rest of the transaction; `NotFound` if it does not exist.
-async fn hold_owner(tx: &mut Tx, scope: &StorageScope) -> Result<()> {
+async fn hold_owner(tx: &mut Tx<'_>, scope: &StorageScope) -> Result<()> {
     let found = match scope {
         StorageScope::Workspace(w) => {
             let sql = match tx.dialect() {
@@ -63,7 +63,7 @@ async fn hold_owner(tx: &mut Tx, scope: &StorageScope) -> Result<()> {
 }
 
 /// What is at `path`: `Some(true)` a folder, `Some(false)` a file, `None` nothing.
-async fn kind_at(tx: &mut Tx, scope: &StorageScope, path: &str) -> Result<Option<bool>> {
+async fn kind_at(tx: &mut Tx<'_>, scope: &StorageScope, path: &str) -> Result<Option<bool>> {
     let (w, s) = keys(scope);
     let row = tx
         .opt(
@@ -76,7 +76,7 @@ async fn kind_at(tx: &mut Tx, scope: &StorageScope, path: &str) -> Result<Option
 
 /// Why nothing is at `path`: a parent that is a file (refused, as the kernel says
 /// ENOTDIR), or it is simply not there.
-async fn absent(tx: &mut Tx, scope: &StorageScope, path: &StoragePath) -> Failure {
+async fn absent(tx: &mut Tx<'_>, scope: &StorageScope, path: &StoragePath) -> Failure {
     let mut ancestor = path.parent();
     let mut chain = Vec::new();
     while let Some(a) = ancestor {
