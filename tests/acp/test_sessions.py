@@ -113,6 +113,26 @@ async def test_the_model_is_a_config_option(home, work, provider):
         assert "claude/test-model" in str(bad.value.data or bad.value)
 
 
+async def test_a_chosen_model_outlives_the_process(home, work, provider):
+    env = {"OPENAI_API_KEY": "test-openai-key"}
+    async with run_agent(Editor(), home, provider, work, env) as (conn, _, _):
+        new = await conn.new_session(cwd=str(work))
+        [model] = [o for o in new.config_options if o.id == "model"]
+        values = [o.value for o in model.options]
+        assert values == ["claude/test-model", "openai/gpt-4.1"]
+        changed = await conn.set_config_option(
+            config_id="model", session_id=new.session_id, value="openai/gpt-4.1"
+        )
+        assert changed.config_options[0].current_value == "openai/gpt-4.1"
+    async with run_agent(Editor(), home, provider, work, env) as (conn, _, _):
+        loaded = await conn.load_session(cwd=str(work), session_id=new.session_id, mcp_servers=[])
+        assert loaded.config_options[0].current_value == "openai/gpt-4.1"
+    # Without the OpenAI key the config no longer offers it: the configured model again.
+    async with run_agent(Editor(), home, provider, work) as (conn, _, _):
+        loaded = await conn.load_session(cwd=str(work), session_id=new.session_id, mcp_servers=[])
+        assert loaded.config_options[0].current_value == "claude/test-model"
+
+
 async def test_a_phone_id_makes_one_workspace_and_one_binding(home, work, provider):
     provider.push(Reply().text("hello phone"))
     async with run_agent(Editor(), home, provider, work) as (conn, _, _):

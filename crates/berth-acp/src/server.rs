@@ -77,18 +77,37 @@ impl Server {
             })
     }
 
-    fn register(&self, session: Session, work_dir: PathBuf) -> Arc<Open> {
+    /// Opens `session` on this connection, with the model chosen for it earlier (in any
+    /// process) while the workspace's config still offers that model.
+    async fn register(&self, session: Session, work_dir: PathBuf) -> Result<Arc<Open>> {
+        let chosen = self
+            .ops
+            .session_model(&session)
+            .await
+            .map_err(errors::ops)?;
+        let model = match chosen {
+            Some((provider, model)) => {
+                let config = self
+                    .ops
+                    .config(Some(&session.workspace_id))
+                    .await
+                    .map_err(errors::ops)?;
+                let choice = ModelChoice { provider, model };
+                models::choices(&config).contains(&choice).then_some(choice)
+            }
+            None => None,
+        };
         let open = Arc::new(Open {
             session,
             work_dir,
             running: Mutex::default(),
-            model: Mutex::default(),
+            model: Mutex::new(model),
         });
         self.sessions
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(open.session.id.to_string(), open.clone());
-        open
+        Ok(open)
     }
 
     fn capabilities(&self) -> ClientCapabilities {
@@ -136,7 +155,7 @@ impl Server {
             })
             .await
             .map_err(errors::ops)?;
-        let open = self.register(got.session, got.work_dir);
+        let open = self.register(got.session, got.work_dir).await?;
         let options = self.config_options(&open).await?;
         Ok(NewSessionResponse::new(open.session.id.to_string()).config_options(options))
     }
@@ -157,7 +176,7 @@ impl Server {
                 cwd.to_path_buf()
             }
         };
-        Ok(self.register(session, work_dir))
+        self.register(session, work_dir).await
     }
 
     async fn load_session(
@@ -299,6 +318,11 @@ impl Server {
                     .join(", ")
             ))
         })?;
+        // Kept with the session, so a later process (session/load) calls it too.
+        self.ops
+            .set_session_model(&open.session, choice.provider, &choice.model)
+            .await
+            .map_err(errors::ops)?;
         *open.model.lock().unwrap_or_else(|e| e.into_inner()) = Some(choice);
         Ok(SetSessionConfigOptionResponse::new(
             self.config_options(&open).await?,

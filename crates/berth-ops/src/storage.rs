@@ -171,3 +171,65 @@ impl Ops {
         Ok((path, node))
     }
 }
+
+/// Where a session keeps the model a person chose for it, in its own storage.
+pub fn session_model_path() -> StoragePath {
+    StoragePath::new(".berth/model").expect("a valid storage path")
+}
+
+impl Ops {
+    /// The model a person chose for this session (ACP's model option), kept in the session's
+    /// storage (`.berth/model`, one line `provider/model`) so that any later process calls it
+    /// too; `None` when none was chosen (or the line cannot be read as one).
+    pub async fn session_model(
+        &self,
+        session: &berth_core::Session,
+    ) -> Result<Option<(berth_core::config::ProviderKind, String)>> {
+        let scope = StorageScope::Session {
+            workspace: session.workspace_id.clone(),
+            session: session.id.clone(),
+        };
+        let bytes = match self
+            .manager
+            .read_storage(&scope, &session_model_path())
+            .await
+        {
+            Ok(b) => b,
+            Err(e) if e.is_not_found() => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        let text = String::from_utf8_lossy(&bytes);
+        let Some((provider, model)) = text.trim().split_once('/') else {
+            return Ok(None);
+        };
+        Ok(provider
+            .parse()
+            .ok()
+            .filter(|_| !model.is_empty())
+            .map(|p| (p, model.to_owned())))
+    }
+
+    /// Records the model a person chose for this session.
+    pub async fn set_session_model(
+        &self,
+        session: &berth_core::Session,
+        provider: berth_core::config::ProviderKind,
+        model: &str,
+    ) -> Result<()> {
+        if model.is_empty() || model.contains('\n') {
+            return Err(crate::Error::invalid("a model name is one non-empty line"));
+        }
+        let scope = StorageScope::Session {
+            workspace: session.workspace_id.clone(),
+            session: session.id.clone(),
+        };
+        self.manager
+            .write_storage(
+                &scope,
+                &session_model_path(),
+                format!("{provider}/{model}\n").into_bytes(),
+            )
+            .await?;
+        Ok(())
+    }
+}
