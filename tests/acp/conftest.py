@@ -6,6 +6,7 @@ with a chosen option, and, when it advertises them, serves `fs/read_text_file` f
 buffers (which may differ from the disk) and `fs/write_text_file` into them.
 """
 
+import asyncio
 import contextlib
 import json
 import os
@@ -18,6 +19,12 @@ from acp import RequestError
 from acp.schema import (
     AllowedOutcome,
     ClientCapabilities,
+    CreateTerminalResponse,
+    KillTerminalResponse,
+    ReleaseTerminalResponse,
+    TerminalExitStatus,
+    TerminalOutputResponse,
+    WaitForTerminalExitResponse,
     DeniedOutcome,
     FileSystemCapabilities,
     ReadTextFileResponse,
@@ -82,9 +89,11 @@ class Editor:
     """The client: records updates, answers permission with `choice` (an option id, or
     None for "cancelled"), and keeps buffers for the fs methods it advertises."""
 
-    def __init__(self, choice="reject_once", fs=False, buffers=None):
+    def __init__(self, choice="reject_once", fs=False, buffers=None, terminal=False):
         self.choice = choice
         self.fs = fs
+        self.terminal = terminal
+        self.terminals = {}  # id -> {"request": ..., "proc": ..., "output": ..., "released": bool}
         self.buffers = dict(buffers or {})
         self.updates = []  # (session_id, update)
         self.permissions = []  # the tool_call of each permission request
@@ -95,7 +104,7 @@ class Editor:
     def capabilities(self):
         return ClientCapabilities(
             fs=FileSystemCapabilities(read_text_file=self.fs, write_text_file=self.fs),
-            terminal=False,
+            terminal=self.terminal,
         )
 
     def on_connect(self, conn):
@@ -124,6 +133,64 @@ class Editor:
         self.writes.append((path, content))
         self.buffers[path] = content
         return WriteTextFileResponse()
+
+    # Terminals: the command runs as a child of the client, as an editor's terminal would.
+
+    async def create_terminal(self, command, session_id, args=None, cwd=None, env=None, output_byte_limit=None, **kwargs):
+        full_env = {**os.environ, **{v.name: v.value for v in (env or [])}}
+        proc = await asyncio.create_subprocess_exec(
+            command, *(args or []), cwd=cwd, env=full_env,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+        )
+        tid = f"term-{len(self.terminals) + 1}"
+        entry = {"command": command, "args": args, "cwd": cwd, "env": env, "proc": proc, "output": b"", "released": False}
+        self.terminals[tid] = entry
+
+        async def pump():
+            while chunk := await proc.stdout.read(4096):
+                entry["output"] += chunk
+
+        entry["pump"] = asyncio.ensure_future(pump())
+        return CreateTerminalResponse(terminal_id=tid)
+
+    def _status(self, proc):
+        if proc.returncode is None:
+            return None
+        if proc.returncode < 0:
+            return TerminalExitStatus(signal=str(-proc.returncode))
+        return TerminalExitStatus(exit_code=proc.returncode)
+
+    async def wait_for_terminal_exit(self, session_id, terminal_id, **kwargs):
+        entry = self.terminals[terminal_id]
+        await entry["proc"].wait()
+        await entry["pump"]
+        status = self._status(entry["proc"])
+        return WaitForTerminalExitResponse(exit_code=status.exit_code, signal=status.signal)
+
+    async def terminal_output(self, session_id, terminal_id, **kwargs):
+        entry = self.terminals[terminal_id]
+        return TerminalOutputResponse(
+            output=entry["output"].decode(), truncated=False, exit_status=self._status(entry["proc"])
+        )
+
+    async def kill_terminal(self, session_id, terminal_id, **kwargs):
+        proc = self.terminals[terminal_id]["proc"]
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+        return KillTerminalResponse()
+
+    async def release_terminal(self, session_id, terminal_id, **kwargs):
+        self.terminals[terminal_id]["released"] = True
+        return ReleaseTerminalResponse()
+
+    async def close_terminals(self):
+        for entry in self.terminals.values():
+            if entry["proc"].returncode is None:
+                entry["proc"].kill()
+            await entry["proc"].wait()
+            await entry["pump"]
+            entry["proc"]._transport.close()
 
     def kinds(self, session_id=None):
         return [
@@ -169,4 +236,7 @@ async def run_agent(editor, home, provider, cwd, extra_env=None):
         transport_kwargs={"stderr": None},
     ) as (conn, proc):
         init = await conn.initialize(protocol_version=1, client_capabilities=editor.capabilities())
-        yield conn, proc, init
+        try:
+            yield conn, proc, init
+        finally:
+            await editor.close_terminals()
