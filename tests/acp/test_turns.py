@@ -179,6 +179,19 @@ async def test_stop_reasons_reach_the_client(home, work, provider):
     assert (a.stop_reason, b.stop_reason) == ("max_tokens", "refusal")
 
 
+async def test_too_many_tool_rounds_stop_with_max_turn_requests(home, work, provider):
+    (work / "a.txt").write_text("a\n")
+    for i in range(3):
+        provider.push(Reply().tool(f"toolu_{i}", "read_file", {"path": "a.txt"}))
+    editor = Editor()
+    env = {"BERTH_AGENT__MAX_TOOL_ITERATIONS": "2"}
+    async with run_agent(editor, home, provider, work, env) as (conn, _, _):
+        new = await conn.new_session(cwd=str(work))
+        answer = await conn.prompt(session_id=new.session_id, prompt=[text_block("loop")])
+    assert answer.stop_reason == "max_turn_requests"
+    assert len(provider.requests) == 3
+
+
 async def test_a_provider_error_is_an_error_answer(home, work, provider):
     provider.push(Reply().text("par").fail_with("overloaded_error", "Overloaded right now"))
     editor = Editor()
