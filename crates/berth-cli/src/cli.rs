@@ -61,6 +61,14 @@ pub enum Command {
     /// in shares one kind (4 refused, 5 corrupt, 6 conflict, 3 not found), else 1.
     #[command(subcommand, verbatim_doc_comment, after_long_help = EXIT_STATUS)]
     Import(ImportCmd),
+    /// Where this home's records are kept, and moving them to another store.
+    ///
+    /// The store is the files under the home unless [store] url in <home>/config.toml (or
+    /// BERTH_STORE_URL) names a database: sqlite:///path/berth.db (one file, created on first
+    /// use) or postgres://user:password@host:port/db (any number of berth processes and
+    /// machines on one database). Workspace folders and git worktrees stay under the home.
+    #[command(subcommand, verbatim_doc_comment, after_long_help = EXIT_STATUS)]
+    Store(StoreCmd),
     /// Serve workspaces, sessions and storage to AI agents over MCP.
     ///
     /// On stdio (the default), standard output carries the protocol only; messages go to
@@ -508,6 +516,38 @@ pub enum ConfigCmd {
         /// Include this workspace's overrides.
         #[arg(long, short)]
         workspace: Option<String>,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum StoreCmd {
+    /// Print the store this home uses (a database's URL without its password).
+    Show {
+        #[command(flatten)]
+        json: JsonFlag,
+    },
+    /// Copy this home's records into another store, then verify them there.
+    ///
+    /// Workspaces (with their config), sessions (with their transcripts), storage files of both
+    /// scopes and device bindings are copied from the store in use into the one --to names: a
+    /// sqlite:// or postgres:// URL, or `fs` for the files under the home (back from a
+    /// database). Ids, names and times are kept. Running it again copies only what is new (a
+    /// transcript's newer messages, a later last-used time); what the target holds differently
+    /// is a conflict, kept and reported, and nothing in the target is deleted. Every item is
+    /// then read back from the target and compared; the counts are printed. The exit status is
+    /// 0 when the target holds everything the source does, 6 when conflicts kept some of it
+    /// out. Then point the home at the target: set [store] url in <home>/config.toml (or remove
+    /// it, after `--to fs`).
+    #[command(verbatim_doc_comment)]
+    Migrate {
+        /// The target: sqlite:///path/berth.db, postgres://user:password@host:port/db, or fs.
+        #[arg(long, value_name = "URL")]
+        to: String,
+        /// Print what would be copied, and write nothing.
+        #[arg(long)]
+        dry_run: bool,
         #[command(flatten)]
         json: JsonFlag,
     },

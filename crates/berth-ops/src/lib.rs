@@ -23,6 +23,7 @@ mod page;
 pub mod review;
 mod sessions;
 mod storage;
+mod store_migrate;
 pub mod toolchain;
 mod view;
 mod workspaces;
@@ -42,6 +43,7 @@ pub use import::{ImportItem, ImportReport, ItemKind, Outcome};
 pub use page::Page;
 pub use sessions::{ClientSession, ClientSessionOutcome, CreateSession, SessionChoice};
 pub use storage::{Node, Owner, StorageRef, context_path};
+pub use store_migrate::{MigrateCount, MigrateItem, MigrateKind, MigrateOutcome, MigrateReport};
 pub use view::{GitView, KeptView, SessionView, WorkspaceView, session_label};
 pub use workspaces::{
     AdoptWorkspace, CreateWorkspace, DeletePlan, Deleted, GcPlan, GcReport, Repository,

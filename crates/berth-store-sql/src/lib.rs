@@ -180,7 +180,7 @@ impl SqlStore {
                         parent.display()
                     )));
                 }
-                prepare(Kind::Sqlite, url, &shown)?;
+                prepare(Kind::Sqlite, url, &shown, true)?;
                 Pool::Sqlite(
                     SqlitePoolOptions::new()
                         .max_connections(8)
@@ -192,7 +192,7 @@ impl SqlStore {
             }
             Some(Kind::Postgres) => {
                 let opts = pg_options(url).map_err(|e| invalid_url(&shown, &e))?;
-                prepare(Kind::Postgres, url, &shown)?;
+                prepare(Kind::Postgres, url, &shown, true)?;
                 Pool::Postgres(
                     PgPoolOptions::new()
                         .max_connections(16)
@@ -213,6 +213,19 @@ impl SqlStore {
         Ok(SqlStore {
             inner: Arc::new(Inner { pool, shown, home }),
         })
+    }
+
+    /// Opens the database only if berth has used it before, creating and changing nothing
+    /// first: `None` for a SQLite file that does not exist or a database without berth's
+    /// tables (what a dry run reads as empty).
+    pub fn probe(url: &str, home: &Path) -> berth_core::Result<Option<SqlStore>> {
+        let shown = redact(url);
+        let kind = Kind::of(url)
+            .ok_or_else(|| invalid_url(&shown, "it must start with sqlite:// or postgres://"))?;
+        match prepare(kind, url, &shown, false)? {
+            None => Ok(None),
+            Some(_) => SqlStore::open(url, home).map(Some),
+        }
     }
 
     /// The URL this store was opened with, without its password.
@@ -300,12 +313,14 @@ fn pg_options(url: &str) -> Result<PgConnectOptions, String> {
         .map(|o| o.disable_statement_logging())
 }
 
-/// Checks that the database can be reached and migrates it, on a thread of its own with a
-/// runtime of its own, so `open` works wherever it is called from.
-fn prepare(kind: Kind, url: &str, shown: &str) -> berth_core::Result<()> {
+/// Checks that the database can be reached and migrates it (`migrate`) or reads its schema
+/// version only (`!migrate`: `None` when berth never used it, a SQLite file that does not
+/// exist included), on a thread of its own with a runtime of its own, so `open` works
+/// wherever it is called from.
+fn prepare(kind: Kind, url: &str, shown: &str, migrate: bool) -> berth_core::Result<Option<i64>> {
     let url = url.to_owned();
     let shown_owned = shown.to_owned();
-    let outcome = std::thread::spawn(move || -> Result<()> {
+    let outcome = std::thread::spawn(move || -> Result<Option<i64>> {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -314,7 +329,10 @@ fn prepare(kind: Kind, url: &str, shown: &str) -> berth_core::Result<()> {
             let mut conn = match kind {
                 Kind::Sqlite => {
                     let opts = sqlite_options(&url).map_err(Failure::Invalid)?;
-                    Conn::Sqlite(opts.connect().await?)
+                    if !migrate && !opts.get_filename().exists() {
+                        return Ok(None);
+                    }
+                    Conn::Sqlite(opts.create_if_missing(migrate).connect().await?)
                 }
                 Kind::Postgres => {
                     let opts = pg_options(&url).map_err(Failure::Invalid)?;
@@ -328,10 +346,15 @@ fn prepare(kind: Kind, url: &str, shown: &str) -> berth_core::Result<()> {
                 }
             };
             let done = async {
+                if !migrate {
+                    return migrate::current(&mut conn).await;
+                }
                 if kind == Kind::Sqlite {
                     wal(&mut conn).await?;
                 }
-                migrate::migrate(&mut conn).await
+                migrate::migrate(&mut conn)
+                    .await
+                    .map(|()| Some(SCHEMA_VERSION))
             }
             .await;
             conn.close().await;

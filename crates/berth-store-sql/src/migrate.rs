@@ -64,7 +64,7 @@ pub(crate) async fn migrate(conn: &mut Conn) -> Result<()> {
 }
 
 /// The database's version, `None` before berth first ran on it; refuses a newer one.
-async fn current(conn: &mut Conn) -> Result<Option<i64>> {
+pub(crate) async fn current(conn: &mut Conn) -> Result<Option<i64>> {
     let mut tx = conn.begin_read().await?;
     let exists = match tx.dialect() {
         Dialect::Sqlite => {

@@ -9,6 +9,7 @@ mod import;
 mod mcp;
 mod session;
 mod storage;
+mod store;
 mod workspace;
 
 use std::io::IsTerminal;
@@ -46,6 +47,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Binding(cmd) => binding::run(&ops, cmd).await,
         Command::Config(cmd) => config::run(&ops, cmd).await,
         Command::Import(cmd) => import::run(&ops, cmd).await,
+        Command::Store(cmd) => store::run(&ops, cmd).await,
         Command::Mcp(args) => mcp::run(ops, args).await,
         Command::Chat(args) => chat::run(ops, args).await,
         Command::Acp => acp::run(ops).await,
