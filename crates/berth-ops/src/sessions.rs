@@ -204,22 +204,33 @@ impl Ops {
         Ok(self.manager.sessions().load(&id).await?)
     }
 
-    /// The session a turn goes to, for a front end working in `dir`. Its workspace is the one
-    /// `workspace` names, else the git workspace whose worktree holds `dir`, else `default`. An
-    /// existing session must belong to the workspace when one was named.
+    /// The workspace a front end working in `dir` talks in: the one `workspace` names, else the
+    /// git workspace whose worktree holds `dir`, else `default`. An interactive chat asks this
+    /// first and makes its session only with the first prompt.
+    pub async fn workspace_for_turn(
+        &self,
+        workspace: Option<&str>,
+        dir: &std::path::Path,
+    ) -> Result<Workspace> {
+        match workspace {
+            Some(w) => Ok(self.manager.resolve(w).await?),
+            None => match self.workspace_containing(dir).await? {
+                Some(ws) => Ok(ws),
+                None => self.default_workspace().await,
+            },
+        }
+    }
+
+    /// The session a turn goes to, for a front end working in `dir`. Its workspace is
+    /// [`Ops::workspace_for_turn`]'s. An existing session must belong to the workspace when one
+    /// was named.
     pub async fn session_for_turn(
         &self,
         workspace: Option<&str>,
         dir: &std::path::Path,
         choice: SessionChoice,
     ) -> Result<Session> {
-        let ws = match workspace {
-            Some(w) => self.manager.resolve(w).await?,
-            None => match self.workspace_containing(dir).await? {
-                Some(ws) => ws,
-                None => self.default_workspace().await?,
-            },
-        };
+        let ws = self.workspace_for_turn(workspace, dir).await?;
         match choice {
             SessionChoice::Existing(id) => {
                 let s = self.manager.resolve_session(&id).await?;
