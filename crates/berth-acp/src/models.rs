@@ -6,52 +6,24 @@ use agent_client_protocol::v1::schema::{
     SessionConfigOption, SessionConfigOptionCategory, SessionConfigSelectOption,
 };
 use berth_agent::ModelChoice;
-use berth_ops::{LoadedConfig, ProviderKind};
+use berth_ops::LoadedConfig;
 
 /// The config option's id.
 pub const OPTION_ID: &str = "model";
 
-const PROVIDERS: [ProviderKind; 3] = [
-    ProviderKind::Claude,
-    ProviderKind::Openai,
-    ProviderKind::Gemini,
-];
-
 /// What the config names: its provider's model first.
 pub fn configured(config: &LoadedConfig) -> ModelChoice {
-    ModelChoice {
-        provider: config.config.provider(),
-        model: config.config.model().to_owned(),
-    }
+    ModelChoice::configured(&config.config)
 }
 
-/// Every model the config can call.
+/// Every model the config can call (the rule is berth-agent's, shared with `berth chat`).
 pub fn choices(config: &LoadedConfig) -> Vec<ModelChoice> {
-    let c = &config.config;
-    let mut out = vec![configured(config)];
-    for kind in PROVIDERS {
-        let settings = c.provider_settings(kind);
-        let has_key = settings
-            .api_key
-            .as_ref()
-            .is_some_and(|k| !k.expose().is_empty());
-        if kind == c.provider() || !has_key {
-            continue;
-        }
-        out.push(ModelChoice {
-            provider: kind,
-            model: settings
-                .model
-                .clone()
-                .unwrap_or_else(|| kind.default_model().to_owned()),
-        });
-    }
-    out
+    ModelChoice::choices(&config.config)
 }
 
 /// How a choice is named in the option's values: `provider/model`.
 pub fn value_id(choice: &ModelChoice) -> String {
-    format!("{}/{}", choice.provider, choice.model)
+    choice.to_string()
 }
 
 /// The config option, showing `current`.

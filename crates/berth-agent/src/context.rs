@@ -81,13 +81,7 @@ pub fn compact(
     window: &Window,
 ) -> Vec<ChatMessage> {
     let units = units(history);
-    let fixed = window.tokens(system.len())
-        + tools
-            .iter()
-            .map(|t| {
-                window.tokens(t.name.len() + t.description.len() + t.parameters.to_string().len())
-            })
-            .sum::<u64>();
+    let fixed = fixed_tokens(system, tools, window);
     let budget = window.total.saturating_sub(window.reserve + fixed);
     let sizes: Vec<u64> = units
         .iter()
@@ -107,6 +101,53 @@ pub fn compact(
     }
     out.extend(units[first..].iter().flatten().cloned());
     out
+}
+
+/// Tokens the system prompt and the tool definitions take in every request.
+fn fixed_tokens(system: &str, tools: &[ToolSpec], window: &Window) -> u64 {
+    window.tokens(system.len())
+        + tools
+            .iter()
+            .map(|t| {
+                window.tokens(t.name.len() + t.description.len() + t.parameters.to_string().len())
+            })
+            .sum::<u64>()
+}
+
+/// How full the window is: what a request would carry of a conversation, estimated (a
+/// front end's `/context`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fill {
+    /// Messages of the conversation.
+    pub messages: usize,
+    /// Of those, the newest ones that fit; the others would be left out.
+    pub in_window: usize,
+    /// Estimated tokens of the request: the system prompt, the tool definitions and the
+    /// messages in the window (with the note that replaces the others).
+    pub tokens: u64,
+    /// Tokens in the window.
+    pub window: u64,
+    /// Of those, the tokens kept free for the answer.
+    pub reserve: u64,
+}
+
+/// How much of `window` the conversation `history` fills, compacted as a request would be.
+pub fn fill(history: &[ChatMessage], system: &str, tools: &[ToolSpec], window: &Window) -> Fill {
+    let sent = compact(history, system, tools, window);
+    let note = usize::from(history.first() != sent.first() && has_note(&sent));
+    Fill {
+        messages: history.len(),
+        in_window: sent.len() - note,
+        tokens: fixed_tokens(system, tools, window)
+            + sent.iter().map(|m| window.message_tokens(m)).sum::<u64>(),
+        window: window.total,
+        reserve: window.reserve,
+    }
+}
+
+fn has_note(sent: &[ChatMessage]) -> bool {
+    sent.first()
+        .is_some_and(|m| m.speaker == Speaker::User && m.text() == DROPPED_NOTE)
 }
 
 /// `history` cut into units: an assistant message with tool calls together with the message
@@ -283,6 +324,41 @@ mod tests {
             compact(&h, "", &[], &window),
             vec![ChatMessage::user_text("hello")]
         );
+    }
+
+    #[test]
+    fn fill_counts_what_a_request_would_carry() {
+        let window = Window {
+            total: 1500,
+            reserve: 100,
+            chars_per_token: 4.0,
+        };
+        let empty = fill(&[], "sys!", &[], &window);
+        assert_eq!(
+            empty,
+            Fill {
+                messages: 0,
+                in_window: 0,
+                tokens: 1,
+                window: 1500,
+                reserve: 100
+            }
+        );
+        let small = vec![
+            ChatMessage::user_text("a".repeat(40)),
+            ChatMessage::assistant_text("b".repeat(40)),
+        ];
+        let f = fill(&small, "", &[], &window);
+        assert_eq!((f.messages, f.in_window, f.tokens), (2, 2, 28));
+        let big = vec![
+            ChatMessage::user_text("a".repeat(4000)),
+            ChatMessage::assistant_text("b".repeat(4000)),
+            ChatMessage::user_text("now"),
+        ];
+        let f = fill(&big, "", &[], &window);
+        // The oldest message is left out; the note that replaces it is not counted.
+        assert_eq!((f.messages, f.in_window), (3, 2), "{f:?}");
+        assert!(f.tokens < window.total - window.reserve, "{f:?}");
     }
 
     #[test]

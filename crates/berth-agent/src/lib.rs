@@ -10,11 +10,14 @@
 //!   [`AgentEvent`]s in order through one channel, stops at once when its cancellation token
 //!   fires, and asks the front end's [`Permissions`] before writes and commands.
 //! - [`context`]: token estimates and compaction that never separates a call from its result.
+//! - [`models`]: the models a session can switch to, and what a model name a person types
+//!   means.
 
 pub mod context;
 pub mod conversation;
 pub mod events;
 pub mod http;
+pub mod models;
 pub mod provider;
 pub mod providers;
 pub mod runtime;

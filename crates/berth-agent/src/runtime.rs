@@ -13,13 +13,13 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use berth_core::config::Config;
-use berth_ops::{Message, Ops, ProviderKind, Role, Session};
+use berth_ops::{Message, Ops, ProviderKind, Role, Session, WorkspaceId};
 use futures::StreamExt;
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::context::{self, Window};
+use crate::context::{self, Fill, Window};
 use crate::conversation::{ChatMessage, Part, Speaker, StopReason, ToolCall, ToolResult, Usage};
 use crate::events::{AgentEvent, Decision, PermissionRequest, Permissions, TurnStop};
 use crate::http::{Http, HttpPolicy};
@@ -175,6 +175,33 @@ struct Setup {
 }
 
 impl Agent {
+    /// How full a session's context window is: what its next turn would send, estimated (a
+    /// front end's `/context`), with `model` instead of the config's when given.
+    pub async fn context_fill(
+        &self,
+        session: &Session,
+        model: Option<&ModelChoice>,
+    ) -> Result<Fill, AgentError> {
+        let setup = self.inner.setup(session, model).await?;
+        Ok(context::fill(
+            &setup.history,
+            &setup.system,
+            &self.inner.tools.specs(),
+            &setup.window,
+        ))
+    }
+
+    /// Whether turns in `workspace` can call `model` (its provider has a key): for a front end
+    /// that switches models, to refuse at once rather than at the next prompt.
+    pub async fn check_model(
+        &self,
+        workspace: &WorkspaceId,
+        model: &ModelChoice,
+    ) -> Result<(), AgentError> {
+        let config = self.inner.config(workspace, Some(model)).await?;
+        self.inner.provider(&config).map(drop)
+    }
+
     /// Starts a turn. What can fail before anything is sent (the session's config names no
     /// usable provider, a key is missing, the transcript cannot be read) fails here; after
     /// that, failures end the turn with [`TurnStop::Failed`].
@@ -212,17 +239,23 @@ impl Out {
 }
 
 impl Inner {
-    async fn setup(
+    /// The workspace's merged config, calling `choice` when given.
+    async fn config(
         &self,
-        session: &Session,
+        workspace: &WorkspaceId,
         choice: Option<&ModelChoice>,
-    ) -> Result<Setup, AgentError> {
-        let mut config: Config = self.ops.config(Some(&session.workspace_id)).await?.config;
+    ) -> Result<Config, AgentError> {
+        let mut config: Config = self.ops.config(Some(workspace)).await?.config;
         if let Some(choice) = choice {
             config.provider = Some(choice.provider);
             config.model = Some(choice.model.clone());
         }
-        let provider = match &self.provider {
+        Ok(config)
+    }
+
+    /// The builder's provider, else the one `config` names, with its key.
+    fn provider(&self, config: &Config) -> Result<Arc<dyn Provider>, AgentError> {
+        Ok(match &self.provider {
             Some(p) => p.clone(),
             None => {
                 let http = self
@@ -230,9 +263,18 @@ impl Inner {
                     .get_or_init(|| Http::new(self.policy.clone()))
                     .as_ref()
                     .map_err(|e| SetupError::Http(e.clone()))?;
-                providers::from_config(&config, http)?
+                providers::from_config(config, http)?
             }
-        };
+        })
+    }
+
+    async fn setup(
+        &self,
+        session: &Session,
+        choice: Option<&ModelChoice>,
+    ) -> Result<Setup, AgentError> {
+        let config = self.config(&session.workspace_id, choice).await?;
+        let provider = self.provider(&config)?;
         let kind = config.provider();
         let max_tokens = config
             .provider_settings(kind)
