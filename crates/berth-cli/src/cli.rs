@@ -83,6 +83,14 @@ pub enum Command {
     Mcp(McpArgs),
     /// Talk to berth's coding agent.
     ///
+    /// On a terminal, without -p, it is a conversation: answers stream as they come, thoughts
+    /// and tool activity are dimmed (plain with NO_COLOR or when output is not a terminal),
+    /// Ctrl-C stops the running turn (what was shown is kept, marked interrupted), and Ctrl-D
+    /// or Ctrl-C twice at an empty prompt quits. Writing files and running commands are asked
+    /// first: y (once), a (always, this session), n (refuse). /help lists the commands
+    /// (/workspace, /clear, /context, /model, /sessions, /new, /load, /mcp, /quit). The line
+    /// history is kept in <home>/chat_history.
+    ///
     /// With -p PROMPT (or -p - to read the prompt from standard input) it runs one turn for a
     /// script: the answer streams to standard output and nothing else goes there; tool activity,
     /// thoughts and errors go to standard error. The exit status is 0 only when the model
@@ -90,9 +98,10 @@ pub enum Command {
     ///
     /// Which workspace: --workspace, else the berth workspace whose worktree holds this folder,
     /// else `default`. Which session: --session, --continue (the workspace's latest), else a
-    /// new one. File tools and commands work in this folder and cannot leave it. Writing files
-    /// and running commands are refused unless --allow names the tool (write_file, edit_file,
-    /// run_command, workspace_storage_write, session_storage_write) or --allow-all is given.
+    /// new one. File tools and commands work in this folder and cannot leave it. With -p,
+    /// writing files and running commands are refused unless --allow names the tool
+    /// (write_file, edit_file, run_command, workspace_storage_write, session_storage_write) or
+    /// --allow-all is given; in the conversation, the tools those name run without asking.
     ///
     /// The provider and model come from berth's config for the workspace (`berth config show`);
     /// the key from ANTHROPIC_API_KEY, OPENAI_API_KEY or GEMINI_API_KEY (or the config).
@@ -121,9 +130,10 @@ pub enum Command {
 
 #[derive(Args)]
 pub struct ChatArgs {
-    /// Run one turn with this prompt and exit; `-` reads it from standard input.
-    #[arg(short = 'p', long = "print", value_name = "PROMPT", required = true)]
-    pub prompt: String,
+    /// Run one turn with this prompt and exit; `-` reads it from standard input. Without it,
+    /// standard input must be a terminal: the chat is interactive.
+    #[arg(short = 'p', long = "print", value_name = "PROMPT")]
+    pub prompt: Option<String>,
     /// The workspace: id, name or id prefix.
     #[arg(long, short)]
     pub workspace: Option<String>,

@@ -202,3 +202,21 @@ fn the_prompt_can_come_from_stdin_and_a_missing_key_is_named() {
     assert_eq!(r.code, 2, "{}", r.stderr);
     assert!(r.stderr.contains("OPENAI_API_KEY"), "{}", r.stderr);
 }
+
+#[test]
+fn without_p_and_without_a_terminal_it_says_what_to_do() {
+    let (home, server, work) = setup();
+    let r = run(Dialect::Claude.chat(&home, &server, work.path(), &[]));
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("needs a terminal") && r.stderr.contains("-p PROMPT"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(r.stdout, "");
+    assert_eq!(server.request_count(), 0);
+    assert_eq!(
+        home.json(&["session", "list", "--json"]),
+        serde_json::json!([])
+    );
+}

@@ -2,21 +2,16 @@
 //! question is on the screen is not lost when the user answers yes. The workspace is kept, and
 //! the screen says so and why.
 //!
-//! tmux is required: without it these tests fail (test.sh installs it), they never skip.
+//! tmux is required: without it these tests fail (test.sh installs it), they never skip
+//! (`support/terminal.rs`).
 
 mod support;
 
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
 
 use berth_testkit::{commit, git, run};
 use support::Home;
-
-/// How long any one thing on the screen may take to appear.
-const TIMEOUT: Duration = Duration::from_secs(30);
+use support::terminal::Terminal;
 
 /// A repository with one commit on `main`, in its own temp dir.
 struct Repo {
@@ -43,172 +38,6 @@ fn ok_in(home: &Home, dir: &Path, args: &[&str]) -> String {
     let r = run(cmd);
     assert_eq!(r.code, 0, "berth {args:?} failed: {}", r.stderr);
     r.stdout
-}
-
-/// The one tmux session of a [`Terminal`].
-const SESSION: &str = "berth";
-
-/// A tmux server of its own (`-L <unique name>`, no config file) running one 200x50 window.
-/// The server is killed when this is dropped, on a panic too.
-struct Terminal {
-    socket: String,
-    /// The environment of every tmux client; the first one starts the server, whose
-    /// environment the window's command inherits.
-    env: Vec<(&'static str, OsString)>,
-    /// Holds the server's socket (`TMUX_TMPDIR`), so none is left in /tmp, and the window's
-    /// `HOME`, empty, so no user config (tmux, git, shell) leaks in.
-    _dir: tempfile::TempDir,
-}
-
-impl Terminal {
-    /// Runs `berth ARGS; echo EXIT=$?` in a new tmux window whose current folder is `cwd`,
-    /// with `BERTH_HOME` pointing at `home`.
-    fn start(home: &Home, cwd: &Path, args: &[&str]) -> Terminal {
-        require_tmux();
-        static SERVERS: AtomicUsize = AtomicUsize::new(0);
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .subsec_nanos();
-        let socket = format!(
-            "berth-test-{}-{}-{nanos}",
-            std::process::id(),
-            SERVERS.fetch_add(1, Ordering::Relaxed)
-        );
-        let dir = tempfile::tempdir().unwrap();
-        let user_home = dir.path().join("home");
-        std::fs::create_dir(&user_home).unwrap();
-        let env = vec![
-            ("PATH", std::env::var_os("PATH").unwrap_or_default()),
-            ("HOME", user_home.into()),
-            ("TMUX_TMPDIR", dir.path().into()),
-            ("TERM", "xterm-256color".into()),
-            ("BERTH_HOME", home.path().into()),
-        ];
-        // The guard exists before the server does, so a failure from here on still kills it.
-        let term = Terminal {
-            socket,
-            env,
-            _dir: dir,
-        };
-        let mut line = sh_quote(env!("CARGO_BIN_EXE_berth"));
-        for arg in args {
-            line.push(' ');
-            line.push_str(&sh_quote(arg));
-        }
-        // The window stays open after the command, so its last screen can still be read.
-        line.push_str("; echo EXIT=$?; sleep 600");
-        let mut cmd = term.tmux();
-        cmd.args([
-            "new-session",
-            "-d",
-            "-s",
-            SESSION,
-            "-x",
-            "200",
-            "-y",
-            "50",
-            "-c",
-        ])
-        .arg(cwd)
-        .arg(&line)
-        .current_dir(cwd);
-        term.check(cmd, "new-session");
-        term
-    }
-
-    /// A tmux client of this server, with the fixed environment.
-    fn tmux(&self) -> Command {
-        let mut cmd = Command::new("tmux");
-        cmd.env_clear()
-            .envs(self.env.iter().map(|(k, v)| (k, v)))
-            .args(["-L", &self.socket, "-f", "/dev/null"]);
-        cmd
-    }
-
-    fn check(&self, mut cmd: Command, what: &str) -> String {
-        let out = cmd.output().expect("cannot run tmux");
-        assert!(
-            out.status.success(),
-            "tmux {what} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    /// Types `keys` (tmux key names, e.g. `y`, `Enter`).
-    fn send_keys(&self, keys: &[&str]) {
-        let mut cmd = self.tmux();
-        cmd.args(["send-keys", "-t", SESSION]).args(keys);
-        self.check(cmd, "send-keys");
-    }
-
-    /// The visible screen, wrapped lines joined.
-    fn screen(&self) -> String {
-        let mut cmd = self.tmux();
-        cmd.args(["capture-pane", "-p", "-J", "-t", SESSION]);
-        self.check(cmd, "capture-pane")
-    }
-
-    /// Polls the screen until `done` holds, for at most `TIMEOUT`; returns that screen.
-    fn wait_for(&self, what: &str, done: impl Fn(&str) -> bool) -> String {
-        let started = Instant::now();
-        loop {
-            let screen = self.screen();
-            if done(&screen) {
-                return screen;
-            }
-            assert!(
-                started.elapsed() < TIMEOUT,
-                "waited {TIMEOUT:?} for {what}; the screen:\n{screen}"
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-
-    /// Waits for the command to finish; returns its exit code and the last screen.
-    fn wait_exit(&self) -> (i32, String) {
-        let screen = self.wait_for("the command to finish (EXIT=)", |s| {
-            s.lines().any(|l| l.starts_with("EXIT="))
-        });
-        let code = screen
-            .lines()
-            .find_map(|l| l.strip_prefix("EXIT="))
-            .and_then(|c| c.trim().parse().ok())
-            .unwrap_or_else(|| panic!("no exit code on the screen:\n{screen}"));
-        (code, screen)
-    }
-}
-
-impl Drop for Terminal {
-    fn drop(&mut self) {
-        let _ = self
-            .tmux()
-            .arg("kill-server")
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .status();
-    }
-}
-
-/// Fails, with a message that says what to do, when tmux is not installed.
-fn require_tmux() {
-    match Command::new("tmux").arg("-V").output() {
-        Ok(out) if out.status.success() => {}
-        Ok(out) => panic!(
-            "`tmux -V` failed: {}; the terminal tests need a working tmux",
-            String::from_utf8_lossy(&out.stderr)
-        ),
-        Err(e) => panic!(
-            "tmux is required for the terminal tests and is not on PATH ({e}); \
-             install it (apt-get install tmux) or run ./test.sh, which does"
-        ),
-    }
-}
-
-/// `s` as one single-quoted sh word.
-fn sh_quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', r"'\''"))
 }
 
 /// Whether `screen` has `word` as a whole word, ignoring case.

@@ -1,5 +1,11 @@
 //! `berth chat -p`: one turn of berth's agent for scripts. The answer streams to stdout, and
-//! nothing else goes there; tool activity, thoughts and errors go to stderr.
+//! nothing else goes there; tool activity, thoughts and errors go to stderr. Without `-p`, on a
+//! terminal, the conversation of `interactive`.
+
+mod editor;
+mod interactive;
+mod screen;
+mod slash;
 
 use std::collections::HashSet;
 use std::io::{IsTerminal, Read, Write};
@@ -21,14 +27,23 @@ use crate::cli::ChatArgs;
 pub struct Interrupted(pub String);
 
 pub async fn run(ops: Ops, args: ChatArgs) -> anyhow::Result<()> {
-    let prompt = if args.prompt == "-" {
+    let Some(prompt) = args.prompt.clone() else {
+        if !std::io::stdin().is_terminal() {
+            return Err(berth_ops::Error::invalid(
+                "`berth chat` without -p needs a terminal; for a script, pass the prompt with -p PROMPT (or -p - to read it from standard input)",
+            )
+            .into());
+        }
+        return interactive::run(ops, args).await;
+    };
+    let prompt = if prompt == "-" {
         let mut text = String::new();
         std::io::stdin()
             .read_to_string(&mut text)
             .context("cannot read the prompt from standard input")?;
         text
     } else {
-        args.prompt.clone()
+        prompt
     };
     if prompt.trim().is_empty() {
         bail!("the prompt is empty");
@@ -108,22 +123,33 @@ pub async fn run(ops: Ops, args: ChatArgs) -> anyhow::Result<()> {
                     stdout.flush()?;
                 }
                 return match stop {
-                    TurnStop::EndTurn => Ok(()),
                     TurnStop::Cancelled => Err(Interrupted(session.id.to_string()).into()),
-                    TurnStop::Failed { message } => bail!("{message}"),
-                    TurnStop::MaxTokens => bail!(
-                        "the answer was cut: the model reached its output limit ([providers.{}] max_tokens)",
-                        turn.provider
-                    ),
-                    TurnStop::MaxToolIterations => bail!(
-                        "the turn stopped after too many tool rounds ([agent] max_tool_iterations)"
-                    ),
-                    TurnStop::Refusal => bail!("the model refused to answer"),
+                    stop => match ending(&stop, turn.provider) {
+                        None => Ok(()),
+                        Some(message) => bail!("{message}"),
+                    },
                 };
             }
         }
     }
     bail!("the agent stopped without ending the turn")
+}
+
+/// What went wrong when a turn did not end with the model's finished answer (`None` when it
+/// did). A cancelled turn is each front end's own to report.
+fn ending(stop: &TurnStop, provider: &str) -> Option<String> {
+    match stop {
+        TurnStop::EndTurn => None,
+        TurnStop::Cancelled => Some("interrupted".to_owned()),
+        TurnStop::Failed { message } => Some(message.clone()),
+        TurnStop::MaxTokens => Some(format!(
+            "the answer was cut: the model reached its output limit ([providers.{provider}] max_tokens)"
+        )),
+        TurnStop::MaxToolIterations => Some(
+            "the turn stopped after too many tool rounds ([agent] max_tool_iterations)".to_owned(),
+        ),
+        TurnStop::Refusal => Some("the model refused to answer".to_owned()),
+    }
 }
 
 /// Permissions answered from the command line: allowed tools run, everything else is refused

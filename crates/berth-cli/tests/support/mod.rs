@@ -9,6 +9,8 @@ use std::process::{Command, Stdio};
 
 use berth_testkit::{Run, run};
 
+pub mod terminal;
+
 /// A temporary `BERTH_HOME`, removed when dropped, and the `berth` binary run on it.
 pub struct Home {
     pub dir: tempfile::TempDir,
