@@ -335,13 +335,16 @@ pub enum WorkspaceCmd {
     /// Delete a workspace with its storage and sessions, and unbind its devices.
     ///
     /// A git workspace's worktree is removed too, and its branch if berth created it. This is
-    /// refused when the worktree has uncommitted changes, or the branch has commits on neither
-    /// its base nor its upstream, unless --force.
+    /// refused when the worktree has uncommitted changes, the branch has commits on neither
+    /// its base nor its upstream, or the worktree's HEAD (detached, or another branch) holds
+    /// commits no branch, tag or remote has, unless --force. A forced delete first keeps that
+    /// work on the git ref refs/berth/lost/<id> (and says so), so it can be undone.
     #[command(visible_alias = "rm", verbatim_doc_comment)]
     Delete {
         /// Id, name or id prefix.
         workspace: String,
-        /// Delete even if uncommitted changes or unmerged commits would be lost.
+        /// Delete even if uncommitted changes or commits would be lost from the worktree; they
+        /// are kept on refs/berth/lost/<id> first.
         #[arg(long)]
         force: bool,
         #[command(flatten)]

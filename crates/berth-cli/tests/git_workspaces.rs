@@ -440,17 +440,45 @@ fn commits_only_the_worktree_holds_are_never_lost() {
     git(&worktree, &["checkout", "--quiet", "--detach"]);
     commit(&worktree, "work.txt", "detached work");
     let head = git(&worktree, &["rev-parse", "HEAD"]).trim().to_owned();
+    let short = git(&worktree, &["rev-parse", "--short", "HEAD"])
+        .trim()
+        .to_owned();
     let r = home.run(&["workspace", "delete", "d", "--yes"]);
     assert_eq!(r.code, 4, "{}", r.stderr);
     assert!(
         r.stderr
-            .contains("1 commit(s) that no branch, tag or remote has"),
-        "{}",
+            .contains("1 commit(s) that no branch, tag or remote has")
+            && r.stderr.contains(&format!("{short} detached work"))
+            && r.stderr.contains("--force"),
+        "the refusal names the commit and --force: {}",
         r.stderr
     );
+    // show and list report the worktree as it is: detached, and what only it holds.
+    let shown = home.ok(&["workspace", "show", "d"]);
+    assert!(
+        shown.contains(&format!("detached at {}", &head[..10]))
+            && shown.contains("1 commit(s) no branch, tag or remote has"),
+        "{shown}"
+    );
+    let ws = home.json(&["workspace", "show", "d", "--json"]);
+    assert_eq!(ws["git"]["branch"], "berth/d", "the record is unchanged");
+    assert_eq!(ws["git_status"]["detached"], true);
+    assert_eq!(ws["git_status"]["head"], head.as_str());
+    assert_eq!(ws["git_status"]["unreferenced_commits"], 1);
+    assert_eq!(ws["git_status"]["ahead"], 1);
+    let table = home.ok(&["workspace", "list"]);
+    assert!(
+        table.contains(&format!("detached@{}", &head[..10])),
+        "{table}"
+    );
+
     let gc = home.run(&["workspace", "gc", "--max-age", "0", "--yes"]);
     assert_eq!(gc.code, 0, "{}", gc.stderr);
-    assert!(gc.stderr.contains("keeping"), "{}", gc.stderr);
+    assert!(
+        gc.stderr.contains("keeping") && gc.stderr.contains("detached work"),
+        "{}",
+        gc.stderr
+    );
     assert!(
         worktree.join("work.txt").exists(),
         "gc removed the worktree"
@@ -464,9 +492,99 @@ fn commits_only_the_worktree_holds_are_never_lost() {
 
     // Once the commit is on a branch, the worktree goes and the branch keeps the commit.
     git(&worktree, &["switch", "--quiet", "-c", "saved"]);
+    // A worktree switched to another branch is shown on that branch.
+    let ws = home.json(&["workspace", "show", "d", "--json"]);
+    assert_eq!(ws["git_status"]["branch"], "saved");
+    assert_eq!(ws["git_status"]["detached"], false);
+    assert_eq!(ws["git_status"]["unreferenced_commits"], 0);
+    let shown = home.ok(&["workspace", "show", "d"]);
+    assert!(shown.contains("checked out: saved"), "{shown}");
     home.ok(&["workspace", "delete", "d", "--yes"]);
     assert!(!worktree.exists());
     assert_eq!(git(&project.root, &["rev-parse", "saved"]).trim(), head);
+}
+
+#[test]
+fn a_forced_delete_keeps_what_it_would_lose_on_a_ref() {
+    let home = Home::new();
+    let project = Project::new();
+    let id = ok_in(&home, &project.root, &["workspace", "create", "f"]);
+    let id = id.trim();
+    let worktree = PathBuf::from(home.ok(&["workspace", "path", "f"]).trim());
+    // An unmerged commit on berth's branch, then a detached commit, then uncommitted work
+    // (a changed file and an untracked one; an ignored one is not kept).
+    commit(&worktree, "branch.txt", "on the branch");
+    let branch_tip = git(&worktree, &["rev-parse", "HEAD"]).trim().to_owned();
+    // Detached away from the branch, so each holds a commit the other lacks.
+    git(
+        &worktree,
+        &["checkout", "--quiet", "--detach", "origin/main"],
+    );
+    commit(&worktree, "detached.txt", "on the detached head");
+    let head = git(&worktree, &["rev-parse", "HEAD"]).trim().to_owned();
+    std::fs::write(worktree.join("README.md"), "changed\n").unwrap();
+    std::fs::write(worktree.join("new.txt"), "untracked\n").unwrap();
+    std::fs::write(worktree.join(".env"), "ignored\n").unwrap();
+
+    let r = home.run(&["workspace", "delete", "f", "--yes", "--force"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let refname = format!("refs/berth/lost/{id}");
+    assert!(
+        r.stderr.contains(&refname)
+            && r.stderr
+                .contains("kept 2 commit(s) and 2 uncommitted file(s)"),
+        "the warning names the ref: {}",
+        r.stderr
+    );
+    assert!(!worktree.exists());
+    assert_eq!(project.branches(), ["main"], "berth's branch went");
+    // Everything is on the ref: the uncommitted files as a commit on the HEAD, whose other
+    // parent is the deleted branch's tip.
+    let kept = git(&project.root, &["rev-parse", &refname])
+        .trim()
+        .to_owned();
+    assert_eq!(
+        git(&project.root, &["rev-parse", &format!("{kept}^1")]).trim(),
+        head
+    );
+    assert_eq!(
+        git(&project.root, &["rev-parse", &format!("{kept}^2")]).trim(),
+        branch_tip
+    );
+    assert_eq!(
+        git(&project.root, &["show", &format!("{kept}:README.md")]),
+        "changed\n"
+    );
+    assert_eq!(
+        git(&project.root, &["show", &format!("{kept}:new.txt")]),
+        "untracked\n"
+    );
+    assert_eq!(
+        git(&project.root, &["show", &format!("{kept}:detached.txt")]),
+        "on the detached head"
+    );
+    let tree = git(&project.root, &["ls-tree", "--name-only", &kept]);
+    assert!(!tree.contains(".env"), "{tree}");
+
+    // The ref is taken the next time: a second forced delete of a workspace with that id
+    // keeps its work beside the first.
+    ok_in(
+        &home,
+        &project.root,
+        &["workspace", "create", "f", "--id", id],
+    );
+    let worktree = PathBuf::from(home.ok(&["workspace", "path", "f"]).trim());
+    std::fs::write(worktree.join("again.txt"), "again").unwrap();
+    let r = home.run(&["workspace", "delete", "f", "--yes", "--force"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stderr.contains(&format!("{refname}-2")), "{}", r.stderr);
+    assert_eq!(git(&project.root, &["rev-parse", &refname]).trim(), kept);
+
+    // Nothing to lose: a forced delete keeps nothing and says nothing about it.
+    ok_in(&home, &project.root, &["workspace", "create", "clean"]);
+    let r = home.run(&["workspace", "delete", "clean", "--yes", "--force"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(!r.stderr.contains("kept"), "{}", r.stderr);
 }
 
 #[test]

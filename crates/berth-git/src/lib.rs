@@ -32,22 +32,29 @@ pub enum GitError {
     BranchMissing(String),
     #[error("base '{0}' does not name a commit in this repository")]
     BadBase(String),
-    #[error("the worktree at {} has {count} uncommitted change(s); commit or stash them, or pass --force", .path.display())]
+    #[error("the worktree at {} has {count} uncommitted change(s); commit or stash them", .path.display())]
     Dirty { path: PathBuf, count: usize },
     #[error(
-        "branch '{branch}' has {count} commit(s) that are on neither '{base}' nor its upstream; merge or push them, or pass --force"
+        "branch '{branch}' has {count} commit(s) that are on neither '{base}' nor its upstream ({}); merge or push them", listed(.commits, *.count)
     )]
     Unmerged {
         branch: String,
         base: String,
         count: usize,
+        /// `<short sha> <subject>` of the newest few.
+        commits: Vec<String>,
     },
     #[error(
-        "the worktree at {} holds {count} commit(s) that no branch, tag or remote has (a detached HEAD, or a branch deleted by hand); removing it would lose them. Put them on a branch (git -C {} switch -c NAME), or pass --force", .path.display(), .path.display()
+        "the worktree at {} holds {count} commit(s) that no branch, tag or remote has ({}: a detached HEAD, or a branch deleted by hand); removing it would lose them. Put them on a branch (git -C {} switch -c NAME)", .path.display(), listed(.commits, *.count), .path.display()
     )]
-    Unreferenced { path: PathBuf, count: usize },
+    Unreferenced {
+        path: PathBuf,
+        count: usize,
+        /// `<short sha> <subject>` of the newest few.
+        commits: Vec<String>,
+    },
     #[error(
-        "{} is not a working git worktree (was its creation interrupted?), so berth cannot check it for uncommitted work; pass --force to delete it anyway: {message}", .path.display()
+        "{} is not a working git worktree (was its creation interrupted?), so berth cannot check it for uncommitted work: {message}", .path.display()
     )]
     NotAWorktree { path: PathBuf, message: String },
     #[error("{} is not a linked git worktree: {reason}", .path.display())]
@@ -65,6 +72,32 @@ pub enum GitError {
 }
 
 pub type Result<T, E = GitError> = std::result::Result<T, E>;
+
+impl GitError {
+    /// Whether this refuses a removal that would lose work (or that berth cannot check for
+    /// lost work), which the person may override by forcing it.
+    pub fn would_lose_work(&self) -> bool {
+        matches!(
+            self,
+            GitError::Dirty { .. }
+                | GitError::Unmerged { .. }
+                | GitError::Unreferenced { .. }
+                | GitError::NotAWorktree { .. }
+        )
+    }
+}
+
+/// Commits named in a refusal at most; the count says how many there are in all.
+const NAMED_COMMITS: usize = 5;
+
+/// `abc1234 subject, def5678 subject and 3 more`.
+fn listed(commits: &[String], count: usize) -> String {
+    let mut text = commits.join(", ");
+    if count > commits.len() {
+        text += &format!(" and {} more", count - commits.len());
+    }
+    text
+}
 
 /// Tries after the first when `git worktree add` or `move` lost a race with another add.
 const WORKTREE_RACE_RETRIES: u32 = 5;
@@ -219,18 +252,68 @@ pub struct LastCommit {
     pub date: String,
 }
 
-/// The state of a worktree, from git's index and refs (no walk of the files by berth).
+/// The state of a worktree as it is, from git's index and refs (no walk of the files by
+/// berth): the HEAD checked out there, which may not be the recorded branch.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct WorktreeStatus {
     pub health: Health,
+    /// The branch checked out in the worktree now ([`DETACHED_HEAD`] when detached); the
+    /// recorded branch when the worktree cannot be read.
     pub branch: String,
+    /// Whether the worktree is on a detached HEAD.
+    pub detached: bool,
+    /// The commit the worktree has checked out; `None` when it cannot be read (or has none).
+    pub head: Option<String>,
     pub base_branch: String,
-    /// Commits on the branch that the base lacks, and the reverse; `None` if unknown.
+    /// Commits on the worktree's HEAD (else the recorded branch) that the base lacks, and the
+    /// reverse; `None` if unknown.
     pub ahead: Option<u64>,
     pub behind: Option<u64>,
     /// Files with uncommitted changes, untracked included.
     pub changed_files: Option<usize>,
+    /// Commits the worktree's HEAD holds that no branch, tag or remote-tracking branch has:
+    /// removing the worktree would lose them. `None` if unknown.
+    pub unreferenced_commits: Option<u64>,
     pub last_commit: Option<LastCommit>,
+}
+
+impl WorktreeStatus {
+    /// A status with only the health and the recorded branch and base known.
+    pub fn unknown(health: Health, branch: &str, base_branch: &str) -> WorktreeStatus {
+        WorktreeStatus {
+            health,
+            branch: branch.to_owned(),
+            detached: branch == DETACHED_HEAD,
+            head: None,
+            base_branch: base_branch.to_owned(),
+            ahead: None,
+            behind: None,
+            changed_files: None,
+            unreferenced_commits: None,
+            last_commit: None,
+        }
+    }
+}
+
+/// What a forced removal kept of the work it would otherwise have lost.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct KeptWork {
+    /// The ref that holds it: `git branch NAME <ref>` brings it back.
+    pub refname: String,
+    /// Commits no other branch, tag or remote has (the worktree's HEAD and the branch removal
+    /// deletes).
+    pub commits: usize,
+    /// Uncommitted files (untracked included), kept as one commit on top of the HEAD.
+    pub uncommitted: usize,
+}
+
+/// The HEAD of a worktree and its uncommitted files, as one `git status` reads them.
+struct HeadState {
+    /// `None` on an unborn branch.
+    sha: Option<String>,
+    /// `None` when detached.
+    branch: Option<String>,
+    changed: usize,
 }
 
 /// A repository with a main checkout.
@@ -580,109 +663,246 @@ impl Repo {
         .map(drop)
     }
 
-    /// Why removing this worktree would lose work, if it would: uncommitted changes, or
-    /// commits on a branch berth created that are on neither its base nor its upstream.
+    /// Why removing this worktree would lose work, if it would, looking at the worktree as it
+    /// is (not as it was recorded): uncommitted changes (untracked files included), commits
+    /// on a branch berth created that are on neither its base nor its upstream, and commits
+    /// its HEAD holds (detached, or on another branch) that no branch, tag or remote has.
     pub fn check_removable(&self, wt: WorktreeRef<'_>) -> Result<()> {
-        if wt.path.exists() {
-            let changed = changed_files(wt.path).map_err(|e| GitError::NotAWorktree {
+        let state = if wt.path.exists() {
+            Some(head_state(wt.path).map_err(|e| GitError::NotAWorktree {
                 path: wt.path.to_owned(),
                 message: match e {
                     GitError::Command { message, .. } => message,
                     other => other.to_string(),
                 },
-            })?;
-            if changed > 0 {
-                return Err(GitError::Dirty {
-                    path: wt.path.to_owned(),
-                    count: changed,
-                });
-            }
+            })?)
+        } else {
+            None
+        };
+        if let Some(state) = &state
+            && state.changed > 0
+        {
+            return Err(GitError::Dirty {
+                path: wt.path.to_owned(),
+                count: state.changed,
+            });
         }
-        if wt.branch_created && self.has_branch(wt.branch) {
-            let unmerged = self.unmerged_commits(wt.branch, wt.base_branch)?;
-            if unmerged > 0 {
+        if wt.branch_created && wt.branch != DETACHED_HEAD && self.has_branch(wt.branch) {
+            let (count, commits) =
+                self.commits_in(&self.unmerged_range(wt.branch, wt.base_branch))?;
+            if count > 0 {
                 return Err(GitError::Unmerged {
                     branch: wt.branch.to_owned(),
                     base: wt.base_branch.to_owned(),
-                    count: unmerged,
+                    count,
+                    commits,
                 });
             }
         }
-        if wt.path.exists() {
-            let unreferenced = self.unreferenced_commits(wt)?;
-            if unreferenced > 0 {
+        if let Some(HeadState {
+            sha: Some(head), ..
+        }) = &state
+        {
+            let (count, commits) = self.commits_in(&self.unreferenced_range(head, wt))?;
+            if count > 0 {
                 return Err(GitError::Unreferenced {
                     path: wt.path.to_owned(),
-                    count: unreferenced,
+                    count,
+                    commits,
                 });
             }
         }
         Ok(())
     }
 
-    /// Commits the worktree's HEAD holds that nothing else keeps: no branch (but the one
-    /// removal would delete), tag or remote-tracking branch, nor the base. The recorded branch
-    /// is not enough to look at: the worktree may be on a detached HEAD or another branch.
-    fn unreferenced_commits(&self, wt: WorktreeRef<'_>) -> Result<usize> {
-        let head = match run(
-            wt.path,
-            ["rev-parse", "--verify", "--quiet", "HEAD^{commit}"],
-        ) {
-            Ok(sha) if !sha.trim().is_empty() => sha.trim().to_owned(),
-            // An unborn HEAD holds no commit.
-            _ => return Ok(0),
+    /// Before a forced removal: keeps on a new ref everything the removal would lose, so that
+    /// even a forced removal can be undone. That is the commits only the worktree's HEAD holds,
+    /// the commits only the branch removal deletes holds, and uncommitted changes (untracked
+    /// files included, ignored ones not), as one commit on top of the HEAD. The ref is
+    /// `refname`, or `refname-2`, `-3`… when that is taken. `None` when nothing would be lost,
+    /// or the worktree cannot be read (a create that died midway has nothing to keep).
+    pub fn keep_lost_work(&self, wt: WorktreeRef<'_>, refname: &str) -> Result<Option<KeptWork>> {
+        let state = match wt.path.exists() {
+            true => head_state(wt.path).ok(),
+            false => None,
         };
-        let mut args = vec![
-            "rev-list".to_owned(),
-            "--count".to_owned(),
-            head,
-            "--not".to_owned(),
-        ];
-        if self.is_commit(wt.base_branch) {
-            args.push(wt.base_branch.to_owned());
+        let head = state.as_ref().and_then(|s| s.sha.clone());
+        let mut tips = Vec::new();
+        let mut commits = 0;
+        if let Some(head) = &head {
+            let only_head = self.count(&self.unreferenced_range(head, wt))?;
+            if only_head > 0 {
+                commits += only_head;
+                tips.push(head.clone());
+            }
         }
-        if wt.branch_created {
-            // That branch goes with the worktree, so it keeps nothing.
-            args.push(format!("--exclude=refs/heads/{}", wt.branch));
+        if wt.branch_created && wt.branch != DETACHED_HEAD && self.has_branch(wt.branch) {
+            // What only the branch holds, beyond what the HEAD kept above.
+            let mut range = vec![
+                format!("refs/heads/{}", wt.branch),
+                "--not".to_owned(),
+                format!("--exclude={}", wt.branch),
+                "--branches".to_owned(),
+                "--tags".to_owned(),
+                "--remotes".to_owned(),
+            ];
+            range.extend(head.iter().cloned());
+            if self.is_commit(wt.base_branch) {
+                range.push(wt.base_branch.to_owned());
+            }
+            let only_branch = self.count(&range)?;
+            if only_branch > 0 {
+                commits += only_branch;
+                tips.push(self.rev(&format!("refs/heads/{}", wt.branch))?);
+            }
         }
-        args.extend(["--branches", "--tags", "--remotes"].map(str::to_owned));
-        let out = self.git(&args)?;
-        Ok(out.trim().parse().unwrap_or(0))
+        let uncommitted = state.as_ref().map_or(0, |s| s.changed);
+        if commits == 0 && uncommitted == 0 {
+            return Ok(None);
+        }
+        let target = if uncommitted == 0 && tips.len() == 1 {
+            tips.remove(0)
+        } else {
+            // One commit whose parents are the HEAD (first, so `git diff REF^ REF` shows the
+            // uncommitted changes) and the branch's tip, and whose tree is the worktree as it
+            // is (or the HEAD's, when only commits are kept).
+            let mut parents: Vec<String> = head.iter().cloned().collect();
+            parents.extend(tips.into_iter().filter(|t| Some(t) != head.as_ref()));
+            let tree = if uncommitted > 0 {
+                snapshot_tree(wt.path)?
+            } else {
+                self.rev(&format!("{}^{{tree}}", parents[0]))?
+            };
+            let mut args = vec![
+                "-c".to_owned(),
+                "user.name=berth".to_owned(),
+                "-c".to_owned(),
+                "user.email=berth@localhost".to_owned(),
+                "-c".to_owned(),
+                "commit.gpgsign=false".to_owned(),
+                "commit-tree".to_owned(),
+                tree,
+                "-m".to_owned(),
+                format!(
+                    "berth: the work of {} kept by a forced removal ({commits} commit(s), {uncommitted} uncommitted file(s))",
+                    wt.path.display()
+                ),
+            ];
+            for p in parents {
+                args.extend(["-p".to_owned(), p]);
+            }
+            self.git(&args)?.trim().to_owned()
+        };
+        let refname = self.create_ref(refname, &target)?;
+        Ok(Some(KeptWork {
+            refname,
+            commits,
+            uncommitted,
+        }))
     }
 
-    /// Commits on `branch` reachable from neither `base` nor the branch's upstream.
-    fn unmerged_commits(&self, branch: &str, base: &str) -> Result<usize> {
-        let mut args = vec![
-            "rev-list".to_owned(),
-            "--count".to_owned(),
-            branch.to_owned(),
-            "--not".to_owned(),
-        ];
+    /// Creates `name` (or `name-2`, `-3`…, the first that does not exist) at `target`.
+    fn create_ref(&self, name: &str, target: &str) -> Result<String> {
+        let mut last = None;
+        for n in 1..=100 {
+            let candidate = match n {
+                1 => name.to_owned(),
+                n => format!("{name}-{n}"),
+            };
+            // The empty old value: only if the ref does not exist yet.
+            match self.git([
+                "update-ref",
+                "-m",
+                "berth: kept by a forced removal",
+                &candidate,
+                target,
+                "",
+            ]) {
+                Ok(_) => return Ok(candidate),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.expect("tried at least once"))
+    }
+
+    /// The full object name of a revision.
+    fn rev(&self, rev: &str) -> Result<String> {
+        Ok(self
+            .git(["rev-parse", "--verify", "--end-of-options", rev])?
+            .trim()
+            .to_owned())
+    }
+
+    /// The revision range of commits the worktree's HEAD holds that nothing else keeps: no
+    /// branch (but the one removal would delete), tag or remote-tracking branch, nor the base.
+    /// The recorded branch is not enough to look at: the worktree may be on a detached HEAD or
+    /// another branch.
+    fn unreferenced_range(&self, head: &str, wt: WorktreeRef<'_>) -> Vec<String> {
+        let mut range = vec![head.to_owned(), "--not".to_owned()];
+        if self.is_commit(wt.base_branch) {
+            range.push(wt.base_branch.to_owned());
+        }
+        if wt.branch_created && wt.branch != DETACHED_HEAD {
+            // That branch goes with the worktree, so it keeps nothing. (`--exclude` before
+            // `--branches` takes the name without `refs/heads/`.)
+            range.push(format!("--exclude={}", wt.branch));
+        }
+        range.extend(["--branches", "--tags", "--remotes"].map(str::to_owned));
+        range
+    }
+
+    /// The revision range of commits on `branch` reachable from neither `base` nor the
+    /// branch's upstream.
+    fn unmerged_range(&self, branch: &str, base: &str) -> Vec<String> {
+        let mut range = vec![format!("refs/heads/{branch}"), "--not".to_owned()];
         if self.is_commit(base) {
-            args.push(base.to_owned());
+            range.push(base.to_owned());
         }
         let upstream = format!("{branch}@{{upstream}}");
         if self.is_commit(&upstream) {
-            args.push(upstream);
+            range.push(upstream);
         }
-        let out = self.git(&args)?;
-        Ok(out.trim().parse().unwrap_or(0))
+        range
     }
 
-    /// What the worktree's branch points at, as a revision: the branch itself, or for a
-    /// detached HEAD the commit the worktree has checked out. `None` if that branch is gone, or
-    /// the detached worktree is.
+    /// How many commits a revision range holds.
+    fn count(&self, range: &[String]) -> Result<usize> {
+        let mut args = vec!["rev-list".to_owned(), "--count".to_owned()];
+        args.extend(range.iter().cloned());
+        args.push("--".to_owned());
+        Ok(self.git(&args)?.trim().parse().unwrap_or(0))
+    }
+
+    /// How many commits a revision range holds, and the newest few as `<short sha> <subject>`.
+    fn commits_in(&self, range: &[String]) -> Result<(usize, Vec<String>)> {
+        let count = self.count(range)?;
+        if count == 0 {
+            return Ok((0, Vec::new()));
+        }
+        let mut args = vec![
+            "log".to_owned(),
+            "--format=%h %s".to_owned(),
+            format!("--max-count={NAMED_COMMITS}"),
+        ];
+        args.extend(range.iter().cloned());
+        args.push("--".to_owned());
+        let named = self.git(&args)?.lines().map(str::to_owned).collect();
+        Ok((count, named))
+    }
+
+    /// What the worktree has checked out, as a revision: its HEAD where the worktree can be
+    /// read, else the recorded branch. `None` if neither is there.
     pub fn tip(&self, wt: WorktreeRef<'_>) -> Option<String> {
-        if wt.branch == DETACHED_HEAD {
-            return run(
+        if wt.path.exists()
+            && let Ok(sha) = run(
                 wt.path,
                 ["rev-parse", "--verify", "--quiet", "HEAD^{commit}"],
             )
-            .ok()
-            .map(|sha| sha.trim().to_owned())
-            .filter(|sha| !sha.is_empty());
+            && !sha.trim().is_empty()
+        {
+            return Some(sha.trim().to_owned());
         }
-        self.has_branch(wt.branch).then(|| wt.branch.to_owned())
+        (wt.branch != DETACHED_HEAD && self.has_branch(wt.branch)).then(|| wt.branch.to_owned())
     }
 
     /// The commits on `branch` that `base` lacks, newest first, as `<short sha> <subject>`;
@@ -698,38 +918,40 @@ impl Repo {
         Ok(out.lines().map(str::to_owned).collect())
     }
 
-    /// The worktree's state. Never fails: what cannot be known is `None`, and the health says
-    /// why.
+    /// The worktree's state as it is: the HEAD checked out there (which may be another branch
+    /// than the recorded one, or detached), and ahead, behind and last commit measured from
+    /// it; from the recorded branch when the worktree is gone. Never fails: what cannot be
+    /// known is `None`, and the health says why.
     pub fn status(&self, wt: WorktreeRef<'_>) -> WorktreeStatus {
-        let mut status = WorktreeStatus {
-            health: Health::Ok,
-            branch: wt.branch.to_owned(),
-            base_branch: wt.base_branch.to_owned(),
-            ahead: None,
-            behind: None,
-            changed_files: None,
-            last_commit: None,
-        };
+        let mut status = WorktreeStatus::unknown(Health::Ok, wt.branch, wt.base_branch);
         if !self.root.join(".git").exists() {
             status.health = Health::RepoMissing;
             return status;
         }
-        let tip = match self.tip(wt) {
-            Some(tip) => tip,
-            None if wt.branch == DETACHED_HEAD => {
-                status.health = Health::WorktreeMissing;
-                return status;
-            }
-            None => {
-                status.health = Health::BranchMissing;
-                return status;
-            }
+        let exists = wt.path.exists();
+        if exists && let Ok(state) = head_state(wt.path) {
+            status.detached = state.branch.is_none();
+            status.branch = state.branch.unwrap_or_else(|| DETACHED_HEAD.to_owned());
+            status.head = state.sha;
+            status.changed_files = Some(state.changed);
+        }
+        let recorded = (wt.branch != DETACHED_HEAD).then(|| self.has_branch(wt.branch));
+        if recorded == Some(false) {
+            status.health = Health::BranchMissing;
+        } else if !exists {
+            status.health = Health::WorktreeMissing;
+        }
+        let tip = match (&status.head, recorded) {
+            (Some(head), _) => head.clone(),
+            (None, Some(true)) => wt.branch.to_owned(),
+            _ => return status,
         };
         if let Ok(out) = self.git([
             "rev-list",
             "--left-right",
             "--count",
             &format!("{}...{tip}", wt.base_branch),
+            "--",
         ]) {
             let mut parts = out.split_whitespace().map(|n| n.parse::<u64>().ok());
             status.behind = parts.next().flatten();
@@ -747,11 +969,16 @@ impl Repo {
                 });
             }
         }
-        if !wt.path.exists() {
-            status.health = Health::WorktreeMissing;
-            return status;
+        if status.head.is_some() {
+            let range = [
+                tip,
+                "--not".to_owned(),
+                "--branches".to_owned(),
+                "--tags".to_owned(),
+                "--remotes".to_owned(),
+            ];
+            status.unreferenced_commits = self.count(&range).ok().map(|n| n as u64);
         }
-        status.changed_files = changed_files(wt.path).ok();
         status
     }
 }
@@ -767,9 +994,74 @@ fn check_branch_name(repo: &Repo, name: &str) -> Result<()> {
     Ok(())
 }
 
-/// Entries of `git status --porcelain` in the worktree (untracked files included).
-fn changed_files(worktree: &Path) -> Result<usize> {
-    Ok(changed_paths(worktree)?.len())
+/// The worktree's HEAD (commit and branch) and how many files have uncommitted changes
+/// (untracked included), from one `git status`.
+fn head_state(worktree: &Path) -> Result<HeadState> {
+    let out = run(
+        worktree,
+        [
+            "status",
+            "--porcelain=v2",
+            "--branch",
+            "-z",
+            "--untracked-files=normal",
+        ],
+    )?;
+    let mut state = HeadState {
+        sha: None,
+        branch: None,
+        changed: 0,
+    };
+    let mut fields = out.split('\0').filter(|f| !f.is_empty());
+    while let Some(field) = fields.next() {
+        if let Some(oid) = field.strip_prefix("# branch.oid ") {
+            state.sha = (oid != "(initial)").then(|| oid.to_owned());
+        } else if let Some(head) = field.strip_prefix("# branch.head ") {
+            state.branch = (head != "(detached)").then(|| head.to_owned());
+        } else if field.starts_with('#') {
+        } else {
+            // A rename or copy carries its source path as a second field.
+            if field.starts_with("2 ") {
+                fields.next();
+            }
+            state.changed += 1;
+        }
+    }
+    Ok(state)
+}
+
+/// The tree of the worktree as it is, untracked files included (ignored ones not), written
+/// through a copy of its index so the worktree's own index is left as it was.
+fn snapshot_tree(worktree: &Path) -> Result<String> {
+    let index = run(
+        worktree,
+        ["rev-parse", "--path-format=absolute", "--git-path", "index"],
+    )?;
+    let index = PathBuf::from(index.trim());
+    let copy = index.with_file_name("berth-keep-index");
+    let io = |context: String| move |source| GitError::Io { context, source };
+    if index.exists() {
+        std::fs::copy(&index, &copy)
+            .map_err(io(format!("cannot copy the index {}", index.display())))?;
+    }
+    let with_copy = |args: &[&str]| -> Result<String> {
+        let out = command(worktree)
+            .env("GIT_INDEX_FILE", &copy)
+            .args(args)
+            .output()
+            .map_err(GitError::Spawn)?;
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+        } else {
+            Err(GitError::Command {
+                command: args.join(" "),
+                message: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+            })
+        }
+    };
+    let tree = with_copy(&["add", "--all"]).and_then(|_| with_copy(&["write-tree"]));
+    let _ = std::fs::remove_file(&copy);
+    tree
 }
 
 /// Files with uncommitted changes in `worktree`, untracked included, each as git's two-letter

@@ -269,7 +269,7 @@ fn removal_refuses_to_lose_work() {
     std::fs::write(path.join("new.txt"), "uncommitted").unwrap();
     let dirty = repo.remove_worktree(r, false).unwrap_err();
     assert!(matches!(dirty, GitError::Dirty { count: 1, .. }), "{dirty}");
-    assert!(dirty.to_string().contains("--force"));
+    assert!(dirty.to_string().contains("commit or stash"), "{dirty}");
     git(&path, &["add", "new.txt"]);
     git(
         &path,
@@ -288,6 +288,13 @@ fn removal_refuses_to_lose_work() {
     assert!(
         matches!(unmerged, GitError::Unmerged { count: 1, .. }),
         "{unmerged}"
+    );
+    let short = git(&path, &["rev-parse", "--short", "HEAD"]);
+    assert!(
+        unmerged
+            .to_string()
+            .contains(&format!("{} unpushed", short.trim())),
+        "the refusal names the commit: {unmerged}"
     );
     assert!(
         path.exists() && repo.has_branch("berth/w"),
@@ -478,4 +485,96 @@ fn a_detached_worktree_reports_its_own_head() {
     assert!(matches!(err, GitError::Unreferenced { .. }), "{err}");
     std::fs::remove_dir_all(&path).unwrap();
     assert_eq!(repo.status(detached).health, Health::WorktreeMissing);
+}
+
+#[test]
+fn a_worktree_switched_to_another_branch_is_seen_as_it_is() {
+    let (tmp, root) = repo_on("main");
+    let repo = Repo::discover(&root).unwrap();
+    let path = tmp.path().join("wt");
+    repo.add_worktree(&path, &BranchSpec::New("berth/s".into()), None)
+        .unwrap();
+    let recorded = wt(&path, "berth/s", "main", true);
+    git(&path, &["switch", "--quiet", "-c", "elsewhere"]);
+    commit(&path, "e.txt", "elsewhere");
+    let status = repo.status(recorded);
+    assert_eq!(status.branch, "elsewhere");
+    assert!(!status.detached);
+    assert_eq!(
+        (status.ahead, status.unreferenced_commits),
+        (Some(1), Some(0))
+    );
+    // Its commit is on a branch berth did not make: removing the worktree loses nothing.
+    repo.check_removable(recorded).unwrap();
+    git(&path, &["switch", "--quiet", "--detach"]);
+    commit(&path, "d.txt", "detached");
+    let status = repo.status(recorded);
+    assert!(status.detached);
+    assert_eq!(status.branch, berth_git::DETACHED_HEAD);
+    assert_eq!(status.unreferenced_commits, Some(1));
+    let err = repo.check_removable(recorded).unwrap_err();
+    assert!(
+        matches!(&err, GitError::Unreferenced { count: 1, commits, .. } if commits[0].ends_with(" detached")),
+        "{err}"
+    );
+}
+
+#[test]
+fn keep_lost_work_puts_everything_a_forced_removal_loses_on_a_ref() {
+    let (tmp, root) = repo_on("main");
+    let repo = Repo::discover(&root).unwrap();
+    let path = tmp.path().join("wt");
+    repo.add_worktree(&path, &BranchSpec::New("berth/k".into()), None)
+        .unwrap();
+    let r = wt(&path, "berth/k", "main", true);
+    assert_eq!(repo.keep_lost_work(r, "refs/berth/lost/k").unwrap(), None);
+    assert!(!repo.has_branch("refs/berth/lost/k"));
+
+    // Only a commit on berth's branch: the ref is the branch's tip.
+    commit(&path, "k.txt", "unmerged");
+    let tip = git(&path, &["rev-parse", "HEAD"]);
+    let kept = repo
+        .keep_lost_work(r, "refs/berth/lost/k")
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (kept.refname.as_str(), kept.commits, kept.uncommitted),
+        ("refs/berth/lost/k", 1, 0)
+    );
+    assert_eq!(git(&root, &["rev-parse", "refs/berth/lost/k"]), tip);
+
+    // Uncommitted work too: a commit on the HEAD holding the worktree as it is, and the
+    // worktree's own index untouched. The name is taken, so the next one is used.
+    std::fs::write(path.join("src/main.rs"), "fn main() { changed() }\n").unwrap();
+    std::fs::write(path.join("untracked.txt"), "new\n").unwrap();
+    git(&path, &["add", "src/main.rs"]);
+    let index_before = git(&path, &["diff", "--cached", "--name-only"]);
+    let kept = repo
+        .keep_lost_work(r, "refs/berth/lost/k")
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (kept.refname.as_str(), kept.commits, kept.uncommitted),
+        ("refs/berth/lost/k-2", 1, 2)
+    );
+    assert_eq!(
+        git(&path, &["diff", "--cached", "--name-only"]),
+        index_before
+    );
+    assert_eq!(git(&root, &["rev-parse", "refs/berth/lost/k-2^"]), tip);
+    assert_eq!(
+        git(&root, &["show", "refs/berth/lost/k-2:untracked.txt"]),
+        "new\n"
+    );
+    assert_eq!(
+        git(&root, &["show", "refs/berth/lost/k-2:src/main.rs"]),
+        "fn main() { changed() }\n"
+    );
+    repo.remove_worktree(r, true).unwrap();
+    assert!(!repo.has_branch("berth/k"));
+    assert_eq!(
+        git(&root, &["rev-parse", "refs/berth/lost/k"]),
+        tip,
+        "the commit survives"
+    );
 }

@@ -29,9 +29,10 @@ fn kind_data(kind: ErrorKind) -> Option<serde_json::Value> {
 }
 
 /// A failed tool call as the model sees it: the message as text, and
-/// `{"error": {"kind", "message"}}` as structured content.
+/// `{"error": {"kind", "message"}}` as structured content. A refusal to lose work names the
+/// tool's own argument (`force=true`), not the CLI's flag.
 pub fn tool(e: &Error) -> CallToolResult {
-    let message = e.to_string();
+    let message = e.message_with_force("force=true");
     let mut result = CallToolResult::error(vec![ContentBlock::text(message.clone())]);
     result.structured_content = Some(json!({
         "error": { "kind": e.kind().as_str(), "message": message }

@@ -50,8 +50,9 @@ pub struct WorkspaceRemoveArgs {
     /// (`workspace_identifier` is accepted too, as the other tools name it).
     #[serde(alias = "workspace_identifier")]
     pub workspace_id: String,
-    /// Remove even if the worktree has uncommitted changes or its branch has unmerged commits;
-    /// that work is lost.
+    /// Remove even if the worktree has uncommitted changes or commits nothing else keeps
+    /// (unmerged, or on a detached HEAD); that work is first kept on the git ref
+    /// `refs/berth/lost/<id>`, named in the result.
     #[serde(default)]
     pub force: bool,
 }
@@ -387,7 +388,7 @@ impl BerthMcp {
     }
 
     #[tool(
-        description = "Remove a workspace with its storage and sessions. A git workspace's worktree and the branch berth created go too; this is refused while the worktree has uncommitted changes or unmerged commits, unless force=true."
+        description = "Remove a workspace with its storage and sessions. A git workspace's worktree and the branch berth created go too; this is refused while the worktree has uncommitted changes or commits nothing else keeps (unmerged, or on a detached HEAD), unless force=true, which first keeps that work on a git ref named in the result."
     )]
     async fn workspace_remove(
         &self,

@@ -26,9 +26,11 @@ pub enum Error {
     /// Creation failed and so did undoing it; the message says what is left.
     #[error("{error}\nrolling back also failed, so something was left behind: {cleanup}")]
     RollbackFailed { error: Box<Error>, cleanup: String },
-    #[error(
-        "the repository {} is gone, so berth cannot check the worktree {} for uncommitted work; move the repository back, or delete with --force (force=true) to remove the worktree anyway", .repo.display(), .worktree.display()
-    )]
+    /// Removing a worktree would lose work, or it cannot be checked for lost work; forcing
+    /// the removal overrides this.
+    #[error("{}", self.message_with_force(FORCE_FLAG))]
+    LostWork(GitError),
+    #[error("{}", self.message_with_force(FORCE_FLAG))]
     RepositoryGone { repo: PathBuf, worktree: PathBuf },
     #[error("{what} is not valid UTF-8: {}", .path.display())]
     NonUtf8Path { what: &'static str, path: PathBuf },
@@ -38,6 +40,9 @@ pub enum Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// How the CLI spells the override of a refusal to lose work; `Display` uses it.
+const FORCE_FLAG: &str = "--force";
 
 impl Error {
     pub fn kind(&self) -> ErrorKind {
@@ -50,9 +55,42 @@ impl Error {
             Error::Rule { kind, .. } => *kind,
             Error::RolledBack(inner) => inner.kind(),
             Error::RollbackFailed { error, .. } => error.kind(),
-            Error::RepositoryGone { .. } => ErrorKind::Refused,
+            Error::LostWork(_) | Error::RepositoryGone { .. } => ErrorKind::Refused,
             Error::NonUtf8Path { .. } => ErrorKind::Invalid,
             Error::Task(_) => ErrorKind::Io,
+        }
+    }
+
+    /// The message, naming `force` as the way to override a refusal to lose work: `Display`
+    /// names the CLI's `--force`; MCP's tools name their argument, `force=true`.
+    pub fn message_with_force(&self, force: &str) -> String {
+        match self {
+            Error::LostWork(e @ GitError::NotAWorktree { .. }) => {
+                format!("{e}; to delete it anyway, delete it with {force}")
+            }
+            Error::LostWork(e) => format!(
+                "{e}; to delete it anyway, delete it with {force} (berth first keeps what would be lost on a ref under refs/berth/lost/, and names it)"
+            ),
+            Error::RepositoryGone { repo, worktree } => format!(
+                "the repository {} is gone, so berth cannot check the worktree {} for uncommitted work; move the repository back; to remove the worktree anyway, delete it with {force}",
+                repo.display(),
+                worktree.display()
+            ),
+            Error::RolledBack(inner) => format!(
+                "{}\n(the new workspace was rolled back: no folder, branch or record was kept)",
+                inner.message_with_force(force)
+            ),
+            other => other.to_string(),
+        }
+    }
+
+    /// A git error met while removing a worktree: a refusal to lose work becomes
+    /// [`Error::LostWork`], which says how to override it.
+    pub(crate) fn removal(e: GitError) -> Error {
+        if e.would_lose_work() {
+            Error::LostWork(e)
+        } else {
+            Error::Git(e)
         }
     }
 

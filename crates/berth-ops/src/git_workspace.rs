@@ -207,25 +207,57 @@ pub struct Removed {
 }
 
 /// Removes a workspace. For a git workspace the worktree goes first, refused (and nothing
-/// removed) when it holds uncommitted changes or unmerged commits, unless `force`; then the
-/// record.
+/// removed) when it holds uncommitted changes or commits nothing else keeps, unless `force`;
+/// a forced removal first keeps that work on `refs/berth/lost/<id>` (the warning names it).
+/// Then the record.
 pub async fn remove(manager: &WorkspaceManager, ws: &Workspace, force: bool) -> Result<Removed> {
     let mut warning = None;
     if let Some(git) = ws.git.clone() {
-        warning = blocking(move || remove_worktree(&git, force)).await?;
+        let keep = force.then(|| lost_ref(&ws.id));
+        warning = blocking(move || remove_worktree(&git, keep.as_deref())).await?;
     }
     let unbound = manager.delete_record(&ws.id).await?;
     Ok(Removed { unbound, warning })
 }
 
-/// Removes the worktree (and the branch berth made). Without `force` the check for lost work
-/// runs here, at the moment of removal, whatever was checked before.
-fn remove_worktree(git: &GitInfo, force: bool) -> Result<Option<String>> {
+/// Where a forced removal of workspace `id` keeps the work it would otherwise lose.
+fn lost_ref(id: &WorkspaceId) -> String {
+    format!("refs/berth/lost/{id}")
+}
+
+/// Removes the worktree (and the branch berth made). Without `keep` (unforced) the check for
+/// lost work runs here, at the moment of removal, whatever was checked before. With it
+/// (forced), what would be lost is first put on that ref.
+fn remove_worktree(git: &GitInfo, keep: Option<&str>) -> Result<Option<String>> {
     let worktree = git.worktree.as_path();
+    let force = keep.is_some();
     match Repo::open(&git.repo) {
         Ok(repo) => {
-            repo.remove_worktree(worktree_ref(git), force)?;
-            Ok(None)
+            let kept = match keep {
+                Some(refname) => repo
+                    .keep_lost_work(worktree_ref(git), refname)
+                    .map_err(|e| {
+                        Error::rule(
+                            ErrorKind::External,
+                            format!(
+                                "cannot keep the worktree's work on {refname} before removing it, so nothing was removed: {e}"
+                            ),
+                        )
+                    })?,
+                None => None,
+            };
+            repo.remove_worktree(worktree_ref(git), force)
+                .map_err(Error::removal)?;
+            Ok(kept.map(|k| {
+                format!(
+                    "kept {} commit(s) and {} uncommitted file(s) that the forced delete would have lost on {}; `git -C {} branch NAME {}` brings them back",
+                    k.commits,
+                    k.uncommitted,
+                    k.refname,
+                    git.repo.display(),
+                    k.refname
+                )
+            }))
         }
         Err(_) if !worktree.exists() => Ok(Some(format!(
             "the repository {} and the worktree were both gone already",
@@ -255,7 +287,9 @@ pub async fn check_removable(ws: &Workspace) -> Result<()> {
         return Ok(());
     };
     blocking(move || match Repo::open(&git.repo) {
-        Ok(repo) => Ok(repo.check_removable(worktree_ref(&git))?),
+        Ok(repo) => repo
+            .check_removable(worktree_ref(&git))
+            .map_err(Error::removal),
         Err(_) if !git.worktree.exists() => Ok(()),
         Err(_) => Err(Error::RepositoryGone {
             repo: git.repo.clone(),
@@ -299,7 +333,7 @@ pub async fn collect(
     }
     let mut warning = None;
     if let Some(git) = ws.git.clone() {
-        match blocking(move || remove_worktree(&git, false)).await {
+        match blocking(move || remove_worktree(&git, None)).await {
             Ok(w) => warning = w,
             Err(e) if e.kind() == ErrorKind::Refused => {
                 return Ok(Collected::Kept(
@@ -334,15 +368,7 @@ pub async fn collect(
 pub fn status(git: &GitInfo) -> WorktreeStatus {
     match Repo::open(&git.repo) {
         Ok(repo) => repo.status(worktree_ref(git)),
-        Err(_) => WorktreeStatus {
-            health: Health::RepoMissing,
-            branch: git.branch.clone(),
-            base_branch: git.base_branch.clone(),
-            ahead: None,
-            behind: None,
-            changed_files: None,
-            last_commit: None,
-        },
+        Err(_) => WorktreeStatus::unknown(Health::RepoMissing, &git.branch, &git.base_branch),
     }
 }
 

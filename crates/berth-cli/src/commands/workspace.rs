@@ -193,6 +193,7 @@ async fn show(ops: &Ops, identifier: &str, json: bool) -> anyhow::Result<()> {
             "branch",
             format!("{} (from {}{created})", git.branch, git.base_branch),
         ));
+        rows.push(("checked out", checked_out(st)));
         rows.push(("health", st.health.as_str().to_owned()));
         rows.push((
             "changes",
@@ -204,10 +205,14 @@ async fn show(ops: &Ops, identifier: &str, json: bool) -> anyhow::Result<()> {
             ),
         ));
         if let Some(c) = &st.last_commit {
-            let short = &c.sha[..c.sha.len().min(10)];
             rows.push((
                 "last commit",
-                format!("{short} {} ({})", render::cell(&c.subject), c.date),
+                format!(
+                    "{} {} ({})",
+                    short(&c.sha),
+                    render::cell(&c.subject),
+                    c.date
+                ),
             ));
         }
     }
@@ -285,6 +290,24 @@ async fn gc(ops: &Ops, max_age: u32, dry_run: bool, yes: bool, json: bool) -> an
     Ok(())
 }
 
+/// What the worktree has checked out now: its branch, or `detached at <sha>`, with the commits
+/// only that HEAD holds.
+fn checked_out(status: &WorktreeStatus) -> String {
+    let mut text = match (&status.head, status.detached) {
+        (Some(sha), true) => format!("detached at {}", short(sha)),
+        (None, true) => "detached".to_owned(),
+        (_, false) => status.branch.clone(),
+    };
+    if let Some(n @ 1..) = status.unreferenced_commits {
+        text += &format!(" ({n} commit(s) no branch, tag or remote has)");
+    }
+    text
+}
+
+fn short(sha: &str) -> &str {
+    &sha[..sha.len().min(10)]
+}
+
 /// A count git could not tell is shown as `?`.
 fn known(count: Option<impl ToString>) -> String {
     count.map_or_else(|| "?".to_owned(), |c| c.to_string())
@@ -296,7 +319,10 @@ fn git_summary(status: &WorktreeStatus) -> String {
     match status.health {
         Health::Ok => format!(
             "{} +{} -{} ~{}",
-            status.branch,
+            match (&status.head, status.detached) {
+                (Some(sha), true) => format!("detached@{}", short(sha)),
+                _ => status.branch.clone(),
+            },
             known(status.ahead),
             known(status.behind),
             known(status.changed_files)
