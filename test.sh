@@ -26,7 +26,7 @@ trap 'rm -f "$log"' EXIT
 # server: a new cluster in a temp folder on a free port, stopped and removed on exit.
 pg_env=$(tests/postgres.sh start) || { echo "test.sh: cannot start the Postgres server the tests need (see above)" >&2; exit 1; }
 eval "$pg_env"
-trap 'rm -f "$log"; tests/postgres.sh stop "$BERTH_TEST_POSTGRES_DIR"' EXIT
+trap 'rm -f "$log"; tests/postgres.sh stop "$TEST_BERTH_POSTGRES_DIR"' EXIT
 status=0
 # --no-fail-fast: a failing test binary must not hide the results of the ones after it.
 cargo test --workspace --locked --no-fail-fast 2>&1 | tee "$log" || status=$?

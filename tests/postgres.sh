@@ -2,10 +2,11 @@
 # A throwaway Postgres server for berth's tests: a new cluster in a temp folder, on a free
 # loopback port, with trust authentication, gone when stopped.
 #
-#   eval "$(tests/postgres.sh start)"     # exports BERTH_TEST_POSTGRES_URL and BERTH_TEST_POSTGRES_DIR
+#   eval "$(tests/postgres.sh start)"     # exports TEST_BERTH_POSTGRES_URL, _DIR and _BIN
 #   cargo test -p berth-store-sql
-#   tests/postgres.sh stop "$BERTH_TEST_POSTGRES_DIR"
+#   tests/postgres.sh stop "$TEST_BERTH_POSTGRES_DIR"
 #
+# The variables are TEST_BERTH_*, not BERTH_*: berth reads every BERTH_* variable as config.
 # It installs Debian's `postgresql` package with apt-get when no server binaries are found.
 # Run as root, the cluster belongs to the `postgres` user (initdb refuses root). Anything that
 # goes wrong is an error on stderr and a non-zero exit: the caller must not go on without it.
@@ -44,9 +45,9 @@ start() {
   "${as[@]}" "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
     -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c max_connections=300" start >/dev/null \
     || { cat "$dir/server.log" >&2; die "the server did not start (log above)"; }
-  echo "export BERTH_TEST_POSTGRES_URL='postgres://postgres@127.0.0.1:$port/postgres'"
-  echo "export BERTH_TEST_POSTGRES_DIR='$dir'"
-  echo "export BERTH_TEST_POSTGRES_BIN='$bin'"
+  echo "export TEST_BERTH_POSTGRES_URL='postgres://postgres@127.0.0.1:$port/postgres'"
+  echo "export TEST_BERTH_POSTGRES_DIR='$dir'"
+  echo "export TEST_BERTH_POSTGRES_BIN='$bin'"
 }
 
 stop() {

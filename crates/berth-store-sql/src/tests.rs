@@ -1,5 +1,5 @@
 //! The conformance suite on SQLite (a fresh file per test) and on Postgres (a fresh database
-//! per test, in the server `BERTH_TEST_POSTGRES_URL` names; `./test.sh` starts one), and the
+//! per test, in the server `TEST_BERTH_POSTGRES_URL` names; `./test.sh` starts one), and the
 //! store's own checks: migrations, refusals, URLs.
 
 use std::sync::Arc;
@@ -35,9 +35,9 @@ mod on_sqlite {
 /// The Postgres server the tests use. Missing, the test fails (never skips) and says how to
 /// get one.
 pub(crate) fn postgres_url() -> String {
-    std::env::var("BERTH_TEST_POSTGRES_URL").unwrap_or_else(|_| {
+    std::env::var("TEST_BERTH_POSTGRES_URL").unwrap_or_else(|_| {
         panic!(
-            "BERTH_TEST_POSTGRES_URL is not set: the Postgres tests need a server. Run ./test.sh, \
+            "TEST_BERTH_POSTGRES_URL is not set: the Postgres tests need a server. Run ./test.sh, \
              which starts a throwaway one, or `eval \"$(tests/postgres.sh start)\"` first"
         )
     })

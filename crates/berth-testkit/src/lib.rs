@@ -9,11 +9,14 @@
 //!   harness: a test re-runs its own test binary as child processes that play a role (race,
 //!   append, get SIGKILLed at a random moment).
 //! - [`snapshot`] captures a folder's files for "nothing changed" assertions.
+//! - [`postgres`] names the throwaway Postgres server `./test.sh` starts, and makes a fresh
+//!   database on it per test.
 //! - [`provider_server`] is the local stand-in for the LLM providers that the agent tests talk
 //!   to: a real HTTP/1.1 server on 127.0.0.1 that records each request and answers from a
 //!   script, with builders for the Anthropic, OpenAI and Gemini streaming wire formats.
 
 mod git;
+pub mod postgres;
 mod process;
 pub mod provider_server;
 
