@@ -23,7 +23,10 @@ use agent_client_protocol::v1::schema::{
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent as AcpAgent, Client};
-use berth_agent::{Agent, CancellationToken, ModelChoice, ToolContext, TurnOptions, TurnRequest};
+use berth_agent::mcp::{McpServerSettings, Secret};
+use berth_agent::{
+    Agent, CancellationToken, McpServers, ModelChoice, ToolContext, TurnOptions, TurnRequest,
+};
 use berth_ops::{ClientSession, Ops, Session};
 use serde_json::Value;
 
@@ -52,6 +55,8 @@ struct Open {
     running: Mutex<Option<CancellationToken>>,
     /// The model chosen through the config option, if one was.
     model: Mutex<Option<ModelChoice>>,
+    /// The client's own MCP servers for this session, started on its first turn.
+    mcp: Option<Arc<McpServers>>,
 }
 
 type Result<T, E = agent_client_protocol::Error> = std::result::Result<T, E>;
@@ -79,7 +84,12 @@ impl Server {
 
     /// Opens `session` on this connection, with the model chosen for it earlier (in any
     /// process) while the workspace's config still offers that model.
-    async fn register(&self, session: Session, work_dir: PathBuf) -> Result<Arc<Open>> {
+    async fn register(
+        &self,
+        session: Session,
+        work_dir: PathBuf,
+        mcp: &[McpServer],
+    ) -> Result<Arc<Open>> {
         let chosen = self
             .ops
             .session_model(&session)
@@ -102,6 +112,7 @@ impl Server {
             work_dir,
             running: Mutex::default(),
             model: Mutex::new(model),
+            mcp: client_mcp(mcp),
         });
         self.sessions
             .lock()
@@ -126,7 +137,8 @@ impl Server {
         let capabilities = AgentCapabilities::new()
             .load_session(true)
             .prompt_capabilities(PromptCapabilities::new().embedded_context(true))
-            .mcp_capabilities(McpCapabilities::new())
+            // stdio servers are always supported; Streamable HTTP ones too. SSE is not.
+            .mcp_capabilities(McpCapabilities::new().http(true))
             .session_capabilities(sessions);
         // Version 1 is the one this agent speaks; a client asking for a later one gets 1 and
         // decides, as the protocol says.
@@ -138,7 +150,6 @@ impl Server {
     }
 
     async fn new_session(&self, request: NewSessionRequest) -> Result<NewSessionResponse> {
-        warn_mcp(&request.mcp_servers);
         let meta = request.meta.as_ref();
         let key = meta_string(meta, "sessionId")?;
         let device = meta_string(meta, "deviceId")?;
@@ -155,14 +166,16 @@ impl Server {
             })
             .await
             .map_err(errors::ops)?;
-        let open = self.register(got.session, got.work_dir).await?;
+        let open = self
+            .register(got.session, got.work_dir, &request.mcp_servers)
+            .await?;
         let options = self.config_options(&open).await?;
         Ok(NewSessionResponse::new(open.session.id.to_string()).config_options(options))
     }
 
     /// Opens a stored session on this connection: its tools work where the session was
     /// started (its recorded folder, when that still exists), else in the client's `cwd`.
-    async fn reopen(&self, id: &SessionId, cwd: &Path) -> Result<Arc<Open>> {
+    async fn reopen(&self, id: &SessionId, cwd: &Path, mcp: &[McpServer]) -> Result<Arc<Open>> {
         let session = self.ops.session(&id.0).await.map_err(errors::ops)?;
         let recorded = session
             .cwd
@@ -176,7 +189,7 @@ impl Server {
                 cwd.to_path_buf()
             }
         };
-        self.register(session, work_dir).await
+        self.register(session, work_dir, mcp).await
     }
 
     async fn load_session(
@@ -184,8 +197,9 @@ impl Server {
         request: LoadSessionRequest,
         cx: &ConnectionTo<Client>,
     ) -> Result<LoadSessionResponse> {
-        warn_mcp(&request.mcp_servers);
-        let open = self.reopen(&request.session_id, &request.cwd).await?;
+        let open = self
+            .reopen(&request.session_id, &request.cwd, &request.mcp_servers)
+            .await?;
         let transcript = self
             .ops
             .transcript(&open.session)
@@ -199,8 +213,9 @@ impl Server {
     }
 
     async fn resume_session(&self, request: ResumeSessionRequest) -> Result<ResumeSessionResponse> {
-        warn_mcp(&request.mcp_servers);
-        let open = self.reopen(&request.session_id, &request.cwd).await?;
+        let open = self
+            .reopen(&request.session_id, &request.cwd, &request.mcp_servers)
+            .await?;
         let options = self.config_options(&open).await?;
         Ok(ResumeSessionResponse::new().config_options(options))
     }
@@ -397,6 +412,7 @@ impl Server {
                     files,
                     commands,
                     model,
+                    mcp: open.mcp.clone(),
                 },
             })
             .await
@@ -460,13 +476,41 @@ fn check_cwd(cwd: &Path) -> Result<()> {
     Ok(())
 }
 
-fn warn_mcp(servers: &[McpServer]) {
-    if !servers.is_empty() {
-        eprintln!(
-            "berth acp: {} MCP server(s) offered by the client are not connected (not supported yet)",
-            servers.len()
-        );
+/// The client's MCP servers, in the shape of berth's own `[[mcp_servers]]`. SSE servers
+/// (a transport the MCP specification has replaced) are left out, with a message.
+fn client_mcp(servers: &[McpServer]) -> Option<Arc<McpServers>> {
+    let mut settings = Vec::new();
+    for server in servers {
+        match server {
+            McpServer::Stdio(s) => settings.push(McpServerSettings {
+                name: s.name.clone(),
+                command: Some(s.command.to_string_lossy().into_owned()),
+                args: s.args.clone(),
+                env: s
+                    .env
+                    .iter()
+                    .map(|v| (v.name.clone(), Secret::new(v.value.clone())))
+                    .collect(),
+                ..McpServerSettings::default()
+            }),
+            McpServer::Http(h) => settings.push(McpServerSettings {
+                name: h.name.clone(),
+                url: Some(h.url.clone()),
+                headers: h
+                    .headers
+                    .iter()
+                    .map(|v| (v.name.clone(), Secret::new(v.value.clone())))
+                    .collect(),
+                ..McpServerSettings::default()
+            }),
+            McpServer::Sse(s) => eprintln!(
+                "berth acp: MCP server {:?} uses SSE, which berth does not speak; offer it over Streamable HTTP",
+                s.name
+            ),
+            _ => eprintln!("berth acp: an MCP server of a kind berth does not know is left out"),
+        }
     }
+    (!settings.is_empty()).then(|| Arc::new(McpServers::new(&settings)))
 }
 
 /// The connection's handlers over `server`.

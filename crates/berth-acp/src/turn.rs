@@ -138,6 +138,10 @@ impl Relay {
             AgentEvent::Thought { text } => {
                 self.send(SessionUpdate::AgentThoughtChunk(chunk(text)))
             }
+            // Not the answer, so not a message chunk; editors show thoughts apart from it.
+            AgentEvent::Notice { message } => self.send(SessionUpdate::AgentThoughtChunk(chunk(
+                format!("[berth] {message}\n"),
+            ))),
             AgentEvent::ToolStarted {
                 id,
                 name,

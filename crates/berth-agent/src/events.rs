@@ -40,6 +40,9 @@ pub enum AgentEvent {
         /// The file the call changed, when it wrote one.
         change: Option<FileChange>,
     },
+    /// Something a person should know that is not part of the answer: an external MCP
+    /// server that could not start, so its tools are left out of this turn.
+    Notice { message: String },
     /// The turn is over. This is always the last event.
     TurnEnded { stop: TurnStop, usage: Usage },
 }

@@ -12,11 +12,14 @@
 //! - [`context`]: token estimates and compaction that never separates a call from its result.
 //! - [`models`]: the models a session can switch to, and what a model name a person types
 //!   means.
+//! - [`mcp`]: external MCP servers (`[[mcp_servers]]`, an ACP client's `mcpServers`) whose
+//!   tools join the built-in ones, started lazily through the rmcp client.
 
 pub mod context;
 pub mod conversation;
 pub mod events;
 pub mod http;
+pub mod mcp;
 pub mod models;
 pub mod provider;
 pub mod providers;
@@ -25,6 +28,7 @@ pub mod tools;
 
 pub use conversation::{ChatMessage, Part, StopReason, ToolCall, ToolResult, ToolSpec, Usage};
 pub use events::{AgentEvent, Decision, PermissionRequest, Permissions, TurnStop};
+pub use mcp::{McpServers, ServerStatus};
 pub use provider::{Provider, ProviderError, ProviderEvent, ProviderRequest, ProviderStream};
 pub use runtime::{Agent, AgentBuilder, AgentError, ModelChoice, Turn, TurnOptions, TurnRequest};
 pub use tokio_util::sync::CancellationToken;

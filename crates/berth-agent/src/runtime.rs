@@ -12,7 +12,7 @@ use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use berth_core::config::Config;
+use berth_core::config::{Config, McpServerSettings};
 use berth_ops::{Message, Ops, ProviderKind, Role, Session, WorkspaceId};
 use futures::StreamExt;
 use serde_json::Value;
@@ -23,6 +23,7 @@ use crate::context::{self, Fill, Window};
 use crate::conversation::{ChatMessage, Part, Speaker, StopReason, ToolCall, ToolResult, Usage};
 use crate::events::{AgentEvent, Decision, PermissionRequest, Permissions, TurnStop};
 use crate::http::{Http, HttpPolicy};
+use crate::mcp::{McpServers, ServerStatus};
 use crate::provider::{Provider, ProviderError, ProviderEvent, ProviderRequest};
 use crate::providers::{self, SetupError};
 use crate::tools::{Commands, FileChange, Files, Preview, ToolContext, Toolbox};
@@ -100,6 +101,7 @@ impl AgentBuilder {
                 http: OnceLock::new(),
                 system_prompt: self.system_prompt,
                 always_allowed: Mutex::default(),
+                mcp: Mutex::default(),
             }),
         }
     }
@@ -122,6 +124,9 @@ struct Inner {
     system_prompt: Option<String>,
     /// `(session, tool)` pairs the front end allowed for the rest of the session.
     always_allowed: Mutex<HashSet<(String, String)>>,
+    /// The external servers of each `[[mcp_servers]]` list met so far (workspaces may name
+    /// different ones), started on first use and kept for the agent's life.
+    mcp: Mutex<Vec<(Vec<McpServerSettings>, Arc<McpServers>)>>,
 }
 
 /// One turn to run.
@@ -146,6 +151,8 @@ pub struct TurnOptions {
     pub commands: Option<Arc<dyn Commands>>,
     /// The provider and model to call instead of the config's.
     pub model: Option<ModelChoice>,
+    /// A client's own MCP servers (ACP `mcpServers`), whose tools join the config's.
+    pub mcp: Option<Arc<McpServers>>,
 }
 
 /// A provider and one of its models.
@@ -172,6 +179,8 @@ struct Setup {
     system: String,
     window: Window,
     history: Vec<ChatMessage>,
+    /// The workspace's `[[mcp_servers]]`.
+    mcp: Arc<McpServers>,
 }
 
 impl Agent {
@@ -200,6 +209,19 @@ impl Agent {
     ) -> Result<(), AgentError> {
         let config = self.inner.config(workspace, Some(model)).await?;
         self.inner.provider(&config).map(drop)
+    }
+
+    /// The external MCP servers this agent has met (from the config of the workspaces it ran
+    /// turns in), with their state: for a front end's `/mcp`.
+    pub fn mcp_status(&self) -> Vec<ServerStatus> {
+        let known = self.inner.mcp.lock().unwrap_or_else(|e| e.into_inner());
+        known.iter().flat_map(|(_, s)| s.status()).collect()
+    }
+
+    /// The state of the servers `settings` names (a workspace's `[[mcp_servers]]`), "not
+    /// started" for those no turn has used yet; nothing is started.
+    pub fn mcp_status_of(&self, settings: &[McpServerSettings]) -> Vec<ServerStatus> {
+        self.inner.mcp_servers(settings).status()
     }
 
     /// Starts a turn. What can fail before anything is sent (the session's config names no
@@ -239,6 +261,43 @@ impl Out {
 }
 
 impl Inner {
+    /// The servers of one `[[mcp_servers]]` list, made once per distinct list.
+    fn mcp_servers(&self, settings: &[McpServerSettings]) -> Arc<McpServers> {
+        let mut known = self.mcp.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, servers)) = known.iter().find(|(s, _)| s == settings) {
+            return servers.clone();
+        }
+        let servers = Arc::new(McpServers::new(settings));
+        known.push((settings.to_vec(), servers.clone()));
+        servers
+    }
+
+    /// The turn's tools: the built-in ones, then those of the config's and the client's MCP
+    /// servers (started now if this is their first turn). A server that cannot start is a
+    /// notice, once, and the turn goes on without it.
+    async fn turn_tools(
+        &self,
+        config_servers: &McpServers,
+        request: &TurnRequest,
+        out: &mut Out,
+    ) -> Toolbox {
+        let mut toolbox = self.tools.clone();
+        let client_servers = request.options.mcp.as_deref();
+        for servers in std::iter::once(config_servers).chain(client_servers) {
+            if servers.is_empty() {
+                continue;
+            }
+            let (tools, notices) = servers.tools().await;
+            for message in notices {
+                out.send(AgentEvent::Notice { message }).await;
+            }
+            for tool in tools {
+                toolbox = toolbox.with(tool);
+            }
+        }
+        toolbox
+    }
+
     /// The workspace's merged config, calling `choice` when given.
     async fn config(
         &self,
@@ -317,6 +376,7 @@ impl Inner {
             window: Window::for_provider(kind, config.agent.context_tokens, max_tokens),
             system,
             history,
+            mcp: self.mcp_servers(&config.mcp_servers),
         })
     }
 
@@ -334,7 +394,8 @@ impl Inner {
         }
         let mut history = setup.history;
         history.push(ChatMessage::user_text(request.prompt.clone()));
-        let tools = self.tools.specs();
+        let toolbox = self.turn_tools(&setup.mcp, request, out).await;
+        let tools = toolbox.specs();
         let cx = ToolContext {
             cwd: request.cwd.clone(),
             ops: self.ops.clone(),
@@ -400,7 +461,7 @@ impl Inner {
             if rounds > setup.max_tool_iterations {
                 return (TurnStop::MaxToolIterations, usage);
             }
-            let results = self.run_tools(&calls, &cx, request, out).await;
+            let results = self.run_tools(&toolbox, &calls, &cx, request, out).await;
             if cancel.is_cancelled() {
                 return (TurnStop::Cancelled, usage);
             }
@@ -462,6 +523,7 @@ impl Inner {
     /// order, one per call, errors included.
     async fn run_tools(
         &self,
+        toolbox: &Toolbox,
         calls: &[ToolCall],
         cx: &ToolContext,
         request: &TurnRequest,
@@ -480,7 +542,7 @@ impl Inner {
                 arguments: arguments.clone(),
             })
             .await;
-            let plan = match (&call.arguments, self.tools.get(&call.name)) {
+            let plan = match (&call.arguments, toolbox.get(&call.name)) {
                 (Err(raw), _) => Plan::Answer(format!(
                     "the arguments of this call are not valid JSON, so it did not run: {raw:?}; call {} again with a JSON object",
                     call.name
@@ -488,7 +550,7 @@ impl Inner {
                 (_, None) => Plan::Answer(format!(
                     "there is no tool named {:?}; the tools are: {}",
                     call.name,
-                    self.tools
+                    toolbox
                         .specs()
                         .iter()
                         .map(|s| s.name.as_str())
@@ -548,7 +610,7 @@ impl Inner {
             let (content, is_error, change) = match plan {
                 Plan::Answer(message) => (message, true, None),
                 Plan::Run(args, change) => {
-                    let tool = self.tools.get(&call.name).expect("planned to run").clone();
+                    let tool = toolbox.get(&call.name).expect("planned to run").clone();
                     let cx = cx.for_call(&call.id);
                     let ran = tokio::select! {
                         _ = cx.cancel.cancelled() => Err("cancelled by the user".to_owned()),

@@ -211,6 +211,7 @@ async fn tools_run_and_their_results_go_back_with_their_call_ids() {
             AgentEvent::ToolStarted { .. } => "started",
             AgentEvent::PermissionAsked { .. } => "asked",
             AgentEvent::ToolFinished { .. } => "finished",
+            AgentEvent::Notice { .. } => "notice",
             AgentEvent::TurnEnded { .. } => "ended",
         })
         .collect();

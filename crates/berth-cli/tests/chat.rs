@@ -220,3 +220,142 @@ fn without_p_and_without_a_terminal_it_says_what_to_do() {
         serde_json::json!([])
     );
 }
+
+/// berth's own MCP server as the agent's external tools: `berth mcp` on stdio and
+/// `berth mcp --transport http`, each serving another home, called by the model as
+/// `mcp__<server>__<tool>` with each result tied to its call; an `isError` result comes back
+/// as an error; a server whose command does not exist is named on stderr and the turn runs.
+#[test]
+fn berths_own_mcp_server_on_stdio_and_over_http_are_tools_of_the_agent() {
+    let (home, server, work) = setup();
+    let served = Home::new();
+    let ws = served
+        .ok(&["workspace", "create", "served-ws"])
+        .trim()
+        .to_owned();
+    served.ok(&[
+        "workspace",
+        "storage",
+        "write",
+        &ws,
+        "note.txt",
+        "from the served home",
+    ]);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut http = served.cmd(&[
+        "mcp",
+        "--transport",
+        "http",
+        "--listen",
+        &format!("127.0.0.1:{port}"),
+    ]);
+    let mut http = KillOnDrop(http.stderr(std::process::Stdio::null()).spawn().unwrap());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "berth mcp --transport http did not listen"
+        );
+        assert!(
+            http.0.try_wait().unwrap().is_none(),
+            "berth mcp --transport http exited"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    std::fs::write(
+        home.path().join("config.toml"),
+        format!(
+            "[[mcp_servers]]\nname = \"local\"\ncommand = \"{bin}\"\nargs = [\"mcp\"]\nenv = {{ BERTH_HOME = \"{served}\" }}\n\
+             [[mcp_servers]]\nname = \"remote\"\nurl = \"http://127.0.0.1:{port}/mcp\"\n\
+             [[mcp_servers]]\nname = \"ghost\"\ncommand = \"/nonexistent/berth-no-such-server\"\n",
+            bin = env!("CARGO_BIN_EXE_berth"),
+            served = served.path().display(),
+        ),
+    )
+    .unwrap();
+    let read = |path: &str| format!(r#"{{"workspace_identifier": "served-ws", "path": "{path}"}}"#);
+    server.push(Reply::anthropic(
+        &Turn::new()
+            .tool_call(
+                "c_local",
+                "mcp__local__workspace_storage_read",
+                [read("note.txt")],
+            )
+            .tool_call(
+                "c_remote",
+                "mcp__remote__workspace_storage_read",
+                [read("note.txt")],
+            )
+            .tool_call(
+                "c_missing",
+                "mcp__local__workspace_storage_read",
+                [read("missing.txt")],
+            ),
+    ));
+    server.push(Reply::anthropic(&Turn::new().text(["Both said it."])));
+    let r = run(Dialect::Claude.chat(
+        &home,
+        &server,
+        work.path(),
+        &["-p", "read the note", "--allow-all"],
+    ));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.stdout, "Both said it.\n");
+    assert!(
+        r.stderr.contains("MCP server \"ghost\" is not available"),
+        "{}",
+        r.stderr
+    );
+    let requests = server.requests();
+    let tools: Vec<&str> = requests[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(tools.contains(&"mcp__local__workspace_create"), "{tools:?}");
+    assert!(
+        tools.contains(&"mcp__remote__workspace_create"),
+        "{tools:?}"
+    );
+    assert!(
+        !tools.iter().any(|t| t.starts_with("mcp__ghost")),
+        "{tools:?}"
+    );
+    let messages = requests[1].body["messages"].as_array().unwrap();
+    let results: Vec<&serde_json::Value> = messages.last().unwrap()["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|b| b["type"] == "tool_result")
+        .collect();
+    assert_eq!(results.len(), 3, "{messages:?}");
+    for (result, id) in results.iter().zip(["c_local", "c_remote"]) {
+        assert_eq!(result["tool_use_id"], id);
+        assert_eq!(result["is_error"], false, "{result}");
+        assert!(
+            result["content"]
+                .as_str()
+                .unwrap()
+                .contains("from the served home"),
+            "{result}"
+        );
+    }
+    assert_eq!(results[2]["tool_use_id"], "c_missing");
+    assert_eq!(results[2]["is_error"], true, "{}", results[2]);
+    let _ = http.0.kill();
+}
+
+/// Kills a child process when the test ends, whichever way it ends.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}

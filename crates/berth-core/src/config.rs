@@ -5,6 +5,7 @@
 //! (and line) it came from rather than against an anonymous merged blob. Secrets are held in
 //! [`Secret`], which never prints or serializes its value.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
 
@@ -179,6 +180,32 @@ pub struct McpSettings {
     pub session_idle_timeout_secs: Option<u64>,
 }
 
+/// An external MCP server whose tools berth's agent offers the model, as
+/// `mcp__<name>__<tool>`: a command on stdio, or a Streamable HTTP `url`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct McpServerSettings {
+    /// Letters, digits, `-` and `_`; part of every tool name the model sees.
+    pub name: String,
+    /// The program to start (found on PATH), for a server on stdio.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+    /// Variables set for the command, on top of berth's environment minus its secrets.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, Secret>,
+    /// The endpoint of a Streamable HTTP server.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// Headers sent with every HTTP request (an `Authorization` token, say).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, Secret>,
+    /// Seconds one tool call may take; default 60.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout_secs: Option<u64>,
+}
+
 /// The merged configuration.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -194,6 +221,10 @@ pub struct Config {
     pub store: StoreSettings,
     pub agent: AgentSettings,
     pub mcp: McpSettings,
+    /// External MCP servers for berth's agent (`[[mcp_servers]]`). An array: a higher layer's
+    /// list replaces a lower one's.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub mcp_servers: Vec<McpServerSettings>,
 }
 
 impl Config {
@@ -436,6 +467,18 @@ pub const TEMPLATE: &str = r#"# berth configuration. Layers: this file -> worksp
 # max_sessions = 1000              # HTTP sessions kept at once; the least recently used goes first
 # session_idle_timeout_secs = 1800 # an HTTP session unused this long is closed
 
+# External MCP servers whose tools berth's agent may call, as mcp__<name>__<tool>.
+# [[mcp_servers]]
+# name = "berth"                 # letters, digits, - and _
+# command = "berth"              # a server on stdio...
+# args = ["mcp"]
+# env = { SOME_TOKEN = "..." }
+# timeout_secs = 60              # one tool call's limit
+# [[mcp_servers]]
+# name = "docs"
+# url = "http://127.0.0.1:8080/mcp"   # ...or a Streamable HTTP server
+# headers = { Authorization = "Bearer ..." }
+
 [git]
 # worktree_dir = "/path/for/worktrees"   # default: workspaces/<id>/worktree
 # copy = [".env"]                        # untracked files copied into new worktrees
@@ -586,7 +629,9 @@ mod tests {
         let uncommented: String = TEMPLATE
             .lines()
             .map(|l| match l.strip_prefix("# ") {
-                Some(rest) if rest.contains(" = ") => rest.split("  ").next().unwrap().to_owned(),
+                Some(rest) if rest.contains(" = ") || rest.starts_with("[[") => {
+                    rest.split("  ").next().unwrap().to_owned()
+                }
                 _ => l.to_owned(),
             })
             .collect::<Vec<_>>()
@@ -594,5 +639,9 @@ mod tests {
         let loaded = layer(Some(&text("u.toml", &uncommented)), None, []).unwrap();
         assert!(loaded.unknown_keys.is_empty(), "{:?}", loaded.unknown_keys);
         assert_eq!(loaded.config.git.setup, vec!["npm ci"]);
+        let servers = &loaded.config.mcp_servers;
+        assert_eq!(servers.len(), 2, "{servers:?}");
+        assert_eq!(servers[0].args, ["mcp"]);
+        assert_eq!(servers[1].url.as_deref(), Some("http://127.0.0.1:8080/mcp"));
     }
 }

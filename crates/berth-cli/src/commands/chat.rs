@@ -110,6 +110,7 @@ pub async fn run(ops: Ops, args: ChatArgs) -> anyhow::Result<()> {
                 name, arguments, ..
             } => eprintln!("{}", dim(&format!("→ {name} {arguments}"))),
             AgentEvent::PermissionAsked { .. } => {}
+            AgentEvent::Notice { message } => eprintln!("berth: {message}"),
             AgentEvent::ToolFinished {
                 name,
                 output,

@@ -938,7 +938,7 @@ fn map_config(table: &toml::Table, file: &Path, workspace: bool) -> Mapped {
             ("state", _) => skip(key.clone(), "Aptove's terminal UI state"),
             ("mcp_servers", _) => skip(
                 key.clone(),
-                "berth's agent starts no MCP servers (berth is one: `berth mcp`)",
+                "berth's [[mcp_servers]] take the same name, command, args and env; copy the ones you want by hand, since an import never makes berth start a program",
             ),
             ("system_prompt", _) => skip(
                 key.clone(),

@@ -268,6 +268,7 @@ impl Chat {
                 is_error,
                 ..
             } => self.screen.tool_finished(&name, &output, is_error),
+            AgentEvent::Notice { message } => self.screen.say(&format!("berth: {message}")),
             AgentEvent::TurnEnded { .. } => Ok(()),
         }
     }
@@ -334,7 +335,11 @@ impl Chat {
                     .say("a new session starts with your next prompt")?)
             }
             Command::Load(id) => self.load(&id).await,
-            Command::Mcp => Ok(self.screen.say(&mcp_servers(&self.agent))?),
+            Command::Mcp => {
+                let config = self.ops.config(Some(&self.workspace.id)).await?.config;
+                let servers = self.agent.mcp_status_of(&config.mcp_servers);
+                Ok(self.screen.say(&mcp_servers(&servers))?)
+            }
             Command::Help => Ok(self.screen.say(&slash::help())?),
             Command::Quit => Ok(()),
         }
@@ -508,8 +513,23 @@ async fn chosen_model(ops: &Ops, session: &Session) -> anyhow::Result<Option<Mod
 /// PLACEHOLDER until berth-agent's external MCP servers land (`berth_agent::mcp`, each server's
 /// name, state and tool count): berth's agent starts none yet. This is the one function to
 /// change.
-fn mcp_servers(_agent: &Agent) -> String {
-    "no MCP servers configured".to_owned()
+/// `/mcp`: each configured server, its state and how many tools it offers.
+fn mcp_servers(servers: &[berth_agent::ServerStatus]) -> String {
+    if servers.is_empty() {
+        return "no MCP servers configured ([[mcp_servers]] in berth's config)".to_owned();
+    }
+    let width = servers.iter().map(|s| s.name.len()).max().unwrap_or(0);
+    servers
+        .iter()
+        .map(|s| {
+            let tools = match s.tools {
+                1 => "1 tool".to_owned(),
+                n => format!("{n} tools"),
+            };
+            format!("{:width$}  {tools:>9}  {}", s.name, s.state)
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// `1234567` as `1,234,567`.
