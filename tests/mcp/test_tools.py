@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from mcp import MCPError
 
-from conftest import BERTH, text
+from conftest import BERTH, git, text
 
 pytestmark = pytest.mark.anyio
 
@@ -149,11 +149,17 @@ async def test_git_workspace_create_and_guarded_remove(connect, home, repo):
         assert (worktree / "README.md").read_text() == "hello\n"
         (worktree / "wip.txt").write_text("draft")
         r = await s.call_tool("workspace_remove", {"workspace_id": "fix"})
-        assert r.is_error and "uncommitted" in text(r) and "force" in text(r)
+        # The refusal names this tool's argument, not the CLI's flag.
+        assert r.is_error and "uncommitted" in text(r) and "force=true" in text(r), text(r)
+        assert "--force" not in text(r)
         assert worktree.exists()
         r = await s.call_tool("workspace_remove", {"workspace_id": "fix", "force": True})
         assert not r.is_error, text(r)
         assert not worktree.exists()
+        # Even forced, the draft is kept on a ref the result names.
+        lost = f"refs/berth/lost/{ws['id']}"
+        assert lost in text(r) and lost in r.structured_content["warning"]
+        assert git(repo, "show", f"{lost}:wip.txt") == "draft"
         branches = subprocess.run(
             ["git", "branch", "--format=%(refname:short)"], cwd=repo, capture_output=True, text=True
         ).stdout.split()
@@ -162,6 +168,28 @@ async def test_git_workspace_create_and_guarded_remove(connect, home, repo):
         assert not r.is_error and r.structured_content["git"] is None
         r = await s.call_tool("workspace_create", {"name": "q", "plain": True, "branch": "main"})
         assert r.is_error and "plain" in text(r)
+
+
+async def test_git_workspace_create_says_where_it_starts_and_warns(connect, home, repo):
+    # The main checkout is on a branch ahead of main, the default base.
+    git(repo, "switch", "-q", "-c", "work")
+    (repo / "later.txt").write_text("later\n")
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "later")
+    (home / "config.toml").write_text('[git]\ncopy = [".env"]\n')
+    async with connect(repo) as s:
+        r = await s.call_tool("workspace_create", {"name": "old"})
+        assert not r.is_error, text(r)
+        sha = git(repo, "rev-parse", "--short", "main").strip()
+        assert r.structured_content["start"] == {"ref": "main", "sha": sha}
+        warnings = r.structured_content["warnings"]
+        assert len(warnings) == 2, warnings
+        assert "1 commit(s) behind work" in warnings[0] and 'base_branch="work"' in warnings[0]
+        assert "--base" not in text(r)
+        assert ".env" in warnings[1] and ".env" in text(r)
+        r = await s.call_tool("workspace_create", {"name": "new", "base_branch": "work"})
+        assert not r.is_error, text(r)
+        assert [w for w in r.structured_content["warnings"] if "behind" in w] == []
 
 
 async def test_workspace_resources_and_their_bridge_tools(connect, home, repo):

@@ -350,8 +350,18 @@ fn copy_and_setup_come_from_berths_config() {
         "[git]\nsetup = [\"touch pwned\"]\n",
     )
     .unwrap();
-    let id = ok_in(&home, &project.root, &["workspace", "create", "s"]);
+    let r = in_dir(&home, &project.root, &["workspace", "create", "s"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let id = r.stdout;
     let worktree = wt_dir.path().join(id.trim());
+    // A copy entry the main checkout lacks is skipped, and said.
+    assert!(
+        r.stderr
+            .contains("warning: [git] copy entry \"absent.txt\" is not in the main checkout")
+            && !r.stderr.contains("\".env\""),
+        "{}",
+        r.stderr
+    );
     assert_eq!(
         std::fs::read_to_string(worktree.join(".env")).unwrap(),
         "TOKEN=local\n"
@@ -585,6 +595,83 @@ fn a_forced_delete_keeps_what_it_would_lose_on_a_ref() {
     let r = home.run(&["workspace", "delete", "clean", "--yes", "--force"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(!r.stderr.contains("kept"), "{}", r.stderr);
+}
+
+#[test]
+fn create_says_where_it_starts_and_warns_of_a_stale_base() {
+    let home = Home::new();
+    // No origin: the default base is the local main, and the main checkout is on a branch
+    // two commits ahead of it.
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("project");
+    std::fs::create_dir(&root).unwrap();
+    git(&root, &["init", "--quiet", "-b", "main"]);
+    commit(&root, "README.md", "hello\n");
+    let main_sha = git(&root, &["rev-parse", "--short", "main"])
+        .trim()
+        .to_owned();
+    git(&root, &["switch", "--quiet", "-c", "work"]);
+    commit(&root, "a.txt", "one");
+    commit(&root, "b.txt", "two");
+
+    let r = in_dir(&home, &root, &["workspace", "create", "stale"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stderr.contains(&format!(
+            "on branch berth/stale, starting at main ({main_sha})"
+        )),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr.contains(&format!(
+            "warning: the new branch starts from main ({main_sha}), which is 2 commit(s) behind work"
+        )) && r.stderr.contains("pass --base work"),
+        "{}",
+        r.stderr
+    );
+    // The warning is only a warning: the workspace is there, on main.
+    let wt = PathBuf::from(home.ok(&["workspace", "path", "stale"]).trim());
+    assert!(!wt.join("a.txt").exists());
+
+    // A base the person chose, or a branch checked out, is not second-guessed.
+    let work_sha = git(&root, &["rev-parse", "--short", "work"])
+        .trim()
+        .to_owned();
+    for (name, args) in [
+        ("chosen", vec!["--base", "main"]),
+        ("fresh", vec!["--base", "work"]),
+        ("existing", vec!["--checkout", "main"]),
+    ] {
+        let mut all = vec!["workspace", "create", name];
+        all.extend(args);
+        let r = in_dir(&home, &root, &all);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        assert!(!r.stderr.contains("warning"), "{name}: {}", r.stderr);
+    }
+    let r = in_dir(
+        &home,
+        &root,
+        &["workspace", "create", "again", "--base", "work"],
+    );
+    assert!(
+        r.stderr.contains(&format!("starting at work ({work_sha})")),
+        "{}",
+        r.stderr
+    );
+
+    // With origin: a local main ahead of origin/main (work not pushed yet) is warned of too.
+    let project = Project::new();
+    commit(&project.root, "local.txt", "not pushed");
+    let r = in_dir(&home, &project.root, &["workspace", "create", "unpushed"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("starts from origin/main")
+            && r.stderr.contains("1 commit(s) behind main")
+            && r.stderr.contains("--base main"),
+        "{}",
+        r.stderr
+    );
 }
 
 #[test]

@@ -18,7 +18,7 @@ use serde::Serialize;
 
 mod setup;
 pub mod spares;
-pub use setup::{SetupError, copy_files, run_setup};
+pub use setup::{Copied, SetupError, copy_files, run_setup};
 
 #[derive(Debug, thiserror::Error)]
 pub enum GitError {
@@ -133,6 +133,23 @@ pub struct WorktreePlan {
     start: String,
     /// Track `origin/<branch>` as upstream of the new local branch.
     track: bool,
+}
+
+impl WorktreePlan {
+    /// The revision the worktree starts from: the base for a new branch, the branch itself
+    /// for an existing one, `origin/<branch>` for a branch taken from origin.
+    pub fn start(&self) -> &str {
+        &self.start
+    }
+}
+
+/// A main checkout's branch that a new worktree's base lags behind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BaseBehind {
+    /// The branch checked out in the main worktree.
+    pub branch: String,
+    /// Commits on it that the base lacks.
+    pub commits: usize,
 }
 
 /// What `add_worktree` made, for the caller to record.
@@ -431,6 +448,43 @@ impl Repo {
             "--end-of-options",
             &format!("{rev}^{{commit}}"),
         ])
+    }
+
+    /// The abbreviated object name of a revision's commit.
+    pub fn short_sha(&self, rev: &str) -> Result<String> {
+        Ok(self
+            .git([
+                "rev-parse",
+                "--verify",
+                "--short",
+                "--end-of-options",
+                &format!("{rev}^{{commit}}"),
+            ])?
+            .trim()
+            .to_owned())
+    }
+
+    /// Whether `base` lags behind the branch checked out in the main worktree: that branch
+    /// and how many of its commits `base` lacks. `None` when it does not (or the main worktree
+    /// is detached, or is on `base` itself).
+    pub fn base_behind_checkout(&self, base: &str) -> Option<BaseBehind> {
+        let branch = self
+            .git(["symbolic-ref", "--quiet", "--short", "HEAD"])
+            .ok()?
+            .trim()
+            .to_owned();
+        if branch.is_empty() || branch == base || !self.has_branch(&branch) {
+            return None;
+        }
+        let range = [
+            format!("refs/heads/{branch}"),
+            "--not".to_owned(),
+            base.to_owned(),
+        ];
+        match self.count(&range) {
+            Ok(commits @ 1..) => Some(BaseBehind { branch, commits }),
+            _ => None,
+        }
     }
 
     /// The base new branches start from: `origin/HEAD`'s target, else `main`, else `master`,

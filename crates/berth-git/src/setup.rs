@@ -27,15 +27,19 @@ pub enum SetupError {
     },
 }
 
+/// What [`copy_files`] did with each entry.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Copied {
+    pub copied: Vec<String>,
+    /// Entries the main checkout does not have: skipped, for the caller to warn about.
+    pub missing: Vec<String>,
+}
+
 /// Copies each listed file or folder that exists in `repo` to the same place in `worktree`.
-/// Missing entries are skipped (a `.env` is optional); entries that escape are refused.
-/// Returns the entries copied.
-pub fn copy_files(
-    repo: &Path,
-    worktree: &Path,
-    entries: &[String],
-) -> Result<Vec<String>, SetupError> {
-    let mut copied = Vec::new();
+/// Missing entries are skipped and reported (a `.env` may be optional, or misspelt); entries
+/// that escape are refused.
+pub fn copy_files(repo: &Path, worktree: &Path, entries: &[String]) -> Result<Copied, SetupError> {
+    let mut report = Copied::default();
     for entry in entries {
         let rel = Path::new(entry);
         let safe = !entry.is_empty()
@@ -47,6 +51,7 @@ pub fn copy_files(
         }
         let from = repo.join(rel);
         let Ok(meta) = from.symlink_metadata() else {
+            report.missing.push(entry.clone());
             continue;
         };
         // Never follow a link out of the repository.
@@ -58,9 +63,9 @@ pub fn copy_files(
             path: entry.clone(),
             source,
         })?;
-        copied.push(entry.clone());
+        report.copied.push(entry.clone());
     }
-    Ok(copied)
+    Ok(report)
 }
 
 fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
@@ -185,7 +190,8 @@ mod tests {
             &[".env".into(), "conf".into(), "absent".into()],
         )
         .unwrap();
-        assert_eq!(copied, vec![".env", "conf"]);
+        assert_eq!(copied.copied, vec![".env", "conf"]);
+        assert_eq!(copied.missing, vec!["absent"]);
         assert_eq!(
             std::fs::read_to_string(wt.path().join(".env")).unwrap(),
             "SECRET=1"

@@ -324,7 +324,8 @@ async fn create(cx: &Context, args: WorkspaceCreateArgs) -> Outcome {
         base: args.base_branch,
         ..CreateWorkspace::new(repository)
     };
-    let view = cx.ops.create_workspace(request).await?;
+    let created = cx.ops.create_workspace_reported(request).await?;
+    let view = &created.workspace;
     let mut text = format!("created workspace {}", view.id);
     if let Some(git) = &view.git {
         text.push_str(&format!(
@@ -334,8 +335,22 @@ async fn create(cx: &Context, args: WorkspaceCreateArgs) -> Outcome {
             git.base_branch
         ));
     }
-    let mut value = serde_json::to_value(&view).unwrap_or(Value::Null);
+    if let Some(start) = &created.start {
+        text.push_str(&format!("\nstarting at: {} ({})", start.rev, start.sha));
+    }
+    // The warnings name this tool's argument, not the CLI's flag.
+    let warnings: Vec<String> = created
+        .warnings
+        .iter()
+        .map(|w| w.message(|rev| format!("base_branch={rev:?}")))
+        .collect();
+    for w in &warnings {
+        text.push_str(&format!("\nwarning: {w}"));
+    }
+    let mut value = serde_json::to_value(view).unwrap_or(Value::Null);
     value["uri"] = json!(uri::workspace(&view.id));
+    value["start"] = json!(created.start);
+    value["warnings"] = json!(warnings);
     Ok(said(value, text))
 }
 
@@ -374,7 +389,7 @@ async fn prompt(cx: &Context, name: &str, arguments: HashMap<String, String>) ->
 #[tool_router(vis = "pub(crate)")]
 impl BerthMcp {
     #[tool(
-        description = "Create a workspace: an isolated git worktree on its own branch when this server has a repository (a plain folder otherwise, or with plain=true). Returns its id, name, folder and, for git, the worktree path and branch."
+        description = "Create a workspace: an isolated git worktree on its own branch when this server has a repository (a plain folder otherwise, or with plain=true). Returns its id, name, folder and, for git, the worktree path, branch and the commit it started at (start), with warnings to pass on (a default base behind the main checkout's branch, a missing [git] copy entry)."
     )]
     async fn workspace_create(
         &self,

@@ -16,8 +16,9 @@ use berth_core::{
     DeviceId, ErrorKind, GitInfo, NewWorkspace, Workspace, WorkspaceId, WorkspaceManager,
 };
 use berth_git::spares::SparePool;
-use berth_git::{BranchSpec, GitError, Health, Repo, WorktreeRef, WorktreeStatus};
+use berth_git::{BranchSpec, Copied, GitError, Health, Repo, WorktreeRef, WorktreeStatus};
 use chrono::{DateTime, Utc};
+use serde::Serialize;
 
 use crate::error::{Error, Result, blocking};
 
@@ -35,6 +36,71 @@ pub struct GitRequest {
     pub base: Option<String>,
 }
 
+/// Where a new worktree started, as a person wants to see it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StartPoint {
+    /// The revision as named: the base of a new branch, or the branch checked out.
+    #[serde(rename = "ref")]
+    pub rev: String,
+    /// Its commit, abbreviated.
+    pub sha: String,
+}
+
+/// Something about a new workspace that its creator should know, though nothing failed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum CreateWarning {
+    /// The default base lags behind the branch checked out in the main worktree, so the new
+    /// branch starts from older code than the person is looking at.
+    StaleBase {
+        base: String,
+        sha: String,
+        branch: String,
+        behind: usize,
+        repo: PathBuf,
+    },
+    /// A `[git] copy` entry the main checkout does not have.
+    MissingCopy { entry: String, repo: PathBuf },
+}
+
+impl CreateWarning {
+    /// The warning, naming the option that starts from another base as `base` spells it for
+    /// a revision (the CLI: `--base REV`; MCP: `base_branch="REV"`).
+    pub fn message(&self, base: impl Fn(&str) -> String) -> String {
+        match self {
+            CreateWarning::StaleBase {
+                base: from,
+                sha,
+                branch,
+                behind,
+                repo,
+            } => format!(
+                "the new branch starts from {from} ({sha}), which is {behind} commit(s) behind {branch}, the branch checked out in {}; to start from {branch} instead, pass {}",
+                repo.display(),
+                base(branch)
+            ),
+            CreateWarning::MissingCopy { entry, repo } => format!(
+                "[git] copy entry {entry:?} is not in the main checkout {}, so nothing was copied for it",
+                repo.display()
+            ),
+        }
+    }
+}
+
+impl std::fmt::Display for CreateWarning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message(|rev| format!("--base {rev}")))
+    }
+}
+
+/// A workspace just made, with where its worktree started and what its creator should know.
+#[derive(Debug)]
+pub struct Made {
+    pub workspace: Workspace,
+    pub start: Option<StartPoint>,
+    pub warnings: Vec<CreateWarning>,
+}
+
 /// Creates a workspace; with `git`, also its worktree, copies and setup commands, all or
 /// nothing. `settings` is berth's own `[git]` config (never read from the repository).
 pub async fn create(
@@ -42,9 +108,13 @@ pub async fn create(
     mut new: NewWorkspace,
     git: Option<GitRequest>,
     settings: &GitSettings,
-) -> Result<Workspace> {
+) -> Result<Made> {
     let Some(request) = git else {
-        return Ok(manager.create(new).await?);
+        return Ok(Made {
+            workspace: manager.create(new).await?,
+            start: None,
+            warnings: Vec::new(),
+        });
     };
     let id = new.id.take().unwrap_or_else(WorkspaceId::generate);
     let worktree = worktree_path(manager, &id, settings)?;
@@ -52,11 +122,30 @@ pub async fn create(
         "berth/{}",
         new.name.as_ref().map_or(id.as_str(), |n| n.as_str())
     );
-    let (repo, plan) = blocking(move || {
+    let (repo, plan, start, mut warnings) = blocking(move || {
         let repo = Repo::discover(&request.repo)?;
         let spec = request.branch.unwrap_or(BranchSpec::New(default_branch));
         let plan = repo.plan(&spec, request.base.as_deref())?;
-        Ok((repo, plan))
+        let start = StartPoint {
+            rev: plan.start().to_owned(),
+            sha: repo.short_sha(plan.start())?,
+        };
+        let mut warnings = Vec::new();
+        // A base the person chose is theirs; the default one may be older than the code
+        // they are looking at.
+        if request.base.is_none()
+            && matches!(spec, BranchSpec::New(_))
+            && let Some(behind) = repo.base_behind_checkout(plan.start())
+        {
+            warnings.push(CreateWarning::StaleBase {
+                base: start.rev.clone(),
+                sha: start.sha.clone(),
+                branch: behind.branch,
+                behind: behind.commits,
+                repo: repo.root().to_owned(),
+            });
+        }
+        Ok((repo, plan, start, warnings))
     })
     .await?;
     let pool = match settings.spare_worktrees {
@@ -107,12 +196,28 @@ pub async fn create(
                 }
                 return Err(error);
             }
-            Ok(())
+            prepared
         }
     })
     .await;
     match prepared {
-        Ok(()) => Ok(ws),
+        Ok(copied) => {
+            let repo = ws.git.as_ref().map(|g| g.repo.clone()).unwrap_or_default();
+            warnings.extend(
+                copied
+                    .missing
+                    .into_iter()
+                    .map(|entry| CreateWarning::MissingCopy {
+                        entry,
+                        repo: repo.clone(),
+                    }),
+            );
+            Ok(Made {
+                workspace: ws,
+                start: Some(start),
+                warnings,
+            })
+        }
         // The worktree could not be removed: the record stays, to find it by.
         Err(e @ Error::RollbackFailed { .. }) => Err(e),
         // The worktree is gone; now the record.
@@ -188,14 +293,15 @@ pub async fn adopt(
     Ok(manager.create(new).await?)
 }
 
-/// Copies `[git] copy` files and runs `[git] setup` commands in a fresh worktree.
-fn prepare(repo: &Repo, worktree: &Path, settings: &GitSettings) -> Result<()> {
-    berth_git::copy_files(repo.root(), worktree, &settings.copy)?;
+/// Copies `[git] copy` files and runs `[git] setup` commands in a fresh worktree; says which
+/// copy entries were missing.
+fn prepare(repo: &Repo, worktree: &Path, settings: &GitSettings) -> Result<Copied> {
+    let copied = berth_git::copy_files(repo.root(), worktree, &settings.copy)?;
     let timeout = settings
         .setup_timeout_secs
         .map_or(DEFAULT_SETUP_TIMEOUT, Duration::from_secs);
     berth_git::run_setup(worktree, &settings.setup, timeout)?;
-    Ok(())
+    Ok(copied)
 }
 
 /// What `remove` did besides deleting the record.

@@ -11,6 +11,7 @@ use serde::Serialize;
 
 use crate::error::{Error, Result, blocking};
 use crate::git_workspace::{self, Collected, GitRequest};
+pub use crate::git_workspace::{CreateWarning, StartPoint};
 use crate::page::{Page, Pager};
 use crate::view::{KeptView, WorkspaceView};
 use crate::{Ops, Refill};
@@ -111,6 +112,17 @@ impl CreateWorkspace {
             Err(e) => Err(e.into()),
         }
     }
+}
+
+/// A workspace just created, as every front end reports it.
+#[derive(Debug, Serialize)]
+pub struct Created {
+    pub workspace: WorkspaceView,
+    /// Where a git workspace's worktree started: the revision and its commit.
+    pub start: Option<StartPoint>,
+    /// What the creator should know though nothing failed; the CLI prints them on stderr,
+    /// MCP puts them in the tool result.
+    pub warnings: Vec<CreateWarning>,
 }
 
 /// A request to adopt an existing linked worktree (made by hand, by claude-squad, by amux…)
@@ -325,11 +337,18 @@ impl Ops {
         }
     }
 
+    /// Creates a workspace (see [`Ops::create_workspace_reported`]) and returns only its view.
+    pub async fn create_workspace(&self, request: CreateWorkspace) -> Result<WorkspaceView> {
+        Ok(self.create_workspace_reported(request).await?.workspace)
+    }
+
     /// Creates a workspace: a git worktree when the request leads to a repository, all or
     /// nothing; then refills spare checkouts if the config keeps any (even after a failed
-    /// create, which may have used one too). The view has no `git_status`; `show_workspace`
-    /// has it.
-    pub async fn create_workspace(&self, request: CreateWorkspace) -> Result<WorkspaceView> {
+    /// create, which may have used one too). Says where the worktree started and warns of
+    /// what its creator should know (a default base behind the main checkout's branch, a
+    /// `[git] copy` entry that is not there); every front end shows both. The view has no
+    /// `git_status`; `show_workspace` has it.
+    pub async fn create_workspace_reported(&self, request: CreateWorkspace) -> Result<Created> {
         let new = NewWorkspace {
             id: request.id.clone().map(WorkspaceId::new).transpose()?,
             name: request.name.clone().map(WorkspaceName::new).transpose()?,
@@ -339,8 +358,8 @@ impl Ops {
         };
         let git = blocking(move || request.git_request()).await?;
         let Some(git) = git else {
-            let ws = git_workspace::create(&self.manager, new, None, &Default::default()).await?;
-            return Ok(self.view(&ws, None));
+            let made = git_workspace::create(&self.manager, new, None, &Default::default()).await?;
+            return Ok(self.created(made));
         };
         // The workspace's own config does not exist yet: global file and environment.
         let settings = self.config(None).await?.config.git;
@@ -351,7 +370,15 @@ impl Ops {
         }
         // No git status here: on a fresh worktree of a big repository it costs as much as
         // the create itself (the index is refreshed), and most callers only want the id.
-        Ok(self.view(&created?, None))
+        Ok(self.created(created?))
+    }
+
+    fn created(&self, made: git_workspace::Made) -> Created {
+        Created {
+            workspace: self.view(&made.workspace, None),
+            start: made.start,
+            warnings: made.warnings,
+        }
     }
 
     /// Adopts an existing linked worktree as a git workspace, recorded as it is: its path,

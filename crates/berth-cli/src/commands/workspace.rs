@@ -125,18 +125,24 @@ async fn list(ops: &Ops, json: bool) -> anyhow::Result<()> {
 }
 
 async fn create(ops: &Ops, request: CreateWorkspace, json: bool) -> anyhow::Result<()> {
-    let ws = ops.create_workspace(request).await?;
+    let created = ops.create_workspace_reported(request).await?;
+    let ws = &created.workspace;
+    if let (Some(git), Some(start)) = (&ws.git, &created.start) {
+        eprintln!(
+            "worktree {} on branch {}, starting at {} ({})",
+            git.worktree.display(),
+            git.branch,
+            start.rev,
+            start.sha
+        );
+    }
+    for w in &created.warnings {
+        eprintln!("warning: {w}");
+    }
     if json {
         // With the worktree's state, as `show` has it.
         let shown = ops.show_workspace(ws.id.as_str()).await?;
         return Ok(render::json(&shown)?);
-    }
-    if let Some(git) = &ws.git {
-        eprintln!(
-            "worktree {} on branch {}",
-            git.worktree.display(),
-            git.branch
-        );
     }
     Ok(render::line(&ws.id)?)
 }
