@@ -4,6 +4,7 @@ rejected write writes nothing, an allowed one writes, and a cancel ends a long s
 """
 
 import asyncio
+import json
 import time
 
 import pytest
@@ -207,3 +208,29 @@ def json_text(message):
     if isinstance(content, str):
         return content
     return "".join(b.get("text", "") for b in content)
+
+
+async def test_the_clients_mcp_servers_join_the_tools(home, work, provider):
+    from pathlib import Path
+    import sys as _sys
+
+    from acp.schema import McpServerStdio
+
+    fixture = Path(__file__).resolve().parents[2] / "crates" / "berth-agent" / "tests" / "fixtures" / "mcp_fixture.py"
+    provider.push(Reply().tool("toolu_m", "mcp__fx__echo", {"text": "ping from the model"}))
+    provider.push(Reply().text("echoed"))
+    editor = Editor()
+    async with run_agent(editor, home, provider, work) as (conn, _, init):
+        assert init.agent_capabilities.mcp_capabilities.http is True
+        server = McpServerStdio(name="fx", command=_sys.executable, args=[str(fixture)], env=[])
+        new = await conn.new_session(cwd=str(work), mcp_servers=[server])
+        answer = await conn.prompt(session_id=new.session_id, prompt=[text_block("echo it")])
+        assert answer.stop_reason == "end_turn"
+    offered = [t["name"] for t in provider.requests[0]["tools"]]
+    assert "mcp__fx__echo" in offered
+    # Read-only by the server's own mark: no question asked; the result reached the model.
+    assert editor.permissions == []
+    sent = provider.requests[1]["messages"][-1]["content"]
+    result = next(b for b in sent if b.get("type") == "tool_result")
+    assert result["tool_use_id"] == "toolu_m" and not result.get("is_error")
+    assert "ping from the model" in json.dumps(result)
