@@ -459,3 +459,200 @@ fn hostile_input_gets_the_same_refusals_on_every_store() {
         assert_eq!(ws["description"], injection, "{name}");
     }
 }
+
+/// A home on the files with a bit of everything: workspaces (one with a config of its own),
+/// files in folders, sessions in three states with transcripts and storage, a binding.
+fn populated_fs_home() -> (Home, String) {
+    let home = Home::new();
+    let id = home
+        .ok(&["workspace", "create", "alpha", "-d", "the first"])
+        .trim()
+        .to_owned();
+    home.ok(&["workspace", "create", "beta"]);
+    std::fs::write(
+        home.workspace_dir(&id).join("config.toml"),
+        "# mine\nmodel = \"m\"\n",
+    )
+    .unwrap();
+    home.ok(&[
+        "workspace",
+        "storage",
+        "write",
+        "alpha",
+        "context.md",
+        "# ctx",
+    ]);
+    home.ok(&[
+        "workspace",
+        "storage",
+        "write",
+        "alpha",
+        "a/b/c.bin",
+        "deep",
+    ]);
+    let sid = home
+        .ok(&["session", "new", "-w", "alpha", "--title", "plan"])
+        .trim()
+        .to_owned();
+    home.ok(&["session", "append", &sid, "hello"]);
+    home.ok(&["session", "append", &sid, "--role", "assistant", "hi"]);
+    home.ok(&["session", "storage", "write", &sid, "n.md", "note"]);
+    // Sessions in states a turn leaves them in, set through the store.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        use berth_core::{SessionStatus, SessionStore};
+        let store = berth_store_fs::FsStore::open(home.path()).unwrap();
+        for (title, path) in [
+            (
+                "failed",
+                &[SessionStatus::Running, SessionStatus::Failed][..],
+            ),
+            ("closed", &[SessionStatus::Closed][..]),
+        ] {
+            let s = SessionStore::create(
+                &store,
+                NewSession {
+                    id: Some(SessionId::new(title).unwrap()),
+                    workspace: WorkspaceId::new(&id).unwrap(),
+                    title: title.into(),
+                    provider: ProviderKind::Gemini,
+                    model: "g".into(),
+                    cwd: Some("/x".into()),
+                },
+                chrono::Utc::now(),
+            )
+            .await
+            .unwrap();
+            store
+                .append(&s.id, &Message::new(Role::User, title))
+                .await
+                .unwrap();
+            for step in path {
+                store
+                    .set_status(&s.id, *step, chrono::Utc::now())
+                    .await
+                    .unwrap();
+            }
+        }
+    });
+    home.ok(&["binding", "set", "laptop", "alpha"]);
+    (home, sid)
+}
+
+/// Everything a person can see of a home, for "the same records" comparisons.
+fn everything(home: &Home, sids: &[&str], homes: &[&Home]) -> Vec<serde_json::Value> {
+    let mut all = vec![
+        home.json(&["workspace", "list", "--json"]),
+        home.json(&["session", "list", "--json"]),
+        home.json(&["binding", "list", "--json"]),
+        home.json(&["workspace", "storage", "list", "alpha", "a/b", "--json"]),
+        serde_json::json!(home.ok(&["workspace", "storage", "read", "alpha", "context.md"])),
+    ];
+    for sid in sids {
+        let mut s = home.json(&["session", "show", sid, "--json"]);
+        s.as_object_mut().unwrap().remove("recovery_file");
+        all.push(s);
+    }
+    // Workspace folders are each home's own (and a session records the folder it began in).
+    let mut text = serde_json::to_string(&all).unwrap();
+    for h in homes {
+        text = text.replace(&h.path().display().to_string(), "<HOME>");
+    }
+    serde_json::from_str(&text).unwrap()
+}
+
+/// Asserts two homes show the same, item by item (so a failure names the item).
+fn assert_same(a: &[serde_json::Value], b: &[serde_json::Value]) {
+    assert_eq!(a.len(), b.len());
+    for (x, y) in a.iter().zip(b) {
+        assert_eq!(x, y);
+    }
+}
+
+fn migrate_round_trip(url: &str) {
+    let (fs, sid) = populated_fs_home();
+    let sids = [sid.as_str(), "failed", "closed"];
+    // A dry run writes nothing, and makes no database.
+    let dry = fs.run(&["store", "migrate", "--to", url, "--dry-run"]);
+    assert_eq!(dry.code, 0, "{}", dry.stderr);
+    assert!(dry.stdout.contains("would copy"), "{}", dry.stdout);
+    if let Some(file) = url.strip_prefix("sqlite://") {
+        assert!(
+            !std::path::Path::new(file).exists(),
+            "a dry run made {file}"
+        );
+    }
+    let first = fs.run(&["store", "migrate", "--to", url]);
+    assert_eq!(first.code, 0, "{}\n{}", first.stdout, first.stderr);
+    assert!(first.stderr.contains("verified"), "{}", first.stderr);
+    let db = home_on(url);
+    let homes = [&fs, &db];
+    assert_same(
+        &everything(&db, &sids, &homes),
+        &everything(&fs, &sids, &homes),
+    );
+    let config = db.json(&["config", "show", "--workspace", "alpha", "--json"]);
+    assert_eq!(config["config"]["model"], "m", "{config}");
+    // Again: nothing to copy.
+    let again = fs.run(&["store", "migrate", "--to", url]);
+    assert_eq!(again.code, 0, "{}", again.stderr);
+    assert!(!again.stdout.contains("copied"), "{}", again.stdout);
+    assert!(again.stderr.contains("already there"), "{}", again.stderr);
+    // Newer messages come over; a file the target holds differently is a conflict, kept.
+    fs.ok(&["session", "append", &sid, "later"]);
+    db.ok(&[
+        "workspace",
+        "storage",
+        "write",
+        "alpha",
+        "context.md",
+        "changed in db",
+    ]);
+    let third = fs.run(&["store", "migrate", "--to", url]);
+    assert_eq!(third.code, 6, "{}\n{}", third.stdout, third.stderr);
+    assert!(third.stdout.contains("updated"), "{}", third.stdout);
+    assert!(third.stdout.contains("conflict"), "{}", third.stdout);
+    assert_eq!(
+        db.json(&["session", "show", &sid, "--json"])["messages"]
+            .as_array()
+            .unwrap()
+            .len(),
+        3
+    );
+    assert_eq!(
+        db.ok(&["workspace", "storage", "read", "alpha", "context.md"]),
+        "changed in db"
+    );
+    // And back: the database into a new home's files.
+    let back = Home::new();
+    std::fs::copy(
+        db.path().join("config.toml"),
+        back.path().join("config.toml"),
+    )
+    .unwrap();
+    let out = back.run(&["store", "migrate", "--to", "fs"]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    std::fs::remove_file(back.path().join("config.toml")).unwrap();
+    assert_eq!(
+        back.ok(&["store", "show"]).trim(),
+        format!("the files under {}", back.path().display())
+    );
+    let homes = [&fs, &db, &back];
+    assert_same(
+        &everything(&back, &sids, &homes),
+        &everything(&db, &sids, &homes),
+    );
+}
+
+#[test]
+fn store_migrate_to_sqlite_and_back_is_verified_and_idempotent() {
+    let (url, _dir) = sqlite();
+    migrate_round_trip(&url);
+}
+
+#[test]
+fn store_migrate_to_postgres_and_back_is_verified_and_idempotent() {
+    migrate_round_trip(&postgres::fresh_database_blocking());
+}
