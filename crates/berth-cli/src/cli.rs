@@ -373,6 +373,22 @@ pub enum WorkspaceCmd {
     /// Read, write, list and remove files in a workspace's storage.
     #[command(subcommand)]
     Storage(StorageCmd),
+    /// Reattach the workspaces of a repository that was moved.
+    ///
+    /// Run it with the repository's new place (default: the repository containing this
+    /// folder). git's `worktree repair` makes each worktree's `.git` file lead to the repository
+    /// again, then each berth workspace whose recorded repository is gone and whose worktree
+    /// git lists here is recorded with the new path (a worktree that lived inside the
+    /// repository is found at the same place inside it). Afterwards `show` is healthy and
+    /// `delete` removes worktree and branch as before. Spares left under the old path go.
+    #[command(verbatim_doc_comment)]
+    Repair {
+        /// The repository, where it is now (default: the one containing this folder).
+        #[arg(long, value_name = "PATH")]
+        repo: Option<PathBuf>,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
     /// Show, fill or clear a repository's spare checkouts.
     ///
     /// With `[git] spare_worktrees = N` in the config, berth keeps N checkouts of each

@@ -752,6 +752,122 @@ fn worktree_deleted_by_hand_and_repository_moved_away() {
 }
 
 #[test]
+fn a_moved_repository_is_repaired_and_its_workspaces_work_again() {
+    let home = Home::new();
+    let project = Project::new();
+    std::fs::write(
+        home.path().join("config.toml"),
+        "[git]\nspare_worktrees = 1\n",
+    )
+    .unwrap();
+    ok_in(&home, &project.root, &["workspace", "spares", "--fill"]);
+    ok_in(&home, &project.root, &["workspace", "create", "m"]);
+    let wt = PathBuf::from(home.ok(&["workspace", "path", "m"]).trim());
+    commit(&wt, "m.txt", "work in m");
+    // The branch's work is pushed, so a delete after the repair needs no --force.
+    git(&wt, &["push", "--quiet", "-u", "origin", "berth/m"]);
+    wait_for_spares(&home, &project.root, 1);
+
+    let moved = project.root.with_file_name("moved-project");
+    std::fs::rename(&project.root, &moved).unwrap();
+    let shown = home.ok(&["workspace", "show", "m"]);
+    assert!(
+        shown.contains("repo-missing") && shown.contains("berth workspace repair"),
+        "{shown}"
+    );
+    let err = home.fails(&["workspace", "delete", "m", "--yes"]);
+    assert!(err.contains("berth workspace repair --repo"), "{err}");
+
+    // berth run in the moved repository says what to run.
+    let r = in_dir(&home, &moved, &["workspace", "create", "here"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stderr.contains(&format!(
+            "this repository was moved from {}",
+            project.root.display()
+        )) && r.stderr.contains("berth workspace repair"),
+        "{}",
+        r.stderr
+    );
+
+    let elsewhere = tempfile::tempdir().unwrap();
+    let r = in_dir(
+        &home,
+        elsewhere.path(),
+        &["workspace", "repair", "--repo", moved.to_str().unwrap()],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("(m): "), "{}", r.stdout);
+    assert!(
+        r.stderr.contains("reattached 1 workspace(s)")
+            && r.stderr.contains("removed 1 spare checkout(s)"),
+        "{}",
+        r.stderr
+    );
+    let ws = home.json(&["workspace", "show", "m", "--json"]);
+    assert_eq!(ws["git"]["repo"], moved.to_str().unwrap());
+    assert_eq!(ws["git_status"]["health"], "ok");
+    assert_eq!(ws["git_status"]["branch"], "berth/m");
+    assert_eq!(ws["git_status"]["ahead"], 1);
+    // Nothing is left to repair: a second run reattaches nothing, and creates do not warn.
+    let again = home.json(&[
+        "workspace",
+        "repair",
+        "--repo",
+        moved.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(again["reattached"], serde_json::json!([]));
+    let r = in_dir(&home, &moved, &["workspace", "create", "there"]);
+    assert!(!r.stderr.contains("was moved"), "{}", r.stderr);
+
+    // Delete works without --force and leaves no branch and no worktree entry.
+    home.ok(&["workspace", "delete", "m", "--yes"]);
+    assert!(!wt.exists());
+    let branches = git(&moved, &["branch", "--format=%(refname:short)"]);
+    assert!(!branches.contains("berth/m"), "{branches}");
+    let worktrees = git(&moved, &["worktree", "list", "--porcelain"]);
+    assert!(!worktrees.contains(wt.to_str().unwrap()), "{worktrees}");
+    assert!(!worktrees.contains("prunable"), "{worktrees}");
+}
+
+#[test]
+fn worktrees_inside_a_moved_repository_are_found_there() {
+    let home = Home::new();
+    let project = Project::new();
+    let inside = project.root.join(".worktrees");
+    std::fs::write(
+        home.path().join("config.toml"),
+        format!("[git]\nworktree_dir = {:?}\n", inside.to_str().unwrap()),
+    )
+    .unwrap();
+    std::fs::write(project.root.join(".git/info/exclude"), ".worktrees\n").unwrap();
+    let id = ok_in(&home, &project.root, &["workspace", "create", "in"]);
+    let moved = project.root.with_file_name("moved-project");
+    std::fs::rename(&project.root, &moved).unwrap();
+    let out = ok_in(&home, &moved, &["workspace", "repair", "--json"]);
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let now_at = moved.join(".worktrees").join(id.trim());
+    assert_eq!(
+        report["reattached"][0]["worktree"],
+        now_at.to_str().unwrap()
+    );
+    let ws = home.json(&["workspace", "show", "in", "--json"]);
+    assert_eq!(ws["git"]["worktree"], now_at.to_str().unwrap());
+    assert_eq!(ws["git_status"]["health"], "ok");
+    assert_eq!(ws["git_status"]["changed_files"], 0);
+    home.ok(&["workspace", "delete", "in", "--yes"]);
+    assert!(!now_at.exists());
+    assert_eq!(
+        git(&moved, &["worktree", "list", "--porcelain"])
+            .lines()
+            .filter(|l| l.starts_with("worktree "))
+            .count(),
+        1
+    );
+}
+
+#[test]
 fn a_create_that_died_midway_is_cleaned_up_by_a_forced_delete() {
     let home = Home::new();
     let project = Project::new();

@@ -241,6 +241,45 @@ pub async fn delete_frees_id_and_name(b: Backend) {
     assert!(b.storage.list(&scope, None).await.unwrap().is_empty());
 }
 
+/// The git part of a record can be replaced (a moved repository), and nothing else changes.
+pub async fn workspace_set_git(b: Backend) {
+    let now = Utc::now();
+    let git = GitInfo {
+        repo: "/src/old".into(),
+        branch: "berth/x".into(),
+        base_branch: "main".into(),
+        branch_created: true,
+        worktree: "/wt/x".into(),
+    };
+    let ws = b
+        .workspaces
+        .create(
+            NewWorkspace {
+                git: Some(git.clone()),
+                ..named("ws-1", "alpha")
+            },
+            now,
+        )
+        .await
+        .unwrap();
+    let moved = GitInfo {
+        repo: "/src/new 'place' ü".into(),
+        ..git
+    };
+    b.workspaces.set_git(&ws.id, &moved).await.unwrap();
+    let loaded = b.workspaces.load(&ws.id).await.unwrap();
+    assert_eq!(loaded.git.as_ref(), Some(&moved));
+    assert_eq!((loaded.name, loaded.description), (ws.name, ws.description));
+    let listed = b.workspaces.list().await.unwrap();
+    assert_eq!(listed[0].git.as_ref(), Some(&moved), "listings see it too");
+    let err = b
+        .workspaces
+        .set_git(&wid("nope"), &moved)
+        .await
+        .unwrap_err();
+    assert!(err.is_not_found(), "{err}");
+}
+
 /// A workspace's own config is kept as text, exactly (comments included), and goes with it.
 pub async fn workspace_config(b: Backend) {
     let now = Utc::now();
@@ -846,7 +885,8 @@ macro_rules! conformance_tests {
     ($make:expr) => {
         $crate::conformance_tests!(@each $make;
             workspace_round_trip, workspace_uniqueness, missing_things_are_not_found,
-            delete_frees_id_and_name, workspace_config, access_time_and_gc, bindings, storage,
+            delete_frees_id_and_name, workspace_config, workspace_set_git, access_time_and_gc,
+            bindings, storage,
             manager_resolution, manager_device_and_delete, manager_gc_and_default,
             session_lifecycle, deleting_a_workspace_deletes_its_sessions, manager_sessions);
     };

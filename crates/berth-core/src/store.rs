@@ -16,7 +16,8 @@ use crate::config::ConfigText;
 use crate::error::Result;
 use crate::id::{DeviceId, SessionId, WorkspaceId, WorkspaceName};
 use crate::model::{
-    NewSession, NewWorkspace, Session, SessionStatus, StorageEntry, StorageScope, Workspace,
+    GitInfo, NewSession, NewWorkspace, Session, SessionStatus, StorageEntry, StorageScope,
+    Workspace,
 };
 use crate::storage_path::StoragePath;
 use crate::transcript::{Message, Transcript};
@@ -55,6 +56,10 @@ pub trait WorkspaceStore: Send + Sync {
     /// the workspace does not exist. The text is stored as given (comments and all): callers
     /// that edit a config change the text they loaded, never a re-serialized copy.
     async fn save_config(&self, id: &WorkspaceId, text: &str) -> Result<()>;
+    /// Replaces the git part of a workspace's record (its repository was moved and its
+    /// worktrees reattached), keeping every other field; `NotFound` if the workspace does not
+    /// exist.
+    async fn set_git(&self, id: &WorkspaceId, git: &GitInfo) -> Result<()>;
     /// The workspace's folder on this machine, where the backend keeps one.
     fn workspace_dir(&self, id: &WorkspaceId) -> Option<PathBuf>;
 }

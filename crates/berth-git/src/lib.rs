@@ -386,6 +386,83 @@ impl Repo {
         &self.root
     }
 
+    /// The folder that holds the repository's refs and objects, and git's records of its
+    /// linked worktrees (`worktrees/<name>/`).
+    fn common_dir(&self) -> PathBuf {
+        self.root.join(".git")
+    }
+
+    /// Whether the linked worktree found at `at` is one of this repository's, and is the one
+    /// that was at `recorded` (the same path, unless it moved): git's record of it here names
+    /// `recorded`, or `at` once repaired, and its `.git` file names that record (by its
+    /// `worktrees/<name>` folder, wherever the repository was when it was written).
+    pub fn owns_worktree(&self, recorded: &Path, at: &Path) -> bool {
+        let Some(name) = worktree_link(at)
+            .as_deref()
+            .and_then(Path::file_name)
+            .map(ToOwned::to_owned)
+        else {
+            return false;
+        };
+        let admin = self.common_dir().join("worktrees").join(name);
+        let Ok(gitdir) = std::fs::read_to_string(admin.join("gitdir")) else {
+            return false;
+        };
+        let listed = PathBuf::from(gitdir.trim());
+        let canonical = |p: &Path| p.canonicalize().ok();
+        listed == recorded.join(".git")
+            || listed == at.join(".git")
+            || canonical(&listed).is_some_and(|l| Some(&l) == canonical(&at.join(".git")).as_ref())
+    }
+
+    /// The linked worktrees whose `.git` file does not lead back to this repository: it was
+    /// moved (or copied) since they were made, and `git worktree repair` run here reattaches
+    /// them. Each as its folder and the repository folder its `.git` file still names.
+    pub fn stranded_worktrees(&self) -> Vec<(PathBuf, PathBuf)> {
+        let admin = self.common_dir().join("worktrees");
+        let Ok(entries) = std::fs::read_dir(&admin) else {
+            return Vec::new();
+        };
+        let mut stranded = Vec::new();
+        for entry in entries.filter_map(|e| e.ok()) {
+            let Ok(gitdir) = std::fs::read_to_string(entry.path().join("gitdir")) else {
+                continue;
+            };
+            let Some(worktree) = Path::new(gitdir.trim()).parent() else {
+                continue;
+            };
+            // A worktree that is gone is git's to prune, not to repair.
+            let Some(link) = worktree_link(worktree) else {
+                continue;
+            };
+            let here = entry.path();
+            let same = link == here
+                || matches!((link.canonicalize(), here.canonicalize()), (Ok(a), Ok(b)) if a == b);
+            if !same {
+                // <old repository>/.git/worktrees/<name> → <old repository>
+                let old = link
+                    .ancestors()
+                    .nth(3)
+                    .map_or_else(|| link.clone(), Path::to_owned);
+                stranded.push((worktree.to_owned(), old));
+            }
+        }
+        stranded.sort();
+        stranded
+    }
+
+    /// `git worktree repair`: every linked worktree's `.git` file leads back to this repository
+    /// again (after the repository moved), and the worktrees at `moved` (which moved too) are
+    /// recorded where they are now.
+    pub fn repair_worktrees(&self, moved: &[&Path]) -> Result<()> {
+        let mut args = vec![OsStr::new("worktree"), OsStr::new("repair")];
+        if !moved.is_empty() {
+            args.push(OsStr::new("--"));
+            args.extend(moved.iter().map(|p| p.as_os_str()));
+        }
+        self.git(args).map(drop)
+    }
+
     fn git<I, S>(&self, args: I) -> Result<String>
     where
         I: IntoIterator<Item = S>,
@@ -1046,6 +1123,14 @@ fn check_branch_name(repo: &Repo, name: &str) -> Result<()> {
         });
     }
     Ok(())
+}
+
+/// Where a linked worktree's `.git` file points (`gitdir: <repository>/.git/worktrees/<name>`),
+/// made absolute; `None` when there is no such file.
+fn worktree_link(worktree: &Path) -> Option<PathBuf> {
+    let text = std::fs::read_to_string(worktree.join(".git")).ok()?;
+    let target = text.lines().next()?.strip_prefix("gitdir:")?.trim();
+    Some(worktree.join(target))
 }
 
 /// The worktree's HEAD (commit and branch) and how many files have uncommitted changes

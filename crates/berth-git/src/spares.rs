@@ -35,8 +35,14 @@ const BUILDING: &str = ".tmp-";
 impl SparePool {
     /// The pool of `repo` under `base` (one folder per repository, named by a hash of its path).
     pub fn new(base: &Path, repo: &Repo) -> SparePool {
+        SparePool::for_root(base, repo.root())
+    }
+
+    /// The pool of the repository whose main checkout is (or was) at `root`: a repository
+    /// that moved leaves its spares in the pool of its old path.
+    pub fn for_root(base: &Path, root: &Path) -> SparePool {
         SparePool {
-            dir: base.join(format!("{:016x}", fnv1a(repo.root().as_os_str()))),
+            dir: base.join(format!("{:016x}", fnv1a(root.as_os_str()))),
         }
     }
 

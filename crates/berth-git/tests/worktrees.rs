@@ -578,3 +578,35 @@ fn keep_lost_work_puts_everything_a_forced_removal_loses_on_a_ref() {
         "the commit survives"
     );
 }
+
+#[test]
+fn a_moved_repository_strands_its_worktrees_until_repaired() {
+    let (tmp, root) = repo_on("main");
+    let repo = Repo::discover(&root).unwrap();
+    let path = tmp.path().join("wt");
+    repo.add_worktree(&path, &BranchSpec::New("berth/r".into()), None)
+        .unwrap();
+    assert_eq!(repo.stranded_worktrees(), Vec::new());
+    let old = root.canonicalize().unwrap();
+    let moved = tmp.path().join("moved");
+    std::fs::rename(&root, &moved).unwrap();
+    let repo = Repo::discover(&moved).unwrap();
+    assert_eq!(
+        repo.stranded_worktrees(),
+        vec![(path.canonicalize().unwrap(), old)]
+    );
+    assert!(
+        repo.owns_worktree(&path, &path),
+        "git's record here names it"
+    );
+    let other = tempfile::tempdir().unwrap();
+    assert!(!repo.owns_worktree(other.path(), other.path()));
+    repo.repair_worktrees(&[]).unwrap();
+    assert_eq!(repo.stranded_worktrees(), Vec::new());
+    let found = berth_git::linked_worktree(&path).unwrap();
+    assert_eq!(found.repo.root(), moved.canonicalize().unwrap());
+    assert_eq!(
+        repo.status(wt(&path, "berth/r", "main", true)).health,
+        Health::Ok
+    );
+}

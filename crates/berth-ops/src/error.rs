@@ -72,7 +72,7 @@ impl Error {
                 "{e}; to delete it anyway, delete it with {force} (berth first keeps what would be lost on a ref under refs/berth/lost/, and names it)"
             ),
             Error::RepositoryGone { repo, worktree } => format!(
-                "the repository {} is gone, so berth cannot check the worktree {} for uncommitted work; move the repository back; to remove the worktree anyway, delete it with {force}",
+                "the repository {} is gone, so berth cannot check the worktree {} for uncommitted work; if it was moved, run `berth workspace repair --repo NEW-PATH`, else move it back; to remove the worktree anyway, delete it with {force}",
                 repo.display(),
                 worktree.display()
             ),

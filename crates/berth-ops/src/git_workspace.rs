@@ -21,6 +21,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use crate::error::{Error, Result, blocking};
+use crate::view::KeptView;
 
 /// Setup commands get this long unless `[git] setup_timeout_secs` says otherwise.
 pub const DEFAULT_SETUP_TIMEOUT: Duration = Duration::from_secs(600);
@@ -61,6 +62,13 @@ pub enum CreateWarning {
     },
     /// A `[git] copy` entry the main checkout does not have.
     MissingCopy { entry: String, repo: PathBuf },
+    /// The repository was moved: linked worktrees (berth's among them, perhaps) still point
+    /// at where it was.
+    MovedRepository {
+        repo: PathBuf,
+        from: PathBuf,
+        worktrees: usize,
+    },
 }
 
 impl CreateWarning {
@@ -81,6 +89,15 @@ impl CreateWarning {
             ),
             CreateWarning::MissingCopy { entry, repo } => format!(
                 "[git] copy entry {entry:?} is not in the main checkout {}, so nothing was copied for it",
+                repo.display()
+            ),
+            CreateWarning::MovedRepository {
+                repo,
+                from,
+                worktrees,
+            } => format!(
+                "this repository was moved from {}: {worktrees} of its worktree(s) still point there; run `berth workspace repair --repo {}` to reattach them and the berth workspaces on them",
+                from.display(),
                 repo.display()
             ),
         }
@@ -143,6 +160,14 @@ pub async fn create(
                 branch: behind.branch,
                 behind: behind.commits,
                 repo: repo.root().to_owned(),
+            });
+        }
+        let stranded = repo.stranded_worktrees();
+        if let Some((_, from)) = stranded.first() {
+            warnings.push(CreateWarning::MovedRepository {
+                repo: repo.root().to_owned(),
+                from: from.clone(),
+                worktrees: stranded.len(),
             });
         }
         Ok((repo, plan, start, warnings))
@@ -403,6 +428,152 @@ pub async fn check_removable(ws: &Workspace) -> Result<()> {
         }),
     })
     .await
+}
+
+/// A workspace `repair` reattached to its moved repository.
+#[derive(Debug, Clone, Serialize)]
+pub struct Reattached {
+    pub id: WorkspaceId,
+    pub label: String,
+    /// The repository as it was recorded.
+    pub from: PathBuf,
+    /// Its worktree, where it is now.
+    pub worktree: PathBuf,
+}
+
+/// What `berth workspace repair` did.
+#[derive(Debug, Clone, Serialize)]
+pub struct RepairReport {
+    /// The repository, where it is now.
+    pub repo: PathBuf,
+    pub reattached: Vec<Reattached>,
+    /// Workspaces whose repository is gone from where it was recorded and that could not be
+    /// matched to this one, with the reason.
+    pub skipped: Vec<KeptView>,
+    /// Spare checkouts left under the repository's old path, removed.
+    pub spares_removed: usize,
+}
+
+/// Reattaches the workspaces of the repository containing `path`, which was moved: git's
+/// `worktree repair` first (so each worktree's `.git` file leads to the repository again),
+/// then each record, whose repository becomes the new path. A workspace counts as this
+/// repository's only when the repository recorded for it is gone and git's own record of
+/// the worktree here names it; a worktree that lived inside the repository is looked for at
+/// the same place inside the new one. Spares left in the old path's pool are removed.
+pub async fn repair(
+    manager: &WorkspaceManager,
+    path: &Path,
+    settings: &GitSettings,
+) -> Result<RepairReport> {
+    let path = path.to_owned();
+    let repo = blocking(move || Ok(Repo::discover(&path)?)).await?;
+    let root = repo.root().to_owned();
+    let mut found = Vec::new();
+    let mut skipped = Vec::new();
+    for ws in manager.list().await? {
+        let Some(git) = ws.git.clone() else { continue };
+        let repo = repo.clone();
+        let found_at = blocking(move || {
+            if git.repo == repo.root() || Repo::open(&git.repo).is_ok() {
+                return Ok(Err(None));
+            }
+            let at = match git.worktree.strip_prefix(&git.repo) {
+                Ok(inside) if !git.worktree.exists() => repo.root().join(inside),
+                _ => git.worktree.clone(),
+            };
+            if !at.exists() {
+                return Ok(Err(Some(format!(
+                    "its repository {} is gone and so is its worktree {}, so berth cannot tell whether it was this repository's",
+                    git.repo.display(),
+                    git.worktree.display()
+                ))));
+            }
+            Ok(if repo.owns_worktree(&git.worktree, &at) {
+                Ok(at)
+            } else {
+                Err(None)
+            })
+        })
+        .await?;
+        match found_at {
+            Ok(at) => found.push((ws, at)),
+            Err(Some(reason)) => skipped.push(KeptView::new(&ws, reason)),
+            Err(None) => {}
+        }
+    }
+    // Git first: every worktree's `.git` file, and the records of those that moved with the
+    // repository.
+    let moved: Vec<PathBuf> = found
+        .iter()
+        .filter(|(ws, at)| ws.git.as_ref().is_some_and(|g| &g.worktree != at))
+        .map(|(_, at)| at.clone())
+        .collect();
+    let checked = {
+        let repo = repo.clone();
+        let found: Vec<PathBuf> = found.iter().map(|(_, at)| at.clone()).collect();
+        blocking(move || {
+            let moved: Vec<&Path> = moved.iter().map(PathBuf::as_path).collect();
+            repo.repair_worktrees(&moved)?;
+            Ok(found
+                .iter()
+                .map(|at| {
+                    berth_git::linked_worktree(at)
+                        .map(|w| w.repo.root() == repo.root())
+                        .unwrap_or(false)
+                })
+                .collect::<Vec<bool>>())
+        })
+        .await?
+    };
+    let mut reattached = Vec::new();
+    let mut old_roots = Vec::new();
+    for ((ws, at), ok) in found.into_iter().zip(checked) {
+        let old = ws.git.clone().expect("only git workspaces were found");
+        if !ok {
+            skipped.push(KeptView::new(
+                &ws,
+                format!(
+                    "git could not reattach its worktree {} to {}",
+                    at.display(),
+                    root.display()
+                ),
+            ));
+            continue;
+        }
+        let git = GitInfo {
+            repo: utf8("the repository path", &root)?,
+            worktree: utf8("the worktree path", &at)?,
+            ..old.clone()
+        };
+        manager.workspaces().set_git(&ws.id, &git).await?;
+        if !old_roots.contains(&old.repo) {
+            old_roots.push(old.repo.clone());
+        }
+        reattached.push(Reattached {
+            id: ws.id.clone(),
+            label: ws.label(),
+            from: old.repo,
+            worktree: at,
+        });
+    }
+    let base = spare_base(manager, settings)?;
+    let spares_removed = blocking(move || {
+        let mut removed = 0;
+        for old in old_roots {
+            let pool = SparePool::for_root(&base, &old);
+            if pool.dir().exists() {
+                removed += pool.clear(&repo)?;
+            }
+        }
+        Ok(removed)
+    })
+    .await?;
+    Ok(RepairReport {
+        repo: root,
+        reattached,
+        skipped,
+        spares_removed,
+    })
 }
 
 /// What garbage collection did with one planned workspace.

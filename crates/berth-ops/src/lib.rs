@@ -47,7 +47,7 @@ pub use store_migrate::{MigrateCount, MigrateItem, MigrateKind, MigrateOutcome, 
 pub use view::{GitView, KeptView, SessionView, WorkspaceView, session_label};
 pub use workspaces::{
     AdoptWorkspace, CreateWarning, CreateWorkspace, Created, DeletePlan, Deleted, GcPlan,
-    GcReport, Repository, SparesReport, StartPoint,
+    GcReport, Reattached, RepairReport, Repository, SparesReport, StartPoint,
 };
 
 /// The platform's default berth home: `~/.local/share/berth` on Linux,

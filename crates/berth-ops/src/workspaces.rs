@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use crate::error::{Error, Result, blocking};
 use crate::git_workspace::{self, Collected, GitRequest};
-pub use crate::git_workspace::{CreateWarning, StartPoint};
+pub use crate::git_workspace::{CreateWarning, Reattached, RepairReport, StartPoint};
 use crate::page::{Page, Pager};
 use crate::view::{KeptView, WorkspaceView};
 use crate::{Ops, Refill};
@@ -544,6 +544,14 @@ impl Ops {
             })?;
         }
         Ok(dir)
+    }
+
+    /// Reattaches the workspaces of the repository containing `repo`, which was moved: git's
+    /// `worktree repair`, then the records (see `git_workspace::repair`). Afterwards their
+    /// status is healthy and delete removes worktree and branch without --force.
+    pub async fn repair_workspaces(&self, repo: &Path) -> Result<RepairReport> {
+        let settings = self.config(None).await?.config.git;
+        git_workspace::repair(&self.manager, repo, &settings).await
     }
 
     /// The main checkout of the repository containing `path`. Outside a repository: `None`,

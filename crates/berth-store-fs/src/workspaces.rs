@@ -14,8 +14,8 @@ use std::path::Path;
 use async_trait::async_trait;
 use berth_core::config::ConfigText;
 use berth_core::{
-    DeleteCondition, Error, NewWorkspace, Result, SessionId, Workspace, WorkspaceId, WorkspaceName,
-    WorkspaceStore,
+    DeleteCondition, Error, GitInfo, NewWorkspace, Result, SessionId, Workspace, WorkspaceId,
+    WorkspaceName, WorkspaceStore,
 };
 use chrono::{DateTime, Utc};
 
@@ -416,6 +416,17 @@ impl WorkspaceStore for FsStore {
             }
             let path = l.workspace_dir(&id).join("config.toml");
             write_atomic(&path, text.as_bytes()).map_err(io_err("write", &path))
+        })
+        .await
+    }
+
+    async fn set_git(&self, id: &WorkspaceId, git: &GitInfo) -> Result<()> {
+        let (id, git) = (id.clone(), git.clone());
+        self.blocking(move |l| {
+            let _guard = l.lock_workspace(&id)?;
+            let mut ws = l.load_workspace(&id)?;
+            ws.git = Some(git);
+            l.write_workspace(&ws)
         })
         .await
     }

@@ -97,6 +97,7 @@ mod on_postgres {
         missing_things_are_not_found,
         delete_frees_id_and_name,
         workspace_config,
+        workspace_set_git,
         access_time_and_gc,
         bindings,
         storage,

@@ -345,6 +345,31 @@ impl WorkspaceStore for SqlStore {
         .map_err(|e| self.err(e))
     }
 
+    async fn set_git(&self, id: &WorkspaceId, git: &GitInfo) -> berth_core::Result<()> {
+        async {
+            let changed = self
+                .pool()
+                .exec(
+                    "UPDATE workspaces SET git_repo = $2, git_branch = $3, git_base = $4, git_branch_created = $5, git_worktree = $6 WHERE id = $1",
+                    &[
+                        Arg::Text(id.as_str()),
+                        Arg::Text(path_text(&git.repo)?),
+                        Arg::Text(&git.branch),
+                        Arg::Text(&git.base_branch),
+                        Arg::Int(i64::from(git.branch_created)),
+                        Arg::Text(path_text(&git.worktree)?),
+                    ],
+                )
+                .await?;
+            if changed == 0 {
+                return Err(missing(id));
+            }
+            Ok(())
+        }
+        .await
+        .map_err(|e| self.err(e))
+    }
+
     fn workspace_dir(&self, id: &WorkspaceId) -> Option<PathBuf> {
         Some(self.workspace_folder(id))
     }

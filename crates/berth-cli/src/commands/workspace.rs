@@ -72,6 +72,13 @@ pub async fn run(ops: &Ops, cmd: WorkspaceCmd) -> anyhow::Result<()> {
             let path = ops.workspace_path(&workspace).await?;
             Ok(render::line(path.display())?)
         }
+        WorkspaceCmd::Repair { repo, json } => {
+            let repo = match repo {
+                Some(r) => r,
+                None => current_dir()?,
+            };
+            repair(ops, &repo, json.json).await
+        }
         WorkspaceCmd::Spares {
             repo,
             fill,
@@ -147,6 +154,36 @@ async fn create(ops: &Ops, request: CreateWorkspace, json: bool) -> anyhow::Resu
     Ok(render::line(&ws.id)?)
 }
 
+async fn repair(ops: &Ops, repo: &std::path::Path, json: bool) -> anyhow::Result<()> {
+    let report = ops.repair_workspaces(repo).await?;
+    for skipped in &report.skipped {
+        eprintln!("skipped {}: {}", skipped.label, skipped.reason);
+    }
+    if report.spares_removed > 0 {
+        eprintln!(
+            "removed {} spare checkout(s) left under the old path",
+            report.spares_removed
+        );
+    }
+    if json {
+        return Ok(render::json(&report)?);
+    }
+    for ws in &report.reattached {
+        render::line(format!(
+            "reattached {}: {} (was in {})",
+            ws.label,
+            ws.worktree.display(),
+            ws.from.display()
+        ))?;
+    }
+    eprintln!(
+        "reattached {} workspace(s) to {}",
+        report.reattached.len(),
+        report.repo.display()
+    );
+    Ok(())
+}
+
 async fn adopt(ops: &Ops, request: AdoptWorkspace, json: bool) -> anyhow::Result<()> {
     let ws = ops.adopt_workspace(request).await?;
     if json {
@@ -201,6 +238,13 @@ async fn show(ops: &Ops, identifier: &str, json: bool) -> anyhow::Result<()> {
         ));
         rows.push(("checked out", checked_out(st)));
         rows.push(("health", st.health.as_str().to_owned()));
+        if st.health == Health::RepoMissing {
+            rows.push((
+                "hint",
+                "if the repository was moved, `berth workspace repair --repo NEW-PATH` reattaches this workspace to it"
+                    .to_owned(),
+            ));
+        }
         rows.push((
             "changes",
             format!(
