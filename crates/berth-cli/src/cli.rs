@@ -287,7 +287,8 @@ pub enum WorkspaceCmd {
         /// --checkout or --base with it).
         #[arg(long)]
         plain: bool,
-        /// The repository to make a worktree of (default: the one containing this folder).
+        /// The repository to make a worktree of (default: the one containing this folder); a
+        /// bare repository too, whose HEAD is then the default base.
         #[arg(long, value_name = "PATH")]
         repo: Option<PathBuf>,
         /// Create this new branch (fails if it exists) instead of `berth/<name>`; not with

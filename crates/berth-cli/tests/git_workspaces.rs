@@ -868,6 +868,86 @@ fn worktrees_inside_a_moved_repository_are_found_there() {
 }
 
 #[test]
+fn worktrees_of_a_bare_repository() {
+    let home = Home::new();
+    let project = Project::new();
+    let bare = project.root.with_file_name("bare.git");
+    git(
+        &project.root,
+        &["clone", "--quiet", "--bare", ".", bare.to_str().unwrap()],
+    );
+    git(&bare, &["branch", "older", "main"]);
+    let bare = bare.canonicalize().unwrap();
+    std::fs::write(
+        home.path().join("config.toml"),
+        "[git]\ncopy = [\".env\"]\n",
+    )
+    .unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let r = in_dir(
+        &home,
+        elsewhere.path(),
+        &["workspace", "create", "b", "--repo", bare.to_str().unwrap()],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let sha = git(&bare, &["rev-parse", "--short", "main"]);
+    assert!(
+        r.stderr
+            .contains(&format!("starting at main ({})", sha.trim())),
+        "its HEAD is the base: {}",
+        r.stderr
+    );
+    // Nothing is copied out of git's own folder.
+    assert!(
+        r.stderr
+            .contains("is a bare repository, so there is no checkout to copy"),
+        "{}",
+        r.stderr
+    );
+    let ws = home.json(&["workspace", "show", "b", "--json"]);
+    assert_eq!(ws["git"]["repo"], bare.to_str().unwrap());
+    assert_eq!(ws["git"]["base_branch"], "main");
+    assert_eq!(ws["git_status"]["health"], "ok");
+    assert_eq!(ws["git_status"]["branch"], "berth/b");
+    let wt = PathBuf::from(ws["git"]["worktree"].as_str().unwrap());
+    assert_eq!(
+        std::fs::read_to_string(wt.join("README.md")).unwrap(),
+        "hello\n"
+    );
+    assert!(!wt.join(".env").exists());
+
+    // From inside the bare folder, with --base, and from inside one of its worktrees.
+    ok_in(
+        &home,
+        &bare,
+        &["workspace", "create", "c", "--base", "older"],
+    );
+    ok_in(&home, &wt, &["workspace", "create", "d"]);
+    let d = home.json(&["workspace", "show", "d", "--json"]);
+    assert_eq!(d["git"]["repo"], bare.to_str().unwrap());
+
+    // Removal keeps its rules: dirty work is refused, a clean worktree goes with its branch.
+    std::fs::write(wt.join("wip.txt"), "x").unwrap();
+    let err = home.fails(&["workspace", "delete", "b", "--yes"]);
+    assert!(err.contains("uncommitted"), "{err}");
+    std::fs::remove_file(wt.join("wip.txt")).unwrap();
+    for name in ["b", "c", "d"] {
+        home.ok(&["workspace", "delete", name, "--yes"]);
+    }
+    assert!(!wt.exists());
+    assert_eq!(
+        git(&bare, &["branch", "--format=%(refname:short)"]),
+        "main\nolder\n"
+    );
+    assert_eq!(
+        git(&bare, &["worktree", "list", "--porcelain"])
+            .matches("worktree ")
+            .count(),
+        1
+    );
+}
+
+#[test]
 fn a_create_that_died_midway_is_cleaned_up_by_a_forced_delete() {
     let home = Home::new();
     let project = Project::new();

@@ -42,7 +42,8 @@ impl Workspace {
 /// The git part of a workspace that carries a worktree.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GitInfo {
-    /// Absolute path of the main checkout (UTF-8: it is stored as text).
+    /// Absolute path of the main checkout, or of a bare repository's folder (UTF-8: it is
+    /// stored as text).
     pub repo: PathBuf,
     pub branch: String,
     pub base_branch: String,

@@ -24,8 +24,8 @@ pub use setup::{Copied, SetupError, copy_files, run_setup};
 pub enum GitError {
     #[error("{} is not inside a git repository (pass --repo PATH, or --plain for a plain workspace)", .0.display())]
     NotARepository(PathBuf),
-    #[error("{} is a bare repository; berth needs a repository with a main checkout", .0.display())]
-    BareRepository(PathBuf),
+    #[error("the repository {} keeps its git folder apart from its checkout (--separate-git-dir); berth needs a repository with its .git in its main checkout, or a bare one", .0.display())]
+    SeparateGitDir(PathBuf),
     #[error("branch '{0}' already exists; pick another name, or check it out with --checkout {0}")]
     BranchExists(String),
     #[error("branch '{0}' exists neither locally nor as origin/{0}")]
@@ -182,15 +182,15 @@ pub const DETACHED_HEAD: &str = "HEAD";
 pub struct LinkedWorktree {
     /// The worktree's top folder, as git names it (absolute, symlinks resolved).
     pub path: PathBuf,
-    /// The repository it belongs to, by its main checkout.
+    /// The repository it belongs to, by its main checkout (or bare folder).
     pub repo: Repo,
     /// The branch checked out there, or [`DETACHED_HEAD`].
     pub branch: String,
 }
 
-/// The linked worktree holding `path` (its top folder, or any folder inside it). Refuses a
-/// folder outside git, a repository's main checkout, and a worktree of a bare repository
-/// (berth records a repository by its main checkout).
+/// The linked worktree holding `path` (its top folder, or any folder inside it), of a
+/// repository with a main checkout or of a bare one. Refuses a folder outside git and a
+/// repository's main checkout.
 pub fn linked_worktree(path: &Path) -> Result<LinkedWorktree> {
     if !path.is_dir() {
         return Err(GitError::NotALinkedWorktree {
@@ -333,15 +333,18 @@ struct HeadState {
     changed: usize,
 }
 
-/// A repository with a main checkout.
+/// A repository: one with a main checkout, or a bare one (whose worktrees are all linked).
 #[derive(Debug, Clone)]
 pub struct Repo {
+    /// The main checkout, or the bare repository's own folder.
     root: PathBuf,
+    bare: bool,
 }
 
 impl Repo {
     /// The repository containing `start`; from inside a linked worktree this is still the
-    /// main checkout, so a workspace made from within a workspace branches off the project.
+    /// main checkout (or the bare repository), so a workspace made from within a workspace
+    /// branches off the project.
     pub fn discover(start: &Path) -> Result<Repo> {
         let out = git_output(
             start,
@@ -358,11 +361,24 @@ impl Repo {
         let text = String::from_utf8_lossy(&out.stdout);
         let mut lines = text.lines();
         let common = PathBuf::from(lines.next().unwrap_or_default());
-        if lines.next() == Some("true") || common.file_name() != Some(OsStr::new(".git")) {
-            return Err(GitError::BareRepository(common));
+        let bare = lines.next() == Some("true")
+            // From inside a linked worktree of a bare repository, git answers for the worktree;
+            // the repository's own config knows. (A `.git` folder is a main checkout's.)
+            || (common.file_name() != Some(OsStr::new(".git"))
+                && run(&common, ["config", "--bool", "core.bare"]).is_ok_and(|b| b.trim() == "true"));
+        if bare {
+            return Ok(Repo { root: common, bare });
+        }
+        if common.file_name() != Some(OsStr::new(".git")) {
+            return Err(GitError::SeparateGitDir(common));
         }
         let root = common.parent().expect(".git has a parent").to_owned();
-        Ok(Repo { root })
+        Ok(Repo { root, bare })
+    }
+
+    /// Whether the repository is bare: no main checkout, only linked worktrees.
+    pub fn is_bare(&self) -> bool {
+        self.bare
     }
 
     /// The repository whose main checkout is exactly `root`. Unlike `discover`, this never
@@ -381,7 +397,7 @@ impl Repo {
         }
     }
 
-    /// The main checkout's absolute path.
+    /// The main checkout's absolute path; for a bare repository, its folder.
     pub fn root(&self) -> &Path {
         &self.root
     }
@@ -389,7 +405,10 @@ impl Repo {
     /// The folder that holds the repository's refs and objects, and git's records of its
     /// linked worktrees (`worktrees/<name>/`).
     fn common_dir(&self) -> PathBuf {
-        self.root.join(".git")
+        match self.bare {
+            true => self.root.clone(),
+            false => self.root.join(".git"),
+        }
     }
 
     /// Whether the linked worktree found at `at` is one of this repository's, and is the one
@@ -545,6 +564,9 @@ impl Repo {
     /// and how many of its commits `base` lacks. `None` when it does not (or the main worktree
     /// is detached, or is on `base` itself).
     pub fn base_behind_checkout(&self, base: &str) -> Option<BaseBehind> {
+        if self.bare {
+            return None;
+        }
         let branch = self
             .git(["symbolic-ref", "--quiet", "--short", "HEAD"])
             .ok()?
@@ -565,8 +587,18 @@ impl Repo {
     }
 
     /// The base new branches start from: `origin/HEAD`'s target, else `main`, else `master`,
-    /// else the current `HEAD`'s branch (or `HEAD` itself when detached).
+    /// else the current `HEAD`'s branch (or `HEAD` itself when detached). A bare repository's
+    /// `HEAD` branch comes first.
     pub fn default_base(&self) -> Result<String> {
+        // A bare repository has no checkout to follow but its HEAD, which names its main
+        // branch.
+        if self.bare
+            && let Ok(b) = self.git(["symbolic-ref", "--quiet", "--short", "HEAD"])
+            && !b.trim().is_empty()
+            && self.is_commit(b.trim())
+        {
+            return Ok(b.trim().to_owned());
+        }
         if let Ok(target) = self.git([
             "symbolic-ref",
             "--quiet",
@@ -1055,7 +1087,7 @@ impl Repo {
     /// known is `None`, and the health says why.
     pub fn status(&self, wt: WorktreeRef<'_>) -> WorktreeStatus {
         let mut status = WorktreeStatus::unknown(Health::Ok, wt.branch, wt.base_branch);
-        if !self.root.join(".git").exists() {
+        if !self.common_dir().exists() {
             status.health = Health::RepoMissing;
             return status;
         }

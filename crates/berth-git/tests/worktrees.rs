@@ -59,15 +59,40 @@ fn discover_finds_the_main_checkout_from_anywhere() {
         Repo::discover(plain.path()),
         Err(GitError::NotARepository(_))
     ));
+    // A bare repository is a repository too: its own folder, from inside it or from inside
+    // one of its worktrees.
     let bare = tmp.path().join("bare.git");
     git(
         tmp.path(),
-        &["init", "--quiet", "--bare", bare.to_str().unwrap()],
+        &[
+            "clone",
+            "--quiet",
+            "--bare",
+            root.to_str().unwrap(),
+            bare.to_str().unwrap(),
+        ],
     );
+    let bare = bare.canonicalize().unwrap();
+    let repo = Repo::discover(&bare).unwrap();
+    assert!(repo.is_bare());
+    assert_eq!(repo.root(), bare);
+    assert_eq!(repo.default_base().unwrap(), "main", "its HEAD");
+    let path = tmp.path().join("bare-wt");
+    repo.add_worktree(&path, &BranchSpec::New("berth/b".into()), None)
+        .unwrap();
+    assert_eq!(Repo::discover(&path.join("src")).unwrap().root(), bare);
+    assert_eq!(Repo::open(&bare).unwrap().root(), bare);
+    assert_eq!(berth_git::linked_worktree(&path).unwrap().repo.root(), bare);
+    let r = wt(&path, "berth/b", "main", true);
+    assert_eq!(repo.status(r).health, Health::Ok);
+    std::fs::write(path.join("wip"), "x").unwrap();
     assert!(matches!(
-        Repo::discover(&bare),
-        Err(GitError::BareRepository(_))
+        repo.remove_worktree(r, false),
+        Err(GitError::Dirty { .. })
     ));
+    std::fs::remove_file(path.join("wip")).unwrap();
+    repo.remove_worktree(r, false).unwrap();
+    assert!(!path.exists() && !repo.has_branch("berth/b"));
 }
 
 #[test]

@@ -125,7 +125,7 @@ fn git_kind(e: &GitError) -> ErrorKind {
         GitError::NotARepository(_)
         | GitError::BadBase(_)
         | GitError::NotALinkedWorktree { .. } => ErrorKind::Invalid,
-        GitError::BareRepository(_)
+        GitError::SeparateGitDir(_)
         | GitError::Dirty { .. }
         | GitError::Unmerged { .. }
         | GitError::Unreferenced { .. }

@@ -62,6 +62,8 @@ pub enum CreateWarning {
     },
     /// A `[git] copy` entry the main checkout does not have.
     MissingCopy { entry: String, repo: PathBuf },
+    /// `[git] copy` entries, in a bare repository: there is no checkout to copy them from.
+    NoCheckoutToCopyFrom { repo: PathBuf, entries: Vec<String> },
     /// The repository was moved: linked worktrees (berth's among them, perhaps) still point
     /// at where it was.
     MovedRepository {
@@ -90,6 +92,11 @@ impl CreateWarning {
             CreateWarning::MissingCopy { entry, repo } => format!(
                 "[git] copy entry {entry:?} is not in the main checkout {}, so nothing was copied for it",
                 repo.display()
+            ),
+            CreateWarning::NoCheckoutToCopyFrom { repo, entries } => format!(
+                "{} is a bare repository, so there is no checkout to copy [git] copy entries from; nothing was copied ({})",
+                repo.display(),
+                entries.join(", ")
             ),
             CreateWarning::MovedRepository {
                 repo,
@@ -226,17 +233,8 @@ pub async fn create(
     })
     .await;
     match prepared {
-        Ok(copied) => {
-            let repo = ws.git.as_ref().map(|g| g.repo.clone()).unwrap_or_default();
-            warnings.extend(
-                copied
-                    .missing
-                    .into_iter()
-                    .map(|entry| CreateWarning::MissingCopy {
-                        entry,
-                        repo: repo.clone(),
-                    }),
-            );
+        Ok(prepared) => {
+            warnings.extend(prepared);
             Ok(Made {
                 workspace: ws,
                 start: Some(start),
@@ -318,15 +316,30 @@ pub async fn adopt(
     Ok(manager.create(new).await?)
 }
 
-/// Copies `[git] copy` files and runs `[git] setup` commands in a fresh worktree; says which
-/// copy entries were missing.
-fn prepare(repo: &Repo, worktree: &Path, settings: &GitSettings) -> Result<Copied> {
-    let copied = berth_git::copy_files(repo.root(), worktree, &settings.copy)?;
+/// Copies `[git] copy` files and runs `[git] setup` commands in a fresh worktree; warns of
+/// copy entries it could not copy.
+fn prepare(repo: &Repo, worktree: &Path, settings: &GitSettings) -> Result<Vec<CreateWarning>> {
+    let mut warnings = Vec::new();
+    if repo.is_bare() {
+        // No checkout to copy from: the bare folder holds git's own files, never a `.env`.
+        if !settings.copy.is_empty() {
+            warnings.push(CreateWarning::NoCheckoutToCopyFrom {
+                repo: repo.root().to_owned(),
+                entries: settings.copy.clone(),
+            });
+        }
+    } else {
+        let Copied { missing, .. } = berth_git::copy_files(repo.root(), worktree, &settings.copy)?;
+        warnings.extend(missing.into_iter().map(|entry| CreateWarning::MissingCopy {
+            entry,
+            repo: repo.root().to_owned(),
+        }));
+    }
     let timeout = settings
         .setup_timeout_secs
         .map_or(DEFAULT_SETUP_TIMEOUT, Duration::from_secs);
     berth_git::run_setup(worktree, &settings.setup, timeout)?;
-    Ok(copied)
+    Ok(warnings)
 }
 
 /// What `remove` did besides deleting the record.
