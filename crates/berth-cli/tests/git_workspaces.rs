@@ -947,6 +947,122 @@ fn worktrees_of_a_bare_repository() {
     );
 }
 
+/// A project whose `vendor/lib` is a submodule made from a local repository (with a nested
+/// submodule of its own), initialised in the main checkout. The local repositories are then
+/// moved away, so anything fetched from their URLs would fail: what the worktrees get comes
+/// from the main repository's module store.
+fn project_with_submodules() -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().canonicalize().unwrap();
+    let repo = |name: &str, file: &str| {
+        let path = dir.join(name);
+        std::fs::create_dir(&path).unwrap();
+        git(&path, &["init", "--quiet", "-b", "main"]);
+        commit(&path, file, &format!("{name}\n"));
+        path
+    };
+    let inner = repo("inner", "inner.txt");
+    let lib = repo("lib", "lib.txt");
+    let allow = ["-c", "protocol.file.allow=always"];
+    let add = |at: &Path, url: &Path, path: &str| {
+        let mut args = allow.to_vec();
+        args.extend(["submodule", "add", "--quiet", url.to_str().unwrap(), path]);
+        git(at, &args);
+        git(at, &["commit", "--quiet", "-m", &format!("add {path}")]);
+    };
+    add(&lib, &inner, "deps/inner");
+    let project = repo("project", "README.md");
+    add(&project, &lib, "vendor/lib");
+    let mut args = allow.to_vec();
+    args.extend(["submodule", "update", "--init", "--recursive", "--quiet"]);
+    git(&project, &args);
+    std::fs::rename(&inner, dir.join("inner-gone")).unwrap();
+    std::fs::rename(&lib, dir.join("lib-gone")).unwrap();
+    (tmp, project)
+}
+
+#[test]
+fn submodules_are_checked_out_from_the_main_repository() {
+    let home = Home::new();
+    let (_tmp, project) = project_with_submodules();
+    let r = in_dir(&home, &project, &["workspace", "create", "s"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let wt = PathBuf::from(home.ok(&["workspace", "path", "s"]).trim());
+    assert_eq!(
+        std::fs::read_to_string(wt.join("vendor/lib/lib.txt")).unwrap(),
+        "lib\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(wt.join("vendor/lib/deps/inner/inner.txt")).unwrap(),
+        "inner\n",
+        "nested submodules too"
+    );
+    // As `git submodule update` would leave it: origin is the submodule's own URL.
+    let origin = git(&wt.join("vendor/lib"), &["remote", "get-url", "origin"]);
+    assert!(origin.trim().ends_with("/lib"), "{origin}");
+    let status = git(&wt, &["submodule", "status", "--recursive"]);
+    assert!(!status.contains('-') && !status.contains('+'), "{status}");
+    let ws = home.json(&["workspace", "show", "s", "--json"]);
+    assert_eq!(ws["git_status"]["changed_files"], 0);
+
+    // A dirty submodule is work too: delete refuses to lose it.
+    std::fs::write(wt.join("vendor/lib/lib.txt"), "changed\n").unwrap();
+    let err = home.fails(&["workspace", "delete", "s", "--yes"]);
+    assert!(err.contains("uncommitted change"), "{err}");
+    assert!(wt.join("vendor/lib/lib.txt").exists());
+    git(
+        &wt.join("vendor/lib"),
+        &["checkout", "--quiet", "--", "lib.txt"],
+    );
+    home.ok(&["workspace", "delete", "s", "--yes"]);
+    assert!(!wt.exists());
+    assert_eq!(
+        git(&project, &["worktree", "list", "--porcelain"])
+            .matches("worktree ")
+            .count(),
+        1
+    );
+
+    // [git] submodules = false leaves them as git worktree add does.
+    std::fs::write(
+        home.path().join("config.toml"),
+        "[git]\nsubmodules = false\n",
+    )
+    .unwrap();
+    ok_in(&home, &project, &["workspace", "create", "bare-bones"]);
+    let wt = PathBuf::from(home.ok(&["workspace", "path", "bare-bones"]).trim());
+    assert!(!wt.join("vendor/lib/lib.txt").exists());
+    home.ok(&["workspace", "delete", "bare-bones", "--yes"]);
+}
+
+#[test]
+fn a_submodule_that_cannot_be_checked_out_rolls_the_create_back() {
+    let home = Home::new();
+    let (_tmp, project) = project_with_submodules();
+    // The main repository lost its copy, and the URL leads nowhere.
+    std::fs::remove_dir_all(project.join(".git/modules/vendor")).unwrap();
+    let branches = git(&project, &["branch", "--format=%(refname:short)"]);
+    let err = fails_in(&home, &project, &["workspace", "create", "s"]);
+    assert!(
+        err.contains("cannot check out the submodule vendor/lib") && err.contains("rolled back"),
+        "{err}"
+    );
+    assert_eq!(
+        home.json(&["workspace", "list", "--json"]),
+        serde_json::json!([])
+    );
+    assert_eq!(
+        git(&project, &["branch", "--format=%(refname:short)"]),
+        branches
+    );
+    assert_eq!(
+        git(&project, &["worktree", "list", "--porcelain"])
+            .matches("worktree ")
+            .count(),
+        1
+    );
+}
+
 #[test]
 fn a_create_that_died_midway_is_cleaned_up_by_a_forced_delete() {
     let home = Home::new();

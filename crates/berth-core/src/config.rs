@@ -143,6 +143,10 @@ pub struct GitSettings {
     /// costs one worktree's disk space. Default 0.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub spare_worktrees: Option<usize>,
+    /// Check out submodules in a new worktree (from the main repository's module store where
+    /// it has them). Default true.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub submodules: Option<bool>,
 }
 
 /// Where berth keeps its state. Read from the global file and the environment only: the
@@ -485,6 +489,7 @@ pub const TEMPLATE: &str = r#"# berth configuration. Layers: this file -> worksp
 # setup = ["npm ci"]                     # commands run in new worktrees
 # setup_timeout_secs = 600
 # spare_worktrees = 1                    # checkouts kept ready: create skips the checkout
+# submodules = false                     # default true: submodules checked out in new worktrees
 
 [store]
 # url = "sqlite:///path/berth.db"   # or "postgres://user:password@host:5432/db"; default: files in the home

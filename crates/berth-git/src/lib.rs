@@ -18,6 +18,7 @@ use serde::Serialize;
 
 mod setup;
 pub mod spares;
+mod submodules;
 pub use setup::{Copied, SetupError, copy_files, run_setup};
 
 #[derive(Debug, thiserror::Error)]
@@ -59,6 +60,8 @@ pub enum GitError {
     NotAWorktree { path: PathBuf, message: String },
     #[error("{} is not a linked git worktree: {reason}", .path.display())]
     NotALinkedWorktree { path: PathBuf, reason: String },
+    #[error("cannot check out the submodule {path}: {message}")]
+    Submodule { path: String, message: String },
     #[error("`git {command}` failed: {message}")]
     Command { command: String, message: String },
     #[error("cannot run git: {0}")]

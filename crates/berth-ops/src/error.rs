@@ -132,7 +132,9 @@ fn git_kind(e: &GitError) -> ErrorKind {
         | GitError::NotAWorktree { .. } => ErrorKind::Refused,
         GitError::BranchExists(_) => ErrorKind::Conflict,
         GitError::BranchMissing(_) => ErrorKind::NotFound,
-        GitError::Command { .. } | GitError::Spawn(_) => ErrorKind::External,
+        GitError::Command { .. } | GitError::Submodule { .. } | GitError::Spawn(_) => {
+            ErrorKind::External
+        }
         GitError::Io { .. } => ErrorKind::Io,
     }
 }

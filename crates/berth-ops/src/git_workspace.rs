@@ -316,10 +316,15 @@ pub async fn adopt(
     Ok(manager.create(new).await?)
 }
 
-/// Copies `[git] copy` files and runs `[git] setup` commands in a fresh worktree; warns of
-/// copy entries it could not copy.
+/// Checks out submodules (unless `[git] submodules = false`), copies `[git] copy` files and
+/// runs `[git] setup` commands in a fresh worktree, in that order (setup may need the
+/// submodules); warns of copy entries it could not copy. A failure of any of them fails the
+/// create, which is rolled back.
 fn prepare(repo: &Repo, worktree: &Path, settings: &GitSettings) -> Result<Vec<CreateWarning>> {
     let mut warnings = Vec::new();
+    if settings.submodules.unwrap_or(true) {
+        repo.init_submodules(worktree)?;
+    }
     if repo.is_bare() {
         // No checkout to copy from: the bare folder holds git's own files, never a `.env`.
         if !settings.copy.is_empty() {
