@@ -53,8 +53,14 @@ fn hand_text() -> impl Strategy<Value = String> {
         "[a-zA-Z0-9 .,!?()*_]{1,30}",
     ];
     prop::collection::vec(line, 1..6).prop_map(|lines| {
-        let text = lines.join("\n");
-        text.trim_matches('\n').to_owned()
+        // Blank lines (spaces only, too) around a person's text are not part of it.
+        let blank = |l: &&String| l.trim().is_empty();
+        let start = lines.iter().position(|l| !blank(&l)).unwrap_or(lines.len());
+        let end = lines
+            .iter()
+            .rposition(|l| !blank(&l))
+            .map_or(start, |i| i + 1);
+        lines[start..end].join("\n")
     })
 }
 
