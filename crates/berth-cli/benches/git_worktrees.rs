@@ -19,6 +19,13 @@
 //! allocates new ones, so deleting 20,000 files just before a measurement slows the next
 //! create by several times and would measure the deletion rather than the checkout. Targets
 //! (issue 4): berth at most 0.25 of plain, and within 1.1 of the fastest git invocation.
+//!
+//! Then whether spares keep up (issue 16): with `[git] spare_worktrees = 2`, three creates run
+//! back to back from an empty pool, and, once the background refill has filled it, three more
+//! from the full pool. Each is reported as a ratio to the median plain `git worktree add` of
+//! the rounds above (goal from a full pool: each at most 0.05). With two spares the third
+//! create of a burst finds none ready; it waits for the one being filled, which is sooner
+//! than a fresh checkout.
 
 use std::io::Write;
 use std::path::Path;
@@ -186,6 +193,91 @@ fn main() {
             berth_s / fastest_git
         );
     }
+
+    // Spares keep up: three creates back to back, from an empty pool and from a full one.
+    let pool_home = tmp.path().join("pool-home");
+    std::fs::create_dir_all(&pool_home).unwrap();
+    std::fs::write(
+        pool_home.join("config.toml"),
+        "[git]\nspare_worktrees = 2\n",
+    )
+    .unwrap();
+    let pool_state = || {
+        let out = Command::new(berth)
+            .args(["workspace", "spares", "--json", "--repo"])
+            .arg(&repo)
+            .env("BERTH_HOME", &pool_home)
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let dir = std::path::PathBuf::from(v["dir"].as_str().unwrap());
+        let building = std::fs::read_dir(&dir).is_ok_and(|entries| {
+            entries
+                .filter_map(|e| e.ok())
+                .any(|e| e.file_name().to_string_lossy().starts_with(".tmp-"))
+        });
+        (v["ready"].as_u64().unwrap(), building)
+    };
+    // The refill a create starts runs on in the background; wait until the pool is full and
+    // nothing is being built.
+    let settle = || {
+        let t = Instant::now();
+        while pool_state() != (2, false) {
+            assert!(
+                t.elapsed() < Duration::from_secs(600),
+                "the pool never filled"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    let burst = |label: &str| -> Vec<f64> {
+        (0..3)
+            .map(|i| {
+                let tag = format!("{label}-{i}");
+                let t = Instant::now();
+                let out = Command::new(berth)
+                    .args(["workspace", "create", &tag, "--repo"])
+                    .arg(&repo)
+                    .env("BERTH_HOME", &pool_home)
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::piped())
+                    .output()
+                    .unwrap();
+                let took = t.elapsed().as_secs_f64();
+                assert!(
+                    out.status.success(),
+                    "{}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                took
+            })
+            .collect()
+    };
+    assert_eq!(pool_state(), (0, false), "the pool starts empty");
+    let from_empty = burst("empty");
+    settle();
+    let from_full = burst("full");
+    settle();
+    println!();
+    println!(
+        "spare_worktrees = 2, 3 creates back to back (ratio to plain git worktree add, {:.3} s):",
+        medians[0]
+    );
+    for (label, times) in [
+        ("from an empty pool", &from_empty),
+        ("from a full pool", &from_full),
+    ] {
+        let cells: Vec<String> = times
+            .iter()
+            .map(|t| format!("{t:.3} s = {:.3}", t / medians[0]))
+            .collect();
+        println!("{label:<20} {}", cells.join(", "));
+    }
+    println!(
+        "goal from a full pool: each <= 0.05; met by {} of 3",
+        from_full.iter().filter(|t| *t / medians[0] <= 0.05).count()
+    );
 }
 
 fn env_or(name: &str, default: usize) -> usize {

@@ -1064,6 +1064,98 @@ fn a_submodule_that_cannot_be_checked_out_rolls_the_create_back() {
 }
 
 #[test]
+fn a_create_waits_for_a_spare_being_filled_rather_than_check_out_afresh() {
+    let home = Home::new();
+    let project = Project::new();
+    std::fs::write(
+        home.path().join("config.toml"),
+        "[git]\nspare_worktrees = 1\n",
+    )
+    .unwrap();
+    let out = ok_in(&home, &project.root, &["workspace", "spares", "--json"]);
+    let pool = PathBuf::from(
+        serde_json::from_str::<serde_json::Value>(&out).unwrap()["dir"]
+            .as_str()
+            .unwrap(),
+    );
+    std::fs::create_dir_all(&pool).unwrap();
+    // A filler (this test process, alive) building a spare, as `fill` does: under `.tmp-*`,
+    // with its start and the last fill's duration noted.
+    let building = pool.join(".tmp-test");
+    git(
+        &project.root,
+        &[
+            "worktree",
+            "add",
+            "--quiet",
+            "--detach",
+            building.to_str().unwrap(),
+            "origin/main",
+        ],
+    );
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis();
+    std::fs::write(
+        pool.join(".fill-started"),
+        format!("{now_ms} {}", std::process::id()),
+    )
+    .unwrap();
+    std::fs::write(pool.join(".fill-took"), "30000").unwrap();
+
+    let mut create = home.cmd(&["workspace", "create", "w"]);
+    create
+        .current_dir(&project.root)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = create.spawn().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the create waits for the spare being filled"
+    );
+    let spare_inode = inode(&building.join("README.md"));
+    git(
+        &project.root,
+        &[
+            "worktree",
+            "move",
+            building.to_str().unwrap(),
+            pool.join("ready-test").to_str().unwrap(),
+        ],
+    );
+    let id = wait_ok(child);
+    let wt = home.workspace_dir(id.trim()).join("worktree");
+    assert_eq!(
+        inode(&wt.join("README.md")),
+        spare_inode,
+        "it took that spare"
+    );
+    assert_eq!(
+        git(&wt, &["rev-parse", "--abbrev-ref", "HEAD"]).trim(),
+        "berth/w"
+    );
+
+    // A spare whose filler is gone is not waited for.
+    wait_for_spares(&home, &project.root, 1);
+    ok_in(&home, &project.root, &["workspace", "spares", "--clear"]);
+    let dead = std::process::Command::new("true").spawn().unwrap();
+    let dead_pid = dead.id();
+    let _ = { dead }.wait();
+    std::fs::create_dir_all(pool.join(".tmp-dead")).unwrap();
+    std::fs::write(pool.join(".fill-started"), format!("{now_ms} {dead_pid}")).unwrap();
+    let started = std::time::Instant::now();
+    ok_in(&home, &project.root, &["workspace", "create", "fresh"]);
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(10),
+        "took {:?}",
+        started.elapsed()
+    );
+    wait_for_spares(&home, &project.root, 1);
+}
+
+#[test]
 fn a_create_that_died_midway_is_cleaned_up_by_a_forced_delete() {
     let home = Home::new();
     let project = Project::new();

@@ -13,6 +13,12 @@
 //! cost more than the rest of a create. A spare that git no longer knows is dropped and the
 //! create falls back to a fresh checkout.
 //!
+//! A create that finds no spare ready but one being filled waits for it: the fill started
+//! before the create did, so it ends sooner than a fresh checkout started now would (which
+//! would also compete with the fill for the disk). It stops waiting when the filler is gone
+//! (its lock released) or the fill runs far over the time the last one took, and then makes
+//! a fresh checkout.
+//!
 //! Invariants: a spare is only ever seen complete (it is built under `.tmp-*` and renamed to
 //! `ready-*` by `git worktree move`); one process takes a given spare (the pool lock); one
 //! process fills a pool at a time (the fill lock, taken without waiting).
@@ -20,6 +26,7 @@
 use std::ffi::OsStr;
 use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::{GitError, Repo, Result, WorktreePlan};
 
@@ -31,6 +38,12 @@ pub struct SparePool {
 
 const READY: &str = "ready-";
 const BUILDING: &str = ".tmp-";
+/// When the spare being built now was started (milliseconds since the epoch).
+const STARTED: &str = ".fill-started";
+/// How long building the last spare took (milliseconds).
+const TOOK: &str = ".fill-took";
+/// How long a create waits for a spare being filled when the pool has never timed one.
+const UNTIMED_WAIT: Duration = Duration::from_secs(600);
 
 impl SparePool {
     /// The pool of `repo` under `base` (one folder per repository, named by a hash of its path).
@@ -92,13 +105,24 @@ impl SparePool {
     /// there. `Ok(false)` when no spare could be used; the caller then makes the worktree the
     /// ordinary way. On a failure after the move, `dest` and any branch this made are removed.
     pub fn take(&self, repo: &Repo, dest: &Path, plan: &WorktreePlan) -> Result<bool> {
+        let mut deadline = None;
         {
-            let Some(_lock) = self.lock(".lock", true)? else {
-                return Ok(false);
+            let spare = loop {
+                let lock = self.lock(".lock", true)?;
+                if let Some(spare) = self.ready().into_iter().next() {
+                    break (spare, lock);
+                }
+                drop(lock);
+                // None ready: wait for one being filled, while that is still the sooner way.
+                let until = *deadline.get_or_insert_with(|| self.fill_ends_by());
+                match until {
+                    Some(until) if Instant::now() < until && self.being_filled() => {
+                        std::thread::sleep(Duration::from_millis(10));
+                    }
+                    _ => return Ok(false),
+                }
             };
-            let Some(spare) = self.ready().into_iter().next() else {
-                return Ok(false);
-            };
+            let (spare, _lock) = spare;
             let moved = repo.change_worktrees(
                 &[
                     OsStr::new("worktree"),
@@ -125,6 +149,45 @@ impl SparePool {
         Ok(true)
     }
 
+    /// Whether a spare is being built right now: a `.tmp-*` folder whose filler (named in
+    /// the start hint) is alive. Read without touching the fill lock, which a filler takes
+    /// without waiting and would give up on if a reader held it for an instant.
+    fn being_filled(&self) -> bool {
+        let building = std::fs::read_dir(&self.dir).is_ok_and(|entries| {
+            entries
+                .filter_map(|e| e.ok())
+                .any(|e| e.file_name().to_string_lossy().starts_with(BUILDING))
+        });
+        building && self.started().is_some_and(|(_, pid)| alive(pid))
+    }
+
+    /// When the spare being built was started (ms since the epoch), and by which process.
+    fn started(&self) -> Option<(u64, u32)> {
+        let text = std::fs::read_to_string(self.dir.join(STARTED)).ok()?;
+        let mut parts = text.split_whitespace();
+        Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
+    }
+
+    /// When a create stops waiting for the spare being filled: twice the time the last spare
+    /// took, counted from when this one was started (a filler that slow has stalled, or shares
+    /// the machine with more than one create); `None` when no spare is being filled.
+    fn fill_ends_by(&self) -> Option<Instant> {
+        if !self.being_filled() {
+            return None;
+        }
+        let took: Option<u64> = std::fs::read_to_string(self.dir.join(TOOK))
+            .ok()
+            .and_then(|t| t.trim().parse().ok());
+        let Some(took) = took else {
+            return Some(Instant::now() + UNTIMED_WAIT);
+        };
+        let elapsed = self
+            .started()
+            .map_or(0, |(started, _)| now_ms().saturating_sub(started));
+        let left = (2 * took).saturating_sub(elapsed);
+        Some(Instant::now() + Duration::from_millis(left))
+    }
+
     /// Tops the pool up to `want` spares at `start` (a commit-ish, usually the default base).
     /// Returns at once if another process is filling this pool.
     pub fn fill(&self, repo: &Repo, start: &str, want: usize) -> Result<()> {
@@ -145,6 +208,13 @@ impl SparePool {
             let suffix = format!("{:016x}", random());
             let building = self.dir.join(format!("{BUILDING}{suffix}"));
             let ready = self.dir.join(format!("{READY}{suffix}"));
+            let started = Instant::now();
+            // Hints for a create deciding whether to wait for this spare; losing them only
+            // costs that decision its estimate.
+            let _ = std::fs::write(
+                self.dir.join(STARTED),
+                format!("{} {}", now_ms(), std::process::id()),
+            );
             repo.change_worktrees(
                 &[
                     OsStr::new("-c"),
@@ -171,6 +241,8 @@ impl SparePool {
                 ],
                 || {},
             )?;
+            let took = started.elapsed().as_millis().to_string();
+            let _ = std::fs::write(self.dir.join(TOOK), took);
         }
         Ok(())
     }
@@ -210,6 +282,23 @@ fn fnv1a(bytes: &OsStr) -> u64 {
         .fold(0xcbf2_9ce4_8422_2325, |h, b| {
             (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
         })
+}
+
+/// Whether process `pid` exists (a signal 0 reaches it, or it exists but is not ours).
+fn alive(pid: u32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    // SAFETY: signal 0 sends nothing; it only asks whether the process exists.
+    pid > 0
+        && (unsafe { libc::kill(pid, 0) } == 0
+            || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM))
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 fn random() -> u64 {
