@@ -224,16 +224,20 @@ async fn populate(m: &WorkspaceManager, count: usize, session_len: usize) {
 }
 
 fn run(berth: &str, home: &Path, args: &[&str]) {
-    let status = Command::new(berth)
+    let out = Command::new(berth)
         .args(args)
         .current_dir(home)
         .env("BERTH_HOME", home)
         .env_remove("BERTH_STORE_URL")
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
+        .stderr(Stdio::piped())
+        .output()
         .unwrap();
-    assert!(status.success(), "berth {args:?} failed");
+    assert!(
+        out.status.success(),
+        "berth {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 fn measure(runs: usize, mut f: impl FnMut()) -> (Duration, Duration) {
