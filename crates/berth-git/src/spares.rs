@@ -13,9 +13,9 @@
 //! cost more than the rest of a create. A spare that git no longer knows is dropped and the
 //! create falls back to a fresh checkout.
 //!
-//! A create that finds no spare ready but one being filled waits for it: the fill started
-//! before the create did, so it ends sooner than a fresh checkout started now would (which
-//! would also compete with the fill for the disk). It stops waiting when the filler is gone
+//! A create that finds no spare ready but one being filled (or a filler just started) waits
+//! for it: the fill started before the create did, so it ends sooner than a fresh checkout
+//! started now would (which would also compete with the fill for the disk). It stops waiting when the filler is gone
 //! (its lock released) or the fill runs far over the time the last one took, and then makes
 //! a fresh checkout.
 //!
@@ -38,7 +38,8 @@ pub struct SparePool {
 
 const READY: &str = "ready-";
 const BUILDING: &str = ".tmp-";
-/// When the spare being built now was started (milliseconds since the epoch).
+/// While a fill runs: when the spare being built now was started (milliseconds since the
+/// epoch) and the filler's pid.
 const STARTED: &str = ".fill-started";
 /// How long building the last spare took (milliseconds).
 const TOOK: &str = ".fill-took";
@@ -149,16 +150,22 @@ impl SparePool {
         Ok(true)
     }
 
-    /// Whether a spare is being built right now: a `.tmp-*` folder whose filler (named in
-    /// the start hint) is alive. Read without touching the fill lock, which a filler takes
-    /// without waiting and would give up on if a reader held it for an instant.
+    /// Whether a spare is being built, or about to be: the fill hint names a process that is
+    /// alive. Read without touching the fill lock, which a filler takes without waiting and
+    /// would give up on if a reader held it for an instant.
     fn being_filled(&self) -> bool {
-        let building = std::fs::read_dir(&self.dir).is_ok_and(|entries| {
-            entries
-                .filter_map(|e| e.ok())
-                .any(|e| e.file_name().to_string_lossy().starts_with(BUILDING))
-        });
-        building && self.started().is_some_and(|(_, pid)| alive(pid))
+        self.started().is_some_and(|(_, pid)| alive(pid))
+    }
+
+    /// Says that process `pid`, just started, is about to fill this pool, so that a create
+    /// arriving before it has begun already waits for it. A live filler's hint is left alone:
+    /// the new process will find that filler's lock and leave the work to it.
+    pub fn announce_fill(&self, pid: u32) {
+        if self.started().is_some_and(|(_, p)| p != pid && alive(p)) {
+            return;
+        }
+        let _ = std::fs::create_dir_all(&self.dir);
+        let _ = std::fs::write(self.dir.join(STARTED), format!("{} {pid}", now_ms()));
     }
 
     /// When the spare being built was started (ms since the epoch), and by which process.
@@ -194,6 +201,14 @@ impl SparePool {
         let Some(_fill) = self.lock(".fill.lock", false)? else {
             return Ok(());
         };
+        // The hint that a fill is under way lasts as long as this call, however it ends.
+        struct Hint<'a>(&'a Path);
+        impl Drop for Hint<'_> {
+            fn drop(&mut self) {
+                let _ = std::fs::remove_file(self.0.join(STARTED));
+            }
+        }
+        let _hint = Hint(&self.dir);
 
         // Leftovers of a fill that died midway.
         if let Ok(entries) = std::fs::read_dir(&self.dir) {
@@ -304,4 +319,39 @@ fn now_ms() -> u64 {
 fn random() -> u64 {
     use std::hash::{BuildHasher, RandomState};
     RandomState::new().hash_one(std::time::SystemTime::now())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_announced_filler_is_waited_for_while_it_lives_and_keeps_a_live_fillers_hint() {
+        let tmp = tempfile::tempdir().unwrap();
+        let pool = SparePool {
+            dir: tmp.path().join("pool"),
+        };
+        assert!(!pool.being_filled(), "nothing announced");
+
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        pool.announce_fill(child.id());
+        assert!(pool.being_filled(), "a live announced filler is waited for");
+        // Another process announcing now leaves the live filler's hint alone.
+        pool.announce_fill(std::process::id());
+        assert_eq!(pool.started().unwrap().1, child.id());
+
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(
+            !pool.being_filled(),
+            "a filler that is gone is not waited for"
+        );
+        assert!(pool.fill_ends_by().is_none());
+        // Its stale hint gives way to the next announcement.
+        pool.announce_fill(std::process::id());
+        assert_eq!(pool.started().unwrap().1, std::process::id());
+    }
 }

@@ -760,6 +760,18 @@ pub fn spare_pool(
     Ok((SparePool::new(&base, &repo), repo))
 }
 
+/// Says that process `pid` is about to fill the spares of the repository whose main checkout
+/// is `root` (see `SparePool::announce_fill`).
+pub fn announce_refill(
+    manager: &WorkspaceManager,
+    root: &Path,
+    settings: &GitSettings,
+    pid: u32,
+) -> Result<()> {
+    SparePool::for_root(&spare_base(manager, settings)?, root).announce_fill(pid);
+    Ok(())
+}
+
 /// Tops up the repository's spare checkouts to `want`, at its default base. Blocks for as long
 /// as the checkouts take; meant for a background process or task.
 pub fn fill_spares(pool: &SparePool, repo: &Repo, want: usize) -> Result<()> {

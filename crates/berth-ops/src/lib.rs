@@ -46,8 +46,8 @@ pub use storage::{Node, Owner, StorageRef, context_path};
 pub use store_migrate::{MigrateCount, MigrateItem, MigrateKind, MigrateOutcome, MigrateReport};
 pub use view::{GitView, KeptView, SessionView, WorkspaceView, session_label};
 pub use workspaces::{
-    AdoptWorkspace, CreateWarning, CreateWorkspace, Created, DeletePlan, Deleted, GcPlan,
-    GcReport, Reattached, RepairReport, Repository, SparesReport, StartPoint,
+    AdoptWorkspace, CreateWarning, CreateWorkspace, Created, DeletePlan, Deleted, GcPlan, GcReport,
+    Reattached, RepairReport, Repository, SparesReport, StartPoint,
 };
 
 /// The platform's default berth home: `~/.local/share/berth` on Linux,

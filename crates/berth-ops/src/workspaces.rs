@@ -620,8 +620,27 @@ impl Ops {
                     // Its own process group: a Ctrl-C meant for the command does not stop it.
                     .process_group(0)
                     .spawn();
-                if let Err(e) = spawned {
-                    eprintln!("berth: warning: could not start filling spare checkouts: {e}");
+                match spawned {
+                    // A create right after this one (the next command of a script) waits for
+                    // the refill rather than race it, even before the new process has begun
+                    // filling. Only a filler of its own announces: the hint dies with its
+                    // process, so one that exits without filling leaves nothing to wait for,
+                    // where a hint naming this long-lived process would keep creates waiting
+                    // after a refill that failed before it began.
+                    Ok(mut child) => {
+                        let _ = git_workspace::announce_refill(
+                            &self.manager,
+                            &repo,
+                            &settings,
+                            child.id(),
+                        );
+                        // Reaped when it ends, should this process outlive it: a zombie
+                        // still answers as alive, and creates would wait for it.
+                        std::thread::spawn(move || child.wait());
+                    }
+                    Err(e) => {
+                        eprintln!("berth: warning: could not start filling spare checkouts: {e}")
+                    }
                 }
             }
         }
