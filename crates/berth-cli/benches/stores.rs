@@ -85,18 +85,28 @@ fn main() {
     });
     let probe = format!("ws-{}", count / 2 / 2 * 2);
     row("process: workspace show", &mut |b| {
-        measure(30, || run(berth, b.home.path(), &["workspace", "show", &probe]))
+        measure(30, || {
+            run(berth, b.home.path(), &["workspace", "show", &probe])
+        })
     });
     let mut n = 0;
     row("process: workspace create", &mut |b| {
         measure(30, || {
             n += 1;
-            run(berth, b.home.path(), &["workspace", "create", &format!("new-{n}")])
+            run(
+                berth,
+                b.home.path(),
+                &["workspace", "create", &format!("new-{n}")],
+            )
         })
     });
     row("process: session append", &mut |b| {
         measure(30, || {
-            run(berth, b.home.path(), &["session", "append", "bench-session", "one more line"])
+            run(
+                berth,
+                b.home.path(),
+                &["session", "append", "bench-session", "one more line"],
+            )
         })
     });
     let lib_list = format!("library: list {count}");
