@@ -9,7 +9,7 @@ import time
 
 import pytest
 from acp import RequestError, text_block
-from acp.helpers import embedded_text_resource, resource_block
+from acp.helpers import embedded_blob_resource, embedded_text_resource, image_block, resource_block
 
 from conftest import Editor, Reply, berth_json, run_agent, texts
 
@@ -22,7 +22,7 @@ async def test_initialize_advertises_what_berth_does(home, work, provider):
         caps = init.agent_capabilities
         assert caps.load_session is True
         assert caps.prompt_capabilities.embedded_context is True
-        assert caps.prompt_capabilities.image is False
+        assert caps.prompt_capabilities.image is True
         assert caps.session_capabilities.list is not None
         assert caps.session_capabilities.resume is not None
         assert caps.session_capabilities.close is not None
@@ -103,6 +103,40 @@ async def test_an_allowed_write_is_written_and_shown_as_a_diff(home, work, provi
     assert diffs[0].new_text == "hello\n"
 
 
+async def test_the_models_plan_is_a_plan_update(home, work, provider):
+    steps = [
+        {"step": "read the failing test", "status": "completed"},
+        {"step": "fix the parser", "status": "in_progress"},
+        {"step": "run the tests", "status": "pending"},
+    ]
+    provider.push(Reply().tool("toolu_1", "update_plan", {"plan": steps}))
+    # A plan that breaks the rules is the model's to fix, and never reaches the editor.
+    provider.push(Reply().tool("toolu_2", "update_plan", {"plan": [{"step": "a", "status": "in_progress"}, {"step": "b", "status": "in_progress"}]}))
+    provider.push(Reply().text("On it."))
+    editor = Editor(choice="reject_once")
+    async with run_agent(editor, home, provider, work) as (conn, _, _):
+        new = await conn.new_session(cwd=str(work))
+        answer = await conn.prompt(session_id=new.session_id, prompt=[text_block("fix the parser")])
+        assert answer.stop_reason == "end_turn"
+    plans = [u for _, u in editor.updates if u.session_update == "plan"]
+    assert len(plans) == 1
+    assert [(e.content, e.status) for e in plans[0].entries] == [
+        ("read the failing test", "completed"),
+        ("fix the parser", "in_progress"),
+        ("run the tests", "pending"),
+    ]
+    # Showing a plan changes nothing, so nothing is asked.
+    assert editor.permissions == []
+    # The plan comes with its call, between its start and its end.
+    kinds = editor.kinds()
+    assert kinds.index("tool_call") < kinds.index("plan")
+    ends = [u for _, u in editor.updates if u.session_update == "tool_call_update" and u.status]
+    assert [u.status for u in ends] == ["completed", "failed"]
+    # The model was told its second plan was wrong, and why.
+    result = next(b for b in provider.requests[2]["messages"][-1]["content"] if b.get("type") == "tool_result")
+    assert result["is_error"] is True and "only the one" in str(result["content"])
+
+
 async def test_allow_always_asks_once_per_session(home, work, provider):
     for i in range(2):
         provider.push(Reply().tool(f"toolu_{i}", "write_file", {"path": f"f{i}.txt", "content": "x"}))
@@ -167,6 +201,45 @@ async def test_embedded_files_go_into_the_model_input(home, work, provider):
     user = provider.requests[0]["messages"][-1]
     sent = json_text(user)
     assert "what is it?" in sent and "the secret is 42" in sent and "notes.md" in sent
+
+
+# A 1x1 PNG.
+PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgYGD4DwABBAEAwS2OUAAAAABJRU5ErkJggg=="
+
+
+async def test_images_go_to_the_model_and_the_transcript_notes_them(home, work, provider):
+    provider.push(Reply().text("a red dot"))
+    provider.push(Reply().text("still a dot"))
+    editor = Editor()
+    async with run_agent(editor, home, provider, work) as (conn, _, _):
+        new = await conn.new_session(cwd=str(work))
+        screenshot = resource_block(embedded_blob_resource(f"file://{work}/shot.png", PNG, mime_type="image/png"))
+        await conn.prompt(
+            session_id=new.session_id,
+            prompt=[text_block("what is this?"), image_block(PNG, "image/png"), screenshot],
+        )
+        await conn.prompt(session_id=new.session_id, prompt=[text_block("and now?")])
+        # What no provider takes is refused, and nothing is sent.
+        with pytest.raises(RequestError) as refused:
+            await conn.prompt(session_id=new.session_id, prompt=[image_block(PNG, "image/tiff")])
+        assert "PNG, JPEG, GIF or WebP" in str(refused.value.data or refused.value)
+        with pytest.raises(RequestError) as refused:
+            await conn.prompt(session_id=new.session_id, prompt=[image_block("%%%", "image/png")])
+        assert "not base64" in str(refused.value.data or refused.value)
+    assert len(provider.requests) == 2
+    # Both images, as Anthropic documents them, before the text.
+    content = provider.requests[0]["messages"][-1]["content"]
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG}}
+    assert content[:2] == [image, image]
+    assert "what is this?" in json_text(provider.requests[0]["messages"][-1])
+    # The transcript is text: it notes the images, and the next turn sees the note.
+    shown = berth_json(home, "session", "show", new.session_id)
+    first = shown["messages"][0]["content"]
+    assert first.startswith("what is this?")
+    assert first.count("[image attached: image/png, 1 KB]") == 2
+    earlier = provider.requests[1]["messages"][0]
+    assert "[image attached: image/png" in json_text(earlier)
+    assert all(b.get("type") != "image" for b in earlier["content"])
 
 
 async def test_stop_reasons_reach_the_client(home, work, provider):

@@ -1,6 +1,6 @@
-//! Content both ways: a prompt's blocks become the text the model reads (embedded files and
-//! the files resource links name go in whole, bounded); a transcript becomes the chunks a
-//! `session/load` replays.
+//! Content both ways: a prompt's blocks become what the model reads (embedded files and the
+//! files resource links name go in whole, bounded; images go as images); a transcript becomes
+//! the chunks a `session/load` replays.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -8,22 +8,30 @@ use std::path::Path;
 use agent_client_protocol::v1::schema::{
     ContentBlock, ContentChunk, EmbeddedResourceResource, SessionUpdate, TextContent,
 };
-use berth_agent::ToolContext;
 use berth_agent::tools::Tool;
 use berth_agent::tools::files::ReadFile;
+use berth_agent::{Image, ToolContext};
 use berth_ops::{Role, Transcript};
 
 use crate::errors;
 
+/// A prompt as the model gets it.
+pub struct Prompt {
+    pub text: String,
+    pub images: Vec<Image>,
+}
+
 /// The prompt as the model gets it: the text blocks in order, then each embedded resource and
-/// each linked file inside the working directory, with its URI. A linked file outside the
-/// working directory, or one that cannot be read, is named and left for the model to ask about.
-pub async fn prompt_text(
+/// each linked file inside the working directory, with its URI; image blocks (and embedded
+/// images) as images. A linked file outside the working directory, or one that cannot be read,
+/// is named and left for the model to ask about.
+pub async fn prompt(
     blocks: &[ContentBlock],
     cx: &ToolContext,
-) -> Result<String, agent_client_protocol::Error> {
+) -> Result<Prompt, agent_client_protocol::Error> {
     let mut text = String::new();
     let mut attached = String::new();
+    let mut images = Vec::new();
     for block in blocks {
         match block {
             ContentBlock::Text(t) => {
@@ -35,6 +43,13 @@ pub async fn prompt_text(
             ContentBlock::Resource(r) => match &r.resource {
                 EmbeddedResourceResource::TextResourceContents(t) => {
                     attach(&mut attached, &t.uri, &t.text);
+                }
+                EmbeddedResourceResource::BlobResourceContents(b)
+                    if b.mime_type
+                        .as_deref()
+                        .is_some_and(|m| m.starts_with("image/")) =>
+                {
+                    images.push(image(b.mime_type.as_deref().unwrap_or_default(), &b.blob)?);
                 }
                 EmbeddedResourceResource::BlobResourceContents(b) => {
                     let _ = write!(
@@ -56,11 +71,7 @@ pub async fn prompt_text(
                     );
                 }
             },
-            ContentBlock::Image(_) => {
-                return Err(errors::invalid(
-                    "berth's agent does not take images in prompts yet; send text, files or resource links",
-                ));
-            }
+            ContentBlock::Image(i) => images.push(image(&i.mime_type, &i.data)?),
             ContentBlock::Audio(_) => {
                 return Err(errors::invalid(
                     "berth's agent does not take audio in prompts; send text, files or resource links",
@@ -70,10 +81,14 @@ pub async fn prompt_text(
         }
     }
     text.push_str(&attached);
-    if text.trim().is_empty() {
+    if text.trim().is_empty() && images.is_empty() {
         return Err(errors::invalid("the prompt is empty"));
     }
-    Ok(text)
+    Ok(Prompt { text, images })
+}
+
+fn image(mime_type: &str, data: &str) -> Result<Image, agent_client_protocol::Error> {
+    Image::new(mime_type, data).map_err(errors::invalid)
 }
 
 fn attach(out: &mut String, uri: &str, body: &str) {

@@ -136,7 +136,9 @@ impl Server {
             .close(SessionCloseCapabilities::new());
         let capabilities = AgentCapabilities::new()
             .load_session(true)
-            .prompt_capabilities(PromptCapabilities::new().embedded_context(true))
+            // Claude, GPT and Gemini all take images; an OpenAI-compatible server that does not
+            // answers the turn with its own error.
+            .prompt_capabilities(PromptCapabilities::new().embedded_context(true).image(true))
             // stdio servers are always supported; Streamable HTTP ones too. SSE is not.
             .mcp_capabilities(McpCapabilities::new().http(true))
             .session_capabilities(sessions);
@@ -393,14 +395,15 @@ impl Server {
             cancel.clone(),
         );
         tool_cx.files = files.clone();
-        let text = content::prompt_text(&request.prompt, &tool_cx).await?;
+        let prompt = content::prompt(&request.prompt, &tool_cx).await?;
         let relayed = Arc::new(Relayed::default());
         let model = open.model.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let turn = self
             .agent
             .start_turn(TurnRequest {
                 session: open.session.clone(),
-                prompt: text,
+                prompt: prompt.text,
+                images: prompt.images,
                 cwd: open.work_dir.clone(),
                 permissions: Arc::new(ClientPermissions {
                     cx: cx.clone(),

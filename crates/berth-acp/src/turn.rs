@@ -19,11 +19,12 @@ use tokio::time::Instant;
 use agent_client_protocol::Client;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
-    ContentBlock, ContentChunk, PromptResponse, SessionId, SessionNotification, SessionUpdate,
-    StopReason, Terminal, TextContent, ToolCall, ToolCallContent, ToolCallLocation, ToolCallStatus,
-    ToolCallUpdate, ToolCallUpdateFields, ToolKind,
+    ContentBlock, ContentChunk, Plan, PlanEntry, PlanEntryPriority, PlanEntryStatus,
+    PromptResponse, SessionId, SessionNotification, SessionUpdate, StopReason, Terminal,
+    TextContent, ToolCall, ToolCallContent, ToolCallLocation, ToolCallStatus, ToolCallUpdate,
+    ToolCallUpdateFields, ToolKind,
 };
-use berth_agent::{AgentEvent, Turn, TurnStop};
+use berth_agent::{AgentEvent, StepStatus, Turn, TurnStop};
 use serde_json::{Value, json};
 
 use crate::client::{self, Relayed};
@@ -138,6 +139,21 @@ impl Relay {
             AgentEvent::Thought { text } => {
                 self.send(SessionUpdate::AgentThoughtChunk(chunk(text)))
             }
+            // berth's plan steps carry no priority: every entry is of medium priority.
+            AgentEvent::Plan { steps } => {
+                let entries = steps
+                    .into_iter()
+                    .map(|s| {
+                        let status = match s.status {
+                            StepStatus::Pending => PlanEntryStatus::Pending,
+                            StepStatus::InProgress => PlanEntryStatus::InProgress,
+                            StepStatus::Completed => PlanEntryStatus::Completed,
+                        };
+                        PlanEntry::new(s.step, PlanEntryPriority::Medium, status)
+                    })
+                    .collect();
+                self.send(SessionUpdate::Plan(Plan::new(entries)));
+            }
             // Not the answer, so not a message chunk; editors show thoughts apart from it.
             AgentEvent::Notice { message } => self.send(SessionUpdate::AgentThoughtChunk(chunk(
                 format!("[berth] {message}\n"),
@@ -226,6 +242,7 @@ fn kind(name: &str) -> ToolKind {
             ToolKind::Edit
         }
         "search" => ToolKind::Search,
+        berth_agent::tools::plan::NAME => ToolKind::Think,
         "run_command" => ToolKind::Execute,
         _ => ToolKind::Other,
     }

@@ -143,6 +143,7 @@ async fn run_loop(
         .start_turn(TurnRequest {
             session,
             prompt: "stream".into(),
+            images: Vec::new(),
             cwd: work.to_owned(),
             permissions: Arc::new(Refuse),
             cancel: CancellationToken::new(),

@@ -17,6 +17,9 @@ use crate::conversation::{ChatMessage, Part, Speaker, ToolSpec};
 pub const DROPPED_NOTE: &str =
     "[Earlier messages of this conversation were left out to fit the context window.]";
 
+/// Tokens an image is counted as: the most any of the providers charges for one.
+const IMAGE_TOKENS: u64 = 1_600;
+
 /// A model's context window and how text is counted in it.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Window {
@@ -55,6 +58,9 @@ impl Window {
             .iter()
             .map(|p| match p {
                 Part::Text(t) => t.len(),
+                // Providers count an image by its pixels (Claude: width × height / 750, at
+                // most about 1,600 tokens); its size is unknown here, so the most it costs.
+                Part::Image(_) => (IMAGE_TOKENS as f64 * self.chars_per_token) as usize,
                 Part::Thought { text, opaque } => {
                     text.len() + opaque.as_ref().map_or(0, |o| o.to_string().len())
                 }

@@ -1,5 +1,5 @@
 //! The conversation as berth's agent keeps it, in no provider's dialect: messages made of parts
-//! (text, thoughts, tool calls, tool results). Each provider translates it to its own wire
+//! (text, images, thoughts, tool calls, tool results). Each provider translates it to its own wire
 //! format and back; opaque provider state (signed thinking, Gemini's `thoughtSignature`)
 //! travels in the parts untouched, so it is sent back exactly as received.
 
@@ -47,6 +47,17 @@ impl ChatMessage {
             .collect()
     }
 
+    /// A person's message: the images first (the order every provider recommends), then the
+    /// text.
+    pub fn user_with_images(text: impl Into<String>, images: &[Image]) -> ChatMessage {
+        let mut parts: Vec<Part> = images.iter().cloned().map(Part::Image).collect();
+        parts.push(Part::Text(text.into()));
+        ChatMessage {
+            speaker: Speaker::User,
+            parts,
+        }
+    }
+
     /// The tool calls this (assistant) message makes.
     pub fn tool_calls(&self) -> impl Iterator<Item = &ToolCall> {
         self.parts.iter().filter_map(|p| match p {
@@ -59,6 +70,8 @@ impl ChatMessage {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Part {
     Text(String),
+    /// A picture a person attached to their prompt.
+    Image(Image),
     /// The model's reasoning. `opaque` is provider state that must be sent back verbatim
     /// (Anthropic's `signature` or a `redacted_thinking` block's data, Gemini's
     /// `thoughtSignature`).
@@ -68,6 +81,58 @@ pub enum Part {
     },
     ToolCall(ToolCall),
     ToolResult(ToolResult),
+}
+
+/// An image as the model is sent it: base64 data of one of [`Image::MIME_TYPES`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Image {
+    pub mime_type: String,
+    /// Standard base64 (with padding), as ACP and every provider's API carry it.
+    pub data: String,
+}
+
+impl Image {
+    /// The image types Claude, GPT and Gemini all take.
+    pub const MIME_TYPES: [&'static str; 4] =
+        ["image/png", "image/jpeg", "image/gif", "image/webp"];
+
+    /// The largest image berth sends: Anthropic's limit per image, the lowest of the three.
+    pub const MAX_BYTES: usize = 5 * 1024 * 1024;
+
+    /// An image checked as far as berth can without decoding it: a type every provider takes,
+    /// base64 text, and at most [`Image::MAX_BYTES`] once decoded. The message says what to
+    /// send instead.
+    pub fn new(mime_type: &str, data: &str) -> Result<Image, String> {
+        let mime_type = mime_type.trim().to_ascii_lowercase();
+        if !Image::MIME_TYPES.contains(&mime_type.as_str()) {
+            return Err(format!(
+                "images of type {mime_type:?} cannot be sent to the model; send PNG, JPEG, GIF or WebP"
+            ));
+        }
+        let data: String = data.chars().filter(|c| !c.is_ascii_whitespace()).collect();
+        let trimmed = data.trim_end_matches('=');
+        if data.is_empty()
+            || data.len() - trimmed.len() > 2
+            || !trimmed
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'+' || b == b'/')
+        {
+            return Err("the image's data is not base64".to_owned());
+        }
+        let bytes = trimmed.len() * 3 / 4;
+        if bytes > Image::MAX_BYTES {
+            return Err(format!(
+                "the image is {:.1} MB; the model takes images of at most 5 MB",
+                bytes as f64 / 1e6
+            ));
+        }
+        Ok(Image { mime_type, data })
+    }
+
+    /// Its size once decoded, in bytes.
+    pub fn decoded_len(&self) -> usize {
+        self.data.trim_end_matches('=').len() * 3 / 4
+    }
 }
 
 /// A tool call the model made.

@@ -7,6 +7,7 @@ use serde_json::Value;
 
 use crate::conversation::Usage;
 use crate::tools::FileChange;
+use crate::tools::plan::PlanStep;
 
 /// One thing that happened in a turn. Events arrive in the order they happened; a front end
 /// renders them as they come (ACP `session/update`, a terminal, `chat -p`'s stdout).
@@ -40,6 +41,9 @@ pub enum AgentEvent {
         /// The file the call changed, when it wrote one.
         change: Option<FileChange>,
     },
+    /// The model's plan, whole, replacing the last one it gave (its `update_plan` call, sent
+    /// between that call's start and its end).
+    Plan { steps: Vec<PlanStep> },
     /// Something a person should know that is not part of the answer: an external MCP
     /// server that could not start, so its tools are left out of this turn.
     Notice { message: String },

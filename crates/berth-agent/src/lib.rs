@@ -26,12 +26,15 @@ pub mod providers;
 pub mod runtime;
 pub mod tools;
 
-pub use conversation::{ChatMessage, Part, StopReason, ToolCall, ToolResult, ToolSpec, Usage};
+pub use conversation::{
+    ChatMessage, Image, Part, StopReason, ToolCall, ToolResult, ToolSpec, Usage,
+};
 pub use events::{AgentEvent, Decision, PermissionRequest, Permissions, TurnStop};
 pub use mcp::{McpServers, ServerStatus};
 pub use provider::{Provider, ProviderError, ProviderEvent, ProviderRequest, ProviderStream};
 pub use runtime::{Agent, AgentBuilder, AgentError, ModelChoice, Turn, TurnOptions, TurnRequest};
 pub use tokio_util::sync::CancellationToken;
+pub use tools::plan::{PlanStep, StepStatus};
 pub use tools::{
     CommandRequest, CommandResult, Commands, FileChange, Files, Preview, Tool, ToolContext,
     ToolOutcome, Toolbox,

@@ -20,13 +20,15 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::context::{self, Fill, Window};
-use crate::conversation::{ChatMessage, Part, Speaker, StopReason, ToolCall, ToolResult, Usage};
+use crate::conversation::{
+    ChatMessage, Image, Part, Speaker, StopReason, ToolCall, ToolResult, Usage,
+};
 use crate::events::{AgentEvent, Decision, PermissionRequest, Permissions, TurnStop};
 use crate::http::{Http, HttpPolicy};
 use crate::mcp::{McpServers, ServerStatus};
 use crate::provider::{Provider, ProviderError, ProviderEvent, ProviderRequest};
 use crate::providers::{self, SetupError};
-use crate::tools::{Commands, FileChange, Files, Preview, ToolContext, Toolbox};
+use crate::tools::{Commands, FileChange, Files, Preview, ToolContext, Toolbox, plan};
 
 /// Tool rounds a turn may take unless `[agent] max_tool_iterations` says otherwise.
 pub const DEFAULT_MAX_TOOL_ITERATIONS: u32 = 50;
@@ -133,6 +135,9 @@ struct Inner {
 pub struct TurnRequest {
     pub session: Session,
     pub prompt: String,
+    /// Pictures attached to the prompt. The model sees them in this turn; the transcript keeps
+    /// a note of each (type and size), which is what later turns see.
+    pub images: Vec<Image>,
     /// Where file tools and commands work, confined.
     pub cwd: PathBuf,
     pub permissions: Arc<dyn Permissions>,
@@ -387,13 +392,19 @@ impl Inner {
         let cancel = &request.cancel;
         if let Err(e) = self
             .ops
-            .append_message(session, &Message::new(Role::User, request.prompt.clone()))
+            .append_message(
+                session,
+                &Message::new(Role::User, transcript_prompt(request)),
+            )
             .await
         {
             return (failed(e), usage);
         }
         let mut history = setup.history;
-        history.push(ChatMessage::user_text(request.prompt.clone()));
+        history.push(ChatMessage::user_with_images(
+            request.prompt.clone(),
+            &request.images,
+        ));
         let toolbox = self.turn_tools(&setup.mcp, request, out).await;
         let tools = toolbox.specs();
         let cx = ToolContext {
@@ -634,7 +645,17 @@ impl Inner {
         });
         let done = futures::future::join_all(runs).await;
         let mut results = Vec::with_capacity(done.len());
-        for (r, change) in done {
+        for ((r, change), call) in done.into_iter().zip(calls) {
+            if r.name == plan::NAME
+                && !r.is_error
+                && let Some(steps) = call
+                    .arguments
+                    .as_ref()
+                    .ok()
+                    .and_then(|a| plan::parse(a).ok())
+            {
+                out.send(AgentEvent::Plan { steps }).await;
+            }
             out.send(AgentEvent::ToolFinished {
                 id: r.call_id.clone(),
                 name: r.name.clone(),
@@ -660,6 +681,23 @@ fn failed(e: impl std::fmt::Display) -> TurnStop {
     TurnStop::Failed {
         message: e.to_string(),
     }
+}
+
+/// The prompt as the transcript keeps it: its text, then a note of each attached image (a
+/// transcript is text a person reads and edits; the pixels went to the model once).
+fn transcript_prompt(request: &TurnRequest) -> String {
+    let mut text = request.prompt.clone();
+    for image in &request.images {
+        if !text.is_empty() {
+            text.push_str("\n\n");
+        }
+        text.push_str(&format!(
+            "[image attached: {}, {} KB]",
+            image.mime_type,
+            image.decoded_len().div_ceil(1024)
+        ));
+    }
+    text
 }
 
 /// The system prompt unless the builder is given another.

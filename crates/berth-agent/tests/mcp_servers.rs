@@ -107,6 +107,7 @@ async fn run(
         .start_turn(TurnRequest {
             session: w.session.clone(),
             prompt: prompt.to_owned(),
+            images: Vec::new(),
             cwd: w.work.path().to_owned(),
             permissions,
             cancel: CancellationToken::new(),

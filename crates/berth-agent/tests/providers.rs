@@ -1094,6 +1094,60 @@ async fn gemini_request_body() {
     );
 }
 
+/// An image a person attached reaches each provider in its own documented form, before the
+/// text, with its data untouched.
+#[tokio::test]
+async fn images_in_each_dialect() {
+    // A 1x1 PNG.
+    let png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgYGD4DwABBAEAwS2OUAAAAABJRU5ErkJggg==";
+    let image = berth_agent::Image::new("image/png", png).unwrap();
+    let message = || {
+        vec![ChatMessage::user_with_images(
+            "what is this?",
+            std::slice::from_ref(&image),
+        )]
+    };
+    let claude = Anthropic::body(&request(message()));
+    assert_eq!(
+        claude["messages"][0]["content"],
+        json!([
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": png}},
+            {"type": "text", "text": "what is this?"},
+        ])
+    );
+    let openai = OpenAi::body(&request(message()), "https://api.openai.com/v1");
+    assert_eq!(
+        openai["messages"][1],
+        json!({"role": "user", "content": [
+            {"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{png}")}},
+            {"type": "text", "text": "what is this?"},
+        ]})
+    );
+    let gemini = Gemini::body(&request(message()));
+    assert_eq!(
+        gemini["contents"][0]["parts"],
+        json!([
+            {"inlineData": {"mimeType": "image/png", "data": png}},
+            {"text": "what is this?"},
+        ])
+    );
+
+    // What no provider takes is refused before it is sent, saying what to send instead.
+    let tiff = berth_agent::Image::new("image/tiff", png).unwrap_err();
+    assert!(tiff.contains("PNG, JPEG, GIF or WebP"), "{tiff}");
+    let not_base64 = berth_agent::Image::new("image/png", "not base64!").unwrap_err();
+    assert!(not_base64.contains("not base64"), "{not_base64}");
+    let huge = "A".repeat(8 * 1024 * 1024);
+    let too_big = berth_agent::Image::new("image/png", &huge).unwrap_err();
+    assert!(too_big.contains("at most 5 MB"), "{too_big}");
+    // Line breaks inside base64 (as some encoders write it) are fine, and dropped.
+    let wrapped = format!("{}\n{}", &png[..40], &png[40..]);
+    assert_eq!(
+        berth_agent::Image::new("IMAGE/PNG", &wrapped).unwrap(),
+        image
+    );
+}
+
 /// Anthropic and OpenAI stream arguments as text, which may not be JSON: the call comes
 /// through with the raw text as its error, to be reported back to the model, never run.
 #[tokio::test]

@@ -100,6 +100,7 @@ async fn run(
         .start_turn(TurnRequest {
             session: w.session.clone(),
             prompt: prompt.to_owned(),
+            images: Vec::new(),
             cwd: w.work.path().to_owned(),
             permissions,
             cancel,
@@ -212,6 +213,7 @@ async fn tools_run_and_their_results_go_back_with_their_call_ids() {
             AgentEvent::PermissionAsked { .. } => "asked",
             AgentEvent::ToolFinished { .. } => "finished",
             AgentEvent::Notice { .. } => "notice",
+            AgentEvent::Plan { .. } => "plan",
             AgentEvent::TurnEnded { .. } => "ended",
         })
         .collect();
@@ -384,6 +386,7 @@ async fn cancel_stops_the_stream_at_once_and_keeps_what_was_shown() {
         .start_turn(TurnRequest {
             session: w.session.clone(),
             prompt: "long one".into(),
+            images: Vec::new(),
             cwd: w.work.path().to_owned(),
             permissions: Arc::new(Scripted::default()),
             cancel: cancel.clone(),

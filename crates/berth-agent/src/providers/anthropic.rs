@@ -99,6 +99,10 @@ fn blocks(message: &ChatMessage) -> Vec<Value> {
             // Empty text blocks are refused by the API.
             Part::Text(text) if text.is_empty() => {}
             Part::Text(text) => others.push(json!({"type": "text", "text": text})),
+            Part::Image(image) => others.push(json!({
+                "type": "image",
+                "source": {"type": "base64", "media_type": image.mime_type, "data": image.data},
+            })),
             Part::Thought { opaque, .. } => {
                 // Only Claude's own thinking blocks go back, verbatim; a thought without one
                 // (another provider's, or one whose stream broke before its signature)

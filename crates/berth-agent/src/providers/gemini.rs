@@ -93,6 +93,9 @@ impl Gemini {
                             None => parts.push(json!({"text": text})),
                         }
                     }
+                    Part::Image(image) => parts.push(json!({
+                        "inlineData": {"mimeType": image.mime_type, "data": image.data},
+                    })),
                     Part::Thought { opaque, .. } => {
                         let Some(opaque) = opaque.as_ref().filter(|o| is_gemini_thought(o)) else {
                             // Another provider's reasoning, or one with no state to return.

@@ -118,7 +118,26 @@ fn push_messages(message: &ChatMessage, out: &mut Vec<Value>) {
                     }));
                 }
             }
-            if !text.is_empty() {
+            let images: Vec<Value> = message
+                .parts
+                .iter()
+                .filter_map(|p| match p {
+                    Part::Image(image) => Some(json!({
+                        "type": "image_url",
+                        "image_url": {"url": format!("data:{};base64,{}", image.mime_type, image.data)},
+                    })),
+                    _ => None,
+                })
+                .collect();
+            if !images.is_empty() {
+                // Images need the list form of `content`; text alone keeps the plain string,
+                // which every compatible server takes.
+                let mut content = images;
+                if !text.is_empty() {
+                    content.push(json!({"type": "text", "text": text}));
+                }
+                out.push(json!({"role": "user", "content": content}));
+            } else if !text.is_empty() {
                 out.push(json!({"role": "user", "content": text}));
             }
         }

@@ -12,6 +12,7 @@
 
 pub mod command;
 pub mod files;
+pub mod plan;
 pub mod search;
 pub mod storage;
 
@@ -195,7 +196,8 @@ impl Toolbox {
 }
 
 /// Every built-in tool: the file tools, search, run_command (with this process's environment
-/// minus its secrets), and the storage tools of the session's workspace and of the session.
+/// minus its secrets), update_plan, and the storage tools of the session's workspace and of
+/// the session.
 pub fn builtin() -> Toolbox {
     let mut tools = Toolbox::new()
         .with(Arc::new(files::ReadFile))
@@ -203,7 +205,8 @@ pub fn builtin() -> Toolbox {
         .with(Arc::new(files::EditFile))
         .with(Arc::new(files::ListDir))
         .with(Arc::new(search::Search))
-        .with(Arc::new(command::RunCommand::new()));
+        .with(Arc::new(command::RunCommand::new()))
+        .with(Arc::new(plan::UpdatePlan));
     for tool in storage::StorageTool::all() {
         tools = tools.with(Arc::new(tool));
     }

@@ -72,6 +72,7 @@ pub async fn run(ops: Ops, args: ChatArgs) -> anyhow::Result<()> {
         .start_turn(TurnRequest {
             session: session.clone(),
             prompt,
+            images: Vec::new(),
             cwd,
             permissions,
             cancel: cancel.clone(),
@@ -111,6 +112,7 @@ pub async fn run(ops: Ops, args: ChatArgs) -> anyhow::Result<()> {
             } => eprintln!("{}", dim(&format!("→ {name} {arguments}"))),
             AgentEvent::PermissionAsked { .. } => {}
             AgentEvent::Notice { message } => eprintln!("berth: {message}"),
+            AgentEvent::Plan { steps } => eprintln!("{}", screen::plan_text(&steps)),
             AgentEvent::ToolFinished {
                 name,
                 output,

@@ -215,6 +215,7 @@ impl Chat {
             .start_turn(TurnRequest {
                 session: session.clone(),
                 prompt,
+                images: Vec::new(),
                 cwd: self.cwd.clone(),
                 permissions,
                 cancel: cancel.clone(),
@@ -269,6 +270,7 @@ impl Chat {
                 ..
             } => self.screen.tool_finished(&name, &output, is_error),
             AgentEvent::Notice { message } => self.screen.say(&format!("berth: {message}")),
+            AgentEvent::Plan { steps } => self.screen.plan(&steps),
             AgentEvent::TurnEnded { .. } => Ok(()),
         }
     }

@@ -4,7 +4,23 @@
 
 use std::io::{self, Write};
 
+use berth_agent::{PlanStep, StepStatus};
 use serde_json::Value;
+
+/// A plan as a checklist: `plan:`, then a line per step, `[x]` done, `[>]` under way, `[ ]` to
+/// do.
+pub fn plan_text(steps: &[PlanStep]) -> String {
+    let mut text = String::from("plan:");
+    for s in steps {
+        let mark = match s.status {
+            StepStatus::Completed => "[x]",
+            StepStatus::InProgress => "[>]",
+            StepStatus::Pending => "[ ]",
+        };
+        text.push_str(&format!("\n  {mark} {}", s.step));
+    }
+    text
+}
 
 /// Tool arguments are shown on one line, cut after this many characters.
 const ARGUMENTS_SHOWN: usize = 160;
@@ -87,6 +103,11 @@ impl<W: Write> Screen<W> {
             format!("✓ {name}")
         };
         self.activity(&line)
+    }
+
+    /// The model's plan, as a checklist.
+    pub fn plan(&mut self, steps: &[PlanStep]) -> io::Result<()> {
+        self.say(&plan_text(steps))
     }
 
     /// A line about the turn rather than of it (a tool call, a notice), dimmed.
