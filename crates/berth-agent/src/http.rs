@@ -217,50 +217,56 @@ where
     struct State<S> {
         bytes: std::pin::Pin<Box<S>>,
         buf: Vec<u8>,
-        /// How much of `buf` is known to hold no newline: a long line arriving in many small
+        /// Where the unread part of `buf` starts: lines are read in place, and what was read
+        /// is dropped once per network read rather than once per line.
+        start: usize,
+        /// Up to where `buf` is known to hold no newline: a long line arriving in many small
         /// chunks is scanned once, not once per chunk.
         scanned: usize,
         event: String,
-        data: Vec<String>,
+        data: String,
+        /// Whether the event has a `data` field yet (an empty one counts).
+        has_data: bool,
         done: bool,
     }
     let state = State {
         bytes: Box::pin(bytes),
         buf: Vec::new(),
+        start: 0,
         scanned: 0,
         event: String::new(),
-        data: Vec::new(),
+        data: String::new(),
+        has_data: false,
         done: false,
     };
     futures::stream::unfold(state, move |mut st| async move {
         loop {
             // A whole line in the buffer: one field, or the blank line that ends an event.
-            if let Some(nl) = st.buf[st.scanned..].iter().position(|&b| b == b'\n') {
-                let nl = st.scanned + nl;
-                st.scanned = 0;
-                let mut line: Vec<u8> = st.buf.drain(..=nl).collect();
-                line.pop();
+            let from = st.scanned.max(st.start);
+            if let Some(nl) = st.buf[from..].iter().position(|&b| b == b'\n') {
+                let nl = from + nl;
+                let mut line = &st.buf[st.start..nl];
+                st.start = nl + 1;
+                st.scanned = st.start;
                 if line.last() == Some(&b'\r') {
-                    line.pop();
+                    line = &line[..line.len() - 1];
                 }
-                let line = match String::from_utf8(line) {
-                    Ok(l) => l,
-                    Err(_) => {
-                        st.done = true;
-                        let e = ProviderError::Stream {
-                            provider,
-                            message: "the stream is not valid UTF-8".to_owned(),
-                        };
-                        return Some((Err(e), st));
-                    }
+                let Ok(line) = std::str::from_utf8(line) else {
+                    st.done = true;
+                    let e = ProviderError::Stream {
+                        provider,
+                        message: "the stream is not valid UTF-8".to_owned(),
+                    };
+                    return Some((Err(e), st));
                 };
                 if line.is_empty() {
-                    if st.data.is_empty() && st.event.is_empty() {
+                    if !st.has_data && st.event.is_empty() {
                         continue;
                     }
+                    st.has_data = false;
                     let event = SseEvent {
                         event: std::mem::take(&mut st.event),
-                        data: std::mem::take(&mut st.data).join("\n"),
+                        data: std::mem::take(&mut st.data),
                     };
                     return Some((Ok(event), st));
                 }
@@ -268,12 +274,18 @@ where
                     continue;
                 }
                 let (field, value) = match line.split_once(':') {
-                    Some((f, v)) => (f.to_owned(), v.strip_prefix(' ').unwrap_or(v).to_owned()),
-                    None => (line, String::new()),
+                    Some((f, v)) => (f, v.strip_prefix(' ').unwrap_or(v)),
+                    None => (line, ""),
                 };
-                match field.as_str() {
-                    "event" => st.event = value,
-                    "data" => st.data.push(value),
+                match field {
+                    "event" => value.clone_into(&mut st.event),
+                    "data" => {
+                        if st.has_data {
+                            st.data.push('\n');
+                        }
+                        st.data.push_str(value);
+                        st.has_data = true;
+                    }
                     _ => {}
                 }
                 continue;
@@ -282,11 +294,16 @@ where
             if st.done {
                 return None;
             }
+            // What was read goes before more comes in.
+            st.buf.drain(..st.start);
+            st.scanned -= st.start;
+            st.start = 0;
             match st.bytes.next().await {
                 Some(Ok(chunk)) => st.buf.extend_from_slice(&chunk),
                 Some(Err(e)) => {
                     st.done = true;
                     st.buf.clear();
+                    st.scanned = 0;
                     let e = ProviderError::Stream {
                         provider,
                         message: format!("the connection broke: {e}"),

@@ -26,7 +26,7 @@ use crate::conversation::{
 use crate::events::{AgentEvent, Decision, PermissionRequest, Permissions, TurnStop};
 use crate::http::{Http, HttpPolicy};
 use crate::mcp::{McpServers, ServerStatus};
-use crate::provider::{Provider, ProviderError, ProviderEvent, ProviderRequest};
+use crate::provider::{Provider, ProviderError, ProviderEvent, ProviderRequest, ProviderStream};
 use crate::providers::{self, SetupError};
 use crate::tools::{Commands, FileChange, Files, Preview, ToolContext, Toolbox, plan};
 
@@ -390,16 +390,6 @@ impl Inner {
         let mut usage = Usage::default();
         let session = &request.session;
         let cancel = &request.cancel;
-        if let Err(e) = self
-            .ops
-            .append_message(
-                session,
-                &Message::new(Role::User, transcript_prompt(request)),
-            )
-            .await
-        {
-            return (failed(e), usage);
-        }
         let mut history = setup.history;
         history.push(ChatMessage::user_with_images(
             request.prompt.clone(),
@@ -416,17 +406,29 @@ impl Inner {
             files: request.options.files.clone(),
             commands: request.options.commands.clone(),
         };
+        let provider_request = |history: &[ChatMessage]| ProviderRequest {
+            model: setup.model.clone(),
+            system: setup.system.clone(),
+            messages: context::compact(history, &setup.system, &tools, &setup.window),
+            tools: tools.clone(),
+            max_tokens: setup.max_tokens,
+        };
+        // The prompt is written to the transcript while the first request goes out: the two
+        // waits (a durable append, the provider's first byte) overlap instead of adding up.
+        // The answer is appended only after the prompt, and a failed append ends the turn
+        // before anything of the answer is shown.
+        let prompt = Message::new(Role::User, transcript_prompt(request));
+        let (appended, mut opened) = tokio::join!(
+            self.ops.append_message(session, &prompt),
+            open_answer(&*setup.provider, provider_request(&history), cancel),
+        );
+        if let Err(e) = appended {
+            return (failed(e), usage);
+        }
         let mut rounds = 0;
         loop {
-            let provider_request = ProviderRequest {
-                model: setup.model.clone(),
-                system: setup.system.clone(),
-                messages: context::compact(&history, &setup.system, &tools, &setup.window),
-                tools: tools.clone(),
-                max_tokens: setup.max_tokens,
-            };
             let answer = self
-                .stream_answer(&*setup.provider, provider_request, cancel, out)
+                .stream_answer(&*setup.provider, opened, cancel, out)
                 .await;
             let (message, stop, used) = match answer {
                 Ok(done) => done,
@@ -480,6 +482,7 @@ impl Inner {
                 speaker: Speaker::User,
                 parts: results.into_iter().map(Part::ToolResult).collect(),
             });
+            opened = open_answer(&*setup.provider, provider_request(&history), cancel).await;
         }
     }
 
@@ -487,27 +490,30 @@ impl Inner {
     async fn stream_answer(
         &self,
         provider: &dyn Provider,
-        request: ProviderRequest,
+        opened: Result<ProviderStream, ProviderError>,
         cancel: &CancellationToken,
         out: &mut Out,
     ) -> Result<(ChatMessage, StopReason, Usage), (String, ProviderError)> {
         let mut shown = String::new();
-        let started = tokio::select! {
-            _ = cancel.cancelled() => Err(ProviderError::Cancelled),
-            s = provider.stream(request, cancel.clone()) => s,
-        };
-        let mut stream = started.map_err(|e| (String::new(), e))?;
+        let mut stream = opened.map_err(|e| (String::new(), e))?;
+        // An event read ahead while merging pieces, handled next.
+        let mut ahead = None;
         loop {
-            let next = tokio::select! {
-                _ = cancel.cancelled() => return Err((shown, ProviderError::Cancelled)),
-                n = stream.next() => n,
+            let next = match ahead.take() {
+                Some(next) => next,
+                None => tokio::select! {
+                    _ = cancel.cancelled() => return Err((shown, ProviderError::Cancelled)),
+                    n = stream.next() => n,
+                },
             };
             match next {
-                Some(Ok(ProviderEvent::TextDelta(t))) => {
+                Some(Ok(ProviderEvent::TextDelta(mut t))) => {
+                    ahead = merge_ready(&mut stream, &mut t, false);
                     shown.push_str(&t);
                     out.send(AgentEvent::Text { text: t }).await;
                 }
-                Some(Ok(ProviderEvent::ThoughtDelta(t))) => {
+                Some(Ok(ProviderEvent::ThoughtDelta(mut t))) => {
+                    ahead = merge_ready(&mut stream, &mut t, true);
                     out.send(AgentEvent::Thought { text: t }).await;
                 }
                 // Calls are announced when they run, in order, with their permission asks.
@@ -674,6 +680,36 @@ impl Inner {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .contains(key)
+    }
+}
+
+/// Appends to `text` the pieces of the same kind (thoughts, or answer text) that have
+/// already arrived, without waiting: a fast stream then costs the front end one event per
+/// read rather than one per piece. Returns the first other item read, to be handled next.
+fn merge_ready(
+    stream: &mut ProviderStream,
+    text: &mut String,
+    thought: bool,
+) -> Option<Option<Result<ProviderEvent, ProviderError>>> {
+    use futures::FutureExt;
+    loop {
+        match stream.next().now_or_never()? {
+            Some(Ok(ProviderEvent::TextDelta(more))) if !thought => text.push_str(&more),
+            Some(Ok(ProviderEvent::ThoughtDelta(more))) if thought => text.push_str(&more),
+            other => return Some(other),
+        }
+    }
+}
+
+/// The provider's answer to `request`, started: its stream, or why it could not start.
+async fn open_answer(
+    provider: &dyn Provider,
+    request: ProviderRequest,
+    cancel: &CancellationToken,
+) -> Result<ProviderStream, ProviderError> {
+    tokio::select! {
+        _ = cancel.cancelled() => Err(ProviderError::Cancelled),
+        s = provider.stream(request, cancel.clone()) => s,
     }
 }
 

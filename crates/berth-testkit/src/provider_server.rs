@@ -55,6 +55,8 @@ pub struct ProviderServer {
 
 struct Shared {
     state: Mutex<State>,
+    /// Whether new connections leave Nagle's algorithm on (see [`ProviderServer::set_nagle`]).
+    nagle: std::sync::atomic::AtomicBool,
 }
 
 #[derive(Default)]
@@ -88,6 +90,7 @@ impl ProviderServer {
         );
         let shared = Arc::new(Shared {
             state: Mutex::new(State::default()),
+            nagle: Default::default(),
         });
         let (stop, stop_rx) = watch::channel(false);
         tokio::spawn(accept_loop(listener, shared.clone(), stop_rx));
@@ -113,6 +116,7 @@ impl ProviderServer {
         );
         let shared = Arc::new(Shared {
             state: Mutex::new(State::default()),
+            nagle: Default::default(),
         });
         let (stop_tx, stop_rx) = watch::channel(false);
         let thread_shared = shared.clone();
@@ -152,6 +156,15 @@ impl ProviderServer {
         self
     }
 
+    /// Leaves Nagle's algorithm on for the connections accepted from now on, so that events
+    /// written in a burst are coalesced into few TCP segments while the client has not yet
+    /// acknowledged the last. Off by default, as on the providers' own servers.
+    pub fn set_nagle(&self, on: bool) {
+        self.shared
+            .nagle
+            .store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// Every request received so far, in arrival order. A request is recorded before its
     /// reply is written, so once a client saw a response its request is here.
     pub fn requests(&self) -> Vec<RecordedRequest> {
@@ -186,6 +199,10 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, mut stop: watch
             _ = stop.changed() => return,
             accepted = listener.accept() => {
                 let Ok((stream, _)) = accepted else { continue };
+                // As the providers' servers do (Go's net/http and most front proxies set it on
+                // every connection): each flushed event leaves at once instead of waiting, under
+                // Nagle's algorithm, for the client to acknowledge the one before.
+                let _ = stream.set_nodelay(!shared.nagle.load(std::sync::atomic::Ordering::Relaxed));
                 let shared = shared.clone();
                 let stop = stop.clone();
                 tokio::spawn(async move {

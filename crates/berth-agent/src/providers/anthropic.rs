@@ -6,10 +6,12 @@
 //! [`Part::Thought`]'s opaque value and sent back exactly as received: the API checks the
 //! signature, and a model that called tools while thinking needs its thinking back.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use async_trait::async_trait;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -199,12 +201,78 @@ struct Decoder {
     stop: Option<String>,
 }
 
+/// A `content_block_delta` event. Texts borrow from the event where they hold no escapes.
+#[derive(Deserialize)]
+struct Delta<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+    index: u64,
+    #[serde(borrow, default)]
+    delta: DeltaBody<'a>,
+}
+
+#[derive(Deserialize, Default)]
+struct DeltaBody<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+    #[serde(borrow, default)]
+    text: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    thinking: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    signature: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    partial_json: Option<Cow<'a, str>>,
+}
+
+impl Decoder {
+    fn delta(&mut self, delta: Delta, out: &mut Vec<ProviderEvent>) -> Result<(), ProviderError> {
+        let index = delta.index;
+        let Some(block) = self.open.get_mut(&index) else {
+            return Err(stream_error(
+                NAME,
+                format!("a delta for content block {index}, which never started"),
+            ));
+        };
+        let body = delta.delta;
+        match (body.kind.as_ref(), block) {
+            ("text_delta", Block::Text(text)) => {
+                let piece = body.text.unwrap_or_default();
+                text.push_str(&piece);
+                out.push(ProviderEvent::TextDelta(piece.into_owned()));
+            }
+            ("thinking_delta", Block::Thinking { text, .. }) => {
+                let piece = body.thinking.unwrap_or_default();
+                text.push_str(&piece);
+                out.push(ProviderEvent::ThoughtDelta(piece.into_owned()));
+            }
+            ("signature_delta", Block::Thinking { signature, .. }) => {
+                signature.push_str(&body.signature.unwrap_or_default());
+            }
+            ("input_json_delta", Block::ToolUse { json, .. }) => {
+                json.push_str(&body.partial_json.unwrap_or_default());
+            }
+            // Citations and deltas of blocks berth skips.
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
 impl Decode for Decoder {
     fn event(
         &mut self,
         event: SseEvent,
         out: &mut Vec<ProviderEvent>,
     ) -> Result<bool, ProviderError> {
+        // Nearly every event of a stream is a delta: read those straight into their fields.
+        if event.event == "content_block_delta"
+            && let Ok(delta) = serde_json::from_str::<Delta>(&event.data)
+            && delta.kind == "content_block_delta"
+        {
+            self.delta(delta, out)?;
+            return Ok(false);
+        }
         let data: Value = serde_json::from_str(&event.data).map_err(|e| {
             stream_error(
                 NAME,
@@ -261,35 +329,10 @@ impl Decode for Decoder {
                 self.open.insert(index, started);
             }
             "content_block_delta" => {
-                let index = index_of(&data)?;
-                let Some(block) = self.open.get_mut(&index) else {
-                    return Err(stream_error(
-                        NAME,
-                        format!("a delta for content block {index}, which never started"),
-                    ));
-                };
-                let delta = data.get("delta").unwrap_or(&Value::Null);
-                let field = |name: &str| delta.get(name).and_then(Value::as_str);
-                match (delta.get("type").and_then(Value::as_str), block) {
-                    (Some("text_delta"), Block::Text(text)) => {
-                        let piece = field("text").unwrap_or_default();
-                        text.push_str(piece);
-                        out.push(ProviderEvent::TextDelta(piece.to_owned()));
-                    }
-                    (Some("thinking_delta"), Block::Thinking { text, .. }) => {
-                        let piece = field("thinking").unwrap_or_default();
-                        text.push_str(piece);
-                        out.push(ProviderEvent::ThoughtDelta(piece.to_owned()));
-                    }
-                    (Some("signature_delta"), Block::Thinking { signature, .. }) => {
-                        signature.push_str(field("signature").unwrap_or_default());
-                    }
-                    (Some("input_json_delta"), Block::ToolUse { json, .. }) => {
-                        json.push_str(field("partial_json").unwrap_or_default());
-                    }
-                    // Citations and deltas of blocks berth skips.
-                    _ => {}
-                }
+                let delta = Delta::deserialize(&data).map_err(|e| {
+                    stream_error(NAME, format!("a content block delta is malformed: {e}"))
+                })?;
+                self.delta(delta, out)?;
             }
             "content_block_stop" => {
                 let index = index_of(&data)?;
