@@ -133,7 +133,11 @@ impl Layout {
                     ));
                 }
             }
-            _ => return Ok(Err("it has no header this berth reads".to_owned())),
+            _ => {
+                return Ok(Err(
+                    "it does not start with a header this version of berth reads".to_owned(),
+                ));
+            }
         }
         let mut replay = Replay::default();
         for line in lines {
@@ -188,6 +192,12 @@ impl Layout {
                     .filter_map(|(id, r)| r.is_none().then_some(id)),
             );
         }
+        self.snapshot(pending)
+    }
+
+    /// Writes the index from the records, with `pending` marked dirty. The caller holds
+    /// `index.lock`, and `workspaces.lock` so that the folder's time matches the records.
+    fn snapshot(&self, pending: Vec<WorkspaceId>) -> Result<Vec<Workspace>> {
         let list = self.list_records()?;
         let folder = self.folder_time()?;
         let mut entries: Vec<Entry> = list.iter().cloned().map(Entry::Put).collect();
@@ -233,8 +243,16 @@ impl Layout {
     }
 
     /// The time to pass to [`Layout::index_folder_changed`]: read under `workspaces.lock`,
-    /// before berth changes the folder.
+    /// before berth changes the folder. A home without an index (a new one) gets one here,
+    /// from its records, so that its first listing reads the index instead of rebuilding it.
     pub(crate) fn folder_time_before(&self) -> Option<u64> {
+        if !self.index_file().exists()
+            && let Ok(_index) = self.lock_index()
+            && !self.index_file().exists()
+        {
+            // Failing only leaves the index to the next reader, as before.
+            let _ = self.snapshot(Vec::new());
+        }
         self.folder_time().ok()
     }
 
