@@ -8,9 +8,11 @@
 //! - An address other than loopback is refused without a token: anyone who can reach it could
 //!   otherwise create and remove workspaces.
 //! - Request bodies over a limit get 413 (rmcp), before any parsing.
-//! - Every accepted connection has `TCP_NODELAY`: a response is written as a head, an SSE
-//!   priming event and then the message, and with Nagle's algorithm the last small segment
-//!   waited for the client's delayed ACK (about 40 ms per request on a kept-alive connection).
+//! - Every accepted connection has `TCP_NODELAY`: with Nagle's algorithm, the last small
+//!   segment of a response waited for the client's delayed ACK (about 40 ms per request on a
+//!   kept-alive connection). And a response of one message is written at once: its head, SSE
+//!   priming event, message and end are gathered into one write (`sessions`), not sent as the
+//!   handler gets to each.
 //! - Sessions are bounded (`sessions`): at most `--max-sessions`, the least recently used
 //!   closed first, and each closed after `--session-idle-timeout` without use.
 //! - `DELETE` of a session answers 204 No Content (rmcp answers 202, which clients such as

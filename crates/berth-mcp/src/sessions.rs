@@ -1,17 +1,28 @@
 //! MCP sessions over HTTP, bounded: at most `max` at once, the least recently used closed
-//! first, and any session idle for `idle` closed.
+//! first, and any session unused for `idle` closed.
 //!
 //! rmcp's `LocalSessionManager` keeps every session until it expires on its own, and a worker
 //! that expires stays in its map; one local client opening sessions and never closing them
 //! reached 1.2 GB in 13 s. This wraps it: every use of a session records when, a new session
 //! beyond the cap closes the one used longest ago, and a sweep closes idle ones. A closed
 //! session's next request gets 404, upon which clients initialize again, as the spec says.
+//!
+//! A session is in use while a request of it runs or a stream of it is open (the stream a
+//! client keeps for notifications), so a connected client that is only listening is not
+//! closed as idle; the cap still counts it, since the cap is what bounds memory.
+//!
+//! A request's response is also held back until its message is ready (for at most
+//! [`GATHER`]), so that the head, the SSE priming event and the message leave in one write:
+//! each write is a TCP segment of its own, and a client waits for all of them.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::collections::{BTreeMap, HashMap};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use futures::Stream;
+use futures::{Stream, StreamExt};
 use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
 use rmcp::transport::WorkerTransport;
 use rmcp::transport::streamable_http_server::session::local::{
@@ -27,14 +38,105 @@ pub const DEFAULT_MAX_SESSIONS: usize = 1000;
 /// How long a session may go unused unless `--session-idle-timeout` says otherwise.
 pub const DEFAULT_IDLE: Duration = Duration::from_secs(30 * 60);
 
+/// How long a response's head waits for its message. Nearly every request is answered well
+/// within it; a longer one (a git checkout with setup commands) gets its head by then, before
+/// a client or proxy would give up waiting for one.
+const GATHER: Duration = Duration::from_secs(1);
+
 pub struct BoundedSessions {
     inner: LocalSessionManager,
     max: usize,
     idle: Duration,
-    /// When each open session was last used.
-    used: Mutex<HashMap<SessionId, Instant>>,
+    book: Arc<Mutex<Book>>,
     /// Sessions closed by the cap, to return freed memory now and then.
-    closed: std::sync::atomic::AtomicUsize,
+    closed: AtomicUsize,
+}
+
+/// The open sessions in order of last use.
+#[derive(Default)]
+struct Book {
+    open: HashMap<SessionId, Use>,
+    /// Open sessions by their last use, oldest first; keys are a counter, so never equal.
+    order: BTreeMap<u64, SessionId>,
+    clock: u64,
+}
+
+struct Use {
+    /// The session's key in `order`.
+    tick: u64,
+    at: Instant,
+    /// Streams of the session open now (a running request, a listening client).
+    streams: usize,
+}
+
+impl Book {
+    fn tick(&mut self) -> u64 {
+        self.clock += 1;
+        self.clock
+    }
+
+    fn insert(&mut self, id: SessionId) {
+        let tick = self.tick();
+        self.order.insert(tick, id.clone());
+        let at = Instant::now();
+        self.open.insert(
+            id,
+            Use {
+                tick,
+                at,
+                streams: 0,
+            },
+        );
+    }
+
+    /// Marks `id` used now; `streams` is added to its count of open streams.
+    fn touch(&mut self, id: &SessionId, streams: isize) {
+        let tick = self.tick();
+        let Some(used) = self.open.get_mut(id) else {
+            return;
+        };
+        self.order.remove(&used.tick);
+        used.tick = tick;
+        used.at = Instant::now();
+        used.streams = used.streams.saturating_add_signed(streams);
+        self.order.insert(tick, id.clone());
+    }
+
+    fn remove(&mut self, id: &SessionId) -> bool {
+        match self.open.remove(id) {
+            Some(used) => {
+                self.order.remove(&used.tick);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Removes and returns the session used longest ago.
+    fn pop_oldest(&mut self) -> Option<SessionId> {
+        let (_, id) = self.order.pop_first()?;
+        self.open.remove(&id);
+        Some(id)
+    }
+
+    /// Removes and returns the sessions unused for longer than `idle`, none of whose streams
+    /// are open. Only the idle end of the order is looked at.
+    fn take_idle(&mut self, idle: Duration) -> Vec<SessionId> {
+        let mut stale = Vec::new();
+        for id in self.order.values() {
+            let used = &self.open[id];
+            if used.at.elapsed() <= idle {
+                break;
+            }
+            if used.streams == 0 {
+                stale.push(id.clone());
+            }
+        }
+        for id in &stale {
+            self.remove(id);
+        }
+        stale
+    }
 }
 
 impl BoundedSessions {
@@ -42,39 +144,31 @@ impl BoundedSessions {
     /// [`BoundedSessions::sweep`] on a timer for the idle part.
     pub fn new(max: usize, idle: Duration) -> BoundedSessions {
         let mut inner = LocalSessionManager::default();
-        // rmcp's own expiry is only a safety net, after ours: a session it expires stays in
-        // its map, and answers errors instead of 404.
-        inner.session_config.keep_alive = Some(idle + Duration::from_secs(60));
+        // rmcp's own expiry counts only messages, not open streams, so it would close a
+        // client that is listening; it is pushed out of the way, while ours decides.
+        inner.session_config.keep_alive = None;
         BoundedSessions {
             inner,
             max: max.max(1),
             idle,
-            used: Mutex::default(),
-            closed: Default::default(),
+            book: Arc::default(),
+            closed: AtomicUsize::new(0),
         }
     }
 
-    fn used(&self) -> std::sync::MutexGuard<'_, HashMap<SessionId, Instant>> {
-        self.used.lock().unwrap_or_else(|e| e.into_inner())
+    fn book(&self) -> MutexGuard<'_, Book> {
+        lock(&self.book)
     }
 
     fn touch(&self, id: &SessionId) {
-        if let Some(at) = self.used().get_mut(id) {
-            *at = Instant::now();
-        }
+        self.book().touch(id, 0);
     }
 
-    /// Closes every session idle longer than the limit; returns how many.
+    /// Closes every session unused longer than the limit; returns how many.
     pub async fn sweep(&self) -> usize {
-        let stale: Vec<SessionId> = {
-            let used = self.used();
-            used.iter()
-                .filter(|(_, at)| at.elapsed() > self.idle)
-                .map(|(id, _)| id.clone())
-                .collect()
-        };
+        let stale = self.book().take_idle(self.idle);
         for id in &stale {
-            let _ = self.close_session(id).await;
+            let _ = self.inner.close_session(id).await;
         }
         if !stale.is_empty() {
             release_memory();
@@ -87,6 +181,64 @@ impl BoundedSessions {
     pub fn sweep_every(&self) -> Duration {
         (self.idle / 10).clamp(Duration::from_millis(100), Duration::from_secs(60))
     }
+
+    /// `stream`, counted as a use of session `id` while it is open.
+    fn tracked<S>(&self, id: &SessionId, stream: S) -> Tracked<S> {
+        self.book().touch(id, 1);
+        Tracked {
+            inner: Box::pin(stream),
+            book: self.book.clone(),
+            id: id.clone(),
+        }
+    }
+}
+
+fn lock(book: &Mutex<Book>) -> MutexGuard<'_, Book> {
+    book.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A session's stream that keeps it in use until dropped.
+struct Tracked<S> {
+    inner: Pin<Box<S>>,
+    book: Arc<Mutex<Book>>,
+    id: SessionId,
+}
+
+impl<S: Stream> Stream for Tracked<S> {
+    type Item = S::Item;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<S::Item>> {
+        self.inner.as_mut().poll_next(cx)
+    }
+}
+
+impl<S> Drop for Tracked<S> {
+    fn drop(&mut self) {
+        lock(&self.book).touch(&self.id, -1);
+    }
+}
+
+/// `stream` with what it yields within [`GATHER`] gathered first: its messages up to the
+/// request's answer and the end of the stream, or up to a notification (progress, a log
+/// line), which is passed on at once. Yielded together, they are written together.
+async fn gathered<S>(stream: S) -> impl Stream<Item = ServerSseMessage> + Send + Sync + 'static
+where
+    S: Stream<Item = ServerSseMessage> + Send + Sync + 'static,
+{
+    let mut stream = Box::pin(stream.fuse());
+    let mut ready = Vec::new();
+    let until = tokio::time::Instant::now() + GATHER;
+    while let Ok(Some(message)) = tokio::time::timeout_at(until, stream.next()).await {
+        let answer = matches!(
+            message.message.as_deref(),
+            None | Some(ServerJsonRpcMessage::Response(_) | ServerJsonRpcMessage::Error(_))
+        );
+        ready.push(message);
+        if !answer {
+            break;
+        }
+    }
+    futures::stream::iter(ready).chain(stream)
 }
 
 impl SessionManager for BoundedSessions {
@@ -96,18 +248,11 @@ impl SessionManager for BoundedSessions {
     async fn create_session(&self) -> Result<(SessionId, Self::Transport), Self::Error> {
         let created = self.inner.create_session().await?;
         let evicted = {
-            let mut used = self.used();
-            used.insert(created.0.clone(), Instant::now());
-            if used.len() > self.max {
-                let oldest = used
-                    .iter()
-                    .filter(|(id, _)| **id != created.0)
-                    .min_by_key(|(_, at)| **at)
-                    .map(|(id, _)| id.clone());
-                if let Some(id) = &oldest {
-                    used.remove(id);
-                }
-                oldest
+            let mut book = self.book();
+            book.insert(created.0.clone());
+            // The new session is the newest, so it is never the one popped.
+            if book.open.len() > self.max {
+                book.pop_oldest()
             } else {
                 None
             }
@@ -130,11 +275,13 @@ impl SessionManager for BoundedSessions {
 
     async fn has_session(&self, id: &SessionId) -> Result<bool, Self::Error> {
         // What the cap or the sweep closed is gone, whatever rmcp's map still holds.
-        Ok(self.used().contains_key(id) && self.inner.has_session(id).await?)
+        Ok(self.book().open.contains_key(id) && self.inner.has_session(id).await?)
     }
 
     async fn close_session(&self, id: &SessionId) -> Result<(), Self::Error> {
-        self.used().remove(id);
+        if self.book().remove(id) {
+            release_memory_every(&self.closed, 256);
+        }
         self.inner.close_session(id).await
     }
 
@@ -143,8 +290,9 @@ impl SessionManager for BoundedSessions {
         id: &SessionId,
         message: ClientJsonRpcMessage,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
-        self.touch(id);
-        self.inner.create_stream(id, message).await
+        let stream = self.inner.create_stream(id, message).await?;
+        let stream = self.tracked(id, stream);
+        Ok(gathered(stream).await)
     }
 
     async fn accept_message(
@@ -160,8 +308,8 @@ impl SessionManager for BoundedSessions {
         &self,
         id: &SessionId,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
-        self.touch(id);
-        self.inner.create_standalone_stream(id).await
+        let stream = self.inner.create_standalone_stream(id).await?;
+        Ok(self.tracked(id, stream))
     }
 
     async fn resume(
@@ -169,8 +317,8 @@ impl SessionManager for BoundedSessions {
         id: &SessionId,
         last_event_id: String,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
-        self.touch(id);
-        self.inner.resume(id, last_event_id).await
+        let stream = self.inner.resume(id, last_event_id).await?;
+        Ok(self.tracked(id, stream))
     }
 
     async fn restore_session(
@@ -186,8 +334,8 @@ impl SessionManager for BoundedSessions {
 }
 
 /// Calls [`release_memory`] on every `every`-th call.
-fn release_memory_every(count: &std::sync::atomic::AtomicUsize, every: usize) {
-    let n = count.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+fn release_memory_every(count: &AtomicUsize, every: usize) {
+    let n = count.fetch_add(1, Ordering::Relaxed) + 1;
     if n.is_multiple_of(every) {
         release_memory();
     }
@@ -201,5 +349,49 @@ fn release_memory() {
     // SAFETY: malloc_trim only returns free memory of the allocator's own to the system.
     unsafe {
         libc::malloc_trim(0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(s: &str) -> SessionId {
+        SessionId::from(s)
+    }
+
+    #[test]
+    fn the_least_recently_used_is_popped_first() {
+        let mut book = Book::default();
+        for s in ["a", "b", "c"] {
+            book.insert(id(s));
+        }
+        book.touch(&id("a"), 0);
+        assert_eq!(book.pop_oldest(), Some(id("b")));
+        assert_eq!(book.pop_oldest(), Some(id("c")));
+        assert_eq!(book.pop_oldest(), Some(id("a")));
+        assert_eq!(book.pop_oldest(), None);
+        assert!(book.open.is_empty());
+    }
+
+    #[test]
+    fn only_idle_sessions_without_open_streams_are_taken() {
+        let mut book = Book::default();
+        for s in ["idle", "listening", "busy"] {
+            book.insert(id(s));
+        }
+        book.touch(&id("listening"), 1);
+        std::thread::sleep(Duration::from_millis(30));
+        book.touch(&id("busy"), 0);
+        assert_eq!(book.take_idle(Duration::from_millis(20)), vec![id("idle")]);
+        assert!(book.open.contains_key(&id("listening")));
+        // Once its stream closes, the listening session is used as of then.
+        book.touch(&id("listening"), -1);
+        assert!(book.take_idle(Duration::from_millis(20)).is_empty());
+        std::thread::sleep(Duration::from_millis(30));
+        let mut rest = book.take_idle(Duration::from_millis(20));
+        rest.sort();
+        assert_eq!(rest, vec![id("busy"), id("listening")]);
+        assert!(book.order.is_empty());
     }
 }
