@@ -20,7 +20,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use berth_ops::{Ops, Owner, StoragePath};
+use berth_ops::{Listed, Ops, Owner, StoragePath};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::model::{
     CompleteRequestParams, CompleteResult, CompletionInfo, GetPromptRequestParams,
@@ -188,24 +188,15 @@ impl ServerHandler for BerthMcp {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
         let json = |r: Resource| r.with_mime_type("application/json");
-        let failed = |e: berth_ops::Error| errors::protocol(&e);
-        // Cursors: `w/<id>` continues the workspaces after that id, `s/` starts the
-        // sessions and `s/<id>` continues them. Each page loads only its own records.
         let cursor = request.and_then(|r| r.cursor);
-        let (mut in_workspaces, after) = match cursor.as_deref() {
-            None => (true, None),
-            Some(c) => match (c.strip_prefix("w/"), c.strip_prefix("s/")) {
-                (Some(id), _) => (true, Some(id.to_owned())),
-                (_, Some("")) => (false, None),
-                (_, Some(id)) => (false, Some(id.to_owned())),
-                _ => {
-                    return Err(ErrorData::invalid_params(
-                        format!("bad cursor {c:?}: pass the nextCursor of the previous page"),
-                        None,
-                    ));
-                }
-            },
-        };
+        // Up to two resources an item (a workspace and its context): a page stays within
+        // RESOURCE_PAGE resources, and loads only its own records.
+        let listed = self
+            .cx
+            .ops
+            .listing_page(cursor.as_deref(), RESOURCE_PAGE / 2)
+            .await
+            .map_err(|e| errors::protocol(&e))?;
         let mut page = Vec::new();
         if cursor.is_none() {
             page.push(json(
@@ -217,57 +208,30 @@ impl ServerHandler for BerthMcp {
                     .with_description("Every session, each with the URI of its details"),
             ));
         }
-        let mut next_cursor = None;
-        let mut after = after;
-        if in_workspaces {
-            // Two resources a workspace: its details and its context.
-            let room = (RESOURCE_PAGE - page.len()) / 2;
-            let found = self
-                .cx
-                .ops
-                .workspace_page(after.as_deref(), room, None)
-                .await
-                .map_err(failed)?;
-            for ws in &found.items {
-                let label = ws.name.as_ref().map_or(ws.id.as_str(), |n| n.as_str());
-                let base = uri::workspace(&ws.id);
-                page.push(json(
-                    Resource::new(base.clone(), format!("workspace {label}"))
-                        .with_description(ws.description.clone()),
-                ));
-                page.push(
-                    Resource::new(
-                        uri::child(&base, "context", None),
-                        format!("context of {label}"),
-                    )
-                    .with_mime_type("text/markdown"),
-                );
-            }
-            match found.next {
-                Some(id) => next_cursor = Some(format!("w/{id}")),
-                None => {
-                    in_workspaces = false;
-                    after = None;
+        for item in &listed.items {
+            match item {
+                Listed::Workspace(ws) => {
+                    let label = ws.name.as_ref().map_or(ws.id.as_str(), |n| n.as_str());
+                    let base = uri::workspace(&ws.id);
+                    page.push(json(
+                        Resource::new(base.clone(), format!("workspace {label}"))
+                            .with_description(ws.description.clone()),
+                    ));
+                    page.push(
+                        Resource::new(
+                            uri::child(&base, "context", None),
+                            format!("context of {label}"),
+                        )
+                        .with_mime_type("text/markdown"),
+                    );
                 }
-            }
-        }
-        if !in_workspaces && page.len() < RESOURCE_PAGE {
-            let found = self
-                .cx
-                .ops
-                .session_page(after.as_deref(), RESOURCE_PAGE - page.len())
-                .await
-                .map_err(failed)?;
-            for s in &found.items {
-                page.push(json(
+                Listed::Session(s) => page.push(json(
                     Resource::new(uri::session(&s.id), format!("session {}", s.id))
                         .with_description(s.title.clone()),
-                ));
+                )),
             }
-            next_cursor = found.next.map(|id| format!("s/{id}"));
-        } else if !in_workspaces {
-            next_cursor = Some("s/".to_owned());
         }
+        let next_cursor = listed.next;
         let mut result = ListResourcesResult::with_all_items(page);
         result.next_cursor = next_cursor;
         Ok(result)

@@ -150,14 +150,6 @@ pub struct WorkspacesArgs {
     pub query: Option<String>,
 }
 
-/// Items a list tool returns unless asked for another number, and the most it returns.
-const LIST_DEFAULT: usize = 100;
-const LIST_MAX: usize = 1000;
-
-fn page_size(limit: Option<usize>) -> usize {
-    limit.unwrap_or(LIST_DEFAULT).clamp(1, LIST_MAX)
-}
-
 /// A page of a list tool: the items and `next_cursor` as structured content; as text, one
 /// compact line an item (not a second copy of the data) and how to get the next page.
 fn listed(
@@ -180,7 +172,7 @@ fn listed(
 async fn list_workspaces(cx: &Context, a: WorkspacesArgs) -> Outcome {
     let page = cx
         .ops
-        .workspace_page(a.cursor.as_deref(), page_size(a.limit), a.query.as_deref())
+        .workspace_page(a.cursor.as_deref(), a.limit, a.query.as_deref())
         .await?;
     let lines = page
         .items
@@ -207,10 +199,7 @@ async fn list_workspaces(cx: &Context, a: WorkspacesArgs) -> Outcome {
 }
 
 async fn list_sessions(cx: &Context, a: SessionsArgs) -> Outcome {
-    let page = cx
-        .ops
-        .session_page(a.cursor.as_deref(), page_size(a.limit))
-        .await?;
+    let page = cx.ops.session_page(a.cursor.as_deref(), a.limit).await?;
     let lines = page
         .items
         .iter()

@@ -40,7 +40,7 @@ use berth_store_sql::SqlStore;
 pub use error::{Error, ErrorKind, Result};
 pub use import::aptove::default_dir as aptove_default_dir;
 pub use import::{ImportItem, ImportReport, ItemKind, Outcome};
-pub use page::Page;
+pub use page::{Listed, PAGE_DEFAULT, PAGE_MAX, Page, page_limit};
 pub use sessions::{ClientSession, ClientSessionOutcome, CreateSession, SessionChoice};
 pub use storage::{Node, Owner, StorageRef, context_path};
 pub use store_migrate::{MigrateCount, MigrateItem, MigrateKind, MigrateOutcome, MigrateReport};

@@ -11,7 +11,7 @@ use berth_core::{
 
 use crate::Ops;
 use crate::error::{Error, Result};
-use crate::page::{Page, Pager};
+use crate::page::{Page, Pager, page_limit};
 use crate::view::SessionView;
 use crate::workspaces::{CreateWorkspace, Repository};
 
@@ -338,9 +338,14 @@ impl Ops {
         Ok(self.manager.sessions().list(workspace).await?)
     }
 
-    /// Up to `limit` sessions after the cursor `after`, in id order, loading only their own
-    /// records.
-    pub async fn session_page(&self, after: Option<&str>, limit: usize) -> Result<Page<Session>> {
+    /// A page of sessions after the cursor `after`, in id order, `limit` of them (see
+    /// [`page_limit`]), loading only their own records.
+    pub async fn session_page(
+        &self,
+        after: Option<&str>,
+        limit: Option<usize>,
+    ) -> Result<Page<Session>> {
+        let limit = page_limit(limit)?;
         let ids = self.manager.sessions().list_ids().await?;
         let mut pager = Pager::new(&ids, after, limit)?;
         let mut items = Vec::new();

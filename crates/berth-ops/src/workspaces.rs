@@ -12,7 +12,7 @@ use serde::Serialize;
 use crate::error::{Error, Result, blocking};
 use crate::git_workspace::{self, Collected, GitRequest};
 pub use crate::git_workspace::{CreateWarning, Reattached, RepairReport, StartPoint};
-use crate::page::{Page, Pager};
+use crate::page::{Page, Pager, page_limit};
 use crate::view::{KeptView, WorkspaceView};
 use crate::{Ops, Refill};
 
@@ -245,37 +245,48 @@ impl Ops {
         Ok(best.map(|(_, ws)| ws))
     }
 
-    /// Up to `limit` workspaces after the cursor `after`, in id order, whose id, name or
-    /// description holds `query` (ignoring case). Without a query a page loads only its own
-    /// records, so it costs the same however many workspaces there are (bar reading the
-    /// folder's names); with one, records are read until the page is full.
+    /// A page of workspaces after the cursor `after`, in id order: `limit` of them (see
+    /// [`page_limit`]) whose id, name or description holds `query` (ignoring case). Without a
+    /// query a page loads only its own records, so it costs the same however many workspaces
+    /// there are (bar reading their ids). With one, the records come from the store's listing
+    /// (one file, or one query) instead of one read each, since a rare match may mean looking
+    /// at all of them.
     pub async fn workspace_page(
         &self,
         after: Option<&str>,
-        limit: usize,
+        limit: Option<usize>,
         query: Option<&str>,
     ) -> Result<Page<Workspace>> {
-        let ids = self.manager.workspaces().list_ids().await?;
+        let limit = page_limit(limit)?;
         let query = query.map(str::to_lowercase).filter(|q| !q.is_empty());
+        let Some(query) = query else {
+            let ids = self.manager.workspaces().list_ids().await?;
+            let mut pager = Pager::new(&ids, after, limit)?;
+            let mut items = Vec::new();
+            while let Some(id) = pager.next(items.len()) {
+                match self.manager.workspaces().load(id).await {
+                    Ok(ws) => items.push(ws),
+                    // Deleted since the names were read.
+                    Err(e) if e.is_not_found() => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            return Ok(pager.finish(items));
+        };
+        let all = self.manager.list().await?;
+        let ids: Vec<&str> = all.iter().map(|ws| ws.id.as_str()).collect();
         let mut pager = Pager::new(&ids, after, limit)?;
         let mut items = Vec::new();
-        while let Some(id) = pager.next(items.len()) {
-            let ws = match self.manager.workspaces().load(id).await {
-                Ok(ws) => ws,
-                // Deleted since the names were read.
-                Err(e) if e.is_not_found() => continue,
-                Err(e) => return Err(e.into()),
-            };
-            let matches = query.as_ref().is_none_or(|q| {
-                ws.id.as_str().to_lowercase().contains(q)
-                    || ws
-                        .name
-                        .as_ref()
-                        .is_some_and(|n| n.as_str().to_lowercase().contains(q))
-                    || ws.description.to_lowercase().contains(q)
-            });
+        while let Some(i) = pager.next_index(items.len()) {
+            let ws = &all[i];
+            let matches = ws.id.as_str().to_lowercase().contains(&query)
+                || ws
+                    .name
+                    .as_ref()
+                    .is_some_and(|n| n.as_str().to_lowercase().contains(&query))
+                || ws.description.to_lowercase().contains(&query);
             if matches {
-                items.push(ws);
+                items.push(ws.clone());
             }
         }
         Ok(pager.finish(items))
