@@ -247,3 +247,72 @@ def test_an_idle_session_expires(server):
         time.sleep(0.2)
     assert ping(s.url, idle) == 404
     assert ping(s.url, busy) == 200
+
+
+def test_a_listening_session_is_not_idle(server):
+    """A client that keeps its stream open for notifications is in use, not idle, though it
+    sends nothing; one without a stream expires."""
+    import http.client
+    import time
+    from urllib.parse import urlparse
+
+    s = server("--session-idle-timeout", "1")
+    listening, silent = open_session(s.url), open_session(s.url)
+    u = urlparse(s.url)
+    stream = http.client.HTTPConnection(u.hostname, u.port, timeout=10)
+    stream.request("GET", u.path, headers={"Accept": "text/event-stream", **listening})
+    r = stream.getresponse()
+    assert r.status == 200 and r.getheader("content-type") == "text/event-stream"
+    time.sleep(2.5)
+    assert ping(s.url, silent) == 404
+    assert ping(s.url, listening) == 200
+    stream.close()
+
+
+def test_sessions_bounds_come_from_the_config_and_flags_win(server, home):
+    (home / "config.toml").write_text("[mcp]\nmax_sessions = 2\nsession_idle_timeout = 600\n")
+    s = server()
+    a, b, c = open_session(s.url), open_session(s.url), open_session(s.url)
+    assert ping(s.url, a) == 404
+    assert ping(s.url, b) == 200 and ping(s.url, c) == 200
+    s = server("--max-sessions", "3")
+    a, b, c = open_session(s.url), open_session(s.url), open_session(s.url)
+    assert all(ping(s.url, x) == 200 for x in (a, b, c))
+
+
+def test_bounds_of_zero_are_refused(home, tmp_path):
+    env = {**os.environ, "BERTH_HOME": str(home)}
+    for flag in ["--max-sessions", "--session-idle-timeout"]:
+        r = subprocess.run(
+            [BERTH, "mcp", "--transport", "http", "--listen", "127.0.0.1:0", flag, "0"],
+            env=env, cwd=tmp_path, capture_output=True, text=True, timeout=10,
+        )
+        assert r.returncode == 2 and flag in r.stderr, r.stderr
+    (home / "config.toml").write_text("[mcp]\nmax_sessions = 0\n")
+    r = subprocess.run(
+        [BERTH, "mcp", "--transport", "http", "--listen", "127.0.0.1:0"],
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=10,
+    )
+    assert r.returncode != 0
+    assert "config.toml line 2" in r.stderr and "nonzero" in r.stderr, r.stderr
+
+
+def test_a_megabyte_read_is_about_a_megabyte_on_the_wire(server):
+    """The file's text travels once: not again in structured content, not pretty-printed."""
+    s = server()
+    session = open_session(s.url)
+
+    def call(name, arguments):
+        body = {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                "params": {"name": name, "arguments": arguments}}
+        status, _, text = post(s.url, body, session)
+        assert status == 200, text
+        return text
+
+    call("workspace_create", {"name": "big", "plain": True})
+    content = "x" * 1_000_000
+    call("workspace_storage_write",
+         {"workspace_identifier": "big", "path": "big.txt", "content": content})
+    wire = call("workspace_storage_read", {"workspace_identifier": "big", "path": "big.txt"})
+    assert content in wire
+    assert 1_000_000 < len(wire.encode()) < 1_002_000, len(wire.encode())

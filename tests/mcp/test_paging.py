@@ -104,6 +104,10 @@ async def test_list_tools_page_filter_and_stay_compact(connect, many, tmp_path):
         assert sorted(first + rest) == sorted(sessions)
         assert r.structured_content["next_cursor"] is None
 
+        r = await s.call_tool("resource_workspace_list", {"limit": 0})
+        assert r.is_error and r.structured_content["error"]["kind"] == "invalid"
+        assert "limit" in text(r)
+
         r = await s.call_tool("resource_workspace_list", {"cursor": "../x"})
         assert r.is_error and r.structured_content["error"]["kind"] == "invalid"
         assert "cursor" in text(r)

@@ -184,11 +184,11 @@ pub struct McpArgs {
     /// HTTP sessions kept at once; beyond it the least recently used is closed (its client
     /// gets 404 and initializes again). Default: `[mcp] max_sessions`, else 1000.
     #[arg(long, value_name = "N")]
-    pub max_sessions: Option<usize>,
-    /// Seconds an HTTP session may go unused before it is closed. Default:
-    /// `[mcp] session_idle_timeout_secs`, else 1800.
+    pub max_sessions: Option<std::num::NonZeroUsize>,
+    /// Seconds an HTTP session may go unused (no request, no open stream) before it is
+    /// closed. Default: `[mcp] session_idle_timeout_secs`, else 1800.
     #[arg(long, value_name = "SECS")]
-    pub session_idle_timeout: Option<u64>,
+    pub session_idle_timeout: Option<std::num::NonZeroU64>,
     /// Worktree files larger than this are refused by the files resource.
     #[arg(long, value_name = "BYTES", default_value_t = berth_mcp::DEFAULT_MAX_FILE_BYTES)]
     pub max_file_bytes: u64,

@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::num::{NonZeroU64, NonZeroUsize};
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize, Serializer};
@@ -178,10 +179,14 @@ pub struct AgentSettings {
 pub struct McpSettings {
     /// MCP sessions kept at once; beyond it the least recently used is closed. Default 1000.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_sessions: Option<usize>,
-    /// Seconds a session may go unused before it is closed. Default 1800.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub session_idle_timeout_secs: Option<u64>,
+    pub max_sessions: Option<NonZeroUsize>,
+    /// Seconds a session may go unused before it is closed. Default 1800. Also read as
+    /// `session_idle_timeout`, the flag's name.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        alias = "session_idle_timeout"
+    )]
+    pub session_idle_timeout_secs: Option<NonZeroU64>,
 }
 
 /// An external MCP server whose tools berth's agent offers the model, as

@@ -20,14 +20,18 @@ pub async fn run(ops: Ops, args: McpArgs) -> anyhow::Result<()> {
         eprintln!("berth mcp: warning: {unknown}");
     }
     let mcp = &loaded.config.mcp;
+    // A flag wins over the config file; both refuse 0 (a server that keeps no session, or
+    // closes each at once, serves nobody).
     let max_sessions = args
         .max_sessions
         .or(mcp.max_sessions)
-        .unwrap_or(berth_mcp::DEFAULT_MAX_SESSIONS);
+        .map_or(berth_mcp::DEFAULT_MAX_SESSIONS, |n| n.get());
     let session_idle = args
         .session_idle_timeout
         .or(mcp.session_idle_timeout_secs)
-        .map_or(berth_mcp::DEFAULT_IDLE, std::time::Duration::from_secs);
+        .map_or(berth_mcp::DEFAULT_IDLE, |s| {
+            std::time::Duration::from_secs(s.get())
+        });
     // A server keeps running: it refills spare checkouts itself.
     let ops = ops.with_refill(Refill::InProcess);
     let server = BerthMcp::new(ops, repo, args.max_file_bytes);
