@@ -41,6 +41,11 @@ pub trait WorkspaceStore: Send + Sync {
     async fn list_ids(&self) -> Result<Vec<WorkspaceId>>;
     /// Every workspace, sorted by id.
     async fn list(&self) -> Result<Vec<Workspace>>;
+    /// Up to `limit` workspaces whose ids sort after `after` (from the first without it), in
+    /// id order: one page of a listing. Only the page's records are loaded, so a page costs
+    /// about the same however many workspaces there are (a database reads them off its
+    /// primary key; files read the folder's names, then the page's records).
+    async fn page(&self, after: Option<&WorkspaceId>, limit: usize) -> Result<Vec<Workspace>>;
     /// Removes the workspace and everything it holds (storage, sessions). Returns false if the
     /// condition did not hold. Bindings are the `BindingStore`'s; the manager removes them.
     async fn delete(&self, id: &WorkspaceId, condition: DeleteCondition) -> Result<bool>;
@@ -126,6 +131,9 @@ pub trait SessionStore: Send + Sync {
     async fn list(&self, workspace: Option<&WorkspaceId>) -> Result<Vec<Session>>;
     /// Ids only (may include sessions just deleted): cheap, for prefix resolution.
     async fn list_ids(&self) -> Result<Vec<SessionId>>;
+    /// Up to `limit` sessions (of all workspaces) whose ids sort after `after`, in id order:
+    /// one page of a listing, loading only the page's records.
+    async fn page(&self, after: Option<&SessionId>, limit: usize) -> Result<Vec<Session>>;
     async fn read_transcript(&self, id: &SessionId) -> Result<Transcript>;
     /// `Refused` if the session is closed, checked atomically with the append.
     async fn append(&self, id: &SessionId, message: &Message) -> Result<()>;

@@ -1,5 +1,6 @@
-//! Listings a page at a time, in id order, loading only the records of the page: its cost does
-//! not grow with the number of records beyond reading their ids.
+//! Listings a page at a time, in id order, loading only the records of the page: the stores'
+//! `page` (a database's primary key; the filesystem's folder names, then the page's records),
+//! so its cost does not grow with the number of records beyond reading their ids.
 //!
 //! Every front end that pages takes its rules from here: the page size a caller may ask for
 //! ([`page_limit`]), what a cursor is (the last id a page looked at; anything else is refused),
@@ -62,6 +63,24 @@ impl<'a> ListingCursor<'a> {
             _ => Err(bad_cursor(c)),
         }
     }
+}
+
+/// The id a cursor names: a cursor is the last id of a page, and anything else did not come
+/// from this layer.
+pub(crate) fn cursor_id<T>(cursor: &str, parse: impl FnOnce(&str) -> Option<T>) -> Result<T> {
+    parse(cursor).ok_or_else(|| bad_cursor(cursor))
+}
+
+/// The page of `items`, loaded as one more than `limit`: the extra one only says that a next
+/// page exists, which goes on after the last item kept.
+pub(crate) fn page_of<T>(mut items: Vec<T>, limit: usize, id: impl Fn(&T) -> String) -> Page<T> {
+    let next = if items.len() > limit {
+        items.truncate(limit);
+        items.last().map(id)
+    } else {
+        None
+    };
+    Page { items, next }
 }
 
 fn bad_cursor(cursor: &str) -> Error {
@@ -142,14 +161,9 @@ impl<'a, Id: AsRef<str> + std::fmt::Display> Pager<'a, Id> {
         })
     }
 
-    /// The next id to look at, while the page (`found` records so far) is not full.
-    pub(crate) fn next(&mut self, found: usize) -> Option<&'a Id> {
-        let rest = self.rest;
-        self.next_index(found).map(|i| &rest[i - self.start])
-    }
-
-    /// Like [`Pager::next`], as the index of the id in the ids the pager was given (where a
-    /// caller that holds the records finds the one it names).
+    /// The index (in the ids the pager was given, where a caller that holds the records
+    /// finds the one it names) of the next id to look at, while the page (`found` records so
+    /// far) is not full.
     pub(crate) fn next_index(&mut self, found: usize) -> Option<usize> {
         if found >= self.limit || self.at >= self.rest.len() {
             return None;
@@ -182,6 +196,15 @@ mod tests {
     }
 
     #[test]
+    fn a_page_loaded_one_longer_knows_whether_more_follow() {
+        let page = page_of(vec![1, 2, 3], 2, |n| n.to_string());
+        assert_eq!((page.items, page.next.as_deref()), (vec![1, 2], Some("2")));
+        let page = page_of(vec![1, 2], 2, |n| n.to_string());
+        assert_eq!((page.items, page.next), (vec![1, 2], None));
+        assert!(cursor_id("../x", |c| berth_core::WorkspaceId::new(c).ok()).is_err());
+    }
+
+    #[test]
     fn cursors() {
         assert!(matches!(
             ListingCursor::parse(None).unwrap(),
@@ -210,15 +233,16 @@ mod tests {
     fn pager_goes_on_after_the_cursor() {
         let ids = ["a1", "b2", "c3", "d4"];
         let mut p = Pager::new(&ids, Some("b2"), 1).unwrap();
-        assert_eq!(p.next(0), Some(&"c3"));
-        assert_eq!(p.next(1), None);
+        assert_eq!(p.next_index(0), Some(2));
+        assert_eq!(p.next_index(1), None);
         assert_eq!(p.finish(vec![()]).next.as_deref(), Some("c3"));
+        // A filter that skips records looks further, up to the page's size in matches.
         let mut p = Pager::new(&ids, Some("a1"), 2).unwrap();
         assert_eq!(p.next_index(0), Some(1));
         assert_eq!(p.next_index(0), Some(2));
         let mut p = Pager::new(&ids, Some("c3"), 5).unwrap();
-        assert_eq!(p.next(0), Some(&"d4"));
-        assert_eq!(p.next(1), None);
+        assert_eq!(p.next_index(0), Some(3));
+        assert_eq!(p.next_index(1), None);
         assert_eq!(p.finish(vec![()]).next, None);
         assert!(Pager::new(&ids, Some("../x"), 5).is_err());
     }

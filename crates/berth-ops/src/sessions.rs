@@ -11,7 +11,7 @@ use berth_core::{
 
 use crate::Ops;
 use crate::error::{Error, Result};
-use crate::page::{Page, Pager, page_limit};
+use crate::page::{Page, cursor_id, page_limit, page_of};
 use crate::view::SessionView;
 use crate::workspaces::{CreateWorkspace, Repository};
 
@@ -346,18 +346,15 @@ impl Ops {
         limit: Option<usize>,
     ) -> Result<Page<Session>> {
         let limit = page_limit(limit)?;
-        let ids = self.manager.sessions().list_ids().await?;
-        let mut pager = Pager::new(&ids, after, limit)?;
-        let mut items = Vec::new();
-        while let Some(id) = pager.next(items.len()) {
-            match self.manager.sessions().load(id).await {
-                Ok(s) => items.push(s),
-                // Deleted since the ids were read.
-                Err(e) if e.is_not_found() => {}
-                Err(e) => return Err(e.into()),
-            }
-        }
-        Ok(pager.finish(items))
+        let after = after
+            .map(|c| cursor_id(c, |c| SessionId::new(c).ok()))
+            .transpose()?;
+        let items = self
+            .manager
+            .sessions()
+            .page(after.as_ref(), limit + 1)
+            .await?;
+        Ok(page_of(items, limit, |s| s.id.to_string()))
     }
 
     /// Every session id (possibly a few just deleted): cheap, for completions.

@@ -12,7 +12,7 @@ use serde::Serialize;
 use crate::error::{Error, Result, blocking};
 use crate::git_workspace::{self, Collected, GitRequest};
 pub use crate::git_workspace::{CreateWarning, Reattached, RepairReport, StartPoint};
-use crate::page::{Page, Pager, page_limit};
+use crate::page::{Page, Pager, cursor_id, page_limit, page_of};
 use crate::view::{KeptView, WorkspaceView};
 use crate::{Ops, Refill};
 
@@ -247,10 +247,10 @@ impl Ops {
 
     /// A page of workspaces after the cursor `after`, in id order: `limit` of them (see
     /// [`page_limit`]) whose id, name or description holds `query` (ignoring case). Without a
-    /// query a page loads only its own records, so it costs the same however many workspaces
-    /// there are (bar reading their ids). With one, the records come from the store's listing
-    /// (one file, or one query) instead of one read each, since a rare match may mean looking
-    /// at all of them.
+    /// query a page is the store's page, which loads only its own records, so it costs the
+    /// same however many workspaces there are (bar reading their ids from the filesystem).
+    /// With one, the records come from the store's listing (one file, or one query) instead of
+    /// one read each, since a rare match may mean looking at all of them.
     pub async fn workspace_page(
         &self,
         after: Option<&str>,
@@ -260,18 +260,15 @@ impl Ops {
         let limit = page_limit(limit)?;
         let query = query.map(str::to_lowercase).filter(|q| !q.is_empty());
         let Some(query) = query else {
-            let ids = self.manager.workspaces().list_ids().await?;
-            let mut pager = Pager::new(&ids, after, limit)?;
-            let mut items = Vec::new();
-            while let Some(id) = pager.next(items.len()) {
-                match self.manager.workspaces().load(id).await {
-                    Ok(ws) => items.push(ws),
-                    // Deleted since the names were read.
-                    Err(e) if e.is_not_found() => {}
-                    Err(e) => return Err(e.into()),
-                }
-            }
-            return Ok(pager.finish(items));
+            let after = after
+                .map(|c| cursor_id(c, |c| WorkspaceId::new(c).ok()))
+                .transpose()?;
+            let items = self
+                .manager
+                .workspaces()
+                .page(after.as_ref(), limit + 1)
+                .await?;
+            return Ok(page_of(items, limit, |ws| ws.id.to_string()));
         };
         let all = self.manager.list().await?;
         let ids: Vec<&str> = all.iter().map(|ws| ws.id.as_str()).collect();

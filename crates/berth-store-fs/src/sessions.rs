@@ -160,6 +160,25 @@ impl Layout {
         ids_in(&self.session_index(), |n| SessionId::new(n).ok())
     }
 
+    /// A page of sessions in id order: the session index's names, then the page's records;
+    /// a stale index entry (its session deleted) is passed over.
+    fn session_page(&self, after: Option<&SessionId>, limit: usize) -> Result<Vec<Session>> {
+        let ids = self.list_session_ids()?;
+        let start = after.map_or(0, |a| ids.partition_point(|id| id <= a));
+        let mut page = Vec::new();
+        for id in &ids[start..] {
+            if page.len() >= limit {
+                break;
+            }
+            match self.load_session(id) {
+                Ok(s) => page.push(s),
+                Err(e) if e.is_not_found() => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(page)
+    }
+
     fn read_transcript(&self, id: &SessionId) -> Result<Transcript> {
         let (_, dir) = self.session_dir(id)?;
         let path = dir.join("session.md");
@@ -401,6 +420,12 @@ impl SessionStore for FsStore {
 
     async fn list_ids(&self) -> Result<Vec<SessionId>> {
         self.blocking(|l| l.list_session_ids()).await
+    }
+
+    async fn page(&self, after: Option<&SessionId>, limit: usize) -> Result<Vec<Session>> {
+        let after = after.cloned();
+        self.blocking(move |l| l.session_page(after.as_ref(), limit))
+            .await
     }
 
     async fn read_transcript(&self, id: &SessionId) -> Result<Transcript> {

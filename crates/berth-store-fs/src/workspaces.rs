@@ -179,6 +179,26 @@ impl Layout {
         ids_in(&self.workspaces(), |n| WorkspaceId::new(n).ok())
     }
 
+    /// A page of workspaces in id order: the folder's names (one directory read, cheaper
+    /// than the listing index, which holds every record), then the page's records; one
+    /// deleted since its name was read is passed over.
+    fn page(&self, after: Option<&WorkspaceId>, limit: usize) -> Result<Vec<Workspace>> {
+        let ids = self.list_ids()?;
+        let start = after.map_or(0, |a| ids.partition_point(|id| id <= a));
+        let mut page = Vec::new();
+        for id in &ids[start..] {
+            if page.len() >= limit {
+                break;
+            }
+            match self.load_workspace(id) {
+                Ok(ws) => page.push(ws),
+                Err(e) if e.is_not_found() => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(page)
+    }
+
     /// Every workspace, in id order, from the listing index.
     fn list(&self) -> Result<Vec<Workspace>> {
         self.list_indexed()
@@ -377,6 +397,11 @@ impl WorkspaceStore for FsStore {
 
     async fn list(&self) -> Result<Vec<Workspace>> {
         self.blocking(|l| l.list()).await
+    }
+
+    async fn page(&self, after: Option<&WorkspaceId>, limit: usize) -> Result<Vec<Workspace>> {
+        let after = after.cloned();
+        self.blocking(move |l| l.page(after.as_ref(), limit)).await
     }
 
     async fn delete(&self, id: &WorkspaceId, condition: DeleteCondition) -> Result<bool> {

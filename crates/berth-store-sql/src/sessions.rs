@@ -328,6 +328,34 @@ impl SessionStore for SqlStore {
         self.list_sessions(ws).await.map_err(|e| self.err(e))
     }
 
+    async fn page(
+        &self,
+        after: Option<&SessionId>,
+        limit: usize,
+    ) -> berth_core::Result<Vec<Session>> {
+        async {
+            // Every id sorts after the empty string, so "after nothing" is the first page.
+            self.pool()
+                .all(
+                    concat!(
+                        "SELECT ",
+                        cols!(),
+                        " FROM sessions WHERE id > $1 ORDER BY id LIMIT $2"
+                    ),
+                    &[
+                        Arg::Text(after.map_or("", |a| a.as_str())),
+                        Arg::Int(i64::try_from(limit).unwrap_or(i64::MAX)),
+                    ],
+                )
+                .await?
+                .iter()
+                .map(session)
+                .collect::<Result<Vec<_>>>()
+        }
+        .await
+        .map_err(|e| self.err(e))
+    }
+
     async fn list_ids(&self) -> berth_core::Result<Vec<SessionId>> {
         async {
             self.pool()

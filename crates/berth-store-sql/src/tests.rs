@@ -106,7 +106,8 @@ mod on_postgres {
         manager_gc_and_default,
         session_lifecycle,
         deleting_a_workspace_deletes_its_sessions,
-        manager_sessions
+        manager_sessions,
+        paging
     );
 }
 

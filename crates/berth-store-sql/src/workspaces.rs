@@ -254,6 +254,34 @@ impl WorkspaceStore for SqlStore {
         self.all_workspaces().await.map_err(|e| self.err(e))
     }
 
+    async fn page(
+        &self,
+        after: Option<&WorkspaceId>,
+        limit: usize,
+    ) -> berth_core::Result<Vec<Workspace>> {
+        async {
+            // Every id sorts after the empty string, so "after nothing" is the first page.
+            self.pool()
+                .all(
+                    concat!(
+                        "SELECT ",
+                        cols!(),
+                        " FROM workspaces WHERE id > $1 ORDER BY id LIMIT $2"
+                    ),
+                    &[
+                        Arg::Text(after.map_or("", |a| a.as_str())),
+                        Arg::Int(i64::try_from(limit).unwrap_or(i64::MAX)),
+                    ],
+                )
+                .await?
+                .iter()
+                .map(workspace)
+                .collect::<Result<Vec<_>>>()
+        }
+        .await
+        .map_err(|e| self.err(e))
+    }
+
     async fn delete(
         &self,
         id: &WorkspaceId,
