@@ -171,7 +171,7 @@ impl BoundedSessions {
             let _ = self.inner.close_session(id).await;
         }
         if !stale.is_empty() {
-            release_memory();
+            release_memory_soon();
         }
         stale.len()
     }
@@ -333,10 +333,25 @@ impl SessionManager for BoundedSessions {
     }
 }
 
-/// Calls [`release_memory`] on every `every`-th call.
+/// Calls [`release_memory_soon`] on every `every`-th call.
 fn release_memory_every(count: &AtomicUsize, every: usize) {
     let n = count.fetch_add(1, Ordering::Relaxed) + 1;
     if n.is_multiple_of(every) {
+        release_memory_soon();
+    }
+}
+
+/// [`release_memory`] a moment from now. Closing a session only tells its worker to stop;
+/// the worker, its handler and their buffers are freed as those tasks end, after the close
+/// returns, and memory trimmed before that stays with the process (measured: 30 MiB left
+/// after 20,000 sessions expired, against 12 MiB idle).
+fn release_memory_soon() {
+    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+        runtime.spawn(async {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            release_memory();
+        });
+    } else {
         release_memory();
     }
 }
