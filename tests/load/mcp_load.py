@@ -323,21 +323,24 @@ def run_abandon(berth, home, targets, max_sessions, idle):
         print(f"{'sessions':>9} {'RSS MiB':>9} {'s':>6}")
         print(f"{0:>9} {rss_kib(server.pid) / 1024:>9.1f}")
         u = urlparse(url)
-        opened, start = 0, time.monotonic()
-        for target in targets:
-            while opened < target:
-                conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
-                conn.request("POST", u.path, json.dumps(INITIALIZE),
-                             {"Content-Type": "application/json", "Accept": ACCEPT})
-                r = conn.getresponse()
-                r.read()
-                conn.close()
-                assert r.status == 200, r.status
-                opened += 1
-            print(f"{target:>9} {rss_kib(server.pid) / 1024:>9.1f} {time.monotonic() - start:>6.1f}")
-        # The sweep runs every tenth of the timeout; give it one more.
-        time.sleep(idle * 1.2 + 1)
-        print(f"{'expired':>9} {rss_kib(server.pid) / 1024:>9.1f}")
+        # Twice: the second round shows whether what the first left is reused or leaked.
+        for round in ("", " again"):
+            opened, start = 0, time.monotonic()
+            for target in targets:
+                while opened < target:
+                    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+                    conn.request("POST", u.path, json.dumps(INITIALIZE),
+                                 {"Content-Type": "application/json", "Accept": ACCEPT})
+                    r = conn.getresponse()
+                    r.read()
+                    conn.close()
+                    assert r.status == 200, r.status
+                    opened += 1
+                print(f"{target:>9} {rss_kib(server.pid) / 1024:>9.1f} "
+                      f"{time.monotonic() - start:>6.1f}{round}")
+            # The sweep runs every tenth of the timeout; give it one more.
+            time.sleep(idle * 1.2 + 1)
+            print(f"{'expired':>9} {rss_kib(server.pid) / 1024:>9.1f}{round:>7}")
     finally:
         stop(server)
 
