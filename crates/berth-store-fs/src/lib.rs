@@ -13,7 +13,11 @@
 //!   folder appears whole (built as `.staging-<id>` and renamed) and disappears whole
 //!   (renamed to `.trash-…` before removal).
 //! - Read-modify-write of shared files happens under a cross-process lock and re-reads under
-//!   it; there is no in-memory cache to go stale when another process writes.
+//!   it; there is no in-memory cache to go stale when another process writes. The one thing
+//!   remembered between calls, the sorted workspace ids a listing page seeks in, is used only
+//!   while `workspaces.index` (which every create and delete appends to) and `workspaces/`
+//!   show no change since it was read (`workspaces::RememberedIds`), the same test the index
+//!   itself is trusted by.
 //! - Unparseable files are `Error::Corrupt` naming file and line, and are never rewritten.
 //! - Storage paths are resolved inside the root by `cap-std`, which refuses every escape,
 //!   symlinks included.
@@ -58,6 +62,8 @@ pub struct FsStore {
 /// Where things live under the home. One place, so no path is built ad hoc.
 pub(crate) struct Layout {
     home: PathBuf,
+    /// The workspace ids of the last listing page, and what they were read under.
+    ids: std::sync::Mutex<Option<workspaces::RememberedIds>>,
 }
 
 impl Layout {
@@ -86,7 +92,10 @@ impl FsStore {
     pub fn open(home: impl AsRef<Path>) -> Result<FsStore> {
         let home = std::path::absolute(home.as_ref())
             .map_err(|e| Error::io(format!("cannot use home {}", home.as_ref().display()), e))?;
-        let layout = Layout { home };
+        let layout = Layout {
+            home,
+            ids: Default::default(),
+        };
         for dir in [
             layout.workspaces(),
             layout.names(),
