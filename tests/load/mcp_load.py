@@ -119,7 +119,11 @@ class HttpClient:
         return msg is not None and "error" not in msg and not msg["result"].get("isError")
 
 
-def run_http(url, clients, seconds):
+def ping_work(i, n):
+    return {"jsonrpc": "2.0", "id": i + 1, "method": "ping"}
+
+
+def run_http(url, clients, seconds, work=work):
     latencies, errors, lock = [], [0], threading.Lock()
     deadline = time.monotonic() + seconds
 
@@ -257,7 +261,9 @@ def run_paging(berth, sizes, repeat):
                 if not cursor:
                     break
                 cursors.append(cursor)
-            deep = cursors[len(cursors) // 2] if cursors else None
+            # A page of workspaces from the middle of the listing.
+            deep = [c for c in cursors if c.startswith("w/")]
+            deep = deep[len(deep) // 2] if deep else None
 
             def every():
                 n, cur = 0, None
@@ -387,6 +393,10 @@ def main():
             lat, errors = run_http(url, args.clients, args.seconds)
             report(f"HTTP keep-alive, {args.clients} clients", lat, errors, args.seconds, before,
                    rss_kib(server.pid))
+            before = rss_kib(server.pid)
+            lat, errors = run_http(url, args.clients, args.seconds, ping_work)
+            report(f"HTTP keep-alive, {args.clients} clients, ping", lat, errors, args.seconds,
+                   before, rss_kib(server.pid))
             lat, errors, b, a = run_stdio(args.berth, home, args.seconds)
             stdio_p50 = report("stdio, 1 client", lat, errors, args.seconds, b, a)
             # Like with like: one client each. With many clients on few cores, p50 is queueing.
