@@ -375,6 +375,72 @@ mod tests {
         SessionId::from(s)
     }
 
+    fn message(value: serde_json::Value) -> ServerSseMessage {
+        ServerSseMessage::from_message(serde_json::from_value(value).unwrap())
+    }
+
+    fn answer() -> ServerSseMessage {
+        message(serde_json::json!({"jsonrpc": "2.0", "id": 1, "result": {}}))
+    }
+
+    /// A request's stream as rmcp makes it: a priming event now, the rest as `later` says.
+    fn request_stream(
+        later: Vec<(u64, ServerSseMessage)>,
+    ) -> impl Stream<Item = ServerSseMessage> + Send + Sync + 'static {
+        let first = futures::stream::iter([ServerSseMessage::priming("0", Duration::from_secs(3))]);
+        let rest = futures::stream::iter(later).then(|(ms, m)| async move {
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            m
+        });
+        first.chain(rest)
+    }
+
+    /// How many items the stream has ready right away (what one write would carry), and
+    /// whether it has ended.
+    fn ready_now(stream: impl Stream<Item = ServerSseMessage>) -> (usize, bool) {
+        use futures::FutureExt;
+        let mut stream = Box::pin(stream);
+        let mut n = 0;
+        loop {
+            match stream.next().now_or_never() {
+                Some(Some(_)) => n += 1,
+                Some(None) => return (n, true),
+                None => return (n, false),
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn an_answer_and_the_end_are_gathered_with_the_priming_event() {
+        let start = Instant::now();
+        let stream = gathered(request_stream(vec![(30, answer())])).await;
+        assert!(start.elapsed() >= Duration::from_millis(30));
+        assert_eq!(ready_now(stream), (2, true));
+    }
+
+    #[tokio::test]
+    async fn a_notification_is_passed_on_at_once() {
+        let progress = message(serde_json::json!({
+            "jsonrpc": "2.0", "method": "notifications/progress",
+            "params": {"progressToken": 1, "progress": 1}
+        }));
+        let stream = gathered(request_stream(vec![(10, progress), (400, answer())])).await;
+        // The priming event and the notification, not waiting for the answer.
+        assert_eq!(ready_now(stream), (2, false));
+    }
+
+    #[tokio::test]
+    async fn a_slow_answer_gets_its_head_after_the_gathering_time() {
+        let start = Instant::now();
+        let stream = gathered(request_stream(vec![(1500, answer())])).await;
+        let waited = start.elapsed();
+        assert!(
+            waited >= GATHER && waited < Duration::from_millis(1400),
+            "{waited:?}"
+        );
+        assert_eq!(ready_now(stream), (1, false));
+    }
+
     #[test]
     fn the_least_recently_used_is_popped_first() {
         let mut book = Book::default();
