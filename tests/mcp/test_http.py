@@ -1,6 +1,9 @@
-"""The Streamable HTTP transport's guards, checked with raw HTTP requests and the SDK client:
-Host and Origin validation (403), the bearer token (401), no public address without a token,
-and the request-size limit (413)."""
+"""The Streamable HTTP transport, checked with raw HTTP requests (http.client, kept alive) and
+the SDK client: Host and Origin validation (403), the bearer token (401), no public address
+without a token, the request-size limit (413); no delayed-ACK stalls on a kept-alive
+connection, DELETE answered 204; sessions bounded by --max-sessions (least recently used
+closed, 404) and --session-idle-timeout (a listening client is not idle), also from [mcp] in
+the config; a file's content once on the wire."""
 
 import json
 import os
