@@ -62,6 +62,12 @@ fn corrupt_workspace_metadata_fails_loudly_and_stays_intact() {
         home.ok(&["workspace", "create", "beta"]);
         let file = home.workspace_dir(&id).join("workspace.toml");
         std::fs::write(&file, garbage).unwrap();
+        // A listing reads the index, which holds the record as berth last wrote it: the
+        // workspace is listed, never dropped as missing...
+        let listed = home.ok(&["workspace", "list"]);
+        assert!(listed.contains(&id), "{listed}");
+        // ...and a listing rebuilt from the records fails loudly on it.
+        std::fs::remove_file(home.path().join("workspaces.index")).unwrap();
         for args in [
             vec!["workspace", "list"],
             vec!["workspace", "show", id.as_str()],
