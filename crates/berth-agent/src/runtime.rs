@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::context::{self, Fill, Window};
 use crate::conversation::{
-    ChatMessage, Image, Part, Speaker, StopReason, ToolCall, ToolResult, Usage,
+    ChatMessage, Image, Part, Speaker, StopReason, ToolCall, ToolResult, ToolSpec, Usage,
 };
 use crate::events::{AgentEvent, Decision, PermissionRequest, Permissions, TurnStop};
 use crate::http::{Http, HttpPolicy};
@@ -386,17 +386,37 @@ impl Inner {
     }
 
     /// Runs the turn to its end; returns how it ended and the tokens used.
-    async fn run(&self, setup: Setup, request: &TurnRequest, out: &mut Out) -> (TurnStop, Usage) {
+    async fn run(
+        &self,
+        mut setup: Setup,
+        request: &TurnRequest,
+        out: &mut Out,
+    ) -> (TurnStop, Usage) {
         let mut usage = Usage::default();
         let session = &request.session;
         let cancel = &request.cancel;
-        let mut history = setup.history;
+        let mut history = std::mem::take(&mut setup.history);
         history.push(ChatMessage::user_with_images(
             request.prompt.clone(),
             &request.images,
         ));
-        let toolbox = self.turn_tools(&setup.mcp, request, out).await;
-        let tools = toolbox.specs();
+        // The prompt is written to the transcript while the turn's tools are gathered and the
+        // first request goes out: the waits (a durable append, external MCP servers starting,
+        // the provider's first byte) overlap instead of adding up. The answer is appended only
+        // after the prompt, and a failed append ends the turn before any of it is shown.
+        let prompt = Message::new(Role::User, transcript_prompt(request));
+        let start = async {
+            let toolbox = self.turn_tools(&setup.mcp, request, out).await;
+            let tools = toolbox.specs();
+            let first = provider_request(&setup, &history, &tools);
+            let opened = open_answer(&*setup.provider, first, cancel).await;
+            (toolbox, tools, opened)
+        };
+        let (appended, (toolbox, tools, mut opened)) =
+            tokio::join!(self.ops.append_message(session, &prompt), start);
+        if let Err(e) = appended {
+            return (failed(e), usage);
+        }
         let cx = ToolContext {
             cwd: request.cwd.clone(),
             ops: self.ops.clone(),
@@ -406,25 +426,6 @@ impl Inner {
             files: request.options.files.clone(),
             commands: request.options.commands.clone(),
         };
-        let provider_request = |history: &[ChatMessage]| ProviderRequest {
-            model: setup.model.clone(),
-            system: setup.system.clone(),
-            messages: context::compact(history, &setup.system, &tools, &setup.window),
-            tools: tools.clone(),
-            max_tokens: setup.max_tokens,
-        };
-        // The prompt is written to the transcript while the first request goes out: the two
-        // waits (a durable append, the provider's first byte) overlap instead of adding up.
-        // The answer is appended only after the prompt, and a failed append ends the turn
-        // before anything of the answer is shown.
-        let prompt = Message::new(Role::User, transcript_prompt(request));
-        let (appended, mut opened) = tokio::join!(
-            self.ops.append_message(session, &prompt),
-            open_answer(&*setup.provider, provider_request(&history), cancel),
-        );
-        if let Err(e) = appended {
-            return (failed(e), usage);
-        }
         let mut rounds = 0;
         loop {
             let answer = self
@@ -482,7 +483,8 @@ impl Inner {
                 speaker: Speaker::User,
                 parts: results.into_iter().map(Part::ToolResult).collect(),
             });
-            opened = open_answer(&*setup.provider, provider_request(&history), cancel).await;
+            let next = provider_request(&setup, &history, &tools);
+            opened = open_answer(&*setup.provider, next, cancel).await;
         }
     }
 
@@ -698,6 +700,17 @@ fn merge_ready(
             Some(Ok(ProviderEvent::ThoughtDelta(more))) if thought => text.push_str(&more),
             other => return Some(other),
         }
+    }
+}
+
+/// The request for the model's next answer: the conversation so far, compacted to fit.
+fn provider_request(setup: &Setup, history: &[ChatMessage], tools: &[ToolSpec]) -> ProviderRequest {
+    ProviderRequest {
+        model: setup.model.clone(),
+        system: setup.system.clone(),
+        messages: context::compact(history, &setup.system, tools, &setup.window),
+        tools: tools.to_vec(),
+        max_tokens: setup.max_tokens,
     }
 }
 
