@@ -13,9 +13,11 @@
 //! session's `session/prompt` sent, the agent's HTTP request, parsing, the agent loop, 2,000
 //! `session/update` notifications parsed by the client, and the transcript written, until the
 //! prompt's answer arrives. The direct figure is the request and the read of the whole
-//! stream. Both are measured twice: with the provider server sending each event at once
-//! (`TCP_NODELAY`, as the providers' own servers do), and with Nagle's algorithm left on, so
-//! that a burst of events reaches the direct reader in a few large reads. `berth acp` merges pieces that arrive within `MERGE_WINDOW` (10 ms) of its last update, so the
+//! stream. Both are measured twice: with Nagle's algorithm left on in the provider server, so
+//! that a burst of events reaches the direct reader in a few large reads (the goal is judged
+//! here, where the baseline is fastest), and with the server sending each event at once
+//! (`TCP_NODELAY`, as the providers' own servers do), where the direct reader is woken for
+//! every event. The server runs on a thread and runtime of its own. `berth acp` merges pieces that arrive within `MERGE_WINDOW` (10 ms) of its last update, so the
 //! client gets the 2,000 chunks' text in fewer notifications; their number is printed, and
 //! the text is checked whole and in order every round.
 
@@ -56,7 +58,9 @@ struct Seen {
 }
 
 async fn run(chunks: usize, rounds: usize, cancels: usize) {
-    let server = Arc::new(ProviderServer::start().await);
+    // On a thread and runtime of its own: the direct reader must not share its runtime with
+    // the server it reads from, any more than `berth acp` does.
+    let server = Arc::new(ProviderServer::start_in_background());
     let deltas: Vec<String> = (0..chunks).map(|i| format!("token {i:05} ")).collect();
     let expected: String = deltas.concat();
     let home = tempfile::tempdir().unwrap();
@@ -115,7 +119,7 @@ async fn run(chunks: usize, rounds: usize, cancels: usize) {
             // send them), then coalesced under Nagle's algorithm (a burst read in a few big
             // reads, the easiest case for the direct reader).
             let mut modes = Vec::new();
-            for nagle in [false, true] {
+            for nagle in [true, false] {
                 server.set_nagle(nagle);
                 let mut direct = Vec::new();
                 let mut relayed = Vec::new();
@@ -201,9 +205,12 @@ async fn run(chunks: usize, rounds: usize, cancels: usize) {
                     "  client gets it relayed by berth acp (session/update)",
                     ms(r)
                 );
+                // The goal is judged where the direct reader has it easiest: a burst in a few
+                // big reads. Event by event, the direct reader is woken for every segment.
                 println!(
-                    "  ratio relay / direct = {:.2} (goal <= 1.5); every chunk's text arrived, in order",
-                    r.as_secs_f64() / d.as_secs_f64()
+                    "  ratio relay / direct = {:.2} ({}); every chunk's text arrived, in order",
+                    r.as_secs_f64() / d.as_secs_f64(),
+                    if nagle { "goal <= 1.5" } else { "for comparison" }
                 );
                 updates.sort_unstable();
                 println!(
