@@ -32,50 +32,7 @@ mod on_sqlite {
     berth_core::conformance_tests!(fresh());
 }
 
-/// The Postgres server the tests use. Missing, the test fails (never skips) and says how to
-/// get one.
-pub(crate) fn postgres_url() -> String {
-    std::env::var("TEST_BERTH_POSTGRES_URL").unwrap_or_else(|_| {
-        panic!(
-            "TEST_BERTH_POSTGRES_URL is not set: the Postgres tests need a server. Run ./test.sh, \
-             which starts a throwaway one, or `eval \"$(tests/postgres.sh start)\"` first"
-        )
-    })
-}
-
-/// A new, empty database on the test server, and its URL.
-pub(crate) async fn fresh_postgres() -> String {
-    use sqlx::Connection;
-    let base = postgres_url();
-    let name = format!("berth_t_{}", uuid::Uuid::new_v4().simple());
-    let mut admin = sqlx::PgConnection::connect(&base)
-        .await
-        .unwrap_or_else(|e| panic!("cannot reach {}: {e}", redact(&base)));
-    // A name of our own making (hex), not a value from outside: the one SQL text built here.
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-        .execute(&mut admin)
-        .await
-        .unwrap();
-    admin.close().await.unwrap();
-    with_database(&base, &name)
-}
-
-/// `url` with its database replaced by `name`.
-fn with_database(url: &str, name: &str) -> String {
-    let (before_query, query) = match url.split_once('?') {
-        Some((b, q)) => (b, Some(q)),
-        None => (url, None),
-    };
-    let scheme_end = before_query.find("://").map_or(0, |i| i + 3);
-    let base = match before_query[scheme_end..].find('/') {
-        Some(i) => &before_query[..scheme_end + i],
-        None => before_query,
-    };
-    match query {
-        Some(q) => format!("{base}/{name}?{q}"),
-        None => format!("{base}/{name}"),
-    }
-}
+use berth_testkit::postgres::{fresh_database as fresh_postgres, with_database};
 
 mod on_postgres {
     macro_rules! pg_conformance {
