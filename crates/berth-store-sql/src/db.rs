@@ -139,6 +139,19 @@ impl Pool {
         })
     }
 
+    /// One page of a listing in id order: `sql` selects `… WHERE id > $1 ORDER BY id LIMIT $2`.
+    /// Every id sorts after the empty string, so "after nothing" is the first page.
+    pub(crate) async fn page(
+        &self,
+        sql: &'static str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<Row>> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.all(sql, &[Arg::Text(after.unwrap_or("")), Arg::Int(limit)])
+            .await
+    }
+
     /// Runs one statement on its own (autocommit); returns the rows it affected.
     pub(crate) async fn exec(&self, sql: &'static str, args: &[Arg<'_>]) -> Result<u64> {
         Ok(match self {

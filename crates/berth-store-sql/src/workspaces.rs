@@ -260,18 +260,15 @@ impl WorkspaceStore for SqlStore {
         limit: usize,
     ) -> berth_core::Result<Vec<Workspace>> {
         async {
-            // Every id sorts after the empty string, so "after nothing" is the first page.
             self.pool()
-                .all(
+                .page(
                     concat!(
                         "SELECT ",
                         cols!(),
                         " FROM workspaces WHERE id > $1 ORDER BY id LIMIT $2"
                     ),
-                    &[
-                        Arg::Text(after.map_or("", |a| a.as_str())),
-                        Arg::Int(i64::try_from(limit).unwrap_or(i64::MAX)),
-                    ],
+                    after.map(|a| a.as_str()),
+                    limit,
                 )
                 .await?
                 .iter()
