@@ -141,6 +141,23 @@ impl Error {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// A read whose "not found" is an answer, not a failure.
+pub trait Found<T> {
+    /// `Ok(None)` when the thing does not exist; every other error stays an error (a corrupt
+    /// record is never taken for a missing one).
+    fn found(self) -> Result<Option<T>>;
+}
+
+impl<T> Found<T> for Result<T> {
+    fn found(self) -> Result<Option<T>> {
+        match self {
+            Ok(t) => Ok(Some(t)),
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+}
+
 /// The 1-based line of a byte offset in `text`; parsers report spans, people read lines.
 pub fn line_of_offset(text: &str, offset: usize) -> usize {
     let end = offset.min(text.len());

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use berth_core::config::ProviderKind;
 use berth_core::{
-    DeviceId, ErrorKind, Message, NewSession, Session, SessionId, Transcript, Workspace,
+    DeviceId, ErrorKind, Found, Message, NewSession, Session, SessionId, Transcript, Workspace,
     WorkspaceId,
 };
 
@@ -126,11 +126,7 @@ impl Ops {
     ) -> Result<ClientSessionOutcome> {
         let ws_id = WorkspaceId::new(key)?;
         let session_id = SessionId::new(key)?;
-        let existing_session = match self.manager.sessions().load(&session_id).await {
-            Ok(s) => Some(s),
-            Err(e) if e.is_not_found() => None,
-            Err(e) => return Err(e.into()),
-        };
+        let existing_session = self.manager.sessions().load(&session_id).await.found()?;
         let workspace = match self.manager.workspaces().load(&ws_id).await {
             Ok(ws) => ws,
             Err(e) if e.is_not_found() => match &existing_session {

@@ -18,7 +18,7 @@
 use std::collections::BTreeMap;
 
 use berth_core::{
-    EntryKind, ErrorKind, NewSession, NewWorkspace, Session, SessionStatus, StoragePath,
+    EntryKind, ErrorKind, Found, NewSession, NewWorkspace, Session, SessionStatus, StoragePath,
     StorageScope, Workspace, WorkspaceManager,
 };
 use serde::Serialize;
@@ -255,11 +255,7 @@ impl Run<'_> {
 
     async fn workspace(&mut self, ws: &Workspace) -> Result<()> {
         let held = match self.dst {
-            Some(dst) => match dst.workspaces().load(&ws.id).await {
-                Ok(t) => Some(t),
-                Err(e) if e.is_not_found() => None,
-                Err(e) => return Err(e.into()),
-            },
+            Some(dst) => dst.workspaces().load(&ws.id).await.found()?,
             None => None,
         };
         let label = ws.label();
@@ -356,11 +352,12 @@ impl Run<'_> {
             return Ok(());
         };
         let held = match self.dst {
-            Some(dst) => match dst.workspaces().load_config(&ws.id).await {
-                Ok(t) => t,
-                Err(e) if e.is_not_found() => None,
-                Err(e) => return Err(e.into()),
-            },
+            Some(dst) => dst
+                .workspaces()
+                .load_config(&ws.id)
+                .await
+                .found()?
+                .flatten(),
             None => None,
         };
         let (outcome, detail) = match held {
@@ -383,11 +380,7 @@ impl Run<'_> {
     async fn session(&mut self, ws: &Workspace, s: &Session) -> Result<()> {
         let transcript = self.src.sessions().read_transcript(&s.id).await?;
         let held = match self.dst {
-            Some(dst) => match dst.sessions().load(&s.id).await {
-                Ok(t) => Some(t),
-                Err(e) if e.is_not_found() => None,
-                Err(e) => return Err(e.into()),
-            },
+            Some(dst) => dst.sessions().load(&s.id).await.found()?,
             None => None,
         };
         let what = s.id.to_string();
@@ -512,11 +505,7 @@ impl Run<'_> {
                     EntryKind::File => {
                         let bytes = self.src.storage().read(scope, &path).await?;
                         let held = match self.dst {
-                            Some(dst) => match dst.storage().read(scope, &path).await {
-                                Ok(b) => Some(b),
-                                Err(e) if e.is_not_found() => None,
-                                Err(e) => return Err(e.into()),
-                            },
+                            Some(dst) => dst.storage().read(scope, &path).await.found()?,
                             None => None,
                         };
                         let (outcome, detail) = match held {
