@@ -68,6 +68,21 @@ async def test_list_pages_and_filters_by_folder(home, work, tmp_path, provider):
     assert set(here) | {there} <= cli
 
 
+async def test_a_session_is_titled_after_its_first_prompt(home, work, provider):
+    provider.push(Reply().text("ok"))
+    provider.push(Reply().text("ok again"))
+    async with run_agent(Editor(), home, provider, work) as (conn, _, _):
+        new = await conn.new_session(cwd=str(work))
+        untitled = await conn.list_sessions(cwd=str(work))
+        assert [s.title for s in untitled.sessions] == [None]
+        await conn.prompt(session_id=new.session_id, prompt=[text_block("Fix the parser\nthen run the tests")])
+        await conn.prompt(session_id=new.session_id, prompt=[text_block("and the docs")])
+        listed = await conn.list_sessions(cwd=str(work))
+        assert [s.title for s in listed.sessions] == ["Fix the parser"]
+    # The title is the session's, as every front end sees it; later prompts keep it.
+    assert berth_json(home, "session", "show", new.session_id)["session"]["title"] == "Fix the parser"
+
+
 async def test_list_pages_with_a_cursor(home, work, provider):
     # 105 sessions through the CLI, then pages of at most 100 through ACP.
     berth(home, "workspace", "create", "pages", "--plain")

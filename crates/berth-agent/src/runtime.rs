@@ -396,6 +396,7 @@ impl Inner {
         let session = &request.session;
         let cancel = &request.cancel;
         let mut history = std::mem::take(&mut setup.history);
+        let first_prompt = !history.iter().any(|m| m.speaker == Speaker::User);
         history.push(ChatMessage::user_with_images(
             request.prompt.clone(),
             &request.images,
@@ -412,8 +413,15 @@ impl Inner {
             let opened = open_answer(&*setup.provider, first, cancel).await;
             (toolbox, tools, opened)
         };
-        let (appended, (toolbox, tools, mut opened)) =
-            tokio::join!(self.ops.append_message(session, &prompt), start);
+        // A session's first prompt titles it if it has no title; a convenience, so failing
+        // to set one does not stop the turn.
+        let title = async {
+            if first_prompt {
+                let _ = self.ops.title_untitled(session, &request.prompt).await;
+            }
+        };
+        let (appended, (toolbox, tools, mut opened), ()) =
+            tokio::join!(self.ops.append_message(session, &prompt), start, title);
         if let Err(e) = appended {
             return (failed(e), usage);
         }

@@ -367,6 +367,21 @@ impl Ops {
         Ok(self.manager.append_message(session, message).await?)
     }
 
+    /// Titles a session after its first prompt when it has no title yet: a session made
+    /// before its first prompt (an editor's, over ACP) gets the title one made with it does.
+    /// A title already there (given by a person) is kept.
+    pub async fn title_untitled(&self, session: &Session, prompt: &str) -> Result<()> {
+        let title = title_of(prompt);
+        let current = self.manager.sessions().load(&session.id).await?;
+        if current.title.is_empty() && !title.is_empty() {
+            self.manager
+                .sessions()
+                .set_title(&session.id, &title, chrono::Utc::now())
+                .await?;
+        }
+        Ok(())
+    }
+
     /// Empties the transcript, keeping its frontmatter.
     pub async fn clear_session(&self, session: &Session) -> Result<()> {
         Ok(self.manager.clear_session(session).await?)
