@@ -37,7 +37,11 @@ fn main() {
         .build()
         .unwrap();
     rt.block_on(async move {
-        let server = ProviderServer::start().await;
+        // On a thread and runtime of its own, so the baseline does not share its threads with
+        // the server; and coalescing a burst under Nagle's algorithm, so the baseline reads it in
+        // a few large reads, the hardest case for the loop to match.
+        let server = ProviderServer::start_in_background();
+        server.set_nagle(true);
         let deltas: Vec<String> = (0..chunks).map(|i| format!("token {i:05} ")).collect();
         let reply = || Reply::anthropic(&Turn::new().text(deltas.clone()));
         let expected = deltas.concat();
