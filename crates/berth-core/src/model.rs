@@ -219,6 +219,33 @@ pub struct Session {
     pub updated_at: DateTime<Utc>,
 }
 
+/// The session rules every store enforces the same way (the conformance suite checks each).
+impl Session {
+    /// A closed session's transcript takes no more messages.
+    pub fn check_open(&self) -> Result<(), Error> {
+        if self.status == SessionStatus::Closed {
+            return Err(Error::Refused(format!(
+                "session '{}' is closed; start a new session to continue",
+                self.id
+            )));
+        }
+        Ok(())
+    }
+
+    /// The move to `next` is one [`SessionStatus::can_become`] allows.
+    pub fn check_can_become(&self, next: SessionStatus) -> Result<(), Error> {
+        if !self.status.can_become(next) {
+            return Err(Error::Refused(format!(
+                "session '{}' is {} and cannot become {}",
+                self.id,
+                self.status.as_str(),
+                next.as_str()
+            )));
+        }
+        Ok(())
+    }
+}
+
 /// What a caller supplies to create a session.
 #[derive(Debug, Clone)]
 pub struct NewSession {
@@ -229,6 +256,22 @@ pub struct NewSession {
     pub provider: ProviderKind,
     pub model: String,
     pub cwd: Option<String>,
+}
+
+impl NewSession {
+    /// What a store checks before it writes anything: the model name is 1-128 characters
+    /// without control characters.
+    pub fn check(&self) -> Result<(), Error> {
+        let model = &self.model;
+        if model.is_empty() || model.len() > 128 || model.chars().any(char::is_control) {
+            return Err(Error::Invalid(crate::id::InvalidInput {
+                kind: "model",
+                value: model.chars().take(80).collect(),
+                rule: "must be 1-128 characters without control characters".to_owned(),
+            }));
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]

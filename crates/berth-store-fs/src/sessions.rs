@@ -202,12 +202,7 @@ impl Layout {
         let (ws, dir) = self.session_dir(id)?;
         let _guard = lock_session(&dir, id)?;
         // Checked under the lock: a session closed by another process a moment ago is closed.
-        let session = self.read_session_file(&dir, id, &ws)?;
-        if session.status == SessionStatus::Closed {
-            return Err(Error::Refused(format!(
-                "session '{id}' is closed; start a new session to continue"
-            )));
-        }
+        self.read_session_file(&dir, id, &ws)?.check_open()?;
         let path = dir.join("session.md");
         let mut file = OpenOptions::new()
             .read(true)
@@ -391,21 +386,10 @@ fn missing(id: &SessionId) -> Error {
 }
 
 /// Provider and model end up in the frontmatter; they must be single-line names.
-fn check_label(kind: &'static str, value: &str) -> Result<()> {
-    if value.is_empty() || value.len() > 128 || value.chars().any(char::is_control) {
-        return Err(Error::Invalid(berth_core::InvalidInput {
-            kind,
-            value: value.chars().take(80).collect(),
-            rule: "must be 1-128 characters without control characters".to_owned(),
-        }));
-    }
-    Ok(())
-}
-
 #[async_trait]
 impl SessionStore for FsStore {
     async fn create(&self, new: NewSession, now: DateTime<Utc>) -> Result<Session> {
-        check_label("model", &new.model)?;
+        new.check()?;
         self.blocking(move |l| l.create_session(new, now)).await
     }
 
@@ -463,14 +447,7 @@ impl SessionStore for FsStore {
         let id = id.clone();
         self.blocking(move |l| {
             l.update_session(&id, |s| {
-                if !s.status.can_become(status) {
-                    return Err(Error::Refused(format!(
-                        "session '{}' is {} and cannot become {}",
-                        s.id,
-                        s.status.as_str(),
-                        status.as_str()
-                    )));
-                }
+                s.check_can_become(status)?;
                 s.status = status;
                 s.updated_at = now;
                 Ok(())

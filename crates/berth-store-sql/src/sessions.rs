@@ -5,9 +5,7 @@
 
 use async_trait::async_trait;
 use berth_core::transcript::{Frontmatter, Message, Role, Transcript};
-use berth_core::{
-    Error, InvalidInput, NewSession, Session, SessionId, SessionStatus, SessionStore, WorkspaceId,
-};
+use berth_core::{Error, NewSession, Session, SessionId, SessionStatus, SessionStore, WorkspaceId};
 use chrono::{DateTime, Utc};
 
 use crate::db::{Arg, Dialect, Row, Tx};
@@ -43,17 +41,6 @@ fn missing(id: &SessionId) -> Failure {
 
 /// Provider and model end up in the frontmatter; they must be single-line names (the
 /// filesystem store's rule).
-fn check_label(kind: &'static str, value: &str) -> Result<()> {
-    if value.is_empty() || value.len() > 128 || value.chars().any(char::is_control) {
-        return Err(Failure::Core(Error::Invalid(InvalidInput {
-            kind,
-            value: value.chars().take(80).collect(),
-            rule: "must be 1-128 characters without control characters".to_owned(),
-        })));
-    }
-    Ok(())
-}
-
 /// Locks a workspace row against deletion for the rest of the transaction (Postgres; SQLite's
 /// write transaction holds the whole database). Workspace rows are always locked before
 /// session rows, so a session change and a workspace delete cannot deadlock.
@@ -100,7 +87,7 @@ async fn insert_messages(tx: &mut Tx<'_>, id: &SessionId, messages: &[Message]) 
 
 impl SqlStore {
     async fn create_session(&self, new: NewSession, now: DateTime<Utc>) -> Result<Session> {
-        check_label("model", &new.model)?;
+        new.check().map_err(Failure::Core)?;
         let id = new.id.unwrap_or_else(SessionId::generate);
         let mut tx = self.pool().begin().await?;
         if !hold_workspace(&mut tx, &new.workspace).await? {
@@ -239,12 +226,10 @@ impl SqlStore {
     async fn append_message(&self, id: &SessionId, message: &Message) -> Result<()> {
         let mut tx = self.pool().begin().await?;
         // Checked under the session's lock: a session closed a moment ago is closed.
-        let s = lock_session(&mut tx, id).await?;
-        if s.status == SessionStatus::Closed {
-            return Err(Failure::Core(Error::Refused(format!(
-                "session '{id}' is closed; start a new session to continue"
-            ))));
-        }
+        lock_session(&mut tx, id)
+            .await?
+            .check_open()
+            .map_err(Failure::Core)?;
         tx.exec(
             concat!(
                 "INSERT INTO messages (session_id, seq, role, content)",
@@ -406,14 +391,7 @@ impl SessionStore for SqlStore {
         now: DateTime<Utc>,
     ) -> berth_core::Result<Session> {
         self.update_session(id, |s| {
-            if !s.status.can_become(status) {
-                return Err(Failure::Core(Error::Refused(format!(
-                    "session '{}' is {} and cannot become {}",
-                    s.id,
-                    s.status.as_str(),
-                    status.as_str()
-                ))));
-            }
+            s.check_can_become(status).map_err(Failure::Core)?;
             s.status = status;
             s.updated_at = now;
             Ok(())
