@@ -2,7 +2,10 @@
 with the next scripted reply, streamed in the documented server-sent-event format
 (message_start, content_block_start/delta/stop for text, thinking and tool_use with
 input_json_delta, message_delta with the stop reason, message_stop; or an error event).
-Every request body is kept, so a test can read what the model was sent.
+`POST /v1/chat/completions` answers a text reply as OpenAI's Chat Completions API streams it
+(chat.completion.chunk events, a usage chunk, `data: [DONE]`), for tests that switch a
+session to another provider. Every request body and path is kept, so a test can read what
+the model was sent, and to which API.
 """
 
 import json
@@ -109,12 +112,38 @@ class Reply:
         yield _event("message_stop", {"type": "message_stop"})
 
 
+def _chunk(delta, finish=None, usage=None):
+    chunk = {
+        "id": "chatcmpl-test",
+        "object": "chat.completion.chunk",
+        "created": 0,
+        "model": "test-model",
+        "choices": [] if usage else [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
+    if usage:
+        chunk["usage"] = usage
+    return f"data: {json.dumps(chunk)}\n\n".encode()
+
+
+def openai_events(reply):
+    """A text reply as OpenAI's Chat Completions API streams it."""
+    yield _chunk({"role": "assistant", "content": ""})
+    for kind, payload in reply.blocks:
+        assert kind == "text", "the OpenAI stand-in streams text replies only"
+        for piece in payload:
+            yield _chunk({"content": piece})
+    yield _chunk({}, finish="stop")
+    yield _chunk({}, usage={"prompt_tokens": 12, "completion_tokens": 5, "total_tokens": 17})
+    yield b"data: [DONE]\n\n"
+
+
 class FakeAnthropic:
     """The server: push replies, then read `requests` (the JSON bodies, in order)."""
 
     def __init__(self):
         self.replies = queue.Queue()
         self.requests = []
+        self.paths = []
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -126,6 +155,7 @@ class FakeAnthropic:
             def do_POST(self):
                 body = self.rfile.read(int(self.headers.get("content-length", 0)))
                 server.requests.append(json.loads(body))
+                server.paths.append(self.path)
                 try:
                     reply = server.replies.get(timeout=10)
                 except queue.Empty:
@@ -144,7 +174,8 @@ class FakeAnthropic:
                 self.send_header("connection", "close")
                 self.end_headers()
                 try:
-                    for piece in reply.events():
+                    openai = self.path.endswith("/chat/completions")
+                    for piece in openai_events(reply) if openai else reply.events():
                         if isinstance(piece, float):
                             time.sleep(piece)
                             continue

@@ -4,10 +4,12 @@ close work, and the model is a config option. Phone apps name their workspace wi
 `_meta.sessionId`; hostile ids are refused before they touch a path.
 """
 
+import subprocess
+
 import pytest
 from acp import RequestError, text_block
 
-from conftest import Editor, Reply, berth, berth_json, run_agent, texts
+from conftest import BERTH, Editor, Reply, agent_env, berth, berth_json, run_agent, texts
 
 pytestmark = pytest.mark.anyio
 
@@ -48,6 +50,47 @@ async def test_an_unknown_or_hostile_session_id_cannot_be_loaded(home, work, pro
         with pytest.raises(RequestError) as closed:
             await conn.prompt(session_id="not-open", prompt=[text_block("hi")])
         assert closed.value.code == -32002
+
+
+async def test_acp_and_mcp_errors_carry_the_same_kind(home, work, provider):
+    """One failure, two protocols, one spelling of its kind: ACP's error data and MCP's."""
+    import os
+
+    from mcp import ClientSession, MCPError, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    # A session whose workspace config names no key: a turn cannot start (a config value to
+    # fix, so `invalid` on both protocols and exit 2 in the CLI).
+    berth(home, "workspace", "create", "w")
+    sid = berth(home, "session", "new", "-w", "w").strip()
+    acp_kinds = {}
+    async with run_agent(Editor(), home, provider, work) as (conn, _, _):
+        for name, session_id in [("missing", "no-such-session"), ("hostile", "..")]:
+            with pytest.raises(RequestError) as e:
+                await conn.load_session(cwd=str(work), session_id=session_id, mcp_servers=[])
+            acp_kinds[name] = e.value.data["kind"]
+    async with run_agent(Editor(), home, provider, work, {"ANTHROPIC_API_KEY": ""}) as (conn, _, _):
+        await conn.load_session(cwd=str(work), session_id=sid, mcp_servers=[])
+        with pytest.raises(RequestError) as e:
+            await conn.prompt(session_id=sid, prompt=[text_block("hi")])
+        acp_kinds["no key"] = e.value.data["kind"]
+        assert "ANTHROPIC_API_KEY" in e.value.message
+    mcp_kinds = {}
+    params = StdioServerParameters(
+        command=BERTH, args=["mcp"], env={**os.environ, "BERTH_HOME": str(home)}, cwd=str(work)
+    )
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write) as s:
+            await s.initialize()
+            for name, session_id in [("missing", "no-such-session"), ("hostile", "..")]:
+                with pytest.raises(MCPError) as e:
+                    await s.read_resource(f"berth://session/{session_id}")
+                mcp_kinds[name] = e.value.data["kind"]
+                r = await s.call_tool("resource_session_show", {"session_identifier": session_id})
+                assert r.is_error and r.structured_content["error"]["kind"] == mcp_kinds[name]
+    assert acp_kinds["missing"] == mcp_kinds["missing"] == "not_found"
+    assert acp_kinds["hostile"] == mcp_kinds["hostile"] == "invalid"
+    assert acp_kinds["no key"] == "invalid"
 
 
 async def test_list_pages_and_filters_by_folder(home, work, tmp_path, provider):
@@ -146,6 +189,76 @@ async def test_a_chosen_model_outlives_the_process(home, work, provider):
     async with run_agent(Editor(), home, provider, work) as (conn, _, _):
         loaded = await conn.load_session(cwd=str(work), session_id=new.session_id, mcp_servers=[])
         assert loaded.config_options[0].current_value == "claude/test-model"
+
+
+def openai_env(provider):
+    """A second provider the session can switch to: OpenAI, on the stand-in's OpenAI path."""
+    return {
+        "OPENAI_API_KEY": "test-openai-key",
+        "BERTH_PROVIDERS__OPENAI__BASE_URL": f"{provider.url}/v1",
+        "BERTH_PROVIDERS__OPENAI__MODEL": "gpt-test",
+    }
+
+
+def chat_p(home, provider, work, *args):
+    """`berth chat -p` with the same environment `berth acp` gets."""
+    return subprocess.run(
+        [BERTH, "chat", *args],
+        env=agent_env(home, provider, openai_env(provider)),
+        cwd=str(work),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+async def test_a_model_chosen_in_an_editor_is_the_one_a_script_calls(home, work, provider):
+    env = openai_env(provider)
+    async with run_agent(Editor(), home, provider, work, env) as (conn, _, _):
+        new = await conn.new_session(cwd=str(work))
+        await conn.set_config_option(config_id="model", session_id=new.session_id, value="openai/gpt-test")
+    provider.push(Reply().text("from gpt"))
+    done = chat_p(home, provider, work, "-p", "hello", "--session", new.session_id)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "from gpt\n"
+    assert provider.paths[-1] == "/v1/chat/completions"
+    assert provider.requests[-1]["model"] == "gpt-test"
+    # A new session from the same script follows the config: the kept choice is the session's.
+    provider.push(Reply().text("from claude"))
+    done = chat_p(home, provider, work, "-p", "hello")
+    assert done.returncode == 0, done.stderr
+    assert provider.paths[-1] == "/v1/messages"
+    assert provider.requests[-1]["model"] == "test-model"
+
+
+async def test_a_model_chosen_in_chat_is_the_one_acp_loads_and_calls(home, work, provider):
+    provider.push(Reply().text("first"))
+    done = chat_p(home, provider, work, "-p", "hello")
+    assert done.returncode == 0, done.stderr
+    [session] = berth_json(home, "session", "list")
+    # `--model` keeps the choice as `/model` does (one ops call behind both).
+    provider.push(Reply().text("second"))
+    done = chat_p(home, provider, work, "-p", "again", "--session", session["id"], "--model", "openai")
+    assert done.returncode == 0, done.stderr
+    assert provider.paths[-1] == "/v1/chat/completions"
+    assert provider.requests[-1]["model"] == "gpt-test"
+    provider.push(Reply().text("third"))
+    async with run_agent(Editor(), home, provider, work, openai_env(provider)) as (conn, _, _):
+        loaded = await conn.load_session(cwd=str(work), session_id=session["id"], mcp_servers=[])
+        assert loaded.config_options[0].current_value == "openai/gpt-test"
+        await conn.prompt(session_id=session["id"], prompt=[text_block("and now?")])
+    assert provider.paths[-1] == "/v1/chat/completions"
+    assert provider.requests[-1]["model"] == "gpt-test"
+    # Without the OpenAI key the choice is set aside, with the same warning everywhere.
+    provider.push(Reply().text("fourth"))
+    env = agent_env(home, provider)
+    done = subprocess.run(
+        [BERTH, "chat", "-p", "last", "--session", session["id"]],
+        env=env, cwd=str(work), capture_output=True, text=True, timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert provider.paths[-1] == "/v1/messages"
+    assert "chosen model openai/gpt-test is not offered" in done.stderr, done.stderr
 
 
 async def test_a_phone_id_makes_one_workspace_and_one_binding(home, work, provider):

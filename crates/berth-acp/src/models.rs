@@ -11,11 +11,6 @@ use berth_ops::LoadedConfig;
 /// The config option's id.
 pub const OPTION_ID: &str = "model";
 
-/// What the config names: its provider's model first.
-pub fn configured(config: &LoadedConfig) -> ModelChoice {
-    ModelChoice::configured(&config.config)
-}
-
 /// Every model the config can call (the rule is berth-agent's, shared with `berth chat`).
 pub fn choices(config: &LoadedConfig) -> Vec<ModelChoice> {
     ModelChoice::choices(&config.config)
@@ -26,12 +21,19 @@ pub fn value_id(choice: &ModelChoice) -> String {
     choice.to_string()
 }
 
-/// The config option, showing `current`.
-pub fn option(config: &LoadedConfig, current: &ModelChoice) -> SessionConfigOption {
+/// The option's values: the config's choices, and `current` (a model typed at `/model` in
+/// `berth chat` is none of them).
+fn values(config: &LoadedConfig, current: &ModelChoice) -> Vec<ModelChoice> {
     let mut all = choices(config);
     if !all.contains(current) {
         all.push(current.clone());
     }
+    all
+}
+
+/// The config option, showing `current`.
+pub fn option(config: &LoadedConfig, current: &ModelChoice) -> SessionConfigOption {
+    let all = values(config, current);
     let values = all
         .iter()
         .map(|c| {
@@ -46,7 +48,9 @@ pub fn option(config: &LoadedConfig, current: &ModelChoice) -> SessionConfigOpti
         )
 }
 
-/// The choice a value names, if the config offers it.
-pub fn parse(config: &LoadedConfig, value: &str) -> Option<ModelChoice> {
-    choices(config).into_iter().find(|c| value_id(c) == value)
+/// The choice a value names, if it is one of the option's values.
+pub fn parse(config: &LoadedConfig, current: &ModelChoice, value: &str) -> Option<ModelChoice> {
+    values(config, current)
+        .into_iter()
+        .find(|c| value_id(c) == value)
 }

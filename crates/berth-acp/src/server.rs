@@ -24,9 +24,7 @@ use agent_client_protocol::v1::schema::{
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent as AcpAgent, Client};
 use berth_agent::mcp::{McpServerSettings, Secret};
-use berth_agent::{
-    Agent, CancellationToken, McpServers, ModelChoice, ToolContext, TurnOptions, TurnRequest,
-};
+use berth_agent::{Agent, CancellationToken, McpServers, ToolContext, TurnOptions, TurnRequest};
 use berth_ops::{ClientSession, Ops, Session};
 use serde_json::Value;
 
@@ -34,8 +32,8 @@ use crate::client::{ClientFiles, ClientPermissions, ClientTerminals, Relayed};
 use crate::turn::Relay;
 use crate::{content, errors, models};
 
-/// How many sessions one `session/list` page holds.
-pub const LIST_PAGE: usize = 100;
+/// How many sessions one `session/list` page holds (ACP's request names no size).
+pub const LIST_PAGE: usize = berth_ops::PAGE_DEFAULT;
 
 /// One connection's state: the client's capabilities and the sessions it opened. Sessions
 /// themselves live in berth's store; this only knows which are open here and which is busy.
@@ -53,8 +51,6 @@ struct Open {
     work_dir: PathBuf,
     /// The running prompt's cancellation, while one runs.
     running: Mutex<Option<CancellationToken>>,
-    /// The model chosen through the config option, if one was.
-    model: Mutex<Option<ModelChoice>>,
     /// The client's own MCP servers for this session, started on its first turn.
     mcp: Option<Arc<McpServers>>,
 }
@@ -82,43 +78,19 @@ impl Server {
             })
     }
 
-    /// Opens `session` on this connection, with the model chosen for it earlier (in any
-    /// process) while the workspace's config still offers that model.
-    async fn register(
-        &self,
-        session: Session,
-        work_dir: PathBuf,
-        mcp: &[McpServer],
-    ) -> Result<Arc<Open>> {
-        let chosen = self
-            .ops
-            .session_model(&session)
-            .await
-            .map_err(errors::ops)?;
-        let model = match chosen {
-            Some((provider, model)) => {
-                let config = self
-                    .ops
-                    .config(Some(&session.workspace_id))
-                    .await
-                    .map_err(errors::ops)?;
-                let choice = ModelChoice { provider, model };
-                models::choices(&config).contains(&choice).then_some(choice)
-            }
-            None => None,
-        };
+    /// Opens `session` on this connection.
+    fn register(&self, session: Session, work_dir: PathBuf, mcp: &[McpServer]) -> Arc<Open> {
         let open = Arc::new(Open {
             session,
             work_dir,
             running: Mutex::default(),
-            model: Mutex::new(model),
             mcp: client_mcp(mcp),
         });
         self.sessions
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(open.session.id.to_string(), open.clone());
-        Ok(open)
+        open
     }
 
     fn capabilities(&self) -> ClientCapabilities {
@@ -168,30 +140,28 @@ impl Server {
             })
             .await
             .map_err(errors::ops)?;
-        let open = self
-            .register(got.session, got.work_dir, &request.mcp_servers)
-            .await?;
+        let open = self.register(got.session, got.work_dir, &request.mcp_servers);
         let options = self.config_options(&open).await?;
         Ok(NewSessionResponse::new(open.session.id.to_string()).config_options(options))
     }
 
-    /// Opens a stored session on this connection: its tools work where the session was
-    /// started (its recorded folder, when that still exists), else in the client's `cwd`.
+    /// Opens a stored session on this connection: its tools work in the session's folder
+    /// (`Ops::session_folder`), else, when it has none on this machine, in the client's `cwd`.
     async fn reopen(&self, id: &SessionId, cwd: &Path, mcp: &[McpServer]) -> Result<Arc<Open>> {
         let session = self.ops.session(&id.0).await.map_err(errors::ops)?;
-        let recorded = session
-            .cwd
-            .as_ref()
-            .map(PathBuf::from)
-            .filter(|p| p.is_dir());
-        let work_dir = match recorded {
+        let work_dir = match self
+            .ops
+            .session_folder(&session)
+            .await
+            .map_err(errors::ops)?
+        {
             Some(dir) => dir,
             None => {
                 check_cwd(cwd)?;
                 cwd.to_path_buf()
             }
         };
-        self.register(session, work_dir, mcp).await
+        Ok(self.register(session, work_dir, mcp))
     }
 
     async fn load_session(
@@ -242,66 +212,47 @@ impl Server {
         }
     }
 
-    /// Every session of the home (whose folder is `cwd`, when asked), a page at a time in id
-    /// order; the cursor is the last id of the page before.
+    /// The sessions of the home (those whose folder is `cwd`, when asked), a page at a time
+    /// in id order: the paging rules and the session's folder are `Ops`'s.
     async fn list_sessions(&self, request: ListSessionsRequest) -> Result<ListSessionsResponse> {
-        let mut all = self.ops.session_records(None).await.map_err(errors::ops)?;
-        all.sort_by(|a, b| a.id.cmp(&b.id));
-        let workspaces: HashMap<String, PathBuf> = self
+        let page = self
             .ops
-            .workspace_records()
+            .folder_session_page(
+                request.cursor.as_deref(),
+                Some(LIST_PAGE),
+                request.cwd.as_deref(),
+            )
             .await
-            .map_err(errors::ops)?
-            .iter()
-            .filter_map(|ws| Some((ws.id.to_string(), self.ops.work_dir(ws).ok()?)))
+            .map_err(errors::ops)?;
+        let sessions = page
+            .items
+            .into_iter()
+            .map(|(s, folder)| {
+                let info = SessionInfo::new(s.id.to_string(), folder)
+                    .updated_at(s.updated_at.to_rfc3339());
+                if s.title.is_empty() {
+                    info
+                } else {
+                    info.title(s.title)
+                }
+            })
             .collect();
-        let cwd_of = |s: &Session| -> Option<PathBuf> {
-            s.cwd
-                .as_ref()
-                .map(PathBuf::from)
-                .or_else(|| workspaces.get(s.workspace_id.as_str()).cloned())
-        };
-        let mut sessions = Vec::new();
-        let mut next = None;
-        for s in all {
-            if request
-                .cursor
-                .as_deref()
-                .is_some_and(|c| s.id.as_str() <= c)
-            {
-                continue;
-            }
-            let Some(cwd) = cwd_of(&s) else { continue };
-            if request.cwd.as_ref().is_some_and(|want| *want != cwd) {
-                continue;
-            }
-            if sessions.len() == LIST_PAGE {
-                next = Some(sessions_last_id(&sessions));
-                break;
-            }
-            let mut info =
-                SessionInfo::new(s.id.to_string(), cwd).updated_at(s.updated_at.to_rfc3339());
-            if !s.title.is_empty() {
-                info = info.title(s.title.clone());
-            }
-            sessions.push(info);
-        }
-        Ok(ListSessionsResponse::new(sessions).next_cursor(next))
+        Ok(ListSessionsResponse::new(sessions).next_cursor(page.next))
     }
 
+    /// The session's options: its model, as `Ops::session_model` resolves it.
     async fn config_options(&self, open: &Open) -> Result<Vec<SessionConfigOption>> {
         let config = self
             .ops
             .config(Some(&open.session.workspace_id))
             .await
             .map_err(errors::ops)?;
-        let current = open
-            .model
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-            .unwrap_or_else(|| models::configured(&config));
-        Ok(vec![models::option(&config, &current)])
+        let current = self
+            .ops
+            .session_model_in(&open.session, &config.config)
+            .await
+            .map_err(errors::ops)?;
+        Ok(vec![models::option(&config, &current.choice)])
     }
 
     async fn set_config_option(
@@ -324,7 +275,12 @@ impl Server {
             .config(Some(&open.session.workspace_id))
             .await
             .map_err(errors::ops)?;
-        let choice = models::parse(&config, &value.0).ok_or_else(|| {
+        let current = self
+            .ops
+            .session_model_in(&open.session, &config.config)
+            .await
+            .map_err(errors::ops)?;
+        let choice = models::parse(&config, &current.choice, &value.0).ok_or_else(|| {
             errors::invalid(format!(
                 "{:?} is not a model this workspace's config offers: {}",
                 value.0,
@@ -335,12 +291,11 @@ impl Server {
                     .join(", ")
             ))
         })?;
-        // Kept with the session, so a later process (session/load) calls it too.
+        // Kept with the session, so every later turn, in any process and front end, calls it.
         self.ops
-            .set_session_model(&open.session, choice.provider, &choice.model)
+            .choose_session_model(&open.session, &choice)
             .await
             .map_err(errors::ops)?;
-        *open.model.lock().unwrap_or_else(|e| e.into_inner()) = Some(choice);
         Ok(SetSessionConfigOptionResponse::new(
             self.config_options(&open).await?,
         ))
@@ -397,7 +352,6 @@ impl Server {
         tool_cx.files = files.clone();
         let prompt = content::prompt(&request.prompt, &tool_cx).await?;
         let relayed = Arc::new(Relayed::default());
-        let model = open.model.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let turn = self
             .agent
             .start_turn(TurnRequest {
@@ -414,7 +368,7 @@ impl Server {
                 options: TurnOptions {
                     files,
                     commands,
-                    model,
+                    model: None,
                     mcp: open.mcp.clone(),
                 },
             })
@@ -442,13 +396,6 @@ impl Server {
             cancel.cancel();
         }
     }
-}
-
-fn sessions_last_id(sessions: &[SessionInfo]) -> String {
-    sessions
-        .last()
-        .map(|s| s.session_id.0.to_string())
-        .unwrap_or_default()
 }
 
 /// A string in the request's `_meta`; anything but a string there is refused.

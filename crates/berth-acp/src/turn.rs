@@ -65,7 +65,7 @@ impl Relay {
         loop {
             let event = tokio::select! {
                 biased;
-                event = turn.events.recv() => event,
+                event = turn.next_event() => event,
                 () = tokio::time::sleep_until(last + MERGE_WINDOW), if waiting.is_some() => {
                     self.flush(&mut waiting);
                     last = Instant::now();
@@ -102,15 +102,15 @@ impl Relay {
                     }
                     TurnStop::Refusal => Ok(PromptResponse::new(StopReason::Refusal)),
                     TurnStop::Cancelled => Ok(PromptResponse::new(StopReason::Cancelled)),
-                    TurnStop::Failed { message } => Err(errors::internal(message)),
+                    // The provider's own message, or the loop's: a failure outside ACP's reach.
+                    TurnStop::Failed { message } => {
+                        Err(errors::of_kind(berth_ops::ErrorKind::External, message))
+                    }
                 };
             }
             self.event(event, work_dir);
         }
-        self.flush(&mut waiting);
-        Err(errors::internal(
-            "the agent stopped without ending the turn",
-        ))
+        unreachable!("a turn's events end with TurnEnded")
     }
 
     /// Sends the streamed text that waits, if any.
@@ -161,15 +161,15 @@ impl Relay {
             AgentEvent::ToolStarted {
                 id,
                 name,
+                kind: tool_kind,
+                location,
                 arguments,
             } => {
                 let mut call = ToolCall::new(id, title(&name, &arguments))
-                    .kind(kind(&name))
+                    .kind(kind(tool_kind))
                     .status(ToolCallStatus::Pending)
                     .raw_input(arguments.clone());
-                if let Some(path) = arguments.get("path").and_then(Value::as_str)
-                    && is_file_tool(&name)
-                {
+                if let Some(path) = location {
                     call = call.locations(vec![ToolCallLocation::new(work_dir.join(path))]);
                 }
                 self.send(SessionUpdate::ToolCall(call));
@@ -225,26 +225,17 @@ fn chunk(text: String) -> ContentChunk {
     ContentChunk::new(ContentBlock::Text(TextContent::new(text)))
 }
 
-fn is_file_tool(name: &str) -> bool {
-    matches!(name, "read_file" | "write_file" | "edit_file" | "list_dir")
-}
-
-/// What the editor calls a tool call's kind (its icon, how it is shown).
-fn kind(name: &str) -> ToolKind {
-    match name {
-        "read_file"
-        | "list_dir"
-        | "workspace_storage_read"
-        | "session_storage_read"
-        | "workspace_storage_list"
-        | "session_storage_list" => ToolKind::Read,
-        "write_file" | "edit_file" | "workspace_storage_write" | "session_storage_write" => {
-            ToolKind::Edit
-        }
-        "search" => ToolKind::Search,
-        berth_agent::tools::plan::NAME => ToolKind::Think,
-        "run_command" => ToolKind::Execute,
-        _ => ToolKind::Other,
+/// What the editor calls a tool call's kind (its icon, how it is shown): the tool's own word.
+fn kind(kind: berth_agent::ToolKind) -> ToolKind {
+    use berth_agent::ToolKind as Berth;
+    match kind {
+        Berth::Read => ToolKind::Read,
+        Berth::Search => ToolKind::Search,
+        Berth::Think => ToolKind::Think,
+        Berth::Edit => ToolKind::Edit,
+        Berth::Delete => ToolKind::Delete,
+        Berth::Execute => ToolKind::Execute,
+        Berth::Other => ToolKind::Other,
     }
 }
 

@@ -158,7 +158,7 @@ async fn run_loop(
         .await
         .unwrap();
     let mut text = String::new();
-    while let Some(event) = turn.events.recv().await {
+    while let Some(event) = turn.next_event().await {
         match event {
             AgentEvent::Text { text: piece } => text.push_str(&piece),
             AgentEvent::TurnEnded { stop, .. } => assert_eq!(stop, TurnStop::EndTurn),

@@ -6,8 +6,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::conversation::Usage;
-use crate::tools::FileChange;
 use crate::tools::plan::PlanStep;
+use crate::tools::{FileChange, ToolKind};
 
 /// One thing that happened in a turn. Events arrive in the order they happened; a front end
 /// renders them as they come (ACP `session/update`, a terminal, `chat -p`'s stdout).
@@ -22,6 +22,10 @@ pub enum AgentEvent {
     ToolStarted {
         id: String,
         name: String,
+        /// What the tool says it does (the tool's own word, not a guess from its name).
+        kind: ToolKind,
+        /// The file of the working directory the call works on, relative, when it is one.
+        location: Option<String>,
         arguments: Value,
     },
     /// The front end was asked whether the call may go ahead.

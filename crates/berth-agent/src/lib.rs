@@ -20,22 +20,22 @@ pub mod conversation;
 pub mod events;
 pub mod http;
 pub mod mcp;
-pub mod models;
 pub mod provider;
 pub mod providers;
 pub mod runtime;
 pub mod tools;
 
+pub use berth_ops::{ModelChoice, SessionModel};
 pub use conversation::{
     ChatMessage, Image, Part, StopReason, ToolCall, ToolResult, ToolSpec, Usage,
 };
 pub use events::{AgentEvent, Decision, PermissionRequest, Permissions, TurnStop};
 pub use mcp::{McpServers, ServerStatus};
 pub use provider::{Provider, ProviderError, ProviderEvent, ProviderRequest, ProviderStream};
-pub use runtime::{Agent, AgentBuilder, AgentError, ModelChoice, Turn, TurnOptions, TurnRequest};
+pub use runtime::{Agent, AgentBuilder, AgentError, Turn, TurnOptions, TurnRequest};
 pub use tokio_util::sync::CancellationToken;
 pub use tools::plan::{PlanStep, StepStatus};
 pub use tools::{
     CommandRequest, CommandResult, Commands, FileChange, Files, Preview, Tool, ToolContext,
-    ToolOutcome, Toolbox,
+    ToolKind, ToolOutcome, Toolbox,
 };

@@ -38,7 +38,7 @@ use tokio::io::AsyncReadExt;
 
 use crate::conversation::ToolSpec;
 use crate::tools::command::is_secret_name;
-use crate::tools::{Tool, ToolContext, ToolOutcome};
+use crate::tools::{Tool, ToolContext, ToolKind, ToolOutcome};
 
 /// How long a server may take to start and answer `initialize` and `tools/list`.
 const START_TIMEOUT: Duration = Duration::from_secs(30);
@@ -480,8 +480,14 @@ impl Tool for McpTool {
         self.spec.clone()
     }
 
-    fn needs_permission(&self) -> bool {
-        !self.read_only
+    /// The server's `readOnlyHint` is its word that a call changes nothing; without it a
+    /// call may do anything, and asks first.
+    fn kind(&self) -> ToolKind {
+        if self.read_only {
+            ToolKind::Read
+        } else {
+            ToolKind::Other
+        }
     }
 
     async fn describe(&self, arguments: &Value, _cx: &ToolContext) -> String {

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use berth_core::config::{Config, McpServerSettings};
-use berth_ops::{Message, Ops, ProviderKind, Role, Session, WorkspaceId};
+use berth_ops::{Message, ModelChoice, Ops, Role, Session, WorkspaceId};
 use futures::StreamExt;
 use serde_json::Value;
 use tokio::sync::mpsc;
@@ -28,7 +28,7 @@ use crate::http::{Http, HttpPolicy};
 use crate::mcp::{McpServers, ServerStatus};
 use crate::provider::{Provider, ProviderError, ProviderEvent, ProviderRequest, ProviderStream};
 use crate::providers::{self, SetupError};
-use crate::tools::{Commands, FileChange, Files, Preview, ToolContext, Toolbox, plan};
+use crate::tools::{Commands, FileChange, Files, Preview, ToolContext, ToolKind, Toolbox, plan};
 
 /// Tool rounds a turn may take unless `[agent] max_tool_iterations` says otherwise.
 pub const DEFAULT_MAX_TOOL_ITERATIONS: u32 = 50;
@@ -46,6 +46,20 @@ pub enum AgentError {
     Ops(#[from] berth_ops::Error),
     #[error(transparent)]
     Setup(#[from] SetupError),
+}
+
+impl AgentError {
+    /// The kind every front end maps, as it maps an operation's: a missing key or a bad base
+    /// URL is a config value to fix (invalid); an HTTP client that cannot be built, I/O.
+    pub fn kind(&self) -> berth_ops::ErrorKind {
+        match self {
+            AgentError::Ops(e) => e.kind(),
+            AgentError::Setup(SetupError::MissingKey { .. } | SetupError::BadBaseUrl { .. }) => {
+                berth_ops::ErrorKind::Invalid
+            }
+            AgentError::Setup(SetupError::Http(_)) => berth_ops::ErrorKind::Io,
+        }
+    }
 }
 
 /// Builds an [`Agent`]: the operations (stores, config) it works through, the tools it offers,
@@ -154,22 +168,19 @@ pub struct TurnOptions {
     pub files: Option<Arc<dyn Files>>,
     /// Where `run_command` runs (an editor's terminals).
     pub commands: Option<Arc<dyn Commands>>,
-    /// The provider and model to call instead of the config's.
+    /// The provider and model to call in this turn instead of the session's
+    /// ([`Ops::session_model`]); not kept. A front end that lets a person choose keeps the
+    /// choice with [`Ops::choose_session_model`] instead, so every later turn calls it.
     pub model: Option<ModelChoice>,
     /// A client's own MCP servers (ACP `mcpServers`), whose tools join the config's.
     pub mcp: Option<Arc<McpServers>>,
 }
 
-/// A provider and one of its models.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ModelChoice {
-    pub provider: ProviderKind,
-    pub model: String,
-}
-
 /// A running turn: its events, in order, ending with [`AgentEvent::TurnEnded`].
 pub struct Turn {
-    pub events: mpsc::Receiver<AgentEvent>,
+    events: mpsc::Receiver<AgentEvent>,
+    /// Whether [`AgentEvent::TurnEnded`] was handed out.
+    ended: bool,
     /// The provider and model this turn calls.
     pub provider: &'static str,
     pub model: String,
@@ -186,11 +197,13 @@ struct Setup {
     history: Vec<ChatMessage>,
     /// The workspace's `[[mcp_servers]]`.
     mcp: Arc<McpServers>,
+    /// Why the session's kept model was set aside, said at the turn's start.
+    model_warning: Option<String>,
 }
 
 impl Agent {
     /// How full a session's context window is: what its next turn would send, estimated (a
-    /// front end's `/context`), with `model` instead of the config's when given.
+    /// front end's `/context`), with `model` instead of the session's when given.
     pub async fn context_fill(
         &self,
         session: &Session,
@@ -240,6 +253,7 @@ impl Agent {
         let (tx, rx) = mpsc::channel(256);
         let turn = Turn {
             events: rx,
+            ended: false,
             provider: setup.provider.name(),
             model: setup.model.clone(),
         };
@@ -250,6 +264,29 @@ impl Agent {
             out.send(AgentEvent::TurnEnded { stop, usage }).await;
         });
         Ok(turn)
+    }
+}
+
+impl Turn {
+    /// The turn's next event, in order; `None` once [`AgentEvent::TurnEnded`] was given. The
+    /// turn's task always sends that end last; should the task die before (a panic), the end
+    /// comes from here as a failure, so every front end sees one end, said one way.
+    pub async fn next_event(&mut self) -> Option<AgentEvent> {
+        if self.ended {
+            return None;
+        }
+        let event = self
+            .events
+            .recv()
+            .await
+            .unwrap_or_else(|| AgentEvent::TurnEnded {
+                stop: TurnStop::Failed {
+                    message: "the agent stopped without ending the turn".to_owned(),
+                },
+                usage: Usage::default(),
+            });
+        self.ended = matches!(event, AgentEvent::TurnEnded { .. });
+        Some(event)
     }
 }
 
@@ -311,10 +348,30 @@ impl Inner {
     ) -> Result<Config, AgentError> {
         let mut config: Config = self.ops.config(Some(workspace)).await?.config;
         if let Some(choice) = choice {
-            config.provider = Some(choice.provider);
-            config.model = Some(choice.model.clone());
+            calling(&mut config, choice);
         }
         Ok(config)
+    }
+
+    /// The merged config of the session's workspace, calling the model `choice` names, else
+    /// the session's own ([`Ops::session_model`]); and the warning, when the session's kept
+    /// choice was set aside.
+    async fn session_config(
+        &self,
+        session: &Session,
+        choice: Option<&ModelChoice>,
+    ) -> Result<(Config, Option<String>), AgentError> {
+        let mut config: Config = self.ops.config(Some(&session.workspace_id)).await?.config;
+        let (choice, warning) = match choice {
+            Some(c) => (c.clone(), None),
+            None => {
+                let model = self.ops.session_model_in(session, &config).await?;
+                let warning = model.warning();
+                (model.choice, warning)
+            }
+        };
+        calling(&mut config, &choice);
+        Ok((config, warning))
     }
 
     /// The builder's provider, else the one `config` names, with its key.
@@ -337,7 +394,7 @@ impl Inner {
         session: &Session,
         choice: Option<&ModelChoice>,
     ) -> Result<Setup, AgentError> {
-        let config = self.config(&session.workspace_id, choice).await?;
+        let (config, model_warning) = self.session_config(session, choice).await?;
         let provider = self.provider(&config)?;
         let kind = config.provider();
         let max_tokens = config
@@ -382,6 +439,7 @@ impl Inner {
             system,
             history,
             mcp: self.mcp_servers(&config.mcp_servers),
+            model_warning,
         })
     }
 
@@ -393,6 +451,9 @@ impl Inner {
         out: &mut Out,
     ) -> (TurnStop, Usage) {
         let mut usage = Usage::default();
+        if let Some(message) = setup.model_warning.take() {
+            out.send(AgentEvent::Notice { message }).await;
+        }
         let session = &request.session;
         let cancel = &request.cancel;
         let mut history = std::mem::take(&mut setup.history);
@@ -563,9 +624,13 @@ impl Inner {
         let mut plans = Vec::with_capacity(calls.len());
         for call in calls {
             let arguments = call.arguments.clone().unwrap_or(Value::Null);
+            let tool = toolbox.get(&call.name);
             out.send(AgentEvent::ToolStarted {
                 id: call.id.clone(),
                 name: call.name.clone(),
+                // A tool the model made up runs nothing; it is shown as `other`.
+                kind: tool.map_or(ToolKind::Other, |t| t.kind()),
+                location: tool.and_then(|t| t.location(&arguments)),
                 arguments: arguments.clone(),
             })
             .await;
@@ -763,3 +828,9 @@ project through the tools you are given. Read before you change; keep changes sm
 explain them. File paths are relative to the working directory and cannot leave it. Writing \
 files and running commands need the person's permission; if they refuse, do not retry \
 unasked. When a tool fails, read its message: it says what to do next.";
+
+/// `config` calling `choice` instead of the model it names.
+fn calling(config: &mut Config, choice: &ModelChoice) {
+    config.provider = Some(choice.provider);
+    config.model = Some(choice.model.clone());
+}

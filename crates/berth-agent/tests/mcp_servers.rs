@@ -116,7 +116,7 @@ async fn run(
         .await
         .unwrap();
     let mut events = Vec::new();
-    while let Some(e) = turn.events.recv().await {
+    while let Some(e) = turn.next_event().await {
         events.push(e);
     }
     events

@@ -109,7 +109,7 @@ async fn run(
         .await
         .unwrap();
     let mut events = Vec::new();
-    while let Some(e) = turn.events.recv().await {
+    while let Some(e) = turn.next_event().await {
         events.push(e);
     }
     events
@@ -396,7 +396,7 @@ async fn cancel_stops_the_stream_at_once_and_keeps_what_was_shown() {
         .unwrap();
     let mut events = Vec::new();
     let started = std::time::Instant::now();
-    while let Some(e) = turn.events.recv().await {
+    while let Some(e) = turn.next_event().await {
         if matches!(e, AgentEvent::Text { .. }) && !cancel.is_cancelled() {
             cancel.cancel();
         }

@@ -149,6 +149,11 @@ pub struct ChatArgs {
     /// Allow every tool to write and run.
     #[arg(long)]
     pub allow_all: bool,
+    /// Call this model in the session, and keep it as the session's choice (as `/model` and
+    /// an editor's model option do): a model of the configured provider (`gpt-4.1`), a
+    /// provider (`gemini`), or both (`openai/gpt-4.1`).
+    #[arg(long, short = 'm', value_name = "MODEL")]
+    pub model: Option<String>,
 }
 
 #[derive(Args)]
@@ -462,11 +467,12 @@ pub enum SessionCmd {
         workspace: String,
         #[arg(long, short, default_value = "")]
         title: String,
-        /// Provider recorded for the session: claude, openai or gemini (default: the
-        /// workspace's merged config).
+        /// Provider the session calls: claude, openai or gemini. Naming it (or --model) keeps
+        /// the choice with the session, as `/model` does; default: the workspace's merged
+        /// config, followed as it changes.
         #[arg(long)]
         provider: Option<berth_ops::ProviderKind>,
-        /// Model recorded for the session (default: the workspace's merged config).
+        /// Model the session calls (default: the workspace's merged config).
         #[arg(long)]
         model: Option<String>,
         /// Use this id instead of a fresh UUID.

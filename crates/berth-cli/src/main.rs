@@ -35,9 +35,39 @@ fn main() -> ExitCode {
         // A reader that went away (`berth workspace list | head`) is not an error.
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("berth: {e:#}");
+            match listing_hint(&e) {
+                Some(hint) => eprintln!("berth: {e:#}; {hint}"),
+                None => eprintln!("berth: {e:#}"),
+            }
             ExitCode::from(exit_status(&e))
         }
+    }
+}
+
+/// The command that lists what an unknown workspace or session name could have meant. The
+/// libraries' messages name no front end's commands; this one is the CLI's to add.
+fn listing_hint(e: &anyhow::Error) -> Option<&'static str> {
+    let what = e.chain().find_map(|c| {
+        let core = c.downcast_ref::<berth_core::Error>().or_else(|| {
+            match c.downcast_ref::<berth_ops::Error>()? {
+                berth_ops::Error::Store(core) => Some(core),
+                _ => None,
+            }
+        })?;
+        match core {
+            berth_core::Error::NotFound {
+                what,
+                hint: Some(_),
+            } => Some(what),
+            _ => None,
+        }
+    })?;
+    if what.starts_with("workspace ") {
+        Some("`berth workspace list` shows them")
+    } else if what.starts_with("session ") {
+        Some("`berth session list` shows them")
+    } else {
+        None
     }
 }
 
@@ -54,10 +84,7 @@ fn exit_status(e: &anyhow::Error) -> u8 {
         if let Some(e) = c.downcast_ref::<berth_ops::Error>() {
             Some(e.kind())
         } else if let Some(e) = c.downcast_ref::<berth_agent::AgentError>() {
-            Some(match e {
-                berth_agent::AgentError::Ops(e) => e.kind(),
-                berth_agent::AgentError::Setup(_) => ErrorKind::Invalid,
-            })
+            Some(e.kind())
         } else if let Some(e) = c.downcast_ref::<berth_core::Error>() {
             Some(e.kind())
         } else {

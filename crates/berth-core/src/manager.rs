@@ -101,7 +101,7 @@ impl WorkspaceManager {
         let not_found = || Error::NotFound {
             what: format!("workspace {identifier:?}"),
             hint: Some(
-                "no workspace has that id, name or id prefix; `berth workspace list` shows them"
+                "no workspace has that id, name or id prefix; list the workspaces to see theirs"
                     .to_owned(),
             ),
         };
@@ -343,7 +343,7 @@ impl WorkspaceManager {
         let not_found = || Error::NotFound {
             what: format!("session {identifier:?}"),
             hint: Some(
-                "no session has that id or id prefix; `berth session list` shows them".to_owned(),
+                "no session has that id or id prefix; list the sessions to see theirs".to_owned(),
             ),
         };
         if identifier.len() < MIN_PREFIX {

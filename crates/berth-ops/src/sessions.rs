@@ -245,7 +245,7 @@ impl Ops {
                 None => Err(crate::Error::rule(
                     crate::ErrorKind::NotFound,
                     format!(
-                        "workspace {} has no session to continue; leave out --continue to start one",
+                        "workspace {} has no session to continue; start a new one instead",
                         ws.label()
                     ),
                 )),
@@ -261,13 +261,15 @@ impl Ops {
         }
     }
 
-    /// Creates a session in a workspace. Its provider and model are what the workspace's
-    /// merged config would call, unless the request names them, so the transcript records
-    /// what is actually called. Its working folder is the workspace's worktree (a git
-    /// workspace) or folder.
+    /// Creates a session in a workspace. Its record's provider and model are what the
+    /// workspace's merged config would call, unless the request names them, which also keeps
+    /// them as the session's model choice (see `models`). Its working folder is the
+    /// workspace's worktree (a git workspace) or folder.
     pub async fn create_session(&self, request: CreateSession) -> Result<Session> {
         let ws = self.manager.resolve(&request.workspace).await?;
         let id = request.id.map(SessionId::new).transpose()?;
+        // A provider or model named here is the session's choice, kept like `/model`'s.
+        let chosen = request.provider.is_some() || request.model.is_some();
         let (provider, model) = match (request.provider, request.model) {
             (Some(p), Some(m)) => (p, m),
             (provider, model) => {
@@ -304,10 +306,15 @@ impl Ops {
             workspace: ws.id,
             title: request.title,
             provider,
-            model,
+            model: model.clone(),
             cwd,
         };
-        Ok(self.manager.create_session(new).await?)
+        let session = self.manager.create_session(new).await?;
+        if chosen {
+            self.choose_session_model(&session, &crate::ModelChoice { provider, model })
+                .await?;
+        }
+        Ok(session)
     }
 
     /// The session an identifier names: its id or an unambiguous id prefix.
@@ -351,6 +358,83 @@ impl Ops {
             .page(after.as_ref(), limit + 1)
             .await?;
         Ok(page_of(items, limit, |s| s.id.to_string()))
+    }
+
+    /// The folder a session works in: the folder it recorded while that is a folder on this
+    /// machine, else its workspace's worktree or folder; `None` when neither exists here. An
+    /// ACP client lists sessions by it and a reopened session's tools work in it.
+    pub async fn session_folder(&self, session: &Session) -> Result<Option<PathBuf>> {
+        let ws = self
+            .manager
+            .workspaces()
+            .load(&session.workspace_id)
+            .await
+            .found()?;
+        Ok(self.folder_in(session, ws.as_ref()))
+    }
+
+    fn folder_in(&self, session: &Session, ws: Option<&Workspace>) -> Option<PathBuf> {
+        session
+            .cwd
+            .as_ref()
+            .map(PathBuf::from)
+            .filter(|p| p.is_dir())
+            .or_else(|| ws.and_then(|ws| self.work_dir(ws).ok()))
+    }
+
+    /// A page of sessions with their folders ([`Ops::session_folder`]), in id order, only
+    /// those in `folder` when one is given; sessions with no folder on this machine are left
+    /// out. Only the pages looked at are loaded. The cursor is the last id of the page before;
+    /// with a folder, a last page may come back empty.
+    pub async fn folder_session_page(
+        &self,
+        after: Option<&str>,
+        limit: Option<usize>,
+        folder: Option<&Path>,
+    ) -> Result<Page<(Session, PathBuf)>> {
+        let limit = page_limit(limit)?;
+        let mut after = after
+            .map(|c| cursor_id(c, |c| SessionId::new(c).ok()))
+            .transpose()?;
+        let mut items: Vec<(Session, PathBuf)> = Vec::new();
+        let mut workspaces: std::collections::HashMap<WorkspaceId, Option<Workspace>> =
+            std::collections::HashMap::new();
+        loop {
+            let batch = self
+                .manager
+                .sessions()
+                .page(after.as_ref(), limit + 1)
+                .await?;
+            let exhausted = batch.len() <= limit;
+            for s in batch {
+                if items.len() == limit {
+                    // `s` comes after the page: there is more to look at.
+                    let next = items.last().map(|(s, _)| s.id.to_string());
+                    return Ok(Page { items, next });
+                }
+                after = Some(s.id.clone());
+                if !workspaces.contains_key(&s.workspace_id) {
+                    let ws = self
+                        .manager
+                        .workspaces()
+                        .load(&s.workspace_id)
+                        .await
+                        .found()?;
+                    workspaces.insert(s.workspace_id.clone(), ws);
+                }
+                let ws = workspaces.get(&s.workspace_id).and_then(Option::as_ref);
+                let Some(dir) = self.folder_in(&s, ws) else {
+                    continue;
+                };
+                if folder.is_some_and(|want| want != dir) {
+                    continue;
+                }
+                items.push((s, dir));
+            }
+            if exhausted {
+                return Ok(Page { items, next: None });
+            }
+        }
     }
 
     /// Every session id (possibly a few just deleted): cheap, for completions.

@@ -73,7 +73,7 @@ impl CreateWorkspace {
     fn git_request(&self) -> Result<Option<GitRequest>> {
         if self.new_branch.is_some() && self.checkout.is_some() {
             return Err(Error::invalid(
-                "a new branch (--branch) and an existing one to check out (--checkout) exclude each other: give one",
+                "a new branch and an existing branch to check out exclude each other: give one",
             ));
         }
         if self.plain {
@@ -92,7 +92,7 @@ impl CreateWorkspace {
         let start = match &self.repository {
             Repository::None if self.asks_for_git() => {
                 return Err(Error::invalid(
-                    "no repository is at hand, so a branch, checkout or base cannot be used: start berth in a repository or pass --repo PATH, or leave them out for a plain workspace",
+                    "no repository is at hand, so a branch, checkout or base cannot be used: name a repository (or start berth in one), or leave them out for a plain workspace",
                 ));
             }
             Repository::None => return Ok(None),

@@ -23,7 +23,7 @@ use tokio::process::Command;
 use tokio::time::Instant;
 
 use super::files::{parse_args, printable};
-use super::{CommandRequest, CommandResult, Tool, ToolContext, ToolOutcome};
+use super::{CommandRequest, CommandResult, Tool, ToolContext, ToolKind, ToolOutcome};
 use crate::conversation::ToolSpec;
 
 /// How long a command may run when the model does not say.
@@ -147,8 +147,8 @@ impl Tool for RunCommand {
         }
     }
 
-    fn needs_permission(&self) -> bool {
-        true
+    fn kind(&self) -> ToolKind {
+        ToolKind::Execute
     }
 
     async fn describe(&self, arguments: &Value, cx: &ToolContext) -> String {

@@ -27,7 +27,7 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use super::{FileChange, Files, Preview, Tool, ToolContext, ToolOutcome};
+use super::{FileChange, Files, Preview, Tool, ToolContext, ToolKind, ToolOutcome};
 use crate::conversation::ToolSpec;
 
 /// The most text one `read_file` returns; past it the model is told where to read on.
@@ -421,6 +421,14 @@ impl Tool for ReadFile {
         }
     }
 
+    fn kind(&self) -> ToolKind {
+        ToolKind::Read
+    }
+
+    fn location(&self, arguments: &Value) -> Option<String> {
+        path_argument(arguments)
+    }
+
     async fn call(&self, arguments: Value, cx: &ToolContext) -> ToolOutcome {
         let args: ReadArgs = parse_args("read_file", arguments)?;
         let offset = args.offset.unwrap_or(1);
@@ -586,8 +594,12 @@ impl Tool for WriteFile {
         }
     }
 
-    fn needs_permission(&self) -> bool {
-        true
+    fn kind(&self) -> ToolKind {
+        ToolKind::Edit
+    }
+
+    fn location(&self, arguments: &Value) -> Option<String> {
+        path_argument(arguments)
     }
 
     async fn preview(&self, arguments: &Value, cx: &ToolContext) -> Preview {
@@ -746,8 +758,12 @@ impl Tool for EditFile {
         }
     }
 
-    fn needs_permission(&self) -> bool {
-        true
+    fn kind(&self) -> ToolKind {
+        ToolKind::Edit
+    }
+
+    fn location(&self, arguments: &Value) -> Option<String> {
+        path_argument(arguments)
     }
 
     async fn preview(&self, arguments: &Value, cx: &ToolContext) -> Preview {
@@ -941,6 +957,14 @@ impl Tool for ListDir {
         }
     }
 
+    fn kind(&self) -> ToolKind {
+        ToolKind::Read
+    }
+
+    fn location(&self, arguments: &Value) -> Option<String> {
+        path_argument(arguments)
+    }
+
     async fn call(&self, arguments: Value, cx: &ToolContext) -> ToolOutcome {
         let args: ListArgs = parse_args("list_dir", arguments)?;
         let cwd = cx.cwd.clone();
@@ -1015,6 +1039,14 @@ fn list(root: &Dir, path: Option<&StoragePath>) -> Result<String, String> {
         );
     }
     Ok(out)
+}
+
+/// The `path` argument of a file tool's call: the file of the working directory it works on.
+fn path_argument(arguments: &Value) -> Option<String> {
+    arguments
+        .get("path")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
 }
 
 #[cfg(test)]

@@ -2,8 +2,9 @@
 //! confined to the session's working directory with berth's own path rules (a `StoragePath`,
 //! then a cap-std handle on the directory: no `..`, no absolute path, no symlink out).
 //!
-//! Read-only tools run freely; tools that write or run commands say so with
-//! [`Tool::needs_permission`], and the loop asks the front end before each call.
+//! Every tool declares its [`ToolKind`] (read, edit, execute, …), once: the loop asks the front
+//! end before each call of a kind that changes or runs something, chat's `--allow` rules and
+//! ACP's tool kinds read it, and nothing sorts tools by their names.
 //!
 //! A front end may bring its own reach: [`Files`] (an editor's buffers instead of the disk)
 //! and [`Commands`] (an editor's terminals instead of berth's own processes). The tools keep
@@ -132,6 +133,34 @@ pub struct Preview {
     pub change: Option<FileChange>,
 }
 
+/// What a tool does: how front ends show its calls, and whether a call needs permission.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolKind {
+    /// Reads files or data, changing nothing.
+    Read,
+    /// Searches files or data, changing nothing.
+    Search,
+    /// Only shapes the conversation (a plan), changing nothing outside it.
+    Think,
+    /// Creates or changes files or data.
+    Edit,
+    /// Removes files or data.
+    Delete,
+    /// Runs a command.
+    Execute,
+    /// Anything else: an external tool that does not say it only reads.
+    Other,
+}
+
+impl ToolKind {
+    /// Whether a call of this kind changes or runs something, and so waits for the front
+    /// end's permission.
+    pub fn needs_permission(self) -> bool {
+        !matches!(self, ToolKind::Read | ToolKind::Search | ToolKind::Think)
+    }
+}
+
 /// A tool's answer for the model. `Err` is an error result (the model sees it as a failure,
 /// with this message), never a success.
 pub type ToolOutcome = Result<String, String>;
@@ -140,9 +169,20 @@ pub type ToolOutcome = Result<String, String>;
 pub trait Tool: Send + Sync {
     fn spec(&self) -> ToolSpec;
 
-    /// Whether a call writes or runs something, and so needs the front end's permission.
+    /// What the tool does. Every tool says it, so a new or renamed tool is never taken for
+    /// one that only reads.
+    fn kind(&self) -> ToolKind;
+
+    /// Whether a call writes or runs something, and so needs the front end's permission: its
+    /// kind's answer.
     fn needs_permission(&self) -> bool {
-        false
+        self.kind().needs_permission()
+    }
+
+    /// The file of the working directory a call works on (relative, as the model gave it),
+    /// for a front end that shows or follows it; `None` for calls on no such file.
+    fn location(&self, _arguments: &Value) -> Option<String> {
+        None
     }
 
     /// What a person is asked to allow: the command line, or the file and a diff of the

@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::{Tool, ToolContext, ToolOutcome};
+use super::{Tool, ToolContext, ToolKind, ToolOutcome};
 use crate::conversation::ToolSpec;
 
 /// The tool's name, which the loop recognises.
@@ -100,6 +100,10 @@ impl Tool for UpdatePlan {
                 "additionalProperties": false,
             }),
         }
+    }
+
+    fn kind(&self) -> ToolKind {
+        ToolKind::Think
     }
 
     async fn call(&self, arguments: Value, _cx: &ToolContext) -> ToolOutcome {

@@ -25,7 +25,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::files::{blocking, confine, cut, io_message, open_root, parse_args};
-use super::{Tool, ToolContext, ToolOutcome};
+use super::{Tool, ToolContext, ToolKind, ToolOutcome};
 use crate::conversation::ToolSpec;
 
 /// The most matching lines one search returns.
@@ -69,6 +69,10 @@ impl Tool for Search {
                 "additionalProperties": false
             }),
         }
+    }
+
+    fn kind(&self) -> ToolKind {
+        ToolKind::Search
     }
 
     async fn call(&self, arguments: Value, cx: &ToolContext) -> ToolOutcome {

@@ -10,7 +10,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::files::{MAX_READ_BYTES, cut, parse_args, printable, unified_diff};
-use super::{Tool, ToolContext, ToolOutcome};
+use super::{Tool, ToolContext, ToolKind, ToolOutcome};
 use crate::conversation::ToolSpec;
 
 /// What a storage tool does.
@@ -163,8 +163,11 @@ impl Tool for StorageTool {
         }
     }
 
-    fn needs_permission(&self) -> bool {
-        self.action == StorageAction::Write
+    fn kind(&self) -> ToolKind {
+        match self.action {
+            StorageAction::Write => ToolKind::Edit,
+            _ => ToolKind::Read,
+        }
     }
 
     async fn describe(&self, arguments: &Value, cx: &ToolContext) -> String {

@@ -14,10 +14,10 @@ use std::sync::Arc;
 use anyhow::{Context, bail};
 use async_trait::async_trait;
 use berth_agent::{
-    AgentBuilder, AgentEvent, CancellationToken, Decision, PermissionRequest, Permissions,
-    TurnRequest, TurnStop,
+    Agent, AgentBuilder, AgentEvent, CancellationToken, Decision, ModelChoice, PermissionRequest,
+    Permissions, TurnRequest, TurnStop,
 };
-use berth_ops::{Ops, SessionChoice};
+use berth_ops::{Ops, SessionChoice, WorkspaceId};
 
 use crate::cli::ChatArgs;
 
@@ -49,13 +49,9 @@ pub async fn run(ops: Ops, args: ChatArgs) -> anyhow::Result<()> {
         bail!("the prompt is empty");
     }
     let cwd = std::env::current_dir().context("cannot read the current folder")?;
-    let choice = match (args.session, args.continue_latest) {
-        (Some(s), _) => SessionChoice::Existing(s),
-        (None, true) => SessionChoice::Latest,
-        (None, false) => SessionChoice::New {
-            first_prompt: prompt.clone(),
-        },
-    };
+    let choice = session_choice(&args).unwrap_or_else(|| SessionChoice::New {
+        first_prompt: prompt.clone(),
+    });
     let session = ops
         .session_for_turn(args.workspace.as_deref(), &cwd, choice)
         .await?;
@@ -63,10 +59,14 @@ pub async fn run(ops: Ops, args: ChatArgs) -> anyhow::Result<()> {
     let agent = AgentBuilder::new(ops.clone())
         .tools(berth_agent::tools::builtin())
         .build();
+    if let Some(name) = &args.model {
+        let current = ops.session_model(&session).await?.choice;
+        let choice = parse_model(&ops, &agent, &session.workspace_id, name, &current).await?;
+        ops.choose_session_model(&session, &choice).await?;
+    }
     let cancel = CancellationToken::new();
     let permissions = Arc::new(FlagPermissions {
-        allowed: args.allow.iter().map(|t| t.trim().to_owned()).collect(),
-        all: args.allow_all,
+        allowed: Allowed::from_flags(&args),
     });
     let mut turn = agent
         .start_turn(TurnRequest {
@@ -87,7 +87,7 @@ pub async fn run(ops: Ops, args: ChatArgs) -> anyhow::Result<()> {
             }
         });
     }
-    let color = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    let color = color(&std::io::stderr());
     let dim = |s: &str| {
         if color {
             format!("\x1b[2m{s}\x1b[0m")
@@ -97,7 +97,7 @@ pub async fn run(ops: Ops, args: ChatArgs) -> anyhow::Result<()> {
     };
     let mut stdout = std::io::stdout().lock();
     let mut ends_with_newline = true;
-    while let Some(event) = turn.events.recv().await {
+    while let Some(event) = turn.next_event().await {
         match event {
             AgentEvent::Text { text } => {
                 stdout.write_all(text.as_bytes())?;
@@ -135,7 +135,61 @@ pub async fn run(ops: Ops, args: ChatArgs) -> anyhow::Result<()> {
             }
         }
     }
-    bail!("the agent stopped without ending the turn")
+    unreachable!("a turn's events end with TurnEnded")
+}
+
+/// The session `--session` or `--continue` names; `None`: a new one.
+fn session_choice(args: &ChatArgs) -> Option<SessionChoice> {
+    match (&args.session, args.continue_latest) {
+        (Some(s), _) => Some(SessionChoice::Existing(s.clone())),
+        (None, true) => Some(SessionChoice::Latest),
+        (None, false) => None,
+    }
+}
+
+/// The model a person names (`--model`, `/model`), switching from `current`, once the
+/// workspace's turns can call it (its provider has a key): refused at once, not at the next
+/// prompt.
+async fn parse_model(
+    ops: &Ops,
+    agent: &Agent,
+    workspace: &WorkspaceId,
+    name: &str,
+    current: &ModelChoice,
+) -> anyhow::Result<ModelChoice> {
+    let config = ops.config(Some(workspace)).await?.config;
+    let choice = ModelChoice::parse(name, current, &config)?;
+    agent
+        .check_model(workspace, &choice)
+        .await
+        .with_context(|| format!("cannot switch to {choice}"))?;
+    Ok(choice)
+}
+
+/// Whether to colour what goes to `stream`: a terminal, and no `NO_COLOR` (set and not empty,
+/// as no-color.org says).
+fn color(stream: &impl IsTerminal) -> bool {
+    stream.is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
+/// The tools `--allow` and `--allow-all` let write and run without asking.
+#[derive(Clone)]
+struct Allowed {
+    tools: HashSet<String>,
+    all: bool,
+}
+
+impl Allowed {
+    fn from_flags(args: &ChatArgs) -> Allowed {
+        Allowed {
+            tools: args.allow.iter().map(|t| t.trim().to_owned()).collect(),
+            all: args.allow_all,
+        }
+    }
+
+    fn allows(&self, request: &PermissionRequest) -> bool {
+        self.all || self.tools.contains(&request.tool)
+    }
 }
 
 /// What went wrong when a turn did not end with the model's finished answer (`None` when it
@@ -158,14 +212,13 @@ fn ending(stop: &TurnStop, provider: &str) -> Option<String> {
 /// Permissions answered from the command line: allowed tools run, everything else is refused
 /// and the person is told how to allow it.
 struct FlagPermissions {
-    allowed: HashSet<String>,
-    all: bool,
+    allowed: Allowed,
 }
 
 #[async_trait]
 impl Permissions for FlagPermissions {
     async fn decide(&self, request: &PermissionRequest) -> Decision {
-        if self.all || self.allowed.contains(&request.tool) {
+        if self.allowed.allows(request) {
             Decision::AllowOnce
         } else {
             eprintln!(

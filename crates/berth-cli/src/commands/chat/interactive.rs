@@ -10,8 +10,7 @@
 //! catches for as long as the chat lasts: it cancels the turn (the provider's stream and
 //! running tools stop at once; the text shown is kept in the transcript, marked interrupted).
 
-use std::collections::HashSet;
-use std::io::{IsTerminal, Stdout};
+use std::io::Stdout;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -19,9 +18,8 @@ use anyhow::Context;
 use async_trait::async_trait;
 use berth_agent::{
     Agent, AgentBuilder, AgentEvent, CancellationToken, Decision, ModelChoice, PermissionRequest,
-    Permissions, TurnOptions, TurnRequest,
+    Permissions, SessionModel, TurnOptions, TurnRequest,
 };
-use berth_core::config::Config;
 use berth_ops::{Ops, Session, SessionChoice, Workspace};
 use tokio::sync::{mpsc, oneshot};
 
@@ -44,12 +42,7 @@ pub async fn run(ops: Ops, args: ChatArgs) -> anyhow::Result<()> {
     // From here on Ctrl-C stops turns, not the process. The handler goes in before the editor
     // starts: rustyline puts back, after each line, the SIGINT handler it found.
     let interrupts = Interrupts::new().context("cannot catch Ctrl-C")?;
-    let choice = match (&args.session, args.continue_latest) {
-        (Some(s), _) => Some(SessionChoice::Existing(s.clone())),
-        (None, true) => Some(SessionChoice::Latest),
-        (None, false) => None,
-    };
-    let (workspace, session) = match choice {
+    let (workspace, session) = match super::session_choice(&args) {
         Some(choice) => {
             let s = ops
                 .session_for_turn(args.workspace.as_deref(), &cwd, choice)
@@ -68,27 +61,25 @@ pub async fn run(ops: Ops, args: ChatArgs) -> anyhow::Result<()> {
     let editor =
         LineEditor::start(ops.home().join(HISTORY_FILE)).context("cannot start the line editor")?;
     let stdout = std::io::stdout();
-    let color = stdout.is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+    let color = super::color(&stdout);
     let agent = AgentBuilder::new(ops.clone())
         .tools(berth_agent::tools::builtin())
         .build();
-    let model = match &session {
-        Some(s) => chosen_model(&ops, s).await?,
-        None => None,
-    };
     let mut chat = Chat {
         ops,
         agent,
         cwd,
         workspace,
         session,
-        model,
-        allowed: args.allow.iter().map(|t| t.trim().to_owned()).collect(),
-        allow_all: args.allow_all,
+        pending_model: None,
+        allowed: super::Allowed::from_flags(&args),
         editor,
         interrupts,
         screen: Screen::new(stdout, color),
     };
+    if let Some(name) = &args.model {
+        chat.switch_model(name).await?;
+    }
     chat.banner().await?;
     chat.converse().await
 }
@@ -101,12 +92,11 @@ struct Chat {
     workspace: Workspace,
     /// `None`: a new session, made with the next prompt.
     session: Option<Session>,
-    /// The model chosen for the session with `/model` (now, or kept with the session by an
-    /// earlier chat or an editor); `None`: the config's.
-    model: Option<ModelChoice>,
+    /// A model chosen with `/model` before the session is made; kept with it when it is.
+    /// Once there is a session, its choice is the session's own (`Ops::session_model`).
+    pending_model: Option<ModelChoice>,
     /// Tools `--allow` lets run without asking.
-    allowed: HashSet<String>,
-    allow_all: bool,
+    allowed: super::Allowed,
     editor: LineEditor,
     interrupts: Interrupts,
     screen: Screen<Stdout>,
@@ -114,8 +104,11 @@ struct Chat {
 
 impl Chat {
     async fn banner(&mut self) -> anyhow::Result<()> {
-        let config = self.ops.config(Some(&self.workspace.id)).await?.config;
-        let model = self.model_now(&config);
+        let model = self.model_now().await?;
+        if let Some(warning) = model.warning() {
+            self.screen.error(&warning)?;
+        }
+        let model = model.choice;
         let session = match &self.session {
             Some(s) => {
                 let n = self.ops.transcript(s).await?.messages.len();
@@ -171,11 +164,23 @@ impl Chat {
         }
     }
 
-    /// The model the session calls: the one switched to, else the config's.
-    fn model_now(&self, config: &Config) -> ModelChoice {
-        self.model
-            .clone()
-            .unwrap_or_else(|| ModelChoice::configured(config))
+    /// The model the session calls: the session's own, or for a session not made yet, the one
+    /// chosen for it, else the config's.
+    async fn model_now(&self) -> anyhow::Result<SessionModel> {
+        if let Some(s) = &self.session {
+            return Ok(self.ops.session_model(s).await?);
+        }
+        let config = self.ops.config(Some(&self.workspace.id)).await?.config;
+        let configured = ModelChoice::configured(&config);
+        Ok(SessionModel {
+            choice: self
+                .pending_model
+                .clone()
+                .unwrap_or_else(|| configured.clone()),
+            kept: self.pending_model.is_some(),
+            configured,
+            set_aside: None,
+        })
     }
 
     /// One turn: its events shown as they come, its permission questions asked in order with
@@ -196,8 +201,8 @@ impl Chat {
                         },
                     )
                     .await?;
-                if let Some(m) = &self.model {
-                    self.ops.set_session_model(&s, m.provider, &m.model).await?;
+                if let Some(m) = self.pending_model.take() {
+                    self.ops.choose_session_model(&s, &m).await?;
                 }
                 self.session = Some(s.clone());
                 s
@@ -208,7 +213,6 @@ impl Chat {
         let permissions = Arc::new(AskPermissions {
             asks,
             allowed: self.allowed.clone(),
-            all: self.allow_all,
         });
         let mut turn = self
             .agent
@@ -219,20 +223,14 @@ impl Chat {
                 cwd: self.cwd.clone(),
                 permissions,
                 cancel: cancel.clone(),
-                options: TurnOptions {
-                    model: self.model.clone(),
-                    ..TurnOptions::default()
-                },
+                options: TurnOptions::default(),
             })
             .await?;
         loop {
             tokio::select! {
                 biased;
                 () = self.interrupts.recv(), if !cancel.is_cancelled() => cancel.cancel(),
-                event = turn.events.recv() => {
-                    let Some(event) = event else {
-                        anyhow::bail!("the agent stopped without ending the turn");
-                    };
+                Some(event) = turn.next_event() => {
                     if let AgentEvent::TurnEnded { stop, .. } = &event {
                         self.screen.end_line()?;
                         if *stop == berth_agent::TurnStop::Cancelled {
@@ -331,7 +329,7 @@ impl Chat {
             Command::Sessions => self.list_sessions().await,
             Command::New => {
                 self.session = None;
-                self.model = None;
+                self.pending_model = None;
                 Ok(self
                     .screen
                     .say("a new session starts with your next prompt")?)
@@ -348,8 +346,8 @@ impl Chat {
     }
 
     async fn show_workspace(&mut self) -> anyhow::Result<()> {
-        let config = self.ops.config(Some(&self.workspace.id)).await?.config;
-        let model = self.model_now(&config);
+        let now = self.model_now().await?;
+        let model = &now.choice;
         let (session, messages) = match &self.session {
             Some(s) => (
                 berth_ops::session_label(s),
@@ -362,8 +360,8 @@ impl Chat {
             .name
             .as_ref()
             .map_or_else(|| "(no name)".to_owned(), |n| n.to_string());
-        let switched = if model != ModelChoice::configured(&config) {
-            " (chosen with /model)"
+        let switched = if now.kept {
+            " (chosen for this session)"
         } else {
             ""
         };
@@ -383,10 +381,7 @@ impl Chat {
                 .screen
                 .say("messages   0 (the session starts with your next prompt)")?);
         };
-        let fill = self
-            .agent
-            .context_fill(session, self.model.as_ref())
-            .await?;
+        let fill = self.agent.context_fill(session, None).await?;
         let kept = if fill.in_window == fill.messages {
             "all in the context window".to_owned()
         } else {
@@ -408,16 +403,19 @@ impl Chat {
 
     async fn show_model(&mut self) -> anyhow::Result<()> {
         let config = self.ops.config(Some(&self.workspace.id)).await?.config;
-        let configured = ModelChoice::configured(&config);
-        let now = self.model_now(&config);
-        let mut text = if now == configured {
-            format!("model      {now} (the workspace's config)")
-        } else {
+        let resolved = self.model_now().await?;
+        let (now, configured) = (&resolved.choice, &resolved.configured);
+        let mut text = if resolved.kept {
             format!("model      {now} (chosen for this session; the config names {configured})")
+        } else {
+            format!("model      {now} (the workspace's config)")
         };
+        if let Some(warning) = resolved.warning() {
+            text.push_str(&format!("\nnote       {warning}"));
+        }
         let others: Vec<String> = ModelChoice::choices(&config)
             .into_iter()
-            .filter(|c| *c != now)
+            .filter(|c| c != now)
             .map(|c| c.to_string())
             .collect();
         if !others.is_empty() {
@@ -430,20 +428,15 @@ impl Chat {
     }
 
     async fn switch_model(&mut self, name: &str) -> anyhow::Result<()> {
-        let config = self.ops.config(Some(&self.workspace.id)).await?.config;
-        let choice = ModelChoice::parse(name, &self.model_now(&config), &config)?;
-        self.agent
-            .check_model(&self.workspace.id, &choice)
-            .await
-            .with_context(|| format!("cannot switch to {choice}"))?;
-        // Kept with the session, so a later chat or an editor calls it too; a session not
-        // made yet gets it when it is.
-        if let Some(s) = &self.session {
-            self.ops
-                .set_session_model(s, choice.provider, &choice.model)
-                .await?;
+        let current = self.model_now().await?.choice;
+        let choice =
+            super::parse_model(&self.ops, &self.agent, &self.workspace.id, name, &current).await?;
+        // Kept with the session, so a later chat, `chat -p` or an editor calls it too; a
+        // session not made yet gets it when it is.
+        match &self.session {
+            Some(s) => self.ops.choose_session_model(s, &choice).await?,
+            None => self.pending_model = Some(choice.clone()),
         }
-        self.model = Some(choice.clone());
         Ok(self
             .screen
             .say(&format!("this session now calls {choice}"))?)
@@ -489,7 +482,6 @@ impl Chat {
             .resolve_workspace(session.workspace_id.as_str())
             .await?;
         let messages = self.ops.transcript(&session).await?.messages.len();
-        let model = chosen_model(&self.ops, &session).await?;
         let text = format!(
             "continuing session {} ({messages} messages) in workspace {}",
             berth_ops::session_label(&session),
@@ -497,24 +489,11 @@ impl Chat {
         );
         self.workspace = workspace;
         self.session = Some(session);
-        self.model = model;
+        self.pending_model = None;
         Ok(self.screen.say(&text)?)
     }
 }
 
-/// The model chosen for a session earlier (`/model`, or an editor's model option), if any.
-async fn chosen_model(ops: &Ops, session: &Session) -> anyhow::Result<Option<ModelChoice>> {
-    Ok(ops
-        .session_model(session)
-        .await?
-        .map(|(provider, model)| ModelChoice { provider, model }))
-}
-
-/// `/mcp`: the external MCP servers, their state and tool counts.
-///
-/// PLACEHOLDER until berth-agent's external MCP servers land (`berth_agent::mcp`, each server's
-/// name, state and tool count): berth's agent starts none yet. This is the one function to
-/// change.
 /// `/mcp`: each configured server, its state and how many tools it offers.
 fn mcp_servers(servers: &[berth_agent::ServerStatus]) -> String {
     if servers.is_empty() {
@@ -557,14 +536,13 @@ struct Ask {
 /// question goes to the chat's loop, which shows it once the events before it are shown.
 struct AskPermissions {
     asks: mpsc::Sender<Ask>,
-    allowed: HashSet<String>,
-    all: bool,
+    allowed: super::Allowed,
 }
 
 #[async_trait]
 impl Permissions for AskPermissions {
     async fn decide(&self, request: &PermissionRequest) -> Decision {
-        if self.all || self.allowed.contains(&request.tool) {
+        if self.allowed.allows(request) {
             return Decision::AllowOnce;
         }
         let (reply, answer) = oneshot::channel();
