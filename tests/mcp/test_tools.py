@@ -53,6 +53,96 @@ async def test_tools_are_listed_with_precise_schemas(connect, home, tmp_path):
             assert t.description and len(t.description) > 20, t.name
 
 
+READ_ONLY = {
+    "resource_workspace_list",
+    "resource_workspace_show",
+    "resource_workspace_browse",
+    "resource_session_list",
+    "resource_session_show",
+    "prompt_list",
+    "prompt_get",
+    "workspace_storage_read",
+    "workspace_storage_list",
+    "session_storage_read",
+    "session_storage_list",
+}
+
+
+async def test_every_tool_says_what_it_does_and_what_it_returns(connect, home, tmp_path):
+    async with connect(tmp_path) as s:
+        tools = {t.name: t for t in (await s.list_tools()).tools}
+        for name in TOOLS:
+            t = tools[name]
+            a = t.annotations
+            assert a is not None, f"{name} has no annotations"
+            assert a.read_only_hint is (name in READ_ONLY), name
+            assert a.open_world_hint is False, name
+            schema = t.output_schema
+            assert schema and schema["type"] == "object" and schema.get("required"), name
+        for name in ["workspace_storage_write", "session_storage_write"]:
+            a = tools[name].annotations
+            # Replacing a file whole: destructive, and the same call twice changes nothing more.
+            assert a.destructive_hint is True and a.idempotent_hint is True, name
+        remove = tools["workspace_remove"].annotations
+        assert remove.destructive_hint is True and remove.idempotent_hint is True
+        create = tools["workspace_create"].annotations
+        assert create.destructive_hint is False and create.idempotent_hint is False
+
+
+async def test_every_tools_results_match_its_output_schema(connect, home, repo):
+    """The SDK validates a result's structured content against the tool's outputSchema on
+    every call_tool (and raises when it does not match): each tool is called here on real data,
+    text and binary files, folders, git and plain workspaces."""
+    async with connect(repo) as s:
+        tools = {t.name: t for t in (await s.list_tools()).tools}
+        called = set()
+
+        async def call(name, args):
+            r = await s.call_tool(name, args)
+            assert not r.is_error, (name, text(r))
+            assert r.structured_content is not None, name
+            called.add(name)
+            return r.structured_content
+
+        git_ws = await call("workspace_create", {"name": "feat", "description": "d"})
+        assert git_ws["start"]["sha"] and git_ws["warnings"] == []
+        plain = await call("workspace_create", {"name": "notes", "plain": True})
+        assert plain["git"] is None and plain["start"] is None
+        await call("workspace_storage_write", {"workspace_identifier": "notes", "path": "a/b.md", "content": "hi"})
+        await call("workspace_storage_read", {"workspace_identifier": "notes", "path": "a/b.md"})
+        await call("workspace_storage_list", {"workspace_identifier": "notes"})
+        await call("workspace_storage_list", {"workspace_identifier": "notes", "path": "a"})
+        worktree = Path(git_ws["git"]["worktree"])
+        (worktree / "blob.bin").write_bytes(bytes(range(256)))
+        browsed = await call("resource_workspace_browse", {"workspace_identifier": "feat"})
+        assert "entries" in browsed
+        binary = await call("resource_workspace_browse", {"workspace_identifier": "feat", "path": "blob.bin"})
+        assert binary["encoding"] == "base64"
+        readme = await call("resource_workspace_browse", {"workspace_identifier": "feat", "path": "README.md"})
+        assert readme["encoding"] == "utf-8"
+        await call("resource_workspace_list", {})
+        await call("resource_workspace_show", {"workspace_identifier": "feat"})
+        await call("resource_workspace_show", {"workspace_identifier": "notes"})
+
+        sid = subprocess.run(
+            [BERTH, "session", "new", "--workspace", "notes", "--title", "t", "--json"],
+            env={**os.environ, "BERTH_HOME": str(home)},
+            capture_output=True, check=True, text=True,
+        )
+        session_id = json.loads(sid.stdout)["id"]
+        await call("session_storage_write", {"session_identifier": session_id, "path": "x.txt", "content": "y"})
+        await call("session_storage_read", {"session_identifier": session_id, "path": "x.txt"})
+        await call("session_storage_list", {"session_identifier": session_id})
+        await call("resource_session_list", {})
+        await call("resource_session_show", {"session_identifier": session_id})
+        await call("prompt_list", {})
+        await call("prompt_get", {"name": "review-workspace", "arguments": {"workspace_id": "feat"}})
+        removed = await call("workspace_remove", {"workspace_id": "notes"})
+        assert removed["removed"] is True
+
+        assert called == TOOLS, TOOLS - called
+
+
 async def test_plain_workspace_storage_round_trip(connect, home, tmp_path):
     async with connect(tmp_path) as s:
         created = await s.call_tool("workspace_create", {"name": "notes", "description": "d"})
@@ -230,11 +320,17 @@ async def test_workspace_resources_and_their_bridge_tools(connect, home, repo):
             assert detail["git_status"]["changed_files"] == 1
             assert detail["git_status"]["base_branch"] == "main"
 
+        # Not found, said as every protocol says it, with no CLI command an MCP client lacks.
         with pytest.raises(MCPError) as err:
             await s.read_resource("berth://workspace/nope")
-        assert "berth workspace list" in str(err.value)
-        with pytest.raises(MCPError):
+        assert err.value.data == {"kind": "not_found"}, err.value
+        assert "berth workspace list" not in err.value.message
+        with pytest.raises(MCPError) as err:
+            await s.read_resource("berth://session/nope")
+        assert err.value.data == {"kind": "not_found"}, err.value
+        with pytest.raises(MCPError) as err:
             await s.read_resource("berth://elsewhere")
+        assert err.value.data == {"kind": "not_found"}, err.value
 
         r = await s.call_tool("resource_workspace_list", {})
         assert [w["id"] for w in r.structured_content["workspaces"]] == [ws_id]

@@ -350,6 +350,100 @@ fn berths_own_mcp_server_on_stdio_and_over_http_are_tools_of_the_agent() {
     let _ = http.0.kill();
 }
 
+/// berth's own MCP server marks its read tools read-only, so `chat -p` reads its storage
+/// without `--allow`; a write through it still waits for `--allow` and is refused without it.
+#[test]
+fn berths_own_read_only_mcp_tools_run_without_allow_and_its_writes_do_not() {
+    let (home, server, work) = setup();
+    let served = Home::new();
+    let ws = served
+        .ok(&["workspace", "create", "served-ws"])
+        .trim()
+        .to_owned();
+    served.ok(&["workspace", "storage", "write", &ws, "note.txt", "kept"]);
+    std::fs::write(
+        home.path().join("config.toml"),
+        format!(
+            "[[mcp_servers]]\nname = \"berth\"\ncommand = \"{bin}\"\nargs = [\"mcp\"]\nenv = {{ BERTH_HOME = \"{served}\" }}\n",
+            bin = env!("CARGO_BIN_EXE_berth"),
+            served = served.path().display(),
+        ),
+    )
+    .unwrap();
+    let write =
+        r#"{"workspace_identifier": "served-ws", "path": "note.txt", "content": "overwritten"}"#;
+    let script = |server: &ProviderServer| {
+        server.push(Reply::anthropic(
+            &Turn::new()
+                .tool_call(
+                    "c_read",
+                    "mcp__berth__workspace_storage_read",
+                    [r#"{"workspace_identifier": "served-ws", "path": "note.txt"}"#],
+                )
+                .tool_call("c_write", "mcp__berth__workspace_storage_write", [write]),
+        ));
+        server.push(Reply::anthropic(&Turn::new().text(["Done."])));
+    };
+    script(&server);
+    let r = run(Dialect::Claude.chat(&home, &server, work.path(), &["-p", "read, then write"]));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("refused mcp__berth__workspace_storage_write (allow it with --allow"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        !r.stderr
+            .contains("refused mcp__berth__workspace_storage_read"),
+        "{}",
+        r.stderr
+    );
+    let results = |server: &ProviderServer| -> Vec<serde_json::Value> {
+        let requests = server.requests();
+        requests.last().unwrap().body["messages"]
+            .as_array()
+            .unwrap()
+            .last()
+            .unwrap()["content"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|b| b["type"] == "tool_result")
+            .cloned()
+            .collect()
+    };
+    let got = results(&server);
+    assert_eq!(got[0]["tool_use_id"], "c_read");
+    assert_eq!(got[0]["is_error"], false, "{}", got[0]);
+    assert!(
+        got[0]["content"].as_str().unwrap().contains("kept"),
+        "{}",
+        got[0]
+    );
+    assert_eq!(got[1]["tool_use_id"], "c_write");
+    assert_eq!(got[1]["is_error"], true, "{}", got[1]);
+    let note = |served: &Home| served.ok(&["workspace", "storage", "read", &ws, "note.txt"]);
+    assert_eq!(note(&served), "kept");
+
+    // Allowed by name, the write goes through.
+    script(&server);
+    let r = run(Dialect::Claude.chat(
+        &home,
+        &server,
+        work.path(),
+        &[
+            "-p",
+            "read, then write",
+            "--allow",
+            "mcp__berth__workspace_storage_write",
+        ],
+    ));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(results(&server)[1]["is_error"], false);
+    assert_eq!(note(&served), "overwritten");
+}
+
 /// Kills a child process when the test ends, whichever way it ends.
 struct KillOnDrop(std::process::Child);
 

@@ -10,22 +10,24 @@ use serde_json::json;
 /// The JSON-RPC error for a failed protocol request: not found is `-32002` (resource not
 /// found), bad input `-32602` (invalid params), and corruption or I/O an internal error that
 /// keeps berth's message (it names the file and line, or what failed). A client that sees
-/// "not found" may create a new one, so nothing else is ever reported as that.
+/// "not found" may create a new one, so nothing else is ever reported as that. Every one
+/// carries `{"kind": …}` as its data, spelled as in tool results and ACP errors.
 pub fn protocol(e: &Error) -> ErrorData {
-    let message = e.to_string();
-    match e.kind() {
-        ErrorKind::NotFound => ErrorData::resource_not_found(message, None),
-        ErrorKind::Invalid | ErrorKind::Refused | ErrorKind::Conflict | ErrorKind::IsFolder => {
-            ErrorData::invalid_params(message, kind_data(e.kind()))
-        }
-        ErrorKind::Corrupt | ErrorKind::External | ErrorKind::Io => {
-            ErrorData::internal_error(message, kind_data(e.kind()))
-        }
-    }
+    of_kind(e.kind(), e.to_string())
 }
 
-fn kind_data(kind: ErrorKind) -> Option<serde_json::Value> {
-    Some(json!({ "kind": kind.as_str() }))
+/// The JSON-RPC error of a failure of `kind` (see [`protocol`]).
+pub fn of_kind(kind: ErrorKind, message: String) -> ErrorData {
+    let data = Some(json!({ "kind": kind.as_str() }));
+    match kind {
+        ErrorKind::NotFound => ErrorData::resource_not_found(message, data),
+        ErrorKind::Invalid | ErrorKind::Refused | ErrorKind::Conflict | ErrorKind::IsFolder => {
+            ErrorData::invalid_params(message, data)
+        }
+        ErrorKind::Corrupt | ErrorKind::External | ErrorKind::Io => {
+            ErrorData::internal_error(message, data)
+        }
+    }
 }
 
 /// A failed tool call as the model sees it: the message as text, and

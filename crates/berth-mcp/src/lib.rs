@@ -20,7 +20,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use berth_ops::{Listed, Ops, Owner, StoragePath};
+use berth_ops::{ErrorKind, Listed, Ops, Owner, StoragePath};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::model::{
     CompleteRequestParams, CompleteResult, CompletionInfo, GetPromptRequestParams,
@@ -38,6 +38,7 @@ mod http;
 mod notify;
 mod prompts;
 mod resources;
+mod schemas;
 mod sessions;
 mod tools;
 mod uri;
@@ -103,13 +104,13 @@ impl BerthMcp {
                     .map_err(|e| failed(berth_core::Error::from(e).into()))?;
                 Ok((at.scope().clone(), path))
             }
-            Some(_) => Err(ErrorData::invalid_params(
+            Some(_) => Err(errors::of_kind(
+                ErrorKind::Invalid,
                 format!(
                     "{uri} cannot be subscribed to: subscriptions cover a workspace's context and storage files (berth://workspace/{{id}}/context, berth://workspace/{{id}}/storage/{{path}}, berth://session/{{id}}/storage/{{path}})"
                 ),
-                None,
             )),
-            None => Err(ErrorData::resource_not_found(unknown_resource(uri), None)),
+            None => Err(errors::of_kind(ErrorKind::NotFound, unknown_resource(uri))),
         }
     }
 
@@ -301,7 +302,7 @@ impl ServerHandler for BerthMcp {
     ) -> Result<ReadResourceResponse, ErrorData> {
         let uri = request.uri;
         let target = uri::parse(&uri)
-            .ok_or_else(|| ErrorData::resource_not_found(unknown_resource(&uri), None))?;
+            .ok_or_else(|| errors::of_kind(ErrorKind::NotFound, unknown_resource(&uri)))?;
         let body = resources::read(&self.cx, target)
             .await
             .map_err(|e| errors::protocol(&e))?;

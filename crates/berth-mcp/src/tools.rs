@@ -18,7 +18,7 @@ use crate::context::Context;
 use crate::notify::Hub;
 use crate::resources::{self, Body};
 use crate::uri::{self, Target};
-use crate::{BerthMcp, errors, prompts};
+use crate::{BerthMcp, errors, prompts, schemas};
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct WorkspaceCreateArgs {
@@ -378,7 +378,9 @@ async fn prompt(cx: &Context, name: &str, arguments: HashMap<String, String>) ->
 #[tool_router(vis = "pub(crate)")]
 impl BerthMcp {
     #[tool(
-        description = "Create a workspace: an isolated git worktree on its own branch when this server has a repository (a plain folder otherwise, or with plain=true). Returns its id, name, folder and, for git, the worktree path, branch and the commit it started at (start), with warnings to pass on (a default base behind the main checkout's branch, a missing [git] copy entry)."
+        description = "Create a workspace: an isolated git worktree on its own branch when this server has a repository (a plain folder otherwise, or with plain=true). Returns its id, name, folder and, for git, the worktree path, branch and the commit it started at (start), with warnings to pass on (a default base behind the main checkout's branch, a missing [git] copy entry).",
+        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false),
+        output_schema = schemas::workspace_create()
     )]
     async fn workspace_create(
         &self,
@@ -392,7 +394,9 @@ impl BerthMcp {
     }
 
     #[tool(
-        description = "Remove a workspace with its storage and sessions. A git workspace's worktree and the branch berth created go too; this is refused while the worktree has uncommitted changes or commits nothing else keeps (unmerged, or on a detached HEAD), unless force=true, which first keeps that work on a git ref named in the result."
+        description = "Remove a workspace with its storage and sessions. A git workspace's worktree and the branch berth created go too; this is refused while the worktree has uncommitted changes or commits nothing else keeps (unmerged, or on a detached HEAD), unless force=true, which first keeps that work on a git ref named in the result.",
+        annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = true, open_world_hint = false),
+        output_schema = schemas::workspace_remove()
     )]
     async fn workspace_remove(
         &self,
@@ -406,7 +410,9 @@ impl BerthMcp {
     }
 
     #[tool(
-        description = "Read a file from a workspace's storage (notes, context.md, plans). Text comes back as text; binary files as base64 in structuredContent."
+        description = "Read a file from a workspace's storage (notes, context.md, plans). Text comes back as text; binary files as base64 in structuredContent.",
+        annotations(read_only_hint = true, open_world_hint = false),
+        output_schema = schemas::file()
     )]
     async fn workspace_storage_read(
         &self,
@@ -416,7 +422,9 @@ impl BerthMcp {
     }
 
     #[tool(
-        description = "Write a file in a workspace's storage, replacing it whole and atomically; folders are created as needed. storage/context.md is the workspace's context."
+        description = "Write a file in a workspace's storage, replacing it whole and atomically; folders are created as needed. storage/context.md is the workspace's context.",
+        annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = true, open_world_hint = false),
+        output_schema = schemas::written()
     )]
     async fn workspace_storage_write(
         &self,
@@ -436,7 +444,9 @@ impl BerthMcp {
     }
 
     #[tool(
-        description = "List a folder of a workspace's storage: name, kind and size of each entry."
+        description = "List a folder of a workspace's storage: name, kind and size of each entry.",
+        annotations(read_only_hint = true, open_world_hint = false),
+        output_schema = schemas::entries()
     )]
     async fn workspace_storage_list(
         &self,
@@ -454,7 +464,9 @@ impl BerthMcp {
     }
 
     #[tool(
-        description = "List workspaces a page at a time (the berth://workspace resource, for clients that cannot read resources): id, name, description, timestamps, git part and URI of each, and next_cursor for the next page. Optional query filters on id, name and description."
+        description = "List workspaces a page at a time (the berth://workspace resource, for clients that cannot read resources): id, name, description, timestamps, git part and URI of each, and next_cursor for the next page. Optional query filters on id, name and description.",
+        annotations(read_only_hint = true, open_world_hint = false),
+        output_schema = schemas::workspace_page()
     )]
     async fn resource_workspace_list(
         &self,
@@ -464,7 +476,9 @@ impl BerthMcp {
     }
 
     #[tool(
-        description = "Show one workspace (the berth://workspace/{id} resource): its record, folder, and for a git workspace the worktree path, branch, base, ahead/behind, changed files, last commit and health."
+        description = "Show one workspace (the berth://workspace/{id} resource): its record, folder, and for a git workspace the worktree path, branch, base, ahead/behind, changed files, last commit and health.",
+        annotations(read_only_hint = true, open_world_hint = false),
+        output_schema = schemas::workspace_show()
     )]
     async fn resource_workspace_show(
         &self,
@@ -477,7 +491,11 @@ impl BerthMcp {
         )
     }
 
-    #[tool(description = "Read a file from a session's storage.")]
+    #[tool(
+        description = "Read a file from a session's storage.",
+        annotations(read_only_hint = true, open_world_hint = false),
+        output_schema = schemas::file()
+    )]
     async fn session_storage_read(
         &self,
         Parameters(a): Parameters<SessionFileArgs>,
@@ -486,7 +504,9 @@ impl BerthMcp {
     }
 
     #[tool(
-        description = "Write a file in a session's storage, replacing it whole and atomically; folders are created as needed."
+        description = "Write a file in a session's storage, replacing it whole and atomically; folders are created as needed.",
+        annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = true, open_world_hint = false),
+        output_schema = schemas::written()
     )]
     async fn session_storage_write(
         &self,
@@ -506,7 +526,9 @@ impl BerthMcp {
     }
 
     #[tool(
-        description = "List a folder of a session's storage: name, kind and size of each entry."
+        description = "List a folder of a session's storage: name, kind and size of each entry.",
+        annotations(read_only_hint = true, open_world_hint = false),
+        output_schema = schemas::entries()
     )]
     async fn session_storage_list(
         &self,
@@ -524,7 +546,9 @@ impl BerthMcp {
     }
 
     #[tool(
-        description = "Browse a git workspace's worktree (the berth://workspace/{id}/files resource): a folder gives its entries (name, type, size, uri; .git left out), a file its contents with a MIME type, text as text and anything else as base64. Paths outside the worktree are refused."
+        description = "Browse a git workspace's worktree (the berth://workspace/{id}/files resource): a folder gives its entries (name, type, size, uri; .git left out), a file its contents with a MIME type, text as text and anything else as base64. Paths outside the worktree are refused.",
+        annotations(read_only_hint = true, open_world_hint = false),
+        output_schema = schemas::worktree_node()
     )]
     async fn resource_workspace_browse(
         &self,
@@ -545,7 +569,9 @@ impl BerthMcp {
     }
 
     #[tool(
-        description = "List sessions a page at a time (the berth://session resource): id, workspace, title, provider, model, status, timestamps and URI of each, and next_cursor for the next page."
+        description = "List sessions a page at a time (the berth://session resource): id, workspace, title, provider, model, status, timestamps and URI of each, and next_cursor for the next page.",
+        annotations(read_only_hint = true, open_world_hint = false),
+        output_schema = schemas::session_page()
     )]
     async fn resource_session_list(
         &self,
@@ -555,7 +581,9 @@ impl BerthMcp {
     }
 
     #[tool(
-        description = "Show one session (the berth://session/{id} resource): its record and the URIs of its transcript, storage and workspace."
+        description = "Show one session (the berth://session/{id} resource): its record and the URIs of its transcript, storage and workspace.",
+        annotations(read_only_hint = true, open_world_hint = false),
+        output_schema = schemas::session_show()
     )]
     async fn resource_session_show(
         &self,
@@ -569,7 +597,9 @@ impl BerthMcp {
     }
 
     #[tool(
-        description = "List the guided-workflow prompts (for clients that cannot get prompts): start-issue-work, prepare-pr, review-workspace, each with its arguments."
+        description = "List the guided-workflow prompts (for clients that cannot get prompts): start-issue-work, prepare-pr, review-workspace, each with its arguments.",
+        annotations(read_only_hint = true, open_world_hint = false),
+        output_schema = schemas::prompts()
     )]
     async fn prompt_list(&self) -> Result<CallToolResult, ErrorData> {
         let prompts = serde_json::to_value(prompts::list()).map_err(|e| {
@@ -579,7 +609,9 @@ impl BerthMcp {
     }
 
     #[tool(
-        description = "Render a guided-workflow prompt from the current state (for clients that cannot get prompts); returns its messages. Arguments as listed by prompt_list, e.g. name=review-workspace, arguments={\"workspace_id\": \"feature-auth\"}."
+        description = "Render a guided-workflow prompt from the current state (for clients that cannot get prompts); returns its messages. Arguments as listed by prompt_list, e.g. name=review-workspace, arguments={\"workspace_id\": \"feature-auth\"}.",
+        annotations(read_only_hint = true, open_world_hint = false),
+        output_schema = schemas::prompt()
     )]
     async fn prompt_get(
         &self,

@@ -1,0 +1,315 @@
+//! The `outputSchema` of each tool: the shape of the structured content its successful results
+//! carry, so a client can check and use them without parsing text. A failed call is an
+//! `isError` result whose structured content is `{"error": {"kind", "message"}}` instead
+//! (`errors::tool`); the MCP specification leaves error results outside the schema.
+//!
+//! The shapes are those of `berth_ops`'s views (`WorkspaceView`, `SessionView`) plus the URIs
+//! this server adds. `tests/mcp/test_tools.py` validates every tool's results against these
+//! schemas through the official Python SDK, so a field that changes here or there is caught.
+
+use std::sync::Arc;
+
+use rmcp::model::JsonObject;
+use serde_json::{Value, json};
+
+fn object(properties: Value, required: &[&str]) -> Value {
+    json!({ "type": "object", "properties": properties, "required": required })
+}
+
+fn schema(value: Value) -> Arc<JsonObject> {
+    match value {
+        Value::Object(map) => Arc::new(map),
+        _ => unreachable!("an output schema is an object"),
+    }
+}
+
+fn string() -> Value {
+    json!({ "type": "string" })
+}
+
+fn string_or_null() -> Value {
+    json!({ "type": ["string", "null"] })
+}
+
+fn size() -> Value {
+    json!({ "type": "integer", "minimum": 0 })
+}
+
+/// A workspace as `berth_ops::WorkspaceView` serializes it, with its `uri`.
+fn workspace_properties() -> serde_json::Map<String, Value> {
+    let git = object(
+        json!({
+            "repo": string(),
+            "worktree": string(),
+            "branch": string(),
+            "base_branch": string(),
+            "branch_created": { "type": "boolean" },
+        }),
+        &[
+            "repo",
+            "worktree",
+            "branch",
+            "base_branch",
+            "branch_created",
+        ],
+    );
+    let Value::Object(map) = json!({
+        "id": string(),
+        "name": string_or_null(),
+        "label": string(),
+        "description": string(),
+        "created_at": string(),
+        "last_accessed": string(),
+        "agent_id": string_or_null(),
+        "path": string_or_null(),
+        "git": { "anyOf": [git, { "type": "null" }] },
+        "git_status": { "type": ["object", "null"] },
+        "uri": string(),
+    }) else {
+        unreachable!()
+    };
+    map
+}
+
+const WORKSPACE_REQUIRED: &[&str] = &[
+    "id",
+    "name",
+    "label",
+    "description",
+    "created_at",
+    "last_accessed",
+    "agent_id",
+    "path",
+    "git",
+    "git_status",
+    "uri",
+];
+
+fn workspace() -> Value {
+    object(Value::Object(workspace_properties()), WORKSPACE_REQUIRED)
+}
+
+/// A session as `berth_ops::SessionView` serializes it, with its and its workspace's URIs.
+fn session_properties() -> serde_json::Map<String, Value> {
+    let Value::Object(map) = json!({
+        "id": string(),
+        "workspace_id": string(),
+        "label": string(),
+        "title": string(),
+        "provider": string(),
+        "model": string(),
+        "cwd": string_or_null(),
+        "status": string(),
+        "created_at": string(),
+        "updated_at": string(),
+        "uri": string(),
+        "workspace_uri": string(),
+    }) else {
+        unreachable!()
+    };
+    map
+}
+
+const SESSION_REQUIRED: &[&str] = &[
+    "id",
+    "workspace_id",
+    "label",
+    "title",
+    "provider",
+    "model",
+    "cwd",
+    "status",
+    "created_at",
+    "updated_at",
+    "uri",
+    "workspace_uri",
+];
+
+fn session() -> Value {
+    object(Value::Object(session_properties()), SESSION_REQUIRED)
+}
+
+fn page(key: &str, item: Value) -> Arc<JsonObject> {
+    schema(object(
+        json!({
+            key: { "type": "array", "items": item },
+            "next_cursor": string_or_null(),
+        }),
+        &[key, "next_cursor"],
+    ))
+}
+
+/// A file's description beside its content (text as a text block, anything else as an
+/// embedded blob).
+fn file_properties() -> Value {
+    json!({
+        "path": string(),
+        "uri": string(),
+        "mime_type": string(),
+        "encoding": { "enum": ["utf-8", "base64"] },
+        "size": size(),
+    })
+}
+
+/// `workspace_create`: the new workspace, where its worktree started, and warnings.
+pub fn workspace_create() -> Arc<JsonObject> {
+    let mut properties = workspace_properties();
+    properties.insert(
+        "start".into(),
+        json!({ "anyOf": [
+            object(json!({ "rev": string(), "sha": string() }), &["rev", "sha"]),
+            { "type": "null" },
+        ]}),
+    );
+    properties.insert(
+        "warnings".into(),
+        json!({ "type": "array", "items": string() }),
+    );
+    let mut required = WORKSPACE_REQUIRED.to_vec();
+    required.extend(["start", "warnings"]);
+    schema(object(Value::Object(properties), &required))
+}
+
+/// `workspace_remove`.
+pub fn workspace_remove() -> Arc<JsonObject> {
+    schema(object(
+        json!({
+            "id": string(),
+            "removed": { "const": true },
+            "unbound": { "type": "array", "items": string() },
+            "warning": string_or_null(),
+        }),
+        &["id", "removed", "unbound", "warning"],
+    ))
+}
+
+/// `*_storage_read`.
+pub fn file() -> Arc<JsonObject> {
+    schema(object(
+        file_properties(),
+        &["path", "uri", "mime_type", "encoding", "size"],
+    ))
+}
+
+/// `*_storage_write`.
+pub fn written() -> Arc<JsonObject> {
+    schema(object(
+        json!({ "path": string(), "size": size() }),
+        &["path", "size"],
+    ))
+}
+
+/// `*_storage_list`.
+pub fn entries() -> Arc<JsonObject> {
+    let entry = object(
+        json!({
+            "name": string(),
+            "path": string(),
+            "kind": { "enum": ["file", "folder"] },
+            "size": size(),
+        }),
+        &["name", "path", "kind", "size"],
+    );
+    schema(object(
+        json!({ "entries": { "type": "array", "items": entry } }),
+        &["entries"],
+    ))
+}
+
+/// `resource_workspace_list`.
+pub fn workspace_page() -> Arc<JsonObject> {
+    page("workspaces", workspace())
+}
+
+/// `resource_workspace_show`: the workspace, its sessions and the URIs of its parts.
+pub fn workspace_show() -> Arc<JsonObject> {
+    let mut properties = workspace_properties();
+    let item = object(
+        json!({ "id": string(), "title": string(), "status": string(), "uri": string() }),
+        &["id", "title", "status", "uri"],
+    );
+    for (key, value) in [
+        ("files_uri", string()),
+        ("context_uri", string()),
+        ("storage_uri", string()),
+        ("sessions", json!({ "type": "array", "items": item })),
+    ] {
+        properties.insert(key.into(), value);
+    }
+    let mut required = WORKSPACE_REQUIRED.to_vec();
+    required.extend(["context_uri", "storage_uri", "sessions"]);
+    schema(object(Value::Object(properties), &required))
+}
+
+/// `resource_workspace_browse`: a file's description, or a folder's entries.
+pub fn worktree_node() -> Arc<JsonObject> {
+    let entry = object(
+        json!({
+            "name": string(),
+            "path": string(),
+            "type": string(),
+            "size": size(),
+            "uri": string(),
+        }),
+        &["name", "path", "type", "size", "uri"],
+    );
+    let folder = object(
+        json!({
+            "uri": string(),
+            "path": string(),
+            "entries": { "type": "array", "items": entry },
+        }),
+        &["uri", "path", "entries"],
+    );
+    let file = object(
+        file_properties(),
+        &["path", "uri", "mime_type", "encoding", "size"],
+    );
+    schema(json!({ "type": "object", "anyOf": [file, folder] }))
+}
+
+/// `resource_session_list`.
+pub fn session_page() -> Arc<JsonObject> {
+    page("sessions", session())
+}
+
+/// `resource_session_show`: the session and the URIs of its transcript and storage.
+pub fn session_show() -> Arc<JsonObject> {
+    let mut properties = session_properties();
+    properties.insert("transcript_uri".into(), string());
+    properties.insert("storage_uri".into(), string());
+    let mut required = SESSION_REQUIRED.to_vec();
+    required.extend(["transcript_uri", "storage_uri"]);
+    schema(object(Value::Object(properties), &required))
+}
+
+/// `prompt_list`: each prompt's name, description and arguments, as `prompts/list` gives them.
+pub fn prompts() -> Arc<JsonObject> {
+    let prompt = object(
+        json!({
+            "name": string(),
+            "description": string(),
+            "arguments": { "type": "array", "items": { "type": "object" } },
+        }),
+        &["name"],
+    );
+    schema(object(
+        json!({ "prompts": { "type": "array", "items": prompt } }),
+        &["prompts"],
+    ))
+}
+
+/// `prompt_get`: the rendered prompt, as `prompts/get` gives it.
+pub fn prompt() -> Arc<JsonObject> {
+    let message = object(
+        json!({ "role": { "enum": ["user", "assistant"] }, "content": { "type": "object" } }),
+        &["role", "content"],
+    );
+    schema(object(
+        json!({
+            "description": string(),
+            "messages": { "type": "array", "items": message },
+        }),
+        &["messages"],
+    ))
+}
