@@ -18,12 +18,10 @@ mod bindings;
 pub mod config;
 mod error;
 mod git_workspace;
-mod import;
 mod page;
 pub mod review;
 mod sessions;
 mod storage;
-mod store_migrate;
 pub mod toolchain;
 mod view;
 mod workspaces;
@@ -39,13 +37,10 @@ use berth_store_sql::SqlStore;
 
 pub use error::{Error, ErrorKind, Result, blocking};
 pub use git_workspace::adoption;
-pub use import::aptove::default_dir as aptove_default_dir;
-pub use import::{ImportItem, ImportReport, ItemKind, Outcome};
 pub use page::{Listed, PAGE_DEFAULT, PAGE_MAX, Page, page_limit};
 pub use sessions::title_of;
 pub use sessions::{ClientSession, ClientSessionOutcome, CreateSession, SessionChoice};
 pub use storage::{Node, Owner, StorageRef, context_path};
-pub use store_migrate::{MigrateCount, MigrateItem, MigrateKind, MigrateOutcome, MigrateReport};
 pub use view::{GitView, KeptView, SessionView, WorkspaceView, session_label};
 pub use workspaces::{
     AdoptWorkspace, CreateWarning, CreateWorkspace, Created, DeletePlan, Deleted, GcPlan, GcReport,
