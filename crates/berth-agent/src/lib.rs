@@ -3,7 +3,9 @@
 //!
 //! - [`conversation`]: the conversation in no provider's dialect.
 //! - [`provider`] and [`providers`]: streaming Claude, OpenAI and Gemini over their real wire
-//!   formats ([`http`]: one client, retries only before the first token, SSE).
+//!   formats ([`http`]: one client, retries only before the first token, SSE). These are
+//!   berth-llm's, re-exported under their old paths; [`providers::from_config`] (berth's
+//!   config → a provider) is this crate's.
 //! - [`tools`]: what a tool is, and the built-in ones, confined to the working directory.
 //! - [`runtime`]: [`AgentBuilder`] → [`Agent`], which runs a turn of a session: prompt → model
 //!   → tool calls → results → model, until the model ends its turn. A turn yields
@@ -16,15 +18,14 @@
 //!   tools join the built-in ones, started lazily through the rmcp client.
 
 pub mod context;
-pub mod conversation;
 pub mod events;
-pub mod http;
 pub mod mcp;
 pub mod models;
-pub mod provider;
 pub mod providers;
 pub mod runtime;
 pub mod tools;
+
+pub use berth_llm::{conversation, http, provider};
 
 pub use conversation::{
     ChatMessage, Image, Part, StopReason, ToolCall, ToolResult, ToolSpec, Usage,
