@@ -3,28 +3,30 @@
 //!
 //! - [`conversation`]: the conversation in no provider's dialect.
 //! - [`provider`] and [`providers`]: streaming Claude, OpenAI and Gemini over their real wire
-//!   formats ([`http`]: one client, retries only before the first token, SSE).
+//!   formats ([`http`]: one client, retries only before the first token, SSE). These are
+//!   berth-llm's, re-exported under their old paths; [`providers::from_config`] (berth's
+//!   config → a provider) is this crate's.
 //! - [`tools`]: what a tool is, and the built-in ones, confined to the working directory.
 //! - [`runtime`]: [`AgentBuilder`] → [`Agent`], which runs a turn of a session: prompt → model
 //!   → tool calls → results → model, until the model ends its turn. A turn yields
 //!   [`AgentEvent`]s in order through one channel, stops at once when its cancellation token
-//!   fires, and asks the front end's [`Permissions`] before writes and commands.
+//!   fires, and asks the front end's [`Permissions`] before each call of a tool whose
+//!   [`ToolKind`] changes or runs something.
 //! - [`context`]: token estimates and compaction that never separates a call from its result.
-//! - [`models`]: the models a session can switch to, and what a model name a person types
-//!   means.
+//! - [`ModelChoice`] and [`SessionModel`] are berth-ops's (`models.rs`): the model a session
+//!   calls is resolved there, once, for every front end; a turn calls it unless its
+//!   [`TurnOptions`] name another.
 //! - [`mcp`]: external MCP servers (`[[mcp_servers]]`, an ACP client's `mcpServers`) whose
 //!   tools join the built-in ones, started lazily through the rmcp client.
 
 pub mod context;
-pub mod conversation;
 pub mod events;
-pub mod http;
 pub mod mcp;
-pub mod provider;
 pub mod providers;
 pub mod runtime;
 pub mod tools;
 
+pub use berth_llm::{conversation, http, provider};
 pub use berth_ops::{ModelChoice, SessionModel};
 pub use conversation::{
     ChatMessage, Image, Part, StopReason, ToolCall, ToolResult, ToolSpec, Usage,

@@ -233,7 +233,7 @@ impl SparePool {
             repo.change_worktrees(
                 &[
                     OsStr::new("-c"),
-                    OsStr::new(crate::CHECKOUT_WORKERS),
+                    OsStr::new(crate::create::CHECKOUT_WORKERS),
                     OsStr::new("worktree"),
                     OsStr::new("add"),
                     OsStr::new("--quiet"),

@@ -12,7 +12,8 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::{GitError, Repo, Result, run};
+use crate::command::run;
+use crate::{GitError, Repo, Result};
 
 impl Repo {
     /// Checks out every submodule of the new worktree at `worktree`, recursively. Returns the

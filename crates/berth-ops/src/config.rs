@@ -10,13 +10,13 @@ use crate::error::{Error, Result};
 use crate::{ErrorKind, Ops};
 
 /// `<home>/config.toml`.
-pub(crate) fn global_path(home: &Path) -> PathBuf {
+pub fn global_path(home: &Path) -> PathBuf {
     home.join("config.toml")
 }
 
 /// The global config file's text, if there is one. Read directly, not through a store: the
 /// store is chosen by it.
-pub(crate) fn global_text(home: &Path) -> Result<Option<ConfigText>> {
+pub fn global_text(home: &Path) -> Result<Option<ConfigText>> {
     let origin = global_path(home);
     match std::fs::read(&origin) {
         Ok(bytes) => match String::from_utf8(bytes) {

@@ -141,7 +141,7 @@ fn git_kind(e: &GitError) -> ErrorKind {
 
 /// Runs blocking work (git, a walk of the worktree) on tokio's blocking pool, so an async
 /// server keeps answering other requests meanwhile.
-pub(crate) async fn blocking<T: Send + 'static>(
+pub async fn blocking<T: Send + 'static>(
     job: impl FnOnce() -> Result<T> + Send + 'static,
 ) -> Result<T> {
     tokio::task::spawn_blocking(job)

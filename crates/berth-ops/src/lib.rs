@@ -15,16 +15,14 @@
 //! - Views (`view`): the one JSON shape of a workspace or a session at the edge.
 
 mod bindings;
-mod config;
+pub mod config;
 mod error;
 mod git_workspace;
-mod import;
 mod models;
 mod page;
 pub mod review;
 mod sessions;
 mod storage;
-mod store_migrate;
 pub mod toolchain;
 mod view;
 mod workspaces;
@@ -38,14 +36,13 @@ use berth_core::WorkspaceManager;
 use berth_store_fs::FsStore;
 use berth_store_sql::SqlStore;
 
-pub use error::{Error, ErrorKind, Result};
-pub use import::aptove::default_dir as aptove_default_dir;
-pub use import::{ImportItem, ImportReport, ItemKind, Outcome};
+pub use error::{Error, ErrorKind, Result, blocking};
+pub use git_workspace::adoption;
 pub use models::{ModelChoice, SessionModel};
 pub use page::{Listed, PAGE_DEFAULT, PAGE_MAX, Page, page_limit};
+pub use sessions::title_of;
 pub use sessions::{ClientSession, ClientSessionOutcome, CreateSession, SessionChoice};
 pub use storage::{Node, Owner, StorageRef, context_path};
-pub use store_migrate::{MigrateCount, MigrateItem, MigrateKind, MigrateOutcome, MigrateReport};
 pub use view::{GitView, KeptView, SessionView, WorkspaceView, session_label};
 pub use workspaces::{
     AdoptWorkspace, CreateWarning, CreateWorkspace, Created, DeletePlan, Deleted, GcPlan, GcReport,
@@ -114,14 +111,14 @@ pub fn open(home: &Path, env: &[(String, String)]) -> Result<Ops> {
 
 /// Which store a home uses: its files, or a database.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum StoreChoice {
+pub enum StoreChoice {
     Files,
     Database { url: berth_core::config::Secret },
 }
 
 impl StoreChoice {
     /// The store `url` names (`None`: the files under the home), refused when it names none.
-    pub(crate) fn of(home: &Path, url: Option<&str>) -> Result<StoreChoice> {
+    pub fn of(home: &Path, url: Option<&str>) -> Result<StoreChoice> {
         match url {
             None => Ok(StoreChoice::Files),
             Some(u) if berth_store_sql::Kind::of(u).is_some() => Ok(StoreChoice::Database {
@@ -139,7 +136,7 @@ impl StoreChoice {
         }
     }
 
-    pub(crate) fn open(&self, home: &Path) -> Result<WorkspaceManager> {
+    pub fn open(&self, home: &Path) -> Result<WorkspaceManager> {
         Ok(match self {
             StoreChoice::Files => FsStore::open(home)?.manager(),
             StoreChoice::Database { url } => SqlStore::open(url.expose(), home)?.manager(),
@@ -147,7 +144,7 @@ impl StoreChoice {
     }
 
     /// How messages name it: the home's files, or the URL without its password.
-    pub(crate) fn describe(&self, home: &Path) -> String {
+    pub fn describe(&self, home: &Path) -> String {
         match self {
             StoreChoice::Files => format!("the files under {}", home.display()),
             StoreChoice::Database { url } => berth_store_sql::redact(url.expose()),
@@ -171,6 +168,19 @@ impl Ops {
     /// its password.
     pub fn store_description(&self) -> String {
         self.store.describe(&self.home)
+    }
+
+    /// The store this home uses. For `berth store migrate` (berth-import), which copies it
+    /// into another.
+    pub fn store_choice(&self) -> &StoreChoice {
+        &self.store
+    }
+
+    /// The store itself, beneath every rule of `Ops`: for berth-import, which writes records
+    /// with the ids and times they had elsewhere. A front end never calls it: a workspace
+    /// removed through it would leave its worktree behind.
+    pub fn manager(&self) -> &WorkspaceManager {
+        &self.manager
     }
 }
 

@@ -478,7 +478,7 @@ impl Ops {
 }
 
 /// A session's title from its first prompt: the first line, cut at 60 characters.
-pub(crate) fn title_of(prompt: &str) -> String {
+pub fn title_of(prompt: &str) -> String {
     let line = prompt.trim().lines().next().unwrap_or("");
     match line.char_indices().nth(60) {
         Some((cut, _)) => format!("{}…", &line[..cut]),

@@ -4,16 +4,18 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use berth_ops::{Error, ImportReport, Ops, Outcome};
+use berth_import::{ImportReport, Outcome};
+use berth_ops::{Error, Ops};
 
 use crate::cli::ImportCmd;
 use crate::render;
 
 pub async fn run(ops: &Ops, cmd: ImportCmd) -> anyhow::Result<()> {
     let (report, json) = match cmd {
-        ImportCmd::Aptove { dir, dry_run, json } => {
-            (ops.import_aptove(dir.as_deref(), dry_run).await?, json.json)
-        }
+        ImportCmd::Aptove { dir, dry_run, json } => (
+            berth_import::import_aptove(ops, dir.as_deref(), dry_run).await?,
+            json.json,
+        ),
         ImportCmd::Amux {
             repo,
             dry_run,
@@ -23,7 +25,10 @@ pub async fn run(ops: &Ops, cmd: ImportCmd) -> anyhow::Result<()> {
                 Some(r) => r,
                 None => current_dir()?,
             };
-            (ops.import_amux(&repo, dry_run).await?, json.json)
+            (
+                berth_import::import_amux(ops, &repo, dry_run).await?,
+                json.json,
+            )
         }
     };
     if json {

@@ -1,6 +1,7 @@
 //! `berth store …`: which store this home uses, and copying its records into another.
 
-use berth_ops::{Error, ErrorKind, MigrateOutcome, MigrateReport, Ops};
+use berth_import::{MigrateOutcome, MigrateReport};
+use berth_ops::{Error, ErrorKind, Ops};
 
 use crate::cli::StoreCmd;
 use crate::render;
@@ -17,7 +18,7 @@ pub async fn run(ops: &Ops, cmd: StoreCmd) -> anyhow::Result<()> {
             Ok(())
         }
         StoreCmd::Migrate { to, dry_run, json } => {
-            let report = ops.migrate_store(&to, dry_run).await?;
+            let report = berth_import::migrate_store(ops, &to, dry_run).await?;
             if json.json {
                 render::json(&report)?;
             } else {

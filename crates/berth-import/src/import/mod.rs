@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 use berth_core::{ErrorKind, WorkspaceId, WorkspaceName};
 use serde::Serialize;
 
-use crate::error::{Error, Result};
+use berth_ops::{Error, Result};
 
 /// What an imported item is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

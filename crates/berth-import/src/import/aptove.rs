@@ -46,8 +46,7 @@ use super::{
     EntryCheck, ImportReport, Item, ItemKind, Outcome, check_entry, check_home_outside, clip,
     description_with_name, open_source, parse_toml, read_text, sorted_entries, usable_name,
 };
-use crate::Ops;
-use crate::error::{Error, Result};
+use berth_ops::{Error, Ops, Result};
 
 /// Aptove's data folder on this machine: `dirs::data_local_dir()` joined with `Aptove`, as
 /// Aptove's own `AgentConfig::data_dir` finds it.
@@ -94,54 +93,52 @@ enum Target {
     Workspace(WorkspaceId, bool),
 }
 
-impl Ops {
-    /// Imports Aptove's data folder `dir` (default: Aptove's own, see [`default_dir`]), item by
-    /// item; with `dry_run` nothing is written. The source is only read. Fails as a whole only
-    /// when `dir` cannot be read or is not an Aptove folder; anything wrong with one item is
-    /// reported on that item and the rest go on.
-    pub async fn import_aptove(&self, dir: Option<&Path>, dry_run: bool) -> Result<ImportReport> {
-        let dir = match dir {
-            Some(d) => std::path::absolute(d)
-                .map_err(|e| berth_core::Error::io(format!("cannot use {}", d.display()), e))?,
-            None => default_dir().ok_or_else(|| {
-                Error::invalid(
-                    "cannot find the platform data folder where Aptove keeps its data; pass the folder: berth import aptove DIR",
-                )
-            })?,
-        };
-        let root = open_source(&dir).map_err(|e| match e.kind() {
-            ErrorKind::NotFound => Error::rule(
-                ErrorKind::NotFound,
-                format!(
-                    "there is no Aptove data folder at {}; pass the folder Aptove uses: berth import aptove DIR",
-                    dir.display()
-                ),
-            ),
-            _ => e,
-        })?;
-        check_home_outside(self.home(), &dir)?;
-        let marks = ["workspaces", "config.toml", "bindings.toml"];
-        if !marks.iter().any(|m| root.symlink_metadata(m).is_ok()) {
-            return Err(Error::invalid(format!(
-                "{} does not look like Aptove's data folder: it has no workspaces/, config.toml or bindings.toml",
+/// Imports Aptove's data folder `dir` (default: Aptove's own, see [`default_dir`]) into the home
+/// `ops` opened, item by item; with `dry_run` nothing is written. The source is only read.
+/// Fails as a whole only when `dir` cannot be read or is not an Aptove folder; anything wrong
+/// with one item is reported on that item and the rest go on.
+pub async fn import_aptove(ops: &Ops, dir: Option<&Path>, dry_run: bool) -> Result<ImportReport> {
+    let dir = match dir {
+        Some(d) => std::path::absolute(d)
+            .map_err(|e| berth_core::Error::io(format!("cannot use {}", d.display()), e))?,
+        None => default_dir().ok_or_else(|| {
+            Error::invalid(
+                "cannot find the platform data folder where Aptove keeps its data; pass the folder: berth import aptove DIR",
+            )
+        })?,
+    };
+    let root = open_source(&dir).map_err(|e| match e.kind() {
+        ErrorKind::NotFound => Error::rule(
+            ErrorKind::NotFound,
+            format!(
+                "there is no Aptove data folder at {}; pass the folder Aptove uses: berth import aptove DIR",
                 dir.display()
-            )));
-        }
-        let mut run = Import {
-            ops: self,
-            root,
-            report: ImportReport::new("aptove", dir.clone(), dry_run),
-            dir,
-            claimed: HashSet::new(),
-            seen: HashSet::new(),
-            imported: HashSet::new(),
-            aptove_provider: None,
-        };
-        run.global_config().await;
-        run.workspaces().await?;
-        run.bindings().await;
-        Ok(run.report)
+            ),
+        ),
+        _ => e,
+    })?;
+    check_home_outside(ops.home(), &dir)?;
+    let marks = ["workspaces", "config.toml", "bindings.toml"];
+    if !marks.iter().any(|m| root.symlink_metadata(m).is_ok()) {
+        return Err(Error::invalid(format!(
+            "{} does not look like Aptove's data folder: it has no workspaces/, config.toml or bindings.toml",
+            dir.display()
+        )));
     }
+    let mut run = Import {
+        ops,
+        root,
+        report: ImportReport::new("aptove", dir.clone(), dry_run),
+        dir,
+        claimed: HashSet::new(),
+        seen: HashSet::new(),
+        imported: HashSet::new(),
+        aptove_provider: None,
+    };
+    run.global_config().await;
+    run.workspaces().await?;
+    run.bindings().await;
+    Ok(run.report)
 }
 
 /// One run of the import.
@@ -270,7 +267,7 @@ impl Import<'_> {
             (Ok(c), Ok(a)) => (c, a),
             (Err(e), _) | (_, Err(e)) => return self.report.push(item.error(&e)),
         };
-        let store = self.ops.manager.workspaces();
+        let store = self.ops.manager().workspaces();
         let in_berth = match store.load(&id).await {
             Ok(ws) if ws.created_at == created => {
                 if let Some(n) = &ws.name {
@@ -336,7 +333,7 @@ impl Import<'_> {
         created: DateTime<Utc>,
         accessed: DateTime<Utc>,
     ) -> Result<String> {
-        let store = self.ops.manager.workspaces();
+        let store = self.ops.manager().workspaces();
         let mut detail = format!(
             "created {}, last used {}",
             created.to_rfc3339(),
@@ -534,12 +531,12 @@ impl Import<'_> {
     async fn berth_config(&self, target: &Target) -> Result<(PathBuf, String)> {
         match target {
             Target::Global => {
-                let origin = crate::config::global_path(self.ops.home());
-                let text = crate::config::global_text(self.ops.home())?;
+                let origin = berth_ops::config::global_path(self.ops.home());
+                let text = berth_ops::config::global_text(self.ops.home())?;
                 Ok((origin, text.map(|t| t.text).unwrap_or_default()))
             }
             Target::Workspace(id, in_berth) => {
-                let store = self.ops.manager.workspaces();
+                let store = self.ops.manager().workspaces();
                 let origin = store
                     .workspace_dir(id)
                     .map(|d| d.join("config.toml"))
@@ -584,7 +581,11 @@ impl Import<'_> {
                     berth_core::Error::io(format!("cannot write {}", origin.display()), e)
                 })?,
             Target::Workspace(id, _) => {
-                self.ops.manager.workspaces().save_config(id, &text).await?
+                self.ops
+                    .manager()
+                    .workspaces()
+                    .save_config(id, &text)
+                    .await?
             }
         }
         Ok(())
@@ -634,7 +635,7 @@ impl Import<'_> {
                 .report
                 .push(item.outcome(Outcome::Skipped, "it has no messages (a frontmatter only)"));
         }
-        let sessions = self.ops.manager.sessions();
+        let sessions = self.ops.manager().sessions();
         let outcome = match sessions.load(&sid).await {
             Ok(s) if &s.workspace_id == id => {
                 match sessions.read_transcript(&sid).await {
@@ -729,11 +730,11 @@ impl Import<'_> {
         if self.dry_run() || !in_berth {
             return Ok(detail);
         }
-        let ws = self.ops.manager.workspaces().load(id).await?;
+        let ws = self.ops.manager().workspaces().load(id).await?;
         let title = messages
             .iter()
             .find(|m| m.role == Role::User)
-            .map(|m| crate::sessions::title_of(&m.content))
+            .map(|m| berth_ops::title_of(&m.content))
             .unwrap_or_else(|| "Aptove session".to_owned());
         let new = NewSession {
             id: Some(sid.clone()),
@@ -749,7 +750,7 @@ impl Import<'_> {
         };
         // Through the store, not the manager: importing is not a use of the workspace, whose
         // last use stays Aptove's.
-        let sessions = self.ops.manager.sessions();
+        let sessions = self.ops.manager().sessions();
         sessions.create(new, created).await?;
         sessions.write_transcript(sid, messages).await?;
         Ok(detail)
@@ -760,7 +761,7 @@ impl Import<'_> {
             return Ok(());
         }
         for m in messages {
-            self.ops.manager.sessions().append(sid, m).await?;
+            self.ops.manager().sessions().append(sid, m).await?;
         }
         Ok(())
     }
@@ -821,7 +822,7 @@ impl Import<'_> {
     /// Binds `device` to `id` unless berth binds it already (to that workspace: already there;
     /// to another: a conflict, and berth's binding is kept).
     async fn bind(&self, device: &DeviceId, id: &WorkspaceId) -> Result<(Outcome, String)> {
-        let bindings = self.ops.manager.bindings();
+        let bindings = self.ops.manager().bindings();
         let conflict = |other: &WorkspaceId| {
             Error::rule(
                 ErrorKind::Conflict,

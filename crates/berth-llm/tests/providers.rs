@@ -11,12 +11,12 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use berth_agent::conversation::Speaker;
-use berth_agent::http::{Http, HttpPolicy};
-use berth_agent::providers::anthropic::Anthropic;
-use berth_agent::providers::gemini::Gemini;
-use berth_agent::providers::openai::OpenAi;
-use berth_agent::{
+use berth_llm::conversation::Speaker;
+use berth_llm::http::{Http, HttpPolicy};
+use berth_llm::providers::anthropic::Anthropic;
+use berth_llm::providers::gemini::Gemini;
+use berth_llm::providers::openai::OpenAi;
+use berth_llm::{
     CancellationToken, ChatMessage, Part, Provider, ProviderError, ProviderEvent, ProviderRequest,
     StopReason, ToolCall, ToolResult, ToolSpec, Usage,
 };
@@ -1100,7 +1100,7 @@ async fn gemini_request_body() {
 async fn images_in_each_dialect() {
     // A 1x1 PNG.
     let png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgYGD4DwABBAEAwS2OUAAAAABJRU5ErkJggg==";
-    let image = berth_agent::Image::new("image/png", png).unwrap();
+    let image = berth_llm::Image::new("image/png", png).unwrap();
     let message = || {
         vec![ChatMessage::user_with_images(
             "what is this?",
@@ -1133,19 +1133,16 @@ async fn images_in_each_dialect() {
     );
 
     // What no provider takes is refused before it is sent, saying what to send instead.
-    let tiff = berth_agent::Image::new("image/tiff", png).unwrap_err();
+    let tiff = berth_llm::Image::new("image/tiff", png).unwrap_err();
     assert!(tiff.contains("PNG, JPEG, GIF or WebP"), "{tiff}");
-    let not_base64 = berth_agent::Image::new("image/png", "not base64!").unwrap_err();
+    let not_base64 = berth_llm::Image::new("image/png", "not base64!").unwrap_err();
     assert!(not_base64.contains("not base64"), "{not_base64}");
     let huge = "A".repeat(8 * 1024 * 1024);
-    let too_big = berth_agent::Image::new("image/png", &huge).unwrap_err();
+    let too_big = berth_llm::Image::new("image/png", &huge).unwrap_err();
     assert!(too_big.contains("at most 5 MB"), "{too_big}");
     // Line breaks inside base64 (as some encoders write it) are fine, and dropped.
     let wrapped = format!("{}\n{}", &png[..40], &png[40..]);
-    assert_eq!(
-        berth_agent::Image::new("IMAGE/PNG", &wrapped).unwrap(),
-        image
-    );
+    assert_eq!(berth_llm::Image::new("IMAGE/PNG", &wrapped).unwrap(), image);
 }
 
 /// Anthropic and OpenAI stream arguments as text, which may not be JSON: the call comes

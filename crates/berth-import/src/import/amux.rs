@@ -31,9 +31,7 @@ use super::{
     EntryCheck, ImportReport, Item, ItemKind, Outcome, check_entry, check_home_outside, clip,
     description_with_name, open_source, read_text, sorted_entries, usable_name,
 };
-use crate::Ops;
-use crate::error::{Error, Result, blocking};
-use crate::git_workspace;
+use berth_ops::{Error, Ops, Result, blocking};
 
 /// What berth reads of amux's `workspace.yaml`.
 #[derive(Debug)]
@@ -47,64 +45,62 @@ struct AmuxWorkspace {
     created_at: DateTime<Utc>,
 }
 
-impl Ops {
-    /// Adopts every amux workspace of the repository containing `repo` (its main checkout's
-    /// `.amux/workspaces/`), item by item; with `dry_run` nothing is written. amux's files are
-    /// only read.
-    pub async fn import_amux(&self, repo: &Path, dry_run: bool) -> Result<ImportReport> {
-        let start = repo.to_owned();
-        let repo = blocking(move || match Repo::discover(&start) {
-            Ok(r) => Ok(r),
-            Err(berth_git::GitError::NotARepository(p)) => Err(Error::invalid(format!(
-                "{} is not inside a git repository; pass the repository amux worked in: berth import amux REPO",
-                p.display()
-            ))),
-            Err(e) => Err(e.into()),
-        })
-        .await?;
-        let amux = repo.root().join(".amux");
-        if !amux.is_dir() {
-            return Err(Error::rule(
-                ErrorKind::NotFound,
-                format!(
-                    "{} has no .amux folder, so amux has no workspaces there; pass the repository amux worked in: berth import amux REPO",
-                    repo.root().display()
-                ),
-            ));
-        }
-        check_home_outside(self.home(), &amux)?;
-        let folder = amux.join("workspaces");
-        let mut report = ImportReport::new("amux", folder.clone(), dry_run);
-        let dir = match open_source(&folder) {
-            Ok(d) => d,
-            // amux makes the folder with its first workspace.
-            Err(e) if e.is_not_found() => return Ok(report),
-            Err(e) => return Err(e),
-        };
-        let mut run = Import {
-            ops: self,
-            repo,
-            claimed: std::collections::HashSet::new(),
-        };
-        for name in sorted_entries(&dir, &folder)? {
-            let shown = folder.join(&name);
-            let what = clip(&name.to_string_lossy());
-            let items = match check_entry(&dir, &name) {
-                EntryCheck::NotAFolder => continue,
-                EntryCheck::Refused(why) => {
-                    vec![Item::new(ItemKind::Workspace, what, &shown).fail(ErrorKind::Refused, why)]
-                }
-                EntryCheck::Failed(why) => {
-                    vec![Item::new(ItemKind::Workspace, what, &shown).fail(ErrorKind::Io, why)]
-                }
-                EntryCheck::Folder(id) => run.workspace(&dir, id, &shown, dry_run).await,
-            };
-            for item in items {
-                report.push(item);
-            }
-        }
-        Ok(report)
+/// Adopts every amux workspace of the repository containing `repo` (its main checkout's
+/// `.amux/workspaces/`) into the home `ops` opened, item by item; with `dry_run` nothing is
+/// written. amux's files are only read.
+pub async fn import_amux(ops: &Ops, repo: &Path, dry_run: bool) -> Result<ImportReport> {
+    let start = repo.to_owned();
+    let repo = blocking(move || match Repo::discover(&start) {
+        Ok(r) => Ok(r),
+        Err(berth_git::GitError::NotARepository(p)) => Err(Error::invalid(format!(
+            "{} is not inside a git repository; pass the repository amux worked in: berth import amux REPO",
+            p.display()
+        ))),
+        Err(e) => Err(e.into()),
+    })
+    .await?;
+    let amux = repo.root().join(".amux");
+    if !amux.is_dir() {
+        return Err(Error::rule(
+            ErrorKind::NotFound,
+            format!(
+                "{} has no .amux folder, so amux has no workspaces there; pass the repository amux worked in: berth import amux REPO",
+                repo.root().display()
+            ),
+        ));
     }
+    check_home_outside(ops.home(), &amux)?;
+    let folder = amux.join("workspaces");
+    let mut report = ImportReport::new("amux", folder.clone(), dry_run);
+    let dir = match open_source(&folder) {
+        Ok(d) => d,
+        // amux makes the folder with its first workspace.
+        Err(e) if e.is_not_found() => return Ok(report),
+        Err(e) => return Err(e),
+    };
+    let mut run = Import {
+        ops,
+        repo,
+        claimed: std::collections::HashSet::new(),
+    };
+    for name in sorted_entries(&dir, &folder)? {
+        let shown = folder.join(&name);
+        let what = clip(&name.to_string_lossy());
+        let items = match check_entry(&dir, &name) {
+            EntryCheck::NotAFolder => continue,
+            EntryCheck::Refused(why) => {
+                vec![Item::new(ItemKind::Workspace, what, &shown).fail(ErrorKind::Refused, why)]
+            }
+            EntryCheck::Failed(why) => {
+                vec![Item::new(ItemKind::Workspace, what, &shown).fail(ErrorKind::Io, why)]
+            }
+            EntryCheck::Folder(id) => run.workspace(&dir, id, &shown, dry_run).await,
+        };
+        for item in items {
+            report.push(item);
+        }
+    }
+    Ok(report)
 }
 
 struct Import<'a> {
@@ -188,7 +184,7 @@ impl Import<'_> {
             );
         }
         let scope = StorageScope::Workspace(id.clone());
-        let store = self.ops.manager.storage();
+        let store = self.ops.manager().storage();
         for (rel, bytes) in files {
             let source = root.join(&rel);
             let item = Item::new(ItemKind::Storage, rel.clone(), &source).of(id);
@@ -243,7 +239,7 @@ impl Import<'_> {
         ws: &AmuxWorkspace,
         dry_run: bool,
     ) -> Result<(Outcome, String)> {
-        let manager = &self.ops.manager;
+        let manager = self.ops.manager();
         let store = manager.workspaces();
         match store.load(id).await {
             Ok(existing) => {
@@ -280,7 +276,7 @@ impl Import<'_> {
                 clip(&ws.path.display().to_string())
             )));
         }
-        let git = git_workspace::adoption(manager, &ws.path, Some(ws.base_branch.clone()))
+        let git = berth_ops::adoption(manager, &ws.path, Some(ws.base_branch.clone()))
             .await
             .map_err(|e| match e.kind() {
                 // A worktree that is gone is amux's state to fix, not an attack.

@@ -23,8 +23,7 @@ use berth_core::{
 };
 use serde::Serialize;
 
-use crate::error::{Error, Result};
-use crate::{Ops, StoreChoice};
+use berth_ops::{Error, Ops, Result, StoreChoice};
 
 /// What a migrated item is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -130,51 +129,49 @@ impl MigrateReport {
     }
 }
 
-impl Ops {
-    /// Copies this home's records into the store `to` names: `sqlite://…`, `postgres://…`, or
-    /// `fs` for the files under this home. See the module's documentation.
-    pub async fn migrate_store(&self, to: &str, dry_run: bool) -> Result<MigrateReport> {
-        let target = match to {
-            "fs" | "files" => StoreChoice::Files,
-            url => match StoreChoice::of(&self.home, Some(url))? {
-                StoreChoice::Files => unreachable!("a url names a database"),
-                db => db,
-            },
-        };
-        if target == *self.store {
-            return Err(Error::invalid(format!(
-                "{} is the store this home already uses; name another with --to (a sqlite:// or postgres:// URL, or fs)",
-                target.describe(&self.home)
-            )));
-        }
-        let to_name = target.describe(&self.home);
-        let dst = match (&target, dry_run) {
-            (StoreChoice::Database { url }, true) => {
-                berth_store_sql::SqlStore::probe(url.expose(), &self.home)?.map(|s| s.manager())
-            }
-            _ => Some(target.open(&self.home)?),
-        };
-        let mut run = Run {
-            src: &self.manager,
-            dst: dst.as_ref(),
-            dry_run,
-            items: Vec::new(),
-            messages: 0,
-        };
-        run.copy_all().await?;
-        let counts = match (&dst, dry_run) {
-            (Some(dst), false) => verify(&self.manager, dst).await?,
-            _ => source_counts(&self.manager).await?,
-        };
-        Ok(MigrateReport {
-            from: self.store.describe(&self.home),
-            to: to_name,
-            dry_run,
-            items: run.items,
-            counts,
-            messages: run.messages,
-        })
+/// Copies the records of the home `ops` opened into the store `to` names: `sqlite://…`,
+/// `postgres://…`, or `fs` for the files under this home. See the module's documentation.
+pub async fn migrate_store(ops: &Ops, to: &str, dry_run: bool) -> Result<MigrateReport> {
+    let target = match to {
+        "fs" | "files" => StoreChoice::Files,
+        url => match StoreChoice::of(ops.home(), Some(url))? {
+            StoreChoice::Files => unreachable!("a url names a database"),
+            db => db,
+        },
+    };
+    if target == *ops.store_choice() {
+        return Err(Error::invalid(format!(
+            "{} is the store this home already uses; name another with --to (a sqlite:// or postgres:// URL, or fs)",
+            target.describe(ops.home())
+        )));
     }
+    let to_name = target.describe(ops.home());
+    let dst = match (&target, dry_run) {
+        (StoreChoice::Database { url }, true) => {
+            berth_store_sql::SqlStore::probe(url.expose(), ops.home())?.map(|s| s.manager())
+        }
+        _ => Some(target.open(ops.home())?),
+    };
+    let mut run = Run {
+        src: ops.manager(),
+        dst: dst.as_ref(),
+        dry_run,
+        items: Vec::new(),
+        messages: 0,
+    };
+    run.copy_all().await?;
+    let counts = match (&dst, dry_run) {
+        (Some(dst), false) => verify(ops.manager(), dst).await?,
+        _ => source_counts(ops.manager()).await?,
+    };
+    Ok(MigrateReport {
+        from: ops.store_choice().describe(ops.home()),
+        to: to_name,
+        dry_run,
+        items: run.items,
+        counts,
+        messages: run.messages,
+    })
 }
 
 struct Run<'a> {

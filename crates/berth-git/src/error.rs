@@ -1,0 +1,85 @@
+//! The errors of git operations, each saying what failed and what to do about it; the
+//! refusals that would lose work name the commits at stake.
+
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum GitError {
+    #[error("{} is not inside a git repository (pass --repo PATH, or --plain for a plain workspace)", .0.display())]
+    NotARepository(PathBuf),
+    #[error("the repository {} keeps its git folder apart from its checkout (--separate-git-dir); berth needs a repository with its .git in its main checkout, or a bare one", .0.display())]
+    SeparateGitDir(PathBuf),
+    #[error("branch '{0}' already exists; pick another name, or check it out with --checkout {0}")]
+    BranchExists(String),
+    #[error("branch '{0}' exists neither locally nor as origin/{0}")]
+    BranchMissing(String),
+    #[error("base '{0}' does not name a commit in this repository")]
+    BadBase(String),
+    #[error("the worktree at {} has {count} uncommitted change(s); commit or stash them", .path.display())]
+    Dirty { path: PathBuf, count: usize },
+    #[error(
+        "branch '{branch}' has {count} commit(s) that are on neither '{base}' nor its upstream ({}); merge or push them", listed(.commits, *.count)
+    )]
+    Unmerged {
+        branch: String,
+        base: String,
+        count: usize,
+        /// `<short sha> <subject>` of the newest few.
+        commits: Vec<String>,
+    },
+    #[error(
+        "the worktree at {} holds {count} commit(s) that no branch, tag or remote has ({}: a detached HEAD, or a branch deleted by hand); removing it would lose them. Put them on a branch (git -C {} switch -c NAME)", .path.display(), listed(.commits, *.count), .path.display()
+    )]
+    Unreferenced {
+        path: PathBuf,
+        count: usize,
+        /// `<short sha> <subject>` of the newest few.
+        commits: Vec<String>,
+    },
+    #[error(
+        "{} is not a working git worktree (was its creation interrupted?), so berth cannot check it for uncommitted work: {message}", .path.display()
+    )]
+    NotAWorktree { path: PathBuf, message: String },
+    #[error("{} is not a linked git worktree: {reason}", .path.display())]
+    NotALinkedWorktree { path: PathBuf, reason: String },
+    #[error("cannot check out the submodule {path}: {message}")]
+    Submodule { path: String, message: String },
+    #[error("`git {command}` failed: {message}")]
+    Command { command: String, message: String },
+    #[error("cannot run git: {0}")]
+    Spawn(#[source] std::io::Error),
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+pub type Result<T, E = GitError> = std::result::Result<T, E>;
+
+impl GitError {
+    /// Whether this refuses a removal that would lose work (or that berth cannot check for
+    /// lost work), which the person may override by forcing it.
+    pub fn would_lose_work(&self) -> bool {
+        matches!(
+            self,
+            GitError::Dirty { .. }
+                | GitError::Unmerged { .. }
+                | GitError::Unreferenced { .. }
+                | GitError::NotAWorktree { .. }
+        )
+    }
+}
+
+/// Commits named in a refusal at most; the count says how many there are in all.
+pub(crate) const NAMED_COMMITS: usize = 5;
+
+/// `abc1234 subject, def5678 subject and 3 more`.
+fn listed(commits: &[String], count: usize) -> String {
+    let mut text = commits.join(", ");
+    if count > commits.len() {
+        text += &format!(" and {} more", count - commits.len());
+    }
+    text
+}
