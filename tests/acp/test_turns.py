@@ -187,7 +187,8 @@ async def test_a_second_prompt_on_a_busy_session_is_refused(home, work, provider
         await asyncio.sleep(0.3)
         with pytest.raises(RequestError) as refused:
             await conn.prompt(session_id=new.session_id, prompt=[text_block("two")])
-        assert "still answering" in str(refused.value.data or refused.value)
+        assert "still answering" in str(refused.value)
+        assert refused.value.data == {"kind": "refused"}
         assert (await first).stop_reason == "end_turn"
 
 
@@ -222,10 +223,11 @@ async def test_images_go_to_the_model_and_the_transcript_notes_them(home, work, 
         # What no provider takes is refused, and nothing is sent.
         with pytest.raises(RequestError) as refused:
             await conn.prompt(session_id=new.session_id, prompt=[image_block(PNG, "image/tiff")])
-        assert "PNG, JPEG, GIF or WebP" in str(refused.value.data or refused.value)
+        assert "PNG, JPEG, GIF or WebP" in str(refused.value)
+        assert refused.value.data == {"kind": "invalid"}
         with pytest.raises(RequestError) as refused:
             await conn.prompt(session_id=new.session_id, prompt=[image_block("%%%", "image/png")])
-        assert "not base64" in str(refused.value.data or refused.value)
+        assert "not base64" in str(refused.value)
     assert len(provider.requests) == 2
     # Both images, as Anthropic documents them, before the text.
     content = provider.requests[0]["messages"][-1]["content"]

@@ -78,7 +78,7 @@ async def test_kinds_of_protocol_errors(connect, home, tmp_path):
     berth(home, "workspace", "storage", "write", "plain", "dir/a.md", "x")
     async with connect(tmp_path) as s:
         e = await read_error(s, "berth://workspace/nope")
-        assert e.code == RESOURCE_NOT_FOUND and "berth workspace list" in e.message, e
+        assert e.code == RESOURCE_NOT_FOUND and "list the workspaces" in e.message and e.data == {"kind": "not_found"}, e
         e = await read_error(s, "berth://workspace/plain/storage/nothing.md")
         assert e.code == RESOURCE_NOT_FOUND, e
         e = await read_error(s, "berth://workspace/plain/storage/../escape")

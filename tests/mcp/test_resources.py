@@ -90,7 +90,7 @@ async def test_worktree_files_browse_read_and_refuse(connect, tmp_path, project)
         await refused(s, "berth://workspace/feat/files//etc/passwd", "absolute")
         await refused(s, "berth://workspace/feat/files/.git", ".git")
         await refused(s, "berth://workspace/feat/files/nope.txt", "does not exist")
-        await refused(s, "berth://workspace/nope/files", "berth workspace list")
+        await refused(s, "berth://workspace/nope/files", "list the workspaces")
 
         # The bridge tool returns the same, and refuses the same, as isError results.
         r = await s.call_tool(

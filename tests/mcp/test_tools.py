@@ -15,7 +15,8 @@ from conftest import BERTH, git, text
 
 pytestmark = pytest.mark.anyio
 
-TOOLS = {
+# The tools that only read (readOnlyHint) and those that change something.
+READ_ONLY = {
     "resource_workspace_list",
     "resource_workspace_show",
     "resource_workspace_browse",
@@ -23,15 +24,18 @@ TOOLS = {
     "resource_session_show",
     "prompt_list",
     "prompt_get",
-    "workspace_create",
-    "workspace_remove",
     "workspace_storage_read",
-    "workspace_storage_write",
     "workspace_storage_list",
     "session_storage_read",
-    "session_storage_write",
     "session_storage_list",
 }
+WRITING = {
+    "workspace_create",
+    "workspace_remove",
+    "workspace_storage_write",
+    "session_storage_write",
+}
+TOOLS = READ_ONLY | WRITING
 
 
 async def test_tools_are_listed_with_precise_schemas(connect, home, tmp_path):
@@ -53,19 +57,6 @@ async def test_tools_are_listed_with_precise_schemas(connect, home, tmp_path):
             assert t.description and len(t.description) > 20, t.name
 
 
-READ_ONLY = {
-    "resource_workspace_list",
-    "resource_workspace_show",
-    "resource_workspace_browse",
-    "resource_session_list",
-    "resource_session_show",
-    "prompt_list",
-    "prompt_get",
-    "workspace_storage_read",
-    "workspace_storage_list",
-    "session_storage_read",
-    "session_storage_list",
-}
 
 
 async def test_every_tool_says_what_it_does_and_what_it_returns(connect, home, tmp_path):
@@ -201,7 +192,7 @@ async def test_failures_are_tool_errors_that_say_what_to_do(connect, home, tmp_p
     async with connect(tmp_path) as s:
         await s.call_tool("workspace_create", {"name": "w"})
         r = await s.call_tool("workspace_storage_read", {"workspace_identifier": "nope", "path": "a"})
-        assert r.is_error and "berth workspace list" in text(r)
+        assert r.is_error and "list the workspaces" in text(r)
         r = await s.call_tool("session_storage_read", {"session_identifier": "nope", "path": "a"})
         assert r.is_error
         for bad in ["../x", "/etc/passwd", "a/../../x", ""]:
@@ -226,7 +217,7 @@ async def test_failures_are_tool_errors_that_say_what_to_do(connect, home, tmp_p
         r = await s.call_tool("workspace_create", {"name": "w"})
         assert r.is_error and "already exists" in text(r)
         r = await s.call_tool("workspace_create", {"name": "x", "branch": "main"})
-        assert r.is_error and "--repo" in text(r)
+        assert r.is_error and "name a repository" in text(r) and "--repo" not in text(r)
 
 
 async def test_git_workspace_create_and_guarded_remove(connect, home, repo):

@@ -126,7 +126,7 @@ async def test_typical_agent_workflow(connect, clone):
         )
         assert not r.is_error and "1 commit(s) ahead" in text(r)
         r = await s.call_tool("prompt_get", {"name": "review-workspace", "arguments": {"workspace_id": "nope"}})
-        assert r.is_error and "berth workspace list" in text(r)
+        assert r.is_error and "list the workspaces" in text(r)
         r = await s.call_tool("prompt_get", {"name": "nope"})
         assert r.is_error and "start-issue-work" in text(r)
 

@@ -228,19 +228,7 @@ fn without_p_and_without_a_terminal_it_says_what_to_do() {
 #[test]
 fn berths_own_mcp_server_on_stdio_and_over_http_are_tools_of_the_agent() {
     let (home, server, work) = setup();
-    let served = Home::new();
-    let ws = served
-        .ok(&["workspace", "create", "served-ws"])
-        .trim()
-        .to_owned();
-    served.ok(&[
-        "workspace",
-        "storage",
-        "write",
-        &ws,
-        "note.txt",
-        "from the served home",
-    ]);
+    let (served, _) = served_home("from the served home");
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -355,12 +343,7 @@ fn berths_own_mcp_server_on_stdio_and_over_http_are_tools_of_the_agent() {
 #[test]
 fn berths_own_read_only_mcp_tools_run_without_allow_and_its_writes_do_not() {
     let (home, server, work) = setup();
-    let served = Home::new();
-    let ws = served
-        .ok(&["workspace", "create", "served-ws"])
-        .trim()
-        .to_owned();
-    served.ok(&["workspace", "storage", "write", &ws, "note.txt", "kept"]);
+    let (served, ws) = served_home("kept");
     std::fs::write(
         home.path().join("config.toml"),
         format!(
@@ -442,6 +425,18 @@ fn berths_own_read_only_mcp_tools_run_without_allow_and_its_writes_do_not() {
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(results(&server)[1]["is_error"], false);
     assert_eq!(note(&served), "overwritten");
+}
+
+/// Another home for `berth mcp` to serve, with a workspace `served-ws` (its id returned) whose
+/// storage holds `note.txt`.
+fn served_home(note: &str) -> (Home, String) {
+    let served = Home::new();
+    let ws = served
+        .ok(&["workspace", "create", "served-ws"])
+        .trim()
+        .to_owned();
+    served.ok(&["workspace", "storage", "write", &ws, "note.txt", note]);
+    (served, ws)
 }
 
 /// Kills a child process when the test ends, whichever way it ends.

@@ -157,7 +157,7 @@ pub fn workspace_create() -> Arc<JsonObject> {
     properties.insert(
         "start".into(),
         json!({ "anyOf": [
-            object(json!({ "rev": string(), "sha": string() }), &["rev", "sha"]),
+            object(json!({ "ref": string(), "sha": string() }), &["ref", "sha"]),
             { "type": "null" },
         ]}),
     );
@@ -205,7 +205,7 @@ pub fn entries() -> Arc<JsonObject> {
         json!({
             "name": string(),
             "path": string(),
-            "kind": { "enum": ["file", "folder"] },
+            "kind": { "enum": ["file", "dir", "symlink"] },
             "size": size(),
         }),
         &["name", "path", "kind", "size"],
@@ -265,7 +265,7 @@ pub fn worktree_node() -> Arc<JsonObject> {
         file_properties(),
         &["path", "uri", "mime_type", "encoding", "size"],
     );
-    schema(json!({ "type": "object", "anyOf": [file, folder] }))
+    schema(json!({ "type": "object", "required": ["path", "uri"], "anyOf": [file, folder] }))
 }
 
 /// `resource_session_list`.
