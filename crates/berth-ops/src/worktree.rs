@@ -6,11 +6,11 @@
 //! moment of the open, not by a check a swapped symlink could race. `.git` (the worktree's
 //! pointer into the repository) is neither listed nor readable: it is git's, not the project's.
 
-use std::io::{self, Read};
+use std::io;
 use std::path::Path;
 
+use berth_confined::{Dir, ReadError};
 use berth_core::{EntryKind, ErrorKind, StorageEntry, StoragePath};
-use cap_std::fs::Dir;
 
 use crate::error::{Error, Result};
 
@@ -34,7 +34,7 @@ pub fn read(root: &Path, path: Option<&StoragePath>, max_bytes: u64) -> Result<N
             "'{shown}' is inside .git, which berth does not serve; use the workspace's git status instead"
         )));
     }
-    let dir = Dir::open_ambient_dir(root, cap_std::ambient_authority()).map_err(|e| {
+    let dir = berth_confined::open(root).map_err(|e| {
         let kind = match e.kind() {
             io::ErrorKind::NotFound => ErrorKind::NotFound,
             _ => ErrorKind::Io,
@@ -51,29 +51,19 @@ pub fn read(root: &Path, path: Option<&StoragePath>, max_bytes: u64) -> Result<N
     let Some(path) = path else {
         return list(&dir, None).map_err(err);
     };
-    let file = dir.open(path.as_path()).map_err(err)?;
-    let meta = file.metadata().map_err(err)?;
-    if meta.is_dir() {
-        return list(&dir, Some(path)).map_err(err);
-    }
-    if meta.len() > max_bytes {
-        return Err(Error::refused(format!(
-            "'{shown}' is {} bytes, over the limit of {max_bytes} bytes for one read; read it in the worktree directly",
-            meta.len()
-        )));
-    }
-    let mut bytes = Vec::with_capacity(meta.len() as usize);
-    // `take` guards against a file that grows between the size check and the read.
-    file.into_std()
-        .take(max_bytes + 1)
-        .read_to_end(&mut bytes)
-        .map_err(err)?;
-    if bytes.len() as u64 > max_bytes {
-        return Err(Error::refused(format!(
+    match berth_confined::read(&dir, path.as_path(), max_bytes) {
+        Ok(bytes) => Ok(Node::File(bytes)),
+        Err(ReadError::Io(e)) if e.kind() == io::ErrorKind::IsADirectory => {
+            list(&dir, Some(path)).map_err(err)
+        }
+        Err(ReadError::Io(e)) => Err(err(e)),
+        Err(ReadError::TooLarge { grew: true, .. }) => Err(Error::refused(format!(
             "'{shown}' grew past the limit of {max_bytes} bytes while being read"
-        )));
+        ))),
+        Err(ReadError::TooLarge { size, .. }) => Err(Error::refused(format!(
+            "'{shown}' is {size} bytes, over the limit of {max_bytes} bytes for one read; read it in the worktree directly"
+        ))),
     }
-    Ok(Node::File(bytes))
 }
 
 fn list(dir: &Dir, path: Option<&StoragePath>) -> io::Result<Node> {
@@ -111,11 +101,11 @@ fn describe(path: &str, e: io::Error) -> Error {
             ErrorKind::NotFound,
             format!("'{path}' does not exist in the worktree; list its folder to see what does"),
         ),
-        // cap-std reports an escape (`..` through a symlink, an absolute link) as a permission
-        // error naming the outside; ELOOP from a symlink cycle lands in the last arm.
-        io::ErrorKind::PermissionDenied if e.to_string().contains("outside") => Error::refused(
-            format!("'{path}' leads outside the worktree (through a symlink); refused"),
-        ),
+        // An escape (`..` through a symlink, an absolute link); ELOOP from a symlink cycle
+        // lands in the last arm.
+        _ if berth_confined::is_escape(&e) => Error::refused(format!(
+            "'{path}' leads outside the worktree (through a symlink); refused"
+        )),
         io::ErrorKind::NotADirectory => {
             Error::invalid(format!("a parent of '{path}' is a file, not a folder"))
         }

@@ -1,37 +1,17 @@
-//! Durable file primitives: atomic whole-file replacement, folder fsync, and cross-process
-//! locks. Everything the store writes goes through here, so the crash-safety argument lives in
-//! one place: a reader sees either the old file or the new one, never a mix, and once a call
-//! returns the new one survives a crash.
+//! Durable file primitives: folder fsync and cross-process locks; whole-file replacement is
+//! berth-confined's `write_atomic` (the one way berth writes a file into a folder), re-exported
+//! here for the store's records. A reader sees either the old file or the new one, never a mix,
+//! and once a call returns the new one survives a crash.
 
 use std::fs::{self, File};
-use std::io::{self, Write};
+use std::io;
 use std::path::Path;
 
-use berth_core::storage_path::TEMP_PREFIX;
-
-/// Replaces `path` with `bytes`: a temp file in the same folder, fsync, rename over, fsync the
-/// folder (so the rename itself is durable).
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let dir = parent_of(path);
-    let mut tmp = tempfile::Builder::new()
-        .prefix(TEMP_PREFIX)
-        .tempfile_in(dir)?;
-    tmp.write_all(bytes)?;
-    tmp.as_file().sync_all()?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    sync_dir(dir)
-}
+pub use berth_confined::write_atomic;
 
 /// Makes a folder's entries (creations, renames, removals) durable.
 pub fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
-}
-
-pub fn parent_of(path: &Path) -> &Path {
-    match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    }
 }
 
 /// An exclusive advisory lock on a lock file, held until drop. Lock files are never the data

@@ -7,15 +7,14 @@
 //! swapped in between a check and an open cannot win a race. `StoragePath` already refused the
 //! lexical escapes; this is the second wall.
 
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::path::PathBuf;
 
 use async_trait::async_trait;
 use berth_core::storage_path::TEMP_PREFIX;
 use berth_core::{EntryKind, Error, Result, StorageEntry, StoragePath, StorageScope, StorageStore};
-use cap_std::fs::{Dir, File, OpenOptions};
+use cap_std::fs::{Dir, File};
 
-use crate::durable::random_suffix;
 use crate::{FsStore, Layout};
 
 impl Layout {
@@ -68,9 +67,9 @@ impl Layout {
 fn storage_err<'a>(scope: &'a StorageScope, path: &'a str) -> impl FnOnce(io::Error) -> Error + 'a {
     move |e| match e.kind() {
         io::ErrorKind::NotFound => Error::not_found(format!("'{path}' in {scope} storage")),
-        io::ErrorKind::PermissionDenied if e.to_string().contains("outside") => Error::Refused(
-            format!("'{path}' leads outside {scope} storage (through a symlink); refused"),
-        ),
+        _ if berth_confined::is_escape(&e) => Error::Refused(format!(
+            "'{path}' leads outside {scope} storage (through a symlink); refused"
+        )),
         io::ErrorKind::IsADirectory => Error::IsFolder(format!(
             "'{path}' in {scope} storage is a folder, not a file; list it instead"
         )),
@@ -108,65 +107,7 @@ fn read_all(mut file: File, len: u64, scope: &StorageScope, path: &StoragePath) 
 }
 
 fn write(root: &Dir, scope: &StorageScope, path: &StoragePath, contents: &[u8]) -> Result<()> {
-    let err = || storage_err(scope, path.as_str());
-    let dir = match path.parent() {
-        None => root.try_clone().map_err(err())?,
-        Some(parent) => match root.open_dir(parent.as_path()) {
-            Ok(dir) => dir,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                root.create_dir_all(parent.as_path())
-                    .map_err(|e| match e.kind() {
-                        // Something on the way exists but is not a folder.
-                        io::ErrorKind::AlreadyExists => {
-                            err()(io::Error::from(io::ErrorKind::NotADirectory))
-                        }
-                        _ => err()(e),
-                    })?;
-                sync_ancestors(root, &parent).map_err(err())?;
-                root.open_dir(parent.as_path()).map_err(err())?
-            }
-            // An escape through a symlink, or a parent that is a file.
-            Err(e) => return Err(err()(e)),
-        },
-    };
-    // Renaming the temp file over a folder fails with EISDIR: a clear refusal, no extra check.
-    write_in(&dir, path.file_name(), contents).map_err(err())
-}
-
-/// Atomic replace of `name` inside `dir`: temp file, fsync, rename, fsync the folder.
-fn write_in(dir: &Dir, name: &str, contents: &[u8]) -> io::Result<()> {
-    let tmp = format!("{TEMP_PREFIX}{}", random_suffix());
-    let mut file = dir.open_with(&tmp, OpenOptions::new().write(true).create_new(true))?;
-    let done = file.write_all(contents).and_then(|()| file.sync_all());
-    drop(file);
-    let done = done.and_then(|()| dir.rename(&tmp, dir, name));
-    if done.is_err() {
-        let _ = dir.remove_file(&tmp);
-    }
-    done?;
-    fsync_dir(dir)
-}
-
-/// fsync of a folder held as a `Dir`. `Dir` handles may be `O_PATH`, which cannot be synced, so
-/// the folder is reopened for reading through the same handle.
-fn fsync_dir(dir: &Dir) -> io::Result<()> {
-    dir.open_with(".", OpenOptions::new().read(true))?
-        .sync_all()
-}
-
-/// Makes freshly created folders on the way to `parent` durable: each one's entry lives in the
-/// folder above it.
-fn sync_ancestors(root: &Dir, parent: &StoragePath) -> io::Result<()> {
-    let mut cur = Some(parent.clone());
-    while let Some(p) = cur {
-        let above = p.parent();
-        match &above {
-            Some(a) => fsync_dir(&root.open_dir(a.as_path())?)?,
-            None => fsync_dir(root)?,
-        }
-        cur = above;
-    }
-    Ok(())
+    berth_confined::write(root, path.as_path(), contents).map_err(storage_err(scope, path.as_str()))
 }
 
 fn list(root: &Dir, scope: &StorageScope, dir: Option<&StoragePath>) -> Result<Vec<StorageEntry>> {
@@ -234,7 +175,8 @@ fn remove(root: &Dir, scope: &StorageScope, path: &StoragePath, recursive: bool)
         Some(p) => root.open_dir(p.as_path()),
         None => root.try_clone(),
     };
-    dir.and_then(|d| fsync_dir(&d)).map_err(err())
+    dir.and_then(|d| berth_confined::sync_dir(&d))
+        .map_err(err())
 }
 
 #[async_trait]

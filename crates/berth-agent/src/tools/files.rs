@@ -14,15 +14,14 @@
 
 use std::borrow::Cow;
 use std::fmt::Write as _;
-use std::io::{self, BufRead, BufReader, Cursor, Read, Write};
+use std::io::{self, BufRead, BufReader, Cursor};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use berth_core::StoragePath;
 use berth_core::storage_path::TEMP_PREFIX;
-use cap_std::fs::{Dir, OpenOptions, Permissions};
+use cap_std::fs::Dir;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
@@ -131,7 +130,7 @@ pub(crate) fn printable(text: &str) -> String {
 
 /// The handle every file tool opens paths beneath.
 pub(crate) fn open_root(cwd: &Path) -> Result<Dir, String> {
-    Dir::open_ambient_dir(cwd, cap_std::ambient_authority()).map_err(|e| {
+    berth_confined::open(cwd).map_err(|e| {
         format!(
             "the working directory {} cannot be opened: {e}",
             cwd.display()
@@ -188,9 +187,7 @@ pub(crate) fn io_message(path: &str, e: &io::Error) -> String {
         io::ErrorKind::NotFound => {
             format!("'{path}' does not exist; list its folder with list_dir to see what does")
         }
-        // cap-std reports an escape (through a symlink, or an absolute link) as a permission
-        // error that says "outside".
-        io::ErrorKind::PermissionDenied if e.to_string().contains("outside") => format!(
+        _ if berth_confined::is_escape(e) => format!(
             "'{path}' leads outside the working directory (through a symlink); refused. Use a path relative to the working directory that stays inside it"
         ),
         io::ErrorKind::NotADirectory => format!("a parent of '{path}' is a file, not a folder"),
@@ -274,6 +271,12 @@ fn write_target(root: &Dir, path: &StoragePath) -> Result<StoragePath, String> {
     Ok(target)
 }
 
+fn too_large_to_edit(path: &StoragePath, size: u64) -> String {
+    format!(
+        "'{path}' is {size} bytes, over the limit of {MAX_EDIT_BYTES} bytes for the file tools; change it with run_command instead"
+    )
+}
+
 /// The current text of a file for a write or an edit: `None` when it does not exist.
 fn current_text(root: &Dir, path: &StoragePath) -> Result<Option<String>, String> {
     let meta = match root.metadata(path.as_path()) {
@@ -288,19 +291,15 @@ fn current_text(root: &Dir, path: &StoragePath) -> Result<Option<String>, String
         return Err(format!("'{path}' is not a regular file"));
     }
     if meta.len() > MAX_EDIT_BYTES {
-        return Err(format!(
-            "'{path}' is {} bytes, over the limit of {MAX_EDIT_BYTES} bytes for the file tools; change it with run_command instead",
-            meta.len()
-        ));
+        return Err(too_large_to_edit(path, meta.len()));
     }
-    let mut bytes = Vec::with_capacity(meta.len() as usize);
-    root.open(path.as_path())
-        .and_then(|f| {
-            f.into_std()
-                .take(MAX_EDIT_BYTES + 1)
-                .read_to_end(&mut bytes)
-        })
-        .map_err(|e| io_message(path.as_str(), &e))?;
+    let bytes = match berth_confined::read(root, path.as_path(), MAX_EDIT_BYTES) {
+        Ok(bytes) => bytes,
+        Err(berth_confined::ReadError::Io(e)) => return Err(io_message(path.as_str(), &e)),
+        Err(berth_confined::ReadError::TooLarge { size, .. }) => {
+            return Err(too_large_to_edit(path, size));
+        }
+    };
     if looks_binary(&bytes[..bytes.len().min(SNIFF_BYTES)]) {
         return Err(format!(
             "'{path}' is a binary file; the file tools change text files only"
@@ -311,66 +310,11 @@ fn current_text(root: &Dir, path: &StoragePath) -> Result<Option<String>, String
     })
 }
 
-/// A name for a temp file no other writer picks: the store's reserved prefix (which no
-/// `StoragePath` can name), this process, the time and a counter.
-fn temp_name() -> String {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    format!("{TEMP_PREFIX}{}-{nanos}-{n}", std::process::id())
-}
-
-/// Replaces `path` (beneath `root`) with `contents` atomically, creating its folders. A file
-/// that existed keeps its permissions (a script stays executable).
+/// Replaces `path` (beneath `root`) with `contents` the one way berth writes a file into a
+/// folder (berth-confined): atomically and durably, creating its folders; a file that existed
+/// keeps its permissions (a script stays executable).
 fn write_atomic(root: &Dir, path: &StoragePath, contents: &[u8]) -> Result<(), String> {
-    let err = |e: io::Error| io_message(path.as_str(), &e);
-    let dir = match path.parent() {
-        None => root.try_clone().map_err(err)?,
-        Some(parent) => {
-            root.create_dir_all(parent.as_path()).map_err(|e| {
-                if e.kind() != io::ErrorKind::AlreadyExists {
-                    return err(e);
-                }
-                // Something on the way exists and is not a folder we may enter: a file, or a
-                // symlink that leads out. The folder's own metadata says which.
-                match root.metadata(parent.as_path()) {
-                    Err(e) => err(e),
-                    Ok(m) if m.is_dir() => err(e),
-                    Ok(_) => format!("a parent of '{path}' is a file, not a folder"),
-                }
-            })?;
-            root.open_dir(parent.as_path()).map_err(err)?
-        }
-    };
-    let name = path.file_name();
-    let keep: Option<Permissions> = dir
-        .metadata(name)
-        .ok()
-        .filter(|m| m.is_file())
-        .map(|m| m.permissions());
-    let tmp = temp_name();
-    let mut file = dir
-        .open_with(&tmp, OpenOptions::new().write(true).create_new(true))
-        .map_err(err)?;
-    let mut done = file.write_all(contents);
-    if let Some(perms) = keep {
-        done = done.and_then(|()| file.set_permissions(perms));
-    }
-    let done = done.and_then(|()| file.sync_all());
-    drop(file);
-    let done = done.and_then(|()| dir.rename(&tmp, &dir, name));
-    if let Err(e) = done {
-        let _ = dir.remove_file(&tmp);
-        return Err(err(e));
-    }
-    // The rename is what makes the new content visible; syncing the folder makes it survive a
-    // crash. A folder that cannot be synced (some network file systems) still has the file.
-    if let Ok(d) = dir.open_with(".", OpenOptions::new().read(true)) {
-        let _ = d.sync_all();
-    }
-    Ok(())
+    berth_confined::write(root, path.as_path(), contents).map_err(|e| io_message(path.as_str(), &e))
 }
 
 fn path_property(what: &str) -> Value {

@@ -576,10 +576,11 @@ impl Import<'_> {
             return Ok(());
         }
         match target {
-            Target::Global => berth_store_fs::durable::write_atomic(origin, text.as_bytes())
-                .map_err(|e| {
+            Target::Global => {
+                berth_confined::write_atomic(origin, text.as_bytes()).map_err(|e| {
                     berth_core::Error::io(format!("cannot write {}", origin.display()), e)
-                })?,
+                })?
+            }
             Target::Workspace(id, _) => {
                 self.ops
                     .manager()

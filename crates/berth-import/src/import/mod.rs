@@ -24,6 +24,8 @@ mod config_text;
 
 use std::path::{Path, PathBuf};
 
+use berth_confined::ReadError;
+use berth_core::storage_path::MAX_FILE_BYTES;
 use berth_core::{ErrorKind, WorkspaceId, WorkspaceName};
 use serde::Serialize;
 
@@ -340,26 +342,29 @@ fn sorted_entries(dir: &cap_std::fs::Dir, path: &Path) -> Result<Vec<std::ffi::O
     Ok(names)
 }
 
-/// Reads a small text file below `dir`, confined to it: `Ok(None)` if it does not exist;
-/// refused if it leads outside (a symlink out), failed if it is not UTF-8 or cannot be read.
+/// Reads a text file below `dir`, confined to it: `Ok(None)` if it does not exist; refused
+/// if it leads outside (a symlink out) or is over berth's file limit, failed if it is not
+/// UTF-8 or cannot be read.
 fn read_text(dir: &cap_std::fs::Dir, rel: &str, shown: &Path) -> Result<Option<String>> {
-    let bytes = match dir.read(rel) {
+    let bytes = match berth_confined::read(dir, Path::new(rel), MAX_FILE_BYTES) {
         Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        // cap-std reports an escape through a symlink as a permission error naming the outside.
-        Err(e)
-            if e.kind() == std::io::ErrorKind::PermissionDenied
-                && e.to_string().contains("outside") =>
-        {
+        Err(ReadError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(ReadError::Io(e)) if berth_confined::is_escape(&e) => {
             return Err(Error::refused(format!(
                 "{} leads outside the folder being imported (through a symlink); refused",
                 shown.display()
             )));
         }
-        Err(e) => {
+        Err(ReadError::Io(e)) => {
             return Err(
                 berth_core::Error::io(format!("cannot read {}", shown.display()), e).into(),
             );
+        }
+        Err(ReadError::TooLarge { size, .. }) => {
+            return Err(Error::refused(format!(
+                "{} is {size} bytes, over berth's limit of {MAX_FILE_BYTES} bytes for one file; refused",
+                shown.display()
+            )));
         }
     };
     String::from_utf8(bytes).map(Some).map_err(|e| {
@@ -401,9 +406,9 @@ fn check_home_outside(home: &Path, source: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Opens the source folder for reading only.
+/// Opens the source folder for reading only, confined: no path read beneath it leaves it.
 fn open_source(path: &Path) -> Result<cap_std::fs::Dir> {
-    cap_std::fs::Dir::open_ambient_dir(path, cap_std::ambient_authority()).map_err(|e| {
+    berth_confined::open(path).map_err(|e| {
         if e.kind() == std::io::ErrorKind::NotFound {
             Error::rule(
                 ErrorKind::NotFound,

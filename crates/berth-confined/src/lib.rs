@@ -1,0 +1,307 @@
+//! berth-confined: a folder opened so that no path can leave it, and the one way berth writes
+//! a file into a folder.
+//!
+//! [`open`] gives a `cap-std` handle on a folder. Every path is resolved beneath it by
+//! the kernel (`openat2(RESOLVE_BENEATH)` where there is one), at the moment of use: `..`, an
+//! absolute path, or a symlink that leads out is refused even if it is swapped in between a
+//! check and an open. Callers check paths lexically first (`StoragePath`); this is the second
+//! wall. The filesystem store's storage, the agent's file tools, the worktree reader and the
+//! importers all open their folders through it, and every whole-file write of berth (records
+//! included, through [`write_atomic`]) goes through [`write`]:
+//!
+//! - **Atomic**: a temp file (named with berth's reserved prefix, which no `StoragePath` can
+//!   name) in the same folder, renamed over the target: a reader sees the old file or the new
+//!   one, never a mix.
+//! - **Durable**: the temp file is fsynced before the rename and the folder after it; folders
+//!   the write had to create are fsynced in the folders above them, so once a write returns it
+//!   survives a crash.
+//! - **Mode kept**: a file that existed keeps its permissions (a script stays executable).
+//!
+//! Reads are size-limited ([`read`]): the size is checked before the read, and a
+//! file that grows meanwhile is cut at the limit and refused, never read whole.
+
+use std::ffi::OsStr;
+use std::io::{self, Read, Write};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use berth_core::storage_path::TEMP_PREFIX;
+pub use cap_std::fs::Dir;
+use cap_std::fs::{OpenOptions, OpenOptionsExt, Permissions};
+
+/// Why a size-limited read failed.
+#[derive(Debug)]
+pub enum ReadError {
+    Io(io::Error),
+    /// The file is larger than the limit (`grew`: it was not when the read began).
+    TooLarge {
+        size: u64,
+        limit: u64,
+        grew: bool,
+    },
+}
+
+impl From<io::Error> for ReadError {
+    fn from(e: io::Error) -> ReadError {
+        ReadError::Io(e)
+    }
+}
+
+/// Opens the folder at `path` (an ordinary path of this machine: the root itself is the
+/// caller's to trust) as a handle no path beneath it can leave.
+pub fn open(path: &Path) -> io::Result<Dir> {
+    Dir::open_ambient_dir(path, cap_std::ambient_authority())
+}
+
+/// Replaces `path` (relative, beneath `root`) with `contents`: atomically, durably, keeping an
+/// existing file's mode, creating missing folders on the way (durably too). A parent that is
+/// a file is `NotADirectory`; a target that is a folder, `IsADirectory`.
+pub fn write(root: &Dir, path: &Path, contents: &[u8]) -> io::Result<()> {
+    let name = path
+        .file_name()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no file name"))?;
+    let dir = match path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        None => root.try_clone()?,
+        Some(parent) => folder_for_write(root, parent)?,
+    };
+    write_in(&dir, name, contents, NEW_FILE_MODE)
+}
+
+/// The mode of a file [`write`] creates (less the umask), as `open(2)` gives by default.
+const NEW_FILE_MODE: u32 = 0o666;
+
+/// The mode of a record [`write_atomic`] creates: berth's own files may hold secrets (API
+/// keys in `config.toml`, device ids), so only their owner reads them.
+const RECORD_MODE: u32 = 0o600;
+
+/// Reads `path` (beneath `root`) whole when it is at most `limit` bytes long; a folder is
+/// `IsADirectory` (found with the one open a file needs).
+pub fn read(root: &Dir, path: &Path, limit: u64) -> Result<Vec<u8>, ReadError> {
+    let file = root.open(path)?;
+    let meta = file.metadata()?;
+    if meta.is_dir() {
+        return Err(ReadError::Io(io::ErrorKind::IsADirectory.into()));
+    }
+    let size = meta.len();
+    if size > limit {
+        return Err(ReadError::TooLarge {
+            size,
+            limit,
+            grew: false,
+        });
+    }
+    let mut bytes = Vec::with_capacity(size as usize);
+    file.into_std().take(limit + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > limit {
+        return Err(ReadError::TooLarge {
+            size: bytes.len() as u64,
+            limit,
+            grew: true,
+        });
+    }
+    Ok(bytes)
+}
+
+/// The folder `parent` (beneath `root`) opened for a write, made with its ancestors if
+/// missing.
+fn folder_for_write(root: &Dir, parent: &Path) -> io::Result<Dir> {
+    match root.open_dir(parent) {
+        Ok(dir) => return Ok(dir),
+        Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+        Err(_) => {}
+    }
+    root.create_dir_all(parent).map_err(|e| {
+        if e.kind() != io::ErrorKind::AlreadyExists {
+            return e;
+        }
+        // Something on the way exists and is not a folder that may be entered: a file, or a
+        // symlink that leads out. Its own metadata says which.
+        match root.metadata(parent) {
+            Err(e) => e,
+            Ok(m) if m.is_dir() => e,
+            Ok(_) => io::Error::from(io::ErrorKind::NotADirectory),
+        }
+    })?;
+    // Each new folder's entry lives in the folder above it.
+    let mut at = Some(parent);
+    while let Some(p) = at {
+        let above = p.parent().filter(|a| !a.as_os_str().is_empty());
+        match above {
+            Some(a) => sync_dir(&root.open_dir(a)?)?,
+            None => sync_dir(root)?,
+        }
+        at = above;
+    }
+    root.open_dir(parent)
+}
+
+/// Replaces the file at `path` (an ordinary path: berth's own records under its home) with
+/// `bytes`, as [`write`] does, within the folder that holds it (which must exist); a new
+/// record is readable by its owner only.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let name = path
+        .file_name()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no file name"))?;
+    write_in(&open(dir)?, name, bytes, RECORD_MODE)
+}
+
+/// Whether `e` is cap-std's refusal of a path that leads outside the folder (through a
+/// symlink, or an absolute link): a permission error that says "outside".
+pub fn is_escape(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::PermissionDenied && e.to_string().contains("outside")
+}
+
+/// fsync of a folder held as a `Dir`. `Dir` handles may be `O_PATH`, which cannot be synced, so
+/// the folder is reopened for reading through the same handle.
+pub fn sync_dir(dir: &Dir) -> io::Result<()> {
+    dir.open_with(".", OpenOptions::new().read(true))?
+        .sync_all()
+}
+
+/// Atomic, durable replace of `name` inside `dir`, keeping an existing file's mode; a new file
+/// gets `mode` (less the umask).
+fn write_in(dir: &Dir, name: &OsStr, contents: &[u8], mode: u32) -> io::Result<()> {
+    let keep: Option<Permissions> = dir
+        .metadata(name)
+        .ok()
+        .filter(|m| m.is_file())
+        .map(|m| m.permissions());
+    let tmp = temp_name();
+    let mut file = dir.open_with(
+        &tmp,
+        OpenOptions::new().write(true).create_new(true).mode(mode),
+    )?;
+    let mut done = file.write_all(contents);
+    if let Some(perms) = keep {
+        done = done.and_then(|()| file.set_permissions(perms));
+    }
+    let done = done.and_then(|()| file.sync_all());
+    drop(file);
+    // Renaming the temp file over a folder fails with EISDIR: a clear refusal, no extra check.
+    let done = done.and_then(|()| dir.rename(&tmp, dir, name));
+    if done.is_err() {
+        let _ = dir.remove_file(&tmp);
+    }
+    done?;
+    sync_dir(dir)
+}
+
+/// A name for a temp file no other writer picks: berth's reserved prefix (which no
+/// `StoragePath` can name, and listings skip), this process, the time and a counter.
+fn temp_name() -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!("{TEMP_PREFIX}{}-{nanos}-{n}", std::process::id())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn folder() -> (tempfile::TempDir, Dir) {
+        let tmp = tempfile::tempdir().unwrap();
+        let c = open(tmp.path()).unwrap();
+        (tmp, c)
+    }
+
+    #[test]
+    fn writes_make_folders_replace_whole_and_leave_no_temp_files() {
+        let (tmp, c) = folder();
+        write(&c, Path::new("a/b/c.txt"), b"one").unwrap();
+        write(&c, Path::new("a/b/c.txt"), b"two").unwrap();
+        assert_eq!(std::fs::read(tmp.path().join("a/b/c.txt")).unwrap(), b"two");
+        let names: Vec<_> = std::fs::read_dir(tmp.path().join("a/b"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["c.txt"]);
+    }
+
+    #[test]
+    fn a_file_keeps_its_mode() {
+        let (tmp, c) = folder();
+        let path = tmp.path().join("run.sh");
+        std::fs::write(&path, "old").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o751)).unwrap();
+        write(&c, Path::new("run.sh"), b"new").unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o751);
+    }
+
+    #[test]
+    fn no_path_leaves_the_folder() {
+        let (tmp, c) = folder();
+        let outside = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(outside.path(), tmp.path().join("out")).unwrap();
+        for path in ["../x", "out/x", "/etc/x"] {
+            let e = write(&c, Path::new(path), b"no").unwrap_err();
+            assert!(
+                is_escape(&e) || e.kind() == io::ErrorKind::PermissionDenied,
+                "{path}: {e}"
+            );
+        }
+        assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
+        std::fs::write(outside.path().join("secret"), "s").unwrap();
+        assert!(matches!(
+            read(&c, Path::new("out/secret"), 10),
+            Err(ReadError::Io(e)) if is_escape(&e)
+        ));
+    }
+
+    #[test]
+    fn a_parent_that_is_a_file_and_a_target_that_is_a_folder_are_refused() {
+        let (tmp, c) = folder();
+        std::fs::write(tmp.path().join("f"), "x").unwrap();
+        let e = write(&c, Path::new("f/g"), b"no").unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::NotADirectory, "{e}");
+        std::fs::create_dir(tmp.path().join("d")).unwrap();
+        let e = write(&c, Path::new("d"), b"no").unwrap_err();
+        assert!(
+            matches!(
+                e.kind(),
+                io::ErrorKind::IsADirectory | io::ErrorKind::DirectoryNotEmpty
+            ),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn reads_stop_at_the_limit() {
+        let (tmp, c) = folder();
+        std::fs::write(tmp.path().join("big"), vec![b'x'; 11]).unwrap();
+        assert!(matches!(
+            read(&c, Path::new("big"), 10),
+            Err(ReadError::TooLarge {
+                size: 11,
+                limit: 10,
+                grew: false
+            })
+        ));
+        assert_eq!(read(&c, Path::new("big"), 11).unwrap().len(), 11);
+        std::fs::create_dir(tmp.path().join("d")).unwrap();
+        assert!(matches!(
+            read(&c, Path::new("d"), 11),
+            Err(ReadError::Io(e)) if e.kind() == io::ErrorKind::IsADirectory
+        ));
+    }
+
+    #[test]
+    fn write_atomic_replaces_a_record_by_its_path() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("record.toml");
+        write_atomic(&path, b"a = 1\n").unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "a new record is its owner's alone");
+        write_atomic(&path, b"a = 2\n").unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "a = 2\n");
+    }
+}
