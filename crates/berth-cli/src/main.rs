@@ -35,9 +35,19 @@ fn main() -> ExitCode {
         // A reader that went away (`berth workspace list | head`) is not an error.
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
+            // A refusal to lose work names the CLI's own override; anything else is said
+            // whole, with its causes.
+            let forced = e
+                .downcast_ref::<berth_ops::Error>()
+                .map(|op| op.message_with_force("--force"))
+                .filter(|m| {
+                    e.downcast_ref::<berth_ops::Error>()
+                        .is_some_and(|op| *m != op.to_string())
+                });
+            let message = forced.unwrap_or_else(|| format!("{e:#}"));
             match listing_hint(&e) {
-                Some(hint) => eprintln!("berth: {e:#}; {hint}"),
-                None => eprintln!("berth: {e:#}"),
+                Some(hint) => eprintln!("berth: {message}; {hint}"),
+                None => eprintln!("berth: {message}"),
             }
             ExitCode::from(exit_status(&e))
         }
@@ -66,6 +76,8 @@ fn listing_hint(e: &anyhow::Error) -> Option<&'static str> {
         Some("`berth workspace list` shows them")
     } else if what.starts_with("session ") {
         Some("`berth session list` shows them")
+    } else if what.starts_with("binding ") {
+        Some("`berth binding list` shows them")
     } else {
         None
     }

@@ -251,7 +251,9 @@ impl WorkspaceManager {
             .await?
             .ok_or_else(|| Error::NotFound {
                 what: format!("binding for device {:?}", device.as_str()),
-                hint: Some("`berth binding list` shows the bindings".to_owned()),
+                hint: Some(
+                    "no binding is kept for that device; list the bindings to see them".to_owned(),
+                ),
             })
     }
 

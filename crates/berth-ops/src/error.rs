@@ -27,10 +27,11 @@ pub enum Error {
     #[error("{error}\nrolling back also failed, so something was left behind: {cleanup}")]
     RollbackFailed { error: Box<Error>, cleanup: String },
     /// Removing a worktree would lose work, or it cannot be checked for lost work; forcing
-    /// the removal overrides this.
-    #[error("{}", self.message_with_force(FORCE_FLAG))]
+    /// the removal overrides this. `Display` says so in no front end's words; each front end
+    /// names its own override with [`Error::message_with_force`].
+    #[error("{}", self.message_with_force(FORCE))]
     LostWork(GitError),
-    #[error("{}", self.message_with_force(FORCE_FLAG))]
+    #[error("{}", self.message_with_force(FORCE))]
     RepositoryGone { repo: PathBuf, worktree: PathBuf },
     #[error("{what} is not valid UTF-8: {}", .path.display())]
     NonUtf8Path { what: &'static str, path: PathBuf },
@@ -41,8 +42,8 @@ pub enum Error {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// How the CLI spells the override of a refusal to lose work; `Display` uses it.
-const FORCE_FLAG: &str = "--force";
+/// The override of a refusal to lose work as `Display` names it, in no front end's words.
+const FORCE: &str = "the force option";
 
 impl Error {
     pub fn kind(&self) -> ErrorKind {
@@ -61,8 +62,8 @@ impl Error {
         }
     }
 
-    /// The message, naming `force` as the way to override a refusal to lose work: `Display`
-    /// names the CLI's `--force`; MCP's tools name their argument, `force=true`.
+    /// The message, naming `force` as the way to override a refusal to lose work: the CLI
+    /// names its `--force`, MCP's tools their argument `force=true`; `Display` neither.
     pub fn message_with_force(&self, force: &str) -> String {
         match self {
             Error::LostWork(e @ GitError::NotAWorktree { .. }) => {
