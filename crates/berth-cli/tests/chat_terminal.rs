@@ -413,6 +413,24 @@ fn slash_commands_show_clear_and_switch_and_quit() {
     let again = Chat::open(&chat.home, &chat.server, chat.work.path(), &["--continue"]);
     let screen = again.wait_for("the banner", |s| last_line(s) == PROMPT);
     assert!(screen.contains("claude/other-model"), "{screen}");
+
+    // And so does a script: `chat -p --session` resolves the session's model the same way.
+    chat.server
+        .push(Reply::anthropic(&Turn::new().text(["Scripted."])));
+    let mut script = chat
+        .home
+        .cmd(&["chat", "-p", "from a script", "--session", &id]);
+    script
+        .current_dir(chat.work.path())
+        .env("BERTH_PROVIDER", "claude")
+        .env("BERTH_PROVIDERS__CLAUDE__BASE_URL", chat.server.url())
+        .env("BERTH_PROVIDERS__CLAUDE__MODEL", "test-model")
+        .env("ANTHROPIC_API_KEY", "test-key");
+    let r = berth_testkit::run(script);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.stdout, "Scripted.\n");
+    let last = chat.server.requests().last().unwrap().body.clone();
+    assert_eq!(last["model"], "other-model", "{last}");
 }
 
 #[test]
