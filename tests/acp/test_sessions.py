@@ -106,6 +106,12 @@ async def test_list_pages_and_filters_by_folder(home, work, tmp_path, provider):
         ids = {s.session_id for s in everything.sessions}
         assert set(here) | {there} <= ids
         assert everything.next_cursor is None
+        # A cursor is a page's last id, checked as every front end checks one.
+        for bad in ["../etc", "not a cursor"]:
+            with pytest.raises(RequestError) as refused:
+                await conn.list_sessions(cursor=bad)
+            assert refused.value.data == {"kind": "invalid"}, bad
+            assert "bad cursor" in str(refused.value)
     # The same sessions, as the CLI lists them.
     cli = {s["id"] for s in berth_json(home, "session", "list")}
     assert set(here) | {there} <= cli

@@ -364,13 +364,19 @@ impl Ops {
     /// machine, else its workspace's worktree or folder; `None` when neither exists here. An
     /// ACP client lists sessions by it and a reopened session's tools work in it.
     pub async fn session_folder(&self, session: &Session) -> Result<Option<PathBuf>> {
-        let ws = self
+        let ws = self.workspace_of(session).await?;
+        Ok(self.folder_in(session, ws.as_ref()))
+    }
+
+    /// The session's workspace record; `None` when it is gone (a session may outlive it in a
+    /// store being repaired), never when it cannot be read.
+    async fn workspace_of(&self, session: &Session) -> Result<Option<Workspace>> {
+        Ok(self
             .manager
             .workspaces()
             .load(&session.workspace_id)
             .await
-            .found()?;
-        Ok(self.folder_in(session, ws.as_ref()))
+            .found()?)
     }
 
     fn folder_in(&self, session: &Session, ws: Option<&Workspace>) -> Option<PathBuf> {
@@ -414,12 +420,7 @@ impl Ops {
                 }
                 after = Some(s.id.clone());
                 if !workspaces.contains_key(&s.workspace_id) {
-                    let ws = self
-                        .manager
-                        .workspaces()
-                        .load(&s.workspace_id)
-                        .await
-                        .found()?;
+                    let ws = self.workspace_of(&s).await?;
                     workspaces.insert(s.workspace_id.clone(), ws);
                 }
                 let ws = workspaces.get(&s.workspace_id).and_then(Option::as_ref);
