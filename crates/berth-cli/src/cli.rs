@@ -338,6 +338,48 @@ pub enum WorkspaceCmd {
         #[command(flatten)]
         json: JsonFlag,
     },
+    /// Show what a git workspace changed against its base: its commits and its uncommitted
+    /// and untracked files together, as a unified diff (or, with --stat, a line per file).
+    /// The base moving on since the workspace started is not shown as a change.
+    Diff {
+        /// Id, name or id prefix.
+        workspace: String,
+        /// A line per file: what happened to it and the lines added and removed.
+        #[arg(long)]
+        stat: bool,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
+    /// Bring a git workspace's work into a branch (default: its base).
+    ///
+    /// Uncommitted changes in the worktree are committed first, with a message naming the
+    /// workspace's latest session. With no option the work is merged (a fast-forward when the
+    /// branch has not moved); --squash makes one commit of it, --rebase replays its commits on
+    /// the branch. Everything is checked before anything changes: a conflict is refused with
+    /// the conflicting files named, and so is a branch checked out (in the main checkout or
+    /// another worktree) with uncommitted changes; then neither side is touched. Where the
+    /// branch is checked out, its files are updated too. The workspace's own commits stay on
+    /// its branch. --delete then removes the workspace (its commits kept on
+    /// refs/berth/lost/<id>, as a forced delete keeps them).
+    #[command(verbatim_doc_comment)]
+    Merge {
+        /// Id, name or id prefix.
+        workspace: String,
+        /// The local branch to merge into (default: the workspace's base).
+        #[arg(long, value_name = "BRANCH")]
+        into: Option<String>,
+        /// One new commit with the work's changes.
+        #[arg(long, conflicts_with = "rebase")]
+        squash: bool,
+        /// The work's commits replayed on the branch, one by one (git 2.44 or later).
+        #[arg(long)]
+        rebase: bool,
+        /// Remove the workspace once its work is merged.
+        #[arg(long)]
+        delete: bool,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
     /// Delete a workspace with its storage and sessions, and unbind its devices.
     ///
     /// A git workspace's worktree is removed too, and its branch if berth created it. This is

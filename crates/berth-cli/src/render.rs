@@ -48,6 +48,13 @@ pub fn time(t: DateTime<Utc>) -> String {
     t.format("%Y-%m-%d %H:%M UTC").to_string()
 }
 
+/// Writes `text` to stdout as it is (a patch: data for a pager or `git apply`, not a cell).
+pub fn raw(text: &str) -> io::Result<()> {
+    let mut out = io::stdout().lock();
+    out.write_all(text.as_bytes())?;
+    out.flush()
+}
+
 /// Writes one line to stdout.
 pub fn line(text: impl std::fmt::Display) -> io::Result<()> {
     writeln!(io::stdout().lock(), "{text}")

@@ -44,6 +44,16 @@ pub enum GitError {
     NotALinkedWorktree { path: PathBuf, reason: String },
     #[error("cannot check out the submodule {path}: {message}")]
     Submodule { path: String, message: String },
+    #[error("the work cannot be merged into '{into}' without conflicts in: {}; nothing was changed. Merge '{into}' into the workspace and resolve them there, then merge again", .files.join(", "))]
+    MergeConflict { into: String, files: Vec<String> },
+    #[error("'{branch}' is checked out at {} with {count} uncommitted change(s); commit or stash them there first (nothing was changed)", .path.display())]
+    TargetDirty {
+        branch: String,
+        path: PathBuf,
+        count: usize,
+    },
+    #[error("the worktree is on '{0}' itself; name another branch to merge into")]
+    MergeIntoItself(String),
     #[error("`git {command}` failed: {message}")]
     Command { command: String, message: String },
     #[error("cannot run git: {0}")]

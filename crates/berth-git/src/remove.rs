@@ -284,7 +284,7 @@ impl Repo {
 
 /// The tree of the worktree as it is, untracked files included (ignored ones not), written
 /// through a copy of its index so the worktree's own index is left as it was.
-fn snapshot_tree(worktree: &Path) -> Result<String> {
+pub(crate) fn snapshot_tree(worktree: &Path) -> Result<String> {
     let index = run(
         worktree,
         ["rev-parse", "--path-format=absolute", "--git-path", "index"],

@@ -131,7 +131,9 @@ fn git_kind(e: &GitError) -> ErrorKind {
         | GitError::Unmerged { .. }
         | GitError::Unreferenced { .. }
         | GitError::NotAWorktree { .. } => ErrorKind::Refused,
-        GitError::BranchExists(_) => ErrorKind::Conflict,
+        GitError::BranchExists(_) | GitError::MergeConflict { .. } => ErrorKind::Conflict,
+        GitError::TargetDirty { .. } => ErrorKind::Refused,
+        GitError::MergeIntoItself(_) => ErrorKind::Invalid,
         GitError::BranchMissing(_) => ErrorKind::NotFound,
         GitError::Command { .. } | GitError::Submodule { .. } | GitError::Spawn(_) => {
             ErrorKind::External

@@ -18,6 +18,7 @@ mod bindings;
 pub mod config;
 mod error;
 mod git_workspace;
+mod merge;
 mod models;
 mod page;
 pub mod review;
@@ -36,8 +37,10 @@ use berth_core::WorkspaceManager;
 use berth_store_fs::FsStore;
 use berth_store_sql::SqlStore;
 
+pub use berth_git::{FileDiff, MergeMode, Merged, WorktreeDiff};
 pub use error::{Error, ErrorKind, Result, blocking};
 pub use git_workspace::adoption;
+pub use merge::{MergeReport, MergeWorkspace};
 pub use models::{ModelChoice, SessionModel};
 pub use page::{Listed, PAGE_DEFAULT, PAGE_MAX, Page, page_limit};
 pub use sessions::title_of;

@@ -5,7 +5,9 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use berth_ops::review::{Health, WorktreeStatus};
-use berth_ops::{AdoptWorkspace, CreateWorkspace, Ops, Owner, Repository};
+use berth_ops::{
+    AdoptWorkspace, CreateWorkspace, MergeMode, MergeWorkspace, Ops, Owner, Repository,
+};
 
 use super::confirm;
 use crate::cli::WorkspaceCmd;
@@ -57,6 +59,32 @@ pub async fn run(ops: &Ops, cmd: WorkspaceCmd) -> anyhow::Result<()> {
             adopt(ops, request, json.json).await
         }
         WorkspaceCmd::Show { workspace, json } => show(ops, &workspace, json.json).await,
+        WorkspaceCmd::Diff {
+            workspace,
+            stat,
+            json,
+        } => diff(ops, &workspace, stat, json.json).await,
+        WorkspaceCmd::Merge {
+            workspace,
+            into,
+            squash,
+            rebase,
+            delete,
+            json,
+        } => {
+            let mode = match (squash, rebase) {
+                (true, _) => MergeMode::Squash,
+                (_, true) => MergeMode::Rebase,
+                _ => MergeMode::Merge,
+            };
+            let request = MergeWorkspace {
+                workspace,
+                into,
+                mode,
+                delete,
+            };
+            merge(ops, request, json.json).await
+        }
         WorkspaceCmd::Delete {
             workspace,
             force,
@@ -199,6 +227,76 @@ async fn adopt(ops: &Ops, request: AdoptWorkspace, json: bool) -> anyhow::Result
         );
     }
     Ok(render::line(&ws.id)?)
+}
+
+async fn diff(ops: &Ops, identifier: &str, stat: bool, json: bool) -> anyhow::Result<()> {
+    let d = ops.workspace_diff(identifier, !stat && !json).await?;
+    if json {
+        return Ok(render::json(&d)?);
+    }
+    if let Some(patch) = &d.patch {
+        return Ok(render::raw(patch)?);
+    }
+    let counted = |n: Option<u64>| n.map_or_else(|| "-".to_owned(), |n| n.to_string());
+    let rows: Vec<Vec<String>> = d
+        .files
+        .iter()
+        .map(|f| {
+            vec![
+                f.status.to_owned(),
+                format!("+{}", counted(f.added)),
+                format!("-{}", counted(f.removed)),
+                render::cell(&f.path),
+            ]
+        })
+        .collect();
+    render::table(&["CHANGE", "ADDED", "REMOVED", "PATH"], &rows)?;
+    let (added, removed) = d.totals();
+    Ok(render::line(format!(
+        "{} file(s) changed, +{added} -{removed} against {}",
+        d.files.len(),
+        d.base
+    ))?)
+}
+
+async fn merge(ops: &Ops, request: MergeWorkspace, json: bool) -> anyhow::Result<()> {
+    let report = ops.merge_workspace(request).await?;
+    if json {
+        return Ok(render::json(&report)?);
+    }
+    let m = &report.merged;
+    if let Some(commit) = &m.uncommitted_commit {
+        eprintln!(
+            "committed the uncommitted work of {} as {}",
+            report.workspace,
+            &commit[..commit.len().min(12)]
+        );
+    }
+    let short = |sha: &str| sha[..sha.len().min(12)].to_owned();
+    let how = match (m.commits, m.fast_forward, m.mode) {
+        (0, _, _) => "nothing to bring: it is already there".to_owned(),
+        (_, true, _) => "fast-forward".to_owned(),
+        (_, _, mode) => format!("{mode:?}").to_lowercase(),
+    };
+    render::line(format!(
+        "{}: {} commit(s) of {} into {} ({how}), {} -> {}",
+        report.workspace,
+        m.commits,
+        report.branch,
+        m.into,
+        short(&m.before),
+        short(&m.after)
+    ))?;
+    if let Some(path) = &m.checkout {
+        render::line(format!("updated the checkout at {}", path.display()))?;
+    }
+    if let Some(deleted) = &report.deleted {
+        render::line(format!("deleted workspace {}", deleted.label))?;
+        if let Some(w) = &deleted.warning {
+            eprintln!("warning: {w}");
+        }
+    }
+    Ok(())
 }
 
 async fn show(ops: &Ops, identifier: &str, json: bool) -> anyhow::Result<()> {

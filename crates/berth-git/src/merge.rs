@@ -1,0 +1,271 @@
+//! Bringing a worktree's work into a branch: a merge, a squash or a rebase, decided in full
+//! before anything changes.
+//!
+//! Everything that can refuse is checked first, on objects only: the worktree's uncommitted
+//! changes become a commit object (through a copy of its index) that no ref points to yet,
+//! `git merge-tree --write-tree` merges in memory and names the conflicting files, and the
+//! target branch's checkout (if it has one) must be clean. A refusal therefore leaves both
+//! sides exactly as they were. Only then does the target move: with `merge --ff-only` in the
+//! checkout where it is checked out (its files follow), else as a compare-and-swap of its ref.
+//! Last, the worktree's own branch takes the commit of its uncommitted changes, so the work
+//! merged is the work the workspace holds. The workspace's commits are never rewritten or
+//! dropped: a merge contains them, and a squash or a rebase copies them and leaves them on the
+//! workspace's branch.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::command::{git_output, run};
+use crate::remove::snapshot_tree;
+use crate::status::head_state;
+use crate::{GitError, Repo, Result};
+
+/// How the work lands on the target branch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MergeMode {
+    /// A merge commit (or a fast-forward when the target has not moved).
+    Merge,
+    /// One new commit on the target with the work's changes.
+    Squash,
+    /// The work's commits replayed on the target, one by one.
+    Rebase,
+}
+
+/// What to merge where.
+#[derive(Debug, Clone)]
+pub struct MergeRequest<'a> {
+    /// The worktree whose HEAD (and uncommitted changes) is the work.
+    pub worktree: &'a Path,
+    /// The local branch to bring the work into.
+    pub into: &'a str,
+    pub mode: MergeMode,
+    /// The message of the commit that takes the worktree's uncommitted changes.
+    pub uncommitted_message: &'a str,
+    /// The message of a merge or squash commit.
+    pub message: &'a str,
+}
+
+/// What a merge did.
+#[derive(Debug, Clone, Serialize)]
+pub struct Merged {
+    pub into: String,
+    pub mode: MergeMode,
+    /// The target's tip before and after (full SHAs; equal when there was nothing to bring).
+    pub before: String,
+    pub after: String,
+    /// Whether the target only moved forward to the work.
+    pub fast_forward: bool,
+    /// The commit that took the worktree's uncommitted changes, if it had any.
+    pub uncommitted_commit: Option<String>,
+    /// How many of the work's commits the target did not have.
+    pub commits: usize,
+    /// The checkout of the target branch whose files were updated, if it is checked out.
+    pub checkout: Option<PathBuf>,
+}
+
+impl Repo {
+    /// Brings the work of `request.worktree` into `request.into` (see the module's doc).
+    pub fn merge(&self, request: &MergeRequest<'_>) -> Result<Merged> {
+        let wt = request.worktree;
+        let into_ref = format!("refs/heads/{}", request.into);
+        let before = self
+            .git(["rev-parse", "--verify", "--quiet", &into_ref])
+            .map_err(|_| GitError::BranchMissing(request.into.to_owned()))?
+            .trim()
+            .to_owned();
+        let state = head_state(wt)?;
+        if state.branch.as_deref() == Some(request.into) {
+            return Err(GitError::MergeIntoItself(request.into.to_owned()));
+        }
+        let head = state
+            .sha
+            .ok_or_else(|| GitError::BadBase("HEAD (the worktree has no commit)".to_owned()))?;
+        // The uncommitted changes as a commit on top of HEAD, which no ref names yet.
+        let (work, uncommitted_commit) = if state.changed > 0 {
+            let tree = snapshot_tree(wt)?;
+            let commit = commit_tree(wt, &tree, &[&head], request.uncommitted_message)?;
+            (commit.clone(), Some(commit))
+        } else {
+            (head.clone(), None)
+        };
+        let commits: usize = run(wt, ["rev-list", "--count", &format!("{before}..{work}")])?
+            .trim()
+            .parse()
+            .unwrap_or(0);
+        let checkout = self.checkout_of(request.into)?;
+        if let Some(path) = &checkout {
+            let target = head_state(path)?;
+            if target.changed > 0 {
+                return Err(GitError::TargetDirty {
+                    branch: request.into.to_owned(),
+                    path: path.clone(),
+                    count: target.changed,
+                });
+            }
+        }
+        let already_there = is_ancestor(wt, &work, &before)?;
+        let fast_forward = !already_there && is_ancestor(wt, &before, &work)?;
+        let after = if already_there {
+            before.clone()
+        } else {
+            match request.mode {
+                MergeMode::Merge if fast_forward => work.clone(),
+                MergeMode::Rebase if fast_forward => work.clone(),
+                MergeMode::Merge => {
+                    let tree = merged_tree(wt, request.into, &before, &work)?;
+                    commit_tree(wt, &tree, &[&before, &work], request.message)?
+                }
+                MergeMode::Squash => {
+                    let tree = if fast_forward {
+                        run(wt, ["rev-parse", &format!("{work}^{{tree}}")])?
+                            .trim()
+                            .to_owned()
+                    } else {
+                        merged_tree(wt, request.into, &before, &work)?
+                    };
+                    commit_tree(wt, &tree, &[&before], request.message)?
+                }
+                MergeMode::Rebase => self.replay(wt, request.into, &before, &work)?,
+            }
+        };
+        if after != before {
+            match &checkout {
+                // The checkout is clean and `after` descends from its HEAD: its files follow.
+                Some(path) => {
+                    run(path, ["merge", "--ff-only", "--quiet", &after])?;
+                }
+                None => {
+                    self.git(["update-ref", &into_ref, &after, &before])?;
+                }
+            }
+        }
+        if let Some(commit) = &uncommitted_commit {
+            // The branch takes the commit only if nothing moved it meanwhile; the files are
+            // already what the commit holds, so only the index follows.
+            run(wt, ["update-ref", "HEAD", commit, &head])?;
+            run(wt, ["reset", "--quiet"])?;
+        }
+        Ok(Merged {
+            into: request.into.to_owned(),
+            mode: request.mode,
+            fast_forward: fast_forward && after == work,
+            before,
+            after,
+            uncommitted_commit,
+            commits,
+            checkout,
+        })
+    }
+
+    /// The worktree (main checkout or linked) where `branch` is checked out, if any.
+    fn checkout_of(&self, branch: &str) -> Result<Option<PathBuf>> {
+        let listed = self.git(["worktree", "list", "--porcelain", "-z"])?;
+        let wanted = format!("branch refs/heads/{branch}");
+        let mut path = None;
+        for field in listed.split('\0') {
+            if let Some(p) = field.strip_prefix("worktree ") {
+                path = Some(PathBuf::from(p));
+            } else if field == wanted {
+                return Ok(path);
+            }
+        }
+        Ok(None)
+    }
+
+    /// `work`'s commits since it left `into`'s history (at `onto`, its tip), replayed on it by
+    /// `git replay --advance`, which touches no worktree and moves no ref: it only says where
+    /// `into` would go. The new tip.
+    fn replay(&self, wt: &Path, into: &str, onto: &str, work: &str) -> Result<String> {
+        let base = run(wt, ["merge-base", onto, work])?;
+        let out = git_output(
+            wt,
+            [
+                "replay",
+                "--advance",
+                into,
+                &format!("{}..{work}", base.trim()),
+            ],
+        )?;
+        if !out.status.success() {
+            // A commit that does not apply: name the files, as a merge would.
+            let files = conflicts(wt, onto, work)?;
+            return Err(GitError::MergeConflict {
+                into: into.to_owned(),
+                files: if files.is_empty() {
+                    vec![String::from_utf8_lossy(&out.stderr).trim().to_owned()]
+                } else {
+                    files
+                },
+            });
+        }
+        // `update refs/heads/<into> <new> <old>`
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .find_map(|l| l.strip_prefix("update ")?.split(' ').nth(1))
+            .map(str::to_owned)
+            .ok_or_else(|| GitError::Command {
+                command: "replay".to_owned(),
+                message: "git replay named no new commit".to_owned(),
+            })
+    }
+}
+
+/// The tree of `ours` and `theirs` merged, or the conflicting files.
+fn merged_tree(wt: &Path, into: &str, ours: &str, theirs: &str) -> Result<String> {
+    let out = git_output(
+        wt,
+        [
+            "merge-tree",
+            "--write-tree",
+            "--name-only",
+            "--no-messages",
+            ours,
+            theirs,
+        ],
+    )?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut lines = text.lines();
+    let tree = lines.next().unwrap_or_default().trim().to_owned();
+    match out.status.code() {
+        Some(0) => Ok(tree),
+        Some(1) => Err(GitError::MergeConflict {
+            into: into.to_owned(),
+            files: lines
+                .take_while(|l| !l.is_empty())
+                .map(str::to_owned)
+                .collect(),
+        }),
+        _ => Err(GitError::Command {
+            command: "merge-tree --write-tree".to_owned(),
+            message: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+        }),
+    }
+}
+
+/// The files a merge of `theirs` into `ours` would conflict on (empty: none).
+fn conflicts(wt: &Path, ours: &str, theirs: &str) -> Result<Vec<String>> {
+    match merged_tree(wt, "", ours, theirs) {
+        Ok(_) => Ok(Vec::new()),
+        Err(GitError::MergeConflict { files, .. }) => Ok(files),
+        Err(e) => Err(e),
+    }
+}
+
+fn is_ancestor(wt: &Path, ancestor: &str, of: &str) -> Result<bool> {
+    let out = git_output(wt, ["merge-base", "--is-ancestor", ancestor, of])?;
+    Ok(out.status.success())
+}
+
+/// A commit object of `tree` with `parents`, named by no ref.
+fn commit_tree(wt: &Path, tree: &str, parents: &[&str], message: &str) -> Result<String> {
+    let mut args = vec!["commit-tree", tree];
+    for p in parents {
+        args.push("-p");
+        args.push(p);
+    }
+    args.push("-m");
+    args.push(message);
+    Ok(run(wt, args)?.trim().to_owned())
+}
