@@ -107,6 +107,24 @@ pub enum Command {
     /// the key from ANTHROPIC_API_KEY, OPENAI_API_KEY or GEMINI_API_KEY (or the config).
     #[command(verbatim_doc_comment)]
     Chat(ChatArgs),
+    /// Put agents to work on a task, each in a new git workspace of its own, side by side.
+    ///
+    /// Each agent gets a workspace (named after the task, or --name, with its index; spare
+    /// checkouts are used when there are any) and a session titled after the task, whose
+    /// transcript keeps the task and the answer. The agents run at once. On a terminal a table
+    /// shows each one's state, last tool, tokens and time; otherwise one line per event, or
+    /// with --json one JSON object per event. When all are done, --check runs in each
+    /// worktree, and a summary says how each ended, what it changed, the check's result,
+    /// tokens and time. Ctrl-C stops every agent (what streamed is kept).
+    ///
+    /// A run has no one to ask: tools that write or run are refused unless --allow names them
+    /// or --allow-all is given; the agent is told, and the refusal is shown. Review and bring
+    /// the work back with `berth workspace diff` and `berth workspace merge`.
+    ///
+    /// The exit status is 0 when every agent finished its answer and every check passed,
+    /// 1 otherwise.
+    #[command(verbatim_doc_comment)]
+    Run(RunArgs),
     /// Serve berth's agent to editors and phone apps over the Agent Client Protocol (stdio).
     ///
     /// Standard output carries the protocol only; messages go to standard error. Zed:
@@ -154,6 +172,44 @@ pub struct ChatArgs {
     /// provider (`gemini`), or both (`openai/gpt-4.1`).
     #[arg(long, short = 'm', value_name = "MODEL")]
     pub model: Option<String>,
+}
+
+#[derive(Args)]
+pub struct RunArgs {
+    /// What the agents are to do; `-` reads it from standard input.
+    #[arg(value_name = "TASK", required_unless_present = "task_file")]
+    pub task: Option<String>,
+    /// Read the task from this file.
+    #[arg(long, value_name = "PATH", conflicts_with = "task")]
+    pub task_file: Option<PathBuf>,
+    /// How many agents (`3`), or a mix by model (`claude:2,openai:1`; each name as
+    /// `/model` reads one: a model, a provider, or provider/model).
+    #[arg(long, short = 'n', default_value = "1", value_name = "N|MIX")]
+    pub agents: String,
+    /// The model of agents given by count (default: each workspace's configured one).
+    #[arg(long, short = 'm', value_name = "MODEL")]
+    pub model: Option<String>,
+    /// Workspace names start with this (default: from the task); each gets its index.
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
+    /// The repository to make the workspaces in (default: the one containing this folder).
+    #[arg(long, value_name = "PATH")]
+    pub repo: Option<PathBuf>,
+    /// Let these tools write or run (comma-separated, repeatable).
+    #[arg(long, value_delimiter = ',', value_name = "TOOL")]
+    pub allow: Vec<String>,
+    /// Let every tool write and run.
+    #[arg(long)]
+    pub allow_all: bool,
+    /// A command to run in each worktree once the agents are done (`cargo test`).
+    #[arg(long, value_name = "CMD")]
+    pub check: Option<String>,
+    /// Seconds the check may take in each worktree.
+    #[arg(long, default_value_t = 600, value_name = "SECS")]
+    pub check_timeout: u64,
+    /// One JSON object per event on standard output, for scripts.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args)]

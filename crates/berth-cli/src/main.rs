@@ -97,6 +97,8 @@ fn exit_status(e: &anyhow::Error) -> u8 {
             Some(e.kind())
         } else if let Some(e) = c.downcast_ref::<berth_agent::AgentError>() {
             Some(e.kind())
+        } else if let Some(e) = c.downcast_ref::<berth_run::RunError>() {
+            Some(e.kind())
         } else if let Some(e) = c.downcast_ref::<berth_core::Error>() {
             Some(e.kind())
         } else {

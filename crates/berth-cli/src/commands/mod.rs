@@ -7,6 +7,7 @@ pub mod chat;
 mod config;
 mod import;
 mod mcp;
+mod run;
 mod session;
 mod storage;
 mod store;
@@ -50,6 +51,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Store(cmd) => store::run(&ops, cmd).await,
         Command::Mcp(args) => mcp::run(ops, args).await,
         Command::Chat(args) => chat::run(ops, args).await,
+        Command::Run(args) => run::run(ops, args).await,
         Command::Acp => acp::run(ops).await,
     }
 }

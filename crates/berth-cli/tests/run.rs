@@ -1,0 +1,201 @@
+//! `berth run` end to end: the real binary, a real repository, berth's own agents against the
+//! local provider stand-in (Anthropic's streaming format).
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use berth_testkit::provider_server::{ProviderServer, Reply, Turn};
+use berth_testkit::{commit, git, run};
+use serde_json::Value;
+use support::Home;
+
+fn project() -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("project");
+    std::fs::create_dir(&root).unwrap();
+    git(&root, &["init", "--quiet", "-b", "main"]);
+    commit(&root, "README.md", "hello\n");
+    (tmp, root.canonicalize().unwrap())
+}
+
+fn berth_run(home: &Home, server: &ProviderServer, dir: &Path, args: &[&str]) -> Command {
+    let mut all = vec!["run"];
+    all.extend_from_slice(args);
+    let mut cmd = home.cmd(&all);
+    cmd.current_dir(dir)
+        .env("BERTH_PROVIDER", "claude")
+        .env("BERTH_PROVIDERS__CLAUDE__BASE_URL", server.url())
+        .env("BERTH_PROVIDERS__CLAUDE__MODEL", "test-model")
+        .env("ANTHROPIC_API_KEY", "test-key");
+    cmd
+}
+
+fn events(stdout: &str) -> Vec<Value> {
+    stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect()
+}
+
+fn write_call(content: &str) -> Turn {
+    let args = serde_json::json!({"path": "out.txt", "content": content}).to_string();
+    Turn::new().tool_call("w1", "write_file", [args])
+}
+
+#[test]
+fn three_agents_work_side_by_side_each_in_its_own_worktree() {
+    let home = Home::new();
+    let server = ProviderServer::start_in_background();
+    let (_tmp, root) = project();
+    // Each agent's first request gets a write (answered slowly, so all three first requests
+    // arrive before any second one), then each gets its closing text.
+    for _ in 0..3 {
+        server.push(
+            Reply::anthropic(&write_call("from an agent\n"))
+                .delay_head(Duration::from_millis(1500)),
+        );
+    }
+    for _ in 0..3 {
+        server.push(Reply::anthropic(&Turn::new().text(["Done."]).usage(10, 5)));
+    }
+    let r = run(berth_run(
+        &home,
+        &server,
+        &root,
+        &[
+            "Write out.txt",
+            "--agents",
+            "3",
+            "--allow",
+            "write_file",
+            "--check",
+            "test -f out.txt",
+            "--json",
+        ],
+    ));
+    assert_eq!(r.code, 0, "{}\n{}", r.stderr, r.stdout);
+    let events = events(&r.stdout);
+    let started: Vec<&Value> = events.iter().filter(|e| e["event"] == "started").collect();
+    assert_eq!(started.len(), 3, "{events:#?}");
+    let mut names: Vec<&str> = started
+        .iter()
+        .map(|e| e["workspace_name"].as_str().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        ["write-out-txt-1", "write-out-txt-2", "write-out-txt-3"]
+    );
+    for e in &started {
+        // Each agent's file is in its own worktree, and nowhere else.
+        let worktree = PathBuf::from(e["worktree"].as_str().unwrap());
+        assert_eq!(
+            std::fs::read_to_string(worktree.join("out.txt")).unwrap(),
+            "from an agent\n"
+        );
+        let session = e["session"].as_str().unwrap();
+        let shown = home.json(&["session", "show", session, "--json"]);
+        let messages: Vec<(&str, &str)> = shown["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| (m["role"].as_str().unwrap(), m["content"].as_str().unwrap()))
+            .collect();
+        assert_eq!(
+            messages,
+            [("user", "Write out.txt"), ("assistant", "Done.")]
+        );
+    }
+    assert!(
+        !root.join("out.txt").exists(),
+        "the main checkout is untouched"
+    );
+    assert_eq!(events.iter().filter(|e| e["event"] == "checked").count(), 3);
+    let summary = events.last().unwrap();
+    assert_eq!(summary["event"], "summary");
+    for a in summary["agents"].as_array().unwrap() {
+        assert_eq!(a["state"], "done", "{a}");
+        assert_eq!(a["check"]["passed"], true, "{a}");
+        assert_eq!(a["files_changed"], 1, "{a}");
+        assert_eq!(a["added"], 1, "{a}");
+        assert!(a["output_tokens"].as_u64().unwrap() > 0, "{a}");
+    }
+    assert_eq!(server.pending_replies(), 0);
+}
+
+#[test]
+fn a_write_the_policy_does_not_allow_is_refused_shown_and_fails_the_run() {
+    let home = Home::new();
+    let server = ProviderServer::start_in_background();
+    let (_tmp, root) = project();
+    server.push(Reply::anthropic(&write_call("nope\n")));
+    server.push(Reply::anthropic(
+        &Turn::new().text(["I could not write it."]),
+    ));
+    let r = run(berth_run(
+        &home,
+        &server,
+        &root,
+        &[
+            "Write out.txt",
+            "--check",
+            "test -f out.txt",
+            "--name",
+            "policy",
+        ],
+    ));
+    assert_eq!(r.code, 1, "{}\n{}", r.stderr, r.stdout);
+    assert!(
+        r.stdout
+            .contains("[1] refused write_file (allow it with --allow write_file"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.contains("check `test -f out.txt` failed"),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stderr.contains("not every agent"), "{}", r.stderr);
+    let worktree = home.json(&["workspace", "show", "policy-1", "--json"])["git"]["worktree"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(!Path::new(&worktree).join("out.txt").exists());
+    // The model was told its call was refused.
+    let requests = server.requests();
+    let result = requests[1].body["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()["content"][0]
+        .clone();
+    assert_eq!(result["type"], "tool_result");
+    assert_eq!(result["is_error"], true, "{result}");
+}
+
+#[test]
+fn bad_requests_are_refused_before_anything_is_made() {
+    let home = Home::new();
+    let server = ProviderServer::start_in_background();
+    let (_tmp, root) = project();
+    for (args, says) in [
+        (vec!["   "], "the task is empty"),
+        (vec!["task", "--agents", "0"], "1 to 32"),
+        (vec!["task", "--agents", "claude:x"], "NAME:COUNT"),
+    ] {
+        let r = run(berth_run(&home, &server, &root, &args));
+        assert_eq!(r.code, 2, "{args:?}: {}", r.stderr);
+        assert!(r.stderr.contains(says), "{args:?}: {}", r.stderr);
+    }
+    assert_eq!(
+        home.json(&["workspace", "list", "--json"])
+            .as_array()
+            .unwrap()
+            .len(),
+        0
+    );
+}

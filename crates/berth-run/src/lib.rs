@@ -1,0 +1,543 @@
+//! berth-run: agents put to work in workspaces, several side by side, watched, checked, and
+//! summed up, for every front end that starts runs (`berth run` today; `berth serve` and its
+//! web page next).
+//!
+//! A run is one task given to one or more agents. Each agent gets a git workspace of its own
+//! (made with the usual create rules: spares, `[git] copy` and `setup`), and a berth session
+//! in it titled after the task, whose transcript keeps the task and the answer as they stream.
+//! The agents run at once; their events come through one channel as [`RunEvent`]s, tagged
+//! with the agent's index, in the order each agent produced them. When every agent has ended,
+//! the run's check command (`--check`) runs in each worktree, and a [`RunEvent::Summary`]
+//! closes the channel: per agent, how it stopped, what it changed against its base, the
+//! check's result, tokens and time.
+//!
+//! Permissions are a policy, not a question: a run has no one to ask. Tools the policy allows
+//! run; every other call that writes or runs is refused, the agent is told (an error result),
+//! and the refusal is an event. Stopping a run ([`Run::stop`]) cancels every turn at once; the
+//! text already streamed stays in the transcripts, marked interrupted.
+
+mod agents;
+mod check;
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use berth_agent::{
+    Agent, AgentEvent, CancellationToken, Decision, PermissionRequest, Permissions, TurnOptions,
+    TurnRequest, TurnStop,
+};
+use berth_ops::{CreateSession, CreateWorkspace, ErrorKind, ModelChoice, Ops, Repository};
+use serde::Serialize;
+use tokio::sync::mpsc;
+
+pub use agents::{AgentSpec, parse_agents};
+pub use check::CheckResult;
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct RunRequest {
+    pub task: String,
+    /// The repository the workspaces are worktrees of (the folder it was started in, or
+    /// `--repo`).
+    pub repository: Repository,
+    /// One per agent.
+    pub agents: Vec<AgentSpec>,
+    /// The workspaces' names start with this (default: from the task); each gets its index.
+    pub name: Option<String>,
+    pub policy: Policy,
+    /// Run in each worktree once the agents are done.
+    pub check: Option<String>,
+    /// How long a check may take.
+    pub check_timeout: Duration,
+}
+
+/// Which calls that write or run may go ahead without a person: the tools named, or all.
+#[derive(Debug, Clone, Default)]
+pub struct Policy {
+    pub tools: HashSet<String>,
+    pub all: bool,
+}
+
+impl Policy {
+    pub fn allows(&self, tool: &str) -> bool {
+        self.all || self.tools.contains(tool)
+    }
+}
+
+/// Where an agent is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AgentState {
+    Starting,
+    Working,
+    Done,
+    Failed,
+    Stopped,
+}
+
+impl AgentState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AgentState::Starting => "starting",
+            AgentState::Working => "working",
+            AgentState::Done => "done",
+            AgentState::Failed => "failed",
+            AgentState::Stopped => "stopped",
+        }
+    }
+}
+
+/// One thing that happened in a run. `agent` is the agent's index (0-based) in the request.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum RunEvent {
+    /// The agent's workspace and session exist; its turn is starting.
+    Started {
+        agent: usize,
+        label: String,
+        workspace: String,
+        workspace_name: String,
+        session: String,
+        worktree: PathBuf,
+    },
+    /// A piece of the agent's answer.
+    Text { agent: usize, text: String },
+    /// The agent called a tool.
+    Tool {
+        agent: usize,
+        name: String,
+        kind: berth_agent::ToolKind,
+    },
+    /// A tool call finished.
+    ToolDone {
+        agent: usize,
+        name: String,
+        is_error: bool,
+    },
+    /// The policy refused a call that writes or runs; the agent was told.
+    Refused {
+        agent: usize,
+        tool: String,
+        description: String,
+    },
+    /// Something a person should know that is not the answer.
+    Notice { agent: usize, message: String },
+    /// The agent's turn ended.
+    Ended {
+        agent: usize,
+        state: AgentState,
+        /// How: `end_turn`, `max_tokens`, `cancelled`, `failed`, ….
+        stop: String,
+        /// Why, when it failed.
+        message: Option<String>,
+        input_tokens: u64,
+        output_tokens: u64,
+        elapsed_ms: u64,
+    },
+    /// The check command ran in the agent's worktree.
+    Checked { agent: usize, check: CheckResult },
+    /// The run is over: one entry per agent. Always the last event.
+    Summary { agents: Vec<AgentSummary> },
+}
+
+/// How one agent's part of a run ended.
+#[derive(Debug, Clone, Serialize)]
+pub struct AgentSummary {
+    pub agent: usize,
+    pub label: String,
+    pub workspace: Option<String>,
+    pub workspace_name: Option<String>,
+    pub session: Option<String>,
+    pub state: AgentState,
+    pub stop: String,
+    pub message: Option<String>,
+    pub files_changed: usize,
+    pub added: u64,
+    pub removed: u64,
+    pub check: Option<CheckResult>,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub elapsed_ms: u64,
+}
+
+/// What stops a run from starting.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("the task is empty: give the agents something to do")]
+    EmptyTask,
+    #[error("a run needs at least one agent")]
+    NoAgents,
+    #[error(transparent)]
+    Ops(#[from] berth_ops::Error),
+}
+
+impl RunError {
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            RunError::EmptyTask | RunError::NoAgents => ErrorKind::Invalid,
+            RunError::Ops(e) => e.kind(),
+        }
+    }
+}
+
+/// A run under way: its events, and the way to stop it.
+pub struct Run {
+    pub events: mpsc::Receiver<RunEvent>,
+    cancel: CancellationToken,
+}
+
+impl Run {
+    /// Cancels every agent's turn at once; the run then checks and sums up as usual, each
+    /// stopped agent as `stopped`.
+    pub fn stop(&self) {
+        self.cancel.cancel();
+    }
+}
+
+/// Starts a run: checks the request, then makes the workspaces and runs the agents on a task
+/// of its own. A workspace that cannot be made is that agent's failure, not the run's.
+pub fn start(ops: Ops, agent: Agent, request: RunRequest) -> Result<Run, RunError> {
+    if request.task.trim().is_empty() {
+        return Err(RunError::EmptyTask);
+    }
+    if request.agents.is_empty() {
+        return Err(RunError::NoAgents);
+    }
+    let (tx, rx) = mpsc::channel(1024);
+    let cancel = CancellationToken::new();
+    let run = Arc::new(Running {
+        ops,
+        agent,
+        request,
+        tx,
+        cancel: cancel.clone(),
+    });
+    tokio::spawn(async move { run.run().await });
+    Ok(Run { events: rx, cancel })
+}
+
+struct Running {
+    ops: Ops,
+    agent: Agent,
+    request: RunRequest,
+    tx: mpsc::Sender<RunEvent>,
+    cancel: CancellationToken,
+}
+
+/// One agent's workspace and session, once made.
+struct Placed {
+    workspace: berth_ops::WorkspaceView,
+    session: berth_ops::Session,
+    worktree: PathBuf,
+}
+
+impl Running {
+    async fn send(&self, event: RunEvent) {
+        // A front end that stopped listening does not stop the run: the transcripts and the
+        // workspaces are still written.
+        let _ = self.tx.send(event).await;
+    }
+
+    async fn run(self: Arc<Self>) {
+        let base = self
+            .request
+            .name
+            .clone()
+            .unwrap_or_else(|| name_from_task(&self.request.task));
+        let agents = (0..self.request.agents.len()).map(|i| {
+            let me = self.clone();
+            let base = base.clone();
+            async move { me.one(i, &base).await }
+        });
+        let mut summaries = futures::future::join_all(agents).await;
+        if let Some(command) = &self.request.check {
+            let checks = summaries.iter().map(|s| {
+                let worktree = s.worktree.clone();
+                let command = command.clone();
+                let timeout = self.request.check_timeout;
+                async move {
+                    match worktree {
+                        Some(dir) => Some(check::run(dir, command, timeout).await),
+                        None => None,
+                    }
+                }
+            });
+            let results = futures::future::join_all(checks).await;
+            for (s, result) in summaries.iter_mut().zip(results) {
+                if let Some(result) = result {
+                    self.send(RunEvent::Checked {
+                        agent: s.summary.agent,
+                        check: result.clone(),
+                    })
+                    .await;
+                    s.summary.check = Some(result);
+                }
+            }
+        }
+        for s in &mut summaries {
+            if let Some(id) = &s.summary.workspace
+                && let Ok(d) = self.ops.workspace_diff(id, false).await
+            {
+                let (added, removed) = d.totals();
+                s.summary.files_changed = d.files.len();
+                s.summary.added = added;
+                s.summary.removed = removed;
+            }
+        }
+        let agents = summaries.into_iter().map(|s| s.summary).collect();
+        self.send(RunEvent::Summary { agents }).await;
+    }
+
+    /// Agent `i`: its workspace and session, its turn, its end.
+    async fn one(&self, i: usize, base: &str) -> Outcome {
+        let spec = &self.request.agents[i];
+        let mut summary = AgentSummary {
+            agent: i,
+            label: spec.label(),
+            workspace: None,
+            workspace_name: None,
+            session: None,
+            state: AgentState::Starting,
+            stop: "failed".to_owned(),
+            message: None,
+            files_changed: 0,
+            added: 0,
+            removed: 0,
+            check: None,
+            input_tokens: 0,
+            output_tokens: 0,
+            elapsed_ms: 0,
+        };
+        let started = Instant::now();
+        let placed = match self.place(i, base, spec).await {
+            Ok(p) => p,
+            Err(e) => {
+                summary.state = AgentState::Failed;
+                summary.message = Some(e.to_string());
+                self.send(ended(&summary)).await;
+                return Outcome {
+                    summary,
+                    worktree: None,
+                };
+            }
+        };
+        summary.workspace = Some(placed.workspace.id.to_string());
+        summary.workspace_name = placed.workspace.name.clone();
+        summary.session = Some(placed.session.id.to_string());
+        self.send(RunEvent::Started {
+            agent: i,
+            label: summary.label.clone(),
+            workspace: placed.workspace.id.to_string(),
+            workspace_name: placed.workspace.name.clone().unwrap_or_default(),
+            session: placed.session.id.to_string(),
+            worktree: placed.worktree.clone(),
+        })
+        .await;
+        let (stop, usage) = self.turn(i, &placed).await;
+        summary.elapsed_ms = started.elapsed().as_millis() as u64;
+        summary.input_tokens = usage.input_tokens;
+        summary.output_tokens = usage.output_tokens;
+        (summary.state, summary.stop, summary.message) = match stop {
+            TurnStop::EndTurn => (AgentState::Done, "end_turn".to_owned(), None),
+            TurnStop::Cancelled => (AgentState::Stopped, "cancelled".to_owned(), None),
+            TurnStop::Failed { message } => {
+                (AgentState::Failed, "failed".to_owned(), Some(message))
+            }
+            TurnStop::MaxTokens => (AgentState::Done, "max_tokens".to_owned(), None),
+            TurnStop::MaxToolIterations => {
+                (AgentState::Done, "max_tool_iterations".to_owned(), None)
+            }
+            TurnStop::Refusal => (AgentState::Done, "refusal".to_owned(), None),
+        };
+        self.send(ended(&summary)).await;
+        Outcome {
+            summary,
+            worktree: Some(placed.worktree),
+        }
+    }
+
+    /// Makes agent `i`'s workspace (`<base>-<i+1>`, or the next free number after it) and its
+    /// session, with the agent's model kept as the session's choice.
+    async fn place(&self, i: usize, base: &str, spec: &AgentSpec) -> berth_ops::Result<Placed> {
+        let mut attempt = 0;
+        let created = loop {
+            let name = match attempt {
+                0 => format!("{base}-{}", i + 1),
+                n => format!("{base}-{}-{}", i + 1, n + 1),
+            };
+            let request = CreateWorkspace {
+                name: Some(name),
+                description: berth_ops::title_of(&self.request.task),
+                ..CreateWorkspace::new(self.request.repository.clone())
+            };
+            match self.ops.create_workspace_reported(request).await {
+                Err(e) if e.kind() == ErrorKind::Conflict && attempt < 20 => attempt += 1,
+                other => break other?,
+            }
+        };
+        let workspace = created.workspace;
+        let Some(worktree) = workspace.git.as_ref().map(|g| g.worktree.clone()) else {
+            return Err(berth_ops::Error::invalid(
+                "a run needs a git repository: start it in one, or name one with its repository option",
+            ));
+        };
+        let session = self
+            .ops
+            .create_session(CreateSession {
+                workspace: workspace.id.to_string(),
+                title: berth_ops::title_of(&self.request.task),
+                cwd: Some(worktree.clone()),
+                ..CreateSession::default()
+            })
+            .await?;
+        if let Some(name) = spec.model() {
+            let current = self.ops.session_model(&session).await?;
+            let config = self.ops.config(Some(&workspace.id)).await?.config;
+            let choice = ModelChoice::parse(name, &current.choice, &config)?;
+            self.ops.choose_session_model(&session, &choice).await?;
+        }
+        Ok(Placed {
+            workspace,
+            session,
+            worktree,
+        })
+    }
+
+    /// The agent's turn on the task, its events relayed as the run's.
+    async fn turn(&self, i: usize, placed: &Placed) -> (TurnStop, berth_agent::Usage) {
+        let permissions = Arc::new(PolicyPermissions {
+            policy: self.request.policy.clone(),
+            tx: self.tx.clone(),
+            agent: i,
+        });
+        let request = TurnRequest {
+            session: placed.session.clone(),
+            prompt: self.request.task.clone(),
+            images: Vec::new(),
+            cwd: placed.worktree.clone(),
+            permissions,
+            cancel: self.cancel.child_token(),
+            options: TurnOptions::default(),
+        };
+        let mut turn = match self.agent.start_turn(request).await {
+            Ok(t) => t,
+            Err(e) => {
+                return (
+                    TurnStop::Failed {
+                        message: e.to_string(),
+                    },
+                    berth_agent::Usage::default(),
+                );
+            }
+        };
+        while let Some(event) = turn.next_event().await {
+            let relayed = match event {
+                AgentEvent::Text { text } => RunEvent::Text { agent: i, text },
+                AgentEvent::ToolStarted { name, kind, .. } => RunEvent::Tool {
+                    agent: i,
+                    name,
+                    kind,
+                },
+                AgentEvent::ToolFinished { name, is_error, .. } => RunEvent::ToolDone {
+                    agent: i,
+                    name,
+                    is_error,
+                },
+                AgentEvent::Notice { message } => RunEvent::Notice { agent: i, message },
+                AgentEvent::TurnEnded { stop, usage } => return (stop, usage),
+                AgentEvent::Thought { .. }
+                | AgentEvent::PermissionAsked { .. }
+                | AgentEvent::Plan { .. } => continue,
+            };
+            self.send(relayed).await;
+        }
+        unreachable!("a turn's events end with TurnEnded")
+    }
+}
+
+/// An agent's summary, and where its check runs.
+struct Outcome {
+    summary: AgentSummary,
+    worktree: Option<PathBuf>,
+}
+
+fn ended(s: &AgentSummary) -> RunEvent {
+    RunEvent::Ended {
+        agent: s.agent,
+        state: s.state,
+        stop: s.stop.clone(),
+        message: s.message.clone(),
+        input_tokens: s.input_tokens,
+        output_tokens: s.output_tokens,
+        elapsed_ms: s.elapsed_ms,
+    }
+}
+
+/// Permissions from the run's policy: allowed tools run, everything else is refused at once
+/// and said as an event.
+struct PolicyPermissions {
+    policy: Policy,
+    tx: mpsc::Sender<RunEvent>,
+    agent: usize,
+}
+
+#[async_trait]
+impl Permissions for PolicyPermissions {
+    async fn decide(&self, request: &PermissionRequest) -> Decision {
+        if self.policy.allows(&request.tool) {
+            return Decision::AllowOnce;
+        }
+        let _ = self
+            .tx
+            .send(RunEvent::Refused {
+                agent: self.agent,
+                tool: request.tool.clone(),
+                description: request.description.lines().next().unwrap_or("").to_owned(),
+            })
+            .await;
+        Decision::Reject
+    }
+}
+
+/// A workspace name made from a task: its first words, lowercased, letters and digits joined
+/// by `-`, at most 40 characters; `run` when the task has none.
+pub fn name_from_task(task: &str) -> String {
+    let mut name = String::new();
+    for word in task
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|w| !w.is_empty())
+    {
+        if !name.is_empty() && name.len() + 1 + word.len() > 40 {
+            break;
+        }
+        if !name.is_empty() {
+            name.push('-');
+        }
+        name.push_str(&word.to_ascii_lowercase()[..word.len().min(40)]);
+    }
+    if name.is_empty() {
+        "run".to_owned()
+    } else {
+        name
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_come_from_the_task() {
+        assert_eq!(
+            name_from_task("Fix the parser: it panics!"),
+            "fix-the-parser-it-panics"
+        );
+        assert_eq!(name_from_task("¿¡!"), "run");
+        let long = name_from_task(&"word ".repeat(30));
+        assert!(long.len() <= 40 && !long.ends_with('-'), "{long}");
+        assert!(berth_ops::WorkspaceName::new(format!("{long}-3")).is_ok());
+    }
+}
