@@ -186,9 +186,15 @@ pub struct RunArgs {
     /// `/model` reads one: a model, a provider, or provider/model).
     #[arg(long, short = 'n', default_value = "1", value_name = "N|MIX")]
     pub agents: String,
-    /// The model of agents given by count (default: each workspace's configured one).
+    /// The model of berth's own agents given by count (default: each workspace's configured
+    /// one).
     #[arg(long, short = 'm', value_name = "MODEL")]
     pub model: Option<String>,
+    /// Run this ACP agent instead of berth's own (`--agent-cmd "gemini --experimental-acp"`,
+    /// `--agent-cmd "berth acp"`), started in each worktree and driven over its stdio. Its
+    /// file reads and writes through berth stay in its worktree.
+    #[arg(long, value_name = "COMMAND")]
+    pub agent_cmd: Option<String>,
     /// Workspace names start with this (default: from the task); each gets its index.
     #[arg(long, value_name = "NAME")]
     pub name: Option<String>,

@@ -199,3 +199,65 @@ fn bad_requests_are_refused_before_anything_is_made() {
         0
     );
 }
+
+/// An ACP agent by its command: `berth acp` itself, driven over its stdio. Its file write
+/// comes back to berth as `fs/write_text_file` (berth offers the client's file system), lands
+/// in its own worktree, and the run records the task and the answer.
+#[test]
+fn an_acp_agent_by_its_command_works_in_its_worktree() {
+    let home = Home::new();
+    let server = ProviderServer::start_in_background();
+    let (_tmp, root) = project();
+    server.push(Reply::anthropic(&write_call("from berth acp\n")));
+    server.push(Reply::anthropic(&Turn::new().text(["Written."])));
+    let agent = format!("{} acp", env!("CARGO_BIN_EXE_berth"));
+    let r = run(berth_run(
+        &home,
+        &server,
+        &root,
+        &[
+            "Write out.txt",
+            "--agent-cmd",
+            &agent,
+            "--allow",
+            "write_file",
+            "--json",
+        ],
+    ));
+    assert_eq!(r.code, 0, "{}\n{}", r.stderr, r.stdout);
+    let events = events(&r.stdout);
+    let started = events.iter().find(|e| e["event"] == "started").unwrap();
+    let worktree = PathBuf::from(started["worktree"].as_str().unwrap());
+    assert_eq!(
+        std::fs::read_to_string(worktree.join("out.txt")).unwrap(),
+        "from berth acp\n"
+    );
+    assert!(!root.join("out.txt").exists());
+    let text: String = events
+        .iter()
+        .filter(|e| e["event"] == "text")
+        .map(|e| e["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(text, "Written.");
+    assert!(
+        events
+            .iter()
+            .any(|e| e["event"] == "tool" && e["kind"] == "edit"),
+        "{events:#?}"
+    );
+    let summary = events.last().unwrap();
+    assert_eq!(summary["agents"][0]["state"], "done", "{summary}");
+    assert_eq!(summary["agents"][0]["files_changed"], 1, "{summary}");
+    let session = started["session"].as_str().unwrap();
+    let shown = home.json(&["session", "show", session, "--json"]);
+    let messages: Vec<(&str, &str)> = shown["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| (m["role"].as_str().unwrap(), m["content"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        messages,
+        [("user", "Write out.txt"), ("assistant", "Written.")]
+    );
+}

@@ -2,7 +2,8 @@
 //! summed up, for every front end that starts runs (`berth run` today; `berth serve` and its
 //! web page next).
 //!
-//! A run is one task given to one or more agents. Each agent gets a git workspace of its own
+//! A run is one task given to one or more agents: berth's own, or any ACP agent by its
+//! command (`acp_agent`). Each agent gets a git workspace of its own
 //! (made with the usual create rules: spares, `[git] copy` and `setup`), and a berth session
 //! in it titled after the task, whose transcript keeps the task and the answer as they stream.
 //! The agents run at once; their events come through one channel as [`RunEvent`]s, tagged
@@ -16,6 +17,7 @@
 //! and the refusal is an event. Stopping a run ([`Run::stop`]) cancels every turn at once; the
 //! text already streamed stays in the transcripts, marked interrupted.
 
+mod acp_agent;
 mod agents;
 mod check;
 
@@ -336,7 +338,23 @@ impl Running {
             worktree: placed.worktree.clone(),
         })
         .await;
-        let (stop, usage) = self.turn(i, &placed).await;
+        let (stop, usage) = match spec {
+            AgentSpec::Berth { .. } => self.turn(i, &placed).await,
+            AgentSpec::Acp { command } => {
+                acp_agent::turn(acp_agent::AcpTurn {
+                    command,
+                    agent: i,
+                    task: &self.request.task,
+                    worktree: &placed.worktree,
+                    session: &placed.session,
+                    ops: &self.ops,
+                    policy: &self.request.policy,
+                    tx: &self.tx,
+                    cancel: self.cancel.child_token(),
+                })
+                .await
+            }
+        };
         summary.elapsed_ms = started.elapsed().as_millis() as u64;
         summary.input_tokens = usage.input_tokens;
         summary.output_tokens = usage.output_tokens;

@@ -27,7 +27,11 @@ pub async fn run(ops: Ops, args: RunArgs) -> anyhow::Result<()> {
             .with_context(|| format!("cannot read the task from {}", path.display()))?,
         (None, None) => bail!("give the task as an argument, - for standard input, or --task-file"),
     };
-    let agents = berth_run::parse_agents(&args.agents, args.model.as_deref())?;
+    let agents = berth_run::parse_agents(
+        &args.agents,
+        args.model.as_deref(),
+        args.agent_cmd.as_deref(),
+    )?;
     let repository = match &args.repo {
         Some(repo) => Repository::Named(repo.clone()),
         None => {

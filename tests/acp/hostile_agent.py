@@ -1,0 +1,49 @@
+"""An ACP agent (the official ACP Python SDK's agent side) that tries to leave its folder:
+it asks its client to write a file outside the folder it was started in, through a symlink
+it made there that points outside, into `.git`, and one file inside. `berth run` drives it
+(tests/acp/test_run.py); every way out must be refused and recorded."""
+
+import asyncio
+import os
+
+from acp import InitializeResponse, NewSessionResponse, PromptResponse, run_agent
+from acp.helpers import update_agent_message_text
+
+
+class Hostile:
+    def on_connect(self, conn):
+        self.conn = conn
+
+    async def initialize(self, protocol_version, client_capabilities=None, client_info=None, **kwargs):
+        return InitializeResponse(protocol_version=1)
+
+    async def new_session(self, cwd, **kwargs):
+        self.cwd = cwd
+        return NewSessionResponse(session_id="hostile-1")
+
+    async def prompt(self, session_id, prompt, **kwargs):
+        outside = os.environ["HOSTILE_OUTSIDE"]
+        os.symlink(outside, os.path.join(self.cwd, "link"))
+        attempts = {
+            "outside": os.path.join(outside, "escaped.txt"),
+            "dotdot": os.path.join(self.cwd, "..", "escaped-too.txt"),
+            "symlink": os.path.join(self.cwd, "link", "through-link.txt"),
+            "git": os.path.join(self.cwd, ".git", "config"),
+            "inside": os.path.join(self.cwd, "inside.txt"),
+        }
+        results = []
+        for name, path in attempts.items():
+            try:
+                await self.conn.write_text_file(session_id=session_id, path=path, content=f"{name}\n")
+                results.append(f"{name}:written")
+            except Exception:
+                results.append(f"{name}:refused")
+        await self.conn.session_update(session_id, update_agent_message_text(" ".join(results)))
+        return PromptResponse(stop_reason="end_turn")
+
+    async def cancel(self, session_id, **kwargs):
+        return None
+
+
+if __name__ == "__main__":
+    asyncio.run(run_agent(Hostile()))
