@@ -40,6 +40,22 @@ fn events(stdout: &str) -> Vec<Value> {
         .collect()
 }
 
+/// A session's messages as `role: text`, as `session show --json` gives them.
+fn transcript(home: &Home, session: &str) -> Vec<String> {
+    home.json(&["session", "show", session, "--json"])["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            format!(
+                "{}: {}",
+                m["role"].as_str().unwrap(),
+                m["content"].as_str().unwrap()
+            )
+        })
+        .collect()
+}
+
 fn write_call(content: &str) -> Turn {
     let args = serde_json::json!({"path": "out.txt", "content": content}).to_string();
     Turn::new().tool_call("w1", "write_file", [args])
@@ -96,17 +112,9 @@ fn three_agents_work_side_by_side_each_in_its_own_worktree() {
             std::fs::read_to_string(worktree.join("out.txt")).unwrap(),
             "from an agent\n"
         );
-        let session = e["session"].as_str().unwrap();
-        let shown = home.json(&["session", "show", session, "--json"]);
-        let messages: Vec<(&str, &str)> = shown["messages"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|m| (m["role"].as_str().unwrap(), m["content"].as_str().unwrap()))
-            .collect();
         assert_eq!(
-            messages,
-            [("user", "Write out.txt"), ("assistant", "Done.")]
+            transcript(&home, e["session"].as_str().unwrap()),
+            ["user: Write out.txt", "assistant: Done."]
         );
     }
     assert!(
@@ -248,16 +256,8 @@ fn an_acp_agent_by_its_command_works_in_its_worktree() {
     let summary = events.last().unwrap();
     assert_eq!(summary["agents"][0]["state"], "done", "{summary}");
     assert_eq!(summary["agents"][0]["files_changed"], 1, "{summary}");
-    let session = started["session"].as_str().unwrap();
-    let shown = home.json(&["session", "show", session, "--json"]);
-    let messages: Vec<(&str, &str)> = shown["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| (m["role"].as_str().unwrap(), m["content"].as_str().unwrap()))
-        .collect();
     assert_eq!(
-        messages,
-        [("user", "Write out.txt"), ("assistant", "Written.")]
+        transcript(&home, started["session"].as_str().unwrap()),
+        ["user: Write out.txt", "assistant: Written."]
     );
 }
