@@ -719,10 +719,16 @@ mod tests {
         let c = layer(None, Some(&w), env).unwrap().config;
         assert_eq!(c.ports.range().block, 4);
         for (bad, says) in [
-            ("[ports]\nfirst = 30000\nlast = 29999\n", "above [ports] last"),
+            (
+                "[ports]\nfirst = 30000\nlast = 29999\n",
+                "above [ports] last",
+            ),
             ("[ports]\nblock = 0\n", "block must be at least 1"),
             ("[ports]\nfirst = 0\n", "first must be at least 1"),
-            ("[ports]\nfirst = 100\nlast = 104\nblock = 6\n", "fewer than one"),
+            (
+                "[ports]\nfirst = 100\nlast = 104\nblock = 6\n",
+                "fewer than one",
+            ),
         ] {
             let err = layer(Some(&text("g.toml", bad)), None, []).unwrap_err();
             assert_eq!(err.kind(), crate::ErrorKind::Invalid, "{err}");

@@ -965,7 +965,11 @@ pub async fn port_blocks(b: Backend) {
     let block = |first| Some(PortBlock { first, count: 10 });
     let a = b.workspaces.create(with_ports("pa"), now).await.unwrap();
     assert_eq!(a.ports, block(30000));
-    let plain = b.workspaces.create(named("plain", "plain"), now).await.unwrap();
+    let plain = b
+        .workspaces
+        .create(named("plain", "plain"), now)
+        .await
+        .unwrap();
     assert_eq!(plain.ports, None);
     let bw = b.workspaces.create(with_ports("pb"), now).await.unwrap();
     assert_eq!(bw.ports, block(30010));
@@ -998,10 +1002,23 @@ pub async fn port_blocks(b: Backend) {
         .unwrap_err();
     assert!(matches!(err, Error::Refused(_)), "{err:?}");
     let msg = err.to_string();
-    assert!(msg.contains("[ports] first") && msg.contains("[ports] block"), "{msg}");
-    assert!(b.workspaces.load(&wid("pd")).await.unwrap_err().is_not_found());
+    assert!(
+        msg.contains("[ports] first") && msg.contains("[ports] block"),
+        "{msg}"
+    );
+    assert!(
+        b.workspaces
+            .load(&wid("pd"))
+            .await
+            .unwrap_err()
+            .is_not_found()
+    );
     // A taken id is a conflict, whether or not the range is full.
-    let dup = b.workspaces.create(with_ports("pa"), now).await.unwrap_err();
+    let dup = b
+        .workspaces
+        .create(with_ports("pa"), now)
+        .await
+        .unwrap_err();
     assert!(matches!(dup, Error::AlreadyExists { .. }), "{dup:?}");
 
     // The lowest free block is given out again once its workspace is gone.
@@ -1025,12 +1042,21 @@ pub async fn port_blocks(b: Backend) {
         ..NewWorkspace::default()
     };
     let f = b.workspaces.create(wide, now).await.unwrap();
-    assert_eq!(f.ports, Some(PortBlock { first: 30030, count: 5 }));
+    assert_eq!(
+        f.ports,
+        Some(PortBlock {
+            first: 30030,
+            count: 5
+        })
+    );
 
     // Rewrites of the record keep the block.
     let later = now + Duration::hours(1);
     b.workspaces.update_accessed(&a.id, later).await.unwrap();
-    b.workspaces.save_config(&a.id, "model = \"m\"\n").await.unwrap();
+    b.workspaces
+        .save_config(&a.id, "model = \"m\"\n")
+        .await
+        .unwrap();
     let git = GitInfo {
         repo: "/src/p".into(),
         branch: "b".into(),

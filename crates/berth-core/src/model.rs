@@ -106,7 +106,10 @@ impl PortRange {
     /// The lowest block of the range that overlaps none of `taken` (blocks outside the range
     /// are passed over); `Refused`, naming the keys to change, when none is left. Every store
     /// calls this while nothing else can take a block (see `WorkspaceStore::create`).
-    pub fn lowest_free(&self, taken: impl IntoIterator<Item = PortBlock>) -> Result<PortBlock, Error> {
+    pub fn lowest_free(
+        &self,
+        taken: impl IntoIterator<Item = PortBlock>,
+    ) -> Result<PortBlock, Error> {
         let mut taken: Vec<PortBlock> = taken.into_iter().collect();
         taken.sort_by_key(|b| b.first);
         let size = u32::from(self.block.max(1));
@@ -394,7 +397,10 @@ mod tests {
             .lowest_free([block(100, 10), block(110, 10), block(120, 10)])
             .unwrap_err();
         let msg = full.to_string();
-        assert!(msg.contains("[ports] first") && msg.contains("[ports] block"), "{msg}");
+        assert!(
+            msg.contains("[ports] first") && msg.contains("[ports] block"),
+            "{msg}"
+        );
         // The top of the port space does not overflow.
         let top = PortRange {
             first: 65530,

@@ -57,20 +57,22 @@ pub(crate) fn workspace(row: &Row) -> Result<Workspace> {
     };
     let ports = match (row.opt_int(11)?, row.opt_int(12)?) {
         (None, None) => None,
-        (Some(first), Some(count)) => {
-            match (u16::try_from(first), u16::try_from(count)) {
-                (Ok(first), Ok(count)) if count >= 1 && u32::from(first) + u32::from(count) <= 65536 => {
-                    Some(PortBlock { first, count })
-                }
-                _ => {
-                    return Err(Failure::Corrupt {
-                        table: TABLE,
-                        key,
-                        reason: format!("its ports ({first}, {count} of them) are no block of TCP ports"),
-                    });
-                }
+        (Some(first), Some(count)) => match (u16::try_from(first), u16::try_from(count)) {
+            (Ok(first), Ok(count))
+                if count >= 1 && u32::from(first) + u32::from(count) <= 65536 =>
+            {
+                Some(PortBlock { first, count })
             }
-        }
+            _ => {
+                return Err(Failure::Corrupt {
+                    table: TABLE,
+                    key,
+                    reason: format!(
+                        "its ports ({first}, {count} of them) are no block of TCP ports"
+                    ),
+                });
+            }
+        },
         _ => {
             return Err(Failure::Corrupt {
                 table: TABLE,
