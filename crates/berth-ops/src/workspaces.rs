@@ -148,7 +148,7 @@ pub struct DeletePlan {
 
 #[derive(Debug)]
 enum DeleteTarget {
-    Whole(Workspace),
+    Whole(Box<Workspace>),
     /// A workspace whose record cannot be read: only its folder and bindings can go.
     Corrupt(WorkspaceId),
 }
@@ -433,7 +433,7 @@ impl Ops {
                 Ok(DeletePlan {
                     question: format!("Delete workspace {label} and everything in it?"),
                     label,
-                    target: DeleteTarget::Whole(ws),
+                    target: DeleteTarget::Whole(Box::new(ws)),
                     force,
                 })
             }
