@@ -228,6 +228,12 @@ impl Commands for ClientTerminals {
             .hidden_env
             .iter()
             .map(|name| EnvVariable::new(name.clone(), String::new()))
+            .chain(
+                request
+                    .env
+                    .iter()
+                    .map(|(name, value)| EnvVariable::new(name.clone(), value.clone())),
+            )
             .collect();
         let create = CreateTerminalRequest::new(self.session_id.clone(), "sh")
             .args(vec!["-c".to_owned(), request.command.clone()])

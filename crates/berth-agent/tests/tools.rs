@@ -722,6 +722,26 @@ async fn run_command_environment_has_no_secrets() {
 }
 
 #[tokio::test]
+async fn run_command_sees_the_workspace_ports() {
+    let f = Fixture::new().await;
+    let ws =
+        f.cx.ops
+            .resolve_workspace(f.cx.session.workspace_id.as_str())
+            .await
+            .unwrap();
+    let ports = ws.ports.expect("a new workspace has a block of ports");
+    let out = ok(f
+        .call(
+            &RunCommand::new(),
+            json!({"command": "echo \"$BERTH_PORT $BERTH_PORT_1 $BERTH_PORT_9 [$BERTH_PORT_10]\""}),
+        )
+        .await);
+    let want = format!("{} {} {} []", ports.first, ports.first + 1, ports.first + 9);
+    assert!(out.contains(&want), "{out}");
+    assert_eq!(f.cx.ops.workspace_env(&ws), ports.env());
+}
+
+#[tokio::test]
 async fn storage_tools_round_trip_through_a_berth_home() {
     let f = Fixture::new().await;
     let tools = builtin();

@@ -108,3 +108,50 @@ fn parallel_binds_lose_nothing() {
         }
     }
 }
+
+/// Processes creating workspaces at once on one home each get a block of ports no other
+/// workspace holds, and together the lowest blocks of the range; `workspace show --json`
+/// shows the block (null for a workspace made without one).
+#[test]
+fn racing_creates_take_disjoint_port_blocks() {
+    let home = Home::new();
+    std::fs::write(
+        home.path().join("config.toml"),
+        "[ports]\nfirst = 40000\nlast = 40099\nblock = 5\n",
+    )
+    .unwrap();
+    let racers = RACERS * 2;
+    let children: Vec<_> = (0..racers)
+        .map(|i| {
+            let mut cmd = home.cmd(&["workspace", "create", &format!("racer-{i}")]);
+            cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+            cmd.spawn().unwrap()
+        })
+        .collect();
+    let ids: Vec<String> = children
+        .into_iter()
+        .map(|c| wait_ok(c).trim().to_owned())
+        .collect();
+    let mut firsts = Vec::new();
+    for id in &ids {
+        let ws = home.json(&["workspace", "show", id, "--json"]);
+        let ports = &ws["ports"];
+        let first = ports["first"].as_u64().unwrap_or_else(|| panic!("{ws}"));
+        assert_eq!(ports["count"], 5, "{ws}");
+        assert_eq!(ports["last"].as_u64().unwrap(), first + 4, "{ws}");
+        firsts.push(first);
+    }
+    firsts.sort();
+    let want: Vec<u64> = (0..racers as u64).map(|i| 40000 + 5 * i).collect();
+    assert_eq!(firsts, want, "blocks overlap, or are not the lowest free");
+
+    // A workspace made without a block (a device's) shows null.
+    let device_ws = home.ok(&["binding", "resolve", "phone"]).trim().to_owned();
+    let ws = home.json(&["workspace", "show", &device_ws, "--json"]);
+    assert!(ws["ports"].is_null(), "{ws}");
+    let text = home.ok(&["workspace", "show", &ids[0]]);
+    assert!(
+        text.contains("ports") && text.contains("BERTH_PORT"),
+        "{text}"
+    );
+}

@@ -215,6 +215,63 @@ pub struct McpServerSettings {
     pub timeout_secs: Option<u64>,
 }
 
+/// The TCP ports each new workspace gets a block of, its own alone (`[ports]`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PortSettings {
+    /// The lowest port given out; default 20000.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first: Option<u16>,
+    /// The highest port given out; default 29999.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last: Option<u16>,
+    /// Consecutive ports per workspace; default 10.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub block: Option<u16>,
+}
+
+impl PortSettings {
+    pub const DEFAULT_FIRST: u16 = 20000;
+    pub const DEFAULT_LAST: u16 = 29999;
+    pub const DEFAULT_BLOCK: u16 = 10;
+
+    /// The range new workspaces take their block from, defaults filled in.
+    pub fn range(&self) -> crate::model::PortRange {
+        crate::model::PortRange {
+            first: self.first.unwrap_or(Self::DEFAULT_FIRST),
+            last: self.last.unwrap_or(Self::DEFAULT_LAST),
+            block: self.block.unwrap_or(Self::DEFAULT_BLOCK),
+        }
+    }
+
+    /// `first` is at least 1 and at most `last`, `block` at least 1, and the range holds at
+    /// least one block.
+    fn check(&self) -> Result<()> {
+        let r = self.range();
+        let problem = if r.first == 0 {
+            "[ports] first must be at least 1 (port 0 is no port)".to_owned()
+        } else if r.first > r.last {
+            format!(
+                "[ports] first ({}) is above [ports] last ({})",
+                r.first, r.last
+            )
+        } else if r.block == 0 {
+            "[ports] block must be at least 1".to_owned()
+        } else if u32::from(r.last) - u32::from(r.first) + 1 < u32::from(r.block) {
+            format!(
+                "[ports] first-last ({}-{}) holds {} ports, fewer than one [ports] block ({})",
+                r.first,
+                r.last,
+                u32::from(r.last) - u32::from(r.first) + 1,
+                r.block
+            )
+        } else {
+            return Ok(());
+        };
+        Err(Error::Config(problem))
+    }
+}
+
 /// The merged configuration.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -230,6 +287,7 @@ pub struct Config {
     pub store: StoreSettings,
     pub agent: AgentSettings,
     pub mcp: McpSettings,
+    pub ports: PortSettings,
     /// External MCP servers for berth's agent (`[[mcp_servers]]`). An array: a higher layer's
     /// list replaces a lower one's.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -284,6 +342,15 @@ pub struct LoadedConfig {
 /// Environment variables that configure the process rather than the config tree.
 const PROCESS_VARS: &[&str] = &["BERTH_HOME", "BERTH_LOG", "BERTH_MCP_TOKEN"];
 
+/// `BERTH_PORT` and `BERTH_PORT_<n>`: the ports berth gives a workspace's processes, which
+/// may run berth themselves. They configure nothing.
+fn is_port_var(name: &str) -> bool {
+    name == "BERTH_PORT"
+        || name
+            .strip_prefix("BERTH_PORT_")
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
 /// Layers the config. `env` is passed in (rather than read here) so callers and tests decide
 /// what the environment is.
 pub fn layer(
@@ -313,6 +380,7 @@ pub fn layer(
     let config: Config = toml::Value::Table(merged)
         .try_into()
         .map_err(|e: toml::de::Error| Error::Config(e.message().to_owned()))?;
+    config.ports.check()?;
     Ok(LoadedConfig {
         config,
         unknown_keys,
@@ -391,7 +459,7 @@ fn env_layer(
             }
             // The store's conventional name; `BERTH_STORE__URL` says the same.
             "BERTH_STORE_URL" => vec!["store".into(), "url".into()],
-            n if n.starts_with("BERTH_") && !PROCESS_VARS.contains(&n) => {
+            n if n.starts_with("BERTH_") && !PROCESS_VARS.contains(&n) && !is_port_var(n) => {
                 let rest = &n["BERTH_".len()..];
                 if rest.is_empty() || rest.split("__").any(str::is_empty) {
                     return Err(Error::Config(format!(
@@ -495,6 +563,11 @@ pub const TEMPLATE: &str = r#"# berth configuration. Layers: this file -> worksp
 # setup_timeout_secs = 600
 # spare_worktrees = 1                    # checkouts kept ready: create skips the checkout
 # submodules = false                     # default true: submodules checked out in new worktrees
+
+[ports]
+# first = 20000                # each new workspace gets the lowest free block of ports in
+# last = 29999                 # first..last, its own alone, as BERTH_PORT, BERTH_PORT_1, ...
+# block = 10                   # ports per workspace
 
 [store]
 # url = "sqlite:///path/berth.db"   # or "postgres://user:password@host:5432/db"; default: files in the home
@@ -631,6 +704,54 @@ mod tests {
     }
 
     #[test]
+    fn ports_default_and_are_checked() {
+        let c = layer(None, None, []).unwrap().config;
+        assert_eq!(
+            c.ports.range(),
+            crate::PortRange {
+                first: 20000,
+                last: 29999,
+                block: 10
+            }
+        );
+        let env = [("BERTH_PORTS__BLOCK".to_owned(), "4".to_owned())];
+        let w = text("w.toml", "[ports]\nfirst = 30000\nlast = 30003\n");
+        let c = layer(None, Some(&w), env).unwrap().config;
+        assert_eq!(c.ports.range().block, 4);
+        for (bad, says) in [
+            (
+                "[ports]\nfirst = 30000\nlast = 29999\n",
+                "above [ports] last",
+            ),
+            ("[ports]\nblock = 0\n", "block must be at least 1"),
+            ("[ports]\nfirst = 0\n", "first must be at least 1"),
+            (
+                "[ports]\nfirst = 100\nlast = 104\nblock = 6\n",
+                "fewer than one",
+            ),
+        ] {
+            let err = layer(Some(&text("g.toml", bad)), None, []).unwrap_err();
+            assert_eq!(err.kind(), crate::ErrorKind::Invalid, "{err}");
+            assert!(err.to_string().contains(says), "{bad}: {err}");
+        }
+        // Not a port number: a type error naming the file and line.
+        let err = layer(Some(&text("g.toml", "[ports]\nlast = 70000\n")), None, []).unwrap_err();
+        assert!(err.to_string().contains("g.toml line 2"), "{err}");
+    }
+
+    #[test]
+    fn the_ports_berth_hands_out_are_not_config() {
+        let env = [
+            ("BERTH_PORT".to_owned(), "20000".to_owned()),
+            ("BERTH_PORT_1".to_owned(), "20001".to_owned()),
+            ("BERTH_PORT_X".to_owned(), "1".to_owned()),
+        ];
+        let loaded = layer(None, None, env).unwrap();
+        let keys: Vec<_> = loaded.unknown_keys.iter().map(|k| k.key.as_str()).collect();
+        assert_eq!(keys, ["port_x"]);
+    }
+
+    #[test]
     fn template_is_valid_and_complete() {
         let t = text("t.toml", TEMPLATE);
         let loaded = layer(Some(&t), None, []).unwrap();
@@ -649,6 +770,7 @@ mod tests {
         let loaded = layer(Some(&text("u.toml", &uncommented)), None, []).unwrap();
         assert!(loaded.unknown_keys.is_empty(), "{:?}", loaded.unknown_keys);
         assert_eq!(loaded.config.git.setup, vec!["npm ci"]);
+        assert_eq!(loaded.config.ports.block, Some(10));
         let servers = &loaded.config.mcp_servers;
         assert_eq!(servers.len(), 2, "{servers:?}");
         assert_eq!(servers[0].args, ["mcp"]);

@@ -10,7 +10,7 @@ use crate::SessionId;
 use crate::error::Error;
 use crate::id::{DeviceId, WorkspaceId, WorkspaceName};
 use crate::manager::WorkspaceManager;
-use crate::model::{EntryKind, GitInfo, NewWorkspace, StorageScope};
+use crate::model::{EntryKind, GitInfo, NewWorkspace, PortBlock, PortRange, StorageScope};
 use crate::model::{NewSession, SessionStatus};
 use crate::storage_path::StoragePath;
 use crate::store::{BindingStore, DeleteCondition, SessionStore, StorageStore, WorkspaceStore};
@@ -947,6 +947,129 @@ pub async fn paging(b: Backend) {
     assert_eq!(sids(rest), ["s-c"]);
 }
 
+/// Every workspace that asks for ports gets the lowest block of the range no other workspace
+/// holds; a deleted workspace's block is given out again; a full range is refused, naming the
+/// config keys, and creates nothing; the block survives reads, listing and rewrites.
+pub async fn port_blocks(b: Backend) {
+    let now = Utc::now();
+    let range = PortRange {
+        first: 30000,
+        last: 30029,
+        block: 10,
+    };
+    let with_ports = |id: &str| NewWorkspace {
+        id: Some(wid(id)),
+        ports: Some(range),
+        ..NewWorkspace::default()
+    };
+    let block = |first| Some(PortBlock { first, count: 10 });
+    let a = b.workspaces.create(with_ports("pa"), now).await.unwrap();
+    assert_eq!(a.ports, block(30000));
+    let plain = b
+        .workspaces
+        .create(named("plain", "plain"), now)
+        .await
+        .unwrap();
+    assert_eq!(plain.ports, None);
+    let bw = b.workspaces.create(with_ports("pb"), now).await.unwrap();
+    assert_eq!(bw.ports, block(30010));
+    let c = b.workspaces.create(with_ports("pc"), now).await.unwrap();
+    assert_eq!(c.ports, block(30020));
+    assert_eq!(b.workspaces.load(&bw.id).await.unwrap(), bw);
+    let listed: Vec<_> = b
+        .workspaces
+        .list()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|w| (w.id.to_string(), w.ports))
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            ("pa".to_owned(), block(30000)),
+            ("pb".to_owned(), block(30010)),
+            ("pc".to_owned(), block(30020)),
+            ("plain".to_owned(), None),
+        ]
+    );
+
+    // Full: refused with the keys to change, and nothing was created.
+    let err = b
+        .workspaces
+        .create(with_ports("pd"), now)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Refused(_)), "{err:?}");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("[ports] first") && msg.contains("[ports] block"),
+        "{msg}"
+    );
+    assert!(
+        b.workspaces
+            .load(&wid("pd"))
+            .await
+            .unwrap_err()
+            .is_not_found()
+    );
+    // A taken id is a conflict, whether or not the range is full.
+    let dup = b
+        .workspaces
+        .create(with_ports("pa"), now)
+        .await
+        .unwrap_err();
+    assert!(matches!(dup, Error::AlreadyExists { .. }), "{dup:?}");
+
+    // The lowest free block is given out again once its workspace is gone.
+    assert!(
+        b.workspaces
+            .delete(&bw.id, DeleteCondition::Always)
+            .await
+            .unwrap()
+    );
+    let e = b.workspaces.create(with_ports("pe"), now).await.unwrap();
+    assert_eq!(e.ports, block(30010));
+    // Blocks of another size fit around the ones held: a block of 5 in a wider range starts
+    // after the highest held port, never inside a block.
+    let wide = NewWorkspace {
+        id: Some(wid("pf")),
+        ports: Some(PortRange {
+            first: 30005,
+            last: 30100,
+            block: 5,
+        }),
+        ..NewWorkspace::default()
+    };
+    let f = b.workspaces.create(wide, now).await.unwrap();
+    assert_eq!(
+        f.ports,
+        Some(PortBlock {
+            first: 30030,
+            count: 5
+        })
+    );
+
+    // Rewrites of the record keep the block.
+    let later = now + Duration::hours(1);
+    b.workspaces.update_accessed(&a.id, later).await.unwrap();
+    b.workspaces
+        .save_config(&a.id, "model = \"m\"\n")
+        .await
+        .unwrap();
+    let git = GitInfo {
+        repo: "/src/p".into(),
+        branch: "b".into(),
+        base_branch: "main".into(),
+        branch_created: false,
+        worktree: "/wt/p".into(),
+    };
+    b.workspaces.set_git(&a.id, &git).await.unwrap();
+    let reread = b.workspaces.load(&a.id).await.unwrap();
+    assert_eq!(reread.ports, block(30000));
+    assert_eq!(reread.last_accessed, later);
+}
+
 /// Generates one `#[tokio::test]` per conformance check. `$make` is an expression that builds
 /// a fresh [`Backend`]; it may capture a temp dir guard by returning `(Backend, guard)`.
 #[macro_export]
@@ -958,7 +1081,7 @@ macro_rules! conformance_tests {
             bindings, storage,
             manager_resolution, manager_device_and_delete, manager_gc_and_default,
             session_lifecycle, deleting_a_workspace_deletes_its_sessions, manager_sessions,
-            paging);
+            paging, port_blocks);
     };
     (@each $make:expr; $($name:ident),*) => {
         $(

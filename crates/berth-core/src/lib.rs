@@ -25,8 +25,8 @@ pub use error::{Error, ErrorKind, Found, Result};
 pub use id::{DeviceId, InvalidInput, SessionId, WorkspaceId, WorkspaceName};
 pub use manager::{GcPlan, WorkspaceManager};
 pub use model::{
-    EntryKind, GitInfo, NewSession, NewWorkspace, Session, SessionStatus, StorageEntry,
-    StorageScope, Workspace,
+    EntryKind, GitInfo, NewSession, NewWorkspace, PortBlock, PortRange, Session, SessionStatus,
+    StorageEntry, StorageScope, Workspace,
 };
 pub use storage_path::StoragePath;
 pub use store::{

@@ -26,6 +26,10 @@ pub struct Workspace {
     pub agent_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub git: Option<GitInfo>,
+    /// The TCP ports that are this workspace's alone; `None` for a workspace made before
+    /// berth gave out ports, or made without asking for them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ports: Option<PortBlock>,
 }
 
 impl Workspace {
@@ -54,6 +58,83 @@ pub struct GitInfo {
     pub worktree: PathBuf,
 }
 
+/// A block of consecutive TCP ports held by one workspace: `first` … `first + count - 1`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct PortBlock {
+    pub first: u16,
+    pub count: u16,
+}
+
+impl PortBlock {
+    /// The block's last port.
+    pub fn last(&self) -> u16 {
+        (u32::from(self.first) + u32::from(self.count).max(1) - 1) as u16
+    }
+
+    /// What a process started for the workspace is told: `BERTH_PORT` (the first port) and
+    /// `BERTH_PORT_1` … `BERTH_PORT_<count-1>` (the others), in that order.
+    pub fn env(&self) -> Vec<(String, String)> {
+        (0..self.count)
+            .map(|i| {
+                let name = match i {
+                    0 => "BERTH_PORT".to_owned(),
+                    i => format!("BERTH_PORT_{i}"),
+                };
+                (name, (u32::from(self.first) + u32::from(i)).to_string())
+            })
+            .collect()
+    }
+}
+
+impl std::fmt::Display for PortBlock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}-{}", self.first, self.last())
+    }
+}
+
+/// Where a new workspace's ports come from: the lowest free block of `block` ports within
+/// `first` … `last` (both included). The config's `[ports]` (see
+/// [`crate::config::PortSettings::range`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PortRange {
+    pub first: u16,
+    pub last: u16,
+    pub block: u16,
+}
+
+impl PortRange {
+    /// The lowest block of the range that overlaps none of `taken` (blocks outside the range
+    /// are passed over); `Refused`, naming the keys to change, when none is left. Every store
+    /// calls this while nothing else can take a block (see `WorkspaceStore::create`).
+    pub fn lowest_free(
+        &self,
+        taken: impl IntoIterator<Item = PortBlock>,
+    ) -> Result<PortBlock, Error> {
+        let mut taken: Vec<PortBlock> = taken.into_iter().collect();
+        taken.sort_by_key(|b| b.first);
+        let size = u32::from(self.block.max(1));
+        let mut start = u32::from(self.first);
+        for held in &taken {
+            if start + size - 1 < u32::from(held.first) {
+                break;
+            }
+            start = start.max(u32::from(held.last()) + 1);
+        }
+        if start + size - 1 > u32::from(self.last) {
+            return Err(Error::Refused(format!(
+                "no block of {} free ports is left in {}-{} (every one is held by a workspace); \
+                 widen the range with [ports] first and last, make [ports] block smaller, or \
+                 delete workspaces you no longer use",
+                self.block, self.first, self.last
+            )));
+        }
+        Ok(PortBlock {
+            first: start as u16,
+            count: self.block,
+        })
+    }
+}
+
 /// What a caller supplies to create a workspace; the store fills in the timestamps.
 #[derive(Debug, Clone, Default)]
 pub struct NewWorkspace {
@@ -63,6 +144,9 @@ pub struct NewWorkspace {
     pub description: String,
     pub agent_id: Option<String>,
     pub git: Option<GitInfo>,
+    /// A block of ports to give the workspace, chosen by the store atomically with the
+    /// create, so that no two workspaces ever share a port; `None` gives it none.
+    pub ports: Option<PortRange>,
 }
 
 /// Whose storage an operation addresses.
@@ -277,6 +361,68 @@ impl NewSession {
 #[cfg(test)]
 mod tests {
     use super::SessionStatus::{self, *};
+    use super::{PortBlock, PortRange};
+
+    fn block(first: u16, count: u16) -> PortBlock {
+        PortBlock { first, count }
+    }
+
+    #[test]
+    fn lowest_free_port_block() {
+        let range = PortRange {
+            first: 100,
+            last: 129,
+            block: 10,
+        };
+        assert_eq!(range.lowest_free([]).unwrap(), block(100, 10));
+        assert_eq!(range.lowest_free([block(100, 10)]).unwrap(), block(110, 10));
+        // A gap too small is passed over; one that fits is taken, lowest first.
+        assert_eq!(
+            range
+                .lowest_free([block(105, 10), block(120, 10)])
+                .unwrap_err()
+                .kind(),
+            crate::ErrorKind::Refused
+        );
+        assert_eq!(
+            range.lowest_free([block(120, 10), block(100, 10)]).unwrap(),
+            block(110, 10)
+        );
+        // Blocks outside the range, or of another size, are respected but not counted.
+        assert_eq!(
+            range.lowest_free([block(50, 60), block(112, 3)]).unwrap(),
+            block(115, 10)
+        );
+        let full = range
+            .lowest_free([block(100, 10), block(110, 10), block(120, 10)])
+            .unwrap_err();
+        let msg = full.to_string();
+        assert!(
+            msg.contains("[ports] first") && msg.contains("[ports] block"),
+            "{msg}"
+        );
+        // The top of the port space does not overflow.
+        let top = PortRange {
+            first: 65530,
+            last: 65535,
+            block: 6,
+        };
+        assert_eq!(top.lowest_free([]).unwrap(), block(65530, 6));
+        assert!(top.lowest_free([block(65535, 1)]).is_err());
+    }
+
+    #[test]
+    fn port_block_env() {
+        assert_eq!(
+            block(20010, 3).env(),
+            [
+                ("BERTH_PORT".to_owned(), "20010".to_owned()),
+                ("BERTH_PORT_1".to_owned(), "20011".to_owned()),
+                ("BERTH_PORT_2".to_owned(), "20012".to_owned()),
+            ]
+        );
+        assert_eq!(block(20010, 3).to_string(), "20010-20012");
+    }
 
     #[test]
     fn status_transitions() {

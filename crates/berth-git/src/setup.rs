@@ -87,21 +87,28 @@ fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
     }
 }
 
-/// Runs each command with `sh -c` in `worktree`, in order, each within `timeout`. Output is
-/// captured, never passed through (berth's stdout may be a protocol stream); on failure the
-/// error carries its tail.
+/// Runs each command with `sh -c` in `worktree`, in order, each within `timeout`, with `env`
+/// set on top of berth's own environment (the workspace's ports, say). Output is captured,
+/// never passed through (berth's stdout may be a protocol stream); on failure the error
+/// carries its tail.
 pub fn run_setup(
     worktree: &Path,
     commands: &[String],
+    env: &[(String, String)],
     timeout: Duration,
 ) -> Result<(), SetupError> {
     for command in commands {
-        run_one(worktree, command, timeout)?;
+        run_one(worktree, command, env, timeout)?;
     }
     Ok(())
 }
 
-fn run_one(worktree: &Path, command: &str, timeout: Duration) -> Result<(), SetupError> {
+fn run_one(
+    worktree: &Path,
+    command: &str,
+    env: &[(String, String)],
+    timeout: Duration,
+) -> Result<(), SetupError> {
     let failed = |outcome: String, output: String| SetupError::Failed {
         command: command.to_owned(),
         outcome,
@@ -111,6 +118,7 @@ fn run_one(worktree: &Path, command: &str, timeout: Duration) -> Result<(), Setu
         .arg("-c")
         .arg(command)
         .current_dir(worktree)
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -213,19 +221,22 @@ mod tests {
     #[test]
     fn setup_runs_in_the_worktree_and_reports_failures() {
         let wt = tempfile::tempdir().unwrap();
+        let env = [("BERTH_PORT".to_owned(), "20010".to_owned())];
         run_setup(
             wt.path(),
-            &["echo hi > made.txt".into()],
+            &["echo hi $BERTH_PORT > made.txt".into()],
+            &env,
             Duration::from_secs(10),
         )
         .unwrap();
         assert_eq!(
             std::fs::read_to_string(wt.path().join("made.txt")).unwrap(),
-            "hi\n"
+            "hi 20010\n"
         );
         let err = run_setup(
             wt.path(),
             &["echo out; echo oops >&2; exit 3".into()],
+            &[],
             Duration::from_secs(10),
         )
         .unwrap_err();
@@ -238,6 +249,7 @@ mod tests {
         let err = run_setup(
             wt.path(),
             &["sleep 30 & sleep 30".into()],
+            &[],
             Duration::from_millis(300),
         )
         .unwrap_err();

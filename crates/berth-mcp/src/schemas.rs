@@ -53,6 +53,11 @@ fn workspace_properties() -> serde_json::Map<String, Value> {
             "branch_created",
         ],
     );
+    let port = json!({ "type": "integer", "minimum": 1, "maximum": 65535 });
+    let ports = object(
+        json!({ "first": port, "last": port, "count": port }),
+        &["first", "last", "count"],
+    );
     let Value::Object(map) = json!({
         "id": string(),
         "name": string_or_null(),
@@ -63,6 +68,7 @@ fn workspace_properties() -> serde_json::Map<String, Value> {
         "agent_id": string_or_null(),
         "path": string_or_null(),
         "git": { "anyOf": [git, { "type": "null" }] },
+        "ports": { "anyOf": [ports, { "type": "null" }] },
         "git_status": { "type": ["object", "null"] },
         "uri": string(),
     }) else {
@@ -81,6 +87,7 @@ const WORKSPACE_REQUIRED: &[&str] = &[
     "agent_id",
     "path",
     "git",
+    "ports",
     "git_status",
     "uri",
 ];

@@ -196,6 +196,7 @@ pub async fn create(
     // workspace that `workspace delete --force` cleans up, never an orphan worktree.
     let ws = manager.create(new).await?;
     let settings = settings.clone();
+    let ws_env = workspace_env(&ws);
     let prepared = blocking({
         let git = ws.git.clone().expect("set above");
         let id = ws.id.clone();
@@ -216,7 +217,7 @@ pub async fn create(
             if !from_spare {
                 repo.create(worktree, &plan)?;
             }
-            let prepared = prepare(&repo, worktree, &settings);
+            let prepared = prepare(&repo, worktree, &settings, &ws_env);
             if let Err(error) = prepared {
                 if let Err(cleanup) = repo.remove_worktree(worktree_ref(&git), true) {
                     return Err(Error::RollbackFailed {
@@ -305,6 +306,12 @@ pub async fn recorded_at(manager: &WorkspaceManager, worktree: &Path) -> Result<
     }))
 }
 
+/// What a process started for `ws` is told about it: its ports (`BERTH_PORT`,
+/// `BERTH_PORT_1` …), none for a workspace without a block.
+pub fn workspace_env(ws: &Workspace) -> Vec<(String, String)> {
+    ws.ports.map(|p| p.env()).unwrap_or_default()
+}
+
 /// Records an existing linked worktree as a new git workspace (see [`adoption`]). Nothing runs
 /// in the worktree: no checkout, no `[git] copy`, no setup commands; it is used as it is.
 pub async fn adopt(
@@ -320,7 +327,12 @@ pub async fn adopt(
 /// runs `[git] setup` commands in a fresh worktree, in that order (setup may need the
 /// submodules); warns of copy entries it could not copy. A failure of any of them fails the
 /// create, which is rolled back.
-fn prepare(repo: &Repo, worktree: &Path, settings: &GitSettings) -> Result<Vec<CreateWarning>> {
+fn prepare(
+    repo: &Repo,
+    worktree: &Path,
+    settings: &GitSettings,
+    env: &[(String, String)],
+) -> Result<Vec<CreateWarning>> {
     let mut warnings = Vec::new();
     if settings.submodules.unwrap_or(true) {
         repo.init_submodules(worktree)?;
@@ -343,7 +355,7 @@ fn prepare(repo: &Repo, worktree: &Path, settings: &GitSettings) -> Result<Vec<C
     let timeout = settings
         .setup_timeout_secs
         .map_or(DEFAULT_SETUP_TIMEOUT, Duration::from_secs);
-    berth_git::run_setup(worktree, &settings.setup, timeout)?;
+    berth_git::run_setup(worktree, &settings.setup, env, timeout)?;
     Ok(warnings)
 }
 

@@ -46,7 +46,7 @@ pub use page::{Listed, PAGE_DEFAULT, PAGE_MAX, Page, page_limit};
 pub use sessions::title_of;
 pub use sessions::{ClientSession, ClientSessionOutcome, CreateSession, SessionChoice};
 pub use storage::{Node, Owner, StorageRef, context_path};
-pub use view::{GitView, KeptView, SessionView, WorkspaceView, session_label};
+pub use view::{GitView, KeptView, PortsView, SessionView, WorkspaceView, session_label};
 pub use workspaces::{
     AdoptWorkspace, CreateWarning, CreateWorkspace, Created, DeletePlan, Deleted, GcPlan, GcReport,
     Reattached, RepairReport, Repository, SparesReport, StartPoint,

@@ -28,11 +28,22 @@ pub struct WorkspaceView {
     /// The workspace's folder on this machine (`None` for a store that keeps none).
     pub path: Option<PathBuf>,
     pub git: Option<GitView>,
+    /// The workspace's own block of TCP ports; `None` for one made without a block.
+    pub ports: Option<PortsView>,
     /// The worktree's state, for a git workspace whose state was asked for.
     pub git_status: Option<WorktreeStatus>,
     /// Devices bound to it, where they were asked for (`show`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub devices: Option<Vec<DeviceId>>,
+}
+
+/// A workspace's block of TCP ports: `first` … `last`, `count` of them. Its processes see
+/// them as `BERTH_PORT` (the first) and `BERTH_PORT_1` … `BERTH_PORT_<count-1>`.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct PortsView {
+    pub first: u16,
+    pub last: u16,
+    pub count: u16,
 }
 
 /// The git part of a workspace.
@@ -75,6 +86,11 @@ impl WorkspaceView {
             agent_id: ws.agent_id.clone(),
             path,
             git: ws.git.as_ref().map(GitView::of),
+            ports: ws.ports.map(|p| PortsView {
+                first: p.first,
+                last: p.last(),
+                count: p.count,
+            }),
             git_status,
             devices: None,
         }

@@ -148,7 +148,7 @@ pub struct DeletePlan {
 
 #[derive(Debug)]
 enum DeleteTarget {
-    Whole(Workspace),
+    Whole(Box<Workspace>),
     /// A workspace whose record cannot be read: only its folder and bindings can go.
     Corrupt(WorkspaceId),
 }
@@ -295,6 +295,13 @@ impl Ops {
         Ok(self.manager.list().await?)
     }
 
+    /// What a process started for `ws` (a dev server, a check, a tool) is told about it, on
+    /// top of its environment: the workspace's own ports, `BERTH_PORT` (the first) and
+    /// `BERTH_PORT_1` … `BERTH_PORT_<n-1>`; nothing for a workspace without a block.
+    pub fn workspace_env(&self, ws: &Workspace) -> Vec<(String, String)> {
+        crate::git_workspace::workspace_env(ws)
+    }
+
     /// The view of a record, with its folder; `git_status` where it was looked up.
     pub fn view(&self, ws: &Workspace, git_status: Option<WorktreeStatus>) -> WorkspaceView {
         WorkspaceView::new(
@@ -357,20 +364,22 @@ impl Ops {
     /// `[git] copy` entry that is not there); every front end shows both. The view has no
     /// `git_status`; `show_workspace` has it.
     pub async fn create_workspace_reported(&self, request: CreateWorkspace) -> Result<Created> {
+        // The workspace's own config does not exist yet: global file and environment.
+        let config = self.config(None).await?.config;
         let new = NewWorkspace {
             id: request.id.clone().map(WorkspaceId::new).transpose()?,
             name: request.name.clone().map(WorkspaceName::new).transpose()?,
             description: request.description.clone(),
             agent_id: request.agent_id.clone(),
             git: None,
+            ports: Some(config.ports.range()),
         };
         let git = blocking(move || request.git_request()).await?;
         let Some(git) = git else {
             let made = git_workspace::create(&self.manager, new, None, &Default::default()).await?;
             return Ok(self.created(made));
         };
-        // The workspace's own config does not exist yet: global file and environment.
-        let settings = self.config(None).await?.config.git;
+        let settings = config.git;
         let repo = git.repo.clone();
         let created = git_workspace::create(&self.manager, new, Some(git), &settings).await;
         if let Some(want @ 1..) = settings.spare_worktrees {
@@ -395,12 +404,14 @@ impl Ops {
     /// and never the branch. Refused for the main checkout, a folder outside git, and a
     /// worktree another workspace records.
     pub async fn adopt_workspace(&self, request: AdoptWorkspace) -> Result<WorkspaceView> {
+        let ports = self.config(None).await?.config.ports.range();
         let new = NewWorkspace {
             id: None,
             name: request.name.map(WorkspaceName::new).transpose()?,
             description: request.description,
             agent_id: None,
             git: None,
+            ports: Some(ports),
         };
         let path = std::path::absolute(&request.path).map_err(|e| {
             berth_core::Error::io(format!("cannot use {}", request.path.display()), e)
@@ -422,7 +433,7 @@ impl Ops {
                 Ok(DeletePlan {
                     question: format!("Delete workspace {label} and everything in it?"),
                     label,
-                    target: DeleteTarget::Whole(ws),
+                    target: DeleteTarget::Whole(Box::new(ws)),
                     force,
                 })
             }

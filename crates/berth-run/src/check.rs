@@ -24,7 +24,7 @@ pub async fn run(dir: PathBuf, command: String, timeout: Duration) -> CheckResul
     let started = Instant::now();
     let shown = command.clone();
     let done = tokio::task::spawn_blocking(move || {
-        berth_git::run_setup(&dir, std::slice::from_ref(&command), timeout)
+        berth_git::run_setup(&dir, std::slice::from_ref(&command), &[], timeout)
     })
     .await;
     let elapsed_ms = started.elapsed().as_millis() as u64;

@@ -112,7 +112,7 @@ impl Layout {
     }
 
     /// The index's workspaces, or why the index must be rebuilt.
-    fn read_index(&self) -> Result<std::result::Result<Vec<Workspace>, String>> {
+    pub(crate) fn read_index(&self) -> Result<std::result::Result<Vec<Workspace>, String>> {
         let path = self.index_file();
         let text = match fs::read_to_string(&path) {
             Ok(t) => t,

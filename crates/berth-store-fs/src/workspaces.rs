@@ -111,12 +111,20 @@ impl Layout {
                 what: format!("workspace '{id}'"),
             });
         }
+        if let Some(name) = &new.name
+            && let Some(owner) = self.workspace_named(name)?
+        {
+            return Err(Error::AlreadyExists {
+                what: format!("a workspace named '{name}' ({})", owner.id),
+            });
+        }
+        // Under `workspaces.lock` no other create or delete runs, so the blocks read here are
+        // every block held, and the one chosen is this workspace's alone.
+        let ports = match new.ports {
+            Some(range) => Some(range.lowest_free(self.port_blocks()?)?),
+            None => None,
+        };
         if let Some(name) = &new.name {
-            if let Some(owner) = self.workspace_named(name)? {
-                return Err(Error::AlreadyExists {
-                    what: format!("a workspace named '{name}' ({})", owner.id),
-                });
-            }
             let entry = self.names().join(name.as_str());
             write_atomic(&entry, format!("{id}\n").as_bytes()).map_err(io_err("write", &entry))?;
         }
@@ -128,6 +136,7 @@ impl Layout {
             last_accessed: now,
             agent_id: new.agent_id,
             git: new.git,
+            ports,
         };
         let staging = self.workspaces().join(format!("{STAGING}{id}"));
         build_workspace_dir(&staging, &ws)
@@ -139,6 +148,17 @@ impl Layout {
         sync_dir(&self.workspaces()).map_err(io_err("sync", &self.workspaces()))?;
         self.index_folder_changed(folder_before, Some(&ws), None);
         Ok(ws)
+    }
+
+    /// The port blocks every workspace holds. The caller holds `workspaces.lock`, so none is
+    /// created or deleted meanwhile: from the listing index when it can be trusted, else from
+    /// the records themselves (not `list`, whose rebuild would take the lock again).
+    fn port_blocks(&self) -> Result<Vec<berth_core::PortBlock>> {
+        let all = match self.read_index()? {
+            Ok(list) => list,
+            Err(_) => self.list_records()?,
+        };
+        Ok(all.into_iter().filter_map(|ws| ws.ports).collect())
     }
 
     fn delete(&self, id: &WorkspaceId, condition: DeleteCondition) -> Result<bool> {

@@ -16,11 +16,18 @@ struct Migration {
     postgres: &'static str,
 }
 
-const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    sqlite: include_str!("../migrations/sqlite/0001_init.sql"),
-    postgres: include_str!("../migrations/postgres/0001_init.sql"),
-}];
+const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        sqlite: include_str!("../migrations/sqlite/0001_init.sql"),
+        postgres: include_str!("../migrations/postgres/0001_init.sql"),
+    },
+    Migration {
+        version: 2,
+        sqlite: include_str!("../migrations/sqlite/0002_ports.sql"),
+        postgres: include_str!("../migrations/postgres/0002_ports.sql"),
+    },
+];
 
 /// The schema version this binary writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS[MIGRATIONS.len() - 1].version;

@@ -64,7 +64,8 @@ mod on_postgres {
         session_lifecycle,
         deleting_a_workspace_deletes_its_sessions,
         manager_sessions,
-        paging
+        paging,
+        port_blocks
     );
 }
 

@@ -7,22 +7,27 @@ use std::path::{Path, PathBuf};
 use async_trait::async_trait;
 use berth_core::config::ConfigText;
 use berth_core::{
-    DeleteCondition, Error, GitInfo, NewWorkspace, Workspace, WorkspaceId, WorkspaceName,
-    WorkspaceStore,
+    DeleteCondition, Error, GitInfo, NewWorkspace, PortBlock, Workspace, WorkspaceId,
+    WorkspaceName, WorkspaceStore,
 };
 use chrono::{DateTime, Utc};
 
-use crate::db::{Arg, Row};
+use crate::db::{Arg, Dialect, Row, Tx};
 use crate::{Failure, Result, SqlStore, from_ns, parse, to_ns};
 
 /// The columns `workspace` reads, in its order.
 macro_rules! cols {
     () => {
-        "id, name, description, created_ns, accessed_ns, agent_id, git_repo, git_branch, git_base, git_branch_created, git_worktree"
+        "id, name, description, created_ns, accessed_ns, agent_id, git_repo, git_branch, git_base, git_branch_created, git_worktree, port_first, port_count"
     };
 }
 
 const TABLE: &str = "workspaces";
+
+/// Any constant of berth's own: held by a create while it chooses a block of ports, so two
+/// creates never choose from the same picture of the blocks held (Postgres; SQLite's write
+/// lock, taken by `BEGIN IMMEDIATE`, already serializes them).
+const PG_PORTS_LOCK_KEY: i64 = 0x6265_7274_685f_7032; // "berth_p2"
 
 pub(crate) fn workspace(row: &Row) -> Result<Workspace> {
     let key = row.text(0)?;
@@ -50,6 +55,32 @@ pub(crate) fn workspace(row: &Row) -> Result<Workspace> {
             })
         }
     };
+    let ports = match (row.opt_int(11)?, row.opt_int(12)?) {
+        (None, None) => None,
+        (Some(first), Some(count)) => match (u16::try_from(first), u16::try_from(count)) {
+            (Ok(first), Ok(count))
+                if count >= 1 && u32::from(first) + u32::from(count) <= 65536 =>
+            {
+                Some(PortBlock { first, count })
+            }
+            _ => {
+                return Err(Failure::Corrupt {
+                    table: TABLE,
+                    key,
+                    reason: format!(
+                        "its ports ({first}, {count} of them) are no block of TCP ports"
+                    ),
+                });
+            }
+        },
+        _ => {
+            return Err(Failure::Corrupt {
+                table: TABLE,
+                key,
+                reason: "it has one of port_first and port_count without the other".to_owned(),
+            });
+        }
+    };
     Ok(Workspace {
         id,
         name,
@@ -58,7 +89,31 @@ pub(crate) fn workspace(row: &Row) -> Result<Workspace> {
         last_accessed: from_ns(row.int(4)?),
         agent_id: row.opt_text(5)?,
         git,
+        ports,
     })
+}
+
+/// The blocks held, read inside `tx` once it holds the ports lock.
+async fn port_blocks(tx: &mut Tx<'_>) -> Result<Vec<PortBlock>> {
+    let rows = tx
+        .all(
+            "SELECT port_first, port_count FROM workspaces WHERE port_first IS NOT NULL ORDER BY port_first",
+            &[],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|r| -> Result<Option<PortBlock>> {
+            let (first, count) = (r.int(0)?, r.int(1)?);
+            Ok(u16::try_from(first)
+                .ok()
+                .zip(u16::try_from(count).ok())
+                .map(|(first, count)| PortBlock { first, count }))
+        })
+        .collect::<Result<Vec<_>>>()?
+        .into_iter()
+        .flatten()
+        .collect())
 }
 
 pub(crate) fn missing(id: &WorkspaceId) -> Failure {
@@ -72,9 +127,12 @@ fn path_text(p: &Path) -> Result<&str> {
 }
 
 impl SqlStore {
+    /// One transaction: with a port range, the ports lock, the blocks held, the lowest free
+    /// one chosen, then the insert, so no other create can choose the same ports between the
+    /// read and the insert (the unique `port_first` holds even if one did).
     async fn create_workspace(&self, new: NewWorkspace, now: DateTime<Utc>) -> Result<Workspace> {
         let id = new.id.unwrap_or_else(WorkspaceId::generate);
-        let ws = Workspace {
+        let mut ws = Workspace {
             id,
             name: new.name,
             description: new.description,
@@ -82,19 +140,40 @@ impl SqlStore {
             last_accessed: now,
             agent_id: new.agent_id,
             git: new.git,
+            ports: None,
         };
         let git = ws.git.as_ref();
         let repo = git.map(|g| path_text(&g.repo)).transpose()?;
         let worktree = git.map(|g| path_text(&g.worktree)).transpose()?;
-        let inserted = self
-            .pool()
-            .exec(
-                concat!(
-                    "INSERT INTO workspaces (",
-                    cols!(),
-                    ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT DO NOTHING"
-                ),
-                &[
+        let mut tx = self.pool().begin().await?;
+        let mut full = None;
+        if let Some(range) = new.ports {
+            if tx.dialect() == Dialect::Postgres {
+                tx.exec(
+                    "SELECT pg_advisory_xact_lock($1)",
+                    &[Arg::Int(PG_PORTS_LOCK_KEY)],
+                )
+                .await?;
+            }
+            match range.lowest_free(port_blocks(&mut tx).await?) {
+                Ok(block) => ws.ports = Some(block),
+                Err(e) => full = Some(e),
+            }
+        }
+        let inserted = match full {
+            Some(_) => {
+                drop(tx);
+                0
+            }
+            None => {
+                let inserted = tx
+                    .exec(
+                        concat!(
+                            "INSERT INTO workspaces (",
+                            cols!(),
+                            ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) ON CONFLICT DO NOTHING"
+                        ),
+                        &[
                     Arg::Text(ws.id.as_str()),
                     Arg::OptText(ws.name.as_ref().map(|n| n.as_str())),
                     Arg::Text(&ws.description),
@@ -106,9 +185,15 @@ impl SqlStore {
                     Arg::OptText(git.map(|g| g.base_branch.as_str())),
                     Arg::OptInt(git.map(|g| i64::from(g.branch_created))),
                     Arg::OptText(worktree),
+                    Arg::OptInt(ws.ports.map(|p| i64::from(p.first))),
+                    Arg::OptInt(ws.ports.map(|p| i64::from(p.count))),
                 ],
             )
             .await?;
+                tx.commit().await?;
+                inserted
+            }
+        };
         if inserted == 1 {
             return Ok(ws);
         }
@@ -125,12 +210,17 @@ impl SqlStore {
                 what: format!("workspace '{}'", ws.id),
             }));
         }
-        let what = match &ws.name {
-            Some(name) => match self.by_name(name).await? {
-                Some(owner) => format!("a workspace named '{name}' ({})", owner.id),
-                None => format!("a workspace named '{name}'"),
-            },
-            None => format!("workspace '{}'", ws.id),
+        let owner = match &ws.name {
+            Some(name) => self.by_name(name).await?.map(|owner| (name, owner.id)),
+            None => None,
+        };
+        // A taken name is said first, as the filesystem store checks it first; then a full
+        // range of ports.
+        let what = match (owner, &ws.name, full) {
+            (Some((name, owner)), _, _) => format!("a workspace named '{name}' ({owner})"),
+            (None, _, Some(full)) => return Err(Failure::Core(full)),
+            (None, Some(name), None) => format!("a workspace named '{name}'"),
+            (None, None, None) => format!("workspace '{}'", ws.id),
         };
         Err(Failure::Core(Error::AlreadyExists { what }))
     }

@@ -170,6 +170,16 @@ impl Tool for RunCommand {
             .timeout_secs
             .unwrap_or(DEFAULT_TIMEOUT_SECS)
             .clamp(1, MAX_TIMEOUT_SECS);
+        // The workspace's ports, so a dev server started here takes its own; a workspace that
+        // cannot be read (deleted meanwhile) gives none rather than failing the command.
+        let env = match cx
+            .ops
+            .resolve_workspace(cx.session.workspace_id.as_str())
+            .await
+        {
+            Ok(ws) => cx.ops.workspace_env(&ws),
+            Err(_) => Vec::new(),
+        };
         if let Some(commands) = &cx.commands {
             let hidden_env = SECRET_NAMES
                 .iter()
@@ -184,6 +194,7 @@ impl Tool for RunCommand {
                 timeout: Duration::from_secs(timeout),
                 call_id: cx.call_id.clone(),
                 hidden_env,
+                env,
             };
             let result = commands.run(request, cx.cancel.clone()).await?;
             return outcome(&result);
@@ -195,6 +206,7 @@ impl Tool for RunCommand {
             .current_dir(&cx.cwd)
             .env_clear()
             .envs(self.environment())
+            .envs(env)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

@@ -91,6 +91,8 @@ pub struct CommandRequest {
     /// Variables that must not reach the command (API keys, tokens): set empty where they
     /// cannot be removed.
     pub hidden_env: Vec<String>,
+    /// Variables set for the command: the workspace's ports (`Ops::workspace_env`).
+    pub env: Vec<(String, String)>,
 }
 
 /// What a command did.

@@ -321,6 +321,12 @@ async fn show(ops: &Ops, identifier: &str, json: bool) -> anyhow::Result<()> {
                 .as_ref()
                 .map_or_else(dash, |p| p.display().to_string()),
         ),
+        (
+            "ports",
+            ws.ports.map_or_else(dash, |p| {
+                format!("{}-{} (BERTH_PORT = {})", p.first, p.last, p.first)
+            }),
+        ),
     ];
     if let (Some(git), Some(st)) = (&ws.git, &ws.git_status) {
         rows.push(("repository", git.repo.display().to_string()));

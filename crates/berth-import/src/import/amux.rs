@@ -351,6 +351,7 @@ impl Import<'_> {
             description,
             agent_id: None,
             git: Some(git),
+            ports: None,
         };
         // Created when amux made it; adopting it counts as a use, so garbage collection does
         // not take a workspace the moment it arrives.

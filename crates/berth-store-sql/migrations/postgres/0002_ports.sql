@@ -1,0 +1,7 @@
+-- berth's schema, version 2 (Postgres): each workspace's block of TCP ports, port_first to
+-- port_first + port_count - 1. NULL for a workspace without one (every workspace made before).
+-- Creates that take a block hold an advisory lock while they choose it; the unique column is
+-- the database's own guarantee that no two workspaces start their blocks on one port.
+
+ALTER TABLE workspaces ADD COLUMN port_first BIGINT UNIQUE;
+ALTER TABLE workspaces ADD COLUMN port_count BIGINT;
