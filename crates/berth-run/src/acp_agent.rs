@@ -50,6 +50,8 @@ pub(crate) struct AcpTurn<'a> {
     pub task: &'a str,
     pub worktree: &'a Path,
     pub session: &'a Session,
+    /// The workspace's variables (its ports), for the agent's process.
+    pub env: &'a [(String, String)],
     pub ops: &'a Ops,
     pub policy: &'a Policy,
     pub tx: &'a mpsc::Sender<RunEvent>,
@@ -252,6 +254,7 @@ pub(crate) async fn turn(t: AcpTurn<'_>) -> (TurnStop, Usage) {
         .arg("-c")
         .arg(format!("exec {}", t.command))
         .current_dir(t.worktree)
+        .envs(t.env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())

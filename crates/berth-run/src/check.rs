@@ -19,12 +19,17 @@ pub struct CheckResult {
     pub elapsed_ms: u64,
 }
 
-/// Runs `command` in `dir`.
-pub async fn run(dir: PathBuf, command: String, timeout: Duration) -> CheckResult {
+/// Runs `command` in `dir`, with the workspace's `env` (its ports).
+pub async fn run(
+    dir: PathBuf,
+    command: String,
+    env: Vec<(String, String)>,
+    timeout: Duration,
+) -> CheckResult {
     let started = Instant::now();
     let shown = command.clone();
     let done = tokio::task::spawn_blocking(move || {
-        berth_git::run_setup(&dir, std::slice::from_ref(&command), &[], timeout)
+        berth_git::run_setup(&dir, std::slice::from_ref(&command), &env, timeout)
     })
     .await;
     let elapsed_ms = started.elapsed().as_millis() as u64;

@@ -234,6 +234,8 @@ struct Placed {
     workspace: berth_ops::WorkspaceView,
     session: berth_ops::Session,
     worktree: PathBuf,
+    /// What every process started for the workspace gets (its ports).
+    env: Vec<(String, String)>,
 }
 
 impl Running {
@@ -258,11 +260,12 @@ impl Running {
         if let Some(command) = &self.request.check {
             let checks = summaries.iter().map(|s| {
                 let worktree = s.worktree.clone();
+                let env = s.env.clone();
                 let command = command.clone();
                 let timeout = self.request.check_timeout;
                 async move {
                     match worktree {
-                        Some(dir) => Some(check::run(dir, command, timeout).await),
+                        Some(dir) => Some(check::run(dir, command, env, timeout).await),
                         None => None,
                     }
                 }
@@ -323,6 +326,7 @@ impl Running {
                 return Outcome {
                     summary,
                     worktree: None,
+                    env: Vec::new(),
                 };
             }
         };
@@ -347,6 +351,7 @@ impl Running {
                     task: &self.request.task,
                     worktree: &placed.worktree,
                     session: &placed.session,
+                    env: &placed.env,
                     ops: &self.ops,
                     policy: &self.request.policy,
                     tx: &self.tx,
@@ -374,6 +379,7 @@ impl Running {
         Outcome {
             summary,
             worktree: Some(placed.worktree),
+            env: placed.env,
         }
     }
 
@@ -417,10 +423,13 @@ impl Running {
             let choice = ModelChoice::parse(name, &current.choice, &config)?;
             self.ops.choose_session_model(&session, &choice).await?;
         }
+        let record = self.ops.resolve_workspace(workspace.id.as_str()).await?;
+        let env = self.ops.workspace_env(&record);
         Ok(Placed {
             workspace,
             session,
             worktree,
+            env,
         })
     }
 
@@ -480,6 +489,7 @@ impl Running {
 struct Outcome {
     summary: AgentSummary,
     worktree: Option<PathBuf>,
+    env: Vec<(String, String)>,
 }
 
 fn ended(s: &AgentSummary) -> RunEvent {
