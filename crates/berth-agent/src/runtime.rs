@@ -16,7 +16,7 @@ use berth_core::config::{Config, McpServerSettings};
 use berth_ops::{Message, ModelChoice, Ops, Role, Session, WorkspaceId};
 use futures::StreamExt;
 use serde_json::Value;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::context::{self, Fill, Window};
@@ -443,12 +443,37 @@ impl Inner {
         })
     }
 
-    /// Runs the turn to its end; returns how it ended and the tokens used.
-    async fn run(
+    /// Runs the turn to its end; returns how it ended and the tokens used. A session's first
+    /// prompt also titles it, if it has no title: a convenience, so failing to set one does not
+    /// stop the turn. The title is written once the prompt is (both take the session's lock:
+    /// the prompt's append must not wait for it), while the answer streams: nothing but the
+    /// turn's end waits for it, so it is there when the turn is over, as before, without its
+    /// durable write holding back the first piece of the answer.
+    async fn run(&self, setup: Setup, request: &TurnRequest, out: &mut Out) -> (TurnStop, Usage) {
+        let first_prompt = !setup.history.iter().any(|m| m.speaker == Speaker::User);
+        let (prompt_written, written) = oneshot::channel();
+        let title = async {
+            // Sent when the prompt's append is over; dropped if the turn ends before.
+            let _ = written.await;
+            if first_prompt {
+                let _ = self
+                    .ops
+                    .title_untitled(&request.session, &request.prompt)
+                    .await;
+            }
+        };
+        let (ended, ()) = tokio::join!(self.run_turn(setup, request, out, prompt_written), title);
+        ended
+    }
+
+    /// The turn itself: [`Inner::run`] without the title; `prompt_written` is told when the
+    /// prompt's append is over.
+    async fn run_turn(
         &self,
         mut setup: Setup,
         request: &TurnRequest,
         out: &mut Out,
+        prompt_written: oneshot::Sender<()>,
     ) -> (TurnStop, Usage) {
         let mut usage = Usage::default();
         if let Some(message) = setup.model_warning.take() {
@@ -457,7 +482,6 @@ impl Inner {
         let session = &request.session;
         let cancel = &request.cancel;
         let mut history = std::mem::take(&mut setup.history);
-        let first_prompt = !history.iter().any(|m| m.speaker == Speaker::User);
         history.push(ChatMessage::user_with_images(
             request.prompt.clone(),
             &request.images,
@@ -474,15 +498,9 @@ impl Inner {
             let opened = open_answer(&*setup.provider, first, cancel).await;
             (toolbox, tools, opened)
         };
-        // A session's first prompt titles it if it has no title; a convenience, so failing
-        // to set one does not stop the turn.
-        let title = async {
-            if first_prompt {
-                let _ = self.ops.title_untitled(session, &request.prompt).await;
-            }
-        };
-        let (appended, (toolbox, tools, mut opened), ()) =
-            tokio::join!(self.ops.append_message(session, &prompt), start, title);
+        let (appended, (toolbox, tools, mut opened)) =
+            tokio::join!(self.ops.append_message(session, &prompt), start);
+        let _ = prompt_written.send(());
         if let Err(e) = appended {
             return (failed(e), usage);
         }
