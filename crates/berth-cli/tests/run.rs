@@ -199,6 +199,16 @@ fn bad_requests_are_refused_before_anything_is_made() {
         assert_eq!(r.code, 2, "{args:?}: {}", r.stderr);
         assert!(r.stderr.contains(says), "{args:?}: {}", r.stderr);
     }
+    // Outside a repository: refused before any workspace is made.
+    let plain = tempfile::tempdir().unwrap();
+    let r = run(berth_run(
+        &home,
+        &server,
+        plain.path(),
+        &["task", "--agents", "2"],
+    ));
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("in no git repository"), "{}", r.stderr);
     assert_eq!(
         home.json(&["workspace", "list", "--json"])
             .as_array()

@@ -172,6 +172,10 @@ pub enum RunError {
     EmptyTask,
     #[error("a run needs at least one agent")]
     NoAgents,
+    #[error(
+        "a run makes a git worktree per agent, and {0} is in no git repository: start it in one, or name one with --repo"
+    )]
+    NoRepository(PathBuf),
     #[error(transparent)]
     Ops(#[from] berth_ops::Error),
 }
@@ -179,7 +183,9 @@ pub enum RunError {
 impl RunError {
     pub fn kind(&self) -> ErrorKind {
         match self {
-            RunError::EmptyTask | RunError::NoAgents => ErrorKind::Invalid,
+            RunError::EmptyTask | RunError::NoAgents | RunError::NoRepository(_) => {
+                ErrorKind::Invalid
+            }
             RunError::Ops(e) => e.kind(),
         }
     }
@@ -208,6 +214,21 @@ pub fn start(ops: Ops, agent: Agent, request: RunRequest) -> Result<Run, RunErro
     if request.agents.is_empty() {
         return Err(RunError::NoAgents);
     }
+    // Checked before anything is made: outside a repository, a create would make plain
+    // workspaces, one per agent, only for the run to fail on each.
+    let repository = match &request.repository {
+        Repository::Around(dir) => {
+            let repo =
+                berth_git::Repo::discover(dir).map_err(|_| RunError::NoRepository(dir.clone()))?;
+            Repository::Named(repo.root().to_path_buf())
+        }
+        Repository::Named(dir) => Repository::Named(dir.clone()),
+        Repository::None => return Err(RunError::NoRepository(PathBuf::from("this server"))),
+    };
+    let request = RunRequest {
+        repository,
+        ..request
+    };
     let (tx, rx) = mpsc::channel(1024);
     let cancel = CancellationToken::new();
     let run = Arc::new(Running {
