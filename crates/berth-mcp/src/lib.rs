@@ -38,6 +38,7 @@ mod http;
 mod notify;
 mod prompts;
 mod resources;
+mod runs;
 mod schemas;
 mod sessions;
 mod tools;
@@ -72,6 +73,7 @@ impl BerthMcp {
                 ops,
                 repo,
                 max_file_bytes,
+                runs: Arc::default(),
             }),
             hub: Arc::default(),
             conn: Arc::default(),

@@ -285,8 +285,9 @@ pub fn session_show() -> Arc<JsonObject> {
     let mut properties = session_properties();
     properties.insert("transcript_uri".into(), string());
     properties.insert("storage_uri".into(), string());
+    properties.insert("run".into(), json!({ "type": ["object", "null"] }));
     let mut required = SESSION_REQUIRED.to_vec();
-    required.extend(["transcript_uri", "storage_uri"]);
+    required.extend(["transcript_uri", "storage_uri", "run"]);
     schema(object(Value::Object(properties), &required))
 }
 
@@ -318,5 +319,36 @@ pub fn prompt() -> Arc<JsonObject> {
             "messages": { "type": "array", "items": message },
         }),
         &["messages"],
+    ))
+}
+
+/// `session_run`, `session_status`, `session_stop`: a run's state (`runs::RunState`).
+pub fn run_state() -> Arc<JsonObject> {
+    let count = || json!({ "type": "integer", "minimum": 0 });
+    schema(object(
+        json!({
+            "run_id": string(),
+            "session_id": string(),
+            "workspace_id": string(),
+            "state": { "enum": ["starting", "working", "done", "failed", "stopped"] },
+            "stop": string_or_null(),
+            "message": string_or_null(),
+            "last_tool": string_or_null(),
+            "refused": { "type": "array", "items": string() },
+            "answer": string(),
+            "input_tokens": count(),
+            "output_tokens": count(),
+            "elapsed_ms": count(),
+            "check_passed": { "type": ["boolean", "null"] },
+            "finished": { "type": "boolean" },
+        }),
+        &[
+            "run_id",
+            "session_id",
+            "workspace_id",
+            "state",
+            "answer",
+            "finished",
+        ],
     ))
 }

@@ -233,6 +233,131 @@ pub struct PromptGetArgs {
     pub arguments: HashMap<String, String>,
 }
 
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct SessionRunArgs {
+    /// What the agent is to do.
+    pub task: String,
+    /// Work in this existing workspace (id, name or 4+ character id prefix); without it, a new
+    /// git workspace of this server's repository, named after the task (or `name`).
+    #[serde(default)]
+    pub workspace_identifier: Option<String>,
+    /// The new workspace's name starts with this (it gets `-1`, or the next free number).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// An ACP agent to run by its command (e.g. `gemini --experimental-acp`) instead of berth's
+    /// own; its file reads and writes through berth stay in its worktree.
+    #[serde(default)]
+    pub agent_command: Option<String>,
+    /// berth's own agent's model: a model, a provider, or provider/model.
+    #[serde(default)]
+    pub model: Option<String>,
+    /// Tools that may write or run without a person (e.g. `write_file`, `run_command`, or a
+    /// kind such as `edit`); everything else that writes or runs is refused.
+    #[serde(default)]
+    pub allow: Vec<String>,
+    /// Let every tool write and run.
+    #[serde(default)]
+    pub allow_all: bool,
+    /// A command to run in the worktree once the agent is done (e.g. `cargo test`).
+    #[serde(default)]
+    pub check: Option<String>,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct SessionRunRef {
+    /// The session `session_run` answered with (its id or a 4+ character prefix).
+    pub session_identifier: String,
+}
+
+async fn session_run(cx: &Context, a: SessionRunArgs) -> Outcome {
+    let repository = match &cx.repo {
+        Some(repo) => Repository::Named(repo.clone()),
+        None => Repository::None,
+    };
+    let agents = berth_run::parse_agents("1", a.model.as_deref(), a.agent_command.as_deref())
+        .map_err(run_error)?;
+    let request = berth_run::RunRequest {
+        task: a.task,
+        repository,
+        workspace: a.workspace_identifier,
+        agents,
+        name: a.name,
+        policy: berth_run::Policy {
+            tools: a.allow.into_iter().collect(),
+            all: a.allow_all,
+        },
+        check: a.check,
+        check_timeout: std::time::Duration::from_secs(600),
+    };
+    let agent = cx.runs.agent(&cx.ops);
+    let mut run = berth_run::start(cx.ops.clone(), agent, request).map_err(run_error)?;
+    // The run answers once its session exists; a run that cannot start says why.
+    let (session, workspace, worktree) = loop {
+        match run.events.recv().await {
+            Some(berth_run::RunEvent::Started {
+                session,
+                workspace,
+                worktree,
+                ..
+            }) => break (session, workspace, worktree),
+            Some(berth_run::RunEvent::Ended {
+                message: Some(m), ..
+            }) => return Err(Error::rule(berth_ops::ErrorKind::External, m)),
+            Some(_) => {}
+            None => {
+                return Err(Error::rule(
+                    berth_ops::ErrorKind::External,
+                    "the run ended before its session was made",
+                ));
+            }
+        }
+    };
+    let state = cx.runs.follow(run, session.clone(), workspace.clone());
+    let mut value = serde_json::to_value(&state).unwrap_or(Value::Null);
+    value["run_id"] = json!(session);
+    value["worktree"] = json!(worktree);
+    value["uri"] = json!(uri::session(&berth_ops::SessionId::new(&session)?));
+    let text = format!(
+        "started session {session} in workspace {workspace} ({}); follow it with session_status, stop it with session_stop",
+        worktree.display()
+    );
+    Ok(said(value, text))
+}
+
+async fn session_status(cx: &Context, a: SessionRunRef, stop: bool) -> Outcome {
+    let session = cx.ops.resolve_session(&a.session_identifier).await?;
+    let id = session.id.to_string();
+    let state = if stop {
+        cx.runs.stop(&id)
+    } else {
+        cx.runs.status(&id)
+    };
+    let Some(state) = state else {
+        return Err(Error::rule(
+            berth_ops::ErrorKind::NotFound,
+            format!(
+                "session {id} has no run in this server (runs live in the server that started them); its transcript is at {}",
+                uri::child(&uri::session(&session.id), "transcript", None)
+            ),
+        ));
+    };
+    let mut value = serde_json::to_value(&state).unwrap_or(Value::Null);
+    value["run_id"] = json!(id);
+    let text = format!(
+        "session {id}: {}{}",
+        state.state.as_str(),
+        if state.finished { " (finished)" } else { "" }
+    );
+    Ok(said(value, text))
+}
+
+fn run_error(e: berth_run::RunError) -> Error {
+    match e {
+        berth_run::RunError::Ops(e) => e,
+        other => Error::rule(other.kind(), other.to_string()),
+    }
+}
+
 /// A tool's outcome before it becomes a result: structured data and its content blocks.
 type Outcome = Result<(Value, Vec<ContentBlock>), Error>;
 
@@ -618,5 +743,45 @@ impl BerthMcp {
         Parameters(a): Parameters<PromptGetArgs>,
     ) -> Result<CallToolResult, ErrorData> {
         result(prompt(&self.cx, &a.name, a.arguments).await)
+    }
+
+    #[tool(
+        description = "Start an agent on a task (amux's session_run): berth's own agent, or any ACP agent by its command, in a new git workspace of this server's repository (or an existing workspace), with a berth session whose transcript keeps the task and the answer. Answers at once with the session id (also the run id); follow it with session_status and stop it with session_stop. Writes and commands are refused unless allow names the tool (or allow_all).",
+        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false),
+        output_schema = schemas::run_state()
+    )]
+    async fn session_run(
+        &self,
+        Parameters(a): Parameters<SessionRunArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let outcome = session_run(&self.cx, a).await;
+        if outcome.is_ok() {
+            self.hub.list_changed().await;
+        }
+        result(outcome)
+    }
+
+    #[tool(
+        description = "Where a run started with session_run is: working, done, failed or stopped; how it ended, its last tool, calls refused, the answer so far, tokens, time, and the check's result.",
+        annotations(read_only_hint = true, open_world_hint = false),
+        output_schema = schemas::run_state()
+    )]
+    async fn session_status(
+        &self,
+        Parameters(a): Parameters<SessionRunRef>,
+    ) -> Result<CallToolResult, ErrorData> {
+        result(session_status(&self.cx, a, false).await)
+    }
+
+    #[tool(
+        description = "Stop a run started with session_run: its agent is cancelled at once (what it streamed stays in the transcript). Answers with the run's state; session_status shows it stopped once the agent has ended.",
+        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
+        output_schema = schemas::run_state()
+    )]
+    async fn session_stop(
+        &self,
+        Parameters(a): Parameters<SessionRunRef>,
+    ) -> Result<CallToolResult, ErrorData> {
+        result(session_status(&self.cx, a, true).await)
     }
 }

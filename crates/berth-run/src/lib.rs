@@ -45,6 +45,9 @@ pub struct RunRequest {
     /// The repository the workspaces are worktrees of (the folder it was started in, or
     /// `--repo`).
     pub repository: Repository,
+    /// Work in this existing workspace (id, name or prefix) instead of a new one: one agent,
+    /// in its worktree or folder.
+    pub workspace: Option<String>,
     /// One per agent.
     pub agents: Vec<AgentSpec>,
     /// The workspaces' names start with this (default: from the task); each gets its index.
@@ -172,6 +175,8 @@ pub enum RunError {
     EmptyTask,
     #[error("a run needs at least one agent")]
     NoAgents,
+    #[error("a run in an existing workspace takes one agent, not {0}")]
+    OneAgentPerWorkspace(usize),
     #[error(
         "a run makes a git worktree per agent, and {0} is in no git repository: start it in one, or name one with --repo"
     )]
@@ -183,9 +188,10 @@ pub enum RunError {
 impl RunError {
     pub fn kind(&self) -> ErrorKind {
         match self {
-            RunError::EmptyTask | RunError::NoAgents | RunError::NoRepository(_) => {
-                ErrorKind::Invalid
-            }
+            RunError::EmptyTask
+            | RunError::NoAgents
+            | RunError::OneAgentPerWorkspace(_)
+            | RunError::NoRepository(_) => ErrorKind::Invalid,
             RunError::Ops(e) => e.kind(),
         }
     }
@@ -203,6 +209,21 @@ impl Run {
     pub fn stop(&self) {
         self.cancel.cancel();
     }
+
+    /// A handle that stops the run, for whoever does not hold its events.
+    pub fn stopper(&self) -> Stopper {
+        Stopper(self.cancel.clone())
+    }
+}
+
+/// Stops a run from elsewhere (see [`Run::stop`]).
+#[derive(Clone)]
+pub struct Stopper(CancellationToken);
+
+impl Stopper {
+    pub fn stop(&self) {
+        self.0.cancel();
+    }
 }
 
 /// Starts a run: checks the request, then makes the workspaces and runs the agents on a task
@@ -214,9 +235,13 @@ pub fn start(ops: Ops, agent: Agent, request: RunRequest) -> Result<Run, RunErro
     if request.agents.is_empty() {
         return Err(RunError::NoAgents);
     }
+    if request.workspace.is_some() && request.agents.len() > 1 {
+        return Err(RunError::OneAgentPerWorkspace(request.agents.len()));
+    }
     // Checked before anything is made: outside a repository, a create would make plain
     // workspaces, one per agent, only for the run to fail on each.
     let repository = match &request.repository {
+        _ if request.workspace.is_some() => Repository::None,
         Repository::Around(dir) => {
             let repo =
                 berth_git::Repo::discover(dir).map_err(|_| RunError::NoRepository(dir.clone()))?;
@@ -407,27 +432,13 @@ impl Running {
     /// Makes agent `i`'s workspace (`<base>-<i+1>`, or the next free number after it) and its
     /// session, with the agent's model kept as the session's choice.
     async fn place(&self, i: usize, base: &str, spec: &AgentSpec) -> berth_ops::Result<Placed> {
-        let mut attempt = 0;
-        let created = loop {
-            let name = match attempt {
-                0 => format!("{base}-{}", i + 1),
-                n => format!("{base}-{}-{}", i + 1, n + 1),
-            };
-            let request = CreateWorkspace {
-                name: Some(name),
-                description: berth_ops::title_of(&self.request.task),
-                ..CreateWorkspace::new(self.request.repository.clone())
-            };
-            match self.ops.create_workspace_reported(request).await {
-                Err(e) if e.kind() == ErrorKind::Conflict && attempt < 20 => attempt += 1,
-                other => break other?,
+        let (workspace, worktree) = match &self.request.workspace {
+            Some(identifier) => {
+                let ws = self.ops.resolve_workspace(identifier).await?;
+                let dir = self.ops.work_dir(&ws)?;
+                (self.ops.view(&ws, None), dir)
             }
-        };
-        let workspace = created.workspace;
-        let Some(worktree) = workspace.git.as_ref().map(|g| g.worktree.clone()) else {
-            return Err(berth_ops::Error::invalid(
-                "a run needs a git repository: start it in one, or name one with its repository option",
-            ));
+            None => self.create(i, base).await?,
         };
         let session = self
             .ops
@@ -452,6 +463,37 @@ impl Running {
             worktree,
             env,
         })
+    }
+
+    /// A new git workspace for agent `i`, and its worktree.
+    async fn create(
+        &self,
+        i: usize,
+        base: &str,
+    ) -> berth_ops::Result<(berth_ops::WorkspaceView, PathBuf)> {
+        let mut attempt = 0;
+        let created = loop {
+            let name = match attempt {
+                0 => format!("{base}-{}", i + 1),
+                n => format!("{base}-{}-{}", i + 1, n + 1),
+            };
+            let request = CreateWorkspace {
+                name: Some(name),
+                description: berth_ops::title_of(&self.request.task),
+                ..CreateWorkspace::new(self.request.repository.clone())
+            };
+            match self.ops.create_workspace_reported(request).await {
+                Err(e) if e.kind() == ErrorKind::Conflict && attempt < 20 => attempt += 1,
+                other => break other?,
+            }
+        };
+        let workspace = created.workspace;
+        let Some(worktree) = workspace.git.as_ref().map(|g| g.worktree.clone()) else {
+            return Err(berth_ops::Error::invalid(
+                "a run needs a git repository: start it in one, or name one with its repository option",
+            ));
+        };
+        Ok((workspace, worktree))
     }
 
     /// The agent's turn on the task, its events relayed as the run's.

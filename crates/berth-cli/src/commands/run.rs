@@ -41,6 +41,7 @@ pub async fn run(ops: Ops, args: RunArgs) -> anyhow::Result<()> {
     let request = RunRequest {
         task,
         repository,
+        workspace: None,
         agents,
         name: args.name.clone(),
         policy: Policy {

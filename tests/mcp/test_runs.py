@@ -1,0 +1,92 @@
+"""Runs over MCP (amux's session_run): an orchestrating agent starts berth's agent on a task
+in a new git workspace, follows it, reads its session, and stops a second one. The agent
+talks to a local stand-in for the Anthropic Messages API (tests/acp/provider.py). The SDK
+validates every result against the tool's outputSchema."""
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+
+from conftest import text
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "acp"))
+from provider import FakeAnthropic, Reply  # noqa: E402
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def provider(monkeypatch):
+    p = FakeAnthropic()
+    monkeypatch.setenv("BERTH_PROVIDER", "claude")
+    monkeypatch.setenv("BERTH_PROVIDERS__CLAUDE__BASE_URL", p.url)
+    monkeypatch.setenv("BERTH_PROVIDERS__CLAUDE__MODEL", "test-model")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    yield p
+    p.stop()
+
+
+async def until_finished(s, session_id, seconds=30):
+    deadline = time.monotonic() + seconds
+    while True:
+        r = await s.call_tool("session_status", {"session_identifier": session_id})
+        assert not r.is_error, text(r)
+        if r.structured_content["finished"]:
+            return r.structured_content
+        assert time.monotonic() < deadline, r.structured_content
+        await anyio.sleep(0.1)
+
+
+async def test_session_run_works_in_a_new_worktree_and_is_followed_to_its_end(connect, repo, provider):
+    write = {"path": "out.txt", "content": "from a run\n"}
+    provider.push(Reply().tool("w1", "write_file", write))
+    provider.push(Reply().text("Done ", "writing."))
+    async with connect(repo) as s:
+        r = await s.call_tool(
+            "session_run",
+            {"task": "Write out.txt", "allow": ["write_file"], "check": "test -f out.txt"},
+        )
+        assert not r.is_error, text(r)
+        started = r.structured_content
+        assert started["run_id"] == started["session_id"]
+        worktree = Path(started["worktree"])
+        state = await until_finished(s, started["session_id"])
+        assert state["state"] == "done" and state["stop"] == "end_turn", state
+        assert state["answer"] == "Done writing."
+        assert state["last_tool"] == "write_file"
+        assert state["check_passed"] is True
+        assert (worktree / "out.txt").read_text() == "from a run\n"
+        assert not (repo / "out.txt").exists()
+        # The session resource shows the run; its transcript has the task and the answer.
+        shown = json.loads((await s.read_resource(started["uri"])).contents[0].text)
+        assert shown["run"]["state"] == "done"
+        transcript = (await s.read_resource(f"{started['uri']}/transcript")).contents[0].text
+        assert "Write out.txt" in transcript and "Done writing." in transcript
+        # A session this server never ran is not found, said as such.
+        other = await s.call_tool("session_status", {"session_identifier": "no-such-session"})
+        assert other.is_error and other.structured_content["error"]["kind"] == "not_found"
+
+
+async def test_session_stop_cancels_a_run_and_refusals_are_reported(connect, repo, provider):
+    provider.push(Reply().text(*[f"w{i} " for i in range(400)]).slowly(0.02))
+    async with connect(repo) as s:
+        r = await s.call_tool("session_run", {"task": "Talk for a while", "name": "talker"})
+        assert not r.is_error, text(r)
+        session_id = r.structured_content["session_id"]
+        await anyio.sleep(0.5)
+        stopped = await s.call_tool("session_stop", {"session_identifier": session_id})
+        assert not stopped.is_error, text(stopped)
+        state = await until_finished(s, session_id)
+        assert state["state"] == "stopped" and state["stop"] == "cancelled", state
+        assert 0 < len(state["answer"]) < len("".join(f"w{i} " for i in range(400)))
+        # A write without `allow` is refused, and the run says so.
+        provider.push(Reply().tool("w1", "write_file", {"path": "x.txt", "content": "x"}))
+        provider.push(Reply().text("Could not."))
+        r = await s.call_tool("session_run", {"task": "Write x.txt", "name": "refused"})
+        state = await until_finished(s, r.structured_content["session_id"])
+        assert state["refused"] == ["write_file"], state
+        assert not (Path(r.structured_content["worktree"]) / "x.txt").exists()
