@@ -122,7 +122,8 @@ pub enum Command {
     /// the work back with `berth workspace diff` and `berth workspace merge`.
     ///
     /// The exit status is 0 when every agent finished its answer and every check passed,
-    /// 1 otherwise.
+    /// 1 otherwise, and 2 for a run that cannot start (an empty task, a bad --agents, no
+    /// repository).
     #[command(verbatim_doc_comment)]
     Run(RunArgs),
     /// Serve berth's agent to editors and phone apps over the Agent Client Protocol (stdio).
