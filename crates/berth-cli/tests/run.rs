@@ -194,6 +194,7 @@ fn bad_requests_are_refused_before_anything_is_made() {
         (vec!["   "], "the task is empty"),
         (vec!["task", "--agents", "0"], "1 to 32"),
         (vec!["task", "--agents", "claude:x"], "NAME:COUNT"),
+        (vec!["task", "--name", "no/slash"], "workspace name"),
     ] {
         let r = run(berth_run(&home, &server, &root, &args));
         assert_eq!(r.code, 2, "{args:?}: {}", r.stderr);

@@ -238,6 +238,12 @@ pub fn start(ops: Ops, agent: Agent, request: RunRequest) -> Result<Run, RunErro
     if request.workspace.is_some() && request.agents.len() > 1 {
         return Err(RunError::OneAgentPerWorkspace(request.agents.len()));
     }
+    // A name that cannot be a workspace's, with the largest index it will get, is refused
+    // now rather than by every agent's create.
+    if let Some(name) = &request.name {
+        berth_ops::WorkspaceName::new(format!("{name}-{}-20", request.agents.len()))
+            .map_err(|e| RunError::Ops(e.into()))?;
+    }
     // Checked before anything is made: outside a repository, a create would make plain
     // workspaces, one per agent, only for the run to fail on each.
     let repository = match &request.repository {
