@@ -74,6 +74,20 @@ pub enum TurnStop {
     Failed { message: String },
 }
 
+impl TurnStop {
+    /// The reason's name, as JSON spells it (`end_turn`, `cancelled`, `failed`, …).
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            TurnStop::EndTurn => "end_turn",
+            TurnStop::MaxTokens => "max_tokens",
+            TurnStop::MaxToolIterations => "max_tool_iterations",
+            TurnStop::Refusal => "refusal",
+            TurnStop::Cancelled => "cancelled",
+            TurnStop::Failed { .. } => "failed",
+        }
+    }
+}
+
 /// A call waiting for the front end's permission.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PermissionRequest {

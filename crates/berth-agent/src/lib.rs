@@ -38,6 +38,6 @@ pub use runtime::{Agent, AgentBuilder, AgentError, Turn, TurnOptions, TurnReques
 pub use tokio_util::sync::CancellationToken;
 pub use tools::plan::{PlanStep, StepStatus};
 pub use tools::{
-    CommandRequest, CommandResult, Commands, FileChange, Files, Preview, Tool, ToolContext,
+    CommandRequest, CommandResult, Commands, FileChange, Files, Policy, Preview, Tool, ToolContext,
     ToolKind, ToolOutcome, Toolbox,
 };

@@ -229,6 +229,23 @@ impl Agent {
         self.inner.provider(&config).map(drop)
     }
 
+    /// The model a person names (`/model`, `--model`, a run's model), switching from
+    /// `current` ([`ModelChoice::parse`]), once turns in `workspace` can call it: a provider
+    /// without a key is refused now, not at the next prompt.
+    pub async fn parse_model(
+        &self,
+        workspace: &WorkspaceId,
+        name: &str,
+        current: &ModelChoice,
+    ) -> Result<ModelChoice, AgentError> {
+        let config = self.inner.config(workspace, None).await?;
+        let choice = ModelChoice::parse(name, current, &config)?;
+        self.check_model(workspace, &choice).await.map_err(|e| {
+            berth_ops::Error::rule(e.kind(), format!("cannot switch to {choice}: {e}"))
+        })?;
+        Ok(choice)
+    }
+
     /// The external MCP servers this agent has met (from the config of the workspaces it ran
     /// turns in), with their state: for a front end's `/mcp`.
     pub fn mcp_status(&self) -> Vec<ServerStatus> {

@@ -212,7 +212,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "CMD")]
     pub check: Option<String>,
     /// Seconds the check may take in each worktree.
-    #[arg(long, default_value_t = 600, value_name = "SECS")]
+    #[arg(long, default_value_t = berth_run::DEFAULT_CHECK_TIMEOUT_SECS, value_name = "SECS")]
     pub check_timeout: u64,
     /// One JSON object per event on standard output, for scripts.
     #[arg(long)]

@@ -26,6 +26,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use berth_core::StoragePath;
 use berth_core::storage_path::TEMP_PREFIX;
 pub use cap_std::fs::Dir;
 use cap_std::fs::{OpenOptions, OpenOptionsExt, Permissions};
@@ -46,6 +47,58 @@ impl From<io::Error> for ReadError {
     fn from(e: io::Error) -> ReadError {
         ReadError::Io(e)
     }
+}
+
+/// Why a path a client named cannot be used beneath a folder (see [`relative`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unconfined {
+    /// It leads outside the folder: an absolute path elsewhere, or through `..`.
+    Outside,
+    /// It names the folder itself where a file is needed.
+    Root,
+    /// It is not a usable path; the rule it breaks.
+    Unusable(String),
+    /// It is inside `.git`, which is git's.
+    Git(StoragePath),
+}
+
+/// A path a client named (an agent, an editor), made relative to `root` and checked
+/// lexically: relative, or absolute inside `root` (also through a symlinked ancestor of
+/// `root`, as macOS's `/tmp` is); no `..`, nothing in `.git`. `None` is `root` itself (empty,
+/// `.`, or `root` spelled out), allowed only where `root_ok`. The open beneath the handle still
+/// decides what exists on disk, symlinks included.
+pub fn relative(root: &Path, raw: &str, root_ok: bool) -> Result<Option<StoragePath>, Unconfined> {
+    let rel: std::borrow::Cow<str> = if raw.starts_with('/') {
+        let absolute = Path::new(raw);
+        let rest = match absolute.strip_prefix(root) {
+            Ok(rest) => rest.to_path_buf(),
+            Err(_) => std::fs::canonicalize(root)
+                .ok()
+                .and_then(|real| absolute.strip_prefix(real).ok().map(Path::to_path_buf))
+                .ok_or(Unconfined::Outside)?,
+        };
+        std::borrow::Cow::Owned(rest.to_string_lossy().into_owned())
+    } else {
+        std::borrow::Cow::Borrowed(raw)
+    };
+    if rel.split('/').all(|c| c.is_empty() || c == ".") {
+        return if root_ok {
+            Ok(None)
+        } else {
+            Err(Unconfined::Root)
+        };
+    }
+    let path = StoragePath::new(&rel).map_err(|e| {
+        if rel.split('/').any(|c| c == "..") {
+            Unconfined::Outside
+        } else {
+            Unconfined::Unusable(e.rule)
+        }
+    })?;
+    if path.as_str().split('/').any(|c| c == ".git") {
+        return Err(Unconfined::Git(path));
+    }
+    Ok(Some(path))
 }
 
 /// Opens the folder at `path` (an ordinary path of this machine: the root itself is the

@@ -53,46 +53,39 @@ pub fn diff(worktree: &Path, base: &str, patch: bool) -> Result<WorktreeDiff> {
         .trim()
         .to_owned();
     let tree = snapshot_tree(worktree)?;
-    let statuses = run(
+    // One call gives both: `--raw` entries (`:<modes> <shas> <status>` then the path) and
+    // `--numstat` ones (`added\tremoved\tpath`, `-\t-\t` for a binary file), NUL-separated.
+    let listed = run(
         worktree,
         [
             "diff",
             "--no-renames",
-            "--name-status",
-            "-z",
-            &merge_base,
-            &tree,
-        ],
-    )?;
-    let counts = run(
-        worktree,
-        [
-            "diff",
-            "--no-renames",
+            "--raw",
             "--numstat",
             "-z",
             &merge_base,
             &tree,
         ],
     )?;
-    let mut files = Vec::new();
-    let mut fields = statuses.split('\0').filter(|f| !f.is_empty());
-    while let (Some(status), Some(path)) = (fields.next(), fields.next()) {
-        files.push(FileDiff {
-            path: path.to_owned(),
-            status: match status {
-                "A" => "added",
-                "D" => "deleted",
-                "T" => "type-changed",
-                _ => "modified",
-            },
-            added: None,
-            removed: None,
-        });
-    }
-    // numstat -z without renames: `added\tremoved\tpath\0`, `-\t-\t` for a binary file.
-    for entry in counts.split('\0').filter(|f| !f.is_empty()) {
-        let mut parts = entry.splitn(3, '\t');
+    let mut files: Vec<FileDiff> = Vec::new();
+    let mut fields = listed.split('\0').filter(|f| !f.is_empty());
+    while let Some(field) = fields.next() {
+        if let Some(raw) = field.strip_prefix(':') {
+            let Some(path) = fields.next() else { break };
+            files.push(FileDiff {
+                path: path.to_owned(),
+                status: match raw.rsplit(' ').next() {
+                    Some("A") => "added",
+                    Some("D") => "deleted",
+                    Some("T") => "type-changed",
+                    _ => "modified",
+                },
+                added: None,
+                removed: None,
+            });
+            continue;
+        }
+        let mut parts = field.splitn(3, '\t');
         let (Some(added), Some(removed), Some(path)) = (parts.next(), parts.next(), parts.next())
         else {
             continue;

@@ -1,9 +1,9 @@
 //! Runs an orchestrating agent starts over MCP (`session_run`, as amux's `session_run`): one
 //! agent on a task in a new git workspace of the server's repository, or in an existing
 //! workspace, through berth-run. The tool answers with the session at once; the run goes on in
-//! this server's process, `session_status` reads where it is, `session_stop` stops it, and
-//! `berth://session/{id}` shows its state. Runs live as long as this server: a client of
-//! another server sees the session and its transcript, not the run.
+//! this server's process, `session_status` reads where it is (berth-run's `AgentStatus`),
+//! `session_stop` stops it, and `berth://session/{id}` shows its state. Runs live as long as
+//! this server: a client of another server sees the session and its transcript, not the run.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use berth_agent::{Agent, AgentBuilder};
 use berth_ops::Ops;
-use berth_run::{AgentState, RunEvent, Stopper};
+use berth_run::{AgentStatus, RunEvent, Stopper};
 use serde::Serialize;
 
 /// The runs started through this server, by session id.
@@ -26,20 +26,8 @@ pub struct Runs {
 pub struct RunState {
     pub session_id: String,
     pub workspace_id: String,
-    pub state: AgentState,
-    /// How the agent's turn ended (`end_turn`, `cancelled`, `failed`, …), once it did.
-    pub stop: Option<String>,
-    pub message: Option<String>,
-    pub last_tool: Option<String>,
-    /// Calls the policy refused.
-    pub refused: Vec<String>,
-    /// The answer so far.
-    pub answer: String,
-    pub input_tokens: u64,
-    pub output_tokens: u64,
-    pub elapsed_ms: u64,
-    /// Whether the run's check passed, once it ran.
-    pub check_passed: Option<bool>,
+    #[serde(flatten)]
+    pub status: AgentStatus,
     /// Whether the run is over (its summary came).
     pub finished: bool,
 }
@@ -62,27 +50,21 @@ impl Runs {
             .clone()
     }
 
-    /// Follows `run`, whose first event was `Started` for this session, until it ends.
+    /// Follows `run` from its `started` event (its session exists) until it ends.
     pub fn follow(
         self: &Arc<Self>,
         mut run: berth_run::Run,
+        started: &RunEvent,
         session_id: String,
         workspace_id: String,
     ) -> RunState {
+        let mut status = AgentStatus::default();
+        status.apply(started);
         let entry = Arc::new(Entry {
             state: Mutex::new(RunState {
                 session_id: session_id.clone(),
                 workspace_id,
-                state: AgentState::Working,
-                stop: None,
-                message: None,
-                last_tool: None,
-                refused: Vec::new(),
-                answer: String::new(),
-                input_tokens: 0,
-                output_tokens: 0,
-                elapsed_ms: 0,
-                check_passed: None,
+                status,
                 finished: false,
             }),
             stopper: run.stopper(),
@@ -95,7 +77,11 @@ impl Runs {
         let first = entry.snapshot();
         tokio::spawn(async move {
             while let Some(event) = run.events.recv().await {
-                entry.apply(event);
+                let mut state = entry.lock();
+                match event {
+                    RunEvent::Summary { .. } => state.finished = true,
+                    event => state.status.apply(&event),
+                }
             }
             entry.lock().finished = true;
         });
@@ -128,39 +114,12 @@ impl Entry {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The state, with the time so far while the agent works.
     fn snapshot(&self) -> RunState {
         let mut state = self.lock().clone();
-        if !state.finished && state.elapsed_ms == 0 {
-            state.elapsed_ms = self.started.elapsed().as_millis() as u64;
+        if state.status.stop.is_none() {
+            state.status.elapsed_ms = self.started.elapsed().as_millis() as u64;
         }
         state
-    }
-
-    fn apply(&self, event: RunEvent) {
-        let mut s = self.lock();
-        match event {
-            RunEvent::Text { text, .. } => s.answer.push_str(&text),
-            RunEvent::Tool { name, .. } => s.last_tool = Some(name),
-            RunEvent::Refused { tool, .. } => s.refused.push(tool),
-            RunEvent::Ended {
-                state,
-                stop,
-                message,
-                input_tokens,
-                output_tokens,
-                elapsed_ms,
-                ..
-            } => {
-                s.state = state;
-                s.stop = Some(stop);
-                s.message = message;
-                s.input_tokens = input_tokens;
-                s.output_tokens = output_tokens;
-                s.elapsed_ms = elapsed_ms;
-            }
-            RunEvent::Checked { check, .. } => s.check_passed = Some(check.passed),
-            RunEvent::Summary { .. } => s.finished = true,
-            RunEvent::Started { .. } | RunEvent::ToolDone { .. } | RunEvent::Notice { .. } => {}
-        }
     }
 }

@@ -282,24 +282,28 @@ async fn session_run(cx: &Context, a: SessionRunArgs) -> Outcome {
         workspace: a.workspace_identifier,
         agents,
         name: a.name,
-        policy: berth_run::Policy {
-            tools: a.allow.into_iter().collect(),
-            all: a.allow_all,
-        },
+        policy: berth_run::Policy::new(&a.allow, a.allow_all),
         check: a.check,
-        check_timeout: std::time::Duration::from_secs(600),
+        check_timeout: std::time::Duration::from_secs(berth_run::DEFAULT_CHECK_TIMEOUT_SECS),
     };
     let agent = cx.runs.agent(&cx.ops);
     let mut run = berth_run::start(cx.ops.clone(), agent, request).map_err(run_error)?;
     // The run answers once its session exists; a run that cannot start says why.
-    let (session, workspace, worktree) = loop {
+    let (started, session, workspace, worktree) = loop {
         match run.events.recv().await {
-            Some(berth_run::RunEvent::Started {
-                session,
-                workspace,
-                worktree,
-                ..
-            }) => break (session, workspace, worktree),
+            Some(event) if matches!(event, berth_run::RunEvent::Started { .. }) => {
+                let berth_run::RunEvent::Started {
+                    session,
+                    workspace,
+                    worktree,
+                    ..
+                } = &event
+                else {
+                    unreachable!()
+                };
+                let (s, w, t) = (session.clone(), workspace.clone(), worktree.clone());
+                break (event, s, w, t);
+            }
             Some(berth_run::RunEvent::Ended {
                 message: Some(m), ..
             }) => return Err(Error::rule(berth_ops::ErrorKind::External, m)),
@@ -312,7 +316,9 @@ async fn session_run(cx: &Context, a: SessionRunArgs) -> Outcome {
             }
         }
     };
-    let state = cx.runs.follow(run, session.clone(), workspace.clone());
+    let state = cx
+        .runs
+        .follow(run, &started, session.clone(), workspace.clone());
     let mut value = serde_json::to_value(&state).unwrap_or(Value::Null);
     value["run_id"] = json!(session);
     value["worktree"] = json!(worktree);
@@ -345,7 +351,7 @@ async fn session_status(cx: &Context, a: SessionRunRef, stop: bool) -> Outcome {
     value["run_id"] = json!(id);
     let text = format!(
         "session {id}: {}{}",
-        state.state.as_str(),
+        state.status.state.as_str(),
         if state.finished { " (finished)" } else { "" }
     );
     Ok(said(value, text))

@@ -31,6 +31,7 @@ use agent_client_protocol::v1::schema::{
 };
 use agent_client_protocol::{Agent, ByteStreams, Client, ErrorCode};
 use berth_agent::{CancellationToken, ToolKind, TurnStop, Usage};
+use berth_confined::Unconfined;
 use berth_ops::{Message, Ops, Role, Session, StoragePath};
 use tokio::sync::mpsc;
 use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
@@ -66,6 +67,8 @@ struct Shared {
     session: Session,
     policy: Policy,
     root: PathBuf,
+    /// The worktree, opened once: every file request resolves beneath it.
+    dir: berth_confined::Dir,
     answer: Mutex<String>,
 }
 
@@ -90,45 +93,27 @@ impl Shared {
 
     /// The worktree-relative path of an absolute `path` the agent named; a refusal, else.
     fn confine(&self, path: &Path) -> Result<StoragePath, Denied> {
-        self.confined(path).map_err(Denied::Refused)
-    }
-
-    fn confined(&self, path: &Path) -> Result<StoragePath, String> {
-        let inside = [
-            self.root.clone(),
-            self.root.canonicalize().unwrap_or_default(),
-        ]
-        .iter()
-        .find_map(|r| path.strip_prefix(r).ok().map(Path::to_path_buf))
-        .ok_or_else(|| {
-            format!(
-                "{} is outside the worktree {}",
-                path.display(),
-                self.root.display()
-            )
-        })?;
-        let text = inside
+        let shown = path.display();
+        let raw = path
             .to_str()
-            .ok_or_else(|| format!("{} is not UTF-8", path.display()))?;
-        let rel = StoragePath::new(text).map_err(|e| format!("{}: {e}", path.display()))?;
-        if rel.as_str().split('/').any(|c| c == ".git") {
-            return Err(format!("{} is inside .git, which is git's", path.display()));
-        }
-        Ok(rel)
-    }
-
-    fn open(&self) -> Result<berth_confined::Dir, Denied> {
-        berth_confined::open(&self.root).map_err(|e| {
-            Denied::Failed(format!(
-                "cannot open the worktree {}: {e}",
-                self.root.display()
-            ))
-        })
+            .ok_or_else(|| Denied::Refused(format!("{shown} is not UTF-8")))?;
+        berth_confined::relative(&self.root, raw, false)
+            .map_err(|why| {
+                Denied::Refused(match why {
+                    Unconfined::Outside => {
+                        format!("{shown} is outside the worktree {}", self.root.display())
+                    }
+                    Unconfined::Root => format!("{shown} is the worktree itself, not a file"),
+                    Unconfined::Unusable(rule) => format!("{shown}: it {rule}"),
+                    Unconfined::Git(_) => format!("{shown} is inside .git, which is git's"),
+                })
+            })?
+            .ok_or_else(|| Denied::Refused(format!("{shown} is the worktree itself, not a file")))
     }
 
     fn read(&self, path: &Path, line: Option<u32>, limit: Option<u32>) -> Result<String, Denied> {
         let rel = self.confine(path)?;
-        let bytes = berth_confined::read(&self.open()?, rel.as_path(), MAX_READ_BYTES)
+        let bytes = berth_confined::read(&self.dir, rel.as_path(), MAX_READ_BYTES)
             .map_err(|e| describe(path, e))?;
         let text = String::from_utf8(bytes)
             .map_err(|_| Denied::Failed(format!("{} is not UTF-8 text", path.display())))?;
@@ -145,7 +130,7 @@ impl Shared {
 
     fn write(&self, path: &Path, content: &str) -> Result<(), Denied> {
         let rel = self.confine(path)?;
-        berth_confined::write(&self.open()?, rel.as_path(), content.as_bytes())
+        berth_confined::write(&self.dir, rel.as_path(), content.as_bytes())
             .map_err(|e| describe(path, berth_confined::ReadError::Io(e)))
     }
 
@@ -163,9 +148,7 @@ impl Shared {
             })
             .unwrap_or_default();
         let kind = call.kind.map(kind_of).unwrap_or(ToolKind::Other);
-        let allowed = self.policy.allows(&name)
-            || self.policy.tools.contains(kind_name(kind))
-            || !kind.needs_permission();
+        let allowed = self.policy.allows_call(&name, kind);
         let wanted: &[PermissionOptionKind] = if allowed {
             &[
                 PermissionOptionKind::AllowOnce,
@@ -235,18 +218,6 @@ fn kind_of(kind: AcpKind) -> ToolKind {
     }
 }
 
-fn kind_name(kind: ToolKind) -> &'static str {
-    match kind {
-        ToolKind::Read => "read",
-        ToolKind::Search => "search",
-        ToolKind::Think => "think",
-        ToolKind::Edit => "edit",
-        ToolKind::Delete => "delete",
-        ToolKind::Execute => "execute",
-        ToolKind::Other => "other",
-    }
-}
-
 /// Runs the agent's turn on the task; how it ended.
 pub(crate) async fn turn(t: AcpTurn<'_>) -> (TurnStop, Usage) {
     let failed = |message: String| (TurnStop::Failed { message }, Usage::default());
@@ -269,7 +240,17 @@ pub(crate) async fn turn(t: AcpTurn<'_>) -> (TurnStop, Usage) {
         return failed("the agent's stdio could not be opened".to_owned());
     };
     let transport = ByteStreams::new(stdin.compat_write(), stdout.compat());
+    let dir = match berth_confined::open(t.worktree) {
+        Ok(d) => d,
+        Err(e) => {
+            return failed(format!(
+                "cannot open the worktree {}: {e}",
+                t.worktree.display()
+            ));
+        }
+    };
     let shared = Arc::new(Shared {
+        dir,
         agent: t.agent,
         tx: t.tx.clone(),
         ops: t.ops.clone(),

@@ -21,7 +21,6 @@ mod acp_agent;
 mod agents;
 mod check;
 
-use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -31,12 +30,16 @@ use berth_agent::{
     Agent, AgentEvent, CancellationToken, Decision, PermissionRequest, Permissions, TurnOptions,
     TurnRequest, TurnStop,
 };
-use berth_ops::{CreateSession, CreateWorkspace, ErrorKind, ModelChoice, Ops, Repository};
+use berth_ops::{CreateSession, CreateWorkspace, ErrorKind, Ops, Repository};
 use serde::Serialize;
 use tokio::sync::mpsc;
 
 pub use agents::{AgentSpec, parse_agents};
+pub use berth_agent::Policy;
 pub use check::CheckResult;
+
+/// Seconds a check may take in each worktree unless the run says otherwise.
+pub const DEFAULT_CHECK_TIMEOUT_SECS: u64 = 600;
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -57,19 +60,6 @@ pub struct RunRequest {
     pub check: Option<String>,
     /// How long a check may take.
     pub check_timeout: Duration,
-}
-
-/// Which calls that write or run may go ahead without a person: the tools named, or all.
-#[derive(Debug, Clone, Default)]
-pub struct Policy {
-    pub tools: HashSet<String>,
-    pub all: bool,
-}
-
-impl Policy {
-    pub fn allows(&self, tool: &str) -> bool {
-        self.all || self.tools.contains(tool)
-    }
 }
 
 /// Where an agent is.
@@ -146,6 +136,110 @@ pub enum RunEvent {
     Checked { agent: usize, check: CheckResult },
     /// The run is over: one entry per agent. Always the last event.
     Summary { agents: Vec<AgentSummary> },
+}
+
+impl RunEvent {
+    /// The agent the event is about; `None` for the summary, which is about all.
+    pub fn agent(&self) -> Option<usize> {
+        match self {
+            RunEvent::Started { agent, .. }
+            | RunEvent::Text { agent, .. }
+            | RunEvent::Tool { agent, .. }
+            | RunEvent::ToolDone { agent, .. }
+            | RunEvent::Refused { agent, .. }
+            | RunEvent::Notice { agent, .. }
+            | RunEvent::Ended { agent, .. }
+            | RunEvent::Checked { agent, .. } => Some(*agent),
+            RunEvent::Summary { .. } => None,
+        }
+    }
+}
+
+/// Where one agent of a run is, folded from its events: what every front end that watches a
+/// run shows (the CLI's table, MCP's `session_status`, later the web page).
+#[derive(Debug, Clone, Serialize)]
+pub struct AgentStatus {
+    pub state: AgentState,
+    pub workspace_name: Option<String>,
+    /// How its turn ended (`end_turn`, `cancelled`, `failed`, …), once it did.
+    pub stop: Option<String>,
+    /// Why, when it failed.
+    pub message: Option<String>,
+    pub last_tool: Option<String>,
+    /// What it did last, as a line shows it: its last tool, a refusal, or its check.
+    pub latest: Option<String>,
+    /// Calls the policy refused.
+    pub refused: Vec<String>,
+    /// The answer so far.
+    pub answer: String,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    /// From its start to its end (0 while it works).
+    pub elapsed_ms: u64,
+    /// Whether its check passed, once it ran.
+    pub check_passed: Option<bool>,
+}
+
+impl Default for AgentStatus {
+    fn default() -> AgentStatus {
+        AgentStatus {
+            state: AgentState::Starting,
+            workspace_name: None,
+            stop: None,
+            message: None,
+            last_tool: None,
+            latest: None,
+            refused: Vec::new(),
+            answer: String::new(),
+            input_tokens: 0,
+            output_tokens: 0,
+            elapsed_ms: 0,
+            check_passed: None,
+        }
+    }
+}
+
+impl AgentStatus {
+    /// Takes in one event of this agent.
+    pub fn apply(&mut self, event: &RunEvent) {
+        match event {
+            RunEvent::Started { workspace_name, .. } => {
+                self.state = AgentState::Working;
+                self.workspace_name = Some(workspace_name.clone());
+            }
+            RunEvent::Text { text, .. } => self.answer.push_str(text),
+            RunEvent::Tool { name, .. } => {
+                self.last_tool = Some(name.clone());
+                self.latest = Some(name.clone());
+            }
+            RunEvent::Refused { tool, .. } => {
+                self.refused.push(tool.clone());
+                self.latest = Some(format!("refused {tool}"));
+            }
+            RunEvent::Ended {
+                state,
+                stop,
+                message,
+                input_tokens,
+                output_tokens,
+                elapsed_ms,
+                ..
+            } => {
+                self.state = *state;
+                self.stop = Some(stop.clone());
+                self.message = message.clone();
+                self.input_tokens = *input_tokens;
+                self.output_tokens = *output_tokens;
+                self.elapsed_ms = *elapsed_ms;
+            }
+            RunEvent::Checked { check, .. } => {
+                self.check_passed = Some(check.passed);
+                let result = if check.passed { "passed" } else { "failed" };
+                self.latest = Some(format!("check {result}"));
+            }
+            RunEvent::ToolDone { .. } | RunEvent::Notice { .. } | RunEvent::Summary { .. } => {}
+        }
+    }
 }
 
 /// How one agent's part of a run ended.
@@ -415,17 +509,14 @@ impl Running {
         summary.elapsed_ms = started.elapsed().as_millis() as u64;
         summary.input_tokens = usage.input_tokens;
         summary.output_tokens = usage.output_tokens;
-        (summary.state, summary.stop, summary.message) = match stop {
-            TurnStop::EndTurn => (AgentState::Done, "end_turn".to_owned(), None),
-            TurnStop::Cancelled => (AgentState::Stopped, "cancelled".to_owned(), None),
-            TurnStop::Failed { message } => {
-                (AgentState::Failed, "failed".to_owned(), Some(message))
-            }
-            TurnStop::MaxTokens => (AgentState::Done, "max_tokens".to_owned(), None),
-            TurnStop::MaxToolIterations => {
-                (AgentState::Done, "max_tool_iterations".to_owned(), None)
-            }
-            TurnStop::Refusal => (AgentState::Done, "refusal".to_owned(), None),
+        summary.stop = stop.as_str().to_owned();
+        (summary.state, summary.message) = match stop {
+            TurnStop::Cancelled => (AgentState::Stopped, None),
+            TurnStop::Failed { message } => (AgentState::Failed, Some(message)),
+            TurnStop::EndTurn
+            | TurnStop::MaxTokens
+            | TurnStop::MaxToolIterations
+            | TurnStop::Refusal => (AgentState::Done, None),
         };
         self.send(ended(&summary)).await;
         Outcome {
@@ -456,9 +547,12 @@ impl Running {
             })
             .await?;
         if let Some(name) = spec.model() {
-            let current = self.ops.session_model(&session).await?;
-            let config = self.ops.config(Some(&workspace.id)).await?.config;
-            let choice = ModelChoice::parse(name, &current.choice, &config)?;
+            let current = self.ops.session_model(&session).await?.choice;
+            let choice = self
+                .agent
+                .parse_model(&workspace.id, name, &current)
+                .await
+                .map_err(|e| berth_ops::Error::rule(e.kind(), e.to_string()))?;
             self.ops.choose_session_model(&session, &choice).await?;
         }
         let record = self.ops.resolve_workspace(workspace.id.as_str()).await?;

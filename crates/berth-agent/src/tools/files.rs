@@ -12,13 +12,13 @@
 //! symlink inside the working directory is written through (its target is replaced), so
 //! editing `AGENTS.md -> CLAUDE.md` edits `CLAUDE.md` and keeps the link.
 
-use std::borrow::Cow;
 use std::fmt::Write as _;
 use std::io::{self, BufRead, BufReader, Cursor};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use berth_confined::Unconfined;
 use berth_core::StoragePath;
 use berth_core::storage_path::TEMP_PREFIX;
 use cap_std::fs::Dir;
@@ -56,50 +56,23 @@ pub(crate) fn parse_args<T: DeserializeOwned>(tool: &str, arguments: Value) -> R
 /// An absolute path is accepted when it lies inside `cwd` (models often echo the absolute
 /// paths they see), and becomes relative; the open beneath the handle still decides.
 pub(crate) fn confine(cwd: &Path, raw: &str, root_ok: bool) -> Result<Option<StoragePath>, String> {
-    let outside = || {
-        format!(
+    berth_confined::relative(cwd, raw, root_ok).map_err(|why| match why {
+        Unconfined::Outside => format!(
             "'{}' is outside the working directory ({}); use a path relative to it",
             shown(raw),
             cwd.display()
-        )
-    };
-    let rel: Cow<str> = if raw.starts_with('/') {
-        let absolute = Path::new(raw);
-        let rest = match absolute.strip_prefix(cwd) {
-            Ok(rest) => rest.to_path_buf(),
-            // The same folder through a symlinked ancestor (macOS's /tmp, a linked home).
-            Err(_) => std::fs::canonicalize(cwd)
-                .ok()
-                .and_then(|real| absolute.strip_prefix(real).ok().map(Path::to_path_buf))
-                .ok_or_else(outside)?,
-        };
-        Cow::Owned(rest.to_string_lossy().into_owned())
-    } else {
-        Cow::Borrowed(raw)
-    };
-    if rel.split('/').all(|c| c.is_empty() || c == ".") {
-        return if root_ok {
-            Ok(None)
-        } else {
-            Err(format!(
-                "'{}' names the working directory itself; give a file path relative to it",
-                shown(raw)
-            ))
-        };
-    }
-    let path = StoragePath::new(&rel).map_err(|e| {
-        if rel.split('/').any(|c| c == "..") {
-            outside()
-        } else {
-            format!("'{}' is not a usable path: it {}", shown(raw), e.rule)
+        ),
+        Unconfined::Root => format!(
+            "'{}' names the working directory itself; give a file path relative to it",
+            shown(raw)
+        ),
+        Unconfined::Unusable(rule) => {
+            format!("'{}' is not a usable path: it {rule}", shown(raw))
         }
-    })?;
-    if path.as_str().split('/').any(|c| c == ".git") {
-        return Err(format!(
+        Unconfined::Git(path) => format!(
             "'{path}' is inside .git, which the file tools do not touch; use git through run_command instead"
-        ));
-    }
-    Ok(Some(path))
+        ),
+    })
 }
 
 /// A path as it may be echoed: bounded, one line.

@@ -161,6 +161,53 @@ impl ToolKind {
     pub fn needs_permission(self) -> bool {
         !matches!(self, ToolKind::Read | ToolKind::Search | ToolKind::Think)
     }
+
+    /// The kind's name, as JSON spells it (`read`, `edit`, `execute`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolKind::Read => "read",
+            ToolKind::Search => "search",
+            ToolKind::Think => "think",
+            ToolKind::Edit => "edit",
+            ToolKind::Delete => "delete",
+            ToolKind::Execute => "execute",
+            ToolKind::Other => "other",
+        }
+    }
+}
+
+/// Which calls that write or run may go ahead without asking a person: the tools a person
+/// named (`--allow`, an MCP client's `allow`), or all. Every front end that answers from a
+/// list (`chat -p`, interactive chat's allowed tools, runs) asks this.
+#[derive(Debug, Clone, Default)]
+pub struct Policy {
+    tools: std::collections::HashSet<String>,
+    all: bool,
+}
+
+impl Policy {
+    /// The tools named (surrounding blanks trimmed, as a comma-separated flag leaves them), or
+    /// every tool when `all`.
+    pub fn new(tools: impl IntoIterator<Item = impl AsRef<str>>, all: bool) -> Policy {
+        Policy {
+            tools: tools
+                .into_iter()
+                .map(|t| t.as_ref().trim().to_owned())
+                .collect(),
+            all,
+        }
+    }
+
+    /// Whether the tool called `tool` may run.
+    pub fn allows(&self, tool: &str) -> bool {
+        self.all || self.tools.contains(tool)
+    }
+
+    /// Whether a call may run when its tool is known by name and kind (another agent's tool,
+    /// over ACP): its name or its kind named, or a kind that only reads.
+    pub fn allows_call(&self, tool: &str, kind: ToolKind) -> bool {
+        self.allows(tool) || self.tools.contains(kind.as_str()) || !kind.needs_permission()
+    }
 }
 
 /// A tool's answer for the model. `Err` is an error result (the model sees it as a failure,

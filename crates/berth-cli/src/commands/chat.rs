@@ -7,17 +7,16 @@ mod interactive;
 mod screen;
 mod slash;
 
-use std::collections::HashSet;
 use std::io::{IsTerminal, Read, Write};
 use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use async_trait::async_trait;
 use berth_agent::{
-    Agent, AgentBuilder, AgentEvent, CancellationToken, Decision, ModelChoice, PermissionRequest,
-    Permissions, TurnRequest, TurnStop,
+    AgentBuilder, AgentEvent, CancellationToken, Decision, PermissionRequest, Permissions, Policy,
+    TurnRequest, TurnStop,
 };
-use berth_ops::{Ops, SessionChoice, WorkspaceId};
+use berth_ops::{Ops, SessionChoice};
 
 use crate::cli::ChatArgs;
 
@@ -61,12 +60,14 @@ pub async fn run(ops: Ops, args: ChatArgs) -> anyhow::Result<()> {
         .build();
     if let Some(name) = &args.model {
         let current = ops.session_model(&session).await?.choice;
-        let choice = parse_model(&ops, &agent, &session.workspace_id, name, &current).await?;
+        let choice = agent
+            .parse_model(&session.workspace_id, name, &current)
+            .await?;
         ops.choose_session_model(&session, &choice).await?;
     }
     let cancel = CancellationToken::new();
     let permissions = Arc::new(FlagPermissions {
-        allowed: Allowed::from_flags(&args),
+        allowed: policy(&args),
     });
     let mut turn = agent
         .start_turn(TurnRequest {
@@ -147,25 +148,6 @@ fn session_choice(args: &ChatArgs) -> Option<SessionChoice> {
     }
 }
 
-/// The model a person names (`--model`, `/model`), switching from `current`, once the
-/// workspace's turns can call it (its provider has a key): refused at once, not at the next
-/// prompt.
-async fn parse_model(
-    ops: &Ops,
-    agent: &Agent,
-    workspace: &WorkspaceId,
-    name: &str,
-    current: &ModelChoice,
-) -> anyhow::Result<ModelChoice> {
-    let config = ops.config(Some(workspace)).await?.config;
-    let choice = ModelChoice::parse(name, current, &config)?;
-    agent
-        .check_model(workspace, &choice)
-        .await
-        .with_context(|| format!("cannot switch to {choice}"))?;
-    Ok(choice)
-}
-
 /// Whether to colour what goes to `stream`: a terminal, and no `NO_COLOR` (set and not empty,
 /// as no-color.org says).
 fn color(stream: &impl IsTerminal) -> bool {
@@ -173,23 +155,8 @@ fn color(stream: &impl IsTerminal) -> bool {
 }
 
 /// The tools `--allow` and `--allow-all` let write and run without asking.
-#[derive(Clone)]
-struct Allowed {
-    tools: HashSet<String>,
-    all: bool,
-}
-
-impl Allowed {
-    fn from_flags(args: &ChatArgs) -> Allowed {
-        Allowed {
-            tools: args.allow.iter().map(|t| t.trim().to_owned()).collect(),
-            all: args.allow_all,
-        }
-    }
-
-    fn allows(&self, request: &PermissionRequest) -> bool {
-        self.all || self.tools.contains(&request.tool)
-    }
+fn policy(args: &ChatArgs) -> Policy {
+    Policy::new(&args.allow, args.allow_all)
 }
 
 /// What went wrong when a turn did not end with the model's finished answer (`None` when it
@@ -212,13 +179,13 @@ fn ending(stop: &TurnStop, provider: &str) -> Option<String> {
 /// Permissions answered from the command line: allowed tools run, everything else is refused
 /// and the person is told how to allow it.
 struct FlagPermissions {
-    allowed: Allowed,
+    allowed: Policy,
 }
 
 #[async_trait]
 impl Permissions for FlagPermissions {
     async fn decide(&self, request: &PermissionRequest) -> Decision {
-        if self.allowed.allows(request) {
+        if self.allowed.allows(&request.tool) {
             Decision::AllowOnce
         } else {
             eprintln!(

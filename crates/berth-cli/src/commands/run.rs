@@ -1,14 +1,13 @@
 //! `berth run`: starts a run (berth-run) and shows it: a live table on a terminal, a line per
 //! event otherwise, or one JSON object per event with `--json`; then the summary.
 
-use std::collections::HashSet;
 use std::io::{IsTerminal, Read, Write};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use berth_agent::AgentBuilder;
 use berth_ops::{Ops, Repository};
-use berth_run::{AgentState, AgentSummary, Policy, RunEvent, RunRequest};
+use berth_run::{AgentState, AgentStatus, AgentSummary, Policy, RunEvent, RunRequest};
 
 use crate::cli::RunArgs;
 use crate::render;
@@ -44,14 +43,7 @@ pub async fn run(ops: Ops, args: RunArgs) -> anyhow::Result<()> {
         workspace: None,
         agents,
         name: args.name.clone(),
-        policy: Policy {
-            tools: args
-                .allow
-                .iter()
-                .map(|t| t.trim().to_owned())
-                .collect::<HashSet<_>>(),
-            all: args.allow_all,
-        },
+        policy: Policy::new(&args.allow, args.allow_all),
         check: args.check.clone(),
         check_timeout: Duration::from_secs(args.check_timeout),
     };
@@ -177,12 +169,9 @@ struct Table {
 
 struct Row {
     label: String,
-    workspace: String,
-    state: &'static str,
-    tool: String,
-    tokens: u64,
+    /// The agent as berth-run folds its events.
+    status: AgentStatus,
     started: Instant,
-    ended: Option<Duration>,
 }
 
 impl Table {
@@ -192,12 +181,8 @@ impl Table {
             .iter()
             .map(|a| Row {
                 label: a.label(),
-                workspace: "-".to_owned(),
-                state: AgentState::Starting.as_str(),
-                tool: "-".to_owned(),
-                tokens: 0,
+                status: AgentStatus::default(),
                 started: Instant::now(),
-                ended: None,
             })
             .collect();
         Table { rows, drawn: 0 }
@@ -209,16 +194,23 @@ impl Table {
             "#", "AGENT", "WORKSPACE", "STATE", "LAST TOOL", "TOKENS", "TIME"
         )];
         for (i, r) in self.rows.iter().enumerate() {
-            let elapsed = r.ended.unwrap_or_else(|| r.started.elapsed()).as_secs();
+            let s = &r.status;
+            let elapsed = match s.stop {
+                Some(_) => Duration::from_millis(s.elapsed_ms),
+                None => r.started.elapsed(),
+            };
             lines.push(format!(
                 "{:<4} {:<18} {:<30} {:<9} {:<24} {:>8} {:>6}s",
                 i + 1,
                 clip(&r.label, 18),
-                clip(&r.workspace, 30),
-                r.state,
-                clip(&r.tool, 24),
-                r.tokens,
-                elapsed
+                clip(
+                    &render::cell(s.workspace_name.as_deref().unwrap_or("-")),
+                    30
+                ),
+                s.state.as_str(),
+                clip(&render::cell(s.latest.as_deref().unwrap_or("-")), 24),
+                s.input_tokens + s.output_tokens,
+                elapsed.as_secs()
             ));
         }
         let mut out = std::io::stdout().lock();
@@ -235,40 +227,8 @@ impl Table {
 
 impl View for Table {
     fn event(&mut self, event: &RunEvent) -> std::io::Result<()> {
-        match event {
-            RunEvent::Started {
-                agent,
-                workspace_name,
-                ..
-            } => {
-                let row = &mut self.rows[*agent];
-                row.workspace = render::cell(workspace_name);
-                row.state = AgentState::Working.as_str();
-            }
-            RunEvent::Tool { agent, name, .. } => self.rows[*agent].tool = render::cell(name),
-            RunEvent::Refused { agent, tool, .. } => {
-                self.rows[*agent].tool = format!("refused {}", render::cell(tool));
-            }
-            RunEvent::Ended {
-                agent,
-                state,
-                input_tokens,
-                output_tokens,
-                ..
-            } => {
-                let row = &mut self.rows[*agent];
-                row.state = state.as_str();
-                row.tokens = input_tokens + output_tokens;
-                row.ended = Some(row.started.elapsed());
-            }
-            RunEvent::Checked { agent, check } => {
-                self.rows[*agent].tool =
-                    format!("check {}", if check.passed { "passed" } else { "failed" });
-            }
-            RunEvent::Text { .. }
-            | RunEvent::ToolDone { .. }
-            | RunEvent::Notice { .. }
-            | RunEvent::Summary { .. } => {}
+        if let Some(agent) = event.agent() {
+            self.rows[agent].status.apply(event);
         }
         self.draw()
     }

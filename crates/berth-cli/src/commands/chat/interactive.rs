@@ -72,7 +72,7 @@ pub async fn run(ops: Ops, args: ChatArgs) -> anyhow::Result<()> {
         workspace,
         session,
         pending_model: None,
-        allowed: super::Allowed::from_flags(&args),
+        allowed: super::policy(&args),
         editor,
         interrupts,
         screen: Screen::new(stdout, color),
@@ -96,7 +96,7 @@ struct Chat {
     /// Once there is a session, its choice is the session's own (`Ops::session_model`).
     pending_model: Option<ModelChoice>,
     /// Tools `--allow` lets run without asking.
-    allowed: super::Allowed,
+    allowed: berth_agent::Policy,
     editor: LineEditor,
     interrupts: Interrupts,
     screen: Screen<Stdout>,
@@ -429,8 +429,10 @@ impl Chat {
 
     async fn switch_model(&mut self, name: &str) -> anyhow::Result<()> {
         let current = self.model_now().await?.choice;
-        let choice =
-            super::parse_model(&self.ops, &self.agent, &self.workspace.id, name, &current).await?;
+        let choice = self
+            .agent
+            .parse_model(&self.workspace.id, name, &current)
+            .await?;
         // Kept with the session, so a later chat, `chat -p` or an editor calls it too; a
         // session not made yet gets it when it is.
         match &self.session {
@@ -536,13 +538,13 @@ struct Ask {
 /// question goes to the chat's loop, which shows it once the events before it are shown.
 struct AskPermissions {
     asks: mpsc::Sender<Ask>,
-    allowed: super::Allowed,
+    allowed: berth_agent::Policy,
 }
 
 #[async_trait]
 impl Permissions for AskPermissions {
     async fn decide(&self, request: &PermissionRequest) -> Decision {
-        if self.allowed.allows(request) {
+        if self.allowed.allows(&request.tool) {
             return Decision::AllowOnce;
         }
         let (reply, answer) = oneshot::channel();
