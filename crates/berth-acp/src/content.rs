@@ -6,7 +6,8 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use agent_client_protocol::v1::schema::{
-    ContentBlock, ContentChunk, EmbeddedResourceResource, SessionUpdate, TextContent,
+    ContentBlock, ContentChunk, EmbeddedResourceResource, SessionUpdate, TextContent, ToolCall,
+    ToolCallContent, ToolCallStatus,
 };
 use berth_agent::tools::Tool;
 use berth_agent::tools::files::ReadFile;
@@ -138,16 +139,33 @@ fn percent_decode(s: &str) -> Option<String> {
 }
 
 /// The transcript as `session/load` replays it: each user message as a user chunk, each
-/// answer as an agent chunk. System messages are instructions, not conversation: not shown.
+/// answer as an agent chunk, each recorded tool call as a finished tool call (titled with its
+/// record's first line). System messages are instructions, not conversation: not shown.
 pub fn replay(transcript: &Transcript) -> Vec<SessionUpdate> {
     transcript
         .messages
         .iter()
-        .filter_map(|m| {
-            let chunk = ContentChunk::new(ContentBlock::Text(TextContent::new(m.content.clone())));
+        .enumerate()
+        .filter_map(|(i, m)| {
+            let text = || ContentBlock::Text(TextContent::new(m.content.clone()));
             match m.role {
-                Role::User => Some(SessionUpdate::UserMessageChunk(chunk)),
-                Role::Assistant => Some(SessionUpdate::AgentMessageChunk(chunk)),
+                Role::User => Some(SessionUpdate::UserMessageChunk(ContentChunk::new(text()))),
+                Role::Assistant => Some(SessionUpdate::AgentMessageChunk(ContentChunk::new(
+                    text(),
+                ))),
+                Role::Tool => {
+                    let title = m.content.lines().next().unwrap_or("tool").to_owned();
+                    let status = if m.content.contains("\n\nerror:") {
+                        ToolCallStatus::Failed
+                    } else {
+                        ToolCallStatus::Completed
+                    };
+                    Some(SessionUpdate::ToolCall(
+                        ToolCall::new(format!("replayed-{i}"), title)
+                            .status(status)
+                            .content(vec![ToolCallContent::from(text())]),
+                    ))
+                }
                 Role::System => None,
             }
         })

@@ -6,14 +6,16 @@
 //! results go back. Every event goes through one channel, in the order it happened, and
 //! [`AgentEvent::TurnEnded`] is always the last. The cancellation token stops the provider's
 //! stream and running tools at once; the text a person already saw is kept in the transcript,
-//! marked as interrupted. Tool traffic stays out of the transcript, as in the seed.
+//! marked as interrupted. Each tool call is recorded in the transcript with its result, as a
+//! `## Tool` message: a record for people (and a run's review), which is not sent back to the
+//! model when the session goes on.
 
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use berth_core::config::{Config, McpServerSettings};
-use berth_ops::{Message, ModelChoice, Ops, Role, Session, WorkspaceId};
+use berth_ops::{Message, ModelChoice, Ops, Role, Session, WorkspaceId, tool_record};
 use futures::StreamExt;
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
@@ -438,6 +440,10 @@ impl Inner {
                     system.push_str("\n\n");
                     system.push_str(&m.content);
                 }
+                // A record of a past call: the model sees what it concluded from it, in its
+                // own answers, not the call itself (a provider wants a call's id and its
+                // result paired within one turn).
+                Role::Tool => {}
             }
         }
         if let Some(text) = workspace_context {
@@ -580,6 +586,18 @@ impl Inner {
                 return (TurnStop::MaxToolIterations, usage);
             }
             let results = self.run_tools(&toolbox, &calls, &cx, request, out).await;
+            // Each call and its result join the transcript, in the order the model made them:
+            // the session is then a whole record of what the agent did.
+            for (call, result) in calls.iter().zip(&results) {
+                let input = match &call.arguments {
+                    Ok(value) => value.to_string(),
+                    Err(raw) => raw.clone(),
+                };
+                let record = tool_record(&call.name, &input, result.is_error, &result.content);
+                if let Err(e) = self.ops.append_message(session, &record).await {
+                    return (failed(e), usage);
+                }
+            }
             if cancel.is_cancelled() {
                 return (TurnStop::Cancelled, usage);
             }

@@ -231,15 +231,36 @@ async fn tools_run_and_their_results_go_back_with_their_call_ids() {
     assert_eq!(results[1]["tool_use_id"], "toolu_2");
     assert!(results[0]["content"].to_string().contains("hi from a"));
     assert_ne!(results[0]["is_error"], true);
-    // The transcript keeps the texts, not the tool traffic.
+    // The transcript keeps the texts and, between them, each call with its result, in the
+    // order the model made them.
+    let kept = transcript(&w).await;
+    let roles: Vec<Role> = kept.iter().map(|(r, _)| *r).collect();
     assert_eq!(
-        transcript(&w).await,
-        vec![
-            (Role::User, "what is in a.txt?".to_owned()),
-            (Role::Assistant, "Reading.".to_owned()),
-            (Role::Assistant, "It says hi.".to_owned()),
-        ]
+        roles,
+        [Role::User, Role::Assistant, Role::Tool, Role::Tool, Role::Assistant]
     );
+    assert_eq!(kept[1].1, "Reading.");
+    assert_eq!(kept[4].1, "It says hi.");
+    assert!(
+        kept[2].1.starts_with("`read_file` {\"path\":\"a.txt\"}\n\nresult:")
+            && kept[2].1.contains("hi from a"),
+        "{}",
+        kept[2].1
+    );
+    assert!(kept[3].1.starts_with("`list_dir` {}"), "{}", kept[3].1);
+    // A session that goes on sends the model its texts, not the records.
+    server.push(Reply::anthropic(&Turn::new().text(["Still hi."])));
+    run(
+        &w,
+        "and now?",
+        Arc::new(Scripted::default()),
+        CancellationToken::new(),
+    )
+    .await;
+    let third = &server.requests()[2].body;
+    let sent = third["messages"].to_string();
+    assert!(!sent.contains("`read_file`") && !sent.contains("hi from a"), "{sent}");
+    assert!(sent.contains("It says hi.") && sent.contains("and now?"), "{sent}");
 }
 
 #[tokio::test]

@@ -32,4 +32,4 @@ pub use storage_path::StoragePath;
 pub use store::{
     Binding, BindingStore, DeleteCondition, SessionStore, StorageStore, WorkspaceStore,
 };
-pub use transcript::{Message, Role, Transcript};
+pub use transcript::{Message, Role, Transcript, tool_record};

@@ -15,9 +15,9 @@
 //! <!-- 42 -->
 //! ```
 //!
-//! **Reading goes by headers.** A line `## User`, `## Assistant` or `## System` starts a
-//! message, which runs to the next such line. That is all a person has to write, and it is how
-//! Aptove writes its files. berth's two comments are marks, not structure:
+//! **Reading goes by headers.** A line `## User`, `## Assistant`, `## System` or `## Tool`
+//! (a tool call and its result, see [`tool_record`]) starts a message, which runs to the next
+//! such line. That is all a person has to write, and it is how Aptove writes its files. berth's two comments are marks, not structure:
 //! - `<!-- berth -->` on a header says berth wrote the block, escaped: content lines that start
 //!   with `\`, `## `, `<!--` (or are exactly `##`) carry one leading backslash, so no message
 //!   can forge a header or a trailer, and the reader strips it again. A block without the mark
@@ -48,14 +48,20 @@ pub enum Role {
     User,
     Assistant,
     System,
+    /// A tool call an agent made and what it answered: a record for people and for a run's
+    /// review, never sent back to a model as something it said (see [`tool_record`]).
+    Tool,
 }
 
 impl Role {
+    pub const ALL: [Role; 4] = [Role::User, Role::Assistant, Role::System, Role::Tool];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Role::User => "user",
             Role::Assistant => "assistant",
             Role::System => "system",
+            Role::Tool => "tool",
         }
     }
 
@@ -64,6 +70,7 @@ impl Role {
             Role::User => "## User",
             Role::Assistant => "## Assistant",
             Role::System => "## System",
+            Role::Tool => "## Tool",
         }
     }
 }
@@ -75,6 +82,7 @@ impl std::str::FromStr for Role {
             "user" => Ok(Role::User),
             "assistant" => Ok(Role::Assistant),
             "system" => Ok(Role::System),
+            "tool" => Ok(Role::Tool),
             _ => Err(format!(
                 "unknown role {s:?}; expected user, assistant or system"
             )),
@@ -101,6 +109,41 @@ impl Message {
             content: content.into(),
         }
     }
+}
+
+/// Most of a tool's input a [`tool_record`] keeps, in bytes.
+pub const TOOL_INPUT_KEPT: usize = 1_000;
+/// Most of a tool's output a [`tool_record`] keeps, in bytes.
+pub const TOOL_OUTPUT_KEPT: usize = 4_000;
+
+/// The transcript message that records one tool call, whatever agent made it (berth's own, or
+/// an ACP agent in a run): the tool's name and input on the first line, then `result:` or
+/// `error:` and the output. Long input and output are cut, saying how much was left out: the
+/// transcript is a record to read, and the worktree holds the work itself.
+pub fn tool_record(name: &str, input: &str, is_error: bool, output: &str) -> Message {
+    let input = clip_to(&input.replace('\n', " "), TOOL_INPUT_KEPT);
+    let label = if is_error { "error" } else { "result" };
+    let output = clip_to(output.trim_end(), TOOL_OUTPUT_KEPT);
+    let mut content = format!("`{}` {input}", one_line(name));
+    content = content.trim_end().to_owned();
+    content.push_str(&format!("\n\n{label}:"));
+    if !output.is_empty() {
+        content.push_str("\n\n");
+        content.push_str(&output);
+    }
+    Message::new(Role::Tool, content)
+}
+
+/// `text` cut to at most `max` bytes on a character boundary, saying how much was left out.
+fn clip_to(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} more bytes)", &text[..end], text.len() - end)
 }
 
 /// The metadata at the top of the file. A transcript without one (written by hand) reads with
@@ -385,7 +428,7 @@ fn header_of(line: &str) -> Option<(Role, bool)> {
         Some(name) => (name.trim_end(), true),
         None => (rest, false),
     };
-    let role = [Role::User, Role::Assistant, Role::System]
+    let role = Role::ALL
         .into_iter()
         .find(|r| r.as_str().eq_ignore_ascii_case(name))?;
     Some((role, marked))
@@ -394,7 +437,7 @@ fn header_of(line: &str) -> Option<(Role, bool)> {
 /// True if `line` (the unfinished last line) can be the beginning of a header berth writes.
 fn begins_marked_header(line: &str) -> bool {
     !line.is_empty()
-        && [Role::User, Role::Assistant, Role::System]
+        && Role::ALL
             .into_iter()
             .any(|r| {
                 let full = format!("{} {MARK}", r.header());

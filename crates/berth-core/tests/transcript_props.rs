@@ -27,7 +27,12 @@ fn nasty_text() -> impl Strategy<Value = String> {
 }
 
 fn role() -> impl Strategy<Value = Role> {
-    prop_oneof![Just(Role::User), Just(Role::Assistant), Just(Role::System)]
+    prop_oneof![
+        Just(Role::User),
+        Just(Role::Assistant),
+        Just(Role::System),
+        Just(Role::Tool)
+    ]
 }
 
 fn messages() -> impl Strategy<Value = Vec<Message>> {
@@ -108,6 +113,7 @@ fn header_name(role: Role) -> &'static str {
         Role::User => "User",
         Role::Assistant => "Assistant",
         Role::System => "System",
+        Role::Tool => "Tool",
     }
 }
 
