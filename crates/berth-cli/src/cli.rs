@@ -121,6 +121,11 @@ pub enum Command {
     /// or --allow-all is given; the agent is told, and the refusal is shown. Review and bring
     /// the work back with `berth workspace diff` and `berth workspace merge`.
     ///
+    /// Every run is kept under the home: --detach returns at once and leaves the run to a
+    /// supervisor process; `berth run list`, `show`, `logs -f`, `wait`, `stop` and `resume`
+    /// find it by its id. A run whose supervisor dies (killed, a restart) is found failed,
+    /// its workspaces and transcripts intact, and `berth run resume` continues it.
+    ///
     /// The exit status is 0 when every agent finished its answer and every check passed,
     /// 1 otherwise, and 2 for a run that cannot start (an empty task, a bad --agents, no
     /// repository).
@@ -176,8 +181,18 @@ pub struct ChatArgs {
 }
 
 #[derive(Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct RunArgs {
-    /// What the agents are to do; `-` reads it from standard input.
+    #[command(subcommand)]
+    pub command: Option<RunCommand>,
+    #[command(flatten)]
+    pub new: NewRunArgs,
+}
+
+#[derive(Args)]
+pub struct NewRunArgs {
+    /// What the agents are to do; `-` reads it from standard input. (A task that is one of
+    /// the subcommands' names, such as `list`, is read with --task-file or `-`.)
     #[arg(value_name = "TASK", required_unless_present = "task_file")]
     pub task: Option<String>,
     /// Read the task from this file.
@@ -193,7 +208,7 @@ pub struct RunArgs {
     pub model: Option<String>,
     /// Run this ACP agent instead of berth's own (`--agent-cmd "gemini --experimental-acp"`,
     /// `--agent-cmd "berth acp"`), started in each worktree and driven over its stdio. Its
-    /// file reads and writes through berth stay in its worktree.
+    /// file reads and writes and its terminals through berth stay in its worktree.
     #[arg(long, value_name = "COMMAND")]
     pub agent_cmd: Option<String>,
     /// Workspace names start with this (default: from the task); each gets its index.
@@ -214,9 +229,88 @@ pub struct RunArgs {
     /// Seconds the check may take in each worktree.
     #[arg(long, default_value_t = berth_run::DEFAULT_CHECK_TIMEOUT_SECS, value_name = "SECS")]
     pub check_timeout: u64,
-    /// One JSON object per event on standard output, for scripts.
+    /// Print the run's id and return at once; the run goes on under a supervisor process of
+    /// its own (`berth run show ID`, `logs ID -f`, `wait ID`, `stop ID`).
+    #[arg(long)]
+    pub detach: bool,
+    /// One JSON object per event on standard output, for scripts (with --detach, one object
+    /// naming the run).
     #[arg(long)]
     pub json: bool,
+}
+
+/// Runs kept under the home: each has an id (`berth run list`; 4 or more of its first
+/// digits will do), a record of each agent's workspace, session and state, and a log of its
+/// events.
+#[derive(Subcommand)]
+pub enum RunCommand {
+    /// The runs of this home, newest first: state, agents, when, task.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// A run: its task, and each agent's state, workspace, session, last tool, tokens, time,
+    /// and how it ended.
+    Show {
+        #[arg(value_name = "RUN")]
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// What a run's agents did, as it streamed: their answers line by line, their tools,
+    /// refusals and ends.
+    Logs {
+        #[arg(value_name = "RUN")]
+        id: String,
+        /// Keep following until the run is over.
+        #[arg(long, short)]
+        follow: bool,
+        /// Only this agent (1 is the first).
+        #[arg(long, value_name = "N")]
+        agent: Option<usize>,
+        /// The events as JSON objects, one per line.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Stop a running run, or one of its agents: their turns are cancelled (an ACP agent
+    /// gets session/cancel, then its process is killed), what streamed is kept, and the run
+    /// checks and sums up as usual.
+    Stop {
+        #[arg(value_name = "RUN")]
+        id: String,
+        /// Only this agent (1 is the first).
+        #[arg(long, value_name = "N")]
+        agent: Option<usize>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Wait until a run is over, then print its summary. Exits 0 when every agent finished
+    /// its answer and every check passed, 1 otherwise.
+    Wait {
+        #[arg(value_name = "RUN")]
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Continue the agents of a run that failed or was stopped (its supervisor killed, the
+    /// machine restarted), each in its workspace and session: berth's own agent always; an
+    /// ACP agent when it can load its session. Agents that were done stay done.
+    Resume {
+        #[arg(value_name = "RUN")]
+        id: String,
+        /// Return at once; the run goes on under a supervisor process.
+        #[arg(long)]
+        detach: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// The supervisor of a detached run (started by `berth run --detach`).
+    #[command(hide = true)]
+    Supervise {
+        id: String,
+        #[arg(long)]
+        resume: bool,
+    },
 }
 
 #[derive(Args)]

@@ -14,10 +14,19 @@ fn main() -> ExitCode {
     // A command serves one caller and is done: one thread is fastest. An HTTP server may serve
     // several clients at once, and an ACP agent several sessions' turns, so they get a worker
     // per core.
+    // A run's supervisor streams several agents at once while it writes their records.
     let serves_many = matches!(
         &cli.command,
         cli::Command::Mcp(args) if args.transport == cli::Transport::Http
-    ) || matches!(&cli.command, cli::Command::Acp);
+    ) || matches!(&cli.command, cli::Command::Acp)
+        || matches!(
+            &cli.command,
+            cli::Command::Run(cli::RunArgs {
+                command: None
+                    | Some(cli::RunCommand::Resume { .. } | cli::RunCommand::Supervise { .. }),
+                ..
+            })
+        );
     let mut builder = if serves_many {
         tokio::runtime::Builder::new_multi_thread()
     } else {
@@ -98,6 +107,8 @@ fn exit_status(e: &anyhow::Error) -> u8 {
         } else if let Some(e) = c.downcast_ref::<berth_agent::AgentError>() {
             Some(e.kind())
         } else if let Some(e) = c.downcast_ref::<berth_run::RunError>() {
+            Some(e.kind())
+        } else if let Some(e) = c.downcast_ref::<berth_run::KeptError>() {
             Some(e.kind())
         } else if let Some(e) = c.downcast_ref::<berth_core::Error>() {
             Some(e.kind())

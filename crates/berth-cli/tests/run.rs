@@ -112,10 +112,29 @@ fn three_agents_work_side_by_side_each_in_its_own_worktree() {
             std::fs::read_to_string(worktree.join("out.txt")).unwrap(),
             "from an agent\n"
         );
-        assert_eq!(
-            transcript(&home, e["session"].as_str().unwrap()),
-            ["user: Write out.txt", "assistant: Done."]
+        // The whole transcript: the task, the tool call with its result, the answer.
+        let kept = transcript(&home, e["session"].as_str().unwrap());
+        assert_eq!(kept.len(), 3, "{kept:#?}");
+        assert_eq!(kept[0], "user: Write out.txt");
+        assert!(
+            kept[1].starts_with("tool: `write_file` {") && kept[1].contains("\n\nresult:"),
+            "{kept:#?}"
         );
+        assert_eq!(kept[2], "assistant: Done.");
+    }
+    // The run is kept: `run list` and `run show` find it ended, each agent done.
+    let runs = home.json(&["run", "list", "--json"]);
+    assert_eq!(runs.as_array().unwrap().len(), 1, "{runs:#}");
+    assert_eq!(runs[0]["state"], "ended");
+    let id = runs[0]["id"].as_str().unwrap();
+    let shown = home.json(&["run", "show", &id[..6], "--json"]);
+    let agents = shown["agents"].as_array().unwrap();
+    assert_eq!(agents.len(), 3);
+    for e in &started {
+        let a = &agents[e["agent"].as_u64().unwrap() as usize];
+        assert_eq!(a["state"], "done", "{a:#}");
+        assert_eq!(a["session"], e["session"], "{a:#}");
+        assert_eq!(a["summary"]["check"]["passed"], true, "{a:#}");
     }
     assert!(
         !root.join("out.txt").exists(),

@@ -285,6 +285,7 @@ async fn session_run(cx: &Context, a: SessionRunArgs) -> Outcome {
         policy: berth_run::Policy::new(&a.allow, a.allow_all),
         check: a.check,
         check_timeout: std::time::Duration::from_secs(berth_run::DEFAULT_CHECK_TIMEOUT_SECS),
+        resume: Default::default(),
     };
     let agent = cx.runs.agent(&cx.ops);
     let mut run = berth_run::start(cx.ops.clone(), agent, request).map_err(run_error)?;

@@ -48,7 +48,10 @@ const CANCEL_GRACE: Duration = Duration::from_secs(5);
 pub(crate) struct AcpTurn<'a> {
     pub command: &'a str,
     pub agent: usize,
-    pub task: &'a str,
+    /// What the agent is sent: the task, or, resumed, the task with what happened.
+    pub prompt: &'a str,
+    /// The agent's own session id from an earlier turn, to load and continue.
+    pub resume: Option<String>,
     pub worktree: &'a Path,
     pub session: &'a Session,
     /// The workspace's variables (its ports), for the agent's process.
@@ -221,6 +224,12 @@ fn kind_of(kind: AcpKind) -> ToolKind {
 /// Runs the agent's turn on the task; how it ended.
 pub(crate) async fn turn(t: AcpTurn<'_>) -> (TurnStop, Usage) {
     let failed = |message: String| (TurnStop::Failed { message }, Usage::default());
+    if t.resume.is_some() {
+        return failed(format!(
+            "the ACP agent `{}` cannot be resumed by this berth",
+            t.command
+        ));
+    }
     let mut child = match tokio::process::Command::new("sh")
         .arg("-c")
         .arg(format!("exec {}", t.command))
@@ -261,7 +270,7 @@ pub(crate) async fn turn(t: AcpTurn<'_>) -> (TurnStop, Usage) {
     });
     if let Err(e) = t
         .ops
-        .append_message(t.session, &Message::new(Role::User, t.task.to_owned()))
+        .append_message(t.session, &Message::new(Role::User, t.prompt.to_owned()))
         .await
     {
         return failed(e.to_string());
@@ -272,7 +281,7 @@ pub(crate) async fn turn(t: AcpTurn<'_>) -> (TurnStop, Usage) {
         shared.clone(),
         shared.clone(),
     );
-    let task = t.task.to_owned();
+    let task = t.prompt.to_owned();
     let worktree = t.worktree.to_path_buf();
     let cancel = t.cancel.clone();
     let result: Result<StopReason, agent_client_protocol::Error> = Client

@@ -5,7 +5,8 @@
 use crate::RunError;
 
 /// One agent of a run.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "agent", rename_all = "snake_case")]
 pub enum AgentSpec {
     /// berth's own agent, on this model (as `/model` reads a name: a model, a provider, or
     /// `provider/model`), else the workspace's configured one.

@@ -20,7 +20,10 @@
 mod acp_agent;
 mod agents;
 mod check;
+mod kept;
+mod supervisor;
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -31,12 +34,17 @@ use berth_agent::{
     TurnRequest, TurnStop,
 };
 use berth_ops::{CreateSession, CreateWorkspace, ErrorKind, Ops, Repository};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
 pub use agents::{AgentSpec, parse_agents};
 pub use berth_agent::Policy;
 pub use check::CheckResult;
+pub use kept::{
+    AgentRecord, KeptError, RunId, RunRecord, RunState, RunStore, StopRequest, StoredRequest,
+    Supervision, read_events,
+};
+pub use supervisor::{Next, Supervised};
 
 /// Seconds a check may take in each worktree unless the run says otherwise.
 pub const DEFAULT_CHECK_TIMEOUT_SECS: u64 = 600;
@@ -60,10 +68,32 @@ pub struct RunRequest {
     pub check: Option<String>,
     /// How long a check may take.
     pub check_timeout: Duration,
+    /// A run resumed (`berth run resume`): only these agents run, each continuing in its
+    /// workspace and session. Empty for a new run.
+    pub resume: BTreeMap<usize, Resume>,
+}
+
+/// An agent continued where it stopped: its workspace and session, and an ACP agent's own
+/// session id (which it loads with `session/load`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Resume {
+    pub workspace: String,
+    pub session: String,
+    pub acp_session: Option<String>,
+}
+
+/// What a resumed agent is told: the task again, and that its work so far is in the
+/// worktree (its earlier answers are in the session it continues).
+fn resume_prompt(task: &str) -> String {
+    format!(
+        "Your earlier turn on this task was cut off before it ended (the process running it \
+         stopped). What you changed is still in the worktree: look at its state and carry on \
+         until the task is done. The task:\n\n{task}"
+    )
 }
 
 /// Where an agent is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum AgentState {
     Starting,
@@ -83,10 +113,15 @@ impl AgentState {
             AgentState::Stopped => "stopped",
         }
     }
+
+    /// Whether the agent has ended (done, failed or stopped).
+    pub fn is_final(self) -> bool {
+        !matches!(self, AgentState::Starting | AgentState::Working)
+    }
 }
 
 /// One thing that happened in a run. `agent` is the agent's index (0-based) in the request.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum RunEvent {
     /// The agent's workspace and session exist; its turn is starting.
@@ -98,6 +133,8 @@ pub enum RunEvent {
         session: String,
         worktree: PathBuf,
     },
+    /// An ACP agent's own session id, once it has one: what `run resume` loads.
+    AgentSession { agent: usize, id: String },
     /// A piece of the agent's answer.
     Text { agent: usize, text: String },
     /// The agent called a tool.
@@ -143,6 +180,7 @@ impl RunEvent {
     pub fn agent(&self) -> Option<usize> {
         match self {
             RunEvent::Started { agent, .. }
+            | RunEvent::AgentSession { agent, .. }
             | RunEvent::Text { agent, .. }
             | RunEvent::Tool { agent, .. }
             | RunEvent::ToolDone { agent, .. }
@@ -157,7 +195,7 @@ impl RunEvent {
 
 /// Where one agent of a run is, folded from its events: what every front end that watches a
 /// run shows (the CLI's table, MCP's `session_status`, later the web page).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct AgentStatus {
     pub state: AgentState,
     pub workspace_name: Option<String>,
@@ -237,13 +275,16 @@ impl AgentStatus {
                 let result = if check.passed { "passed" } else { "failed" };
                 self.latest = Some(format!("check {result}"));
             }
-            RunEvent::ToolDone { .. } | RunEvent::Notice { .. } | RunEvent::Summary { .. } => {}
+            RunEvent::ToolDone { .. }
+            | RunEvent::AgentSession { .. }
+            | RunEvent::Notice { .. }
+            | RunEvent::Summary { .. } => {}
         }
     }
 }
 
 /// How one agent's part of a run ended.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct AgentSummary {
     pub agent: usize,
     pub label: String,
@@ -275,6 +316,8 @@ pub enum RunError {
         "a run makes a git worktree per agent, and {0} is in no git repository: start it in one, or name one with --repo"
     )]
     NoRepository(PathBuf),
+    #[error("a run resumed names agent {0}, which the run does not have")]
+    NoSuchAgent(usize),
     #[error(transparent)]
     Ops(#[from] berth_ops::Error),
 }
@@ -285,7 +328,8 @@ impl RunError {
             RunError::EmptyTask
             | RunError::NoAgents
             | RunError::OneAgentPerWorkspace(_)
-            | RunError::NoRepository(_) => ErrorKind::Invalid,
+            | RunError::NoRepository(_)
+            | RunError::NoSuchAgent(_) => ErrorKind::Invalid,
             RunError::Ops(e) => e.kind(),
         }
     }
@@ -294,35 +338,74 @@ impl RunError {
 /// A run under way: its events, and the way to stop it.
 pub struct Run {
     pub events: mpsc::Receiver<RunEvent>,
-    cancel: CancellationToken,
+    stopper: Stopper,
 }
 
 impl Run {
     /// Cancels every agent's turn at once; the run then checks and sums up as usual, each
     /// stopped agent as `stopped`.
     pub fn stop(&self) {
-        self.cancel.cancel();
+        self.stopper.stop();
+    }
+
+    /// Cancels agent `i`'s turn (0-based); the others go on.
+    pub fn stop_agent(&self, i: usize) {
+        self.stopper.stop_agent(i);
     }
 
     /// A handle that stops the run, for whoever does not hold its events.
     pub fn stopper(&self) -> Stopper {
-        Stopper(self.cancel.clone())
+        self.stopper.clone()
     }
 }
 
-/// Stops a run from elsewhere (see [`Run::stop`]).
+/// Stops a run, or one of its agents, from elsewhere (see [`Run::stop`]).
 #[derive(Clone)]
-pub struct Stopper(CancellationToken);
+pub struct Stopper {
+    all: CancellationToken,
+    /// One per agent, each a child of `all`.
+    agents: Vec<CancellationToken>,
+}
 
 impl Stopper {
     pub fn stop(&self) {
-        self.0.cancel();
+        self.all.cancel();
+    }
+
+    /// Cancels agent `i`'s turn; an index the run does not have does nothing.
+    pub fn stop_agent(&self, i: usize) {
+        if let Some(token) = self.agents.get(i) {
+            token.cancel();
+        }
     }
 }
 
 /// Starts a run: checks the request, then makes the workspaces and runs the agents on a task
 /// of its own. A workspace that cannot be made is that agent's failure, not the run's.
 pub fn start(ops: Ops, agent: Agent, request: RunRequest) -> Result<Run, RunError> {
+    let request = prepare(request)?;
+    let (tx, rx) = mpsc::channel(1024);
+    let all = CancellationToken::new();
+    let agents = request.agents.iter().map(|_| all.child_token()).collect();
+    let stopper = Stopper { all, agents };
+    let run = Arc::new(Running {
+        ops,
+        agent,
+        request,
+        tx,
+        stopper: stopper.clone(),
+    });
+    tokio::spawn(async move { run.run().await });
+    Ok(Run {
+        events: rx,
+        stopper,
+    })
+}
+
+/// Checks a request before anything is made, and settles its repository (the one around
+/// the folder it names): what [`start`] does first, for a front end that records the run
+/// before it starts it (`berth run --detach`).
+pub fn prepare(request: RunRequest) -> Result<RunRequest, RunError> {
     if request.task.trim().is_empty() {
         return Err(RunError::EmptyTask);
     }
@@ -342,6 +425,8 @@ pub fn start(ops: Ops, agent: Agent, request: RunRequest) -> Result<Run, RunErro
     // workspaces, one per agent, only for the run to fail on each.
     let repository = match &request.repository {
         _ if request.workspace.is_some() => Repository::None,
+        // A resumed run's workspaces exist already.
+        kept if !request.resume.is_empty() => kept.clone(),
         Repository::Around(dir) => {
             let repo =
                 berth_git::Repo::discover(dir).map_err(|_| RunError::NoRepository(dir.clone()))?;
@@ -350,21 +435,13 @@ pub fn start(ops: Ops, agent: Agent, request: RunRequest) -> Result<Run, RunErro
         Repository::Named(dir) => Repository::Named(dir.clone()),
         Repository::None => return Err(RunError::NoRepository(PathBuf::from("this server"))),
     };
-    let request = RunRequest {
+    if let Some(i) = request.resume.keys().find(|i| **i >= request.agents.len()) {
+        return Err(RunError::NoSuchAgent(*i));
+    }
+    Ok(RunRequest {
         repository,
         ..request
-    };
-    let (tx, rx) = mpsc::channel(1024);
-    let cancel = CancellationToken::new();
-    let run = Arc::new(Running {
-        ops,
-        agent,
-        request,
-        tx,
-        cancel: cancel.clone(),
-    });
-    tokio::spawn(async move { run.run().await });
-    Ok(Run { events: rx, cancel })
+    })
 }
 
 struct Running {
@@ -372,7 +449,7 @@ struct Running {
     agent: Agent,
     request: RunRequest,
     tx: mpsc::Sender<RunEvent>,
-    cancel: CancellationToken,
+    stopper: Stopper,
 }
 
 /// One agent's workspace and session, once made.
@@ -397,7 +474,11 @@ impl Running {
             .name
             .clone()
             .unwrap_or_else(|| name_from_task(&self.request.task));
-        let agents = (0..self.request.agents.len()).map(|i| {
+        let which: Vec<usize> = match self.request.resume.is_empty() {
+            true => (0..self.request.agents.len()).collect(),
+            false => self.request.resume.keys().copied().collect(),
+        };
+        let agents = which.into_iter().map(|i| {
             let me = self.clone();
             let base = base.clone();
             async move { me.one(i, &base).await }
@@ -463,7 +544,12 @@ impl Running {
             elapsed_ms: 0,
         };
         let started = Instant::now();
-        let placed = match self.place(i, base, spec).await {
+        let resume = self.request.resume.get(&i);
+        let placed = match resume {
+            Some(r) => self.placed_before(r).await,
+            None => self.place(i, base, spec).await,
+        };
+        let placed = match placed {
             Ok(p) => p,
             Err(e) => {
                 summary.state = AgentState::Failed;
@@ -488,20 +574,25 @@ impl Running {
             worktree: placed.worktree.clone(),
         })
         .await;
+        let prompt = match resume {
+            Some(_) => resume_prompt(&self.request.task),
+            None => self.request.task.clone(),
+        };
         let (stop, usage) = match spec {
-            AgentSpec::Berth { .. } => self.turn(i, &placed).await,
+            AgentSpec::Berth { .. } => self.turn(i, &placed, prompt).await,
             AgentSpec::Acp { command } => {
                 acp_agent::turn(acp_agent::AcpTurn {
                     command,
                     agent: i,
-                    task: &self.request.task,
+                    prompt: &prompt,
+                    resume: resume.and_then(|r| r.acp_session.clone()),
                     worktree: &placed.worktree,
                     session: &placed.session,
                     env: &placed.env,
                     ops: &self.ops,
                     policy: &self.request.policy,
                     tx: &self.tx,
-                    cancel: self.cancel.child_token(),
+                    cancel: self.stopper.agents[i].clone(),
                 })
                 .await
             }
@@ -565,6 +656,19 @@ impl Running {
         })
     }
 
+    /// A resumed agent's workspace and session, as they are now.
+    async fn placed_before(&self, resume: &Resume) -> berth_ops::Result<Placed> {
+        let record = self.ops.resolve_workspace(&resume.workspace).await?;
+        let worktree = self.ops.work_dir(&record)?;
+        let session = self.ops.resolve_session(&resume.session).await?;
+        Ok(Placed {
+            workspace: self.ops.view(&record, None),
+            env: self.ops.workspace_env(&record),
+            session,
+            worktree,
+        })
+    }
+
     /// A new git workspace for agent `i`, and its worktree.
     async fn create(
         &self,
@@ -597,7 +701,12 @@ impl Running {
     }
 
     /// The agent's turn on the task, its events relayed as the run's.
-    async fn turn(&self, i: usize, placed: &Placed) -> (TurnStop, berth_agent::Usage) {
+    async fn turn(
+        &self,
+        i: usize,
+        placed: &Placed,
+        prompt: String,
+    ) -> (TurnStop, berth_agent::Usage) {
         let permissions = Arc::new(PolicyPermissions {
             policy: self.request.policy.clone(),
             tx: self.tx.clone(),
@@ -605,11 +714,11 @@ impl Running {
         });
         let request = TurnRequest {
             session: placed.session.clone(),
-            prompt: self.request.task.clone(),
+            prompt,
             images: Vec::new(),
             cwd: placed.worktree.clone(),
             permissions,
-            cancel: self.cancel.child_token(),
+            cancel: self.stopper.agents[i].clone(),
             options: TurnOptions::default(),
         };
         let mut turn = match self.agent.start_turn(request).await {

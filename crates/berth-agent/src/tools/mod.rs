@@ -136,7 +136,7 @@ pub struct Preview {
 }
 
 /// What a tool does: how front ends show its calls, and whether a call needs permission.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ToolKind {
     /// Reads files or data, changing nothing.
@@ -196,6 +196,18 @@ impl Policy {
                 .collect(),
             all,
         }
+    }
+
+    /// The tools named, sorted (to keep a policy and make it again with [`Policy::new`]).
+    pub fn named(&self) -> Vec<String> {
+        let mut tools: Vec<String> = self.tools.iter().cloned().collect();
+        tools.sort();
+        tools
+    }
+
+    /// Whether every tool may run.
+    pub fn allows_all(&self) -> bool {
+        self.all
     }
 
     /// Whether the tool called `tool` may run.

@@ -1,18 +1,53 @@
 //! `berth run`: starts a run (berth-run) and shows it: a live table on a terminal, a line per
-//! event otherwise, or one JSON object per event with `--json`; then the summary.
+//! event otherwise, or one JSON object per event with `--json`; then the summary. Every run
+//! is kept under the home (berth-run's `RunStore`): this process supervises it, or, with
+//! `--detach`, a `berth run supervise` process of its own does; `list`, `show`, `logs`,
+//! `wait`, `stop` and `resume` read and steer kept runs.
 
+use std::collections::BTreeMap;
 use std::io::{IsTerminal, Read, Write};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use berth_agent::AgentBuilder;
 use berth_ops::{Ops, Repository};
-use berth_run::{AgentState, AgentStatus, AgentSummary, Policy, RunEvent, RunRequest};
+use berth_run::{
+    AgentStatus, Next, Policy, RunEvent, RunId, RunRecord, RunRequest, RunState,
+    RunStore, StopRequest, StoredRequest, Supervised, Supervision,
+};
 
-use crate::cli::RunArgs;
+use crate::cli::{NewRunArgs, RunArgs, RunCommand};
 use crate::render;
 
+/// How long `berth run --detach` waits for its supervisor to take the run.
+const SUPERVISOR_START: Duration = Duration::from_secs(15);
+
+/// How long `berth run stop` waits to see the agents stop (an ACP agent has 5 seconds to
+/// answer its cancel before its process is killed).
+const STOP_WAIT: Duration = Duration::from_secs(15);
+
 pub async fn run(ops: Ops, args: RunArgs) -> anyhow::Result<()> {
+    let store = RunStore::new(ops.home());
+    match args.command {
+        None => new_run(ops, store, args.new).await,
+        Some(RunCommand::List { json }) => list(&store, json),
+        Some(RunCommand::Show { id, json }) => show(&store, &id, json),
+        Some(RunCommand::Logs {
+            id,
+            follow,
+            agent,
+            json,
+        }) => logs(&store, &id, follow, agent, json).await,
+        Some(RunCommand::Stop { id, agent, json }) => stop(&store, &id, agent, json).await,
+        Some(RunCommand::Wait { id, json }) => wait(&store, &id, json).await,
+        Some(RunCommand::Resume { id, detach, json }) => {
+            resume(ops, store, &id, detach, json).await
+        }
+        Some(RunCommand::Supervise { id, resume }) => supervise(ops, store, &id, resume).await,
+    }
+}
+
+async fn new_run(ops: Ops, store: RunStore, args: NewRunArgs) -> anyhow::Result<()> {
     let task = match (&args.task, &args.task_file) {
         (Some(t), _) if t == "-" => {
             let mut text = String::new();
@@ -37,7 +72,7 @@ pub async fn run(ops: Ops, args: RunArgs) -> anyhow::Result<()> {
             Repository::Around(std::env::current_dir().context("cannot read the current folder")?)
         }
     };
-    let request = RunRequest {
+    let request = berth_run::prepare(RunRequest {
         task,
         repository,
         workspace: None,
@@ -46,47 +81,352 @@ pub async fn run(ops: Ops, args: RunArgs) -> anyhow::Result<()> {
         policy: Policy::new(&args.allow, args.allow_all),
         check: args.check.clone(),
         check_timeout: Duration::from_secs(args.check_timeout),
+        resume: BTreeMap::new(),
+    })?;
+    let record = store.create(StoredRequest::of(&request))?;
+    if args.detach {
+        return detach(&ops, &store, &record.id, false, args.json);
+    }
+    let supervision = store.supervise(&record.id)?;
+    foreground(ops, supervision, request, args.json).await
+}
+
+/// Starts `berth run supervise ID` as a process of its own (its own process group, so a
+/// terminal's Ctrl-C or hangup does not reach it), waits until it has taken the run, and
+/// prints the run's id.
+fn detach(ops: &Ops, store: &RunStore, id: &RunId, resume: bool, json: bool) -> anyhow::Result<()> {
+    use std::os::unix::process::CommandExt;
+    let log_path = store.log_path(id);
+    let log = std::fs::File::create(&log_path)
+        .with_context(|| format!("cannot create {}", log_path.display()))?;
+    let exe = std::env::current_exe().context("cannot find the berth program to start")?;
+    let mut command = std::process::Command::new(exe);
+    command
+        .arg("--home")
+        .arg(ops.home())
+        .args(["run", "supervise", id.as_str()])
+        .stdin(std::process::Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .process_group(0);
+    if resume {
+        command.arg("--resume");
+    }
+    let mut child = command
+        .spawn()
+        .context("cannot start the run's supervisor")?;
+    let started = Instant::now();
+    let pid = loop {
+        if let Some(status) = child.try_wait()? {
+            let said = std::fs::read_to_string(&log_path).unwrap_or_default();
+            bail!(
+                "the run's supervisor ended at once ({status}): {}",
+                said.trim()
+            );
+        }
+        let record = store.load(id)?;
+        match (record.state, record.supervisor) {
+            (RunState::Running, Some(pid)) => break pid,
+            (RunState::Ended | RunState::Failed, _) => break child.id(),
+            _ if started.elapsed() > SUPERVISOR_START => {
+                bail!(
+                    "the run's supervisor did not start within {} s; see {}",
+                    SUPERVISOR_START.as_secs(),
+                    log_path.display()
+                )
+            }
+            _ => std::thread::sleep(Duration::from_millis(20)),
+        }
     };
-    let agent = AgentBuilder::new(ops.clone())
-        .tools(berth_agent::tools::builtin())
-        .build();
-    let mut run = berth_run::start(ops, agent, request.clone())?;
-    let mut view: Box<dyn View> = if args.json {
+    if json {
+        render::json(&serde_json::json!({ "run": id, "supervisor": pid }))?;
+    } else {
+        render::line(id)?;
+        eprintln!(
+            "run {id} goes on in process {pid}: `berth run logs {id} -f` follows it, `berth run wait {id}` waits for it"
+        );
+    }
+    Ok(())
+}
+
+/// Runs `request` under `supervision` in this process, showing it as it goes.
+async fn foreground(
+    ops: Ops,
+    supervision: Supervision,
+    request: RunRequest,
+    json: bool,
+) -> anyhow::Result<()> {
+    let mut view: Box<dyn View> = if json {
         Box::new(Json)
     } else if std::io::stdout().is_terminal() {
-        Box::new(Table::new(&request))
+        Box::new(Table::new(supervision.record()))
     } else {
-        Box::new(Lines)
+        Box::new(Lines::default())
     };
+    let id = supervision.record().id.clone();
+    let mut supervised = start_supervised(ops, supervision, request)?;
     let mut ticks = tokio::time::interval(Duration::from_millis(500));
     let mut stopping = false;
-    let summary = loop {
+    loop {
         tokio::select! {
-            event = run.events.recv() => match event {
-                Some(RunEvent::Summary { agents }) => {
-                    view.event(&RunEvent::Summary { agents: agents.clone() })?;
-                    break agents;
-                }
-                Some(event) => view.event(&event)?,
-                None => bail!("the run ended without its summary"),
+            next = supervised.next() => match next {
+                Some(Next::Event(event)) => view.event(&event)?,
+                Some(Next::Unkept(e)) => eprintln!("berth: {e} (the run goes on)"),
+                None => break,
             },
             _ = tokio::signal::ctrl_c(), if !stopping => {
                 stopping = true;
-                run.stop();
+                supervised.stop();
                 eprintln!("stopping every agent (what streamed is kept)…");
             }
             _ = ticks.tick() => view.tick()?,
         }
-    };
-    if !args.json {
-        print_summary(&summary)?;
     }
-    let finished = summary
-        .iter()
-        .all(|a| a.state == AgentState::Done && a.check.as_ref().is_none_or(|c| c.passed));
-    if !finished {
+    let record = supervised.finish()?;
+    if !json {
+        print_summary(&record)?;
+        render::line(format!(
+            "run {id}: review with `berth workspace diff NAME`, bring back with `berth workspace merge NAME`"
+        ))?;
+    }
+    if !record.succeeded() {
         bail!("not every agent finished its answer and passed the check; the summary says which");
     }
+    Ok(())
+}
+
+/// The run started and supervised; a run that cannot start is recorded failed, with why.
+fn start_supervised(
+    ops: Ops,
+    mut supervision: Supervision,
+    request: RunRequest,
+) -> anyhow::Result<Supervised> {
+    let agent = AgentBuilder::new(ops.clone())
+        .tools(berth_agent::tools::builtin())
+        .build();
+    match berth_run::start(ops, agent, request) {
+        Ok(run) => Ok(Supervised::new(run, supervision)?),
+        Err(e) => {
+            supervision.fail(&e.to_string())?;
+            Err(e.into())
+        }
+    }
+}
+
+/// The hidden `berth run supervise ID`: a detached run's supervisor.
+async fn supervise(ops: Ops, store: RunStore, id: &str, resume: bool) -> anyhow::Result<()> {
+    // The terminal that started the run may close; its hangup is not this process's end.
+    let _hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
+    let id = store.resolve(id)?;
+    let mut supervision = store.supervise(&id)?;
+    let again = match resume {
+        true => supervision.record().unfinished(),
+        false => BTreeMap::new(),
+    };
+    if resume {
+        supervision.resuming(&again)?;
+    }
+    let request = supervision.record().request.request(again);
+    let mut supervised = start_supervised(ops, supervision, request)?;
+    while let Some(next) = supervised.next().await {
+        if let Next::Unkept(e) = next {
+            eprintln!("berth: {e} (the run goes on)");
+        }
+    }
+    supervised.finish()?;
+    Ok(())
+}
+
+async fn resume(
+    ops: Ops,
+    store: RunStore,
+    id: &str,
+    detach_it: bool,
+    json: bool,
+) -> anyhow::Result<()> {
+    let id = store.resolve(id)?;
+    let record = store.load(&id)?;
+    if !record.state.is_over() {
+        return Err(berth_ops::Error::refused(format!(
+            "run {id} is still {}: stop it first (`berth run stop {id}`), or wait for it",
+            record.state.as_str()
+        ))
+        .into());
+    }
+    let again = record.unfinished();
+    if again.is_empty() {
+        return Err(berth_ops::Error::refused(format!(
+            "run {id} has nothing to resume: every agent is done, or never got a session"
+        ))
+        .into());
+    }
+    if detach_it {
+        return detach(&ops, &store, &id, true, json);
+    }
+    let mut supervision = store.supervise(&id)?;
+    supervision.resuming(&again)?;
+    let request = supervision.record().request.request(again);
+    foreground(ops, supervision, request, json).await
+}
+
+fn list(store: &RunStore, json: bool) -> anyhow::Result<()> {
+    let mut records = Vec::new();
+    let mut problems = Vec::new();
+    for run in store.list()? {
+        match run {
+            Ok(r) => records.push(r),
+            Err(e) => problems.push(e),
+        }
+    }
+    if json {
+        render::json(&records)?;
+    } else if records.is_empty() && problems.is_empty() {
+        render::line("no runs yet: `berth run TASK` starts one")?;
+    } else {
+        let rows: Vec<Vec<String>> = records
+            .iter()
+            .map(|r| {
+                vec![
+                    r.id.to_string(),
+                    r.state.as_str().to_owned(),
+                    agent_counts(r),
+                    render::time(r.created_at),
+                    render::cell(&berth_ops::title_of(&r.request.task)),
+                ]
+            })
+            .collect();
+        render::table(&["RUN", "STATE", "AGENTS", "STARTED", "TASK"], &rows)?;
+    }
+    match problems.into_iter().reduce(|first, other| {
+        eprintln!("berth: {other}");
+        first
+    }) {
+        Some(first) => Err(first.into()),
+        None => Ok(()),
+    }
+}
+
+/// `3: 2 done, 1 failed`.
+fn agent_counts(r: &RunRecord) -> String {
+    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+    for a in &r.agents {
+        *counts.entry(a.status.state.as_str()).or_default() += 1;
+    }
+    let parts: Vec<String> = counts.iter().map(|(s, n)| format!("{n} {s}")).collect();
+    format!("{}: {}", r.agents.len(), parts.join(", "))
+}
+
+fn show(store: &RunStore, id: &str, json: bool) -> anyhow::Result<()> {
+    let record = store.load(&store.resolve(id)?)?;
+    if json {
+        return Ok(render::json(&record)?);
+    }
+    let state = match record.supervisor {
+        Some(pid) if record.state == RunState::Running => format!("running (process {pid})"),
+        _ => record.state.as_str().to_owned(),
+    };
+    render::line(format!("run {}  {state}", record.id))?;
+    render::line(format!(
+        "task: {}",
+        render::cell(&berth_ops::title_of(&record.request.task))
+    ))?;
+    render::line(format!("started {}", render::time(record.created_at)))?;
+    if let Some(m) = &record.message {
+        render::line(format!("why: {}", render::cell(m)))?;
+    }
+    render::line("")?;
+    Ok(print_summary(&record)?)
+}
+
+async fn wait(store: &RunStore, id: &str, json: bool) -> anyhow::Result<()> {
+    let id = store.resolve(id)?;
+    let record = loop {
+        let record = store.load(&id)?;
+        if record.state.is_over() {
+            break record;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    if json {
+        render::json(&record)?;
+    } else {
+        print_summary(&record)?;
+    }
+    if !record.succeeded() {
+        bail!(
+            "run {id} {}: not every agent finished its answer and passed the check",
+            record.state.as_str()
+        );
+    }
+    Ok(())
+}
+
+async fn stop(store: &RunStore, id: &str, agent: Option<usize>, json: bool) -> anyhow::Result<()> {
+    let id = store.resolve(id)?;
+    let what = match agent {
+        None => StopRequest::All,
+        Some(0) => {
+            return Err(berth_ops::Error::invalid("--agent counts from 1").into());
+        }
+        Some(n) => StopRequest::Agent(n - 1),
+    };
+    store.request_stop(&id, what)?;
+    let asked = Instant::now();
+    let record = loop {
+        let record = store.load(&id)?;
+        let stopped = match what {
+            StopRequest::All => record.agents.iter().all(|a| a.status.state.is_final()),
+            StopRequest::Agent(i) => record.agents[i].status.state.is_final(),
+        };
+        if stopped || record.state.is_over() || asked.elapsed() > STOP_WAIT {
+            break record;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    if json {
+        return Ok(render::json(&record)?);
+    }
+    for (i, a) in record.agents.iter().enumerate() {
+        if agent.is_none_or(|n| n == i + 1) {
+            render::line(format!("[{}] {}", i + 1, a.status.state.as_str()))?;
+        }
+    }
+    Ok(())
+}
+
+async fn logs(
+    store: &RunStore,
+    id: &str,
+    follow: bool,
+    agent: Option<usize>,
+    json: bool,
+) -> anyhow::Result<()> {
+    let id = store.resolve(id)?;
+    // Checked first: a run that is not there is an error, not an empty log.
+    store.load(&id)?;
+    let path = store.events_path(&id);
+    let mut view: Box<dyn View> = if json {
+        Box::new(Json)
+    } else {
+        Box::new(Lines::with_text())
+    };
+    let mut offset = 0;
+    loop {
+        let over = store.load(&id)?.state.is_over();
+        let (events, next) = berth_run::read_events(&path, offset)?;
+        offset = next;
+        for event in &events {
+            if agent.is_none_or(|n| event.agent().is_none_or(|a| a + 1 == n)) {
+                view.event(event)?;
+            }
+        }
+        // The state is read before the log: a run over then has all its events in it.
+        if !follow || over {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    view.end()?;
     Ok(())
 }
 
@@ -94,6 +434,10 @@ pub async fn run(ops: Ops, args: RunArgs) -> anyhow::Result<()> {
 trait View {
     fn event(&mut self, event: &RunEvent) -> std::io::Result<()>;
     fn tick(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+    /// The events are over: say what is still held back.
+    fn end(&mut self) -> std::io::Result<()> {
         Ok(())
     }
 }
@@ -110,11 +454,56 @@ impl View for Json {
     }
 }
 
-/// A line per event (the answer's text is in the transcript, not here).
-struct Lines;
+/// A line per event; with the answers' text (`run logs`), each agent's text line by line,
+/// a line shown once it is whole.
+#[derive(Default)]
+struct Lines {
+    /// Each agent's text since its last whole line, when text is shown.
+    text: Option<BTreeMap<usize, String>>,
+}
+
+impl Lines {
+    fn with_text() -> Lines {
+        Lines {
+            text: Some(BTreeMap::new()),
+        }
+    }
+
+    /// Shows agent `agent`'s text up to its last line break; with `all`, the rest too.
+    fn flush(&mut self, agent: usize, all: bool) -> std::io::Result<()> {
+        let Some(pending) = self.text.as_mut().and_then(|t| t.get_mut(&agent)) else {
+            return Ok(());
+        };
+        let cut = match all {
+            true => pending.len(),
+            false => pending.rfind('\n').map_or(0, |i| i + 1),
+        };
+        let whole: String = pending.drain(..cut).collect();
+        for line in whole.lines() {
+            render::line(format!("[{}] {}", agent + 1, render::cell(line)))?;
+        }
+        Ok(())
+    }
+}
 
 impl View for Lines {
+    fn end(&mut self) -> std::io::Result<()> {
+        let agents: Vec<usize> = self.text.iter().flat_map(|t| t.keys().copied()).collect();
+        for agent in agents {
+            self.flush(agent, true)?;
+        }
+        Ok(())
+    }
+
     fn event(&mut self, event: &RunEvent) -> std::io::Result<()> {
+        if let (Some(pending), RunEvent::Text { agent, text }) = (self.text.as_mut(), event) {
+            pending.entry(*agent).or_default().push_str(text);
+            return self.flush(*agent, false);
+        }
+        // Whatever the agent said before this is shown before it.
+        if let Some(agent) = event.agent() {
+            self.flush(agent, true)?;
+        }
         let line = match event {
             RunEvent::Started {
                 agent,
@@ -153,7 +542,10 @@ impl View for Lines {
                 check.command,
                 if check.passed { "passed" } else { "failed" }
             ),
-            RunEvent::Text { .. } | RunEvent::ToolDone { .. } | RunEvent::Summary { .. } => {
+            RunEvent::Text { .. }
+            | RunEvent::ToolDone { .. }
+            | RunEvent::AgentSession { .. }
+            | RunEvent::Summary { .. } => {
                 return Ok(());
             }
         };
@@ -175,13 +567,15 @@ struct Row {
 }
 
 impl Table {
-    fn new(request: &RunRequest) -> Table {
-        let rows = request
+    /// One row per agent of the run, as kept (a resumed run's finished agents as they
+    /// ended).
+    fn new(record: &RunRecord) -> Table {
+        let rows = record
             .agents
             .iter()
             .map(|a| Row {
-                label: a.label(),
-                status: AgentStatus::default(),
+                label: a.label.clone(),
+                status: a.status.clone(),
                 started: Instant::now(),
             })
             .collect();
@@ -247,31 +641,43 @@ fn clip(text: &str, width: usize) -> String {
     out
 }
 
-fn print_summary(agents: &[AgentSummary]) -> std::io::Result<()> {
-    let rows: Vec<Vec<String>> = agents
+/// Each agent of the run: how it ended (or where it is), what it changed, its check, tokens,
+/// time and session.
+fn print_summary(record: &RunRecord) -> std::io::Result<()> {
+    let rows: Vec<Vec<String>> = record
+        .agents
         .iter()
-        .map(|a| {
-            let check = match &a.check {
+        .enumerate()
+        .map(|(i, a)| {
+            let s = &a.status;
+            let summary = a.summary.as_ref();
+            let check = match summary.and_then(|s| s.check.as_ref()) {
                 None => "-".to_owned(),
                 Some(c) if c.passed => "passed".to_owned(),
                 Some(c) => format!("failed ({})", c.outcome.as_deref().unwrap_or("?")),
             };
+            let ended = match (&s.stop, &s.message) {
+                (Some(stop), Some(m)) => {
+                    format!("{} ({stop}: {})", s.state.as_str(), render::cell(m))
+                }
+                (Some(stop), None) => format!("{} ({stop})", s.state.as_str()),
+                (None, _) => s.state.as_str().to_owned(),
+            };
             vec![
-                (a.agent + 1).to_string(),
-                render::cell(a.workspace_name.as_deref().unwrap_or("-")),
-                match &a.message {
-                    Some(m) => format!("{} ({}: {})", a.state.as_str(), a.stop, render::cell(m)),
-                    None => format!("{} ({})", a.state.as_str(), a.stop),
-                },
-                format!("{} +{} -{}", a.files_changed, a.added, a.removed),
+                (i + 1).to_string(),
+                render::cell(s.workspace_name.as_deref().unwrap_or("-")),
+                ended,
+                summary.map_or_else(
+                    || "-".to_owned(),
+                    |x| format!("{} +{} -{}", x.files_changed, x.added, x.removed),
+                ),
                 check,
-                (a.input_tokens + a.output_tokens).to_string(),
-                format!("{:.1}s", a.elapsed_ms as f64 / 1000.0),
+                (s.input_tokens + s.output_tokens).to_string(),
+                format!("{:.1}s", s.elapsed_ms as f64 / 1000.0),
                 a.session.clone().unwrap_or_else(|| "-".to_owned()),
             ]
         })
         .collect();
-    render::line("")?;
     render::table(
         &[
             "#",
@@ -284,8 +690,5 @@ fn print_summary(agents: &[AgentSummary]) -> std::io::Result<()> {
             "SESSION",
         ],
         &rows,
-    )?;
-    render::line(
-        "review with `berth workspace diff NAME`, bring back with `berth workspace merge NAME`",
     )
 }

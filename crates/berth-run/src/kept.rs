@@ -1,0 +1,710 @@
+//! Runs kept on disk, so that a run outlives the terminal that started it (`berth run
+//! --detach`), can be looked at and stopped from another one, and is found failed, never
+//! "working" forever, after its supervisor or the machine died.
+//!
+//! Each run has a folder `<home>/runs/<id>/`:
+//! - `run.json`: the [`RunRecord`] (the request, each agent's workspace, session and state),
+//!   written only by the run's supervisor, atomically and durably, on every event but the
+//!   answer's text (which the sessions' transcripts keep);
+//! - `events.jsonl`: every [`RunEvent`] as it came, one JSON object per line (what `run logs`
+//!   shows and follows); appended without an fsync each: a log to watch, not the record;
+//! - `lock`: held (an exclusive `flock`) by the supervisor for as long as it lives. The kernel
+//!   drops it when the process dies, however it dies, so "is the run still running?" is "is
+//!   its lock held?", which a reused pid or a reboot cannot fool. Whoever finds a run that is
+//!   not over and whose lock is free takes the lock and records it failed ([`RunStore::load`]);
+//! - `stop`, `stop-<N>`: a request to stop the run or its agent N, which the supervisor takes
+//!   when `SIGUSR1` (or its next poll) tells it to look.
+//!
+//! Runs are this machine's processes, so they are kept under the home whichever store holds
+//! the workspaces and sessions.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use berth_ops::{ErrorKind, Repository};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::{AgentSpec, AgentState, AgentStatus, AgentSummary, Policy, Resume, RunEvent, RunRequest};
+
+/// How long a run recorded but not yet taken by its supervisor counts as starting, not failed.
+const STARTING_GRACE: Duration = Duration::from_secs(30);
+
+/// How long [`RunStore::supervise`] waits for a lock that a reader holds for a moment.
+const LOCK_PATIENCE: Duration = Duration::from_secs(3);
+
+/// Why a run's agents failed when its supervisor died under them.
+const SUPERVISOR_GONE: &str = "the run's supervisor stopped before it ended (it was killed, or the machine restarted); its workspaces and transcripts are kept, and `berth run resume` continues it";
+
+/// A run's id: 12 lowercase hex digits, made by berth; it names the run's folder.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct RunId(String);
+
+impl RunId {
+    fn generate() -> RunId {
+        RunId(uuid::Uuid::new_v4().simple().to_string()[..12].to_owned())
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<String> for RunId {
+    type Error = KeptError;
+    fn try_from(value: String) -> Result<RunId, KeptError> {
+        let ok = !value.is_empty()
+            && value.len() <= 64
+            && value
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+        if ok {
+            Ok(RunId(value))
+        } else {
+            Err(KeptError::BadId(value.chars().take(80).collect()))
+        }
+    }
+}
+
+impl From<RunId> for String {
+    fn from(id: RunId) -> String {
+        id.0
+    }
+}
+
+impl fmt::Display for RunId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A run's request as kept, to start it again (resume) in another process.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StoredRequest {
+    pub task: String,
+    /// The repository the workspaces are worktrees of (none for a run in a workspace).
+    pub repository: Option<PathBuf>,
+    pub workspace: Option<String>,
+    pub agents: Vec<AgentSpec>,
+    pub name: Option<String>,
+    pub allow: Vec<String>,
+    pub allow_all: bool,
+    pub check: Option<String>,
+    pub check_timeout_secs: u64,
+}
+
+impl StoredRequest {
+    /// A request as [`crate::prepare`] settled it.
+    pub fn of(request: &RunRequest) -> StoredRequest {
+        StoredRequest {
+            task: request.task.clone(),
+            repository: match &request.repository {
+                Repository::Named(dir) | Repository::Around(dir) => Some(dir.clone()),
+                Repository::None => None,
+            },
+            workspace: request.workspace.clone(),
+            agents: request.agents.clone(),
+            name: request.name.clone(),
+            allow: request.policy.named(),
+            allow_all: request.policy.allows_all(),
+            check: request.check.clone(),
+            check_timeout_secs: request.check_timeout.as_secs(),
+        }
+    }
+
+    /// The request again, to run the agents in `resume` (all of them when it is empty).
+    pub fn request(&self, resume: BTreeMap<usize, Resume>) -> RunRequest {
+        RunRequest {
+            task: self.task.clone(),
+            repository: match &self.repository {
+                Some(dir) => Repository::Named(dir.clone()),
+                None => Repository::None,
+            },
+            workspace: self.workspace.clone(),
+            agents: self.agents.clone(),
+            name: self.name.clone(),
+            policy: Policy::new(&self.allow, self.allow_all),
+            check: self.check.clone(),
+            check_timeout: Duration::from_secs(self.check_timeout_secs),
+            resume,
+        }
+    }
+}
+
+/// Where a run is as a whole.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunState {
+    /// Recorded; its supervisor is starting.
+    Starting,
+    /// Its supervisor is at work.
+    Running,
+    /// Every agent ended and the summary is in.
+    Ended,
+    /// Its supervisor died before the run ended.
+    Failed,
+}
+
+impl RunState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunState::Starting => "starting",
+            RunState::Running => "running",
+            RunState::Ended => "ended",
+            RunState::Failed => "failed",
+        }
+    }
+
+    /// Whether the run is over (ended or failed).
+    pub fn is_over(self) -> bool {
+        matches!(self, RunState::Ended | RunState::Failed)
+    }
+}
+
+/// One agent of a kept run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AgentRecord {
+    pub label: String,
+    pub workspace: Option<String>,
+    pub session: Option<String>,
+    pub worktree: Option<PathBuf>,
+    /// An ACP agent's own session id, to load on resume.
+    pub acp_session: Option<String>,
+    /// Where it is (its answer is in its session's transcript, not here).
+    #[serde(flatten)]
+    pub status: AgentStatus,
+    /// How it ended, once the run summed up.
+    pub summary: Option<AgentSummary>,
+}
+
+/// A run as kept in `run.json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunRecord {
+    pub id: RunId,
+    pub created_at: DateTime<Utc>,
+    pub ended_at: Option<DateTime<Utc>>,
+    pub state: RunState,
+    /// The process supervising it, while it runs.
+    pub supervisor: Option<u32>,
+    /// Why it failed as a whole.
+    pub message: Option<String>,
+    pub request: StoredRequest,
+    pub agents: Vec<AgentRecord>,
+}
+
+impl RunRecord {
+    fn new(id: RunId, request: StoredRequest) -> RunRecord {
+        let agents = request
+            .agents
+            .iter()
+            .map(|spec| AgentRecord {
+                label: spec.label(),
+                workspace: None,
+                session: None,
+                worktree: None,
+                acp_session: None,
+                status: AgentStatus::default(),
+                summary: None,
+            })
+            .collect();
+        RunRecord {
+            id,
+            created_at: Utc::now(),
+            ended_at: None,
+            state: RunState::Starting,
+            supervisor: None,
+            message: None,
+            request,
+            agents,
+        }
+    }
+
+    /// Whether the run is over with every agent done and every check passed: what the CLI's
+    /// exit status says.
+    pub fn succeeded(&self) -> bool {
+        self.state == RunState::Ended
+            && self.agents.iter().all(|a| {
+                a.status.state == AgentState::Done
+                    && a.summary
+                        .as_ref()
+                        .and_then(|s| s.check.as_ref())
+                        .is_none_or(|c| c.passed)
+            })
+    }
+
+    /// The agents `run resume` continues: those not done that have a session to continue.
+    pub fn unfinished(&self) -> BTreeMap<usize, Resume> {
+        self.agents
+            .iter()
+            .enumerate()
+            .filter(|(_, a)| a.status.state != AgentState::Done)
+            .filter_map(|(i, a)| {
+                Some((
+                    i,
+                    Resume {
+                        workspace: a.workspace.clone()?,
+                        session: a.session.clone()?,
+                        acp_session: a.acp_session.clone(),
+                    },
+                ))
+            })
+            .collect()
+    }
+
+    /// Takes in one event; whether the record changed in a way worth writing (the answer's
+    /// text is not kept here).
+    fn take(&mut self, event: &RunEvent) -> bool {
+        if let RunEvent::Summary { agents } = event {
+            for summary in agents {
+                if let Some(a) = self.agents.get_mut(summary.agent) {
+                    a.summary = Some(summary.clone());
+                }
+            }
+            self.state = RunState::Ended;
+            self.ended_at = Some(Utc::now());
+            self.supervisor = None;
+            return true;
+        }
+        let Some(a) = event.agent().and_then(|i| self.agents.get_mut(i)) else {
+            return false;
+        };
+        match event {
+            RunEvent::Text { .. } => return false,
+            RunEvent::Started {
+                workspace,
+                session,
+                worktree,
+                ..
+            } => {
+                a.workspace = Some(workspace.clone());
+                a.session = Some(session.clone());
+                a.worktree = Some(worktree.clone());
+            }
+            RunEvent::AgentSession { id, .. } => a.acp_session = Some(id.clone()),
+            _ => {}
+        }
+        a.status.apply(event);
+        true
+    }
+
+    /// Marks the run failed, and each agent that had not ended, for `why`.
+    fn fail(&mut self, why: &str) {
+        self.state = RunState::Failed;
+        self.ended_at = Some(Utc::now());
+        self.supervisor = None;
+        self.message = Some(why.to_owned());
+        for a in &mut self.agents {
+            if !a.status.state.is_final() {
+                a.status.state = AgentState::Failed;
+                a.status.stop = Some("failed".to_owned());
+                a.status.message = Some(why.to_owned());
+            }
+        }
+    }
+}
+
+/// A request to stop a run or one of its agents.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopRequest {
+    All,
+    /// The agent's index, 0-based.
+    Agent(usize),
+}
+
+/// Why a kept run could not be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum KeptError {
+    #[error("invalid run id {0:?}: a run id is the hex digits `berth run list` shows")]
+    BadId(String),
+    #[error("run {0} not found")]
+    NotFound(String),
+    #[error("run id prefix {prefix:?} matches {} runs ({}); give more of it", ids.len(), ids.join(", "))]
+    Ambiguous { prefix: String, ids: Vec<String> },
+    #[error("the run record {} is corrupt: {reason}; it was left as it is", path.display())]
+    Corrupt { path: PathBuf, reason: String },
+    #[error("run {id} is being supervised by process {pid}")]
+    Busy { id: RunId, pid: String },
+    #[error("run {id} is not running: it {}", state.as_str())]
+    NotRunning { id: RunId, state: RunState },
+    #[error("run {id} has no agent {agent}: it has {count}")]
+    NoSuchAgent {
+        id: RunId,
+        agent: usize,
+        count: usize,
+    },
+    #[error("{}: {source}", path.display())]
+    Io { path: PathBuf, source: io::Error },
+}
+
+impl KeptError {
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            KeptError::BadId(_) | KeptError::Ambiguous { .. } | KeptError::NoSuchAgent { .. } => {
+                ErrorKind::Invalid
+            }
+            KeptError::NotFound(_) => ErrorKind::NotFound,
+            KeptError::Corrupt { .. } => ErrorKind::Corrupt,
+            KeptError::Busy { .. } | KeptError::NotRunning { .. } => ErrorKind::Refused,
+            KeptError::Io { .. } => ErrorKind::Io,
+        }
+    }
+}
+
+fn io_at(path: &Path) -> impl FnOnce(io::Error) -> KeptError + '_ {
+    move |source| KeptError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// The runs of one home.
+#[derive(Debug, Clone)]
+pub struct RunStore {
+    root: PathBuf,
+}
+
+impl RunStore {
+    /// The runs under `home` (`<home>/runs`).
+    pub fn new(home: &Path) -> RunStore {
+        RunStore {
+            root: home.join("runs"),
+        }
+    }
+
+    fn dir(&self, id: &RunId) -> PathBuf {
+        self.root.join(id.as_str())
+    }
+
+    fn record_path(&self, id: &RunId) -> PathBuf {
+        self.dir(id).join("run.json")
+    }
+
+    /// The run's event log, one JSON [`RunEvent`] per line.
+    pub fn events_path(&self, id: &RunId) -> PathBuf {
+        self.dir(id).join("events.jsonl")
+    }
+
+    /// Where a detached supervisor's own output goes.
+    pub fn log_path(&self, id: &RunId) -> PathBuf {
+        self.dir(id).join("supervisor.log")
+    }
+
+    /// Records a new run, starting.
+    pub fn create(&self, request: StoredRequest) -> Result<RunRecord, KeptError> {
+        fs::create_dir_all(&self.root).map_err(io_at(&self.root))?;
+        let id = loop {
+            let id = RunId::generate();
+            match fs::create_dir(self.dir(&id)) {
+                Ok(()) => break id,
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(io_at(&self.root)(e)),
+            }
+        };
+        let record = RunRecord::new(id, request);
+        self.write(&record)?;
+        Ok(record)
+    }
+
+    /// The run an id or a prefix of one (4 digits or more) names.
+    pub fn resolve(&self, identifier: &str) -> Result<RunId, KeptError> {
+        let id = RunId::try_from(identifier.to_ascii_lowercase())?;
+        if self.record_path(&id).exists() {
+            return Ok(id);
+        }
+        if id.as_str().len() >= 4 {
+            let mut found: Vec<String> = self
+                .ids()?
+                .into_iter()
+                .filter(|i| i.as_str().starts_with(id.as_str()))
+                .map(String::from)
+                .collect();
+            found.sort();
+            match found.len() {
+                0 => {}
+                1 => return Ok(RunId(found.remove(0))),
+                _ => {
+                    return Err(KeptError::Ambiguous {
+                        prefix: identifier.to_owned(),
+                        ids: found,
+                    });
+                }
+            }
+        }
+        Err(KeptError::NotFound(identifier.to_owned()))
+    }
+
+    fn ids(&self) -> Result<Vec<RunId>, KeptError> {
+        let entries = match fs::read_dir(&self.root) {
+            Ok(e) => e,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(io_at(&self.root)(e)),
+        };
+        let mut ids = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(io_at(&self.root))?;
+            // Anything else in the folder (a person's notes) is not a run.
+            if let Some(id) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| RunId::try_from(n.to_owned()).ok())
+                && entry.path().join("run.json").exists()
+            {
+                ids.push(id);
+            }
+        }
+        Ok(ids)
+    }
+
+    /// Every run, newest first; a run whose record cannot be read is an error in its place.
+    pub fn list(&self) -> Result<Vec<Result<RunRecord, KeptError>>, KeptError> {
+        let mut runs: Vec<Result<RunRecord, KeptError>> =
+            self.ids()?.iter().map(|id| self.load(id)).collect();
+        runs.sort_by(|a, b| match (a, b) {
+            (Ok(a), Ok(b)) => b.created_at.cmp(&a.created_at),
+            (Ok(_), Err(_)) => std::cmp::Ordering::Less,
+            (Err(_), Ok(_)) => std::cmp::Ordering::Greater,
+            (Err(_), Err(_)) => std::cmp::Ordering::Equal,
+        });
+        Ok(runs)
+    }
+
+    /// The run as it is: one not over whose supervisor is gone is recorded failed first.
+    pub fn load(&self, id: &RunId) -> Result<RunRecord, KeptError> {
+        let record = self.read(id)?;
+        if record.state.is_over() {
+            return Ok(record);
+        }
+        let Some(_lock) = self.try_lock(id)? else {
+            return Ok(record);
+        };
+        // Read again under the lock: the supervisor may have ended the run meanwhile.
+        let mut record = self.read(id)?;
+        let young = Utc::now()
+            .signed_duration_since(record.created_at)
+            .to_std()
+            .is_ok_and(|age| age < STARTING_GRACE);
+        if record.state.is_over() || (record.state == RunState::Starting && young) {
+            return Ok(record);
+        }
+        record.fail(SUPERVISOR_GONE);
+        self.write(&record)?;
+        Ok(record)
+    }
+
+    /// Becomes the run's supervisor: takes its lock (refused while another process holds
+    /// it) and records this process as running it.
+    pub fn supervise(&self, id: &RunId) -> Result<Supervision, KeptError> {
+        let waited = std::time::Instant::now();
+        let lock = loop {
+            if let Some(lock) = self.try_lock(id)? {
+                break lock;
+            }
+            if waited.elapsed() > LOCK_PATIENCE {
+                let pid = self
+                    .read(id)?
+                    .supervisor
+                    .map_or_else(|| "unknown".to_owned(), |p| p.to_string());
+                return Err(KeptError::Busy {
+                    id: id.clone(),
+                    pid,
+                });
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let mut record = self.read(id)?;
+        record.state = RunState::Running;
+        record.supervisor = Some(std::process::id());
+        record.ended_at = None;
+        record.message = None;
+        self.write(&record)?;
+        let path = self.events_path(id);
+        let events = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(io_at(&path))?;
+        Ok(Supervision {
+            store: self.clone(),
+            _lock: lock,
+            record,
+            events,
+        })
+    }
+
+    /// Asks the run's supervisor to stop the run or one agent: a request file, then
+    /// `SIGUSR1`. Refused when the run is not running.
+    pub fn request_stop(&self, id: &RunId, what: StopRequest) -> Result<RunRecord, KeptError> {
+        let record = self.load(id)?;
+        if let StopRequest::Agent(agent) = what
+            && agent >= record.agents.len()
+        {
+            return Err(KeptError::NoSuchAgent {
+                id: id.clone(),
+                agent: agent + 1,
+                count: record.agents.len(),
+            });
+        }
+        let pid = match (record.state, record.supervisor) {
+            (RunState::Running, Some(pid)) => pid,
+            (state, _) => {
+                return Err(KeptError::NotRunning {
+                    id: id.clone(),
+                    state,
+                });
+            }
+        };
+        let name = match what {
+            StopRequest::All => "stop".to_owned(),
+            StopRequest::Agent(i) => format!("stop-{i}"),
+        };
+        let path = self.dir(id).join(name);
+        berth_confined::write_atomic(&path, b"").map_err(io_at(&path))?;
+        // The lock says the supervisor lives, so the pid is its own; a signal lost in a race
+        // is caught by its poll.
+        // SAFETY: kill(2) with a pid and a signal number has no memory effects.
+        unsafe {
+            libc::kill(pid as libc::pid_t, libc::SIGUSR1);
+        }
+        Ok(record)
+    }
+
+    fn read(&self, id: &RunId) -> Result<RunRecord, KeptError> {
+        let path = self.record_path(id);
+        let bytes = match fs::read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Err(KeptError::NotFound(id.to_string()));
+            }
+            Err(e) => return Err(io_at(&path)(e)),
+        };
+        serde_json::from_slice(&bytes).map_err(|e| KeptError::Corrupt {
+            path,
+            reason: e.to_string(),
+        })
+    }
+
+    fn write(&self, record: &RunRecord) -> Result<(), KeptError> {
+        let path = self.record_path(&record.id);
+        let mut bytes = serde_json::to_vec_pretty(record).expect("a run record serializes");
+        bytes.push(b'\n');
+        berth_confined::write_atomic(&path, &bytes).map_err(io_at(&path))
+    }
+
+    /// The run's lock if no one holds it; `None` while its supervisor lives.
+    fn try_lock(&self, id: &RunId) -> Result<Option<File>, KeptError> {
+        let path = self.dir(id).join("lock");
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(io_at(&path))?;
+        match file.try_lock() {
+            Ok(()) => Ok(Some(file)),
+            Err(fs::TryLockError::WouldBlock) => Ok(None),
+            Err(fs::TryLockError::Error(e)) => Err(io_at(&path)(e)),
+        }
+    }
+}
+
+/// A run's supervisor's hold on it: the lock, the record it keeps, and the event log.
+pub struct Supervision {
+    store: RunStore,
+    _lock: File,
+    record: RunRecord,
+    events: File,
+}
+
+impl Supervision {
+    pub fn record(&self) -> &RunRecord {
+        &self.record
+    }
+
+    /// Readies the agents `resume` names to run again: their state back to starting.
+    pub fn resuming(&mut self, resume: &BTreeMap<usize, Resume>) -> Result<(), KeptError> {
+        for i in resume.keys() {
+            if let Some(a) = self.record.agents.get_mut(*i) {
+                a.status = AgentStatus::default();
+                a.summary = None;
+            }
+        }
+        self.store.write(&self.record)
+    }
+
+    /// Records that the run could not start at all, and why.
+    pub fn fail(&mut self, why: &str) -> Result<(), KeptError> {
+        self.record.fail(why);
+        self.store.write(&self.record)
+    }
+
+    /// Keeps one event: appended to the log, and the record rewritten when it changed.
+    pub fn take(&mut self, event: &RunEvent) -> Result<(), KeptError> {
+        let mut line = serde_json::to_vec(event).expect("a run event serializes");
+        line.push(b'\n');
+        let path = self.store.events_path(&self.record.id);
+        self.events.write_all(&line).map_err(io_at(&path))?;
+        if self.record.take(event) {
+            if matches!(event, RunEvent::Summary { .. }) {
+                self.events.sync_data().map_err(io_at(&path))?;
+            }
+            self.store.write(&self.record)?;
+        }
+        Ok(())
+    }
+
+    /// The stop requests made since the last look, taken (their files removed).
+    pub fn stop_requests(&self) -> Vec<StopRequest> {
+        let dir = self.store.dir(&self.record.id);
+        let Ok(entries) = fs::read_dir(&dir) else {
+            return Vec::new();
+        };
+        let mut requests = Vec::new();
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else { continue };
+            let request = match name {
+                "stop" => StopRequest::All,
+                _ => match name.strip_prefix("stop-").and_then(|n| n.parse().ok()) {
+                    Some(i) => StopRequest::Agent(i),
+                    None => continue,
+                },
+            };
+            if fs::remove_file(entry.path()).is_ok() {
+                requests.push(request);
+            }
+        }
+        requests
+    }
+}
+
+/// Reads a run's event log from `offset`: the whole events after it, and the offset after
+/// the last whole line (a line being written is read next time).
+pub fn read_events(path: &Path, offset: u64) -> Result<(Vec<RunEvent>, u64), KeptError> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut file = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok((Vec::new(), offset)),
+        Err(e) => return Err(io_at(path)(e)),
+    };
+    file.seek(SeekFrom::Start(offset)).map_err(io_at(path))?;
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes).map_err(io_at(path))?;
+    let whole = bytes.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+    let mut events = Vec::new();
+    for (n, line) in bytes[..whole].split(|b| *b == b'\n').enumerate() {
+        if line.is_empty() {
+            continue;
+        }
+        let event = serde_json::from_slice(line).map_err(|e| KeptError::Corrupt {
+            path: path.to_path_buf(),
+            reason: format!("event {} after byte {offset}: {e}", n + 1),
+        })?;
+        events.push(event);
+    }
+    Ok((events, offset + whole as u64))
+}
