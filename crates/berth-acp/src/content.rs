@@ -150,9 +150,9 @@ pub fn replay(transcript: &Transcript) -> Vec<SessionUpdate> {
             let text = || ContentBlock::Text(TextContent::new(m.content.clone()));
             match m.role {
                 Role::User => Some(SessionUpdate::UserMessageChunk(ContentChunk::new(text()))),
-                Role::Assistant => Some(SessionUpdate::AgentMessageChunk(ContentChunk::new(
-                    text(),
-                ))),
+                Role::Assistant => {
+                    Some(SessionUpdate::AgentMessageChunk(ContentChunk::new(text())))
+                }
                 Role::Tool => {
                     let title = m.content.lines().next().unwrap_or("tool").to_owned();
                     let status = if m.content.contains("\n\nerror:") {

@@ -237,12 +237,20 @@ async fn tools_run_and_their_results_go_back_with_their_call_ids() {
     let roles: Vec<Role> = kept.iter().map(|(r, _)| *r).collect();
     assert_eq!(
         roles,
-        [Role::User, Role::Assistant, Role::Tool, Role::Tool, Role::Assistant]
+        [
+            Role::User,
+            Role::Assistant,
+            Role::Tool,
+            Role::Tool,
+            Role::Assistant
+        ]
     );
     assert_eq!(kept[1].1, "Reading.");
     assert_eq!(kept[4].1, "It says hi.");
     assert!(
-        kept[2].1.starts_with("`read_file` {\"path\":\"a.txt\"}\n\nresult:")
+        kept[2]
+            .1
+            .starts_with("`read_file` {\"path\":\"a.txt\"}\n\nresult:")
             && kept[2].1.contains("hi from a"),
         "{}",
         kept[2].1
@@ -259,8 +267,14 @@ async fn tools_run_and_their_results_go_back_with_their_call_ids() {
     .await;
     let third = &server.requests()[2].body;
     let sent = third["messages"].to_string();
-    assert!(!sent.contains("`read_file`") && !sent.contains("hi from a"), "{sent}");
-    assert!(sent.contains("It says hi.") && sent.contains("and now?"), "{sent}");
+    assert!(
+        !sent.contains("`read_file`") && !sent.contains("hi from a"),
+        "{sent}"
+    );
+    assert!(
+        sent.contains("It says hi.") && sent.contains("and now?"),
+        "{sent}"
+    );
 }
 
 #[tokio::test]

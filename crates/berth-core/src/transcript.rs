@@ -437,12 +437,10 @@ fn header_of(line: &str) -> Option<(Role, bool)> {
 /// True if `line` (the unfinished last line) can be the beginning of a header berth writes.
 fn begins_marked_header(line: &str) -> bool {
     !line.is_empty()
-        && Role::ALL
-            .into_iter()
-            .any(|r| {
-                let full = format!("{} {MARK}", r.header());
-                full.starts_with(line)
-            })
+        && Role::ALL.into_iter().any(|r| {
+            let full = format!("{} {MARK}", r.header());
+            full.starts_with(line)
+        })
 }
 
 /// True if the line at `pos` follows an empty line, as every block berth appends does.

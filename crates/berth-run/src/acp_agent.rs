@@ -433,6 +433,15 @@ pub(crate) async fn turn(t: AcpTurn<'_>) -> (TurnStop, Usage) {
             }
         })
         .await;
+    // An agent whose process ended under the turn (killed, crashed) is said as that: the
+    // protocol error it leaves ("transport closed") tells a person less.
+    let exited = match &result {
+        Err(_) => tokio::time::timeout(Duration::from_millis(500), child.wait())
+            .await
+            .ok()
+            .and_then(Result::ok),
+        Ok(_) => None,
+    };
     let _ = child.start_kill();
     let answer = std::mem::take(&mut *shared.answer.lock().unwrap_or_else(|e| e.into_inner()));
     let stop = match result {
@@ -442,7 +451,13 @@ pub(crate) async fn turn(t: AcpTurn<'_>) -> (TurnStop, Usage) {
         Ok(StopReason::Refusal) => TurnStop::Refusal,
         Ok(_) => TurnStop::Cancelled,
         Err(e) => TurnStop::Failed {
-            message: format!("the ACP agent `{}` failed: {e}", t.command),
+            message: match exited {
+                Some(status) => format!(
+                    "the ACP agent `{}` ended in the middle of its turn ({status})",
+                    t.command
+                ),
+                None => format!("the ACP agent `{}` failed: {e}", t.command),
+            },
         },
     };
     if !answer.is_empty() {

@@ -29,7 +29,9 @@ use berth_ops::{ErrorKind, Repository};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::{AgentSpec, AgentState, AgentStatus, AgentSummary, Policy, Resume, RunEvent, RunRequest};
+use crate::{
+    AgentSpec, AgentState, AgentStatus, AgentSummary, Policy, Resume, RunEvent, RunRequest,
+};
 
 /// How long a run recorded but not yet taken by its supervisor counts as starting, not failed.
 const STARTING_GRACE: Duration = Duration::from_secs(30);

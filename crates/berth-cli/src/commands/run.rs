@@ -12,8 +12,8 @@ use anyhow::{Context, bail};
 use berth_agent::AgentBuilder;
 use berth_ops::{Ops, Repository};
 use berth_run::{
-    AgentStatus, Next, Policy, RunEvent, RunId, RunRecord, RunRequest, RunState,
-    RunStore, StopRequest, StoredRequest, Supervised, Supervision,
+    AgentStatus, Next, Policy, RunEvent, RunId, RunRecord, RunRequest, RunState, RunStore,
+    StopRequest, StoredRequest, Supervised, Supervision,
 };
 
 use crate::cli::{NewRunArgs, RunArgs, RunCommand};

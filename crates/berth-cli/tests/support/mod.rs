@@ -9,6 +9,7 @@ use std::process::{Command, Stdio};
 
 use berth_testkit::{Run, run};
 
+pub mod runs;
 pub mod terminal;
 
 /// A temporary `BERTH_HOME`, removed when dropped, and the `berth` binary run on it.

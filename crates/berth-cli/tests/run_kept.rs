@@ -1,0 +1,305 @@
+//! Runs that outlive the terminal: `berth run --detach` under a supervisor process, the
+//! supervisor or an agent killed mid-turn (SIGKILL), `run stop`, `wait`, `logs`, and `run
+//! resume` continuing berth's own agent where it stopped. The real binary, a real
+//! repository, and the provider stand-in, whose answers stall so that turns are cut off
+//! mid-stream.
+
+mod support;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use berth_testkit::provider_server::{ProviderServer, Reply, Turn};
+use berth_testkit::run;
+use serde_json::Value;
+use support::Home;
+use support::runs::{berth_run, events, kill9, processes_in, project, transcript, until};
+
+/// An answer that starts, then stalls for ten minutes: a turn that is mid-stream whenever
+/// the test cuts it off.
+fn stalling() -> Reply {
+    Reply::anthropic(&Turn::new().text(["Working on it", " and more"]))
+        .pause_after(4, Duration::from_secs(600))
+}
+
+fn write_call(content: &str) -> Turn {
+    let args = serde_json::json!({"path": "out.txt", "content": content}).to_string();
+    Turn::new().tool_call("w1", "write_file", [args])
+}
+
+fn show(home: &Home, id: &str) -> Value {
+    home.json(&["run", "show", id, "--json"])
+}
+
+fn states(run: &Value) -> Vec<String> {
+    run["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["state"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn a_killed_supervisor_leaves_everything_and_resume_finishes_the_work() {
+    let home = Home::new();
+    let server = ProviderServer::start_in_background();
+    let (_tmp, root) = project();
+    server.push(stalling());
+    server.push(stalling());
+    let r = run(berth_run(
+        &home,
+        &server,
+        &root,
+        &[
+            "Write out.txt",
+            "--agents",
+            "2",
+            "--allow",
+            "write_file",
+            "--detach",
+            "--json",
+        ],
+    ));
+    assert_eq!(r.code, 0, "{}\n{}", r.stderr, r.stdout);
+    let detached: Value = serde_json::from_str(&r.stdout).unwrap();
+    let id = detached["run"].as_str().unwrap().to_owned();
+    let supervisor = detached["supervisor"].as_u64().unwrap() as u32;
+    assert_ne!(supervisor, 0);
+
+    // Both agents stream, under the supervisor, after the CLI has returned.
+    until("both agents' requests", Duration::from_secs(30), || {
+        (server.request_count() == 2).then_some(())
+    });
+    let working = until("both agents working", Duration::from_secs(30), || {
+        let run = show(&home, &id);
+        (states(&run) == ["working", "working"]).then_some(run)
+    });
+    assert_eq!(working["state"], "running");
+    assert_eq!(working["supervisor"], supervisor);
+    let logs = home.ok(&["run", "logs", &id]);
+    assert!(
+        logs.contains("[1] berth started in workspace write-out-txt-"),
+        "{logs}"
+    );
+
+    kill9(supervisor);
+    let failed = until("the run found failed", Duration::from_secs(10), || {
+        let run = show(&home, &id);
+        (run["state"] == "failed").then_some(run)
+    });
+    assert_eq!(states(&failed), ["failed", "failed"], "{failed:#}");
+    for a in failed["agents"].as_array().unwrap() {
+        assert!(
+            a["message"].as_str().unwrap().contains("supervisor"),
+            "{a:#}"
+        );
+        // The workspace and the transcript (the task, as the turn started) are kept.
+        let ws = home.json(&[
+            "workspace",
+            "show",
+            a["workspace"].as_str().unwrap(),
+            "--json",
+        ]);
+        assert!(PathBuf::from(ws["git"]["worktree"].as_str().unwrap()).is_dir());
+        assert_eq!(
+            transcript(&home, a["session"].as_str().unwrap()),
+            ["user: Write out.txt"]
+        );
+    }
+    // A run over cannot be stopped; `wait` says it failed.
+    let refused = home.run(&["run", "stop", &id]);
+    assert_eq!(refused.code, 4, "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("is not running"),
+        "{}",
+        refused.stderr
+    );
+    let waited = home.run(&["run", "wait", &id]);
+    assert_eq!(waited.code, 1, "{}", waited.stderr);
+
+    // Resumed: each agent continues its session: it writes, then answers.
+    for _ in 0..2 {
+        server.push(
+            Reply::anthropic(&write_call("resumed\n")).delay_head(Duration::from_millis(1500)),
+        );
+    }
+    for _ in 0..2 {
+        server.push(Reply::anthropic(&Turn::new().text(["Done."])));
+    }
+    let r = run(berth_run(&home, &server, &root, &["resume", &id, "--json"]));
+    assert_eq!(r.code, 0, "{}\n{}", r.stderr, r.stdout);
+    let resumed = events(&r.stdout);
+    assert_eq!(resumed.last().unwrap()["event"], "summary");
+    let ended = show(&home, &id);
+    assert_eq!(ended["state"], "ended");
+    assert_eq!(states(&ended), ["done", "done"]);
+    for a in ended["agents"].as_array().unwrap() {
+        let worktree = PathBuf::from(a["worktree"].as_str().unwrap());
+        assert_eq!(
+            std::fs::read_to_string(worktree.join("out.txt")).unwrap(),
+            "resumed\n"
+        );
+        let kept = transcript(&home, a["session"].as_str().unwrap());
+        assert_eq!(kept.len(), 4, "{kept:#?}");
+        assert_eq!(kept[0], "user: Write out.txt");
+        assert!(kept[1].starts_with("user: Your earlier turn"), "{kept:#?}");
+        assert!(kept[1].ends_with("Write out.txt"), "{kept:#?}");
+        assert!(kept[2].starts_with("tool: `write_file`"), "{kept:#?}");
+        assert_eq!(kept[3], "assistant: Done.");
+    }
+    // The resumed turns were sent the sessions' earlier prompt: they continued them.
+    let requests = server.requests();
+    for request in &requests[2..4] {
+        let messages = request.body["messages"].to_string();
+        assert!(
+            messages.contains("Write out.txt") && messages.contains("Your earlier turn"),
+            "{messages}"
+        );
+    }
+    let runs = home.json(&["run", "list", "--json"]);
+    assert_eq!(runs.as_array().unwrap().len(), 1);
+    let again = home.run(&["run", "resume", &id]);
+    assert_eq!(again.code, 4, "{}", again.stderr);
+    assert!(
+        again.stderr.contains("nothing to resume"),
+        "{}",
+        again.stderr
+    );
+}
+
+#[test]
+fn an_agent_killed_fails_alone_and_stop_ends_another() {
+    let home = Home::new();
+    let server = ProviderServer::start_in_background();
+    let (_tmp, root) = project();
+    server.push(stalling());
+    server.push(stalling());
+    let agent = format!("{} acp", env!("CARGO_BIN_EXE_berth"));
+    let r = run(berth_run(
+        &home,
+        &server,
+        &root,
+        &[
+            "Think it over",
+            "--agents",
+            "2",
+            "--agent-cmd",
+            &agent,
+            "--detach",
+        ],
+    ));
+    assert_eq!(r.code, 0, "{}\n{}", r.stderr, r.stdout);
+    let id = r.stdout.trim().to_owned();
+    until("both agents' requests", Duration::from_secs(30), || {
+        (server.request_count() == 2).then_some(())
+    });
+    let running = show(&home, &id);
+    let worktree = |i: usize| PathBuf::from(running["agents"][i]["worktree"].as_str().unwrap());
+    let first = until("agent 1's process", Duration::from_secs(10), || {
+        processes_in(&worktree(0)).first().copied()
+    });
+    kill9(first);
+    let one_failed = until("agent 1 failed", Duration::from_secs(20), || {
+        let run = show(&home, &id);
+        (states(&run) == ["failed", "working"]).then_some(run)
+    });
+    assert_eq!(one_failed["state"], "running");
+    let why = one_failed["agents"][0]["message"].as_str().unwrap();
+    assert!(
+        why.contains("ended in the middle of its turn (signal: 9"),
+        "{why}"
+    );
+
+    // `run stop --agent 2`: its turn is cancelled; the run then sums up and ends.
+    let stopped = home.ok(&["run", "stop", &id, "--agent", "2"]);
+    assert_eq!(stopped.trim(), "[2] stopped", "{stopped}");
+    let waited = home.run(&["run", "wait", &id, "--json"]);
+    assert_eq!(waited.code, 1, "{}", waited.stderr);
+    let ended: Value = serde_json::from_str(&waited.stdout).unwrap();
+    assert_eq!(ended["state"], "ended");
+    assert_eq!(states(&ended), ["failed", "stopped"]);
+    assert!(
+        processes_in(&worktree(1)).is_empty(),
+        "the stopped agent's process is gone"
+    );
+    for a in ended["agents"].as_array().unwrap() {
+        let kept = transcript(&home, a["session"].as_str().unwrap());
+        assert_eq!(kept[0], "user: Think it over", "{kept:#?}");
+    }
+    // The log shows both ends; `--agent` keeps one agent's lines.
+    let logs = home.ok(&["run", "logs", &id]);
+    assert!(logs.contains("[1] failed"), "{logs}");
+    assert!(logs.contains("[2] stopped"), "{logs}");
+    assert!(logs.contains("[2] Working on it\n[2] stopped"), "{logs}");
+    let second = home.ok(&["run", "logs", &id, "--agent", "2"]);
+    assert!(!second.contains("[1]"), "{second}");
+    let json = home.ok(&["run", "logs", &id, "--json"]);
+    let kinds: Vec<Value> = events(&json)
+        .into_iter()
+        .map(|e| e["event"].clone())
+        .collect();
+    assert_eq!(kinds.last().unwrap(), "summary", "{kinds:?}");
+}
+
+#[test]
+fn logs_follow_a_detached_run_to_its_end() {
+    let home = Home::new();
+    let server = ProviderServer::start_in_background();
+    let (_tmp, root) = project();
+    server.push(
+        Reply::anthropic(&Turn::new().text(["First line\n", "second line"]))
+            .pause_after(3, Duration::from_millis(800)),
+    );
+    let r = run(berth_run(
+        &home,
+        &server,
+        &root,
+        &["Say two lines", "--detach"],
+    ));
+    assert_eq!(r.code, 0, "{}\n{}", r.stderr, r.stdout);
+    let id = r.stdout.trim().to_owned();
+    // -f returns by itself once the run is over, with everything it streamed.
+    let followed = home.ok(&["run", "logs", &id[..4], "-f"]);
+    let lines: Vec<&str> = followed.lines().collect();
+    assert!(
+        lines[0].starts_with("[1] berth started in workspace say-two-lines-1"),
+        "{followed}"
+    );
+    assert!(
+        followed.contains("[1] First line\n[1] second line\n"),
+        "{followed}"
+    );
+    assert!(followed.contains("[1] done (end_turn)"), "{followed}");
+    let waited = home.run(&["run", "wait", &id]);
+    assert_eq!(waited.code, 0, "{}", waited.stderr);
+    assert!(
+        waited.stdout.contains("done (end_turn)"),
+        "{}",
+        waited.stdout
+    );
+}
+
+#[test]
+fn kept_runs_refuse_bad_ids_and_say_what_is_wrong() {
+    let home = Home::new();
+    let bad = home.run(&["run", "show", "../etc"]);
+    assert_eq!(bad.code, 2, "{}", bad.stderr);
+    assert!(bad.stderr.contains("invalid run id"), "{}", bad.stderr);
+    let missing = home.run(&["run", "show", "abcdef"]);
+    assert_eq!(missing.code, 3, "{}", missing.stderr);
+    assert!(home.ok(&["run", "list"]).contains("no runs yet"));
+    // A record that cannot be read is reported, never taken for a missing run.
+    let dir = home.path().join("runs").join("0123456789ab");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("run.json"), "{ not json").unwrap();
+    let corrupt = home.run(&["run", "show", "0123"]);
+    assert_eq!(corrupt.code, 5, "{}", corrupt.stderr);
+    assert!(corrupt.stderr.contains("corrupt"), "{}", corrupt.stderr);
+    let listed = home.run(&["run", "list"]);
+    assert_eq!(listed.code, 5, "{}", listed.stderr);
+    assert_eq!(
+        std::fs::read_to_string(dir.join("run.json")).unwrap(),
+        "{ not json"
+    );
+}
