@@ -27,10 +27,13 @@
 //! create of a burst finds none ready; it waits for the one being filled, which is sooner
 //! than a fresh checkout: two spares cannot make a third create as fast as a rename.
 
-use std::io::Write;
+mod common;
+
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+use common::{env_or, generate, git_cmd};
 
 fn main() {
     let files: usize = env_or("BENCH_FILES", 20_000);
@@ -284,83 +287,4 @@ fn main() {
         "the third create of a full pool waits for the refill the first began: {:.3} of a fresh checkout",
         from_full[2] / medians[0]
     );
-}
-
-fn env_or(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn git_cmd(dir: &Path) -> Command {
-    let mut cmd = Command::new("git");
-    cmd.current_dir(dir)
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE")
-        .env_remove("GIT_INDEX_FILE");
-    cmd
-}
-
-/// A repository with `files` files of 1-7 KB of pseudo-random text on `main`, checked out.
-/// Returns the bytes of file content.
-fn generate(repo: &Path, files: usize) -> usize {
-    std::fs::create_dir_all(repo).unwrap();
-    assert!(
-        git_cmd(repo)
-            .args(["init", "--quiet", "-b", "main"])
-            .status()
-            .unwrap()
-            .success()
-    );
-    let mut import = git_cmd(repo)
-        .args(["fast-import", "--quiet"])
-        .stdin(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = std::io::BufWriter::new(import.stdin.take().unwrap());
-    let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
-    let mut next = move || {
-        // xorshift64: deterministic, so every run measures the same repository.
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
-    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789 \n";
-    let mut total = 0;
-    for i in 0..files {
-        let len = 1000 + (next() % 6000) as usize;
-        let data: Vec<u8> = (0..len)
-            .map(|_| ALPHABET[(next() % ALPHABET.len() as u64) as usize])
-            .collect();
-        total += len;
-        write!(stdin, "blob\nmark :{}\ndata {len}\n", i + 1).unwrap();
-        stdin.write_all(&data).unwrap();
-        stdin.write_all(b"\n").unwrap();
-    }
-    stdin
-        .write_all(b"commit refs/heads/main\ncommitter bench <bench@berth.invalid> 0 +0000\ndata 5\nbench\n")
-        .unwrap();
-    for i in 0..files {
-        writeln!(stdin, "M 100644 :{} src/d{:03}/f{i:05}.txt", i + 1, i % 200).unwrap();
-    }
-    stdin.write_all(b"\n").unwrap();
-    drop(stdin);
-    assert!(import.wait().unwrap().success());
-    assert!(
-        git_cmd(repo)
-            .args([
-                "-c",
-                "checkout.workers=0",
-                "checkout",
-                "--quiet",
-                "-f",
-                "main"
-            ])
-            .status()
-            .unwrap()
-            .success()
-    );
-    total
 }

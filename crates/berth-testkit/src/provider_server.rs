@@ -228,6 +228,8 @@ pub struct RecordedRequest {
     /// The body as JSON; `Value::Null` when it is empty or not JSON (see `raw_body`).
     pub body: Value,
     pub raw_body: Vec<u8>,
+    /// When its whole body had arrived: the moment the reply (and its `delay_head`) starts.
+    pub received_at: std::time::Instant,
 }
 
 impl RecordedRequest {
@@ -1067,6 +1069,7 @@ async fn read_request(stream: &mut TcpStream) -> Result<Option<RecordedRequest>,
         headers,
         body,
         raw_body,
+        received_at: std::time::Instant::now(),
     }))
 }
 

@@ -1,0 +1,88 @@
+//! What the benchmarks share: sizes from the environment, git without a caller's
+//! repository variables, and a generated repository of many files.
+#![allow(dead_code)]
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+/// The number in environment variable `name`, else `default`.
+pub fn env_or(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// git in `dir`, deaf to the repository variables of whoever runs the benchmark.
+pub fn git_cmd(dir: &Path) -> Command {
+    let mut cmd = Command::new("git");
+    cmd.current_dir(dir)
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .env_remove("GIT_INDEX_FILE");
+    cmd
+}
+
+/// A repository with `files` files of 1-7 KB of pseudo-random text on `main`, checked out.
+/// Returns the bytes of file content.
+pub fn generate(repo: &Path, files: usize) -> usize {
+    std::fs::create_dir_all(repo).unwrap();
+    assert!(
+        git_cmd(repo)
+            .args(["init", "--quiet", "-b", "main"])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let mut import = git_cmd(repo)
+        .args(["fast-import", "--quiet"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = std::io::BufWriter::new(import.stdin.take().unwrap());
+    let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = move || {
+        // xorshift64: deterministic, so every run measures the same repository.
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789 \n";
+    let mut total = 0;
+    for i in 0..files {
+        let len = 1000 + (next() % 6000) as usize;
+        let data: Vec<u8> = (0..len)
+            .map(|_| ALPHABET[(next() % ALPHABET.len() as u64) as usize])
+            .collect();
+        total += len;
+        write!(stdin, "blob\nmark :{}\ndata {len}\n", i + 1).unwrap();
+        stdin.write_all(&data).unwrap();
+        stdin.write_all(b"\n").unwrap();
+    }
+    stdin
+        .write_all(b"commit refs/heads/main\ncommitter bench <bench@berth.invalid> 0 +0000\ndata 5\nbench\n")
+        .unwrap();
+    for i in 0..files {
+        writeln!(stdin, "M 100644 :{} src/d{:03}/f{i:05}.txt", i + 1, i % 200).unwrap();
+    }
+    stdin.write_all(b"\n").unwrap();
+    drop(stdin);
+    assert!(import.wait().unwrap().success());
+    assert!(
+        git_cmd(repo)
+            .args([
+                "-c",
+                "checkout.workers=0",
+                "checkout",
+                "--quiet",
+                "-f",
+                "main"
+            ])
+            .status()
+            .unwrap()
+            .success()
+    );
+    total
+}
