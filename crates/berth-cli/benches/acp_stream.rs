@@ -288,7 +288,6 @@ fn count(hay: &[u8], needle: &[u8]) -> usize {
     hay.windows(needle.len()).filter(|w| *w == needle).count()
 }
 
-
 fn median(xs: &mut [Duration]) -> Duration {
     xs.sort();
     xs[xs.len() / 2]

@@ -57,9 +57,7 @@ fn main() {
     let server = ProviderServer::start_in_background();
     let mut own = Vec::new();
     let mut chunk = Vec::new();
-    println!(
-        "round  wall ms  agents ms  berth ms  berth/agents  first chunk ms (max of {AGENTS})"
-    );
+    println!("round  wall ms  agents ms  berth ms  berth/agents  first chunk ms (max of {AGENTS})");
     for round in 1..=rounds {
         fill_spares(&home, &repo);
         let before = server.request_count();
@@ -106,8 +104,8 @@ fn main() {
         let arrivals: Vec<Instant> = requests[before..].iter().map(|r| r.received_at).collect();
         assert_eq!(arrivals.len(), AGENTS, "one request per agent");
         assert_eq!(first_text.len(), AGENTS, "every agent streamed");
-        let agents_time = *arrivals.iter().max().unwrap() + think + work
-            - *arrivals.iter().min().unwrap();
+        let agents_time =
+            *arrivals.iter().max().unwrap() + think + work - *arrivals.iter().min().unwrap();
         let berth_time = wall.saturating_sub(agents_time);
         let mut sent: Vec<Instant> = arrivals.iter().map(|a| *a + think).collect();
         sent.sort();
@@ -174,7 +172,10 @@ fn fill_spares(home: &Path, repo: &Path) {
             std::thread::sleep(Duration::from_millis(500));
             return;
         }
-        assert!(waited.elapsed() < Duration::from_secs(300), "spares never filled");
+        assert!(
+            waited.elapsed() < Duration::from_secs(300),
+            "spares never filled"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
 }

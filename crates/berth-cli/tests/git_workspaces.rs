@@ -338,7 +338,7 @@ fn copy_and_setup_come_from_berths_config() {
     std::fs::write(
         home.path().join("config.toml"),
         format!(
-            "[git]\nworktree_dir = {:?}\ncopy = [\".env\", \"absent.txt\"]\nsetup = [\"test -f .env && echo ok > setup-ran\", \"printf '%s' \\\"$PWD\\\" > where\"]\n",
+            "[git]\nworktree_dir = {:?}\ncopy = [\".env\", \"absent.txt\"]\nsetup = [\"test -f .env && echo ok > setup-ran\", \"printf '%s' \\\"$PWD\\\" > where\", \"printf '%s %s' \\\"$BERTH_PORT\\\" \\\"$BERTH_PORT_1\\\" > ports\"]\n",
             wt_dir.path().to_str().unwrap()
         ),
     )
@@ -378,6 +378,13 @@ fn copy_and_setup_come_from_berths_config() {
     );
     assert!(!worktree.join("pwned").exists());
     assert!(!project.root.join("pwned").exists());
+    // Setup sees the workspace's own ports, as its dev servers will.
+    let ports = &home.json(&["workspace", "show", id.trim(), "--json"])["ports"];
+    let first = ports["first"].as_u64().unwrap();
+    assert_eq!(
+        std::fs::read_to_string(worktree.join("ports")).unwrap(),
+        format!("{first} {}", first + 1)
+    );
     // Setup output never reaches stdout: stdout is the id alone.
     assert_eq!(id.lines().count(), 1);
     // Nothing the setup made counts against the base as commits.

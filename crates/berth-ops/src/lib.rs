@@ -104,7 +104,7 @@ pub fn open(home: &Path, env: &[(String, String)]) -> Result<Ops> {
     let loaded = berth_core::config::layer(global.as_ref(), None, env.iter().cloned())?;
     let store = StoreChoice::of(&home, loaded.config.store.url.as_ref().map(|u| u.expose()))?;
     Ok(Ops {
-        manager: store.open(&home)?,
+        manager: store.open(&home)?.with_ports(loaded.config.ports.range()),
         store: Arc::new(store),
         home: Arc::new(home),
         env: Arc::new(env.to_vec()),

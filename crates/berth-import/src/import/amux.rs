@@ -351,7 +351,7 @@ impl Import<'_> {
             description,
             agent_id: None,
             git: Some(git),
-            ports: None,
+            ports: manager.ports(),
         };
         // Created when amux made it; adopting it counts as a use, so garbage collection does
         // not take a workspace the moment it arrives.
