@@ -86,9 +86,11 @@ fn main() {
         // Each agent's first piece, as it arrived on the pipe.
         let mut first_text = Vec::new();
         let mut seen = [false; AGENTS];
+        let mut last = String::new();
         for line in BufReader::new(child.stdout.take().unwrap()).lines() {
             let at = Instant::now();
-            let event: serde_json::Value = serde_json::from_str(&line.unwrap()).unwrap();
+            last = line.unwrap();
+            let event: serde_json::Value = serde_json::from_str(&last).unwrap();
             if event["event"] == "text" {
                 let agent = event["agent"].as_u64().unwrap() as usize;
                 if !seen[agent] {
@@ -99,7 +101,7 @@ fn main() {
         }
         let status = child.wait().unwrap();
         let wall = spawned.elapsed();
-        assert!(status.success(), "berth run failed");
+        assert!(status.success(), "berth run failed: {last}");
         let requests = server.requests();
         let arrivals: Vec<Instant> = requests[before..].iter().map(|r| r.received_at).collect();
         assert_eq!(arrivals.len(), AGENTS, "one request per agent");

@@ -31,6 +31,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::serve::ListenerExt;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use tokio_util::sync::CancellationToken;
 
 use crate::sessions::BoundedSessions;
 use crate::{BerthMcp, ServeError};
@@ -70,40 +71,7 @@ pub async fn serve_http(
     if !options.listen.ip().is_loopback() && options.token.is_none() {
         return Err(ServeError::PublicWithoutToken(options.listen));
     }
-    let mut hosts: Vec<String> = LOOPBACK_HOSTS.iter().map(|h| h.to_string()).collect();
-    if !options.listen.ip().is_unspecified() {
-        hosts.push(options.listen.ip().to_string());
-    }
-    hosts.extend(options.allowed_hosts);
-    let mut origins: Vec<String> = LOOPBACK_ORIGINS.iter().map(|o| o.to_string()).collect();
-    origins.extend(options.allowed_origins);
-    let config = StreamableHttpServerConfig::default()
-        .with_allowed_hosts(hosts)
-        .with_allowed_origins(origins)
-        .enforce_origin_validation()
-        .with_max_request_body_bytes(options.max_request_bytes);
-    let sessions_done = config.cancellation_token.clone();
-    let sessions = Arc::new(BoundedSessions::new(
-        options.max_sessions,
-        options.session_idle,
-    ));
-    {
-        let sessions = sessions.clone();
-        let done = sessions_done.clone();
-        tokio::spawn(async move {
-            let mut every = tokio::time::interval(sessions.sweep_every());
-            loop {
-                tokio::select! {
-                    _ = done.cancelled() => return,
-                    _ = every.tick() => { sessions.sweep().await; }
-                }
-            }
-        });
-    }
-    let service = StreamableHttpService::new(move || Ok(server.connection()), sessions, config);
-    let mut app = axum::Router::new()
-        .route_service("/mcp", service)
-        .layer(middleware::from_fn(session_deleted_is_no_content));
+    let (mut app, sessions_done) = router(server, &options);
     if let Some(token) = options.token {
         app = app.layer(middleware::from_fn_with_state(
             Arc::<str>::from(token),
@@ -133,6 +101,48 @@ pub async fn serve_http(
         })
         .await
         .map_err(|e| ServeError::Protocol(e.to_string()))
+}
+
+/// `/mcp`, to serve or to mount beside other routes (`berth serve`): the MCP service with
+/// its `Host` and `Origin` checks, body limit and bounded sessions, and the 204 for a deleted
+/// session. Who may call it (a token) is the caller's to add. The token returned ends every
+/// open SSE stream: cancel it on shutdown, or a graceful shutdown waits for them forever.
+pub fn router(server: BerthMcp, options: &HttpOptions) -> (axum::Router, CancellationToken) {
+    let mut hosts: Vec<String> = LOOPBACK_HOSTS.iter().map(|h| h.to_string()).collect();
+    if !options.listen.ip().is_unspecified() {
+        hosts.push(options.listen.ip().to_string());
+    }
+    hosts.extend(options.allowed_hosts.iter().cloned());
+    let mut origins: Vec<String> = LOOPBACK_ORIGINS.iter().map(|o| o.to_string()).collect();
+    origins.extend(options.allowed_origins.iter().cloned());
+    let config = StreamableHttpServerConfig::default()
+        .with_allowed_hosts(hosts)
+        .with_allowed_origins(origins)
+        .enforce_origin_validation()
+        .with_max_request_body_bytes(options.max_request_bytes);
+    let sessions_done = config.cancellation_token.clone();
+    let sessions = Arc::new(BoundedSessions::new(
+        options.max_sessions,
+        options.session_idle,
+    ));
+    {
+        let sessions = sessions.clone();
+        let done = sessions_done.clone();
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(sessions.sweep_every());
+            loop {
+                tokio::select! {
+                    _ = done.cancelled() => return,
+                    _ = every.tick() => { sessions.sweep().await; }
+                }
+            }
+        });
+    }
+    let service = StreamableHttpService::new(move || Ok(server.connection()), sessions, config);
+    let app = axum::Router::new()
+        .route_service("/mcp", service)
+        .layer(middleware::from_fn(session_deleted_is_no_content));
+    (app, sessions_done)
 }
 
 async fn require_token(State(token): State<Arc<str>>, request: Request, next: Next) -> Response {

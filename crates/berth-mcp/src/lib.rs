@@ -45,7 +45,7 @@ mod tools;
 mod uri;
 
 pub use berth_ops::DEFAULT_MAX_FILE_BYTES;
-pub use http::{DEFAULT_MAX_REQUEST_BYTES, HttpOptions, serve_http};
+pub use http::{DEFAULT_MAX_REQUEST_BYTES, HttpOptions, router as http_router, serve_http};
 pub use sessions::{DEFAULT_IDLE, DEFAULT_MAX_SESSIONS};
 
 use context::Context;
