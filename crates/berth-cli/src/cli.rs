@@ -150,6 +150,57 @@ pub enum Command {
     /// run in its terminals. The model is a session option, from the workspace's config.
     #[command(verbatim_doc_comment)]
     Acp,
+    /// Serve berth on the network: its agent over ACP on a WebSocket, its MCP server, and a
+    /// health check, on one listener.
+    ///
+    /// ws://<listen>/acp   berth's agent, as `berth acp` serves it on stdio (one JSON-RPC
+    ///                     message per text frame): streaming, permissions, cancel, load,
+    ///                     list, resume, images, the model option, the device flow
+    /// http://<listen>/mcp the MCP server, as `berth mcp --transport http` serves it
+    /// /healthz            {"status":"ok"}, with no token, for load balancers
+    ///
+    /// With a token (BERTH_SERVE_TOKEN or --token), every request but /healthz needs
+    /// `Authorization: Bearer <token>` (401 otherwise); listening anywhere but loopback
+    /// requires one. Requests whose Host is not loopback or an --allow-host, and pages whose
+    /// Origin is not a loopback page or an --allow-origin, get 403. It serves until SIGINT
+    /// or SIGTERM and prints its address on standard error.
+    #[command(verbatim_doc_comment)]
+    Serve(ServeArgs),
+}
+
+#[derive(Args)]
+pub struct ServeArgs {
+    /// The address to listen on; port 0 picks a free port.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8765")]
+    pub listen: std::net::SocketAddr,
+    /// The bearer token clients must send.
+    #[arg(
+        long,
+        env = "BERTH_SERVE_TOKEN",
+        hide_env_values = true,
+        value_name = "TOKEN"
+    )]
+    pub token: Option<String>,
+    /// Another host name (or host:port) requests may be addressed to; repeatable.
+    #[arg(long = "allow-host", value_name = "HOST")]
+    pub allow_hosts: Vec<String>,
+    /// Another browser origin allowed to call the server, with scheme and port
+    /// (`https://app.example.com:443`, `:*` for any port); repeatable.
+    #[arg(long = "allow-origin", value_name = "ORIGIN")]
+    pub allow_origins: Vec<String>,
+    /// ACP connections open at once; more are answered 503.
+    #[arg(long, value_name = "N", default_value_t = berth_serve::DEFAULT_MAX_CONNECTIONS)]
+    pub max_connections: usize,
+    /// The largest WebSocket message and HTTP request body, in bytes.
+    #[arg(long, value_name = "BYTES", default_value_t = berth_serve::DEFAULT_MAX_MESSAGE_BYTES)]
+    pub max_message_bytes: usize,
+    /// Seconds between pings of a WebSocket peer; one silent for three is dropped.
+    #[arg(long, value_name = "SECS", default_value_t = berth_serve::DEFAULT_PING_EVERY.as_secs())]
+    pub ping_every: u64,
+    /// The repository MCP's `workspace_create` makes worktrees of (default: the one
+    /// containing this folder).
+    #[arg(long, value_name = "PATH")]
+    pub repo: Option<PathBuf>,
 }
 
 #[derive(Args)]

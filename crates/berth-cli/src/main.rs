@@ -18,7 +18,7 @@ fn main() -> ExitCode {
     let serves_many = matches!(
         &cli.command,
         cli::Command::Mcp(args) if args.transport == cli::Transport::Http
-    ) || matches!(&cli.command, cli::Command::Acp)
+    ) || matches!(&cli.command, cli::Command::Acp | cli::Command::Serve(_))
         || matches!(
             &cli.command,
             cli::Command::Run(cli::RunArgs {
@@ -109,6 +109,8 @@ fn exit_status(e: &anyhow::Error) -> u8 {
         } else if let Some(e) = c.downcast_ref::<berth_run::RunError>() {
             Some(e.kind())
         } else if let Some(e) = c.downcast_ref::<berth_run::KeptError>() {
+            Some(e.kind())
+        } else if let Some(e) = c.downcast_ref::<berth_serve::ServeError>() {
             Some(e.kind())
         } else if let Some(e) = c.downcast_ref::<berth_core::Error>() {
             Some(e.kind())

@@ -340,7 +340,12 @@ pub struct LoadedConfig {
 }
 
 /// Environment variables that configure the process rather than the config tree.
-const PROCESS_VARS: &[&str] = &["BERTH_HOME", "BERTH_LOG", "BERTH_MCP_TOKEN"];
+const PROCESS_VARS: &[&str] = &[
+    "BERTH_HOME",
+    "BERTH_LOG",
+    "BERTH_MCP_TOKEN",
+    "BERTH_SERVE_TOKEN",
+];
 
 /// `BERTH_PORT` and `BERTH_PORT_<n>`: the ports berth gives a workspace's processes, which
 /// may run berth themselves. They configure nothing.

@@ -8,6 +8,7 @@ mod config;
 mod import;
 mod mcp;
 mod run;
+mod serve;
 mod session;
 mod storage;
 mod store;
@@ -53,6 +54,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Chat(args) => chat::run(ops, args).await,
         Command::Run(args) => run::run(ops, args).await,
         Command::Acp => acp::run(ops).await,
+        Command::Serve(args) => serve::run(ops, args).await,
     }
 }
 

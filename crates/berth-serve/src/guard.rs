@@ -1,0 +1,192 @@
+//! Who may call the server, checked on every request but `/healthz` before it reaches a
+//! route: `Host` (a name this server answers to: loopback, the address it listens on, or one
+//! allowed), a browser's `Origin` (a loopback page or one allowed: 403 otherwise, so a web
+//! page cannot reach a local server through DNS rebinding), and the token (401 without it).
+
+use axum::extract::{Request, State};
+use axum::http::{StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use std::sync::Arc;
+
+use crate::ServeOptions;
+
+const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
+const LOOPBACK_ORIGIN_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "[::1]"];
+
+/// The rules, settled once from the options.
+#[derive(Debug)]
+pub struct Access {
+    token: Option<String>,
+    /// Host names, or `host:port`, requests may be addressed to.
+    hosts: Vec<String>,
+    /// Origins (`scheme://host` or `scheme://host:port`, port `*` for any) pages may call from.
+    origins: Vec<String>,
+}
+
+impl Access {
+    pub fn new(options: &ServeOptions) -> Access {
+        let mut hosts: Vec<String> = LOOPBACK_HOSTS.iter().map(|h| h.to_string()).collect();
+        if !options.listen.ip().is_unspecified() {
+            hosts.push(options.listen.ip().to_string());
+        }
+        hosts.extend(options.allowed_hosts.iter().map(|h| h.to_ascii_lowercase()));
+        let origins = options
+            .allowed_origins
+            .iter()
+            .map(|o| o.trim_end_matches('/').to_ascii_lowercase())
+            .collect();
+        Access {
+            token: options.token.clone(),
+            hosts,
+            origins,
+        }
+    }
+
+    /// Whether a request addressed to `host` (the `Host` header: `name`, `name:port`,
+    /// `[v6]:port`) may be served.
+    fn host_allowed(&self, host: &str) -> bool {
+        let host = host.to_ascii_lowercase();
+        let name = match host.strip_prefix('[') {
+            Some(rest) => rest.split(']').next().unwrap_or(""),
+            None => host.rsplit_once(':').map_or(host.as_str(), |(n, _)| n),
+        };
+        self.hosts.iter().any(|h| *h == host || h == name)
+    }
+
+    /// Whether a page of `origin` may call the server: a loopback page on any port, or an
+    /// origin allowed (exactly, or with `:*` for any port).
+    fn origin_allowed(&self, origin: &str) -> bool {
+        let origin = origin.to_ascii_lowercase();
+        let Some((scheme, rest)) = origin.split_once("://") else {
+            return false;
+        };
+        let (name, _port) = match rest.rsplit_once(':') {
+            Some((n, p)) if !p.contains(']') => (n, Some(p)),
+            _ => (rest, None),
+        };
+        if matches!(scheme, "http" | "https") && LOOPBACK_ORIGIN_HOSTS.contains(&name) {
+            return true;
+        }
+        self.origins.iter().any(|allowed| {
+            *allowed == origin
+                || allowed
+                    .strip_suffix(":*")
+                    .is_some_and(|prefix| prefix == format!("{scheme}://{name}"))
+        })
+    }
+
+    fn token_ok(&self, request: &Request) -> bool {
+        let Some(token) = &self.token else {
+            return true;
+        };
+        request
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .is_some_and(|presented| same(presented.as_bytes(), token.as_bytes()))
+    }
+}
+
+/// The middleware: refuses what [`Access`] does not allow, before any route runs.
+pub async fn check(State(access): State<Arc<Access>>, request: Request, next: Next) -> Response {
+    let host = request
+        .headers()
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    if !access.host_allowed(host) {
+        return refuse(
+            StatusCode::FORBIDDEN,
+            "this berth server does not answer to that Host; start it with --allow-host NAME",
+        );
+    }
+    if let Some(origin) = request.headers().get(header::ORIGIN) {
+        let allowed = origin.to_str().is_ok_and(|o| access.origin_allowed(o));
+        if !allowed {
+            return refuse(
+                StatusCode::FORBIDDEN,
+                "pages of this Origin may not call this berth server; start it with --allow-origin ORIGIN",
+            );
+        }
+    }
+    if !access.token_ok(&request) {
+        let mut response = refuse(
+            StatusCode::UNAUTHORIZED,
+            "this berth server needs `Authorization: Bearer <token>`",
+        );
+        response.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            "Bearer".parse().expect("a header value"),
+        );
+        return response;
+    }
+    next.run(request).await
+}
+
+fn refuse(status: StatusCode, why: &str) -> Response {
+    (status, format!("{why}\n")).into_response()
+}
+
+/// Equality whose time does not depend on where the inputs differ, so a token cannot be
+/// guessed a byte at a time from response times.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn access(listen: &str, hosts: &[&str], origins: &[&str]) -> Access {
+        Access::new(&ServeOptions {
+            listen: listen.parse().unwrap(),
+            token: None,
+            allowed_hosts: hosts.iter().map(|s| s.to_string()).collect(),
+            allowed_origins: origins.iter().map(|s| s.to_string()).collect(),
+            max_connections: 1,
+            max_message_bytes: 1,
+            ping_every: std::time::Duration::from_secs(1),
+            max_mcp_sessions: 1,
+            mcp_session_idle: std::time::Duration::from_secs(1),
+        })
+    }
+
+    #[test]
+    fn hosts() {
+        let a = access("0.0.0.0:8765", &["berth.example.com"], &[]);
+        assert!(a.host_allowed("localhost:8765"));
+        assert!(a.host_allowed("127.0.0.1"));
+        assert!(a.host_allowed("[::1]:8765"));
+        assert!(a.host_allowed("Berth.Example.com:443"));
+        assert!(!a.host_allowed("evil.example.com:8765"));
+        assert!(!a.host_allowed(""));
+        let b = access("192.168.1.5:8765", &[], &[]);
+        assert!(b.host_allowed("192.168.1.5:8765"));
+    }
+
+    #[test]
+    fn origins() {
+        let a = access(
+            "127.0.0.1:1",
+            &[],
+            &["https://app.example.com", "http://dev.example.com:*"],
+        );
+        assert!(a.origin_allowed("http://localhost:3000"));
+        assert!(a.origin_allowed("http://[::1]:3000"));
+        assert!(a.origin_allowed("https://app.example.com"));
+        assert!(a.origin_allowed("http://dev.example.com:8080"));
+        assert!(!a.origin_allowed("https://app.example.com:8443"));
+        assert!(!a.origin_allowed("https://evil.example.com"));
+        assert!(!a.origin_allowed("null"));
+        assert!(!a.origin_allowed("http://localhost.evil.com"));
+    }
+
+    #[test]
+    fn token_comparison() {
+        assert!(same(b"secret", b"secret"));
+        assert!(!same(b"secret", b"secreT"));
+        assert!(!same(b"secret", b"secre"));
+    }
+}

@@ -1,0 +1,167 @@
+//! berth-serve: berth on the network, for phones, editors on other machines, and teams. One
+//! listener serves:
+//!
+//! - `/acp`: berth's agent over the Agent Client Protocol on a WebSocket, one JSON-RPC
+//!   message per text frame (`websocket.rs`). The ACP server is berth-acp's, the one `berth
+//!   acp` serves on stdio, handed this transport instead: everything it does there (streaming,
+//!   permissions, cancel, load, list, resume, images, the model option, the device flow) it
+//!   does here. A client that does not offer `fs/*` or `terminal/*` gets berth's own tools,
+//!   confined to the session's folder or worktree;
+//! - `/mcp`: berth's MCP server over Streamable HTTP, as `berth mcp --transport http` serves it
+//!   (berth-mcp's router);
+//! - `/healthz`: `{"status":"ok"}`, for load balancers; it says nothing else and needs no token.
+//!
+//! Safe on a network (`guard.rs`): a listener off loopback is refused without a token; every
+//! request but `/healthz` must carry it (`Authorization: Bearer …`); `Host` must be a name
+//! this server answers to and a browser's `Origin` one it allows (403 otherwise), so a web page
+//! cannot reach a local server through DNS rebinding; connections are capped; a WebSocket
+//! frame or message over the limit closes its connection; a peer that answers no ping is
+//! dropped.
+
+mod guard;
+mod websocket;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::routing::get;
+use berth_agent::Agent;
+use berth_mcp::BerthMcp;
+use berth_ops::Ops;
+
+pub use guard::Access;
+
+/// How `berth serve` listens.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    pub listen: SocketAddr,
+    /// The token every request (but `/healthz`) must carry; required off loopback.
+    pub token: Option<String>,
+    /// Host names (or `host:port`) besides loopback that requests may be addressed to.
+    pub allowed_hosts: Vec<String>,
+    /// Browser origins besides loopback pages (`https://app.example.com`, `:*` for any port)
+    /// that may call the server.
+    pub allowed_origins: Vec<String>,
+    /// Open WebSocket connections at once; more are answered 503.
+    pub max_connections: usize,
+    /// The largest WebSocket message (and HTTP request body) accepted, in bytes.
+    pub max_message_bytes: usize,
+    /// How often a WebSocket peer is pinged; one silent for three times this is dropped.
+    pub ping_every: Duration,
+    /// MCP sessions kept at once, and how long an unused one lives (as `berth mcp`).
+    pub max_mcp_sessions: usize,
+    pub mcp_session_idle: Duration,
+}
+
+/// Unless told otherwise: as many connections as a small team's editors and phones use.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 256;
+/// Unless told otherwise: a prompt with a few images fits; far from straining memory.
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
+/// Unless told otherwise: a dead peer is found within a minute and a half.
+pub const DEFAULT_PING_EVERY: Duration = Duration::from_secs(30);
+
+/// Why serving stopped or could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error(
+        "refusing to listen on {0} without a token: anyone who can reach that address could use this server. Give one (BERTH_SERVE_TOKEN or --token), or listen on 127.0.0.1"
+    )]
+    PublicWithoutToken(SocketAddr),
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("the server failed: {0}")]
+    Server(std::io::Error),
+}
+
+impl ServeError {
+    /// A listener refused for want of a token is a usage error; the rest are I/O.
+    pub fn kind(&self) -> berth_ops::ErrorKind {
+        match self {
+            ServeError::PublicWithoutToken(_) => berth_ops::ErrorKind::Invalid,
+            ServeError::Listen { .. } | ServeError::Server(_) => berth_ops::ErrorKind::Io,
+        }
+    }
+}
+
+/// Serves until SIGINT or SIGTERM. `on_listening` is called with the bound address (useful
+/// with port 0) once requests can be accepted.
+pub async fn serve(
+    ops: Ops,
+    agent: Agent,
+    mcp: BerthMcp,
+    options: ServeOptions,
+    on_listening: impl FnOnce(SocketAddr),
+) -> Result<(), ServeError> {
+    if !options.listen.ip().is_loopback() && options.token.is_none() {
+        return Err(ServeError::PublicWithoutToken(options.listen));
+    }
+    let access = Arc::new(Access::new(&options));
+    let (mcp_routes, mcp_done) = berth_mcp::http_router(
+        mcp,
+        &berth_mcp::HttpOptions {
+            listen: options.listen,
+            token: None,
+            allowed_hosts: options.allowed_hosts.clone(),
+            allowed_origins: options.allowed_origins.clone(),
+            max_request_bytes: options.max_message_bytes,
+            max_sessions: options.max_mcp_sessions,
+            session_idle: options.mcp_session_idle,
+        },
+    );
+    let acp = websocket::AcpEndpoint::new(ops, agent, &options);
+    let app = Router::new()
+        .route("/acp", get(websocket::upgrade).with_state(acp))
+        .merge(mcp_routes)
+        .layer(axum::middleware::from_fn_with_state(
+            access.clone(),
+            guard::check,
+        ))
+        // After the guard: a health check needs no token and says nothing.
+        .route("/healthz", get(healthz));
+    let listener = tokio::net::TcpListener::bind(options.listen)
+        .await
+        .map_err(|source| ServeError::Listen {
+            addr: options.listen,
+            source,
+        })?;
+    let bound = listener.local_addr().map_err(|source| ServeError::Listen {
+        addr: options.listen,
+        source,
+    })?;
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        // Small messages (a chunk of an answer) go out at once, not after a delayed ACK.
+        let _ = tcp.set_nodelay(true);
+    });
+    on_listening(bound);
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move {
+            shutdown_signal().await;
+            // Open MCP event streams would keep a graceful shutdown waiting forever.
+            mcp_done.cancel();
+        })
+        .await
+        .map_err(ServeError::Server)
+}
+
+async fn healthz() -> impl axum::response::IntoResponse {
+    (
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        "{\"status\":\"ok\"}\n",
+    )
+}
+
+async fn shutdown_signal() {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(_) => return tokio::signal::ctrl_c().await.unwrap_or(()),
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}

@@ -1,0 +1,170 @@
+"""`berth serve` over the network, with independent clients: the official ACP Python SDK's
+WebSocket transport on `/acp` (a whole session: a permission, a write, a cancel, a load in a
+new connection), the official MCP Python SDK on `/mcp` of the same server, and plain HTTP
+for `/healthz`, the token and the Origin rules.
+"""
+
+import asyncio
+import contextlib
+import os
+import re
+import subprocess
+import urllib.error
+import urllib.request
+
+import pytest
+from acp import connect_to_agent, text_block
+from acp.ws import create_websocket_stream
+
+from conftest import BERTH, Editor, Reply, agent_env, berth_json, texts
+
+pytestmark = pytest.mark.anyio
+
+TOKEN = "serve-test-token"
+
+
+@contextlib.contextmanager
+def serving(home, provider, cwd, *args, token=TOKEN):
+    """`berth serve` on a free loopback port; yields its address (`127.0.0.1:PORT`)."""
+    env = agent_env(home, provider)
+    if token:
+        env["BERTH_SERVE_TOKEN"] = token
+    proc = subprocess.Popen(
+        [BERTH, "serve", "--listen", "127.0.0.1:0", *args],
+        env=env,
+        cwd=str(cwd),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        line = proc.stderr.readline()
+        found = re.search(r"ws://([0-9.]+:[0-9]+)/acp", line)
+        assert found, f"berth serve said: {line!r}"
+        yield found.group(1)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+@contextlib.asynccontextmanager
+async def client(editor, address, token=TOKEN):
+    """An ACP client over the WebSocket, initialized."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    transport = await create_websocket_stream(f"ws://{address}/acp", headers=headers)
+    conn = connect_to_agent(editor, transport)
+    try:
+        await conn.initialize(protocol_version=1, client_capabilities=editor.capabilities())
+        yield conn
+    finally:
+        await conn.close()
+
+
+def http_status(url, headers=None):
+    request = urllib.request.Request(url, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+async def test_a_whole_acp_session_over_a_websocket(home, work, provider):
+    provider.push(
+        Reply().text("Writing.").tool("toolu_1", "write_file", {"path": "out.txt", "content": "over the network\n"})
+    )
+    provider.push(Reply().text("Written."))
+    provider.push(Reply().text(*[f"w{i} " for i in range(200)]).slowly(0.05))
+    editor = Editor(choice="allow_once")
+    first = asyncio.Event()
+    with serving(home, provider, work) as address:
+        async with client(editor, address) as conn:
+            new = await conn.new_session(cwd=str(work))
+            answer = await conn.prompt(session_id=new.session_id, prompt=[text_block("write out.txt")])
+            assert answer.stop_reason == "end_turn"
+            # The permission was asked of this client, over the socket, and its answer wrote.
+            assert len(editor.permissions) == 1
+            assert (work / "out.txt").read_text() == "over the network\n"
+            assert texts(editor) == "Writing.Written."
+            # A cancel ends a long answer.
+            editor.on_update = lambda u: first.set() if u.session_update == "agent_message_chunk" else None
+            prompt = asyncio.ensure_future(conn.prompt(session_id=new.session_id, prompt=[text_block("talk")]))
+            await asyncio.wait_for(first.wait(), 10)
+            await conn.cancel(session_id=new.session_id)
+            cancelled = await asyncio.wait_for(prompt, 5)
+            assert cancelled.stop_reason == "cancelled"
+        # A new connection loads the session: the transcript replays, the tool call with it.
+        reader = Editor()
+        async with client(reader, address) as conn:
+            await conn.load_session(session_id=new.session_id, cwd=str(work))
+            replayed = texts(reader, "user_message_chunk")
+            assert replayed.startswith("write out.txt")
+            assert "tool_call" in reader.kinds()
+            listed = await conn.list_sessions(cwd=str(work))
+            assert [s.session_id for s in listed.sessions] == [new.session_id]
+    shown = berth_json(home, "session", "show", new.session_id)
+    roles = [m["role"] for m in shown["messages"]]
+    assert roles[:4] == ["user", "assistant", "tool", "assistant"], roles
+    assert shown["messages"][-1]["content"].endswith("[interrupted]")
+
+
+async def test_mcp_on_the_same_server(home, work, provider):
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    berth_json(home, "workspace", "create", "served")
+    with serving(home, provider, work) as address:
+        headers = {"Authorization": f"Bearer {TOKEN}"}
+        async with create_mcp_http_client(headers=headers) as http, streamable_http_client(
+            f"http://{address}/mcp", http_client=http
+        ) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                tools = await session.list_tools()
+                assert "resource_workspace_list" in [t.name for t in tools.tools]
+                listed = await session.call_tool("resource_workspace_list", {})
+                assert not listed.is_error
+                names = [w["name"] for w in listed.structured_content["workspaces"]]
+                assert names == ["served"]
+
+
+async def test_tokens_origins_and_health(home, work, provider):
+    with serving(home, provider, work) as address:
+        # The health check needs no token and says nothing more.
+        assert http_status(f"http://{address}/healthz") == (200, '{"status":"ok"}\n')
+        # Without the token, or with another: 401, for both endpoints.
+        status, body = http_status(f"http://{address}/mcp")
+        assert status == 401 and "Bearer" in body
+        status, _ = http_status(f"http://{address}/acp", {"Authorization": "Bearer wrong"})
+        assert status == 401
+        with pytest.raises(Exception, match="401"):
+            async with client(Editor(), address, token="wrong"):
+                pass
+        # A page of another origin: 403, even with the token.
+        status, body = http_status(
+            f"http://{address}/acp",
+            {"Authorization": f"Bearer {TOKEN}", "Origin": "https://evil.example.com"},
+        )
+        assert status == 403 and "Origin" in body
+        # A Host this server does not answer to (DNS rebinding): 403.
+        status, _ = http_status(
+            f"http://{address}/healthz".replace("healthz", "mcp"),
+            {"Authorization": f"Bearer {TOKEN}", "Host": "evil.example.com"},
+        )
+        assert status == 403
+
+
+def test_listening_off_loopback_without_a_token_is_refused(home, work, provider):
+    env = agent_env(home, provider)
+    env.pop("BERTH_SERVE_TOKEN", None)
+    done = subprocess.run(
+        [BERTH, "serve", "--listen", "0.0.0.0:0"],
+        env=env,
+        cwd=str(work),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "without a token" in done.stderr
