@@ -168,3 +168,35 @@ def test_listening_off_loopback_without_a_token_is_refused(home, work, provider)
     )
     assert done.returncode == 2, done.stderr
     assert "without a token" in done.stderr
+
+
+async def test_a_client_gone_mid_turn_finds_the_whole_answer_when_it_comes_back(home, work, provider):
+    # 2 s of answer: 40 chunks, 50 ms apart; the client goes away after the first.
+    chunks = [f"w{i} " for i in range(40)]
+    provider.push(Reply().text(*chunks).slowly(0.05))
+    editor = Editor()
+    first = asyncio.Event()
+    editor.on_update = lambda u: first.set() if u.session_update == "agent_message_chunk" else None
+    with serving(home, provider, work) as address:
+        async with client(editor, address) as conn:
+            new = await conn.new_session(cwd=str(work))
+            orphan = asyncio.ensure_future(conn.prompt(session_id=new.session_id, prompt=[text_block("talk")]))
+            await asyncio.wait_for(first.wait(), 10)
+        # Its answer never comes to this client: the connection is gone.
+        with pytest.raises(ConnectionError):
+            await orphan
+        # The turn goes on without its client and keeps its whole answer.
+        for _ in range(100):
+            shown = berth_json(home, "session", "show", new.session_id)
+            if len(shown["messages"]) == 2:
+                break
+            await asyncio.sleep(0.1)
+        assert [m["content"] for m in shown["messages"]] == ["talk", "".join(chunks)]
+        # The client that comes back sees it, and the session takes its next prompt.
+        back = Editor()
+        async with client(back, address) as conn:
+            await conn.load_session(session_id=new.session_id, cwd=str(work))
+            assert texts(back) == "".join(chunks)
+            provider.push(Reply().text("again"))
+            again = await conn.prompt(session_id=new.session_id, prompt=[text_block("again")])
+            assert again.stop_reason == "end_turn"
