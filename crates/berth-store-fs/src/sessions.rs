@@ -200,7 +200,7 @@ impl Layout {
     /// append, or a person added text) does it read the whole file, once.
     fn append(&self, id: &SessionId, message: &Message) -> Result<()> {
         let (ws, dir) = self.session_dir(id)?;
-        let _guard = lock_session(&dir, id)?;
+        let _guard = lock_transcript(&dir, id)?;
         // Checked under the lock: a session closed by another process a moment ago is closed.
         self.read_session_file(&dir, id, &ws)?.check_open()?;
         let path = dir.join("session.md");
@@ -220,20 +220,27 @@ impl Layout {
 
     fn write_transcript(&self, id: &SessionId, messages: &[Message]) -> Result<()> {
         let (ws, dir) = self.session_dir(id)?;
-        let _guard = lock_session(&dir, id)?;
+        let _guard = lock_transcript(&dir, id)?;
         let session = self.read_session_file(&dir, id, &ws)?;
         let path = dir.join("session.md");
         let text = transcript::encode(&frontmatter(&session), messages);
         write_atomic(&path, text.as_bytes()).map_err(io_err("write", &path))
     }
 
+    /// Changes the session's record. `with_transcript`: also hold the transcript's lock, for
+    /// a change that appends must not cross (a close: no append lands after it).
     fn update_session(
         &self,
         id: &SessionId,
+        with_transcript: bool,
         change: impl FnOnce(&mut Session) -> Result<()>,
     ) -> Result<Session> {
         let (ws, dir) = self.session_dir(id)?;
         let _guard = lock_session(&dir, id)?;
+        let _transcript = match with_transcript {
+            true => Some(lock_transcript(&dir, id)?),
+            false => None,
+        };
         let mut session = self.read_session_file(&dir, id, &ws)?;
         change(&mut session)?;
         let path = dir.join("session.toml");
@@ -246,6 +253,7 @@ impl Layout {
         let _guard = self.lock_sessions()?;
         let (ws, dir) = self.session_dir(id)?;
         let _session_guard = lock_session(&dir, id)?;
+        let _transcript_guard = lock_transcript(&dir, id)?;
         let parent = self.sessions_dir(&ws);
         let trash = parent.join(format!("{TRASH}{id}-{}", random_suffix()));
         fs::rename(&dir, &trash).map_err(io_err("remove", &dir))?;
@@ -274,8 +282,21 @@ impl Layout {
     }
 }
 
+/// The lock on the session's record (`session.toml`). Taken before [`lock_transcript`] by
+/// whoever takes both.
 fn lock_session(dir: &Path, id: &SessionId) -> Result<FileLock> {
-    let path = dir.join(".lock");
+    lock_in(dir, ".lock", id)
+}
+
+/// The lock on the session's transcript (`session.md`): appends and rewrites take this one
+/// only, so a record's change that appends need not wait for (a title written while the
+/// answer streams) never holds up the answer's append.
+fn lock_transcript(dir: &Path, id: &SessionId) -> Result<FileLock> {
+    lock_in(dir, ".transcript.lock", id)
+}
+
+fn lock_in(dir: &Path, name: &str, id: &SessionId) -> Result<FileLock> {
+    let path = dir.join(name);
     FileLock::acquire(&path).map_err(|e| match e.kind() {
         io::ErrorKind::NotFound => missing(id),
         _ => io_err("lock", &path)(e),
@@ -446,7 +467,7 @@ impl SessionStore for FsStore {
     ) -> Result<Session> {
         let id = id.clone();
         self.blocking(move |l| {
-            l.update_session(&id, |s| {
+            l.update_session(&id, true, |s| {
                 s.check_can_become(status)?;
                 s.status = status;
                 s.updated_at = now;
@@ -459,7 +480,7 @@ impl SessionStore for FsStore {
     async fn set_title(&self, id: &SessionId, title: &str, now: DateTime<Utc>) -> Result<Session> {
         let (id, title) = (id.clone(), title.to_owned());
         self.blocking(move |l| {
-            l.update_session(&id, |s| {
+            l.update_session(&id, false, |s| {
                 s.title = title;
                 s.updated_at = now;
                 Ok(())
