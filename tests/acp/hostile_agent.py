@@ -1,6 +1,8 @@
 """An ACP agent (the official ACP Python SDK's agent side) that tries to leave its folder:
 it asks its client to write a file outside the folder it was started in, through a symlink
-it made there that points outside, into `.git`, and one file inside. `berth run` drives it
+it made there that points outside, into `.git`, and one file inside; then to run a command
+in a terminal whose `cwd` is outside, through that symlink, or `..`, and one inside, whose
+output it reports. It never asks permission first. `berth run` drives it
 (tests/acp/test_run.py); every way out must be refused and recorded."""
 
 import asyncio
@@ -38,6 +40,27 @@ class Hostile:
                 results.append(f"{name}:written")
             except Exception:
                 results.append(f"{name}:refused")
+        terminals = {
+            "term-outside": outside,
+            "term-symlink": os.path.join(self.cwd, "link"),
+            "term-dotdot": os.path.join(self.cwd, ".."),
+            "term-inside": self.cwd,
+        }
+        for name, cwd in terminals.items():
+            try:
+                made = await self.conn.create_terminal(
+                    session_id=session_id,
+                    command="sh",
+                    args=["-c", f"touch ran-{name}; echo port=$BERTH_PORT; exit 4"],
+                    cwd=cwd,
+                )
+            except Exception:
+                results.append(f"{name}:refused")
+                continue
+            exit = await self.conn.wait_for_terminal_exit(session_id=session_id, terminal_id=made.terminal_id)
+            out = await self.conn.terminal_output(session_id=session_id, terminal_id=made.terminal_id)
+            await self.conn.release_terminal(session_id=session_id, terminal_id=made.terminal_id)
+            results.append(f"{name}:exit={exit.exit_code}:{out.output.strip()}")
         await self.conn.session_update(session_id, update_agent_message_text(" ".join(results)))
         return PromptResponse(stop_reason="end_turn")
 

@@ -286,8 +286,16 @@ fn an_acp_agent_by_its_command_works_in_its_worktree() {
     let summary = events.last().unwrap();
     assert_eq!(summary["agents"][0]["state"], "done", "{summary}");
     assert_eq!(summary["agents"][0]["files_changed"], 1, "{summary}");
-    assert_eq!(
-        transcript(&home, started["session"].as_str().unwrap()),
-        ["user: Write out.txt", "assistant: Written."]
+    // The run's transcript of an ACP agent: the task, its tool call as the agent reported it
+    // (title, input, result), then its answer.
+    let kept = transcript(&home, started["session"].as_str().unwrap());
+    assert_eq!(kept.len(), 3, "{kept:#?}");
+    assert_eq!(kept[0], "user: Write out.txt");
+    assert!(
+        kept[1].starts_with("tool: `write_file out.txt` {\"path\":\"out.txt\"")
+            && kept[1].contains("result:")
+            && kept[1].contains("Wrote 'out.txt'"),
+        "{kept:#?}"
     );
+    assert_eq!(kept[2], "assistant: Written.");
 }

@@ -4,38 +4,48 @@
 //! - **Its reach is the worktree.** berth offers `fs/read_text_file` and `fs/write_text_file`
 //!   and answers them beneath a confined handle on the worktree (berth-confined): a path
 //!   outside it, into `.git`, or through a symlink that leads out is refused, the agent gets an
-//!   error, and the refusal is an event and a line in the transcript. No terminal is offered,
-//!   so an agent runs its commands with its own tools, in the folder it was started in.
+//!   error, and the refusal is an event and a line in the transcript. It offers `terminal/*`
+//!   too (`terminals.rs`): a command runs in the worktree or a folder beneath it, never a
+//!   `cwd` that resolves outside, and only when the run may run commands (the policy allows
+//!   `execute`, or allowed the agent's request to run this one).
 //! - **Permissions by policy**, as for berth's own agent: calls of a kind that only reads run,
 //!   as do tools the policy names (by the tool's name or by its kind: `edit`, `execute`); every
 //!   other request is answered with the agent's own rejection option, and shown.
 //! - **The transcript is berth's own record** of what it saw: the task as the turn starts, the
-//!   answer's text when it ends (marked interrupted when cut short), and each refusal.
+//!   answer's text, each tool call the agent reported with its result (a `## Tool` record,
+//!   once the call is over; the text before it is written first), the text after it, marked
+//!   interrupted when cut short, and each refusal.
 //! - **Stopping** sends `session/cancel`, then, if the agent has not answered within a grace
 //!   period, kills its process group.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
-    CancelNotification, ClientCapabilities, ContentBlock, FileSystemCapabilities,
-    InitializeRequest, NewSessionRequest, PermissionOptionKind, PromptRequest, ReadTextFileRequest,
-    ReadTextFileResponse, RequestPermissionOutcome, RequestPermissionRequest,
-    RequestPermissionResponse, SelectedPermissionOutcome, SessionNotification, SessionUpdate,
-    StopReason, TextContent, ToolCallStatus, ToolKind as AcpKind, WriteTextFileRequest,
-    WriteTextFileResponse,
+    CancelNotification, ClientCapabilities, ContentBlock, CreateTerminalRequest,
+    CreateTerminalResponse, FileSystemCapabilities, InitializeRequest, KillTerminalRequest,
+    KillTerminalResponse, NewSessionRequest, PermissionOptionKind, PromptRequest,
+    ReadTextFileRequest, ReadTextFileResponse, ReleaseTerminalRequest, ReleaseTerminalResponse,
+    RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse,
+    SelectedPermissionOutcome, SessionNotification, SessionUpdate, StopReason, TerminalExitStatus,
+    TerminalOutputRequest, TerminalOutputResponse, TextContent, ToolCallContent, ToolCallStatus,
+    ToolKind as AcpKind, WaitForTerminalExitRequest, WaitForTerminalExitResponse,
+    WriteTextFileRequest, WriteTextFileResponse,
 };
 use agent_client_protocol::{Agent, ByteStreams, Client, ErrorCode};
 use berth_agent::{CancellationToken, ToolKind, TurnStop, Usage};
 use berth_confined::Unconfined;
-use berth_ops::{Message, Ops, Role, Session, StoragePath};
+use berth_ops::{Message, Ops, Role, Session, StoragePath, tool_record};
 use tokio::sync::mpsc;
 use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 
+use crate::terminals::{Exit, TerminalError, Terminals};
 use crate::{Policy, RunEvent};
 
 /// Files the agent may read through berth at once.
@@ -72,10 +82,121 @@ struct Shared {
     root: PathBuf,
     /// The worktree, opened once: every file request resolves beneath it.
     dir: berth_confined::Dir,
+    terminals: Terminals,
+    /// Whether the policy let the agent run a command this turn (its permission request for
+    /// an `execute` call): its terminal then runs.
+    granted_execute: AtomicBool,
+    /// The answer's text since it was last written to the transcript.
     answer: Mutex<String>,
+    /// The tool calls the agent reported and has not finished, by id.
+    calls: Mutex<HashMap<String, Call>>,
+}
+
+/// What the agent said of one tool call so far.
+#[derive(Default)]
+struct Call {
+    title: String,
+    name: Option<String>,
+    input: Option<serde_json::Value>,
+    output: Option<serde_json::Value>,
+    content: Vec<ToolCallContent>,
+}
+
+impl Call {
+    /// The call's output as the record keeps it: its text content, what its diffs and
+    /// terminals were, or its raw output.
+    fn output_text(&self) -> String {
+        let mut parts = Vec::new();
+        for c in &self.content {
+            match c {
+                ToolCallContent::Content(c) => {
+                    if let ContentBlock::Text(t) = &c.content {
+                        parts.push(t.text.clone());
+                    }
+                }
+                ToolCallContent::Diff(d) => {
+                    parts.push(format!("(a change of {})", d.path.display()))
+                }
+                ToolCallContent::Terminal(t) => {
+                    parts.push(format!("(terminal {})", t.terminal_id.0))
+                }
+                _ => {}
+            }
+        }
+        if parts.is_empty()
+            && let Some(raw) = &self.output
+        {
+            parts.push(match raw {
+                serde_json::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            });
+        }
+        parts.join("\n")
+    }
 }
 
 impl Shared {
+    /// Writes the answer's text so far to the transcript (before a tool record, so the
+    /// transcript keeps the order the agent spoke and acted in); `suffix` marks the end of an
+    /// interrupted answer.
+    async fn flush_answer(&self, suffix: &str) {
+        let text = std::mem::take(&mut *self.answer.lock().unwrap_or_else(|e| e.into_inner()));
+        if !text.is_empty() {
+            let _ = self
+                .ops
+                .append_message(
+                    &self.session,
+                    &Message::new(Role::Assistant, format!("{text}{suffix}")),
+                )
+                .await;
+        }
+    }
+
+    /// Takes in a tool call's report; once the call is over, records it (after the text
+    /// before it) and says so as an event.
+    async fn tool_reported(
+        &self,
+        id: String,
+        update: impl FnOnce(&mut Call),
+        status: Option<ToolCallStatus>,
+    ) {
+        let over = matches!(
+            status,
+            Some(ToolCallStatus::Completed | ToolCallStatus::Failed)
+        );
+        let finished = {
+            let mut calls = self.calls.lock().unwrap_or_else(|e| e.into_inner());
+            update(calls.entry(id.clone()).or_default());
+            if over { calls.remove(&id) } else { None }
+        };
+        let Some(call) = finished else {
+            return;
+        };
+        let is_error = status == Some(ToolCallStatus::Failed);
+        let name = call.name.clone().unwrap_or_else(|| call.title.clone());
+        let input = match &call.input {
+            Some(v) => v.to_string(),
+            None if call.name.is_some() => call.title.clone(),
+            None => String::new(),
+        };
+        self.flush_answer("").await;
+        let _ = self
+            .ops
+            .append_message(
+                &self.session,
+                &tool_record(&name, &input, is_error, &call.output_text()),
+            )
+            .await;
+        let _ = self
+            .tx
+            .send(RunEvent::ToolDone {
+                agent: self.agent,
+                name,
+                is_error,
+            })
+            .await;
+    }
+
     async fn refused(&self, tool: &str, why: String) {
         let _ = self
             .tx
@@ -152,6 +273,9 @@ impl Shared {
             .unwrap_or_default();
         let kind = call.kind.map(kind_of).unwrap_or(ToolKind::Other);
         let allowed = self.policy.allows_call(&name, kind);
+        if allowed && kind == ToolKind::Execute {
+            self.granted_execute.store(true, Ordering::Relaxed);
+        }
         let wanted: &[PermissionOptionKind] = if allowed {
             &[
                 PermissionOptionKind::AllowOnce,
@@ -258,8 +382,19 @@ pub(crate) async fn turn(t: AcpTurn<'_>) -> (TurnStop, Usage) {
             ));
         }
     };
+    let terminals = match Terminals::new(t.worktree, t.env) {
+        Ok(terminals) => terminals,
+        Err(e) => {
+            return failed(format!(
+                "cannot resolve the worktree {}: {e}",
+                t.worktree.display()
+            ));
+        }
+    };
     let shared = Arc::new(Shared {
         dir,
+        terminals,
+        granted_execute: AtomicBool::new(false),
         agent: t.agent,
         tx: t.tx.clone(),
         ops: t.ops.clone(),
@@ -267,6 +402,7 @@ pub(crate) async fn turn(t: AcpTurn<'_>) -> (TurnStop, Usage) {
         policy: t.policy.clone(),
         root: t.worktree.to_path_buf(),
         answer: Mutex::new(String::new()),
+        calls: Mutex::new(HashMap::new()),
     });
     if let Err(e) = t
         .ops
@@ -276,6 +412,13 @@ pub(crate) async fn turn(t: AcpTurn<'_>) -> (TurnStop, Usage) {
         return failed(e.to_string());
     }
     let (s1, s2, s3, s4) = (
+        shared.clone(),
+        shared.clone(),
+        shared.clone(),
+        shared.clone(),
+    );
+    let (t1, t2, t3, t4, t5) = (
+        shared.clone(),
         shared.clone(),
         shared.clone(),
         shared.clone(),
@@ -303,25 +446,55 @@ pub(crate) async fn turn(t: AcpTurn<'_>) -> (TurnStop, Usage) {
                         }
                         _ => None,
                     },
-                    SessionUpdate::ToolCall(call) => Some(RunEvent::Tool {
-                        agent: s1.agent,
-                        name: call.name.clone().unwrap_or(call.title),
-                        kind: kind_of(call.kind),
-                    }),
-                    SessionUpdate::ToolCallUpdate(update) => match update.fields.status {
-                        Some(status @ (ToolCallStatus::Completed | ToolCallStatus::Failed)) => {
-                            Some(RunEvent::ToolDone {
-                                agent: s1.agent,
-                                name: update
-                                    .fields
-                                    .name
-                                    .or(update.fields.title)
-                                    .unwrap_or_else(|| update.tool_call_id.0.to_string()),
-                                is_error: status == ToolCallStatus::Failed,
-                            })
-                        }
-                        _ => None,
-                    },
+                    SessionUpdate::ToolCall(call) => {
+                        let event = RunEvent::Tool {
+                            agent: s1.agent,
+                            name: call.name.clone().unwrap_or_else(|| call.title.clone()),
+                            kind: kind_of(call.kind),
+                        };
+                        let _ = s1.tx.send(event).await;
+                        let status = call.status;
+                        s1.tool_reported(
+                            call.tool_call_id.0.to_string(),
+                            move |c| {
+                                c.title = call.title;
+                                c.name = call.name;
+                                c.input = call.raw_input;
+                                c.output = call.raw_output;
+                                c.content = call.content;
+                            },
+                            Some(status),
+                        )
+                        .await;
+                        None
+                    }
+                    SessionUpdate::ToolCallUpdate(update) => {
+                        let fields = update.fields;
+                        let status = fields.status;
+                        s1.tool_reported(
+                            update.tool_call_id.0.to_string(),
+                            move |c| {
+                                if let Some(title) = fields.title {
+                                    c.title = title;
+                                }
+                                if fields.name.is_some() {
+                                    c.name = fields.name;
+                                }
+                                if fields.raw_input.is_some() {
+                                    c.input = fields.raw_input;
+                                }
+                                if fields.raw_output.is_some() {
+                                    c.output = fields.raw_output;
+                                }
+                                if let Some(content) = fields.content {
+                                    c.content = content;
+                                }
+                            },
+                            status,
+                        )
+                        .await;
+                        None
+                    }
                     _ => None,
                 };
                 if let Some(event) = event {
@@ -401,10 +574,91 @@ pub(crate) async fn turn(t: AcpTurn<'_>) -> (TurnStop, Usage) {
             },
             agent_client_protocol::on_receive_request!(),
         )
+        .on_receive_request(
+            async move |request: CreateTerminalRequest, responder, _cx: ConnectionTo<Agent>| {
+                let shown = std::iter::once(request.command.as_str())
+                    .chain(request.args.iter().map(String::as_str))
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                let what = format!("terminal/create `{shown}`");
+                let may_run = t1.granted_execute.load(Ordering::Relaxed)
+                    || t1.policy.allows_call("terminal", ToolKind::Execute);
+                if !may_run {
+                    let why = "the run's policy does not allow running commands (--allow execute, --allow-all)";
+                    t1.refused(&what, why.to_owned()).await;
+                    return responder.respond_with_error(agent_client_protocol::Error::new(
+                        ErrorCode::INVALID_PARAMS,
+                        why.to_owned(),
+                    ));
+                }
+                let env: Vec<(String, String)> = request
+                    .env
+                    .iter()
+                    .map(|v| (v.name.clone(), v.value.clone()))
+                    .collect();
+                let created = t1.terminals.create(
+                    &request.command,
+                    &request.args,
+                    &env,
+                    request.cwd.as_deref(),
+                    request.output_byte_limit,
+                );
+                match created {
+                    Ok(id) => responder.respond(CreateTerminalResponse::new(id)),
+                    Err(e) => {
+                        if let TerminalError::Outside(why) = &e {
+                            t1.refused(&what, why.clone()).await;
+                        }
+                        responder.respond_with_error(terminal_error(e))
+                    }
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: TerminalOutputRequest, responder, _cx: ConnectionTo<Agent>| {
+                match t2.terminals.output(&request.terminal_id.0) {
+                    Ok((output, truncated, exit)) => responder.respond(
+                        TerminalOutputResponse::new(output, truncated).exit_status(exit.map(status_of)),
+                    ),
+                    Err(e) => responder.respond_with_error(terminal_error(e)),
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: WaitForTerminalExitRequest, responder, _cx: ConnectionTo<Agent>| {
+                match t3.terminals.wait(&request.terminal_id.0).await {
+                    Ok(exit) => responder.respond(WaitForTerminalExitResponse::new(status_of(exit))),
+                    Err(e) => responder.respond_with_error(terminal_error(e)),
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: KillTerminalRequest, responder, _cx: ConnectionTo<Agent>| {
+                match t4.terminals.kill(&request.terminal_id.0) {
+                    Ok(()) => responder.respond(KillTerminalResponse::new()),
+                    Err(e) => responder.respond_with_error(terminal_error(e)),
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: ReleaseTerminalRequest, responder, _cx: ConnectionTo<Agent>| {
+                match t5.terminals.release(&request.terminal_id.0) {
+                    Ok(()) => responder.respond(ReleaseTerminalResponse::new()),
+                    Err(e) => responder.respond_with_error(terminal_error(e)),
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
         .connect_with(transport, async move |cx: ConnectionTo<Agent>| {
-            let capabilities = ClientCapabilities::new().fs(FileSystemCapabilities::new()
-                .read_text_file(true)
-                .write_text_file(true));
+            let capabilities = ClientCapabilities::new()
+                .fs(FileSystemCapabilities::new()
+                    .read_text_file(true)
+                    .write_text_file(true))
+                .terminal(true);
             cx.send_request(
                 InitializeRequest::new(ProtocolVersion::V1).client_capabilities(capabilities),
             )
@@ -443,7 +697,6 @@ pub(crate) async fn turn(t: AcpTurn<'_>) -> (TurnStop, Usage) {
         Ok(_) => None,
     };
     let _ = child.start_kill();
-    let answer = std::mem::take(&mut *shared.answer.lock().unwrap_or_else(|e| e.into_inner()));
     let stop = match result {
         Ok(StopReason::EndTurn) => TurnStop::EndTurn,
         Ok(StopReason::MaxTokens) => TurnStop::MaxTokens,
@@ -460,15 +713,26 @@ pub(crate) async fn turn(t: AcpTurn<'_>) -> (TurnStop, Usage) {
             },
         },
     };
-    if !answer.is_empty() {
-        let text = match stop {
-            TurnStop::EndTurn | TurnStop::MaxTokens | TurnStop::MaxToolIterations => answer,
-            _ => format!("{answer}\n\n[interrupted]"),
-        };
-        let _ = t
-            .ops
-            .append_message(t.session, &Message::new(Role::Assistant, text))
-            .await;
-    }
+    let suffix = match stop {
+        TurnStop::EndTurn | TurnStop::MaxTokens | TurnStop::MaxToolIterations => "",
+        _ => berth_agent::INTERRUPTED,
+    };
+    shared.flush_answer(suffix).await;
     (stop, Usage::default())
+}
+
+/// A terminal request's failure as the agent gets it.
+fn terminal_error(e: TerminalError) -> agent_client_protocol::Error {
+    let (code, message) = match e {
+        TerminalError::Outside(m) => (ErrorCode::INVALID_PARAMS, m),
+        TerminalError::Unknown(m) => (ErrorCode::RESOURCE_NOT_FOUND, m),
+        TerminalError::Failed(m) => (ErrorCode::INTERNAL_ERROR, m),
+    };
+    agent_client_protocol::Error::new(code, message)
+}
+
+fn status_of(exit: Exit) -> TerminalExitStatus {
+    TerminalExitStatus::new()
+        .exit_code(exit.code)
+        .signal(exit.signal)
 }

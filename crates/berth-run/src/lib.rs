@@ -22,6 +22,7 @@ mod agents;
 mod check;
 mod kept;
 mod supervisor;
+mod terminals;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

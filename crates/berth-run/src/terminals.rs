@@ -1,0 +1,328 @@
+//! The terminals berth runs for an ACP agent in a run (`terminal/*`): each a command in its
+//! own process group, in the agent's worktree or a folder beneath it, its output kept up to
+//! the agent's byte limit (the oldest bytes dropped first, as the protocol says).
+//!
+//! **The worktree is the reach.** A `cwd` is resolved (symlinks and `..` followed, as the
+//! kernel would) and refused unless it is the worktree or beneath it; a `cwd` that does not
+//! exist is refused too. What the command does once started is the agent's business, decided
+//! by the run's policy on the agent's permission request, and the command runs with the
+//! workspace's ports in its environment. Every terminal still running when the turn ends is
+//! killed with its group.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tokio::io::AsyncReadExt;
+use tokio::sync::watch;
+
+/// How a terminal's command ended: its exit code, or the signal that killed it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Exit {
+    pub code: Option<u32>,
+    pub signal: Option<String>,
+}
+
+/// Output kept when the agent names no limit.
+const DEFAULT_OUTPUT_LIMIT: usize = 1 << 20;
+
+/// Why a terminal request was not done.
+#[derive(Debug)]
+pub(crate) enum TerminalError {
+    /// A way out of the worktree: shown and recorded.
+    Outside(String),
+    /// No such terminal (released, or never made).
+    Unknown(String),
+    Failed(String),
+}
+
+struct Terminal {
+    output: Mutex<Output>,
+    exit: watch::Receiver<Option<Exit>>,
+    /// The process group (its leader's pid), to kill it with what it started.
+    group: i32,
+}
+
+#[derive(Default)]
+struct Output {
+    bytes: Vec<u8>,
+    limit: usize,
+    truncated: bool,
+}
+
+impl Output {
+    /// Adds `more`, dropping the oldest bytes beyond the limit (then at a character
+    /// boundary, so the text stays UTF-8 where the command's was).
+    fn push(&mut self, more: &[u8]) {
+        self.bytes.extend_from_slice(more);
+        if self.bytes.len() > self.limit {
+            let mut cut = self.bytes.len() - self.limit;
+            while cut < self.bytes.len() && (self.bytes[cut] & 0xC0) == 0x80 {
+                cut += 1;
+            }
+            self.bytes.drain(..cut);
+            self.truncated = true;
+        }
+    }
+}
+
+/// One turn's terminals.
+pub(crate) struct Terminals {
+    /// The worktree, resolved.
+    root: PathBuf,
+    env: Vec<(String, String)>,
+    next: AtomicU64,
+    open: Mutex<HashMap<String, Arc<Terminal>>>,
+}
+
+impl Terminals {
+    pub fn new(worktree: &Path, env: &[(String, String)]) -> std::io::Result<Terminals> {
+        Ok(Terminals {
+            root: worktree.canonicalize()?,
+            env: env.to_vec(),
+            next: AtomicU64::new(1),
+            open: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The folder a command runs in: `cwd` resolved, if it is the worktree or beneath it.
+    fn folder(&self, cwd: Option<&Path>) -> Result<PathBuf, TerminalError> {
+        let Some(cwd) = cwd else {
+            return Ok(self.root.clone());
+        };
+        let shown = cwd.display();
+        let joined = self.root.join(cwd);
+        let resolved = joined.canonicalize().map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => {
+                TerminalError::Outside(format!("the folder {shown} does not exist"))
+            }
+            _ => TerminalError::Failed(format!("{shown}: {e}")),
+        })?;
+        if !resolved.starts_with(&self.root) {
+            return Err(TerminalError::Outside(format!(
+                "{shown} is outside the worktree {} (it resolves to {})",
+                self.root.display(),
+                resolved.display()
+            )));
+        }
+        if !resolved.is_dir() {
+            return Err(TerminalError::Outside(format!("{shown} is not a folder")));
+        }
+        Ok(resolved)
+    }
+
+    /// Starts `command` with `args`; its id.
+    pub fn create(
+        &self,
+        command: &str,
+        args: &[String],
+        env: &[(String, String)],
+        cwd: Option<&Path>,
+        limit: Option<u64>,
+    ) -> Result<String, TerminalError> {
+        let folder = self.folder(cwd)?;
+        let mut child = tokio::process::Command::new(command)
+            .args(args)
+            .current_dir(&folder)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| TerminalError::Failed(format!("cannot start `{command}`: {e}")))?;
+        let group = child.id().map_or(0, |pid| pid as i32);
+        let (exit_tx, exit) = watch::channel(None);
+        let terminal = Arc::new(Terminal {
+            output: Mutex::new(Output {
+                limit: limit.map_or(DEFAULT_OUTPUT_LIMIT, |l| l as usize),
+                ..Output::default()
+            }),
+            exit,
+            group,
+        });
+        let readers: Vec<_> = [
+            child
+                .stdout
+                .take()
+                .map(|s| Box::new(s) as Box<dyn tokio::io::AsyncRead + Send + Unpin>),
+            child
+                .stderr
+                .take()
+                .map(|s| Box::new(s) as Box<dyn tokio::io::AsyncRead + Send + Unpin>),
+        ]
+        .into_iter()
+        .flatten()
+        .map(|mut stream| {
+            let terminal = terminal.clone();
+            tokio::spawn(async move {
+                let mut buf = vec![0; 8192];
+                while let Ok(n @ 1..) = stream.read(&mut buf).await {
+                    lock(&terminal.output).push(&buf[..n]);
+                }
+            })
+        })
+        .collect();
+        tokio::spawn(async move {
+            let status = child.wait().await;
+            // The output is whole before the exit is told.
+            for reader in readers {
+                let _ = reader.await;
+            }
+            let exit = match status {
+                Ok(s) => {
+                    use std::os::unix::process::ExitStatusExt;
+                    Exit {
+                        code: s.code().map(|c| c as u32),
+                        signal: s.signal().map(signal_name),
+                    }
+                }
+                Err(_) => Exit {
+                    code: None,
+                    signal: None,
+                },
+            };
+            let _ = exit_tx.send(Some(exit));
+        });
+        let id = format!("term-{}", self.next.fetch_add(1, Ordering::Relaxed));
+        lock(&self.open).insert(id.clone(), terminal);
+        Ok(id)
+    }
+
+    fn get(&self, id: &str) -> Result<Arc<Terminal>, TerminalError> {
+        lock(&self.open)
+            .get(id)
+            .cloned()
+            .ok_or_else(|| TerminalError::Unknown(format!("no terminal {id}")))
+    }
+
+    /// The output so far, whether it was cut, and the exit once there is one.
+    pub fn output(&self, id: &str) -> Result<(String, bool, Option<Exit>), TerminalError> {
+        let terminal = self.get(id)?;
+        let exit = terminal.exit.borrow().clone();
+        let output = lock(&terminal.output);
+        Ok((
+            String::from_utf8_lossy(&output.bytes).into_owned(),
+            output.truncated,
+            exit,
+        ))
+    }
+
+    /// Waits for the command to end.
+    pub async fn wait(&self, id: &str) -> Result<Exit, TerminalError> {
+        let mut exit = self.get(id)?.exit.clone();
+        let ended = exit
+            .wait_for(Option::is_some)
+            .await
+            .map_err(|_| TerminalError::Failed(format!("terminal {id} was lost")))?;
+        Ok(ended.clone().expect("waited for an exit"))
+    }
+
+    /// Kills the command and what it started; the terminal stays to be read.
+    pub fn kill(&self, id: &str) -> Result<(), TerminalError> {
+        kill_group(&*self.get(id)?);
+        Ok(())
+    }
+
+    /// Kills the command if it runs, and forgets the terminal.
+    pub fn release(&self, id: &str) -> Result<(), TerminalError> {
+        let terminal = lock(&self.open)
+            .remove(id)
+            .ok_or_else(|| TerminalError::Unknown(format!("no terminal {id}")))?;
+        kill_group(&terminal);
+        Ok(())
+    }
+}
+
+impl Drop for Terminals {
+    fn drop(&mut self) {
+        for terminal in lock(&self.open).values() {
+            kill_group(terminal);
+        }
+    }
+}
+
+fn kill_group(terminal: &Terminal) {
+    if terminal.exit.borrow().is_none() && terminal.group > 0 {
+        // SAFETY: kill(2) on a process group this terminal started; no memory effects.
+        unsafe {
+            libc::kill(-terminal.group, libc::SIGKILL);
+        }
+    }
+}
+
+fn signal_name(signal: i32) -> String {
+    match signal {
+        libc::SIGKILL => "SIGKILL".to_owned(),
+        libc::SIGTERM => "SIGTERM".to_owned(),
+        libc::SIGINT => "SIGINT".to_owned(),
+        n => format!("signal {n}"),
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn output_keeps_the_newest_bytes_at_a_character_boundary() {
+        let mut o = Output {
+            limit: 4,
+            ..Output::default()
+        };
+        o.push(b"abc");
+        assert!(!o.truncated);
+        // Nine bytes: the cut at four from the end falls inside `é`, so `é` goes whole.
+        o.push("dé fg".as_bytes());
+        assert!(o.truncated);
+        assert_eq!(String::from_utf8(o.bytes.clone()).unwrap(), " fg");
+    }
+
+    #[tokio::test]
+    async fn a_cwd_outside_the_worktree_is_refused_and_one_inside_runs() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("wt");
+        std::fs::create_dir_all(root.join("sub")).unwrap();
+        std::os::unix::fs::symlink(tmp.path(), root.join("out")).unwrap();
+        let t = Terminals::new(&root, &[("BERTH_PORT".into(), "20000".into())]).unwrap();
+        for bad in [
+            tmp.path().to_path_buf(),
+            root.join("out"),
+            root.join("sub/../.."),
+        ] {
+            assert!(
+                matches!(
+                    t.create("true", &[], &[], Some(&bad), None),
+                    Err(TerminalError::Outside(_))
+                ),
+                "{bad:?}"
+            );
+        }
+        let id = t
+            .create(
+                "sh",
+                &["-c".into(), "pwd; echo $BERTH_PORT; exit 3".into()],
+                &[],
+                Some(Path::new("sub")),
+                None,
+            )
+            .unwrap();
+        let exit = t.wait(&id).await.unwrap();
+        assert_eq!(exit.code, Some(3));
+        let (out, truncated, _) = t.output(&id).unwrap();
+        assert!(!truncated);
+        let want = format!(
+            "{}\n20000\n",
+            root.join("sub").canonicalize().unwrap().display()
+        );
+        assert_eq!(out, want);
+    }
+}
