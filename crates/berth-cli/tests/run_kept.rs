@@ -240,6 +240,40 @@ fn an_agent_killed_fails_alone_and_stop_ends_another() {
         .map(|e| e["event"].clone())
         .collect();
     assert_eq!(kinds.last().unwrap(), "summary", "{kinds:?}");
+
+    // Resumed: each ACP agent loads the session it had (session/load) and carries on.
+    let agent_sessions: Vec<String> = ended["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["acp_session"].as_str().unwrap().to_owned())
+        .collect();
+    let before = server.request_count();
+    server.push(Reply::anthropic(&Turn::new().text(["Thought over."])));
+    server.push(Reply::anthropic(&Turn::new().text(["Thought over."])));
+    let r = run(berth_run(&home, &server, &root, &["resume", &id, "--json"]));
+    assert_eq!(r.code, 0, "{}\n{}", r.stderr, r.stdout);
+    let resumed = events(&r.stdout);
+    let loaded: Vec<&str> = resumed
+        .iter()
+        .filter(|e| e["event"] == "agent_session")
+        .map(|e| e["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(loaded.len(), 2, "{resumed:#?}");
+    assert!(
+        loaded
+            .iter()
+            .all(|id| agent_sessions.iter().any(|s| s == id))
+    );
+    assert_eq!(states(&show(&home, &id)), ["done", "done"]);
+    // The agents were sent their sessions' earlier prompt: they continued them.
+    for request in &server.requests()[before..] {
+        let messages = request.body["messages"].to_string();
+        assert!(
+            messages.contains("Think it over") && messages.contains("Your earlier turn"),
+            "{messages}"
+        );
+    }
 }
 
 #[test]

@@ -30,13 +30,13 @@ use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
     CancelNotification, ClientCapabilities, ContentBlock, CreateTerminalRequest,
     CreateTerminalResponse, FileSystemCapabilities, InitializeRequest, KillTerminalRequest,
-    KillTerminalResponse, NewSessionRequest, PermissionOptionKind, PromptRequest,
-    ReadTextFileRequest, ReadTextFileResponse, ReleaseTerminalRequest, ReleaseTerminalResponse,
-    RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse,
-    SelectedPermissionOutcome, SessionNotification, SessionUpdate, StopReason, TerminalExitStatus,
-    TerminalOutputRequest, TerminalOutputResponse, TextContent, ToolCallContent, ToolCallStatus,
-    ToolKind as AcpKind, WaitForTerminalExitRequest, WaitForTerminalExitResponse,
-    WriteTextFileRequest, WriteTextFileResponse,
+    KillTerminalResponse, LoadSessionRequest, NewSessionRequest, PermissionOptionKind,
+    PromptRequest, ReadTextFileRequest, ReadTextFileResponse, ReleaseTerminalRequest,
+    ReleaseTerminalResponse, RequestPermissionOutcome, RequestPermissionRequest,
+    RequestPermissionResponse, SelectedPermissionOutcome, SessionId, SessionNotification,
+    SessionUpdate, StopReason, TerminalExitStatus, TerminalOutputRequest, TerminalOutputResponse,
+    TextContent, ToolCallContent, ToolCallStatus, ToolKind as AcpKind, WaitForTerminalExitRequest,
+    WaitForTerminalExitResponse, WriteTextFileRequest, WriteTextFileResponse,
 };
 use agent_client_protocol::{Agent, ByteStreams, Client, ErrorCode};
 use berth_agent::{CancellationToken, ToolKind, TurnStop, Usage};
@@ -90,6 +90,9 @@ struct Shared {
     answer: Mutex<String>,
     /// The tool calls the agent reported and has not finished, by id.
     calls: Mutex<HashMap<String, Call>>,
+    /// Set while a resumed agent replays its session (`session/load`): what it replays is
+    /// already in the transcript, and is not a new event.
+    replaying: AtomicBool,
 }
 
 /// What the agent said of one tool call so far.
@@ -348,12 +351,6 @@ fn kind_of(kind: AcpKind) -> ToolKind {
 /// Runs the agent's turn on the task; how it ended.
 pub(crate) async fn turn(t: AcpTurn<'_>) -> (TurnStop, Usage) {
     let failed = |message: String| (TurnStop::Failed { message }, Usage::default());
-    if t.resume.is_some() {
-        return failed(format!(
-            "the ACP agent `{}` cannot be resumed by this berth",
-            t.command
-        ));
-    }
     let mut child = match tokio::process::Command::new("sh")
         .arg("-c")
         .arg(format!("exec {}", t.command))
@@ -403,6 +400,7 @@ pub(crate) async fn turn(t: AcpTurn<'_>) -> (TurnStop, Usage) {
         root: t.worktree.to_path_buf(),
         answer: Mutex::new(String::new()),
         calls: Mutex::new(HashMap::new()),
+        replaying: AtomicBool::new(false),
     });
     if let Err(e) = t
         .ops
@@ -427,11 +425,17 @@ pub(crate) async fn turn(t: AcpTurn<'_>) -> (TurnStop, Usage) {
     let task = t.prompt.to_owned();
     let worktree = t.worktree.to_path_buf();
     let cancel = t.cancel.clone();
+    let resume = t.resume.clone();
+    let command = t.command.to_owned();
+    let loader = shared.clone();
     let result: Result<StopReason, agent_client_protocol::Error> = Client
         .v1()
         .name("berth")
         .on_receive_notification(
             async move |n: SessionNotification, _cx: ConnectionTo<Agent>| {
+                if s1.replaying.load(Ordering::Acquire) {
+                    return Ok(());
+                }
                 let event = match n.update {
                     SessionUpdate::AgentMessageChunk(chunk) => match chunk.content {
                         ContentBlock::Text(text) => {
@@ -659,16 +663,45 @@ pub(crate) async fn turn(t: AcpTurn<'_>) -> (TurnStop, Usage) {
                     .read_text_file(true)
                     .write_text_file(true))
                 .terminal(true);
-            cx.send_request(
-                InitializeRequest::new(ProtocolVersion::V1).client_capabilities(capabilities),
-            )
-            .block_task()
-            .await?;
-            let session = cx
-                .send_request(NewSessionRequest::new(worktree))
+            let agent = cx
+                .send_request(
+                    InitializeRequest::new(ProtocolVersion::V1).client_capabilities(capabilities),
+                )
                 .block_task()
-                .await?
-                .session_id;
+                .await?;
+            let session = match resume {
+                None => {
+                    cx.send_request(NewSessionRequest::new(worktree))
+                        .block_task()
+                        .await?
+                        .session_id
+                }
+                Some(id) if agent.agent_capabilities.load_session => {
+                    loader.replaying.store(true, Ordering::Release);
+                    let loaded = cx
+                        .send_request(LoadSessionRequest::new(id.clone(), worktree))
+                        .block_task()
+                        .await;
+                    loader.replaying.store(false, Ordering::Release);
+                    loaded?;
+                    SessionId::new(id)
+                }
+                Some(_) => {
+                    return Err(agent_client_protocol::Error::new(
+                        ErrorCode::INVALID_REQUEST,
+                        format!(
+                            "`{command}` cannot load a session (it does not offer session/load), so its work cannot be resumed"
+                        ),
+                    ));
+                }
+            };
+            let _ = loader
+                .tx
+                .send(RunEvent::AgentSession {
+                    agent: loader.agent,
+                    id: session.0.to_string(),
+                })
+                .await;
             let prompt = cx.send_request(PromptRequest::new(
                 session.clone(),
                 vec![ContentBlock::Text(TextContent::new(task))],
