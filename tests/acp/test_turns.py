@@ -37,6 +37,12 @@ async def test_the_answer_streams_in_order_and_is_kept(home, work, provider):
         new = await conn.new_session(cwd=str(work))
         answer = await conn.prompt(session_id=new.session_id, prompt=[text_block("count")])
         assert answer.stop_reason == "end_turn"
+        # The turn's tokens (the stand-in reports 12 in, 5 out) come with the answer, and how
+        # full the context window is as a usage update.
+        assert (answer.usage.input_tokens, answer.usage.output_tokens) == (12, 5)
+        assert answer.usage.total_tokens == 17
+        [usage] = [u for _, u in editor.updates if u.session_update == "usage_update"]
+        assert (usage.used, usage.size) == (17, 200000)
     assert texts(editor) == "".join(chunks)
     assert texts(editor, "agent_thought_chunk") == "let me think"
     # The thought came before the answer, as it streamed.
@@ -48,6 +54,9 @@ async def test_the_answer_streams_in_order_and_is_kept(home, work, provider):
     assert shown["messages"][0]["content"] == "count"
     assert shown["messages"][1]["content"] == "".join(chunks)
     assert shown["session"]["cwd"] == str(work)
+    assert shown["session"]["usage"] == {"input_tokens": 12, "output_tokens": 5}
+    # No [prices] entry for the model: no cost.
+    assert shown["cost_usd"] is None
     assert shown["session"]["workspace_id"] == "default"
     # The model was the configured one.
     assert provider.requests[0]["model"] == "test-model"

@@ -22,7 +22,7 @@ use agent_client_protocol::v1::schema::{
     ContentBlock, ContentChunk, Plan, PlanEntry, PlanEntryPriority, PlanEntryStatus,
     PromptResponse, SessionId, SessionNotification, SessionUpdate, StopReason, Terminal,
     TextContent, ToolCall, ToolCallContent, ToolCallLocation, ToolCallStatus, ToolCallUpdate,
-    ToolCallUpdateFields, ToolKind,
+    ToolCallUpdateFields, ToolKind, Usage as AcpUsage, UsageUpdate,
 };
 use berth_agent::{AgentEvent, StepStatus, Turn, TurnStop};
 use serde_json::{Value, json};
@@ -93,15 +93,32 @@ impl Relay {
                 continue;
             }
             self.flush(&mut waiting);
-            if let AgentEvent::TurnEnded { stop, .. } = event {
+            if let AgentEvent::TurnEnded {
+                stop,
+                usage,
+                in_context,
+            } = event
+            {
+                // How full the context window is now, for the editor's meter.
+                if in_context > 0 {
+                    self.send(SessionUpdate::UsageUpdate(UsageUpdate::new(
+                        in_context,
+                        turn.context_tokens,
+                    )));
+                }
+                let answer = |reason| {
+                    PromptResponse::new(reason).usage(AcpUsage::new(
+                        usage.input_tokens + usage.output_tokens,
+                        usage.input_tokens,
+                        usage.output_tokens,
+                    ))
+                };
                 return match stop {
-                    TurnStop::EndTurn => Ok(PromptResponse::new(StopReason::EndTurn)),
-                    TurnStop::MaxTokens => Ok(PromptResponse::new(StopReason::MaxTokens)),
-                    TurnStop::MaxToolIterations => {
-                        Ok(PromptResponse::new(StopReason::MaxTurnRequests))
-                    }
-                    TurnStop::Refusal => Ok(PromptResponse::new(StopReason::Refusal)),
-                    TurnStop::Cancelled => Ok(PromptResponse::new(StopReason::Cancelled)),
+                    TurnStop::EndTurn => Ok(answer(StopReason::EndTurn)),
+                    TurnStop::MaxTokens => Ok(answer(StopReason::MaxTokens)),
+                    TurnStop::MaxToolIterations => Ok(answer(StopReason::MaxTurnRequests)),
+                    TurnStop::Refusal => Ok(answer(StopReason::Refusal)),
+                    TurnStop::Cancelled => Ok(answer(StopReason::Cancelled)),
                     // The provider's own message, or the loop's: a failure outside ACP's reach.
                     TurnStop::Failed { message } => {
                         Err(errors::of_kind(berth_ops::ErrorKind::External, message))

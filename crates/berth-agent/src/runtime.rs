@@ -186,6 +186,8 @@ pub struct Turn {
     /// The provider and model this turn calls.
     pub provider: &'static str,
     pub model: String,
+    /// The model's context window, in tokens.
+    pub context_tokens: u64,
 }
 
 /// What a turn is set up with before it runs.
@@ -275,12 +277,31 @@ impl Agent {
             ended: false,
             provider: setup.provider.name(),
             model: setup.model.clone(),
+            context_tokens: setup.window.total,
         };
         let inner = self.inner.clone();
         tokio::spawn(async move {
-            let mut out = Out { tx };
+            let mut out = Out { tx, in_context: 0 };
             let (stop, usage) = inner.run(setup, &request, &mut out).await;
-            out.send(AgentEvent::TurnEnded { stop, usage }).await;
+            // The session keeps what its turns cost, however they ended; a failure to count
+            // is said, not a failed turn.
+            let used = berth_ops::TokenUsage {
+                input_tokens: usage.input_tokens,
+                output_tokens: usage.output_tokens,
+            };
+            if !used.is_zero()
+                && let Err(e) = inner.ops.add_session_usage(&request.session, used).await
+            {
+                let message = format!("the tokens of this turn could not be counted: {e}");
+                out.send(AgentEvent::Notice { message }).await;
+            }
+            let in_context = out.in_context;
+            out.send(AgentEvent::TurnEnded {
+                stop,
+                usage,
+                in_context,
+            })
+            .await;
         });
         Ok(turn)
     }
@@ -303,6 +324,7 @@ impl Turn {
                     message: "the agent stopped without ending the turn".to_owned(),
                 },
                 usage: Usage::default(),
+                in_context: 0,
             });
         self.ended = matches!(event, AgentEvent::TurnEnded { .. });
         Some(event)
@@ -313,6 +335,8 @@ impl Turn {
 /// turn: its transcript is still written.
 struct Out {
     tx: mpsc::Sender<AgentEvent>,
+    /// What the last answered request read and wrote (see [`AgentEvent::TurnEnded`]).
+    in_context: u64,
 }
 
 impl Out {
@@ -562,6 +586,7 @@ impl Inner {
                 }
             };
             usage.add(used);
+            out.in_context = used.input_tokens + used.output_tokens;
             let text = message.text();
             if !text.is_empty()
                 && let Err(e) = self

@@ -66,6 +66,11 @@ fn three_agents_work_side_by_side_each_in_its_own_worktree() {
     let home = Home::new();
     let server = ProviderServer::start_in_background();
     let (_tmp, root) = project();
+    std::fs::write(
+        home.path().join("config.toml"),
+        "[prices.\"test-model\"]\ninput = 3.0\noutput = 15.0\n",
+    )
+    .unwrap();
     // Each agent's first request gets a write (answered slowly, so all three first requests
     // arrive before any second one), then each gets its closing text.
     for _ in 0..3 {
@@ -149,6 +154,20 @@ fn three_agents_work_side_by_side_each_in_its_own_worktree() {
         assert_eq!(a["files_changed"], 1, "{a}");
         assert_eq!(a["added"], 1, "{a}");
         assert!(a["output_tokens"].as_u64().unwrap() > 0, "{a}");
+        // The session kept the turn's tokens, and the summary prices them by [prices].
+        let shown = home.json(&["session", "show", a["session"].as_str().unwrap(), "--json"]);
+        let usage = &shown["session"]["usage"];
+        assert_eq!(usage["input_tokens"], a["input_tokens"], "{shown}");
+        assert_eq!(usage["output_tokens"], a["output_tokens"], "{shown}");
+        let want = (usage["input_tokens"].as_f64().unwrap() * 3.0
+            + usage["output_tokens"].as_f64().unwrap() * 15.0)
+            / 1e6;
+        assert!(want > 0.0);
+        assert!(
+            (a["cost_usd"].as_f64().unwrap() - want).abs() < 1e-12,
+            "{a}"
+        );
+        assert_eq!(shown["cost_usd"], a["cost_usd"], "{shown}");
     }
     assert_eq!(server.pending_replies(), 0);
 }

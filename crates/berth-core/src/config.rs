@@ -272,6 +272,45 @@ impl PortSettings {
     }
 }
 
+/// A model's price in US dollars per million tokens.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Price {
+    /// Per million tokens read (the prompt, the history, tool results).
+    pub input: f64,
+    /// Per million tokens written (the answer, tool calls).
+    pub output: f64,
+}
+
+impl Price {
+    /// What `usage` cost at this price, in US dollars.
+    pub fn cost(&self, usage: crate::model::TokenUsage) -> f64 {
+        (usage.input_tokens as f64 * self.input + usage.output_tokens as f64 * self.output)
+            / 1_000_000.0
+    }
+}
+
+impl Config {
+    /// What `usage` of `model` cost, in US dollars, when `[prices]` knows the model.
+    pub fn cost(&self, model: &str, usage: crate::model::TokenUsage) -> Option<f64> {
+        self.prices.get(model).map(|p| p.cost(usage))
+    }
+
+    /// Every price a number of dollars, none negative.
+    fn check_prices(&self) -> Result<()> {
+        for (model, price) in &self.prices {
+            for (what, value) in [("input", price.input), ("output", price.output)] {
+                if !value.is_finite() || value < 0.0 {
+                    return Err(Error::Config(format!(
+                        "[prices.\"{model}\"] {what} must be a price in US dollars per million tokens, 0 or more, not {value}"
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 /// The merged configuration.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -288,6 +327,10 @@ pub struct Config {
     pub agent: AgentSettings,
     pub mcp: McpSettings,
     pub ports: PortSettings,
+    /// What models cost, by model name (`[prices."claude-sonnet-4-5"]`): berth ships no
+    /// prices (they change); a model not in the table has no cost shown.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub prices: std::collections::BTreeMap<String, Price>,
     /// External MCP servers for berth's agent (`[[mcp_servers]]`). An array: a higher layer's
     /// list replaces a lower one's.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -386,6 +429,7 @@ pub fn layer(
         .try_into()
         .map_err(|e: toml::de::Error| Error::Config(e.message().to_owned()))?;
     config.ports.check()?;
+    config.check_prices()?;
     Ok(LoadedConfig {
         config,
         unknown_keys,
@@ -574,6 +618,12 @@ pub const TEMPLATE: &str = r#"# berth configuration. Layers: this file -> worksp
 # last = 29999                 # first..last, its own alone, as BERTH_PORT, BERTH_PORT_1, ...
 # block = 10                   # ports per workspace
 
+# What models cost, in US dollars per million tokens, for the costs `session show` and
+# `berth run` show; berth ships no prices (they change), a model not listed has no cost.
+# [prices."claude-sonnet-4-5"]
+# input = 3.0
+# output = 15.0
+
 [store]
 # url = "sqlite:///path/berth.db"   # or "postgres://user:password@host:5432/db"; default: files in the home
 "#;
@@ -729,6 +779,10 @@ mod tests {
                 "above [ports] last",
             ),
             ("[ports]\nblock = 0\n", "block must be at least 1"),
+            (
+                "[prices.m]\ninput = -1.0\noutput = 2.0\n",
+                "0 or more, not -1",
+            ),
             ("[ports]\nfirst = 0\n", "first must be at least 1"),
             (
                 "[ports]\nfirst = 100\nlast = 104\nblock = 6\n",
@@ -765,7 +819,7 @@ mod tests {
         let uncommented: String = TEMPLATE
             .lines()
             .map(|l| match l.strip_prefix("# ") {
-                Some(rest) if rest.contains(" = ") || rest.starts_with("[[") => {
+                Some(rest) if rest.contains(" = ") || rest.starts_with('[') => {
                     rest.split("  ").next().unwrap().to_owned()
                 }
                 _ => l.to_owned(),
@@ -776,6 +830,12 @@ mod tests {
         assert!(loaded.unknown_keys.is_empty(), "{:?}", loaded.unknown_keys);
         assert_eq!(loaded.config.git.setup, vec!["npm ci"]);
         assert_eq!(loaded.config.ports.block, Some(10));
+        let usage = crate::model::TokenUsage {
+            input_tokens: 1_000_000,
+            output_tokens: 100_000,
+        };
+        assert_eq!(loaded.config.cost("claude-sonnet-4-5", usage), Some(4.5));
+        assert_eq!(loaded.config.cost("gpt-4.1", usage), None);
         let servers = &loaded.config.mcp_servers;
         assert_eq!(servers.len(), 2, "{servers:?}");
         assert_eq!(servers[0].args, ["mcp"]);

@@ -814,6 +814,52 @@ pub async fn session_lifecycle(b: Backend) {
         .unwrap();
 }
 
+/// A session's tokens start at none, add up, survive a reload and other changes, and two
+/// adds at once lose neither; a missing session is not found.
+pub async fn session_usage(b: Backend) {
+    use crate::model::TokenUsage;
+    let now = Utc::now();
+    b.workspaces.create(named("w1", "one"), now).await.unwrap();
+    let s = &b.sessions;
+    let made = s.create(new_session("w1", None), now).await.unwrap();
+    assert_eq!(made.usage, TokenUsage::default());
+    let turn = TokenUsage {
+        input_tokens: 120,
+        output_tokens: 30,
+    };
+    assert_eq!(s.add_usage(&made.id, turn).await.unwrap().usage, turn);
+    s.set_title(&made.id, "t", now).await.unwrap();
+    let (a, b2) = tokio::join!(s.add_usage(&made.id, turn), s.add_usage(&made.id, turn));
+    a.unwrap();
+    b2.unwrap();
+    assert_eq!(
+        s.load(&made.id).await.unwrap().usage,
+        TokenUsage {
+            input_tokens: 360,
+            output_tokens: 90,
+        }
+    );
+    // A closed session still counts what its last turn used.
+    s.set_status(&made.id, SessionStatus::Closed, now)
+        .await
+        .unwrap();
+    assert_eq!(
+        s.add_usage(&made.id, turn)
+            .await
+            .unwrap()
+            .usage
+            .input_tokens,
+        480
+    );
+    let missing = SessionId::new("no-such-session").unwrap();
+    assert!(
+        s.add_usage(&missing, turn)
+            .await
+            .unwrap_err()
+            .is_not_found()
+    );
+}
+
 pub async fn deleting_a_workspace_deletes_its_sessions(b: Backend) {
     let now = Utc::now();
     b.workspaces.create(named("w1", "one"), now).await.unwrap();
@@ -1081,7 +1127,7 @@ macro_rules! conformance_tests {
             bindings, storage,
             manager_resolution, manager_device_and_delete, manager_gc_and_default,
             session_lifecycle, deleting_a_workspace_deletes_its_sessions, manager_sessions,
-            paging, port_blocks);
+            paging, port_blocks, session_usage);
     };
     (@each $make:expr; $($name:ident),*) => {
         $(

@@ -26,7 +26,7 @@ pub use id::{DeviceId, InvalidInput, SessionId, WorkspaceId, WorkspaceName};
 pub use manager::{GcPlan, WorkspaceManager};
 pub use model::{
     EntryKind, GitInfo, NewSession, NewWorkspace, PortBlock, PortRange, Session, SessionStatus,
-    StorageEntry, StorageScope, Workspace,
+    StorageEntry, StorageScope, TokenUsage, Workspace,
 };
 pub use storage_path::StoragePath;
 pub use store::{

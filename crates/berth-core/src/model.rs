@@ -301,6 +301,31 @@ pub struct Session {
     pub created_at: DateTime<Utc>,
     /// Last change of the metadata (title, status); appends do not rewrite it.
     pub updated_at: DateTime<Utc>,
+    /// The tokens its turns used, added up (as the providers reported them). Last, so the
+    /// filesystem store's TOML keeps it a table after the plain values.
+    #[serde(default, skip_serializing_if = "TokenUsage::is_zero")]
+    pub usage: TokenUsage,
+}
+
+/// Tokens a model read and wrote.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenUsage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+}
+
+impl TokenUsage {
+    pub fn is_zero(&self) -> bool {
+        self.input_tokens == 0 && self.output_tokens == 0
+    }
+
+    /// Both counts added, saturating (a count never wraps to a small number).
+    pub fn plus(self, other: TokenUsage) -> TokenUsage {
+        TokenUsage {
+            input_tokens: self.input_tokens.saturating_add(other.input_tokens),
+            output_tokens: self.output_tokens.saturating_add(other.output_tokens),
+        }
+    }
 }
 
 /// The session rules every store enforces the same way (the conformance suite checks each).

@@ -17,7 +17,7 @@ use crate::error::Result;
 use crate::id::{DeviceId, SessionId, WorkspaceId, WorkspaceName};
 use crate::model::{
     GitInfo, NewSession, NewWorkspace, Session, SessionStatus, StorageEntry, StorageScope,
-    Workspace,
+    TokenUsage, Workspace,
 };
 use crate::storage_path::StoragePath;
 use crate::transcript::{Message, Transcript};
@@ -150,4 +150,7 @@ pub trait SessionStore: Send + Sync {
         now: DateTime<Utc>,
     ) -> Result<Session>;
     async fn set_title(&self, id: &SessionId, title: &str, now: DateTime<Utc>) -> Result<Session>;
+    /// Adds a turn's tokens to the session's, atomically: two turns' adds never lose one.
+    /// Allowed on a closed session (the turn that used them may have ended as it closed).
+    async fn add_usage(&self, id: &SessionId, usage: TokenUsage) -> Result<Session>;
 }

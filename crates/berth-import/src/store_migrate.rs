@@ -533,11 +533,26 @@ impl Run<'_> {
     }
 }
 
-/// Brings a copied session's title, status and last change to the source's. A status is
-/// reached by the moves `SessionStatus::can_become` allows from idle.
+/// Brings a copied session's title, status, tokens and last change to the source's. A
+/// status is reached by the moves `SessionStatus::can_become` allows from idle; tokens by
+/// adding what the copy lacks (so a migration run again adds nothing).
 async fn restore_state(dst: &WorkspaceManager, s: &Session) -> Result<()> {
     let store = dst.sessions();
-    let mut current = store.load(&s.id).await?.status;
+    let copied = store.load(&s.id).await?;
+    let lacking = berth_core::TokenUsage {
+        input_tokens: s
+            .usage
+            .input_tokens
+            .saturating_sub(copied.usage.input_tokens),
+        output_tokens: s
+            .usage
+            .output_tokens
+            .saturating_sub(copied.usage.output_tokens),
+    };
+    if !lacking.is_zero() {
+        store.add_usage(&s.id, lacking).await?;
+    }
+    let mut current = copied.status;
     if current != s.status {
         // Cancelled and failed are reached through running, as a turn reaches them.
         if !current.can_become(s.status)

@@ -182,6 +182,19 @@ impl Ops {
         self.session_model_in(session, &config).await
     }
 
+    /// What the session's tokens cost, in US dollars, at the price `[prices]` gives its model:
+    /// the one chosen for it (`/model`, an editor's option, `--model`), else the one it was
+    /// made with; `None` when the table does not know the model. Not the configured model of
+    /// the moment: a config changed since must not reprice what was spent.
+    pub async fn session_cost(&self, session: &Session) -> Result<Option<f64>> {
+        let config = self.config(Some(&session.workspace_id)).await?.config;
+        let model = match self.kept_model(session).await? {
+            Some(choice) => choice.model,
+            None => session.model.clone(),
+        };
+        Ok(config.cost(&model, session.usage))
+    }
+
     /// [`Ops::session_model`] with the workspace's merged config already read.
     pub async fn session_model_in(
         &self,

@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 
 use berth_core::config::ProviderKind;
 use berth_core::{
-    DeviceId, ErrorKind, Found, Message, NewSession, Session, SessionId, Transcript, Workspace,
-    WorkspaceId,
+    DeviceId, ErrorKind, Found, Message, NewSession, Session, SessionId, TokenUsage, Transcript,
+    Workspace, WorkspaceId,
 };
 
 use crate::Ops;
@@ -445,6 +445,15 @@ impl Ops {
 
     pub async fn transcript(&self, session: &Session) -> Result<Transcript> {
         Ok(self.manager.read_transcript(session).await?)
+    }
+
+    /// Adds a turn's tokens to the session's (atomically, whatever else adds at once).
+    pub async fn add_session_usage(&self, session: &Session, usage: TokenUsage) -> Result<Session> {
+        Ok(self
+            .manager
+            .sessions()
+            .add_usage(&session.id, usage)
+            .await?)
     }
 
     /// Appends one message to the session's transcript.

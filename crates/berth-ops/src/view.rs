@@ -119,6 +119,8 @@ pub struct SessionView {
     pub status: SessionStatus,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    /// The tokens its turns used, added up.
+    pub usage: berth_core::TokenUsage,
 }
 
 impl SessionView {
@@ -134,6 +136,7 @@ impl SessionView {
             status: s.status,
             created_at: s.created_at,
             updated_at: s.updated_at,
+            usage: s.usage,
         }
     }
 }

@@ -428,7 +428,7 @@ pub(crate) async fn turn(t: AcpTurn<'_>) -> (TurnStop, Usage) {
     let resume = t.resume.clone();
     let command = t.command.to_owned();
     let loader = shared.clone();
-    let result: Result<StopReason, agent_client_protocol::Error> = Client
+    let result: Result<(StopReason, Usage), agent_client_protocol::Error> = Client
         .v1()
         .name("berth")
         .on_receive_notification(
@@ -709,12 +709,12 @@ pub(crate) async fn turn(t: AcpTurn<'_>) -> (TurnStop, Usage) {
             let answer = prompt.block_task();
             tokio::pin!(answer);
             tokio::select! {
-                answer = &mut answer => Ok(answer?.stop_reason),
+                answer = &mut answer => Ok(ended(answer?)),
                 () = cancel.cancelled() => {
                     cx.send_notification(CancelNotification::new(session))?;
                     match tokio::time::timeout(CANCEL_GRACE, answer).await {
-                        Ok(answer) => Ok(answer?.stop_reason),
-                        Err(_) => Ok(StopReason::Cancelled),
+                        Ok(answer) => Ok(ended(answer?)),
+                        Err(_) => Ok((StopReason::Cancelled, Usage::default())),
                     }
                 }
             }
@@ -730,7 +730,10 @@ pub(crate) async fn turn(t: AcpTurn<'_>) -> (TurnStop, Usage) {
         Ok(_) => None,
     };
     let _ = child.start_kill();
-    let stop = match result {
+    let usage = result
+        .as_ref()
+        .map_or_else(|_| Usage::default(), |(_, u)| *u);
+    let stop = match result.map(|(reason, _)| reason) {
         Ok(StopReason::EndTurn) => TurnStop::EndTurn,
         Ok(StopReason::MaxTokens) => TurnStop::MaxTokens,
         Ok(StopReason::MaxTurnRequests) => TurnStop::MaxToolIterations,
@@ -751,7 +754,25 @@ pub(crate) async fn turn(t: AcpTurn<'_>) -> (TurnStop, Usage) {
         _ => berth_agent::INTERRUPTED,
     };
     shared.flush_answer(suffix).await;
-    (stop, Usage::default())
+    // The agent's tokens count in the run's session as berth's own agent's do.
+    let used = berth_ops::TokenUsage {
+        input_tokens: usage.input_tokens,
+        output_tokens: usage.output_tokens,
+    };
+    if !used.is_zero() {
+        let _ = t.ops.add_session_usage(t.session, used).await;
+    }
+    (stop, usage)
+}
+
+/// How a prompt ended, and the tokens the agent says it used (the proposal's
+/// `PromptResponse.usage`; none when the agent does not say).
+fn ended(answer: agent_client_protocol::v1::schema::PromptResponse) -> (StopReason, Usage) {
+    let usage = answer.usage.map_or_else(Usage::default, |u| Usage {
+        input_tokens: u.input_tokens,
+        output_tokens: u.output_tokens,
+    });
+    (answer.stop_reason, usage)
 }
 
 /// A terminal request's failure as the agent gets it.

@@ -301,6 +301,9 @@ pub struct AgentSummary {
     pub check: Option<CheckResult>,
     pub input_tokens: u64,
     pub output_tokens: u64,
+    /// What its session's tokens cost in US dollars, where `[prices]` knows its model.
+    #[serde(default)]
+    pub cost_usd: Option<f64>,
     pub elapsed_ms: u64,
 }
 
@@ -519,6 +522,11 @@ impl Running {
                 s.summary.added = added;
                 s.summary.removed = removed;
             }
+            if let Some(id) = &s.summary.session
+                && let Ok(session) = self.ops.resolve_session(id).await
+            {
+                s.summary.cost_usd = self.ops.session_cost(&session).await.ok().flatten();
+            }
         }
         let agents = summaries.into_iter().map(|s| s.summary).collect();
         self.send(RunEvent::Summary { agents }).await;
@@ -542,6 +550,7 @@ impl Running {
             check: None,
             input_tokens: 0,
             output_tokens: 0,
+            cost_usd: None,
             elapsed_ms: 0,
         };
         let started = Instant::now();
@@ -747,7 +756,7 @@ impl Running {
                     is_error,
                 },
                 AgentEvent::Notice { message } => RunEvent::Notice { agent: i, message },
-                AgentEvent::TurnEnded { stop, usage } => return (stop, usage),
+                AgentEvent::TurnEnded { stop, usage, .. } => return (stop, usage),
                 AgentEvent::Thought { .. }
                 | AgentEvent::PermissionAsked { .. }
                 | AgentEvent::Plan { .. } => continue,

@@ -15,7 +15,8 @@ use std::path::{Path, PathBuf};
 use async_trait::async_trait;
 use berth_core::transcript::{self, Frontmatter, Message, Transcript};
 use berth_core::{
-    Error, NewSession, Result, Session, SessionId, SessionStatus, SessionStore, WorkspaceId,
+    Error, NewSession, Result, Session, SessionId, SessionStatus, SessionStore, TokenUsage,
+    WorkspaceId,
 };
 use chrono::{DateTime, Utc};
 
@@ -111,6 +112,7 @@ impl Layout {
             status: SessionStatus::Idle,
             created_at: now,
             updated_at: now,
+            usage: TokenUsage::default(),
         };
         let parent = self.sessions_dir(&new.workspace);
         fs::create_dir_all(&parent).map_err(io_err("create", &parent))?;
@@ -471,6 +473,17 @@ impl SessionStore for FsStore {
                 s.check_can_become(status)?;
                 s.status = status;
                 s.updated_at = now;
+                Ok(())
+            })
+        })
+        .await
+    }
+
+    async fn add_usage(&self, id: &SessionId, usage: TokenUsage) -> Result<Session> {
+        let id = id.clone();
+        self.blocking(move |l| {
+            l.update_session(&id, false, |s| {
+                s.usage = s.usage.plus(usage);
                 Ok(())
             })
         })

@@ -27,6 +27,11 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/sqlite/0002_ports.sql"),
         postgres: include_str!("../migrations/postgres/0002_ports.sql"),
     },
+    Migration {
+        version: 3,
+        sqlite: include_str!("../migrations/sqlite/0003_usage.sql"),
+        postgres: include_str!("../migrations/postgres/0003_usage.sql"),
+    },
 ];
 
 /// The schema version this binary writes.

@@ -5,16 +5,27 @@
 
 use async_trait::async_trait;
 use berth_core::transcript::{Frontmatter, Message, Role, Transcript};
-use berth_core::{Error, NewSession, Session, SessionId, SessionStatus, SessionStore, WorkspaceId};
+use berth_core::{
+    Error, NewSession, Session, SessionId, SessionStatus, SessionStore, TokenUsage, WorkspaceId,
+};
 use chrono::{DateTime, Utc};
 
 use crate::db::{Arg, Dialect, Row, Tx};
 use crate::workspaces::missing as missing_workspace;
 use crate::{Failure, Result, SqlStore, from_ns, parse, to_ns};
 
-macro_rules! cols {
+/// The columns a new session's row is written with; its token counts start at the
+/// database's 0.
+macro_rules! new_cols {
     () => {
         "id, workspace_id, title, provider, model, cwd, status, created_ns, updated_ns"
+    };
+}
+
+/// The columns a session is read from: [`new_cols`] and its token counts.
+macro_rules! cols {
+    () => {
+        concat!(new_cols!(), ", input_tokens, output_tokens")
     };
 }
 
@@ -32,6 +43,10 @@ fn session(row: &Row) -> Result<Session> {
         status: parse(TABLE, &key, row.text(6)?.parse())?,
         created_at: from_ns(row.int(7)?),
         updated_at: from_ns(row.int(8)?),
+        usage: TokenUsage {
+            input_tokens: row.int(9)?.max(0) as u64,
+            output_tokens: row.int(10)?.max(0) as u64,
+        },
     })
 }
 
@@ -103,12 +118,13 @@ impl SqlStore {
             status: SessionStatus::Idle,
             created_at: now,
             updated_at: now,
+            usage: TokenUsage::default(),
         };
         let inserted = tx
             .exec(
                 concat!(
                     "INSERT INTO sessions (",
-                    cols!(),
+                    new_cols!(),
                     ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING"
                 ),
                 &[
@@ -154,7 +170,7 @@ impl SqlStore {
                     .pool()
                     .all(
                         concat!(
-                            "SELECT s.id, s.workspace_id, s.title, s.provider, s.model, s.cwd, s.status, s.created_ns, s.updated_ns",
+                            "SELECT s.id, s.workspace_id, s.title, s.provider, s.model, s.cwd, s.status, s.created_ns, s.updated_ns, s.input_tokens, s.output_tokens",
                             " FROM workspaces w LEFT JOIN sessions s ON s.workspace_id = w.id",
                             " WHERE w.id = $1 ORDER BY s.created_ns, s.id"
                         ),
@@ -274,6 +290,28 @@ impl SqlStore {
         )
         .await?;
         tx.commit().await
+    }
+
+    /// One UPDATE adds to the counts where they are, so concurrent adds cannot lose one.
+    async fn add_session_usage(&self, id: &SessionId, usage: TokenUsage) -> Result<Session> {
+        let as_int = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+        let mut tx = self.pool().begin().await?;
+        let changed = tx
+            .exec(
+                "UPDATE sessions SET input_tokens = input_tokens + $2, output_tokens = output_tokens + $3 WHERE id = $1",
+                &[
+                    Arg::Text(id.as_str()),
+                    Arg::Int(as_int(usage.input_tokens)),
+                    Arg::Int(as_int(usage.output_tokens)),
+                ],
+            )
+            .await?;
+        if changed == 0 {
+            return Err(missing(id));
+        }
+        let s = lock_session(&mut tx, id).await?;
+        tx.commit().await?;
+        Ok(s)
     }
 
     async fn update_session(
@@ -398,6 +436,12 @@ impl SessionStore for SqlStore {
         })
         .await
         .map_err(|e| self.err(e))
+    }
+
+    async fn add_usage(&self, id: &SessionId, usage: TokenUsage) -> berth_core::Result<Session> {
+        self.add_session_usage(id, usage)
+            .await
+            .map_err(|e| self.err(e))
     }
 
     async fn set_title(

@@ -65,7 +65,8 @@ mod on_postgres {
         deleting_a_workspace_deletes_its_sessions,
         manager_sessions,
         paging,
-        port_blocks
+        port_blocks,
+        session_usage
     );
 }
 

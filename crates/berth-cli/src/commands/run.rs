@@ -673,6 +673,9 @@ fn print_summary(record: &RunRecord) -> std::io::Result<()> {
                 ),
                 check,
                 (s.input_tokens + s.output_tokens).to_string(),
+                summary
+                    .and_then(|x| x.cost_usd)
+                    .map_or_else(|| "-".to_owned(), |c| format!("${c:.4}")),
                 format!("{:.1}s", s.elapsed_ms as f64 / 1000.0),
                 a.session.clone().unwrap_or_else(|| "-".to_owned()),
             ]
@@ -686,6 +689,7 @@ fn print_summary(record: &RunRecord) -> std::io::Result<()> {
             "FILES",
             "CHECK",
             "TOKENS",
+            "COST",
             "TIME",
             "SESSION",
         ],

@@ -69,9 +69,11 @@ pub async fn run(ops: &Ops, cmd: SessionCmd) -> anyhow::Result<()> {
                     recovery_path(&t)
                 );
             }
+            let cost = ops.session_cost(&s).await?;
             if json.json {
                 return Ok(render::json(&serde_json::json!({
                     "session": SessionView::of(&s),
+                    "cost_usd": cost,
                     "frontmatter": t.frontmatter,
                     "messages": t.messages,
                     "torn_tail": t.torn_tail,
@@ -88,6 +90,14 @@ pub async fn run(ops: &Ops, cmd: SessionCmd) -> anyhow::Result<()> {
             writeln!(out, "model:     {}/{}", s.provider, render::cell(&s.model))?;
             writeln!(out, "created:   {}", render::time(s.created_at))?;
             writeln!(out, "messages:  {}", t.messages.len())?;
+            if !s.usage.is_zero() {
+                let cost = cost.map_or_else(String::new, |c| format!(", ${c:.4}"));
+                writeln!(
+                    out,
+                    "tokens:    {} in, {} out{cost}",
+                    s.usage.input_tokens, s.usage.output_tokens
+                )?;
+            }
             if let Some(file) = &t.recovery_file {
                 writeln!(
                     out,
