@@ -32,6 +32,18 @@ status=0
 cargo test --workspace --locked --no-fail-fast 2>&1 | tee "$log" || status=$?
 # The MCP server against the official Python SDK; cargo test has built the binary.
 TEST_BERTH_BIN="$(cd "${CARGO_TARGET_DIR:-target}" && pwd)/debug/berth" .venv/bin/python -m pytest tests/mcp -q -p no:cacheprovider --timeout=120 2>&1 | tee -a "$log" || status=$?
+# A third-party ACP agent from npm for `berth run` (tests/acp/test_run.py): Zed's Claude Agent
+# ACP adapter, pinned, into .tools/acp-agents; the test fails (never skips) without it.
+CLAUDE_AGENT_ACP_VERSION=0.23.1
+acp_agents=.tools/acp-agents
+if [ ! -f "$acp_agents/.installed-$CLAUDE_AGENT_ACP_VERSION" ]; then
+  rm -rf "$acp_agents" && mkdir -p "$acp_agents"
+  npm install --prefix "$acp_agents" --no-save --no-audit --no-fund --loglevel=error \
+    "@zed-industries/claude-agent-acp@$CLAUDE_AGENT_ACP_VERSION" >&2 \
+    && touch "$acp_agents/.installed-$CLAUDE_AGENT_ACP_VERSION" \
+    || echo "test.sh: cannot install @zed-industries/claude-agent-acp; its test will fail" >&2
+fi
+export TEST_CLAUDE_AGENT_ACP="$PWD/$acp_agents/node_modules/.bin/claude-agent-acp"
 # berth's agent over ACP against the official ACP Python SDK, with a local stand-in for the
 # provider's API.
 TEST_BERTH_BIN="$(cd "${CARGO_TARGET_DIR:-target}" && pwd)/debug/berth" .venv/bin/python -m pytest tests/acp -q -p no:cacheprovider --timeout=120 2>&1 | tee -a "$log" || status=$?

@@ -3,7 +3,8 @@ the official ACP Python SDK's agent side) that asks its client for writes and te
 outside its worktree. berth refuses each way out (a path or `cwd` outside, `..`, a symlink
 that leads out, `.git`), records every refusal in the session's transcript, writes the one
 file that stays inside and runs the one command that does; without a policy that lets it run
-commands, it runs none."""
+commands, it runs none. And a third-party ACP agent from npm (Zed's Claude Agent adapter,
+running Claude Code against the stand-in) does its work in its own worktree."""
 
 import json
 import os
@@ -11,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import BERTH, berth_json
+from conftest import BERTH, Reply, berth_json
 
 
 def git(cwd, *args):
@@ -81,3 +82,57 @@ def test_without_a_policy_that_runs_commands_no_terminal_runs(home, tmp_path):
     shown = berth_json(home, "session", "show", started["session"])
     system = [m["content"] for m in shown["messages"] if m["role"] == "system"]
     assert any("does not allow running commands" in s for s in system), system
+
+
+def test_a_third_party_acp_agent_from_npm_works_in_its_worktree(home, tmp_path, provider):
+    """Zed's Claude Agent ACP adapter (npm `@zed-industries/claude-agent-acp`, with the Claude
+    Code it runs), against the provider stand-in: its Bash tool's command runs through berth's
+    confined terminal in the agent's worktree, and the run records the call and its tokens."""
+    agent = os.environ.get("TEST_CLAUDE_AGENT_ACP") or str(
+        Path(__file__).resolve().parents[2] / ".tools/acp-agents/node_modules/.bin/claude-agent-acp"
+    )
+    assert Path(agent).exists(), f"{agent} is missing: ./test.sh installs it from npm"
+    provider.push(
+        Reply().text("Writing it.").tool(
+            "toolu_1", "Bash", {"command": "echo from-claude > out.txt", "description": "write out.txt"}
+        )
+    )
+    provider.push(Reply().text("Done."))
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "commit", "-q", "--allow-empty", "-m", "first")
+    user_home = tmp_path / "user-home"
+    user_home.mkdir()
+    env = {
+        **os.environ,
+        "BERTH_HOME": str(home),
+        "ANTHROPIC_BASE_URL": provider.url,
+        "ANTHROPIC_API_KEY": "test-key",
+        # Claude Code refuses to skip its own prompts as root outside a sandbox.
+        "IS_SANDBOX": "1",
+        "HOME": str(user_home),
+    }
+    done = subprocess.run(
+        [BERTH, "run", "write out.txt", "--agent-cmd", agent, "--allow", "execute", "--json"],
+        cwd=repo, env=env, capture_output=True, text=True, timeout=180,
+    )
+    assert done.returncode == 0, done.stderr + done.stdout
+    events = [json.loads(line) for line in done.stdout.splitlines()]
+    [started] = [e for e in events if e["event"] == "started"]
+    worktree = Path(started["worktree"])
+    assert (worktree / "out.txt").read_text() == "from-claude\n"
+    assert not (repo / "out.txt").exists()
+    summary = events[-1]["agents"][0]
+    assert summary["state"] == "done" and summary["files_changed"] == 1, summary
+    # The agent reported its tokens; the session keeps them.
+    assert summary["input_tokens"] > 0 and summary["output_tokens"] > 0, summary
+    shown = berth_json(home, "session", "show", started["session"])
+    assert shown["session"]["usage"]["output_tokens"] == summary["output_tokens"]
+    roles = [m["role"] for m in shown["messages"]]
+    assert roles[0] == "user" and roles[-1] == "assistant", roles
+    tools = [m["content"] for m in shown["messages"] if m["role"] == "tool"]
+    assert len(tools) == 1 and "echo from-claude > out.txt" in tools[0], tools
+    assert "Done." in shown["messages"][-1]["content"]
+    # Claude Code called the stand-in as Anthropic's API, with its own tools.
+    assert provider.paths[0].startswith("/v1/messages"), provider.paths
