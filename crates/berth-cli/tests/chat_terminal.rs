@@ -194,11 +194,16 @@ fn an_answer_streams_in_with_thoughts_and_tool_activity_set_apart() {
     // The tool's result went back to the model.
     let second = chat.server.requests()[1].body.to_string();
     assert!(second.contains("buy milk"), "{second}");
+    // The session keeps the prompt, the call with its result, and the answer.
     let id = chat.only_session();
     assert_eq!(
         chat.messages(&id),
         vec![
             ("user".to_owned(), "what do my notes say?".to_owned()),
+            (
+                "tool".to_owned(),
+                "`read_file` {\"path\":\"notes.txt\"}\n\nresult:\n\nbuy milk".to_owned()
+            ),
             (
                 "assistant".to_owned(),
                 "The notes say: buy milk.".to_owned()
