@@ -6,6 +6,7 @@ for `/healthz`, the token and the Origin rules.
 
 import asyncio
 import contextlib
+import json
 import os
 import re
 import subprocess
@@ -16,7 +17,7 @@ import pytest
 from acp import connect_to_agent, text_block
 from acp.ws import create_websocket_stream
 
-from conftest import BERTH, Editor, Reply, agent_env, berth_json, texts
+from conftest import BERTH, Editor, Reply, agent_env, berth, berth_json, texts
 
 pytestmark = pytest.mark.anyio
 
@@ -200,3 +201,59 @@ async def test_a_client_gone_mid_turn_finds_the_whole_answer_when_it_comes_back(
             provider.push(Reply().text("again"))
             again = await conn.prompt(session_id=new.session_id, prompt=[text_block("again")])
             assert again.stop_reason == "end_turn"
+
+
+def token_for(home, device):
+    return json.loads(berth(home, "token", "create", "--device", device, "--json"))["token"]
+
+
+async def test_a_device_token_reaches_its_own_workspace_only_and_revoking_it_cuts_it_off(
+    home, work, provider
+):
+    phone = token_for(home, "phone")
+    tablet = token_for(home, "tablet")
+    # The file keeps neither token.
+    kept = (home / "tokens.json").read_text()
+    assert phone not in kept and tablet not in kept
+    provider.push(Reply().text("hello phone"))
+    with serving(home, provider, work) as address:
+        tablet_editor = Editor()
+        async with client(tablet_editor, address, token=tablet) as conn:
+            theirs = await conn.new_session(cwd="/")
+        editor = Editor()
+        async with client(editor, address, token=phone) as conn:
+            # A path the phone sends means nothing here: the session works in the phone's
+            # workspace, which its token resolves (bound on first use).
+            mine = await conn.new_session(cwd="/etc")
+            shown = berth_json(home, "session", "show", mine.session_id)["session"]
+            bound = berth(home, "binding", "resolve", "phone").strip()
+            assert shown["workspace_id"] == bound
+            assert shown["cwd"] != "/etc"
+            answer = await conn.prompt(session_id=mine.session_id, prompt=[text_block("hi")])
+            assert answer.stop_reason == "end_turn"
+            # It names no other device, and sees no other device's session.
+            with pytest.raises(Exception, match="cannot name another"):
+                await conn.new_session(cwd="/", deviceId="tablet")
+            listed = await conn.list_sessions()
+            assert [s.session_id for s in listed.sessions] == [mine.session_id]
+            with pytest.raises(Exception):
+                await conn.load_session(session_id=theirs.session_id, cwd="/")
+            # /mcp is the admin's.
+            status, body = http_status(f"http://{address}/mcp", {"Authorization": f"Bearer {phone}"})
+            assert status == 403 and "/acp only" in body
+            # Revoked while connected: the open connection is closed within a second or so.
+            berth(home, "token", "revoke", "phone")
+            with pytest.raises(ConnectionError):
+                for _ in range(50):
+                    await conn.list_sessions()
+                    await asyncio.sleep(0.1)
+        # And it is refused from now on.
+        with pytest.raises(Exception, match="401"):
+            async with client(Editor(), address, token=phone):
+                pass
+        # The other device's token still works.
+        async with client(Editor(), address, token=tablet) as conn:
+            listed = await conn.list_sessions()
+            assert [s.session_id for s in listed.sessions] == [theirs.session_id]
+    listed = json.loads(berth(home, "token", "list", "--json"))
+    assert [(t["name"], t["kind"], t["device"]) for t in listed] == [("tablet", "device", "tablet")]

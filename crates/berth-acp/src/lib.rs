@@ -33,7 +33,7 @@ use agent_client_protocol::{Agent as AcpAgent, ConnectTo};
 use berth_agent::Agent;
 use berth_ops::Ops;
 
-pub use server::Server;
+pub use server::{Caller, Server};
 pub use turn::MERGE_WINDOW;
 
 /// Serves one ACP client over standard input and output until it closes standard input.
@@ -52,6 +52,17 @@ pub async fn serve(
     agent: Agent,
     transport: impl ConnectTo<AcpAgent> + 'static,
 ) -> Result<(), agent_client_protocol::Error> {
-    let server = Arc::new(Server::new(ops, agent));
+    serve_as(ops, agent, Caller::Trusted, transport).await
+}
+
+/// Serves one ACP client that acts for `caller` over `transport` (`berth serve`: a device's
+/// token, or the admin's).
+pub async fn serve_as(
+    ops: Ops,
+    agent: Agent,
+    caller: Caller,
+    transport: impl ConnectTo<AcpAgent> + 'static,
+) -> Result<(), agent_client_protocol::Error> {
+    let server = Arc::new(Server::for_caller(ops, agent, caller));
     server::builder(server).connect_to(transport).await
 }

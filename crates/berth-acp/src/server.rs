@@ -25,7 +25,7 @@ use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent as AcpAgent, Client};
 use berth_agent::mcp::{McpServerSettings, Secret};
 use berth_agent::{Agent, CancellationToken, McpServers, ToolContext, TurnOptions, TurnRequest};
-use berth_ops::{ClientSession, Ops, Session};
+use berth_ops::{ClientSession, DeviceId, Ops, Session};
 use serde_json::Value;
 
 use crate::client::{ClientFiles, ClientPermissions, ClientTerminals, Relayed};
@@ -35,11 +35,24 @@ use crate::{content, errors, models};
 /// How many sessions one `session/list` page holds (ACP's request names no size).
 pub const LIST_PAGE: usize = berth_ops::PAGE_DEFAULT;
 
+/// Whom a connection acts for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Caller {
+    /// A client on this machine (stdio), or one with the admin token: its `cwd` is a folder
+    /// here, and it may open any session.
+    Trusted,
+    /// One device, by its token (`berth serve`): its paths mean nothing here, so its sessions
+    /// work in its workspace's folder or worktree, never a `cwd` it sends; it reaches only its
+    /// workspace's sessions, and names no other device.
+    Device(DeviceId),
+}
+
 /// One connection's state: the client's capabilities and the sessions it opened. Sessions
 /// themselves live in berth's store; this only knows which are open here and which is busy.
 pub struct Server {
     ops: Ops,
     agent: Agent,
+    caller: Caller,
     client: Mutex<ClientCapabilities>,
     sessions: Mutex<HashMap<String, Arc<Open>>>,
 }
@@ -59,11 +72,32 @@ type Result<T, E = agent_client_protocol::Error> = std::result::Result<T, E>;
 
 impl Server {
     pub fn new(ops: Ops, agent: Agent) -> Server {
+        Server::for_caller(ops, agent, Caller::Trusted)
+    }
+
+    /// A connection that acts for `caller`.
+    pub fn for_caller(ops: Ops, agent: Agent, caller: Caller) -> Server {
         Server {
             ops,
             agent,
+            caller,
             client: Mutex::default(),
             sessions: Mutex::default(),
+        }
+    }
+
+    /// The device's workspace, for a device's connection.
+    async fn device_workspace(&self) -> Result<Option<berth_ops::Workspace>> {
+        match &self.caller {
+            Caller::Trusted => Ok(None),
+            Caller::Device(device) => {
+                let (_, ws) = self
+                    .ops
+                    .resolve_device(device.as_str())
+                    .await
+                    .map_err(errors::ops)?;
+                Ok(Some(ws))
+            }
         }
     }
 
@@ -125,8 +159,27 @@ impl Server {
 
     async fn new_session(&self, request: NewSessionRequest) -> Result<NewSessionResponse> {
         let meta = request.meta.as_ref();
-        let key = meta_string(meta, "sessionId")?;
-        let device = meta_string(meta, "deviceId")?;
+        let mut key = meta_string(meta, "sessionId")?;
+        let mut device = meta_string(meta, "deviceId")?;
+        if let Caller::Device(me) = &self.caller {
+            // The token says who this is: it lands in its own workspace, whatever it sends.
+            if device.as_deref().is_some_and(|d| d != me.as_str()) {
+                return Err(errors::of_kind(
+                    berth_ops::ErrorKind::Refused,
+                    format!("this connection acts for device {me}; it cannot name another"),
+                ));
+            }
+            if key.is_some() {
+                return Err(errors::of_kind(
+                    berth_ops::ErrorKind::Refused,
+                    format!(
+                        "this connection acts for device {me}, whose sessions are in its own workspace; _meta.sessionId names a workspace, which only an admin's connection may"
+                    ),
+                ));
+            }
+            key = None;
+            device = Some(me.to_string());
+        }
         if key.is_none() && device.is_none() {
             check_cwd(&request.cwd)?;
         }
@@ -149,6 +202,17 @@ impl Server {
     /// (`Ops::session_folder`), else, when it has none on this machine, in the client's `cwd`.
     async fn reopen(&self, id: &SessionId, cwd: &Path, mcp: &[McpServer]) -> Result<Arc<Open>> {
         let session = self.ops.session(&id.0).await.map_err(errors::ops)?;
+        if let Some(ws) = self.device_workspace().await? {
+            // Another workspace's session is not there, for a device.
+            if session.workspace_id != ws.id {
+                return Err(agent_client_protocol::v1::schema::Error::session_not_found(
+                    id.clone(),
+                )
+                .into());
+            }
+            let work_dir = self.ops.work_dir(&ws).map_err(errors::ops)?;
+            return Ok(self.register(session, work_dir, mcp));
+        }
         let work_dir = match self
             .ops
             .session_folder(&session)
@@ -215,12 +279,17 @@ impl Server {
     /// The sessions of the home (those whose folder is `cwd`, when asked), a page at a time
     /// in id order: the paging rules and the session's folder are `Ops`'s.
     async fn list_sessions(&self, request: ListSessionsRequest) -> Result<ListSessionsResponse> {
+        // A device sees the sessions that work in its workspace's folder: its own.
+        let folder = match self.device_workspace().await? {
+            Some(ws) => Some(self.ops.work_dir(&ws).map_err(errors::ops)?),
+            None => request.cwd.clone(),
+        };
         let page = self
             .ops
             .folder_session_page(
                 request.cursor.as_deref(),
                 Some(LIST_PAGE),
-                request.cwd.as_deref(),
+                folder.as_deref(),
             )
             .await
             .map_err(errors::ops)?;

@@ -166,6 +166,52 @@ pub enum Command {
     /// or SIGTERM and prints its address on standard error.
     #[command(verbatim_doc_comment)]
     Serve(ServeArgs),
+    /// Tokens for `berth serve`: a device's acts as that device, an admin's sees everything.
+    ///
+    /// A token is printed once, when it is made; the home keeps only its SHA-256
+    /// (tokens.json). `berth serve` looks each request's token up, so a revoked or expired
+    /// token is refused at once, and a device's open connection ends within a second.
+    #[command(subcommand, verbatim_doc_comment)]
+    Token(TokenCmd),
+}
+
+#[derive(Subcommand)]
+pub enum TokenCmd {
+    /// Make a token and print it (once).
+    ///
+    /// --device NAME: a phone's or another machine's token. Its ACP sessions land in the
+    /// device's workspace (bound on first use, or to --workspace now), it lists and loads
+    /// only that workspace's sessions, and it cannot name another device or reach /mcp.
+    /// --admin NAME: a token that sees everything, as BERTH_SERVE_TOKEN does.
+    #[command(verbatim_doc_comment)]
+    Create {
+        /// The device the token acts as; also the token's name.
+        #[arg(
+            long,
+            value_name = "NAME",
+            conflicts_with = "admin",
+            required_unless_present = "admin"
+        )]
+        device: Option<String>,
+        /// An admin token of this name.
+        #[arg(long, value_name = "NAME")]
+        admin: Option<String>,
+        /// Bind the device to this workspace (id, name or prefix) now.
+        #[arg(long, value_name = "WORKSPACE", requires = "device")]
+        workspace: Option<String>,
+        /// The token stops working after this many days.
+        #[arg(long, value_name = "DAYS")]
+        expires: Option<u32>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// The tokens: name, kind, device, made, expires (never the tokens themselves).
+    List(JsonFlag),
+    /// Revoke a token: refused from now on, its open connections closed.
+    Revoke {
+        #[arg(value_name = "NAME")]
+        name: String,
+    },
 }
 
 #[derive(Args)]

@@ -112,6 +112,8 @@ fn exit_status(e: &anyhow::Error) -> u8 {
             Some(e.kind())
         } else if let Some(e) = c.downcast_ref::<berth_serve::ServeError>() {
             Some(e.kind())
+        } else if let Some(e) = c.downcast_ref::<berth_serve::TokenError>() {
+            Some(e.kind())
         } else if let Some(e) = c.downcast_ref::<berth_core::Error>() {
             Some(e.kind())
         } else {

@@ -1,7 +1,11 @@
 //! Who may call the server, checked on every request but `/healthz` before it reaches a
 //! route: `Host` (a name this server answers to: loopback, the address it listens on, or one
 //! allowed), a browser's `Origin` (a loopback page or one allowed: 403 otherwise, so a web
-//! page cannot reach a local server through DNS rebinding), and the token (401 without it).
+//! page cannot reach a local server through DNS rebinding), and the token (401 without a
+//! live one). The token decides who the request acts for ([`Principal`]): the admin token
+//! (`BERTH_SERVE_TOKEN`, or an admin token of `berth token create`) for everything, a
+//! device's token for that device's sessions over `/acp` only. On loopback with no admin
+//! token, a request without a token is the machine's own, and acts as the admin.
 
 use axum::extract::{Request, State};
 use axum::http::{StatusCode, header};
@@ -10,6 +14,15 @@ use axum::response::{IntoResponse, Response};
 use std::sync::Arc;
 
 use crate::ServeOptions;
+use crate::tokens::{Role, TokenError, TokenRecord, TokenStore};
+
+/// Whom a request acts for, put in its extensions for the routes.
+#[derive(Debug, Clone)]
+pub enum Principal {
+    Admin,
+    /// A device's token: what `/acp` lets it reach, and what it checks is still live.
+    Device(TokenRecord),
+}
 
 const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
 const LOOPBACK_ORIGIN_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "[::1]"];
@@ -18,6 +31,9 @@ const LOOPBACK_ORIGIN_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "[::1]"];
 #[derive(Debug)]
 pub struct Access {
     token: Option<String>,
+    tokens: TokenStore,
+    /// A request without a token acts as the admin: loopback, and no admin token set.
+    open: bool,
     /// Host names, or `host:port`, requests may be addressed to.
     hosts: Vec<String>,
     /// Origins (`scheme://host` or `scheme://host:port`, port `*` for any) pages may call from.
@@ -25,7 +41,7 @@ pub struct Access {
 }
 
 impl Access {
-    pub fn new(options: &ServeOptions) -> Access {
+    pub fn new(options: &ServeOptions, tokens: TokenStore) -> Access {
         let mut hosts: Vec<String> = LOOPBACK_HOSTS.iter().map(|h| h.to_string()).collect();
         if !options.listen.ip().is_unspecified() {
             hosts.push(options.listen.ip().to_string());
@@ -38,6 +54,8 @@ impl Access {
             .collect();
         Access {
             token: options.token.clone(),
+            tokens,
+            open: options.listen.ip().is_loopback() && options.token.is_none(),
             hosts,
             origins,
         }
@@ -76,16 +94,32 @@ impl Access {
         })
     }
 
-    fn token_ok(&self, request: &Request) -> bool {
-        let Some(token) = &self.token else {
-            return true;
-        };
-        request
+    /// Whom the request acts for; `None` when its token is missing, wrong, revoked or
+    /// expired.
+    fn principal(&self, request: &Request) -> Result<Option<Principal>, TokenError> {
+        let presented = request
             .headers()
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .is_some_and(|presented| same(presented.as_bytes(), token.as_bytes()))
+            .and_then(|v| v.strip_prefix("Bearer "));
+        let Some(presented) = presented else {
+            return Ok(self.open.then_some(Principal::Admin));
+        };
+        if self
+            .token
+            .as_ref()
+            .is_some_and(|t| same(presented.as_bytes(), t.as_bytes()))
+        {
+            return Ok(Some(Principal::Admin));
+        }
+        match self.tokens.find(presented) {
+            Ok(Some(record)) => Ok(Some(match record.role {
+                Role::Admin => Principal::Admin,
+                Role::Device { .. } => Principal::Device(record),
+            })),
+            Ok(None) => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 }
 
@@ -111,17 +145,30 @@ pub async fn check(State(access): State<Arc<Access>>, request: Request, next: Ne
             );
         }
     }
-    if !access.token_ok(&request) {
-        let mut response = refuse(
-            StatusCode::UNAUTHORIZED,
-            "this berth server needs `Authorization: Bearer <token>`",
+    let principal = match access.principal(&request) {
+        Ok(Some(p)) => p,
+        Ok(None) => {
+            let mut response = refuse(
+                StatusCode::UNAUTHORIZED,
+                "this berth server needs `Authorization: Bearer <token>` with a live token (`berth token create`)",
+            );
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                "Bearer".parse().expect("a header value"),
+            );
+            return response;
+        }
+        // The token file cannot be read: nobody is let in until it can.
+        Err(e) => return refuse(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
+    };
+    if matches!(principal, Principal::Device(_)) && request.uri().path() != "/acp" {
+        return refuse(
+            StatusCode::FORBIDDEN,
+            "a device's token reaches /acp only; /mcp needs the admin token",
         );
-        response.headers_mut().insert(
-            header::WWW_AUTHENTICATE,
-            "Bearer".parse().expect("a header value"),
-        );
-        return response;
     }
+    let mut request = request;
+    request.extensions_mut().insert(principal);
     next.run(request).await
 }
 
@@ -140,17 +187,21 @@ mod tests {
     use super::*;
 
     fn access(listen: &str, hosts: &[&str], origins: &[&str]) -> Access {
-        Access::new(&ServeOptions {
-            listen: listen.parse().unwrap(),
-            token: None,
-            allowed_hosts: hosts.iter().map(|s| s.to_string()).collect(),
-            allowed_origins: origins.iter().map(|s| s.to_string()).collect(),
-            max_connections: 1,
-            max_message_bytes: 1,
-            ping_every: std::time::Duration::from_secs(1),
-            max_mcp_sessions: 1,
-            mcp_session_idle: std::time::Duration::from_secs(1),
-        })
+        let home = std::env::temp_dir();
+        Access::new(
+            &ServeOptions {
+                listen: listen.parse().unwrap(),
+                token: None,
+                allowed_hosts: hosts.iter().map(|s| s.to_string()).collect(),
+                allowed_origins: origins.iter().map(|s| s.to_string()).collect(),
+                max_connections: 1,
+                max_message_bytes: 1,
+                ping_every: std::time::Duration::from_secs(1),
+                max_mcp_sessions: 1,
+                mcp_session_idle: std::time::Duration::from_secs(1),
+            },
+            TokenStore::new(&home),
+        )
     }
 
     #[test]

@@ -19,6 +19,7 @@
 //! dropped.
 
 mod guard;
+pub mod tokens;
 mod websocket;
 
 use std::net::SocketAddr;
@@ -31,7 +32,8 @@ use berth_agent::Agent;
 use berth_mcp::BerthMcp;
 use berth_ops::Ops;
 
-pub use guard::Access;
+pub use guard::{Access, Principal};
+pub use tokens::{Role, TokenError, TokenRecord, TokenStore};
 
 /// How `berth serve` listens.
 #[derive(Debug, Clone)]
@@ -66,7 +68,7 @@ pub const DEFAULT_PING_EVERY: Duration = Duration::from_secs(30);
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
     #[error(
-        "refusing to listen on {0} without a token: anyone who can reach that address could use this server. Give one (BERTH_SERVE_TOKEN or --token), or listen on 127.0.0.1"
+        "refusing to listen on {0} without a token: anyone who can reach that address could use this server. Give one (BERTH_SERVE_TOKEN or --token, or `berth token create`), or listen on 127.0.0.1"
     )]
     PublicWithoutToken(SocketAddr),
     #[error("cannot listen on {addr}: {source}")]
@@ -76,6 +78,8 @@ pub enum ServeError {
     },
     #[error("the server failed: {0}")]
     Server(std::io::Error),
+    #[error(transparent)]
+    Tokens(#[from] TokenError),
 }
 
 impl ServeError {
@@ -84,6 +88,7 @@ impl ServeError {
         match self {
             ServeError::PublicWithoutToken(_) => berth_ops::ErrorKind::Invalid,
             ServeError::Listen { .. } | ServeError::Server(_) => berth_ops::ErrorKind::Io,
+            ServeError::Tokens(e) => e.kind(),
         }
     }
 }
@@ -97,10 +102,12 @@ pub async fn serve(
     options: ServeOptions,
     on_listening: impl FnOnce(SocketAddr),
 ) -> Result<(), ServeError> {
-    if !options.listen.ip().is_loopback() && options.token.is_none() {
+    let tokens = TokenStore::new(ops.home());
+    // Off loopback, someone must need a token: the admin's, or a device's.
+    if !options.listen.ip().is_loopback() && options.token.is_none() && tokens.list()?.is_empty() {
         return Err(ServeError::PublicWithoutToken(options.listen));
     }
-    let access = Arc::new(Access::new(&options));
+    let access = Arc::new(Access::new(&options, tokens.clone()));
     let (mcp_routes, mcp_done) = berth_mcp::http_router(
         mcp,
         &berth_mcp::HttpOptions {
@@ -113,7 +120,7 @@ pub async fn serve(
             session_idle: options.mcp_session_idle,
         },
     );
-    let acp = websocket::AcpEndpoint::new(ops, agent, &options);
+    let acp = websocket::AcpEndpoint::new(ops, agent, tokens, &options);
     let app = Router::new()
         .route("/acp", get(websocket::upgrade).with_state(acp))
         .merge(mcp_routes)

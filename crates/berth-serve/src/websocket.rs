@@ -11,6 +11,7 @@ use std::io;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use axum::Extension;
 use axum::extract::State;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::http::StatusCode;
@@ -21,12 +22,18 @@ use futures::{SinkExt, StreamExt};
 use tokio::sync::{Semaphore, mpsc};
 
 use crate::ServeOptions;
+use crate::guard::Principal;
+use crate::tokens::{Role, TokenStore};
+
+/// How often an open connection of a device looks whether its token is still live.
+const TOKEN_RECHECK: Duration = Duration::from_secs(1);
 
 /// What every `/acp` connection shares.
 #[derive(Clone)]
 pub struct AcpEndpoint {
     ops: Ops,
     agent: Agent,
+    tokens: TokenStore,
     /// One permit per open connection.
     slots: Arc<Semaphore>,
     max_message_bytes: usize,
@@ -34,18 +41,29 @@ pub struct AcpEndpoint {
 }
 
 impl AcpEndpoint {
-    pub fn new(ops: Ops, agent: Agent, options: &ServeOptions) -> AcpEndpoint {
+    pub fn new(ops: Ops, agent: Agent, tokens: TokenStore, options: &ServeOptions) -> AcpEndpoint {
         AcpEndpoint {
             ops,
             agent,
+            tokens,
             slots: Arc::new(Semaphore::new(options.max_connections)),
             max_message_bytes: options.max_message_bytes,
             ping_every: options.ping_every,
         }
     }
 
-    /// Serves one connection until the peer closes it, goes silent, or breaks it.
-    async fn connection(self, socket: WebSocket) {
+    /// Serves one connection for `principal` until the peer closes it, goes silent, or
+    /// breaks it, or (a device's) its token is revoked or expires.
+    async fn connection(self, socket: WebSocket, principal: Principal) {
+        let (caller, token) = match principal {
+            Principal::Admin => (berth_acp::Caller::Trusted, None),
+            Principal::Device(record) => match &record.role {
+                Role::Device { device } => {
+                    (berth_acp::Caller::Device(device.clone()), Some(record))
+                }
+                Role::Admin => (berth_acp::Caller::Trusted, None),
+            },
+        };
         let (mut to_peer, mut from_peer) = socket.split();
         let (out_tx, mut out_rx) = mpsc::channel::<Message>(256);
         let writer = tokio::spawn(async move {
@@ -59,12 +77,21 @@ impl AcpEndpoint {
         let (in_tx, mut in_rx) = mpsc::channel::<io::Result<String>>(256);
         let pings = out_tx.clone();
         let ping_every = self.ping_every;
+        let tokens = self.tokens.clone();
         let reader = tokio::spawn(async move {
             let mut ticks = tokio::time::interval(ping_every);
             ticks.tick().await;
+            let mut recheck = tokio::time::interval(TOKEN_RECHECK);
             let mut heard = Instant::now();
             loop {
                 tokio::select! {
+                    _ = recheck.tick(), if token.is_some() => {
+                        let live = token.as_ref().is_some_and(|t| tokens.still_live(t).unwrap_or(false));
+                        if !live {
+                            // A revoked token's connection ends now, not when it next asks.
+                            return;
+                        }
+                    }
                     frame = from_peer.next() => match frame {
                         Some(Ok(Message::Text(text))) => {
                             heard = Instant::now();
@@ -98,7 +125,7 @@ impl AcpEndpoint {
         });
         let incoming = futures::stream::poll_fn(move |cx| in_rx.poll_recv(cx));
         let transport = agent_client_protocol::Lines::new(outgoing, incoming);
-        let _ = berth_acp::serve(self.ops, self.agent, transport).await;
+        let _ = berth_acp::serve_as(self.ops, self.agent, caller, transport).await;
         // The connection is over: stop reading (its ping sender with it), so the writer,
         // its last sender gone, sends what is queued and closes the socket.
         reader.abort();
@@ -108,7 +135,11 @@ impl AcpEndpoint {
 
 /// `GET /acp`: upgrades to a WebSocket and serves ACP on it; 503 when every connection slot
 /// is taken.
-pub async fn upgrade(State(acp): State<AcpEndpoint>, ws: WebSocketUpgrade) -> Response {
+pub async fn upgrade(
+    State(acp): State<AcpEndpoint>,
+    Extension(principal): Extension<Principal>,
+    ws: WebSocketUpgrade,
+) -> Response {
     let Ok(slot) = acp.slots.clone().try_acquire_owned() else {
         return (
             StatusCode::SERVICE_UNAVAILABLE,
@@ -121,6 +152,6 @@ pub async fn upgrade(State(acp): State<AcpEndpoint>, ws: WebSocketUpgrade) -> Re
         .max_frame_size(max)
         .on_upgrade(move |socket| async move {
             let _slot = slot;
-            acp.connection(socket).await;
+            acp.connection(socket, principal).await;
         })
 }

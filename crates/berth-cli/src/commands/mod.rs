@@ -12,6 +12,7 @@ mod serve;
 mod session;
 mod storage;
 mod store;
+mod token;
 mod workspace;
 
 use std::io::IsTerminal;
@@ -55,6 +56,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Run(args) => run::run(ops, args).await,
         Command::Acp => acp::run(ops).await,
         Command::Serve(args) => serve::run(ops, args).await,
+        Command::Token(cmd) => token::run(&ops, cmd).await,
     }
 }
 
