@@ -281,18 +281,17 @@ impl Agent {
         };
         let inner = self.inner.clone();
         tokio::spawn(async move {
-            let mut out = Out { tx, in_context: 0 };
-            let (stop, usage) = inner.run(setup, &request, &mut out).await;
-            // The session keeps what its turns cost, however they ended; a failure to count
-            // is said, not a failed turn.
-            let used = berth_ops::TokenUsage {
-                input_tokens: usage.input_tokens,
-                output_tokens: usage.output_tokens,
+            let mut out = Out {
+                tx,
+                in_context: 0,
+                counted: false,
             };
-            if !used.is_zero()
-                && let Err(e) = inner.ops.add_session_usage(&request.session, used).await
+            let (stop, usage) = inner.run(setup, &request, &mut out).await;
+            // The session keeps what its turns cost, however they ended (a turn that ends
+            // with its answer counted already).
+            if !out.counted
+                && let Some(message) = inner.count(&request.session, usage).await
             {
-                let message = format!("the tokens of this turn could not be counted: {e}");
                 out.send(AgentEvent::Notice { message }).await;
             }
             let in_context = out.in_context;
@@ -337,6 +336,8 @@ struct Out {
     tx: mpsc::Sender<AgentEvent>,
     /// What the last answered request read and wrote (see [`AgentEvent::TurnEnded`]).
     in_context: u64,
+    /// Whether the turn's tokens were added to the session already.
+    counted: bool,
 }
 
 impl Out {
@@ -588,15 +589,32 @@ impl Inner {
             usage.add(used);
             out.in_context = used.input_tokens + used.output_tokens;
             let text = message.text();
-            if !text.is_empty()
-                && let Err(e) = self
-                    .ops
-                    .append_message(session, &Message::new(Role::Assistant, text))
-                    .await
-            {
+            let calls: Vec<ToolCall> = message.tool_calls().cloned().collect();
+            let append = async {
+                match text.is_empty() {
+                    true => Ok(()),
+                    false => {
+                        self.ops
+                            .append_message(session, &Message::new(Role::Assistant, text))
+                            .await
+                    }
+                }
+            };
+            // The last answer's append and the turn's count go to disk together (the
+            // transcript and the record have a lock each): the count never holds up the end.
+            let appended = if calls.is_empty() {
+                let (appended, counted) = tokio::join!(append, self.count(session, usage));
+                out.counted = true;
+                if let Some(message) = counted {
+                    out.send(AgentEvent::Notice { message }).await;
+                }
+                appended
+            } else {
+                append.await
+            };
+            if let Err(e) = appended {
                 return (failed(e), usage);
             }
-            let calls: Vec<ToolCall> = message.tool_calls().cloned().collect();
             history.push(message);
             if calls.is_empty() {
                 let stop = match stop {
@@ -633,6 +651,22 @@ impl Inner {
             let next = provider_request(&setup, &history, &tools);
             opened = open_answer(&*setup.provider, next, cancel).await;
         }
+    }
+
+    /// Adds a turn's tokens to its session; what to tell the person when that fails (a
+    /// failure to count is said, not a failed turn).
+    async fn count(&self, session: &Session, usage: Usage) -> Option<String> {
+        let used = berth_ops::TokenUsage {
+            input_tokens: usage.input_tokens,
+            output_tokens: usage.output_tokens,
+        };
+        if used.is_zero() {
+            return None;
+        }
+        let counted = self.ops.add_session_usage(session, used).await;
+        counted
+            .err()
+            .map(|e| format!("the tokens of this turn could not be counted: {e}"))
     }
 
     /// One model answer, streamed out as events. On failure, the text already shown.
