@@ -33,20 +33,13 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{env_or, generate, git_cmd};
+use common::{env_or, generated_repository, git_cmd};
 
 fn main() {
     let files: usize = env_or("BENCH_FILES", 20_000);
     let rounds: usize = env_or("BENCH_ROUNDS", 5);
     let tmp = tempfile::tempdir().unwrap();
-    let repo = tmp.path().join("repo");
-    let started = Instant::now();
-    let bytes = generate(&repo, files);
-    eprintln!(
-        "generated {files} files, {:.1} MB, in {:.1} s",
-        bytes as f64 / 1e6,
-        started.elapsed().as_secs_f64()
-    );
+    let (repo, bytes) = generated_repository(tmp.path(), files);
     let home = tmp.path().join("home");
     let spare_home = tmp.path().join("spare-home");
     std::fs::create_dir_all(&spare_home).unwrap();

@@ -29,7 +29,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use berth_testkit::provider_server::{ProviderServer, Reply, Turn};
-use common::{env_or, generate};
+use common::{env_or, generated_repository};
 
 const AGENTS: usize = 3;
 
@@ -39,14 +39,7 @@ fn main() {
     let think = Duration::from_millis(env_or("BENCH_THINK_MS", 1000) as u64);
     let work = Duration::from_millis(env_or("BENCH_WORK_MS", 1000) as u64);
     let tmp = tempfile::tempdir().unwrap();
-    let repo = tmp.path().join("repo");
-    let started = Instant::now();
-    let bytes = generate(&repo, files);
-    eprintln!(
-        "generated {files} files, {:.1} MB, in {:.1} s",
-        bytes as f64 / 1e6,
-        started.elapsed().as_secs_f64()
-    );
+    let (repo, _) = generated_repository(tmp.path(), files);
     let home = tmp.path().join("home");
     std::fs::create_dir_all(&home).unwrap();
     std::fs::write(

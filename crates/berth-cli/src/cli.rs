@@ -214,6 +214,19 @@ pub enum TokenCmd {
     },
 }
 
+/// Who may reach a server on the network besides this machine: the names it answers to and
+/// the pages that may call it (the `Host` and `Origin` rules of `berth mcp` and `berth serve`).
+#[derive(Args)]
+pub struct ReachArgs {
+    /// Another host name (or host:port) requests may be addressed to; repeatable.
+    #[arg(long = "allow-host", value_name = "HOST")]
+    pub allow_hosts: Vec<String>,
+    /// Another browser origin allowed to call the server, with scheme and port
+    /// (`https://app.example.com:443`, `:*` for any port); repeatable.
+    #[arg(long = "allow-origin", value_name = "ORIGIN")]
+    pub allow_origins: Vec<String>,
+}
+
 #[derive(Args)]
 pub struct ServeArgs {
     /// The address to listen on; port 0 picks a free port.
@@ -227,13 +240,8 @@ pub struct ServeArgs {
         value_name = "TOKEN"
     )]
     pub token: Option<String>,
-    /// Another host name (or host:port) requests may be addressed to; repeatable.
-    #[arg(long = "allow-host", value_name = "HOST")]
-    pub allow_hosts: Vec<String>,
-    /// Another browser origin allowed to call the server, with scheme and port
-    /// (`https://app.example.com:443`, `:*` for any port); repeatable.
-    #[arg(long = "allow-origin", value_name = "ORIGIN")]
-    pub allow_origins: Vec<String>,
+    #[command(flatten)]
+    pub reach: ReachArgs,
     /// ACP connections open at once; more are answered 503.
     #[arg(long, value_name = "N", default_value_t = berth_serve::DEFAULT_MAX_CONNECTIONS)]
     pub max_connections: usize,
@@ -430,13 +438,8 @@ pub struct McpArgs {
         value_name = "TOKEN"
     )]
     pub token: Option<String>,
-    /// Another host name (or host:port) HTTP requests may be addressed to; repeatable.
-    #[arg(long = "allow-host", value_name = "HOST")]
-    pub allow_hosts: Vec<String>,
-    /// Another browser origin allowed to call the HTTP server, with scheme and port
-    /// (`https://app.example.com:443`, `:*` for any port); repeatable.
-    #[arg(long = "allow-origin", value_name = "ORIGIN")]
-    pub allow_origins: Vec<String>,
+    #[command(flatten)]
+    pub reach: ReachArgs,
     /// HTTP request bodies larger than this get 413.
     #[arg(long, value_name = "BYTES", default_value_t = berth_mcp::DEFAULT_MAX_REQUEST_BYTES)]
     pub max_request_bytes: usize,

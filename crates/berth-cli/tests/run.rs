@@ -4,62 +4,13 @@
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 use berth_testkit::provider_server::{ProviderServer, Reply, Turn};
-use berth_testkit::{commit, git, run};
+use berth_testkit::run;
 use serde_json::Value;
 use support::Home;
-
-fn project() -> (tempfile::TempDir, PathBuf) {
-    let tmp = tempfile::tempdir().unwrap();
-    let root = tmp.path().join("project");
-    std::fs::create_dir(&root).unwrap();
-    git(&root, &["init", "--quiet", "-b", "main"]);
-    commit(&root, "README.md", "hello\n");
-    (tmp, root.canonicalize().unwrap())
-}
-
-fn berth_run(home: &Home, server: &ProviderServer, dir: &Path, args: &[&str]) -> Command {
-    let mut all = vec!["run"];
-    all.extend_from_slice(args);
-    let mut cmd = home.cmd(&all);
-    cmd.current_dir(dir)
-        .env("BERTH_PROVIDER", "claude")
-        .env("BERTH_PROVIDERS__CLAUDE__BASE_URL", server.url())
-        .env("BERTH_PROVIDERS__CLAUDE__MODEL", "test-model")
-        .env("ANTHROPIC_API_KEY", "test-key");
-    cmd
-}
-
-fn events(stdout: &str) -> Vec<Value> {
-    stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
-        .collect()
-}
-
-/// A session's messages as `role: text`, as `session show --json` gives them.
-fn transcript(home: &Home, session: &str) -> Vec<String> {
-    home.json(&["session", "show", session, "--json"])["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| {
-            format!(
-                "{}: {}",
-                m["role"].as_str().unwrap(),
-                m["content"].as_str().unwrap()
-            )
-        })
-        .collect()
-}
-
-fn write_call(content: &str) -> Turn {
-    let args = serde_json::json!({"path": "out.txt", "content": content}).to_string();
-    Turn::new().tool_call("w1", "write_file", [args])
-}
+use support::runs::{berth_run, events, project, transcript, write_call};
 
 #[test]
 fn three_agents_work_side_by_side_each_in_its_own_worktree() {

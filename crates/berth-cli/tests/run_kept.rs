@@ -13,18 +13,15 @@ use berth_testkit::provider_server::{ProviderServer, Reply, Turn};
 use berth_testkit::run;
 use serde_json::Value;
 use support::Home;
-use support::runs::{berth_run, events, kill9, processes_in, project, transcript, until};
+use support::runs::{
+    berth_run, events, kill9, processes_in, project, transcript, until, write_call,
+};
 
 /// An answer that starts, then stalls for ten minutes: a turn that is mid-stream whenever
 /// the test cuts it off.
 fn stalling() -> Reply {
     Reply::anthropic(&Turn::new().text(["Working on it", " and more"]))
         .pause_after(4, Duration::from_secs(600))
-}
-
-fn write_call(content: &str) -> Turn {
-    let args = serde_json::json!({"path": "out.txt", "content": content}).to_string();
-    Turn::new().tool_call("w1", "write_file", [args])
 }
 
 fn show(home: &Home, id: &str) -> Value {

@@ -24,6 +24,20 @@ pub fn git_cmd(dir: &Path) -> Command {
     cmd
 }
 
+/// [`generate`]d in `dir/repo`, saying how big and how long it took; its path, and the
+/// bytes of its files.
+pub fn generated_repository(dir: &Path, files: usize) -> (std::path::PathBuf, usize) {
+    let repo = dir.join("repo");
+    let started = std::time::Instant::now();
+    let bytes = generate(&repo, files);
+    eprintln!(
+        "generated {files} files, {:.1} MB, in {:.1} s",
+        bytes as f64 / 1e6,
+        started.elapsed().as_secs_f64()
+    );
+    (repo, bytes)
+}
+
 /// A repository with `files` files of 1-7 KB of pseudo-random text on `main`, checked out.
 /// Returns the bytes of file content.
 pub fn generate(repo: &Path, files: usize) -> usize {

@@ -6,15 +6,23 @@ use berth_ops::{Ops, Refill};
 
 use crate::cli::{McpArgs, Transport};
 
-pub async fn run(ops: Ops, args: McpArgs) -> anyhow::Result<()> {
-    // Named, it must be a repository; otherwise the one around this folder, if any.
-    let repo = match &args.repo {
+/// The repository a server's `workspace_create` makes worktrees of: `--repo`, which must be
+/// one, else the one around this folder, if any.
+pub async fn served_repository(
+    ops: &Ops,
+    repo: Option<&std::path::Path>,
+) -> anyhow::Result<Option<std::path::PathBuf>> {
+    Ok(match repo {
         Some(path) => ops.repository_root(path, true).await?,
         None => {
             let here = std::env::current_dir().context("cannot read the current folder")?;
             ops.repository_root(&here, false).await?
         }
-    };
+    })
+}
+
+pub async fn run(ops: Ops, args: McpArgs) -> anyhow::Result<()> {
+    let repo = served_repository(&ops, args.repo.as_deref()).await?;
     let loaded = ops.config(None).await?;
     for unknown in &loaded.unknown_keys {
         eprintln!("berth mcp: warning: {unknown}");
@@ -41,8 +49,8 @@ pub async fn run(ops: Ops, args: McpArgs) -> anyhow::Result<()> {
             let options = HttpOptions {
                 listen: args.listen,
                 token: args.token.filter(|t| !t.is_empty()),
-                allowed_hosts: args.allow_hosts,
-                allowed_origins: args.allow_origins,
+                allowed_hosts: args.reach.allow_hosts,
+                allowed_origins: args.reach.allow_origins,
                 max_request_bytes: args.max_request_bytes,
                 max_sessions,
                 session_idle,

@@ -3,7 +3,6 @@
 
 use std::time::Duration;
 
-use anyhow::Context;
 use berth_mcp::BerthMcp;
 use berth_ops::{Ops, Refill};
 use berth_serve::ServeOptions;
@@ -11,13 +10,7 @@ use berth_serve::ServeOptions;
 use crate::cli::ServeArgs;
 
 pub async fn run(ops: Ops, args: ServeArgs) -> anyhow::Result<()> {
-    let repo = match &args.repo {
-        Some(path) => ops.repository_root(path, true).await?,
-        None => {
-            let here = std::env::current_dir().context("cannot read the current folder")?;
-            ops.repository_root(&here, false).await?
-        }
-    };
+    let repo = super::mcp::served_repository(&ops, args.repo.as_deref()).await?;
     let loaded = ops.config(None).await?;
     for unknown in &loaded.unknown_keys {
         eprintln!("berth serve: warning: {unknown}");
@@ -32,8 +25,8 @@ pub async fn run(ops: Ops, args: ServeArgs) -> anyhow::Result<()> {
     let options = ServeOptions {
         listen: args.listen,
         token: args.token.filter(|t| !t.is_empty()),
-        allowed_hosts: args.allow_hosts,
-        allowed_origins: args.allow_origins,
+        allowed_hosts: args.reach.allow_hosts,
+        allowed_origins: args.reach.allow_origins,
         max_connections: args.max_connections,
         max_message_bytes: args.max_message_bytes,
         ping_every: Duration::from_secs(args.ping_every.max(1)),

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use berth_testkit::provider_server::ProviderServer;
+use berth_testkit::provider_server::{ProviderServer, Turn};
 use berth_testkit::{commit, git};
 use serde_json::Value;
 
@@ -56,6 +56,12 @@ pub fn transcript(home: &Home, session: &str) -> Vec<String> {
             )
         })
         .collect()
+}
+
+/// A model turn that writes `content` to `out.txt` with berth's `write_file`.
+pub fn write_call(content: &str) -> Turn {
+    let args = serde_json::json!({"path": "out.txt", "content": content}).to_string();
+    Turn::new().tool_call("w1", "write_file", [args])
 }
 
 /// Polls `check` until it gives a value, failing the test after `limit`.
