@@ -24,9 +24,8 @@ pytestmark = pytest.mark.anyio
 TOKEN = "serve-test-token"
 
 
-@contextlib.contextmanager
-def serving(home, provider, cwd, *args, token=TOKEN):
-    """`berth serve` on a free loopback port; yields its address (`127.0.0.1:PORT`)."""
+def start_serving(home, provider, cwd, *args, token=TOKEN):
+    """`berth serve` on a free loopback port: (process, address `127.0.0.1:PORT`)."""
     env = agent_env(home, provider)
     if token:
         env["BERTH_SERVE_TOKEN"] = token
@@ -38,11 +37,20 @@ def serving(home, provider, cwd, *args, token=TOKEN):
         stderr=subprocess.PIPE,
         text=True,
     )
+    line = proc.stderr.readline()
+    found = re.search(r"ws://([0-9.]+:[0-9]+)/acp", line)
+    if not found:
+        proc.kill()
+        raise AssertionError(f"berth serve said: {line!r}")
+    return proc, found.group(1)
+
+
+@contextlib.contextmanager
+def serving(home, provider, cwd, *args, token=TOKEN):
+    """`berth serve` on a free loopback port; yields its address (`127.0.0.1:PORT`)."""
+    proc, address = start_serving(home, provider, cwd, *args, token=token)
     try:
-        line = proc.stderr.readline()
-        found = re.search(r"ws://([0-9.]+:[0-9]+)/acp", line)
-        assert found, f"berth serve said: {line!r}"
-        yield found.group(1)
+        yield address
     finally:
         proc.terminate()
         proc.wait(timeout=10)
@@ -257,3 +265,53 @@ async def test_a_device_token_reaches_its_own_workspace_only_and_revoking_it_cut
             assert [s.session_id for s in listed.sessions] == [theirs.session_id]
     listed = json.loads(berth(home, "token", "list", "--json"))
     assert [(t["name"], t["kind"], t["device"]) for t in listed] == [("tablet", "device", "tablet")]
+
+
+async def test_a_server_killed_mid_answer_leaves_what_streamed_and_the_session_usable(
+    home, work, provider
+):
+    # 10 s of answer: 200 chunks, 50 ms apart; the server is killed a second into it.
+    chunks = [f"w{i} " for i in range(200)]
+    provider.push(Reply().text(*chunks).slowly(0.05))
+    editor = Editor()
+    proc, address = start_serving(home, provider, work)
+    try:
+        async with client(editor, address) as conn:
+            new = await conn.new_session(cwd=str(work))
+            orphan = asyncio.ensure_future(
+                conn.prompt(session_id=new.session_id, prompt=[text_block("talk")])
+            )
+            for _ in range(200):
+                if texts(editor).count("w") >= 20:
+                    break
+                await asyncio.sleep(0.05)
+            seen = texts(editor)
+            proc.kill()
+            proc.wait(timeout=10)
+            with pytest.raises(ConnectionError):
+                await orphan
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    full = "".join(chunks)
+    assert full.startswith(seen) and len(seen) > 0
+    # Another berth serve on the same home: session/load replays the prompt and what had
+    # streamed, marked interrupted, and the session takes a new prompt.
+    provider.push(Reply().text("again"))
+    with serving(home, provider, work) as address:
+        back = Editor()
+        async with client(back, address) as conn:
+            await conn.load_session(session_id=new.session_id, cwd=str(work))
+            assert texts(back, "user_message_chunk") == "talk"
+            replayed = texts(back)
+            assert replayed.endswith("[interrupted]"), replayed
+            kept = replayed[: -len("[interrupted]")].rstrip("\n")
+            assert full.startswith(kept), kept
+            # At most the last few pieces before the kill are missing.
+            assert kept.count("w") >= 5, kept
+            assert len(kept) <= len(seen) + len("w199 ") * 3
+            again = await conn.prompt(session_id=new.session_id, prompt=[text_block("again")])
+            assert again.stop_reason == "end_turn"
+    shown = berth_json(home, "session", "show", new.session_id)
+    assert [m["role"] for m in shown["messages"]] == ["user", "assistant", "user", "assistant"]
+    assert shown["messages"][3]["content"] == "again"

@@ -202,14 +202,23 @@ impl Server {
     /// (`Ops::session_folder`), else, when it has none on this machine, in the client's `cwd`.
     async fn reopen(&self, id: &SessionId, cwd: &Path, mcp: &[McpServer]) -> Result<Arc<Open>> {
         let session = self.ops.session(&id.0).await.map_err(errors::ops)?;
-        if let Some(ws) = self.device_workspace().await? {
-            // Another workspace's session is not there, for a device.
-            if session.workspace_id != ws.id {
-                return Err(agent_client_protocol::v1::schema::Error::session_not_found(
-                    id.clone(),
-                )
-                .into());
-            }
+        let device_workspace = self.device_workspace().await?;
+        // Another workspace's session is not there, for a device.
+        if device_workspace
+            .as_ref()
+            .is_some_and(|ws| session.workspace_id != ws.id)
+        {
+            return Err(
+                agent_client_protocol::v1::schema::Error::session_not_found(id.clone()).into(),
+            );
+        }
+        // What a killed process streamed of its last answer is the transcript's before the
+        // client sees it replayed.
+        self.ops
+            .recover_partial_answer(&session)
+            .await
+            .map_err(errors::ops)?;
+        if let Some(ws) = device_workspace {
             let work_dir = self.ops.work_dir(&ws).map_err(errors::ops)?;
             return Ok(self.register(session, work_dir, mcp));
         }

@@ -38,8 +38,12 @@ pub const DEFAULT_MAX_TOOL_ITERATIONS: u32 = 50;
 /// Output tokens asked for unless `[providers.X] max_tokens` says otherwise.
 pub const DEFAULT_MAX_TOKENS: u32 = 8192;
 
-/// Marks a transcript message whose turn was cut off after the person saw part of it.
-pub const INTERRUPTED: &str = "\n\n[interrupted]";
+pub use berth_ops::INTERRUPTED;
+
+/// How often the answer streaming is kept aside (`Ops::keep_partial_answer`), so a process
+/// killed mid-answer loses at most this much of what the person saw. An answer shorter than
+/// this is never kept aside at all.
+const KEEP_PARTIAL_EVERY: std::time::Duration = std::time::Duration::from_millis(300);
 
 /// What stops a turn from starting.
 #[derive(Debug, thiserror::Error)]
@@ -199,6 +203,8 @@ struct Setup {
     system: String,
     window: Window,
     history: Vec<ChatMessage>,
+    /// How many messages the transcript held when the turn began.
+    transcript_len: usize,
     /// The workspace's `[[mcp_servers]]`.
     mcp: Arc<McpServers>,
     /// Why the session's kept model was set aside, said at the turn's start.
@@ -450,7 +456,10 @@ impl Inner {
             .resolve_workspace(session.workspace_id.as_str())
             .await?;
         let workspace_context = self.ops.context(&ws).await?;
+        // An answer a killed process left aside joins the transcript before the model reads it.
+        self.ops.recover_partial_answer(session).await?;
         let transcript = self.ops.transcript(session).await?;
+        let transcript_len = transcript.messages.len();
         let mut system = self
             .system_prompt
             .clone()
@@ -486,6 +495,7 @@ impl Inner {
             window: Window::for_provider(kind, config.agent.context_tokens, max_tokens),
             system,
             history,
+            transcript_len,
             mcp: self.mcp_servers(&config.mcp_servers),
             model_warning,
         })
@@ -552,6 +562,8 @@ impl Inner {
         if let Err(e) = appended {
             return (failed(e), usage);
         }
+        // Messages in the transcript so far: an answer kept aside follows them.
+        let mut written = setup.transcript_len + 1;
         let cx = ToolContext {
             cwd: request.cwd.clone(),
             ops: self.ops.clone(),
@@ -563,9 +575,12 @@ impl Inner {
         };
         let mut rounds = 0;
         loop {
+            let keeper = PartialKeeper::start(self.ops.clone(), session.clone(), written);
             let answer = self
-                .stream_answer(&*setup.provider, opened, cancel, out)
+                .stream_answer(&*setup.provider, opened, cancel, out, &keeper)
                 .await;
+            // The round's answer is about to be the transcript's (or never will be).
+            let kept = keeper.stop();
             let (message, stop, used) = match answer {
                 Ok(done) => done,
                 Err((shown, error)) => {
@@ -576,6 +591,9 @@ impl Inner {
                             .ops
                             .append_message(session, &Message::new(Role::Assistant, text))
                             .await;
+                    }
+                    if kept {
+                        let _ = self.ops.forget_partial_answer(session).await;
                     }
                     let stop = match error {
                         ProviderError::Cancelled => TurnStop::Cancelled,
@@ -615,6 +633,12 @@ impl Inner {
             if let Err(e) = appended {
                 return (failed(e), usage);
             }
+            if !message.text().is_empty() {
+                written += 1;
+            }
+            if kept {
+                let _ = self.ops.forget_partial_answer(session).await;
+            }
             history.push(message);
             if calls.is_empty() {
                 let stop = match stop {
@@ -640,6 +664,7 @@ impl Inner {
                 if let Err(e) = self.ops.append_message(session, &record).await {
                     return (failed(e), usage);
                 }
+                written += 1;
             }
             if cancel.is_cancelled() {
                 return (TurnStop::Cancelled, usage);
@@ -676,6 +701,7 @@ impl Inner {
         opened: Result<ProviderStream, ProviderError>,
         cancel: &CancellationToken,
         out: &mut Out,
+        keeper: &PartialKeeper,
     ) -> Result<(ChatMessage, StopReason, Usage), (String, ProviderError)> {
         let mut shown = String::new();
         let mut stream = opened.map_err(|e| (String::new(), e))?;
@@ -693,6 +719,7 @@ impl Inner {
                 Some(Ok(ProviderEvent::TextDelta(mut t))) => {
                     ahead = merge_ready(&mut stream, &mut t, false);
                     shown.push_str(&t);
+                    keeper.show(&t);
                     out.send(AgentEvent::Text { text: t }).await;
                 }
                 Some(Ok(ProviderEvent::ThoughtDelta(mut t))) => {
@@ -867,6 +894,63 @@ impl Inner {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .contains(key)
+    }
+}
+
+/// Keeps the answer streaming aside every [`KEEP_PARTIAL_EVERY`] (`Ops::keep_partial_answer`),
+/// on a task of its own, so streaming never waits for the disk: what a killed process's
+/// person saw is found by whoever opens the session next.
+struct PartialKeeper {
+    text: Arc<Mutex<String>>,
+    changed: Arc<tokio::sync::Notify>,
+    task: tokio::task::JoinHandle<()>,
+    wrote: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl PartialKeeper {
+    fn start(ops: Ops, session: Session, written: usize) -> PartialKeeper {
+        let text = Arc::new(Mutex::new(String::new()));
+        let changed = Arc::new(tokio::sync::Notify::new());
+        let wrote = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let task = {
+            let (text, changed, wrote) = (text.clone(), changed.clone(), wrote.clone());
+            tokio::spawn(async move {
+                loop {
+                    changed.notified().await;
+                    tokio::time::sleep(KEEP_PARTIAL_EVERY).await;
+                    let now = text.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                    if ops
+                        .keep_partial_answer(&session, written, &now)
+                        .await
+                        .is_ok()
+                    {
+                        wrote.store(true, std::sync::atomic::Ordering::Release);
+                    }
+                }
+            })
+        };
+        PartialKeeper {
+            text,
+            changed,
+            task,
+            wrote,
+        }
+    }
+
+    /// A piece of the answer was shown.
+    fn show(&self, piece: &str) {
+        self.text
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push_str(piece);
+        self.changed.notify_one();
+    }
+
+    /// Stops keeping; whether anything was kept aside (to forget once the answer is written).
+    /// A write under way may still land: the transcript's length then tells it stale.
+    fn stop(self) -> bool {
+        self.task.abort();
+        self.wrote.load(std::sync::atomic::Ordering::Acquire)
     }
 }
 

@@ -18,6 +18,7 @@ mod bindings;
 pub mod config;
 mod error;
 mod git_workspace;
+mod interrupted;
 mod merge;
 mod models;
 mod page;
@@ -62,6 +63,7 @@ pub use berth_core::{
     Binding, DeviceId, EntryKind, Message, Role, Session, SessionId, SessionStatus, StorageEntry,
     StoragePath, TokenUsage, Transcript, Workspace, WorkspaceId, WorkspaceName, tool_record,
 };
+pub use interrupted::INTERRUPTED;
 pub use worktree::DEFAULT_MAX_FILE_BYTES;
 
 /// berth's operations over one home and its store. Cheap to clone; holds no state beyond the

@@ -1,0 +1,86 @@
+//! An answer cut off with the process that streamed it (a SIGKILL, a crash, a server killed
+//! mid-turn): the text streamed so far is kept aside in the session's own storage
+//! (`.berth/answer.partial`) while it streams, and whoever opens the session next (a turn,
+//! an ACP `session/load`) writes it into the transcript, marked interrupted, as a turn
+//! that was cancelled would have. The text a person saw is not lost with the process.
+//!
+//! The file starts with a line `berth-partial N`: the answer follows the transcript's first
+//! N messages. It is written into the transcript only while the transcript still has N
+//! messages; otherwise the answer got there whole before the process died, and the file is
+//! only removed.
+
+use berth_core::{Found, Message, Role, Session, StoragePath, StorageScope};
+
+use crate::{Ops, Result};
+
+/// Marks a transcript message whose turn was cut off after the person saw part of it.
+pub const INTERRUPTED: &str = "\n\n[interrupted]";
+
+fn partial_path() -> StoragePath {
+    StoragePath::new(".berth/answer.partial").expect("a valid storage path")
+}
+
+fn scope(session: &Session) -> StorageScope {
+    StorageScope::Session {
+        workspace: session.workspace_id.clone(),
+        session: session.id.clone(),
+    }
+}
+
+impl Ops {
+    /// Keeps `text` aside: the answer streaming after the transcript's first `written`
+    /// messages.
+    pub async fn keep_partial_answer(
+        &self,
+        session: &Session,
+        written: usize,
+        text: &str,
+    ) -> Result<()> {
+        let bytes = format!("berth-partial {written}\n{text}").into_bytes();
+        Ok(self
+            .manager
+            .write_storage(&scope(session), &partial_path(), bytes)
+            .await?)
+    }
+
+    /// Forgets the answer kept aside (it is in the transcript now, or never will be).
+    pub async fn forget_partial_answer(&self, session: &Session) -> Result<()> {
+        match self
+            .manager
+            .remove_storage(&scope(session), &partial_path(), false)
+            .await
+        {
+            Err(e) if e.is_not_found() => Ok(()),
+            other => Ok(other?),
+        }
+    }
+
+    /// Writes an answer a dead process kept aside into the transcript, marked interrupted;
+    /// whether there was one.
+    pub async fn recover_partial_answer(&self, session: &Session) -> Result<bool> {
+        let Some(bytes) = self
+            .manager
+            .read_storage(&scope(session), &partial_path())
+            .await
+            .found()?
+        else {
+            return Ok(false);
+        };
+        let text = String::from_utf8_lossy(&bytes);
+        let kept = text.split_once('\n').and_then(|(head, answer)| {
+            let written: usize = head.strip_prefix("berth-partial ")?.parse().ok()?;
+            Some((written, answer.to_owned()))
+        });
+        let mut recovered = false;
+        if let Some((written, answer)) = kept
+            && !answer.is_empty()
+            && self.transcript(session).await?.messages.len() == written
+        {
+            let message = Message::new(Role::Assistant, format!("{answer}{INTERRUPTED}"));
+            self.append_message(session, &message).await?;
+            recovered = true;
+        }
+        self.forget_partial_answer(session).await?;
+        Ok(recovered)
+    }
+}
