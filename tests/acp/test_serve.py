@@ -315,3 +315,20 @@ async def test_a_server_killed_mid_answer_leaves_what_streamed_and_the_session_u
     shown = berth_json(home, "session", "show", new.session_id)
     assert [m["role"] for m in shown["messages"]] == ["user", "assistant", "user", "assistant"]
     assert shown["messages"][3]["content"] == "again"
+
+
+async def test_prompts_over_a_tokens_rate_are_refused_before_the_agent(home, work, provider):
+    provider.push(Reply().text("one"))
+    provider.push(Reply().text("two"))
+    with serving(home, provider, work, "--max-prompts-per-minute", "2") as address:
+        async with client(Editor(), address) as conn:
+            new = await conn.new_session(cwd=str(work))
+            for _ in range(2):
+                answer = await conn.prompt(session_id=new.session_id, prompt=[text_block("hi")])
+                assert answer.stop_reason == "end_turn"
+            with pytest.raises(Exception, match="prompts of the last minute"):
+                await conn.prompt(session_id=new.session_id, prompt=[text_block("hi")])
+    # The refused prompt never reached the agent: not in the transcript, not sent to the model.
+    shown = berth_json(home, "session", "show", new.session_id)
+    assert [m["content"] for m in shown["messages"]] == ["hi", "one", "hi", "two"]
+    assert len(provider.requests) == 2

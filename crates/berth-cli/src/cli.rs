@@ -248,6 +248,10 @@ pub struct ServeArgs {
     /// The largest WebSocket message and HTTP request body, in bytes.
     #[arg(long, value_name = "BYTES", default_value_t = berth_serve::DEFAULT_MAX_MESSAGE_BYTES)]
     pub max_message_bytes: usize,
+    /// Prompts each token may send a minute (the admin's together), across its connections;
+    /// more are answered with an error at once. 0: no limit.
+    #[arg(long, value_name = "N", default_value_t = berth_serve::DEFAULT_MAX_PROMPTS_PER_MINUTE)]
+    pub max_prompts_per_minute: usize,
     /// Seconds between pings of a WebSocket peer; one silent for three is dropped.
     #[arg(long, value_name = "SECS", default_value_t = berth_serve::DEFAULT_PING_EVERY.as_secs())]
     pub ping_every: u64,

@@ -197,6 +197,7 @@ mod tests {
                 max_connections: 1,
                 max_message_bytes: 1,
                 ping_every: std::time::Duration::from_secs(1),
+                max_prompts_per_minute: 0,
                 max_mcp_sessions: 1,
                 mcp_session_idle: std::time::Duration::from_secs(1),
             },

@@ -19,6 +19,7 @@
 //! dropped.
 
 mod guard;
+mod rate;
 pub mod tokens;
 mod websocket;
 
@@ -52,6 +53,8 @@ pub struct ServeOptions {
     pub max_message_bytes: usize,
     /// How often a WebSocket peer is pinged; one silent for three times this is dropped.
     pub ping_every: Duration,
+    /// Prompts each token may send a minute, across its connections; 0 for no limit.
+    pub max_prompts_per_minute: usize,
     /// MCP sessions kept at once, and how long an unused one lives (as `berth mcp`).
     pub max_mcp_sessions: usize,
     pub mcp_session_idle: Duration,
@@ -61,6 +64,8 @@ pub struct ServeOptions {
 pub const DEFAULT_MAX_CONNECTIONS: usize = 256;
 /// Unless told otherwise: a prompt with a few images fits; far from straining memory.
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
+/// Unless told otherwise: more than a person types, fewer than a runaway loop sends.
+pub const DEFAULT_MAX_PROMPTS_PER_MINUTE: usize = 60;
 /// Unless told otherwise: a dead peer is found within a minute and a half.
 pub const DEFAULT_PING_EVERY: Duration = Duration::from_secs(30);
 

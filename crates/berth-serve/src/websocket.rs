@@ -23,6 +23,7 @@ use tokio::sync::{Semaphore, mpsc};
 
 use crate::ServeOptions;
 use crate::guard::Principal;
+use crate::rate::{PromptRate, prompt_id};
 use crate::tokens::{Role, TokenStore};
 
 /// How often an open connection of a device looks whether its token is still live.
@@ -36,6 +37,7 @@ pub struct AcpEndpoint {
     tokens: TokenStore,
     /// One permit per open connection.
     slots: Arc<Semaphore>,
+    prompts: Arc<PromptRate>,
     max_message_bytes: usize,
     ping_every: Duration,
 }
@@ -47,6 +49,7 @@ impl AcpEndpoint {
             agent,
             tokens,
             slots: Arc::new(Semaphore::new(options.max_connections)),
+            prompts: Arc::new(PromptRate::new(options.max_prompts_per_minute)),
             max_message_bytes: options.max_message_bytes,
             ping_every: options.ping_every,
         }
@@ -55,6 +58,11 @@ impl AcpEndpoint {
     /// Serves one connection for `principal` until the peer closes it, goes silent, or
     /// breaks it, or (a device's) its token is revoked or expires.
     async fn connection(self, socket: WebSocket, principal: Principal) {
+        // Whose prompts these are, for the rate: the device's token, or the admin.
+        let counted_as = match &principal {
+            Principal::Admin => "admin".to_owned(),
+            Principal::Device(record) => record.name.clone(),
+        };
         let (caller, token) = match principal {
             Principal::Admin => (berth_acp::Caller::Trusted, None),
             Principal::Device(record) => match &record.role {
@@ -78,6 +86,8 @@ impl AcpEndpoint {
         let pings = out_tx.clone();
         let ping_every = self.ping_every;
         let tokens = self.tokens.clone();
+        let prompts = self.prompts.clone();
+        let refusals = out_tx.clone();
         let reader = tokio::spawn(async move {
             let mut ticks = tokio::time::interval(ping_every);
             ticks.tick().await;
@@ -95,6 +105,25 @@ impl AcpEndpoint {
                     frame = from_peer.next() => match frame {
                         Some(Ok(Message::Text(text))) => {
                             heard = Instant::now();
+                            if let Some(id) = prompt_id(text.as_str())
+                                && !prompts.admit(&counted_as)
+                            {
+                                // Answered here: the agent never sees a prompt over the rate.
+                                let refusal = serde_json::json!({
+                                    "jsonrpc": "2.0",
+                                    "id": id,
+                                    "error": {
+                                        "code": -32602,
+                                        "message": format!(
+                                            "this token has sent its {} prompts of the last minute (--max-prompts-per-minute); wait a little",
+                                            prompts.per_minute()
+                                        ),
+                                        "data": { "kind": "refused" },
+                                    },
+                                });
+                                let _ = refusals.send(Message::Text(refusal.to_string().into())).await;
+                                continue;
+                            }
                             if in_tx.send(Ok(text.as_str().to_owned())).await.is_err() {
                                 return;
                             }

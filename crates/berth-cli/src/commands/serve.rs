@@ -30,6 +30,7 @@ pub async fn run(ops: Ops, args: ServeArgs) -> anyhow::Result<()> {
         max_connections: args.max_connections,
         max_message_bytes: args.max_message_bytes,
         ping_every: Duration::from_secs(args.ping_every.max(1)),
+        max_prompts_per_minute: args.max_prompts_per_minute,
         max_mcp_sessions: mcp_config
             .max_sessions
             .map_or(berth_mcp::DEFAULT_MAX_SESSIONS, |n| n.get()),

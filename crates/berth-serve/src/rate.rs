@@ -1,0 +1,83 @@
+//! Prompts per token per minute (`--max-prompts-per-minute`): a phone stuck in a loop, or a
+//! leaked token, cannot turn one server into a bill. Counted per token (the admin's all
+//! together) over the last sixty seconds, across all its connections; a prompt over the limit
+//! is answered with an error at once and never reaches the agent.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+const WINDOW: Duration = Duration::from_secs(60);
+
+/// The prompts each token sent in the last minute.
+#[derive(Debug)]
+pub struct PromptRate {
+    per_minute: usize,
+    sent: Mutex<HashMap<String, VecDeque<Instant>>>,
+}
+
+impl PromptRate {
+    /// `per_minute` prompts per token; 0 for no limit.
+    pub fn new(per_minute: usize) -> PromptRate {
+        PromptRate {
+            per_minute,
+            sent: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Counts a prompt of `token`; `false` when it is over the limit (and then not counted).
+    pub fn admit(&self, token: &str) -> bool {
+        if self.per_minute == 0 {
+            return true;
+        }
+        let now = Instant::now();
+        let mut sent = self.sent.lock().unwrap_or_else(|e| e.into_inner());
+        let times = sent.entry(token.to_owned()).or_default();
+        while times
+            .front()
+            .is_some_and(|t| now.duration_since(*t) >= WINDOW)
+        {
+            times.pop_front();
+        }
+        if times.len() >= self.per_minute {
+            return false;
+        }
+        times.push_back(now);
+        true
+    }
+
+    pub fn per_minute(&self) -> usize {
+        self.per_minute
+    }
+}
+
+/// The id of a `session/prompt` request in a frame, if the frame is one (cheaply: only a
+/// frame that names the method is parsed).
+pub fn prompt_id(frame: &str) -> Option<serde_json::Value> {
+    if !frame.contains("session/prompt") {
+        return None;
+    }
+    let message: serde_json::Value = serde_json::from_str(frame).ok()?;
+    (message.get("method")?.as_str()? == "session/prompt").then(|| message["id"].clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_token_gets_its_prompts_a_minute_and_no_more() {
+        let rate = PromptRate::new(2);
+        assert!(rate.admit("phone") && rate.admit("phone"));
+        assert!(!rate.admit("phone"));
+        assert!(rate.admit("tablet"), "each token counts alone");
+        assert!(PromptRate::new(0).admit("phone"));
+        let frame = r#"{"jsonrpc":"2.0","id":7,"method":"session/prompt","params":{}}"#;
+        assert_eq!(prompt_id(frame), Some(serde_json::json!(7)));
+        assert_eq!(prompt_id(r#"{"id":1,"method":"session/new"}"#), None);
+        assert_eq!(
+            prompt_id(r#"{"id":1,"method":"session/new","params":{"x":"session/prompt"}}"#),
+            None
+        );
+    }
+}
