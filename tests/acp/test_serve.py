@@ -332,3 +332,36 @@ async def test_prompts_over_a_tokens_rate_are_refused_before_the_agent(home, wor
     shown = berth_json(home, "session", "show", new.session_id)
     assert [m["content"] for m in shown["messages"]] == ["hi", "one", "hi", "two"]
     assert len(provider.requests) == 2
+
+
+async def test_pairing_prints_a_link_and_its_qr_code_that_a_device_connects_with(home, work, provider):
+    from urllib.parse import parse_qs, urlparse
+
+    proc, address = start_serving(home, provider, work, "--pair", "phone")
+    try:
+        said = [proc.stderr.readline() for _ in range(2)]
+        assert "pair the device phone" in said[0], said
+        link = said[1].strip()
+        assert link.startswith("berth://pair?"), link
+        query = parse_qs(urlparse(link).query)
+        assert query["url"] == [f"ws://{address}/acp"]
+        assert query["device"] == ["phone"]
+        # Its QR code follows, drawn with half blocks.
+        code = [proc.stderr.readline() for _ in range(10)]
+        assert all(set(line.strip("\n")) <= set(" █▀▄") for line in code), code
+        # The link's token acts as the device.
+        async with client(Editor(), address, token=query["token"][0]) as conn:
+            new = await conn.new_session(cwd="/")
+        shown = berth_json(home, "session", "show", new.session_id)["session"]
+        assert shown["workspace_id"] == berth(home, "binding", "resolve", "phone").strip()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    # The token was made once; pairing the same name again is refused before serving.
+    again = subprocess.run(
+        [BERTH, "serve", "--listen", "127.0.0.1:0", "--pair", "phone"],
+        env={**agent_env(home, provider), "BERTH_SERVE_TOKEN": TOKEN},
+        cwd=str(work), capture_output=True, text=True, timeout=30,
+    )
+    assert again.returncode == 6, again.stderr
+    assert "exists already" in again.stderr

@@ -259,6 +259,11 @@ pub struct ServeArgs {
     /// containing this folder).
     #[arg(long, value_name = "PATH")]
     pub repo: Option<PathBuf>,
+    /// Pair a new device: make its token (as `berth token create --device NAME`) and print
+    /// a pairing link, with its QR code, for its app. The link names the first --allow-host,
+    /// else the address listened on.
+    #[arg(long, value_name = "NAME")]
+    pub pair: Option<String>,
 }
 
 #[derive(Args)]

@@ -19,6 +19,7 @@
 //! dropped.
 
 mod guard;
+pub mod pairing;
 mod rate;
 pub mod tokens;
 mod websocket;

@@ -22,6 +22,7 @@ pub async fn run(ops: Ops, args: ServeArgs) -> anyhow::Result<()> {
         .tools(berth_agent::tools::builtin())
         .build();
     let mcp = BerthMcp::new(ops.clone(), repo, berth_mcp::DEFAULT_MAX_FILE_BYTES);
+    let named_host = args.reach.allow_hosts.first().cloned();
     let options = ServeOptions {
         listen: args.listen,
         token: args.token.filter(|t| !t.is_empty()),
@@ -38,9 +39,45 @@ pub async fn run(ops: Ops, args: ServeArgs) -> anyhow::Result<()> {
             .session_idle_timeout_secs
             .map_or(berth_mcp::DEFAULT_IDLE, |s| Duration::from_secs(s.get())),
     };
+    // The device's token is made before the server starts: a name taken is refused now.
+    let pairing = match &args.pair {
+        Some(name) => {
+            let device = berth_ops::DeviceId::new(name.clone())?;
+            let (_, token) = berth_serve::TokenStore::new(ops.home()).create(
+                name,
+                berth_serve::Role::Device { device },
+                None,
+            )?;
+            Some((name.clone(), token))
+        }
+        None => None,
+    };
     berth_serve::serve(ops, agent, mcp, options, |addr| {
         eprintln!("berth serve: ACP at ws://{addr}/acp, MCP at http://{addr}/mcp, health at http://{addr}/healthz");
+        if let Some((name, token)) = pairing {
+            print_pairing(&name, &token, addr, named_host.as_deref());
+        }
     })
     .await?;
     Ok(())
+}
+
+/// The pairing link of the device made for `--pair`, and its QR code, on standard error.
+fn print_pairing(name: &str, token: &str, addr: std::net::SocketAddr, host: Option<&str>) {
+    let host = match host {
+        Some(h) if h.contains(':') => h.to_owned(),
+        Some(h) => format!("{h}:{}", addr.port()),
+        None => addr.to_string(),
+    };
+    let link = berth_serve::pairing::link(&format!("ws://{host}/acp"), name, token);
+    eprintln!("berth serve: pair the device {name} with this link (it holds its token):");
+    eprintln!("{link}");
+    if let Some(code) = berth_serve::pairing::qr(&link) {
+        eprintln!("{code}");
+    }
+    if addr.ip().is_unspecified() && host.starts_with("0.0.0.0") {
+        eprintln!(
+            "berth serve: the link names 0.0.0.0; start with --allow-host NAME (this machine's name or address) for a link a phone can use"
+        );
+    }
 }
