@@ -38,7 +38,7 @@ def start_serving(home, provider, cwd, *args, token=TOKEN):
         text=True,
     )
     line = proc.stderr.readline()
-    found = re.search(r"ws://([0-9.]+:[0-9]+)/acp", line)
+    found = re.search(r"wss?://([0-9.]+:[0-9]+)/acp", line)
     if not found:
         proc.kill()
         raise AssertionError(f"berth serve said: {line!r}")
@@ -57,10 +57,10 @@ def serving(home, provider, cwd, *args, token=TOKEN):
 
 
 @contextlib.asynccontextmanager
-async def client(editor, address, token=TOKEN):
+async def client(editor, address, token=TOKEN, scheme="ws"):
     """An ACP client over the WebSocket, initialized."""
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    transport = await create_websocket_stream(f"ws://{address}/acp", headers=headers)
+    transport = await create_websocket_stream(f"{scheme}://{address}/acp", headers=headers)
     conn = connect_to_agent(editor, transport)
     try:
         await conn.initialize(protocol_version=1, client_capabilities=editor.capabilities())
@@ -365,3 +365,43 @@ async def test_pairing_prints_a_link_and_its_qr_code_that_a_device_connects_with
     )
     assert again.returncode == 6, again.stderr
     assert "exists already" in again.stderr
+
+
+async def test_tls_serves_wss_and_https_with_the_certificate_given(home, work, provider, tmp_path, monkeypatch):
+    import ssl
+
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost",
+         "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True,
+    )
+    # The clients trust this certificate alone.
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+    provider.push(Reply().text("over tls"))
+    proc, address = start_serving(home, provider, work, "--tls-cert", str(cert), "--tls-key", str(key))
+    try:
+        context = ssl.create_default_context(cafile=str(cert))
+        with urllib.request.urlopen(f"https://{address}/healthz", context=context, timeout=10) as r:
+            assert r.status == 200
+        editor = Editor()
+        async with client(editor, address, scheme="wss") as conn:
+            new = await conn.new_session(cwd=str(work))
+            answer = await conn.prompt(session_id=new.session_id, prompt=[text_block("hi")])
+            assert answer.stop_reason == "end_turn"
+        assert texts(editor) == "over tls"
+        # Plain HTTP to a TLS listener gets nothing served.
+        with pytest.raises(Exception):
+            urllib.request.urlopen(f"http://{address}/healthz", timeout=5)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    # A key that is not there is refused at start, naming it.
+    bad = subprocess.run(
+        [BERTH, "serve", "--listen", "127.0.0.1:0", "--tls-cert", str(cert), "--tls-key", str(tmp_path / "nope.pem")],
+        env={**agent_env(home, provider), "BERTH_SERVE_TOKEN": TOKEN},
+        cwd=str(work), capture_output=True, text=True, timeout=30,
+    )
+    assert bad.returncode == 2, bad.stderr
+    assert "nope.pem" in bad.stderr

@@ -259,6 +259,12 @@ pub struct ServeArgs {
     /// containing this folder).
     #[arg(long, value_name = "PATH")]
     pub repo: Option<PathBuf>,
+    /// Serve TLS (wss://, https://) with this PEM certificate chain (with --tls-key).
+    #[arg(long, value_name = "PEM", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The PEM private key of --tls-cert.
+    #[arg(long, value_name = "PEM", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
     /// Pair a new device: make its token (as `berth token create --device NAME`) and print
     /// a pairing link, with its QR code, for its app. The link names the first --allow-host,
     /// else the address listened on.

@@ -198,6 +198,7 @@ mod tests {
                 max_message_bytes: 1,
                 ping_every: std::time::Duration::from_secs(1),
                 max_prompts_per_minute: 0,
+                tls: None,
                 max_mcp_sessions: 1,
                 mcp_session_idle: std::time::Duration::from_secs(1),
             },

@@ -21,6 +21,7 @@
 mod guard;
 pub mod pairing;
 mod rate;
+pub mod tls;
 pub mod tokens;
 mod websocket;
 
@@ -59,6 +60,8 @@ pub struct ServeOptions {
     /// MCP sessions kept at once, and how long an unused one lives (as `berth mcp`).
     pub max_mcp_sessions: usize,
     pub mcp_session_idle: Duration,
+    /// A PEM certificate chain and private key: serve `wss://` and `https://` instead.
+    pub tls: Option<(std::path::PathBuf, std::path::PathBuf)>,
 }
 
 /// Unless told otherwise: as many connections as a small team's editors and phones use.
@@ -86,6 +89,8 @@ pub enum ServeError {
     Server(std::io::Error),
     #[error(transparent)]
     Tokens(#[from] TokenError),
+    #[error(transparent)]
+    Tls(#[from] tls::TlsError),
 }
 
 impl ServeError {
@@ -95,6 +100,7 @@ impl ServeError {
             ServeError::PublicWithoutToken(_) => berth_ops::ErrorKind::Invalid,
             ServeError::Listen { .. } | ServeError::Server(_) => berth_ops::ErrorKind::Io,
             ServeError::Tokens(e) => e.kind(),
+            ServeError::Tls(_) => berth_ops::ErrorKind::Invalid,
         }
     }
 }
@@ -146,17 +152,32 @@ pub async fn serve(
         addr: options.listen,
         source,
     })?;
+    let shutdown = async move {
+        shutdown_signal().await;
+        // Open MCP event streams would keep a graceful shutdown waiting forever.
+        mcp_done.cancel();
+    };
+    if let Some((cert, key)) = &options.tls {
+        let listener =
+            tls::TlsListener::new(listener, tls::acceptor(cert, key)?).map_err(|source| {
+                ServeError::Listen {
+                    addr: options.listen,
+                    source,
+                }
+            })?;
+        on_listening(bound);
+        return axum::serve(listener, app)
+            .with_graceful_shutdown(shutdown)
+            .await
+            .map_err(ServeError::Server);
+    }
     let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
         // Small messages (a chunk of an answer) go out at once, not after a delayed ACK.
         let _ = tcp.set_nodelay(true);
     });
     on_listening(bound);
     axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            shutdown_signal().await;
-            // Open MCP event streams would keep a graceful shutdown waiting forever.
-            mcp_done.cancel();
-        })
+        .with_graceful_shutdown(shutdown)
         .await
         .map_err(ServeError::Server)
 }

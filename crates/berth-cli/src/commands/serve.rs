@@ -23,6 +23,7 @@ pub async fn run(ops: Ops, args: ServeArgs) -> anyhow::Result<()> {
         .build();
     let mcp = BerthMcp::new(ops.clone(), repo, berth_mcp::DEFAULT_MAX_FILE_BYTES);
     let named_host = args.reach.allow_hosts.first().cloned();
+    let tls = args.tls_cert.is_some();
     let options = ServeOptions {
         listen: args.listen,
         token: args.token.filter(|t| !t.is_empty()),
@@ -32,6 +33,7 @@ pub async fn run(ops: Ops, args: ServeArgs) -> anyhow::Result<()> {
         max_message_bytes: args.max_message_bytes,
         ping_every: Duration::from_secs(args.ping_every.max(1)),
         max_prompts_per_minute: args.max_prompts_per_minute,
+        tls: args.tls_cert.clone().zip(args.tls_key.clone()),
         max_mcp_sessions: mcp_config
             .max_sessions
             .map_or(berth_mcp::DEFAULT_MAX_SESSIONS, |n| n.get()),
@@ -53,9 +55,10 @@ pub async fn run(ops: Ops, args: ServeArgs) -> anyhow::Result<()> {
         None => None,
     };
     berth_serve::serve(ops, agent, mcp, options, |addr| {
-        eprintln!("berth serve: ACP at ws://{addr}/acp, MCP at http://{addr}/mcp, health at http://{addr}/healthz");
+        let (ws, http) = if tls { ("wss", "https") } else { ("ws", "http") };
+        eprintln!("berth serve: ACP at {ws}://{addr}/acp, MCP at {http}://{addr}/mcp, health at {http}://{addr}/healthz");
         if let Some((name, token)) = pairing {
-            print_pairing(&name, &token, addr, named_host.as_deref());
+            print_pairing(&name, &token, ws, addr, named_host.as_deref());
         }
     })
     .await?;
@@ -63,13 +66,19 @@ pub async fn run(ops: Ops, args: ServeArgs) -> anyhow::Result<()> {
 }
 
 /// The pairing link of the device made for `--pair`, and its QR code, on standard error.
-fn print_pairing(name: &str, token: &str, addr: std::net::SocketAddr, host: Option<&str>) {
+fn print_pairing(
+    name: &str,
+    token: &str,
+    scheme: &str,
+    addr: std::net::SocketAddr,
+    host: Option<&str>,
+) {
     let host = match host {
         Some(h) if h.contains(':') => h.to_owned(),
         Some(h) => format!("{h}:{}", addr.port()),
         None => addr.to_string(),
     };
-    let link = berth_serve::pairing::link(&format!("ws://{host}/acp"), name, token);
+    let link = berth_serve::pairing::link(&format!("{scheme}://{host}/acp"), name, token);
     eprintln!("berth serve: pair the device {name} with this link (it holds its token):");
     eprintln!("{link}");
     if let Some(code) = berth_serve::pairing::qr(&link) {

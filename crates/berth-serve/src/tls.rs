@@ -1,0 +1,115 @@
+//! TLS for `berth serve` (`--tls-cert`, `--tls-key`; rustls with ring): the listener hands the
+//! server connections whose handshake is over. Handshakes run on tasks of their own, bounded in
+//! time, so a client that stalls in its handshake holds up no other client's.
+
+use std::io;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+use tokio_rustls::TlsAcceptor;
+use tokio_rustls::server::TlsStream;
+
+/// How long a client may take over its handshake.
+const HANDSHAKE: Duration = Duration::from_secs(10);
+
+/// Why TLS could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    #[error("cannot read the TLS certificate chain {path}: {reason}")]
+    Cert { path: String, reason: String },
+    #[error("cannot read the TLS private key {path}: {reason}")]
+    Key { path: String, reason: String },
+    #[error("the TLS certificate and key do not go together: {0}")]
+    Config(String),
+}
+
+/// The server's TLS settings from its PEM certificate chain and private key.
+pub fn acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor, TlsError> {
+    let shown = |p: &Path| p.display().to_string();
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
+        .and_then(|certs| certs.collect::<Result<_, _>>())
+        .map_err(|e| TlsError::Cert {
+            path: shown(cert),
+            reason: e.to_string(),
+        })?;
+    if chain.is_empty() {
+        return Err(TlsError::Cert {
+            path: shown(cert),
+            reason: "it holds no certificate".to_owned(),
+        });
+    }
+    let key = PrivateKeyDer::from_pem_file(key).map_err(|e| TlsError::Key {
+        path: shown(key),
+        reason: e.to_string(),
+    })?;
+    let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| TlsError::Config(e.to_string()))?
+    .with_no_client_auth()
+    .with_single_cert(chain, key)
+    .map_err(|e| TlsError::Config(e.to_string()))?;
+    Ok(TlsAcceptor::from(Arc::new(config)))
+}
+
+/// A listener whose connections are TLS streams, their handshakes done.
+pub struct TlsListener {
+    local: SocketAddr,
+    ready: mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr)>,
+}
+
+impl TlsListener {
+    pub fn new(listener: TcpListener, acceptor: TlsAcceptor) -> io::Result<TlsListener> {
+        let local = listener.local_addr()?;
+        let (tx, ready) = mpsc::channel(64);
+        tokio::spawn(async move {
+            loop {
+                let (tcp, peer) = match listener.accept().await {
+                    Ok(accepted) => accepted,
+                    // Out of descriptors, a connection reset before accept: try again.
+                    Err(_) => {
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
+                let _ = tcp.set_nodelay(true);
+                let (acceptor, ready) = (acceptor.clone(), tx.clone());
+                tokio::spawn(async move {
+                    // A failed or stalled handshake is that client's end, nobody else's.
+                    if let Ok(Ok(tls)) = tokio::time::timeout(HANDSHAKE, acceptor.accept(tcp)).await
+                    {
+                        let _ = ready.send((tls, peer)).await;
+                    }
+                });
+                if tx.is_closed() {
+                    return;
+                }
+            }
+        });
+        Ok(TlsListener { local, ready })
+    }
+}
+
+impl axum::serve::Listener for TlsListener {
+    type Io = TlsStream<TcpStream>;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        match self.ready.recv().await {
+            Some(ready) => ready,
+            // The accepting task ended only with the listener: wait for shutdown.
+            None => std::future::pending().await,
+        }
+    }
+
+    fn local_addr(&self) -> io::Result<Self::Addr> {
+        Ok(self.local)
+    }
+}
