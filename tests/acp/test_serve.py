@@ -10,8 +10,10 @@ import json
 import os
 import re
 import subprocess
+import sys
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import pytest
 from acp import connect_to_agent, text_block
@@ -405,3 +407,47 @@ async def test_tls_serves_wss_and_https_with_the_certificate_given(home, work, p
     )
     assert bad.returncode == 2, bad.stderr
     assert "nope.pem" in bad.stderr
+
+
+async def test_two_servers_on_one_postgres_share_sessions_and_run_one_turn_at_a_time(
+    tmp_path, work, provider
+):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from postgres_db import fresh_database, home_on
+
+    url = fresh_database()
+    home_a, home_b = home_on(tmp_path, "a", url), home_on(tmp_path, "b", url)
+    # 4 s of answer on node A; node B's prompt comes after.
+    provider.push(Reply().text(*[f"w{i} " for i in range(200)]).slowly(0.02))
+    provider.push(Reply().text("from b"))
+    proc_a, address_a = start_serving(home_a, provider, work)
+    proc_b, address_b = start_serving(home_b, provider, work)
+    try:
+        on_a, on_b = Editor(), Editor()
+        first = asyncio.Event()
+        on_a.on_update = lambda u: first.set() if u.session_update == "agent_message_chunk" else None
+        async with client(on_a, address_a) as a, client(on_b, address_b) as b:
+            new = await a.new_session(cwd=str(work))
+            running = asyncio.ensure_future(
+                a.prompt(session_id=new.session_id, prompt=[text_block("talk")])
+            )
+            await asyncio.wait_for(first.wait(), 10)
+            # Node B serves the session node A made, with its transcript so far...
+            await b.load_session(session_id=new.session_id, cwd=str(work))
+            assert texts(on_b, "user_message_chunk") == "talk"
+            # ...but not a second turn while A's runs.
+            with pytest.raises(Exception, match="answering a prompt elsewhere"):
+                await b.prompt(session_id=new.session_id, prompt=[text_block("hi")])
+            await a.cancel(session_id=new.session_id)
+            assert (await asyncio.wait_for(running, 10)).stop_reason == "cancelled"
+            # A's turn over, B's runs.
+            answer = await b.prompt(session_id=new.session_id, prompt=[text_block("hi")])
+            assert answer.stop_reason == "end_turn"
+    finally:
+        for proc in (proc_a, proc_b):
+            proc.terminate()
+            proc.wait(timeout=10)
+    shown = berth_json(home_a, "session", "show", new.session_id)
+    contents = [m["content"] for m in shown["messages"]]
+    assert contents[0] == "talk" and contents[1].endswith("[interrupted]"), contents
+    assert contents[2:] == ["hi", "from b"], contents

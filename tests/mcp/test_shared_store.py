@@ -7,9 +7,8 @@ it this test fails, saying how to get one, rather than skipping.
 
 import json
 import os
-import shutil
 import subprocess
-import uuid
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,27 +18,8 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 from conftest import BERTH, HttpServer, text
 
-
-def fresh_database():
-    url = os.environ.get("TEST_BERTH_POSTGRES_URL")
-    if not url:
-        pytest.fail(
-            "TEST_BERTH_POSTGRES_URL is not set: this test needs a Postgres server. Run ./test.sh, "
-            'which starts a throwaway one, or `eval "$(tests/postgres.sh start)"` first'
-        )
-    psql = shutil.which("psql") or str(Path(os.environ.get("TEST_BERTH_POSTGRES_BIN", "")) / "psql")
-    name = "berth_t_" + uuid.uuid4().hex
-    subprocess.run([psql, url, "-qc", f"CREATE DATABASE {name}"], check=True, capture_output=True)
-    base, _, query = url.partition("?")
-    base = base.rsplit("/", 1)[0]
-    return f"{base}/{name}" + (f"?{query}" if query else "")
-
-
-def home_on(tmp_path, name, url):
-    home = tmp_path / name
-    home.mkdir()
-    (home / "config.toml").write_text(f"[store]\nurl = {json.dumps(url)}\n")
-    return home
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from postgres_db import fresh_database, home_on  # noqa: E402
 
 
 def cli(home, *args):

@@ -277,6 +277,9 @@ impl Agent {
             .inner
             .setup(&request.session, request.options.model.as_ref())
             .await?;
+        // One turn at a time in a session, whichever process or server runs it (taken once
+        // the turn can start: a hold is never left behind by a setup that failed).
+        let hold = self.inner.ops.hold_turn(&request.session).await?;
         let (tx, rx) = mpsc::channel(256);
         let turn = Turn {
             events: rx,
@@ -300,6 +303,8 @@ impl Agent {
             {
                 out.send(AgentEvent::Notice { message }).await;
             }
+            // Given back before the turn says it ended: the next prompt finds it free.
+            hold.release().await;
             let in_context = out.in_context;
             out.send(AgentEvent::TurnEnded {
                 stop,

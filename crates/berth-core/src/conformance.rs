@@ -860,6 +860,28 @@ pub async fn session_usage(b: Backend) {
     );
 }
 
+/// A session's turn is held by one at a time: a second hold is refused until the first is
+/// given back, by release or by drop; a missing session is not found.
+pub async fn session_turns(b: Backend) {
+    let now = Utc::now();
+    b.workspaces.create(named("w1", "one"), now).await.unwrap();
+    let s = &b.sessions;
+    let made = s.create(new_session("w1", None), now).await.unwrap();
+    let other = s.create(new_session("w1", None), now).await.unwrap();
+    let held = s.hold_turn(&made.id).await.unwrap();
+    let refused = s.hold_turn(&made.id).await.unwrap_err();
+    assert!(matches!(refused, Error::Refused(_)), "{refused}");
+    assert!(refused.to_string().contains("answering a prompt elsewhere"));
+    // Another session's turn is its own.
+    let other_held = s.hold_turn(&other.id).await.unwrap();
+    held.release().await;
+    let again = s.hold_turn(&made.id).await.unwrap();
+    again.release().await;
+    other_held.release().await;
+    let missing = SessionId::new("no-such-session").unwrap();
+    assert!(s.hold_turn(&missing).await.unwrap_err().is_not_found());
+}
+
 pub async fn deleting_a_workspace_deletes_its_sessions(b: Backend) {
     let now = Utc::now();
     b.workspaces.create(named("w1", "one"), now).await.unwrap();
@@ -1127,7 +1149,7 @@ macro_rules! conformance_tests {
             bindings, storage,
             manager_resolution, manager_device_and_delete, manager_gc_and_default,
             session_lifecycle, deleting_a_workspace_deletes_its_sessions, manager_sessions,
-            paging, port_blocks, session_usage);
+            paging, port_blocks, session_usage, session_turns);
     };
     (@each $make:expr; $($name:ident),*) => {
         $(

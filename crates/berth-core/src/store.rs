@@ -153,4 +153,64 @@ pub trait SessionStore: Send + Sync {
     /// Adds a turn's tokens to the session's, atomically: two turns' adds never lose one.
     /// Allowed on a closed session (the turn that used them may have ended as it closed).
     async fn add_usage(&self, id: &SessionId, usage: TokenUsage) -> Result<Session>;
+    /// Takes the session's turn: while the hold lives, no other hold on it is given, in this
+    /// process or another, on this machine or another sharing the store (refused). Dropping
+    /// the hold gives the turn back; a process that dies gives it back too (with the file
+    /// store at once, with a database when its lease runs out).
+    async fn hold_turn(&self, id: &SessionId) -> Result<TurnHold>;
+}
+
+/// A session's turn, held (see [`SessionStore::hold_turn`]). [`TurnHold::release`] gives it
+/// back and returns once it is back; dropping it gives it back too, as soon as it can.
+pub struct TurnHold {
+    _keep: Box<dyn Send + Sync>,
+    release: Option<Release>,
+}
+
+type Release = Box<
+    dyn FnOnce() -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> + Send + Sync,
+>;
+
+impl TurnHold {
+    /// A hold kept by `inner`, whose drop gives the turn back.
+    pub fn new(inner: impl Send + Sync + 'static) -> TurnHold {
+        TurnHold {
+            _keep: Box::new(inner),
+            release: None,
+        }
+    }
+
+    /// A hold kept by `inner`, given back by `release` (awaited by [`TurnHold::release`]).
+    pub fn with_release(
+        inner: impl Send + Sync + 'static,
+        release: impl FnOnce() -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>
+        + Send
+        + Sync
+        + 'static,
+    ) -> TurnHold {
+        TurnHold {
+            _keep: Box::new(inner),
+            release: Some(Box::new(release)),
+        }
+    }
+
+    /// Gives the turn back; once this returns, another hold can be had.
+    pub async fn release(mut self) {
+        if let Some(release) = self.release.take() {
+            release().await;
+        }
+    }
+}
+
+impl std::fmt::Debug for TurnHold {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TurnHold")
+    }
+}
+
+/// The refusal every store gives for a turn held elsewhere.
+pub fn turn_held(id: &SessionId) -> crate::Error {
+    crate::Error::Refused(format!(
+        "session '{id}' is answering a prompt elsewhere (another process, or another server on the same store); wait for its answer, or cancel it there"
+    ))
 }

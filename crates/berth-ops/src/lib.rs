@@ -61,7 +61,8 @@ pub use berth_store_fs::default_home;
 pub use berth_core::config::{LoadedConfig, ProviderKind};
 pub use berth_core::{
     Binding, DeviceId, EntryKind, Message, Role, Session, SessionId, SessionStatus, StorageEntry,
-    StoragePath, TokenUsage, Transcript, Workspace, WorkspaceId, WorkspaceName, tool_record,
+    StoragePath, TokenUsage, Transcript, TurnHold, Workspace, WorkspaceId, WorkspaceName,
+    tool_record,
 };
 pub use interrupted::INTERRUPTED;
 pub use worktree::DEFAULT_MAX_FILE_BYTES;

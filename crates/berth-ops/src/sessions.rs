@@ -447,6 +447,12 @@ impl Ops {
         Ok(self.manager.read_transcript(session).await?)
     }
 
+    /// Takes the session's turn: refused while another process or server sharing the store
+    /// answers a prompt in it. Give it back with [`berth_core::TurnHold::release`].
+    pub async fn hold_turn(&self, session: &Session) -> Result<berth_core::TurnHold> {
+        Ok(self.manager.sessions().hold_turn(&session.id).await?)
+    }
+
     /// Adds a turn's tokens to the session's (atomically, whatever else adds at once).
     pub async fn add_session_usage(&self, session: &Session, usage: TokenUsage) -> Result<Session> {
         Ok(self

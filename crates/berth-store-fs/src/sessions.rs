@@ -16,7 +16,7 @@ use async_trait::async_trait;
 use berth_core::transcript::{self, Frontmatter, Message, Transcript};
 use berth_core::{
     Error, NewSession, Result, Session, SessionId, SessionStatus, SessionStore, TokenUsage,
-    WorkspaceId,
+    TurnHold, WorkspaceId,
 };
 use chrono::{DateTime, Utc};
 
@@ -475,6 +475,27 @@ impl SessionStore for FsStore {
                 s.updated_at = now;
                 Ok(())
             })
+        })
+        .await
+    }
+
+    async fn hold_turn(&self, id: &SessionId) -> Result<TurnHold> {
+        let id = id.clone();
+        self.blocking(move |l| {
+            let (_, dir) = l.session_dir(&id)?;
+            let path = dir.join(".turn.lock");
+            // A lock the kernel drops with the process: a turn killed mid-way holds nothing.
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(&path)
+                .map_err(io_err("open", &path))?;
+            match file.try_lock() {
+                Ok(()) => Ok(TurnHold::new(file)),
+                Err(std::fs::TryLockError::WouldBlock) => Err(berth_core::turn_held(&id)),
+                Err(std::fs::TryLockError::Error(e)) => Err(io_err("lock", &path)(e)),
+            }
         })
         .await
     }

@@ -32,6 +32,11 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/sqlite/0003_usage.sql"),
         postgres: include_str!("../migrations/postgres/0003_usage.sql"),
     },
+    Migration {
+        version: 4,
+        sqlite: include_str!("../migrations/sqlite/0004_turns.sql"),
+        postgres: include_str!("../migrations/postgres/0004_turns.sql"),
+    },
 ];
 
 /// The schema version this binary writes.

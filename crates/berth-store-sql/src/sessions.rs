@@ -6,7 +6,8 @@
 use async_trait::async_trait;
 use berth_core::transcript::{Frontmatter, Message, Role, Transcript};
 use berth_core::{
-    Error, NewSession, Session, SessionId, SessionStatus, SessionStore, TokenUsage, WorkspaceId,
+    Error, NewSession, Session, SessionId, SessionStatus, SessionStore, TokenUsage, TurnHold,
+    WorkspaceId,
 };
 use chrono::{DateTime, Utc};
 
@@ -48,6 +49,19 @@ fn session(row: &Row) -> Result<Session> {
             output_tokens: row.int(10)?.max(0) as u64,
         },
     })
+}
+
+/// How long a held turn stays held without renewal: a server that dies mid-turn gives the
+/// session back after this.
+const TURN_LEASE: chrono::Duration = chrono::Duration::seconds(30);
+
+/// The task renewing a turn's lease; it stops with the hold.
+struct Renewing(tokio::task::JoinHandle<()>);
+
+impl Drop for Renewing {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 fn missing(id: &SessionId) -> Failure {
@@ -292,6 +306,61 @@ impl SqlStore {
         tx.commit().await
     }
 
+    /// Takes the session's turn for a fresh owner id, if nobody holds it or the holder's lease
+    /// ran out; a task renews the lease while the hold lives.
+    async fn hold_session_turn(&self, id: &SessionId) -> Result<TurnHold> {
+        let owner = uuid::Uuid::new_v4().to_string();
+        let now = Utc::now();
+        let taken = self
+            .pool()
+            .exec(
+                "UPDATE sessions SET turn_owner = $2, turn_until = $3 WHERE id = $1 AND (turn_owner IS NULL OR turn_until < $4)",
+                &[
+                    Arg::Text(id.as_str()),
+                    Arg::Text(&owner),
+                    Arg::Int(to_ns(now + TURN_LEASE)),
+                    Arg::Int(to_ns(now)),
+                ],
+            )
+            .await?;
+        if taken == 0 {
+            // Held, or not there at all: say which.
+            self.load_session(id).await?;
+            return Err(Failure::Core(berth_core::turn_held(id)));
+        }
+        let renew = {
+            let (store, id, owner) = (self.clone(), id.clone(), owner.clone());
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep((TURN_LEASE / 3).to_std().expect("a positive lease")).await;
+                    let until = to_ns(Utc::now() + TURN_LEASE);
+                    let _ = store
+                        .pool()
+                        .exec(
+                            "UPDATE sessions SET turn_until = $3 WHERE id = $1 AND turn_owner = $2",
+                            &[Arg::Text(id.as_str()), Arg::Text(&owner), Arg::Int(until)],
+                        )
+                        .await;
+                }
+            })
+        };
+        let release = {
+            let (store, id) = (self.clone(), id.clone());
+            move || -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> {
+                Box::pin(async move {
+                    let _ = store
+                        .pool()
+                        .exec(
+                            "UPDATE sessions SET turn_owner = NULL, turn_until = NULL WHERE id = $1 AND turn_owner = $2",
+                            &[Arg::Text(id.as_str()), Arg::Text(&owner)],
+                        )
+                        .await;
+                })
+            }
+        };
+        Ok(TurnHold::with_release(Renewing(renew), release))
+    }
+
     /// One UPDATE adds to the counts where they are, so concurrent adds cannot lose one.
     async fn add_session_usage(&self, id: &SessionId, usage: TokenUsage) -> Result<Session> {
         let as_int = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
@@ -436,6 +505,10 @@ impl SessionStore for SqlStore {
         })
         .await
         .map_err(|e| self.err(e))
+    }
+
+    async fn hold_turn(&self, id: &SessionId) -> berth_core::Result<TurnHold> {
+        self.hold_session_turn(id).await.map_err(|e| self.err(e))
     }
 
     async fn add_usage(&self, id: &SessionId, usage: TokenUsage) -> berth_core::Result<Session> {

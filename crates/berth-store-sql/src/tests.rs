@@ -66,7 +66,8 @@ mod on_postgres {
         manager_sessions,
         paging,
         port_blocks,
-        session_usage
+        session_usage,
+        session_turns
     );
 }
 
