@@ -4,6 +4,9 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
+use clap_complete::ArgValueCompleter;
+
+use crate::completion;
 
 /// The exit statuses, one per kind of error (`berth_ops::ErrorKind`); `main.rs` maps them.
 pub const EXIT_STATUS: &str = "Exit status:
@@ -173,6 +176,27 @@ pub enum Command {
     /// token is refused at once, and a device's open connection ends within a second.
     #[command(subcommand, verbatim_doc_comment)]
     Token(TokenCmd),
+    /// Print the script that makes your shell complete berth's commands, flags, workspace
+    /// names and session ids (asking berth itself as you type).
+    ///
+    /// bash: echo 'source <(berth completions bash)' >> ~/.bashrc
+    /// zsh:  echo 'source <(berth completions zsh)' >> ~/.zshrc
+    /// fish: berth completions fish > ~/.config/fish/completions/berth.fish
+    #[command(verbatim_doc_comment)]
+    Completions {
+        #[arg(value_enum)]
+        shell: Shell,
+    },
+}
+
+/// The shells `berth completions` writes for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Shell {
+    Bash,
+    Zsh,
+    Fish,
+    Powershell,
+    Elvish,
 }
 
 #[derive(Subcommand)]
@@ -606,6 +630,7 @@ pub enum WorkspaceCmd {
     /// Show one workspace: metadata, folder and bound devices.
     Show {
         /// Id, name or id prefix.
+        #[arg(add = ArgValueCompleter::new(completion::workspaces))]
         workspace: String,
         #[command(flatten)]
         json: JsonFlag,
@@ -615,6 +640,7 @@ pub enum WorkspaceCmd {
     /// The base moving on since the workspace started is not shown as a change.
     Diff {
         /// Id, name or id prefix.
+        #[arg(add = ArgValueCompleter::new(completion::workspaces))]
         workspace: String,
         /// A line per file: what happened to it and the lines added and removed.
         #[arg(long)]
@@ -636,6 +662,7 @@ pub enum WorkspaceCmd {
     #[command(verbatim_doc_comment)]
     Merge {
         /// Id, name or id prefix.
+        #[arg(add = ArgValueCompleter::new(completion::workspaces))]
         workspace: String,
         /// The local branch to merge into (default: the workspace's base).
         #[arg(long, value_name = "BRANCH")]
@@ -662,6 +689,7 @@ pub enum WorkspaceCmd {
     #[command(visible_alias = "rm", verbatim_doc_comment)]
     Delete {
         /// Id, name or id prefix.
+        #[arg(add = ArgValueCompleter::new(completion::workspaces))]
         workspace: String,
         /// Delete even if uncommitted changes or commits would be lost from the worktree; they
         /// are kept on refs/berth/lost/<id> first.
@@ -688,6 +716,7 @@ pub enum WorkspaceCmd {
     /// `cd "$(berth workspace path NAME)"`.
     Path {
         /// Id, name or id prefix.
+        #[arg(add = ArgValueCompleter::new(completion::workspaces))]
         workspace: String,
     },
     /// Read, write, list and remove files in a workspace's storage.
@@ -806,6 +835,7 @@ pub enum SessionCmd {
     /// Show a session's metadata and transcript.
     Show {
         /// Session id or id prefix.
+        #[arg(add = ArgValueCompleter::new(completion::sessions))]
         session: String,
         #[command(flatten)]
         json: JsonFlag,

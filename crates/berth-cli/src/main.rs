@@ -3,6 +3,7 @@
 
 mod cli;
 mod commands;
+mod completion;
 mod render;
 
 use std::process::ExitCode;
@@ -10,7 +11,19 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
+    // Asked by the shell for completions (`COMPLETE=bash berth …`): answer, and exit.
+    clap_complete::CompleteEnv::with_factory(<cli::Cli as clap::CommandFactory>::command)
+        .complete();
     let cli = cli::Cli::parse();
+    if let cli::Command::Completions { shell } = cli.command {
+        return match completion::print_registration(shell) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("berth: cannot write the completion script: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     // A command serves one caller and is done: one thread is fastest. An HTTP server may serve
     // several clients at once, and an ACP agent several sessions' turns, so they get a worker
     // per core.

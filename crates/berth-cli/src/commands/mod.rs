@@ -57,6 +57,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Acp => acp::run(ops).await,
         Command::Serve(args) => serve::run(ops, args).await,
         Command::Token(cmd) => token::run(&ops, cmd).await,
+        // Answered in main, before a home is opened.
+        Command::Completions { .. } => Ok(()),
     }
 }
 

@@ -49,6 +49,37 @@ impl Terminal {
         args: &[&str],
         extra_env: &[(&str, &str)],
     ) -> Terminal {
+        // berth shares its process group with this sh (sh -c runs no job control), so Ctrl-C
+        // reaches both: the trap keeps the shell alive to print berth's exit status, and, being
+        // a trap rather than an ignore, leaves berth's own SIGINT at its default.
+        let mut line = "trap true INT; ".to_owned();
+        line.push_str(&sh_quote(env!("CARGO_BIN_EXE_berth")));
+        for arg in args {
+            line.push(' ');
+            line.push_str(&sh_quote(arg));
+        }
+        // The window stays open after the command, so its last screen can still be read.
+        line.push_str("; echo EXIT=$?; sleep 600");
+        Terminal::start_line(home, cwd, &line, extra_env)
+    }
+
+    /// An interactive bash (no rc files) with `berth` on its `PATH`, for what a person types.
+    pub fn bash(home: &Home, cwd: &Path) -> Terminal {
+        let bin = Path::new(env!("CARGO_BIN_EXE_berth")).parent().unwrap();
+        let path = format!(
+            "{}:{}",
+            bin.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        Terminal::start_line(
+            home,
+            cwd,
+            "exec bash --norc --noprofile -i",
+            &[("PATH", &path), ("PS1", "$ ")],
+        )
+    }
+
+    fn start_line(home: &Home, cwd: &Path, line: &str, extra_env: &[(&str, &str)]) -> Terminal {
         require_tmux();
         static SERVERS: AtomicUsize = AtomicUsize::new(0);
         let nanos = std::time::SystemTime::now()
@@ -77,17 +108,6 @@ impl Terminal {
             env,
             _dir: dir,
         };
-        // berth shares its process group with this sh (sh -c runs no job control), so Ctrl-C
-        // reaches both: the trap keeps the shell alive to print berth's exit status, and, being
-        // a trap rather than an ignore, leaves berth's own SIGINT at its default.
-        let mut line = "trap true INT; ".to_owned();
-        line.push_str(&sh_quote(env!("CARGO_BIN_EXE_berth")));
-        for arg in args {
-            line.push(' ');
-            line.push_str(&sh_quote(arg));
-        }
-        // The window stays open after the command, so its last screen can still be read.
-        line.push_str("; echo EXIT=$?; sleep 600");
         let mut cmd = term.tmux();
         cmd.args([
             "new-session",
@@ -101,7 +121,7 @@ impl Terminal {
             "-c",
         ])
         .arg(cwd)
-        .arg(&line)
+        .arg(line)
         .current_dir(cwd);
         term.check(cmd, "new-session");
         term
