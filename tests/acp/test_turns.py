@@ -318,3 +318,24 @@ async def test_the_clients_mcp_servers_join_the_tools(home, work, provider):
     result = next(b for b in sent if b.get("type") == "tool_result")
     assert result["tool_use_id"] == "toolu_m" and not result.get("is_error")
     assert "ping from the model" in json.dumps(result)
+
+
+async def test_the_first_prompt_titles_the_session_and_session_delete_removes_it(home, work, provider):
+    provider.push(Reply().text("ok"))
+    editor = Editor()
+    async with run_agent(editor, home, provider, work) as (conn, _, init):
+        assert init.agent_capabilities.session_capabilities.delete is not None
+        new = await conn.new_session(cwd=str(work))
+        await conn.prompt(session_id=new.session_id, prompt=[text_block("Plan the release\nin detail")])
+        # The editor is told the title the first prompt gave, before the answer.
+        infos = [u for s, u in editor.updates if u.session_update == "session_info_update"]
+        assert [i.title for i in infos] == ["Plan the release"]
+        # session/delete (the SDK has no method for it yet: sent as the protocol says).
+        await conn._conn.send_request("session/delete", {"sessionId": new.session_id})
+        listed = await conn.list_sessions(cwd=str(work))
+        assert listed.sessions == []
+        with pytest.raises(RequestError):
+            await conn._conn.send_request("session/delete", {"sessionId": new.session_id})
+    # Gone from berth with its transcript; its workspace stays.
+    assert berth_json(home, "session", "list") == []
+    assert [w["id"] for w in berth_json(home, "workspace", "list")] == ["default"]

@@ -13,13 +13,14 @@ use std::sync::{Arc, Mutex};
 
 use agent_client_protocol::v1::schema::{
     AgentCapabilities, CancelNotification, ClientCapabilities, CloseSessionRequest,
-    CloseSessionResponse, Implementation, InitializeRequest, InitializeResponse,
-    ListSessionsRequest, ListSessionsResponse, LoadSessionRequest, LoadSessionResponse,
-    McpCapabilities, McpServer, NewSessionRequest, NewSessionResponse, PromptCapabilities,
-    PromptRequest, PromptResponse, ResumeSessionRequest, ResumeSessionResponse,
-    SessionCapabilities, SessionCloseCapabilities, SessionConfigOption, SessionConfigOptionValue,
-    SessionId, SessionInfo, SessionListCapabilities, SessionNotification,
-    SessionResumeCapabilities, SetSessionConfigOptionRequest, SetSessionConfigOptionResponse,
+    CloseSessionResponse, DeleteSessionRequest, DeleteSessionResponse, Implementation,
+    InitializeRequest, InitializeResponse, ListSessionsRequest, ListSessionsResponse,
+    LoadSessionRequest, LoadSessionResponse, McpCapabilities, McpServer, NewSessionRequest,
+    NewSessionResponse, PromptCapabilities, PromptRequest, PromptResponse, ResumeSessionRequest,
+    ResumeSessionResponse, SessionCapabilities, SessionCloseCapabilities, SessionConfigOption,
+    SessionConfigOptionValue, SessionDeleteCapabilities, SessionId, SessionInfo, SessionInfoUpdate,
+    SessionListCapabilities, SessionNotification, SessionResumeCapabilities, SessionUpdate,
+    SetSessionConfigOptionRequest, SetSessionConfigOptionResponse,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent as AcpAgent, Client};
@@ -66,6 +67,8 @@ struct Open {
     running: Mutex<Option<CancellationToken>>,
     /// The client's own MCP servers for this session, started on its first turn.
     mcp: Option<Arc<McpServers>>,
+    /// Whether the client knows the session's title (it had one, or was told it).
+    title_told: std::sync::atomic::AtomicBool,
 }
 
 type Result<T, E = agent_client_protocol::Error> = std::result::Result<T, E>;
@@ -114,11 +117,13 @@ impl Server {
 
     /// Opens `session` on this connection.
     fn register(&self, session: Session, work_dir: PathBuf, mcp: &[McpServer]) -> Arc<Open> {
+        let titled = !session.title.is_empty();
         let open = Arc::new(Open {
             session,
             work_dir,
             running: Mutex::default(),
             mcp: client_mcp(mcp),
+            title_told: std::sync::atomic::AtomicBool::new(titled),
         });
         self.sessions
             .lock()
@@ -139,7 +144,8 @@ impl Server {
         let sessions = SessionCapabilities::new()
             .list(SessionListCapabilities::new())
             .resume(SessionResumeCapabilities::new())
-            .close(SessionCloseCapabilities::new());
+            .close(SessionCloseCapabilities::new())
+            .delete(SessionDeleteCapabilities::new());
         let capabilities = AgentCapabilities::new()
             .load_session(true)
             // Claude, GPT and Gemini all take images; an OpenAI-compatible server that does not
@@ -283,6 +289,56 @@ impl Server {
             )
             .into()),
         }
+    }
+
+    /// Deletes a berth session, its transcript and storage, as `berth session rm` does (the
+    /// editor's own question is the confirmation); never its workspace. A device deletes
+    /// only its workspace's sessions; a session answering a prompt is not deleted.
+    async fn delete_session(&self, request: DeleteSessionRequest) -> Result<DeleteSessionResponse> {
+        let not_found = || {
+            agent_client_protocol::v1::schema::Error::session_not_found(request.session_id.clone())
+        };
+        let session = self
+            .ops
+            .session(&request.session_id.0)
+            .await
+            .map_err(errors::ops)?;
+        if let Some(ws) = self.device_workspace().await?
+            && session.workspace_id != ws.id
+        {
+            return Err(not_found().into());
+        }
+        let busy = self
+            .sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&*request.session_id.0)
+            .is_some_and(|open| {
+                open.running
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .is_some()
+            });
+        if busy {
+            return Err(errors::of_kind(
+                berth_ops::ErrorKind::Refused,
+                format!(
+                    "session {} is answering a prompt; cancel it before deleting it",
+                    session.id
+                ),
+            ));
+        }
+        // Held while it is deleted: a turn elsewhere (another process, another server) keeps
+        // its session.
+        let hold = self.ops.hold_turn(&session).await.map_err(errors::ops)?;
+        let deleted = self.ops.delete_session(&session).await;
+        drop(hold);
+        deleted.map_err(errors::ops)?;
+        self.sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&*request.session_id.0);
+        Ok(DeleteSessionResponse::new())
     }
 
     /// The sessions of the home (those whose folder is `cwd`, when asked), a page at a time
@@ -458,7 +514,21 @@ impl Server {
             relayed,
             terminals,
         };
-        relay.run(turn, &open.work_dir).await
+        let answer = relay.run(turn, &open.work_dir).await;
+        // A session's first prompt titles it: the editor is told, before the answer.
+        if !open.title_told.load(std::sync::atomic::Ordering::Relaxed)
+            && let Ok(now) = self.ops.session(open.session.id.as_str()).await
+            && !now.title.is_empty()
+        {
+            open.title_told
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+            let update = SessionInfoUpdate::new().title(now.title);
+            let _ = cx.send_notification(SessionNotification::new(
+                acp_id(&open.session),
+                SessionUpdate::SessionInfoUpdate(update),
+            ));
+        }
+        answer
     }
 
     fn cancel(&self, request: &CancelNotification) {
@@ -556,6 +626,7 @@ pub fn builder(
     let s6 = server.clone();
     let s7 = server.clone();
     let s8 = server.clone();
+    let s10 = server.clone();
     let s9 = server;
     AcpAgent
         .v1()
@@ -614,6 +685,18 @@ pub fn builder(
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
+            async move |request: DeleteSessionRequest,
+                        responder: Responder<DeleteSessionResponse>,
+                        cx: ConnectionTo<Client>| {
+                let s = s10.clone();
+                cx.spawn(async move {
+                    let _ = responder.respond_with_result(s.delete_session(request).await);
+                    Ok(())
+                })
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
             async move |request: ListSessionsRequest,
                         responder: Responder<ListSessionsResponse>,
                         cx: ConnectionTo<Client>| {
@@ -665,4 +748,9 @@ pub fn builder(
             },
             agent_client_protocol::on_receive_notification!(),
         )
+}
+
+/// The ACP session id of a berth session (they are one id).
+fn acp_id(session: &Session) -> SessionId {
+    SessionId::new(session.id.to_string())
 }
