@@ -34,7 +34,7 @@ use agent_client_protocol::v1::schema::{
 };
 use agent_client_protocol::{Agent, ByteStreams, Client};
 use berth_testkit::provider_server::{ProviderServer, Reply, Turn};
-use common::env_or;
+use common::{env_or, home_on_provider};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::watch;
 use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
@@ -66,16 +66,8 @@ async fn run(chunks: usize, rounds: usize, cancels: usize) {
     let server = Arc::new(ProviderServer::start_in_background());
     let deltas: Vec<String> = (0..chunks).map(|i| format!("token {i:05} ")).collect();
     let expected: String = deltas.concat();
-    let home = tempfile::tempdir().unwrap();
+    let home = home_on_provider(server.url());
     let work = tempfile::tempdir().unwrap();
-    std::fs::write(
-        home.path().join("config.toml"),
-        format!(
-            "[providers.claude]\nbase_url = \"{}\"\nmodel = \"bench-model\"\n",
-            server.url()
-        ),
-    )
-    .unwrap();
     let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_berth"))
         .arg("acp")
         .env("BERTH_HOME", home.path())

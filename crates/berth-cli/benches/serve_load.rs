@@ -26,7 +26,7 @@ use agent_client_protocol::v1::schema::{
 };
 use agent_client_protocol::{Agent, Client, Lines};
 use berth_testkit::provider_server::{ProviderServer, Reply, Turn};
-use common::env_or;
+use common::{env_or, home_on_provider};
 use futures::{SinkExt, StreamExt};
 use tokio::io::AsyncBufReadExt;
 use tokio_tungstenite::tungstenite::Message;
@@ -57,16 +57,8 @@ struct Timing {
 
 async fn run(sizes: &[usize], chunks: usize, pause: Duration) {
     let provider = ProviderServer::start_in_background();
-    let home = tempfile::tempdir().unwrap();
+    let home = home_on_provider(provider.url());
     let work = tempfile::tempdir().unwrap();
-    std::fs::write(
-        home.path().join("config.toml"),
-        format!(
-            "[providers.claude]\nbase_url = \"{}\"\nmodel = \"bench-model\"\n",
-            provider.url()
-        ),
-    )
-    .unwrap();
     let mut server = tokio::process::Command::new(env!("CARGO_BIN_EXE_berth"))
         .args([
             "serve",

@@ -9,7 +9,7 @@
 //! messages; otherwise the answer got there whole before the process died, and the file is
 //! only removed.
 
-use berth_core::{Found, Message, Role, Session, StoragePath, StorageScope};
+use berth_core::{Found, Message, Role, Session, StoragePath};
 
 use crate::{Ops, Result};
 
@@ -20,12 +20,7 @@ fn partial_path() -> StoragePath {
     StoragePath::new(".berth/answer.partial").expect("a valid storage path")
 }
 
-fn scope(session: &Session) -> StorageScope {
-    StorageScope::Session {
-        workspace: session.workspace_id.clone(),
-        session: session.id.clone(),
-    }
-}
+use crate::models::session_scope as scope;
 
 impl Ops {
     /// Keeps `text` aside: the answer streaming after the transcript's first `written`

@@ -167,7 +167,8 @@ pub fn session_model_path() -> StoragePath {
     StoragePath::new(".berth/model").expect("a valid storage path")
 }
 
-fn session_scope(session: &Session) -> StorageScope {
+/// A session's own storage.
+pub(crate) fn session_scope(session: &Session) -> StorageScope {
     StorageScope::Session {
         workspace: session.workspace_id.clone(),
         session: session.id.clone(),

@@ -6,6 +6,17 @@ use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
+/// A berth home whose config sends berth's agent to the provider stand-in at `url`.
+pub fn home_on_provider(url: &str) -> tempfile::TempDir {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(
+        home.path().join("config.toml"),
+        format!("[providers.claude]\nbase_url = \"{url}\"\nmodel = \"bench-model\"\n"),
+    )
+    .unwrap();
+    home
+}
+
 /// The number in environment variable `name`, else `default`.
 pub fn env_or(name: &str, default: usize) -> usize {
     std::env::var(name)
