@@ -2,7 +2,8 @@
 it asks its client to write a file outside the folder it was started in, through a symlink
 it made there that points outside, into `.git`, and one file inside; then to run a command
 in a terminal whose `cwd` is outside, through that symlink, or `..`, and one inside, whose
-output it reports. It never asks permission first. `berth run` drives it
+output it reports; last, a command (with one of its own in the background) that it leaves
+running when its turn ends. It never asks permission first. `berth run` drives it
 (tests/acp/test_run.py); every way out must be refused and recorded."""
 
 import asyncio
@@ -61,6 +62,22 @@ class Hostile:
             out = await self.conn.terminal_output(session_id=session_id, terminal_id=made.terminal_id)
             await self.conn.release_terminal(session_id=session_id, terminal_id=made.terminal_id)
             results.append(f"{name}:exit={exit.exit_code}:{out.output.strip()}")
+        # Left running: the command writes its background process's pid, and neither is
+        # killed nor released by the agent. berth must kill both when the turn ends.
+        try:
+            made = await self.conn.create_terminal(
+                session_id=session_id,
+                command="sh",
+                args=["-c", "sleep 300 & echo $! > left.pid; echo started; wait"],
+                cwd=self.cwd,
+            )
+            while "started" not in (
+                await self.conn.terminal_output(session_id=session_id, terminal_id=made.terminal_id)
+            ).output:
+                await asyncio.sleep(0.02)
+            results.append("term-left:started")
+        except Exception:
+            results.append("term-left:refused")
         await self.conn.session_update(session_id, update_agent_message_text(" ".join(results)))
         return PromptResponse(stop_reason="end_turn")
 

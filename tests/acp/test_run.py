@@ -2,8 +2,8 @@
 the official ACP Python SDK's agent side) that asks its client for writes and terminals
 outside its worktree. berth refuses each way out (a path or `cwd` outside, `..`, a symlink
 that leads out, `.git`), records every refusal in the session's transcript, writes the one
-file that stays inside and runs the one command that does; without a policy that lets it run
-commands, it runs none. And a third-party ACP agent from npm (Zed's Claude Agent adapter,
+file that stays inside and runs the one command that does, and kills the command it left
+running when its turn ends; without a policy that lets it run commands, it runs none. And a third-party ACP agent from npm (Zed's Claude Agent adapter,
 running Claude Code against the stand-in) does its work in its own worktree."""
 
 import json
@@ -22,15 +22,32 @@ def git(cwd, *args):
     )
 
 
-def hostile_run(home, tmp_path, *flags):
-    """`berth run` of the hostile agent in a new repository; (events, outside folder)."""
+HOSTILE = f"{sys.executable} {Path(__file__).parent / 'hostile_agent.py'}"
+
+
+def repository(tmp_path):
     repo = tmp_path / "repo"
     repo.mkdir()
     git(repo, "init", "-q", "-b", "main")
     git(repo, "commit", "-q", "--allow-empty", "-m", "first")
+    return repo
+
+
+def running(pid):
+    """Whether process `pid` still runs (a zombie nobody reaped runs no more)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def hostile_run(home, tmp_path, *flags):
+    """`berth run` of the hostile agent in a new repository; (events, outside folder)."""
+    repo = repository(tmp_path)
     outside = tmp_path / "outside"
     outside.mkdir()
-    agent = f"{sys.executable} {Path(__file__).parent / 'hostile_agent.py'}"
+    agent = HOSTILE
     done = subprocess.run(
         [BERTH, "run", "try to escape", "--agent-cmd", agent, "--json", *flags],
         cwd=repo,
@@ -50,7 +67,7 @@ def test_an_acp_agent_cannot_write_or_run_outside_its_worktree(home, tmp_path):
     assert answer == (
         "outside:refused dotdot:refused symlink:refused git:refused inside:written "
         "term-outside:refused term-symlink:refused term-dotdot:refused "
-        f"term-inside:exit=4:port={port}"
+        f"term-inside:exit=4:port={port} term-left:started"
     ), answer
     # Nothing landed outside, by a write or a command; the file and command inside did.
     assert list(outside.iterdir()) == []
@@ -58,6 +75,10 @@ def test_an_acp_agent_cannot_write_or_run_outside_its_worktree(home, tmp_path):
     assert not (tmp_path / "ran-term-dotdot").exists()
     assert (worktree / "inside.txt").read_text() == "inside\n"
     assert (worktree / "ran-term-inside").exists()
+    # The command the agent left running, and the one it started in the background, were
+    # killed when the turn ended (berth has exited: nothing else would kill them).
+    left = int((worktree / "left.pid").read_text())
+    assert not running(left), f"{left} outlived the turn"
     # Each refusal is an event, and a line of the transcript.
     refused = [e for e in events if e["event"] == "refused"]
     assert len(refused) == 7, refused
@@ -77,8 +98,9 @@ def test_without_a_policy_that_runs_commands_no_terminal_runs(home, tmp_path):
     events, _ = hostile_run(home, tmp_path)
     [started] = [e for e in events if e["event"] == "started"]
     answer = "".join(e["text"] for e in events if e["event"] == "text")
-    assert answer.endswith("term-inside:refused"), answer
+    assert answer.endswith("term-inside:refused term-left:refused"), answer
     assert not (Path(started["worktree"]) / "ran-term-inside").exists()
+    assert not (Path(started["worktree"]) / "left.pid").exists()
     shown = berth_json(home, "session", "show", started["session"])
     system = [m["content"] for m in shown["messages"] if m["role"] == "system"]
     assert any("does not allow running commands" in s for s in system), system

@@ -7,7 +7,8 @@
 //!   error, and the refusal is an event and a line in the transcript. It offers `terminal/*`
 //!   too (`terminals.rs`): a command runs in the worktree or a folder beneath it, never a
 //!   `cwd` that resolves outside, and only when the run may run commands (the policy allows
-//!   `execute`, or allowed the agent's request to run this one).
+//!   `execute`, or allowed the agent's request to run this one). Every terminal still running
+//!   is killed with its process group when the turn ends.
 //! - **Permissions by policy**, as for berth's own agent: calls of a kind that only reads run,
 //!   as do tools the policy names (by the tool's name or by its kind: `edit`, `execute`); every
 //!   other request is answered with the agent's own rejection option, and shown.
@@ -720,6 +721,8 @@ pub(crate) async fn turn(t: AcpTurn<'_>) -> (TurnStop, Usage) {
             }
         })
         .await;
+    // The turn is over: no terminal outlives it, whoever still holds the handlers.
+    shared.terminals.kill_all();
     // An agent whose process ended under the turn (killed, crashed) is said as that: the
     // protocol error it leaves ("transport closed") tells a person less.
     let exited = match &result {
