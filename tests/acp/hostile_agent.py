@@ -4,7 +4,10 @@ it made there that points outside, into `.git`, and one file inside; then to run
 in a terminal whose `cwd` is outside, through that symlink, or `..`, and one inside, whose
 output it reports; last, a command (with one of its own in the background) that it leaves
 running when its turn ends. It never asks permission first. `berth run` drives it
-(tests/acp/test_run.py); every way out must be refused and recorded."""
+(tests/acp/test_run.py); every way out must be refused and recorded.
+
+With HOSTILE_MODE=stall it instead says one thing and waits until it is cancelled; it cannot
+load a session (it does not offer `session/load`), so a run of it cannot be resumed."""
 
 import asyncio
 import os
@@ -25,6 +28,11 @@ class Hostile:
         return NewSessionResponse(session_id="hostile-1")
 
     async def prompt(self, session_id, prompt, **kwargs):
+        if os.environ.get("HOSTILE_MODE") == "stall":
+            self.cancelled = asyncio.Event()
+            await self.conn.session_update(session_id, update_agent_message_text("stalling"))
+            await self.cancelled.wait()
+            return PromptResponse(stop_reason="cancelled")
         outside = os.environ["HOSTILE_OUTSIDE"]
         os.symlink(outside, os.path.join(self.cwd, "link"))
         attempts = {
@@ -82,7 +90,8 @@ class Hostile:
         return PromptResponse(stop_reason="end_turn")
 
     async def cancel(self, session_id, **kwargs):
-        return None
+        if getattr(self, "cancelled", None) is not None:
+            self.cancelled.set()
 
 
 if __name__ == "__main__":

@@ -12,10 +12,15 @@
 //! - **Permissions by policy**, as for berth's own agent: calls of a kind that only reads run,
 //!   as do tools the policy names (by the tool's name or by its kind: `edit`, `execute`); every
 //!   other request is answered with the agent's own rejection option, and shown.
-//! - **The transcript is berth's own record** of what it saw: the task as the turn starts, the
-//!   answer's text, each tool call the agent reported with its result (a `## Tool` record,
-//!   once the call is over; the text before it is written first), the text after it, marked
-//!   interrupted when cut short, and each refusal.
+//! - **The transcript is berth's own record** of what it saw: the prompt as it is sent (once
+//!   the agent has a session), the answer's text, each tool call the agent reported with its
+//!   result (a `## Tool` record, once the call is over; the text before it is written first),
+//!   the text after it, marked interrupted when cut short, and each refusal.
+//! - **Resuming** loads the agent's own session (`session/load`, with the id it had, sent
+//!   as an `agent_session` event the first time) and sends the "carry on" prompt; what the
+//!   agent replays while loading is already in the transcript, so it is neither recorded nor
+//!   shown again. An agent that cannot load a session fails the turn, saying so, and is sent
+//!   nothing.
 //! - **Stopping** sends `session/cancel`, then, if the agent has not answered within a grace
 //!   period, kills its process group.
 
@@ -403,13 +408,6 @@ pub(crate) async fn turn(t: AcpTurn<'_>) -> (TurnStop, Usage) {
         calls: Mutex::new(HashMap::new()),
         replaying: AtomicBool::new(false),
     });
-    if let Err(e) = t
-        .ops
-        .append_message(t.session, &Message::new(Role::User, t.prompt.to_owned()))
-        .await
-    {
-        return failed(e.to_string());
-    }
     let (s1, s2, s3, s4) = (
         shared.clone(),
         shared.clone(),
@@ -427,9 +425,8 @@ pub(crate) async fn turn(t: AcpTurn<'_>) -> (TurnStop, Usage) {
     let worktree = t.worktree.to_path_buf();
     let cancel = t.cancel.clone();
     let resume = t.resume.clone();
-    let command = t.command.to_owned();
     let loader = shared.clone();
-    let result: Result<(StopReason, Usage), agent_client_protocol::Error> = Client
+    let result: Result<Outcome, agent_client_protocol::Error> = Client
         .v1()
         .name("berth")
         .on_receive_notification(
@@ -687,14 +684,9 @@ pub(crate) async fn turn(t: AcpTurn<'_>) -> (TurnStop, Usage) {
                     loaded?;
                     SessionId::new(id)
                 }
-                Some(_) => {
-                    return Err(agent_client_protocol::Error::new(
-                        ErrorCode::INVALID_REQUEST,
-                        format!(
-                            "`{command}` cannot load a session (it does not offer session/load), so its work cannot be resumed"
-                        ),
-                    ));
-                }
+                // Not a protocol failure: the agent is fine, it just cannot do what a resume
+                // needs, which the run says in its own words.
+                Some(_) => return Ok(Outcome::CannotLoad),
             };
             let _ = loader
                 .tx
@@ -703,6 +695,15 @@ pub(crate) async fn turn(t: AcpTurn<'_>) -> (TurnStop, Usage) {
                     id: session.0.to_string(),
                 })
                 .await;
+            // The prompt is recorded as it is sent, once the agent has a session: an agent
+            // that cannot start, or cannot load what a resume needs, was told nothing.
+            if let Err(e) = loader
+                .ops
+                .append_message(&loader.session, &Message::new(Role::User, task.clone()))
+                .await
+            {
+                return Ok(Outcome::Unrecorded(e));
+            }
             let prompt = cx.send_request(PromptRequest::new(
                 session.clone(),
                 vec![ContentBlock::Text(TextContent::new(task))],
@@ -715,7 +716,7 @@ pub(crate) async fn turn(t: AcpTurn<'_>) -> (TurnStop, Usage) {
                     cx.send_notification(CancelNotification::new(session))?;
                     match tokio::time::timeout(CANCEL_GRACE, answer).await {
                         Ok(answer) => Ok(ended(answer?)),
-                        Err(_) => Ok((StopReason::Cancelled, Usage::default())),
+                        Err(_) => Ok(Outcome::Answered(StopReason::Cancelled, Usage::default())),
                     }
                 }
             }
@@ -733,24 +734,45 @@ pub(crate) async fn turn(t: AcpTurn<'_>) -> (TurnStop, Usage) {
         Ok(_) => None,
     };
     let _ = child.start_kill();
-    let usage = result
-        .as_ref()
-        .map_or_else(|_| Usage::default(), |(_, u)| *u);
-    let stop = match result.map(|(reason, _)| reason) {
-        Ok(StopReason::EndTurn) => TurnStop::EndTurn,
-        Ok(StopReason::MaxTokens) => TurnStop::MaxTokens,
-        Ok(StopReason::MaxTurnRequests) => TurnStop::MaxToolIterations,
-        Ok(StopReason::Refusal) => TurnStop::Refusal,
-        Ok(_) => TurnStop::Cancelled,
-        Err(e) => TurnStop::Failed {
-            message: match exited {
-                Some(status) => format!(
-                    "the ACP agent `{}` ended in the middle of its turn ({status})",
+    let (stop, usage) = match result {
+        Ok(Outcome::Answered(reason, usage)) => (
+            match reason {
+                StopReason::EndTurn => TurnStop::EndTurn,
+                StopReason::MaxTokens => TurnStop::MaxTokens,
+                StopReason::MaxTurnRequests => TurnStop::MaxToolIterations,
+                StopReason::Refusal => TurnStop::Refusal,
+                _ => TurnStop::Cancelled,
+            },
+            usage,
+        ),
+        Ok(Outcome::Unrecorded(e)) => (
+            TurnStop::Failed {
+                message: format!("cannot record the prompt in the session: {e}"),
+            },
+            Usage::default(),
+        ),
+        Ok(Outcome::CannotLoad) => (
+            TurnStop::Failed {
+                message: format!(
+                    "the ACP agent `{}` cannot load a session (it does not offer \
+                     session/load), so its work cannot be resumed",
                     t.command
                 ),
-                None => format!("the ACP agent `{}` failed: {e}", t.command),
             },
-        },
+            Usage::default(),
+        ),
+        Err(e) => (
+            TurnStop::Failed {
+                message: match exited {
+                    Some(status) => format!(
+                        "the ACP agent `{}` ended in the middle of its turn ({status})",
+                        t.command
+                    ),
+                    None => format!("the ACP agent `{}` failed: {e}", t.command),
+                },
+            },
+            Usage::default(),
+        ),
     };
     let suffix = match stop {
         TurnStop::EndTurn | TurnStop::MaxTokens | TurnStop::MaxToolIterations => "",
@@ -768,14 +790,24 @@ pub(crate) async fn turn(t: AcpTurn<'_>) -> (TurnStop, Usage) {
     (stop, usage)
 }
 
+/// How the turn's conversation with the agent ended, short of a protocol failure.
+enum Outcome {
+    /// The prompt was answered: how, and the tokens the agent says it used.
+    Answered(StopReason, Usage),
+    /// A resume was asked of an agent that cannot load a session; nothing was sent to it.
+    CannotLoad,
+    /// The prompt could not be written to the transcript, so it was not sent.
+    Unrecorded(berth_ops::Error),
+}
+
 /// How a prompt ended, and the tokens the agent says it used (the proposal's
 /// `PromptResponse.usage`; none when the agent does not say).
-fn ended(answer: agent_client_protocol::v1::schema::PromptResponse) -> (StopReason, Usage) {
+fn ended(answer: agent_client_protocol::v1::schema::PromptResponse) -> Outcome {
     let usage = answer.usage.map_or_else(Usage::default, |u| Usage {
         input_tokens: u.input_tokens,
         output_tokens: u.output_tokens,
     });
-    (answer.stop_reason, usage)
+    Outcome::Answered(answer.stop_reason, usage)
 }
 
 /// A terminal request's failure as the agent gets it.
