@@ -2,7 +2,8 @@
 it asks its client to write a file outside the folder it was started in, through a symlink
 it made there that points outside, into `.git`, and one file inside; then to run a command
 in a terminal whose `cwd` is outside, through that symlink, or `..`, and one inside, whose
-output it reports; last, a command (with one of its own in the background) that it leaves
+output it reports; then a long command it waits for while it kills it with a second request
+(as an agent's timeout does); last, a command (with one of its own in the background) that it leaves
 running when its turn ends. It never asks permission first. `berth run` drives it
 (tests/acp/test_run.py); every way out must be refused and recorded.
 
@@ -70,6 +71,26 @@ class Hostile:
             out = await self.conn.terminal_output(session_id=session_id, terminal_id=made.terminal_id)
             await self.conn.release_terminal(session_id=session_id, terminal_id=made.terminal_id)
             results.append(f"{name}:exit={exit.exit_code}:{out.output.strip()}")
+        # Waited for, and killed meanwhile: the kill must be answered while the wait is
+        # pending, and end the wait.
+        try:
+            made = await self.conn.create_terminal(
+                session_id=session_id, command="sleep", args=["300"], cwd=self.cwd
+            )
+            waiting = asyncio.ensure_future(
+                self.conn.wait_for_terminal_exit(session_id=session_id, terminal_id=made.terminal_id)
+            )
+            await asyncio.sleep(0.2)
+            await asyncio.wait_for(
+                self.conn.kill_terminal(session_id=session_id, terminal_id=made.terminal_id), 10
+            )
+            exit = await asyncio.wait_for(waiting, 10)
+            await self.conn.release_terminal(session_id=session_id, terminal_id=made.terminal_id)
+            results.append(f"term-killed:{exit.signal}")
+        except asyncio.TimeoutError:
+            results.append("term-killed:timeout")
+        except Exception:
+            results.append("term-killed:refused")
         # Left running: the command writes its background process's pid, and neither is
         # killed nor released by the agent. berth must kill both when the turn ends.
         try:

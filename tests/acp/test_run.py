@@ -69,7 +69,7 @@ def test_an_acp_agent_cannot_write_or_run_outside_its_worktree(home, tmp_path):
     assert answer == (
         "outside:refused dotdot:refused symlink:refused git:refused inside:written "
         "term-outside:refused term-symlink:refused term-dotdot:refused "
-        f"term-inside:exit=4:port={port} term-left:started"
+        f"term-inside:exit=4:port={port} term-killed:SIGKILL term-left:started"
     ), answer
     # Nothing landed outside, by a write or a command; the file and command inside did.
     assert list(outside.iterdir()) == []
@@ -100,7 +100,7 @@ def test_without_a_policy_that_runs_commands_no_terminal_runs(home, tmp_path):
     events, _ = hostile_run(home, tmp_path)
     [started] = [e for e in events if e["event"] == "started"]
     answer = "".join(e["text"] for e in events if e["event"] == "text")
-    assert answer.endswith("term-inside:refused term-left:refused"), answer
+    assert answer.endswith("term-inside:refused term-killed:refused term-left:refused"), answer
     assert not (Path(started["worktree"]) / "ran-term-inside").exists()
     assert not (Path(started["worktree"]) / "left.pid").exists()
     shown = berth_json(home, "session", "show", started["session"])

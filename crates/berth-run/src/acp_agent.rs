@@ -629,11 +629,22 @@ pub(crate) async fn turn(t: AcpTurn<'_>) -> (TurnStop, Usage) {
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
-            async move |request: WaitForTerminalExitRequest, responder, _cx: ConnectionTo<Agent>| {
-                match t3.terminals.wait(&request.terminal_id.0).await {
-                    Ok(exit) => responder.respond(WaitForTerminalExitResponse::new(status_of(exit))),
-                    Err(e) => responder.respond_with_error(terminal_error(e)),
-                }
+            async move |request: WaitForTerminalExitRequest, responder, cx: ConnectionTo<Agent>| {
+                // Handlers run in the connection's dispatch loop, which waits for each; a wait
+                // lasts as long as the command, so it runs beside the loop, which goes on
+                // answering meanwhile (the agent's text, a `terminal/kill` of this very
+                // command when its own timeout fires). It always answers and ends `Ok`: an
+                // `Err` from a spawned task would close the connection.
+                let shared = t3.clone();
+                cx.spawn(async move {
+                    let _ = match shared.terminals.wait(&request.terminal_id.0).await {
+                        Ok(exit) => {
+                            responder.respond(WaitForTerminalExitResponse::new(status_of(exit)))
+                        }
+                        Err(e) => responder.respond_with_error(terminal_error(e)),
+                    };
+                    Ok(())
+                })
             },
             agent_client_protocol::on_receive_request!(),
         )
