@@ -2,8 +2,13 @@
 it asks its client to write a file outside the folder it was started in, through a symlink
 it made there that points outside, into `.git`, and one file inside; then to run a command
 in a terminal whose `cwd` is outside, through that symlink, or `..`, and one inside, whose
-output it reports. It never asks permission first. `berth run` drives it
-(tests/acp/test_run.py); every way out must be refused and recorded."""
+output it reports; then a long command it waits for while it kills it with a second request
+(as an agent's timeout does); last, a command (with one of its own in the background) that it leaves
+running when its turn ends. It never asks permission first. `berth run` drives it
+(tests/acp/test_run.py); every way out must be refused and recorded.
+
+With HOSTILE_MODE=stall it instead says one thing and waits until it is cancelled; it cannot
+load a session (it does not offer `session/load`), so a run of it cannot be resumed."""
 
 import asyncio
 import os
@@ -24,6 +29,11 @@ class Hostile:
         return NewSessionResponse(session_id="hostile-1")
 
     async def prompt(self, session_id, prompt, **kwargs):
+        if os.environ.get("HOSTILE_MODE") == "stall":
+            self.cancelled = asyncio.Event()
+            await self.conn.session_update(session_id, update_agent_message_text("stalling"))
+            await self.cancelled.wait()
+            return PromptResponse(stop_reason="cancelled")
         outside = os.environ["HOSTILE_OUTSIDE"]
         os.symlink(outside, os.path.join(self.cwd, "link"))
         attempts = {
@@ -61,11 +71,48 @@ class Hostile:
             out = await self.conn.terminal_output(session_id=session_id, terminal_id=made.terminal_id)
             await self.conn.release_terminal(session_id=session_id, terminal_id=made.terminal_id)
             results.append(f"{name}:exit={exit.exit_code}:{out.output.strip()}")
+        # Waited for, and killed meanwhile: the kill must be answered while the wait is
+        # pending, and end the wait.
+        try:
+            made = await self.conn.create_terminal(
+                session_id=session_id, command="sleep", args=["300"], cwd=self.cwd
+            )
+            waiting = asyncio.ensure_future(
+                self.conn.wait_for_terminal_exit(session_id=session_id, terminal_id=made.terminal_id)
+            )
+            await asyncio.sleep(0.2)
+            await asyncio.wait_for(
+                self.conn.kill_terminal(session_id=session_id, terminal_id=made.terminal_id), 10
+            )
+            exit = await asyncio.wait_for(waiting, 10)
+            await self.conn.release_terminal(session_id=session_id, terminal_id=made.terminal_id)
+            results.append(f"term-killed:{exit.signal}")
+        except asyncio.TimeoutError:
+            results.append("term-killed:timeout")
+        except Exception:
+            results.append("term-killed:refused")
+        # Left running: the command writes its background process's pid, and neither is
+        # killed nor released by the agent. berth must kill both when the turn ends.
+        try:
+            made = await self.conn.create_terminal(
+                session_id=session_id,
+                command="sh",
+                args=["-c", "sleep 300 & echo $! > left.pid; echo started; wait"],
+                cwd=self.cwd,
+            )
+            while "started" not in (
+                await self.conn.terminal_output(session_id=session_id, terminal_id=made.terminal_id)
+            ).output:
+                await asyncio.sleep(0.02)
+            results.append("term-left:started")
+        except Exception:
+            results.append("term-left:refused")
         await self.conn.session_update(session_id, update_agent_message_text(" ".join(results)))
         return PromptResponse(stop_reason="end_turn")
 
     async def cancel(self, session_id, **kwargs):
-        return None
+        if getattr(self, "cancelled", None) is not None:
+            self.cancelled.set()
 
 
 if __name__ == "__main__":

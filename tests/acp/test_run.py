@@ -2,14 +2,16 @@
 the official ACP Python SDK's agent side) that asks its client for writes and terminals
 outside its worktree. berth refuses each way out (a path or `cwd` outside, `..`, a symlink
 that leads out, `.git`), records every refusal in the session's transcript, writes the one
-file that stays inside and runs the one command that does; without a policy that lets it run
-commands, it runs none. And a third-party ACP agent from npm (Zed's Claude Agent adapter,
+file that stays inside and runs the one command that does, and kills the command it left
+running when its turn ends; without a policy that lets it run commands, it runs none; and an
+agent that cannot load its session is not resumed, said plainly. And a third-party ACP agent from npm (Zed's Claude Agent adapter,
 running Claude Code against the stand-in) does its work in its own worktree."""
 
 import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from conftest import BERTH, Reply, berth_json
@@ -22,15 +24,32 @@ def git(cwd, *args):
     )
 
 
-def hostile_run(home, tmp_path, *flags):
-    """`berth run` of the hostile agent in a new repository; (events, outside folder)."""
+HOSTILE = f"{sys.executable} {Path(__file__).parent / 'hostile_agent.py'}"
+
+
+def repository(tmp_path):
     repo = tmp_path / "repo"
     repo.mkdir()
     git(repo, "init", "-q", "-b", "main")
     git(repo, "commit", "-q", "--allow-empty", "-m", "first")
+    return repo
+
+
+def running(pid):
+    """Whether process `pid` still runs (a zombie nobody reaped runs no more)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def hostile_run(home, tmp_path, *flags):
+    """`berth run` of the hostile agent in a new repository; (events, outside folder)."""
+    repo = repository(tmp_path)
     outside = tmp_path / "outside"
     outside.mkdir()
-    agent = f"{sys.executable} {Path(__file__).parent / 'hostile_agent.py'}"
+    agent = HOSTILE
     done = subprocess.run(
         [BERTH, "run", "try to escape", "--agent-cmd", agent, "--json", *flags],
         cwd=repo,
@@ -50,7 +69,7 @@ def test_an_acp_agent_cannot_write_or_run_outside_its_worktree(home, tmp_path):
     assert answer == (
         "outside:refused dotdot:refused symlink:refused git:refused inside:written "
         "term-outside:refused term-symlink:refused term-dotdot:refused "
-        f"term-inside:exit=4:port={port}"
+        f"term-inside:exit=4:port={port} term-killed:SIGKILL term-left:started"
     ), answer
     # Nothing landed outside, by a write or a command; the file and command inside did.
     assert list(outside.iterdir()) == []
@@ -58,6 +77,10 @@ def test_an_acp_agent_cannot_write_or_run_outside_its_worktree(home, tmp_path):
     assert not (tmp_path / "ran-term-dotdot").exists()
     assert (worktree / "inside.txt").read_text() == "inside\n"
     assert (worktree / "ran-term-inside").exists()
+    # The command the agent left running, and the one it started in the background, were
+    # killed when the turn ended (berth has exited: nothing else would kill them).
+    left = int((worktree / "left.pid").read_text())
+    assert not running(left), f"{left} outlived the turn"
     # Each refusal is an event, and a line of the transcript.
     refused = [e for e in events if e["event"] == "refused"]
     assert len(refused) == 7, refused
@@ -77,11 +100,58 @@ def test_without_a_policy_that_runs_commands_no_terminal_runs(home, tmp_path):
     events, _ = hostile_run(home, tmp_path)
     [started] = [e for e in events if e["event"] == "started"]
     answer = "".join(e["text"] for e in events if e["event"] == "text")
-    assert answer.endswith("term-inside:refused"), answer
+    assert answer.endswith("term-inside:refused term-killed:refused term-left:refused"), answer
     assert not (Path(started["worktree"]) / "ran-term-inside").exists()
+    assert not (Path(started["worktree"]) / "left.pid").exists()
     shown = berth_json(home, "session", "show", started["session"])
     system = [m["content"] for m in shown["messages"] if m["role"] == "system"]
     assert any("does not allow running commands" in s for s in system), system
+
+
+def test_an_agent_that_cannot_load_its_session_is_not_resumed(home, tmp_path):
+    """A stopped run of an agent without `session/load`: `run resume` says why it cannot
+    continue it, sends it nothing, and records nothing it did not send."""
+    repo = repository(tmp_path)
+    env = {**os.environ, "BERTH_HOME": str(home), "HOSTILE_MODE": "stall"}
+
+    def berth_run(*args, timeout=60):
+        return subprocess.run(
+            [BERTH, "run", *args], cwd=repo, env=env, capture_output=True, text=True, timeout=timeout
+        )
+
+    started = berth_run("stall", "--agent-cmd", HOSTILE, "--detach")
+    assert started.returncode == 0, started.stderr
+    run_id = started.stdout.strip()
+    deadline = time.monotonic() + 30
+    while True:
+        [agent] = json.loads(berth_run("show", run_id, "--json").stdout)["agents"]
+        if agent.get("acp_session") == "hostile-1" and agent["state"] == "working":
+            break
+        assert time.monotonic() < deadline, agent
+        time.sleep(0.1)
+    assert berth_run("stop", run_id).returncode == 0
+    waited = berth_run("wait", run_id, "--json")
+    assert waited.returncode == 1, waited.stderr
+    [agent] = json.loads(waited.stdout)["agents"]
+    assert agent["state"] == "stopped", agent
+    before = berth_json(home, "session", "show", agent["session"])["messages"]
+    assert [(m["role"], m["content"]) for m in before] == [
+        ("user", "stall"),
+        ("assistant", "stalling\n\n[interrupted]"),
+    ], before
+
+    resumed = berth_run("resume", run_id, "--json")
+    assert resumed.returncode == 1, resumed.stderr + resumed.stdout
+    events = [json.loads(line) for line in resumed.stdout.splitlines()]
+    [ended] = [e for e in events if e["event"] == "ended"]
+    assert ended["state"] == "failed", ended
+    assert ended["message"] == (
+        f"the ACP agent `{HOSTILE}` cannot load a session (it does not offer session/load), "
+        "so its work cannot be resumed"
+    ), ended
+    # Nothing was prompted, so nothing new is in the transcript.
+    after = berth_json(home, "session", "show", agent["session"])["messages"]
+    assert after == before, after
 
 
 def test_a_third_party_acp_agent_from_npm_works_in_its_worktree(home, tmp_path, provider):

@@ -216,7 +216,13 @@ fn an_acp_agent_by_its_command_works_in_its_worktree() {
     let home = Home::new();
     let server = ProviderServer::start_in_background();
     let (_tmp, root) = project();
-    server.push(Reply::anthropic(&write_call("from berth acp\n")));
+    // Text before the call, so the transcript's order (text, record, text) is put to the test.
+    let args = serde_json::json!({"path": "out.txt", "content": "from berth acp\n"}).to_string();
+    server.push(Reply::anthropic(
+        &Turn::new()
+            .text(["Writing ", "it."])
+            .tool_call("w1", "write_file", [args]),
+    ));
     server.push(Reply::anthropic(&Turn::new().text(["Written."])));
     let agent = format!("{} acp", env!("CARGO_BIN_EXE_berth"));
     let r = run(berth_run(
@@ -246,7 +252,7 @@ fn an_acp_agent_by_its_command_works_in_its_worktree() {
         .filter(|e| e["event"] == "text")
         .map(|e| e["text"].as_str().unwrap())
         .collect();
-    assert_eq!(text, "Written.");
+    assert_eq!(text, "Writing it.Written.");
     assert!(
         events
             .iter()
@@ -256,16 +262,18 @@ fn an_acp_agent_by_its_command_works_in_its_worktree() {
     let summary = events.last().unwrap();
     assert_eq!(summary["agents"][0]["state"], "done", "{summary}");
     assert_eq!(summary["agents"][0]["files_changed"], 1, "{summary}");
-    // The run's transcript of an ACP agent: the task, its tool call as the agent reported it
-    // (title, input, result), then its answer.
+    // The run's transcript of an ACP agent: the task, the text it streamed before its tool
+    // call (written before the record, not merged with the text after it), the call as the
+    // agent reported it (title, input, result), then the rest of its answer.
     let kept = transcript(&home, started["session"].as_str().unwrap());
-    assert_eq!(kept.len(), 3, "{kept:#?}");
+    assert_eq!(kept.len(), 4, "{kept:#?}");
     assert_eq!(kept[0], "user: Write out.txt");
+    assert_eq!(kept[1], "assistant: Writing it.");
     assert!(
-        kept[1].starts_with("tool: `write_file out.txt` {\"path\":\"out.txt\"")
-            && kept[1].contains("result:")
-            && kept[1].contains("Wrote 'out.txt'"),
+        kept[2].starts_with("tool: `write_file out.txt` {\"path\":\"out.txt\"")
+            && kept[2].contains("result:")
+            && kept[2].contains("Wrote 'out.txt'"),
         "{kept:#?}"
     );
-    assert_eq!(kept[2], "assistant: Written.");
+    assert_eq!(kept[3], "assistant: Written.");
 }

@@ -220,9 +220,11 @@ fn an_agent_killed_fails_alone_and_stop_ends_another() {
         processes_in(&worktree(1)).is_empty(),
         "the stopped agent's process is gone"
     );
+    let mut before_resume = Vec::new();
     for a in ended["agents"].as_array().unwrap() {
         let kept = transcript(&home, a["session"].as_str().unwrap());
         assert_eq!(kept[0], "user: Think it over", "{kept:#?}");
+        before_resume.push(kept);
     }
     // The log shows both ends; `--agent` keeps one agent's lines.
     let logs = home.ok(&["run", "logs", &id]);
@@ -263,6 +265,22 @@ fn an_agent_killed_fails_alone_and_stop_ends_another() {
             .all(|id| agent_sessions.iter().any(|s| s == id))
     );
     assert_eq!(states(&show(&home, &id)), ["done", "done"]);
+    // What the agents replayed while loading (their earlier prompt and text) is neither shown
+    // again nor recorded again: each transcript grows by the new prompt and its answer only.
+    for agent in 0..2 {
+        let text: String = resumed
+            .iter()
+            .filter(|e| e["event"] == "text" && e["agent"] == agent)
+            .map(|e| e["text"].as_str().unwrap())
+            .collect();
+        assert_eq!(text, "Thought over.", "{resumed:#?}");
+        let kept = transcript(&home, ended["agents"][agent]["session"].as_str().unwrap());
+        let (old, new) = kept.split_at(before_resume[agent].len());
+        assert_eq!(old, before_resume[agent], "{kept:#?}");
+        assert_eq!(new.len(), 2, "{kept:#?}");
+        assert!(new[0].starts_with("user: Your earlier turn"), "{kept:#?}");
+        assert_eq!(new[1], "assistant: Thought over.");
+    }
     // The agents were sent their sessions' earlier prompt: they continued them.
     for request in &server.requests()[before..] {
         let messages = request.body["messages"].to_string();

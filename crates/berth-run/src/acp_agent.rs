@@ -7,14 +7,20 @@
 //!   error, and the refusal is an event and a line in the transcript. It offers `terminal/*`
 //!   too (`terminals.rs`): a command runs in the worktree or a folder beneath it, never a
 //!   `cwd` that resolves outside, and only when the run may run commands (the policy allows
-//!   `execute`, or allowed the agent's request to run this one).
+//!   `execute`, or allowed the agent's request to run this one). Every terminal still running
+//!   is killed with its process group when the turn ends.
 //! - **Permissions by policy**, as for berth's own agent: calls of a kind that only reads run,
 //!   as do tools the policy names (by the tool's name or by its kind: `edit`, `execute`); every
 //!   other request is answered with the agent's own rejection option, and shown.
-//! - **The transcript is berth's own record** of what it saw: the task as the turn starts, the
-//!   answer's text, each tool call the agent reported with its result (a `## Tool` record,
-//!   once the call is over; the text before it is written first), the text after it, marked
-//!   interrupted when cut short, and each refusal.
+//! - **The transcript is berth's own record** of what it saw: the prompt as it is sent (once
+//!   the agent has a session), the answer's text, each tool call the agent reported with its
+//!   result (a `## Tool` record, once the call is over; the text before it is written first),
+//!   the text after it, marked interrupted when cut short, and each refusal.
+//! - **Resuming** loads the agent's own session (`session/load`, with the id it had, sent
+//!   as an `agent_session` event the first time) and sends the "carry on" prompt; what the
+//!   agent replays while loading is already in the transcript, so it is neither recorded nor
+//!   shown again. An agent that cannot load a session fails the turn, saying so, and is sent
+//!   nothing.
 //! - **Stopping** sends `session/cancel`, then, if the agent has not answered within a grace
 //!   period, kills its process group.
 
@@ -402,13 +408,6 @@ pub(crate) async fn turn(t: AcpTurn<'_>) -> (TurnStop, Usage) {
         calls: Mutex::new(HashMap::new()),
         replaying: AtomicBool::new(false),
     });
-    if let Err(e) = t
-        .ops
-        .append_message(t.session, &Message::new(Role::User, t.prompt.to_owned()))
-        .await
-    {
-        return failed(e.to_string());
-    }
     let (s1, s2, s3, s4) = (
         shared.clone(),
         shared.clone(),
@@ -426,9 +425,8 @@ pub(crate) async fn turn(t: AcpTurn<'_>) -> (TurnStop, Usage) {
     let worktree = t.worktree.to_path_buf();
     let cancel = t.cancel.clone();
     let resume = t.resume.clone();
-    let command = t.command.to_owned();
     let loader = shared.clone();
-    let result: Result<(StopReason, Usage), agent_client_protocol::Error> = Client
+    let result: Result<Outcome, agent_client_protocol::Error> = Client
         .v1()
         .name("berth")
         .on_receive_notification(
@@ -631,11 +629,22 @@ pub(crate) async fn turn(t: AcpTurn<'_>) -> (TurnStop, Usage) {
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
-            async move |request: WaitForTerminalExitRequest, responder, _cx: ConnectionTo<Agent>| {
-                match t3.terminals.wait(&request.terminal_id.0).await {
-                    Ok(exit) => responder.respond(WaitForTerminalExitResponse::new(status_of(exit))),
-                    Err(e) => responder.respond_with_error(terminal_error(e)),
-                }
+            async move |request: WaitForTerminalExitRequest, responder, cx: ConnectionTo<Agent>| {
+                // Handlers run in the connection's dispatch loop, which waits for each; a wait
+                // lasts as long as the command, so it runs beside the loop, which goes on
+                // answering meanwhile (the agent's text, a `terminal/kill` of this very
+                // command when its own timeout fires). It always answers and ends `Ok`: an
+                // `Err` from a spawned task would close the connection.
+                let shared = t3.clone();
+                cx.spawn(async move {
+                    let _ = match shared.terminals.wait(&request.terminal_id.0).await {
+                        Ok(exit) => {
+                            responder.respond(WaitForTerminalExitResponse::new(status_of(exit)))
+                        }
+                        Err(e) => responder.respond_with_error(terminal_error(e)),
+                    };
+                    Ok(())
+                })
             },
             agent_client_protocol::on_receive_request!(),
         )
@@ -686,14 +695,9 @@ pub(crate) async fn turn(t: AcpTurn<'_>) -> (TurnStop, Usage) {
                     loaded?;
                     SessionId::new(id)
                 }
-                Some(_) => {
-                    return Err(agent_client_protocol::Error::new(
-                        ErrorCode::INVALID_REQUEST,
-                        format!(
-                            "`{command}` cannot load a session (it does not offer session/load), so its work cannot be resumed"
-                        ),
-                    ));
-                }
+                // Not a protocol failure: the agent is fine, it just cannot do what a resume
+                // needs, which the run says in its own words.
+                Some(_) => return Ok(Outcome::CannotLoad),
             };
             let _ = loader
                 .tx
@@ -702,6 +706,15 @@ pub(crate) async fn turn(t: AcpTurn<'_>) -> (TurnStop, Usage) {
                     id: session.0.to_string(),
                 })
                 .await;
+            // The prompt is recorded as it is sent, once the agent has a session: an agent
+            // that cannot start, or cannot load what a resume needs, was told nothing.
+            if let Err(e) = loader
+                .ops
+                .append_message(&loader.session, &Message::new(Role::User, task.clone()))
+                .await
+            {
+                return Ok(Outcome::Unrecorded(e));
+            }
             let prompt = cx.send_request(PromptRequest::new(
                 session.clone(),
                 vec![ContentBlock::Text(TextContent::new(task))],
@@ -714,12 +727,14 @@ pub(crate) async fn turn(t: AcpTurn<'_>) -> (TurnStop, Usage) {
                     cx.send_notification(CancelNotification::new(session))?;
                     match tokio::time::timeout(CANCEL_GRACE, answer).await {
                         Ok(answer) => Ok(ended(answer?)),
-                        Err(_) => Ok((StopReason::Cancelled, Usage::default())),
+                        Err(_) => Ok(Outcome::Answered(StopReason::Cancelled, Usage::default())),
                     }
                 }
             }
         })
         .await;
+    // The turn is over: no terminal outlives it, whoever still holds the handlers.
+    shared.terminals.kill_all();
     // An agent whose process ended under the turn (killed, crashed) is said as that: the
     // protocol error it leaves ("transport closed") tells a person less.
     let exited = match &result {
@@ -730,24 +745,45 @@ pub(crate) async fn turn(t: AcpTurn<'_>) -> (TurnStop, Usage) {
         Ok(_) => None,
     };
     let _ = child.start_kill();
-    let usage = result
-        .as_ref()
-        .map_or_else(|_| Usage::default(), |(_, u)| *u);
-    let stop = match result.map(|(reason, _)| reason) {
-        Ok(StopReason::EndTurn) => TurnStop::EndTurn,
-        Ok(StopReason::MaxTokens) => TurnStop::MaxTokens,
-        Ok(StopReason::MaxTurnRequests) => TurnStop::MaxToolIterations,
-        Ok(StopReason::Refusal) => TurnStop::Refusal,
-        Ok(_) => TurnStop::Cancelled,
-        Err(e) => TurnStop::Failed {
-            message: match exited {
-                Some(status) => format!(
-                    "the ACP agent `{}` ended in the middle of its turn ({status})",
+    let (stop, usage) = match result {
+        Ok(Outcome::Answered(reason, usage)) => (
+            match reason {
+                StopReason::EndTurn => TurnStop::EndTurn,
+                StopReason::MaxTokens => TurnStop::MaxTokens,
+                StopReason::MaxTurnRequests => TurnStop::MaxToolIterations,
+                StopReason::Refusal => TurnStop::Refusal,
+                _ => TurnStop::Cancelled,
+            },
+            usage,
+        ),
+        Ok(Outcome::Unrecorded(e)) => (
+            TurnStop::Failed {
+                message: format!("cannot record the prompt in the session: {e}"),
+            },
+            Usage::default(),
+        ),
+        Ok(Outcome::CannotLoad) => (
+            TurnStop::Failed {
+                message: format!(
+                    "the ACP agent `{}` cannot load a session (it does not offer \
+                     session/load), so its work cannot be resumed",
                     t.command
                 ),
-                None => format!("the ACP agent `{}` failed: {e}", t.command),
             },
-        },
+            Usage::default(),
+        ),
+        Err(e) => (
+            TurnStop::Failed {
+                message: match exited {
+                    Some(status) => format!(
+                        "the ACP agent `{}` ended in the middle of its turn ({status})",
+                        t.command
+                    ),
+                    None => format!("the ACP agent `{}` failed: {e}", t.command),
+                },
+            },
+            Usage::default(),
+        ),
     };
     let suffix = match stop {
         TurnStop::EndTurn | TurnStop::MaxTokens | TurnStop::MaxToolIterations => "",
@@ -765,14 +801,24 @@ pub(crate) async fn turn(t: AcpTurn<'_>) -> (TurnStop, Usage) {
     (stop, usage)
 }
 
+/// How the turn's conversation with the agent ended, short of a protocol failure.
+enum Outcome {
+    /// The prompt was answered: how, and the tokens the agent says it used.
+    Answered(StopReason, Usage),
+    /// A resume was asked of an agent that cannot load a session; nothing was sent to it.
+    CannotLoad,
+    /// The prompt could not be written to the transcript, so it was not sent.
+    Unrecorded(berth_ops::Error),
+}
+
 /// How a prompt ended, and the tokens the agent says it used (the proposal's
 /// `PromptResponse.usage`; none when the agent does not say).
-fn ended(answer: agent_client_protocol::v1::schema::PromptResponse) -> (StopReason, Usage) {
+fn ended(answer: agent_client_protocol::v1::schema::PromptResponse) -> Outcome {
     let usage = answer.usage.map_or_else(Usage::default, |u| Usage {
         input_tokens: u.input_tokens,
         output_tokens: u.output_tokens,
     });
-    (answer.stop_reason, usage)
+    Outcome::Answered(answer.stop_reason, usage)
 }
 
 /// A terminal request's failure as the agent gets it.

@@ -236,13 +236,19 @@ impl Terminals {
         kill_group(&terminal);
         Ok(())
     }
+
+    /// Kills every terminal's command and what it started: the turn is over. The terminals
+    /// stay to be read (an agent's late `terminal/output` still gets an answer).
+    pub fn kill_all(&self) {
+        for terminal in lock(&self.open).values() {
+            kill_group(terminal);
+        }
+    }
 }
 
 impl Drop for Terminals {
     fn drop(&mut self) {
-        for terminal in lock(&self.open).values() {
-            kill_group(terminal);
-        }
+        self.kill_all();
     }
 }
 
@@ -324,5 +330,76 @@ mod tests {
             root.join("sub").canonicalize().unwrap().display()
         );
         assert_eq!(out, want);
+    }
+
+    /// Whether `pid` is gone (or a zombie nobody reaped yet: it runs no more).
+    fn gone(pid: i32) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |stat| {
+            stat.rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .starts_with('Z')
+        })
+    }
+
+    #[tokio::test]
+    async fn the_turns_end_kills_every_terminal_with_what_it_started() {
+        let tmp = tempfile::tempdir().unwrap();
+        let t = Terminals::new(tmp.path(), &[]).unwrap();
+        // The command starts a process of its own in the background, then waits: killing
+        // the command alone would leave that one running.
+        let id = t
+            .create(
+                "sh",
+                &["-c".into(), "sleep 300 & echo $!; wait".into()],
+                &[],
+                None,
+                None,
+            )
+            .unwrap();
+        let started = std::time::Instant::now();
+        let background = loop {
+            let (out, _, _) = t.output(&id).unwrap();
+            if let Ok(pid) = out.trim().parse::<i32>() {
+                break pid;
+            }
+            assert!(started.elapsed().as_secs() < 10, "no pid in {out:?}");
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        };
+        assert!(!gone(background));
+        t.kill_all();
+        let exit = tokio::time::timeout(std::time::Duration::from_secs(10), t.wait(&id))
+            .await
+            .expect("the command was killed")
+            .unwrap();
+        assert_eq!(exit.signal.as_deref(), Some("SIGKILL"));
+        let killed = std::time::Instant::now();
+        while !gone(background) {
+            assert!(killed.elapsed().as_secs() < 10, "{background} still runs");
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn output_beyond_the_agents_limit_keeps_the_newest_bytes_and_says_so() {
+        let tmp = tempfile::tempdir().unwrap();
+        let t = Terminals::new(tmp.path(), &[]).unwrap();
+        let id = t
+            .create(
+                "sh",
+                &["-c".into(), "printf 'héllo wörld'".into()],
+                &[],
+                None,
+                Some(4),
+            )
+            .unwrap();
+        t.wait(&id).await.unwrap();
+        let (out, truncated, exit) = t.output(&id).unwrap();
+        // Four bytes from the end fall inside `ö`, which goes whole rather than leave half a
+        // character.
+        assert!(truncated);
+        assert_eq!(out, "rld");
+        assert_eq!(exit.unwrap().code, Some(0));
     }
 }
