@@ -253,8 +253,9 @@ async def test_a_device_token_reaches_its_own_workspace_only_and_revoking_it_cut
             assert status == 403 and "/acp only" in body
             # Revoked while connected: the open connection is closed within a second or so.
             berth(home, "token", "revoke", "phone")
+            # (Looked for every second; a loaded machine gets some slack.)
             with pytest.raises(ConnectionError):
-                for _ in range(50):
+                for _ in range(150):
                     await conn.list_sessions()
                     await asyncio.sleep(0.1)
         # And it is refused from now on.
