@@ -333,6 +333,10 @@ pub enum KeptError {
     Busy { id: RunId, pid: String },
     #[error("run {id} is not running: it {}", state.as_str())]
     NotRunning { id: RunId, state: RunState },
+    #[error("run {id} is still {}: stop it first, or wait for it", state.as_str())]
+    StillRunning { id: RunId, state: RunState },
+    #[error("run {0} has nothing to resume: every agent is done, or never got a session")]
+    NothingToResume(RunId),
     #[error("run {id} has no agent {agent}: it has {count}")]
     NoSuchAgent {
         id: RunId,
@@ -351,7 +355,10 @@ impl KeptError {
             }
             KeptError::NotFound(_) => ErrorKind::NotFound,
             KeptError::Corrupt { .. } => ErrorKind::Corrupt,
-            KeptError::Busy { .. } | KeptError::NotRunning { .. } => ErrorKind::Refused,
+            KeptError::Busy { .. }
+            | KeptError::NotRunning { .. }
+            | KeptError::StillRunning { .. }
+            | KeptError::NothingToResume(_) => ErrorKind::Refused,
             KeptError::Io { .. } => ErrorKind::Io,
         }
     }
@@ -536,6 +543,23 @@ impl RunStore {
             record,
             events,
         })
+    }
+
+    /// The agents `run resume` would continue: refused while the run is not over, or when
+    /// none is left to continue.
+    pub fn resumable(&self, id: &RunId) -> Result<BTreeMap<usize, Resume>, KeptError> {
+        let record = self.load(id)?;
+        if !record.state.is_over() {
+            return Err(KeptError::StillRunning {
+                id: id.clone(),
+                state: record.state,
+            });
+        }
+        let again = record.unfinished();
+        if again.is_empty() {
+            return Err(KeptError::NothingToResume(id.clone()));
+        }
+        Ok(again)
     }
 
     /// Asks the run's supervisor to stop the run or one agent: a request file, then

@@ -245,21 +245,7 @@ async fn resume(
     json: bool,
 ) -> anyhow::Result<()> {
     let id = store.resolve(id)?;
-    let record = store.load(&id)?;
-    if !record.state.is_over() {
-        return Err(berth_ops::Error::refused(format!(
-            "run {id} is still {}: stop it first (`berth run stop {id}`), or wait for it",
-            record.state.as_str()
-        ))
-        .into());
-    }
-    let again = record.unfinished();
-    if again.is_empty() {
-        return Err(berth_ops::Error::refused(format!(
-            "run {id} has nothing to resume: every agent is done, or never got a session"
-        ))
-        .into());
-    }
+    let again = store.resumable(&id)?;
     if detach_it {
         return detach(&ops, &store, &id, true, json);
     }
