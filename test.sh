@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Runs every berth test: unit tests, the store conformance suite, and the integration tests that
-# drive the real `berth` binary (concurrency, SIGKILL crash safety, hostile input, corruption).
+# drive the real `berth` binary (concurrency, SIGKILL crash safety, hostile input, corruption),
+# and the web page's tests in a real headless Chromium (Debian's chromium and chromium-driver,
+# from apt-get when missing; Selenium from PyPI).
 # It installs whatever the tests need first: the Rust toolchain comes with the machine; the
 # official MCP Python SDK (the independent client of `berth mcp`) and the official ACP Python
 # SDK (the independent client of `berth acp`) go into .venv from PyPI;
@@ -16,9 +18,14 @@ command -v python3 >/dev/null || { echo "test.sh: python3 (3.10+) is required" >
 command -v npm >/dev/null || { echo "test.sh: npm is required (it installs Node 22 and the MCP conformance suite)" >&2; exit 1; }
 # The terminal tests (crates/berth-cli/tests/gc_terminal.rs) drive berth inside tmux; install it if missing.
 command -v tmux >/dev/null || { command -v apt-get >/dev/null && apt-get update -qq && apt-get install -y -qq tmux >/dev/null && command -v tmux >/dev/null; } || { echo "test.sh: tmux is required for the terminal tests" >&2; exit 1; }
-if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import mcp, acp, websockets, pytest, pytest_timeout' 2>/dev/null; then
+# The web page's tests (tests/web) drive Debian's Chromium through Debian's ChromeDriver.
+if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
+  { command -v apt-get >/dev/null && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; } \
+    || echo "test.sh: cannot install chromium and chromium-driver; the web page's tests will fail" >&2
+fi
+if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import mcp, acp, websockets, pytest, pytest_timeout, selenium' 2>/dev/null; then
   python3 -m venv .venv
-  .venv/bin/pip install --quiet --disable-pip-version-check -r tests/mcp/requirements.txt -r tests/acp/requirements.txt
+  .venv/bin/pip install --quiet --disable-pip-version-check -r tests/mcp/requirements.txt -r tests/acp/requirements.txt -r tests/web/requirements.txt
 fi
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
@@ -47,6 +54,8 @@ export TEST_CLAUDE_AGENT_ACP="$PWD/$acp_agents/node_modules/.bin/claude-agent-ac
 # berth's agent over ACP against the official ACP Python SDK, with a local stand-in for the
 # provider's API.
 TEST_BERTH_BIN="$(cd "${CARGO_TARGET_DIR:-target}" && pwd)/debug/berth" .venv/bin/python -m pytest tests/acp -q -p no:cacheprovider --timeout=120 2>&1 | tee -a "$log" || status=$?
+# The web page of `berth serve` in a real headless Chromium (screenshots: target/web-screenshots).
+TEST_BERTH_BIN="$(cd "${CARGO_TARGET_DIR:-target}" && pwd)/debug/berth" .venv/bin/python -m pytest tests/web -q -p no:cacheprovider --timeout=120 2>&1 | tee -a "$log" || status=$?
 # The official MCP conformance suite against `berth mcp --transport http` (installs Node 22).
 tests/conformance.sh "$(cd "${CARGO_TARGET_DIR:-target}" && pwd)/debug/berth" 2>&1 | tee -a "$log" || status=$?
 # cargo's last line is a per-binary summary (often the doc-tests' "0 passed"); end with the total.

@@ -250,7 +250,7 @@ async def test_a_device_token_reaches_its_own_workspace_only_and_revoking_it_cut
                 await conn.load_session(session_id=theirs.session_id, cwd="/")
             # /mcp is the admin's.
             status, body = http_status(f"http://{address}/mcp", {"Authorization": f"Bearer {phone}"})
-            assert status == 403 and "/acp only" in body
+            assert status == 403 and "/mcp needs the admin token" in body
             # Revoked while connected: the open connection is closed within a second or so.
             berth(home, "token", "revoke", "phone")
             # (Looked for every second; a loaded machine gets some slack.)

@@ -4,8 +4,13 @@
 //! page cannot reach a local server through DNS rebinding), and the token (401 without a
 //! live one). The token decides who the request acts for ([`Principal`]): the admin token
 //! (`BERTH_SERVE_TOKEN`, or an admin token of `berth token create`) for everything, a
-//! device's token for that device's sessions over `/acp` only. On loopback with no admin
-//! token, a request without a token is the machine's own, and acts as the admin.
+//! device's token for that device's sessions over `/acp` and its own workspace on the web
+//! page. On loopback with no admin token, a request without a token is the machine's own, and
+//! acts as the admin.
+//!
+//! A browser carries the token in the `berth_token` cookie that `/login` sets (`HttpOnly`,
+//! `SameSite=Strict`, `Secure` under TLS). A page's own origin (the `Host` it was served from)
+//! may call the server; a page asking without a token is shown the sign-in page (401).
 
 use axum::extract::{Request, State};
 use axum::http::{StatusCode, header};
@@ -13,8 +18,14 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use std::sync::Arc;
 
+use berth_web::{Reach, Viewer};
+use sha2::{Digest, Sha256};
+
 use crate::ServeOptions;
 use crate::tokens::{Role, TokenError, TokenRecord, TokenStore};
+
+/// The cookie a signed-in browser carries its token in.
+const COOKIE: &str = "berth_token";
 
 /// Whom a request acts for, put in its extensions for the routes.
 #[derive(Debug, Clone)]
@@ -38,6 +49,11 @@ pub struct Access {
     hosts: Vec<String>,
     /// Origins (`scheme://host` or `scheme://host:port`, port `*` for any) pages may call from.
     origins: Vec<String>,
+    /// Served over TLS: the cookie is `Secure`.
+    tls: bool,
+    /// What a page's CSRF token is derived from with the viewer's token: this process's own,
+    /// so a token seen by a page of another server says nothing here.
+    csrf_secret: [u8; 32],
 }
 
 impl Access {
@@ -58,6 +74,8 @@ impl Access {
             open: options.listen.ip().is_loopback() && options.token.is_none(),
             hosts,
             origins,
+            tls: options.tls.is_some(),
+            csrf_secret: random_secret(),
         }
     }
 
@@ -72,13 +90,20 @@ impl Access {
         self.hosts.iter().any(|h| *h == host || h == name)
     }
 
-    /// Whether a page of `origin` may call the server: a loopback page on any port, or an
-    /// origin allowed (exactly, or with `:*` for any port).
-    fn origin_allowed(&self, origin: &str) -> bool {
+    /// Whether a page of `origin` may call the server: one this server served (its host is
+    /// the request's `Host`, already checked), a loopback page on any port, or an origin
+    /// allowed (exactly, or with `:*` for any port).
+    fn origin_allowed(&self, origin: &str, host: &str) -> bool {
         let origin = origin.to_ascii_lowercase();
         let Some((scheme, rest)) = origin.split_once("://") else {
             return false;
         };
+        if matches!(scheme, "http" | "https")
+            && !host.is_empty()
+            && rest == host.to_ascii_lowercase()
+        {
+            return true;
+        }
         let (name, _port) = match rest.rsplit_once(':') {
             Some((n, p)) if !p.contains(']') => (n, Some(p)),
             _ => (rest, None),
@@ -94,17 +119,28 @@ impl Access {
         })
     }
 
-    /// Whom the request acts for; `None` when its token is missing, wrong, revoked or
-    /// expired.
-    fn principal(&self, request: &Request) -> Result<Option<Principal>, TokenError> {
+    /// Whom the request acts for, and the token it presented (`Authorization: Bearer`, else
+    /// the cookie); `None` when its token is missing, wrong, revoked or expired.
+    fn principal<'r>(
+        &self,
+        request: &'r Request,
+    ) -> Result<Option<(Principal, Option<&'r str>)>, TokenError> {
         let presented = request
             .headers()
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .or_else(|| cookie(request));
         let Some(presented) = presented else {
-            return Ok(self.open.then_some(Principal::Admin));
+            return Ok(self.open.then_some((Principal::Admin, None)));
         };
+        Ok(self
+            .principal_of(presented)?
+            .map(|principal| (principal, Some(presented))))
+    }
+
+    /// Whom a token acts for; `None` when it is wrong, revoked or expired.
+    fn principal_of(&self, presented: &str) -> Result<Option<Principal>, TokenError> {
         if self
             .token
             .as_ref()
@@ -121,6 +157,40 @@ impl Access {
             Err(e) => Err(e),
         }
     }
+
+    /// The web page's CSRF token for a viewer who presented `token` (none: the machine's own).
+    fn csrf(&self, token: Option<&str>) -> String {
+        let mut hash = Sha256::new();
+        hash.update(self.csrf_secret);
+        hash.update(token.unwrap_or("").as_bytes());
+        hash.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    }
+}
+
+/// 32 random bytes (two version-4 UUIDs' worth, from the system's generator).
+fn random_secret() -> [u8; 32] {
+    let mut secret = [0u8; 32];
+    secret[..16].copy_from_slice(uuid::Uuid::new_v4().as_bytes());
+    secret[16..].copy_from_slice(uuid::Uuid::new_v4().as_bytes());
+    secret
+}
+
+/// The token in the request's `berth_token` cookie.
+fn cookie(request: &Request) -> Option<&str> {
+    request
+        .headers()
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .find_map(|pair| pair.trim().strip_prefix(COOKIE)?.strip_prefix('='))
+        .filter(|t| !t.is_empty())
+}
+
+/// Paths that are not the web page's: the protocols, which answer a missing token in their
+/// own terms.
+fn is_protocol(path: &str) -> bool {
+    path == "/acp" || path == "/mcp" || path.starts_with("/mcp/")
 }
 
 /// The middleware: refuses what [`Access`] does not allow, before any route runs.
@@ -137,7 +207,9 @@ pub async fn check(State(access): State<Arc<Access>>, request: Request, next: Ne
         );
     }
     if let Some(origin) = request.headers().get(header::ORIGIN) {
-        let allowed = origin.to_str().is_ok_and(|o| access.origin_allowed(o));
+        let allowed = origin
+            .to_str()
+            .is_ok_and(|o| access.origin_allowed(o, host));
         if !allowed {
             return refuse(
                 StatusCode::FORBIDDEN,
@@ -145,8 +217,19 @@ pub async fn check(State(access): State<Arc<Access>>, request: Request, next: Ne
             );
         }
     }
-    let principal = match access.principal(&request) {
+    let path = request.uri().path();
+    if berth_web::is_public(path) {
+        return next.run(request).await;
+    }
+    let (principal, presented) = match access.principal(&request) {
         Ok(Some(p)) => p,
+        Ok(None) if !is_protocol(path) => {
+            return berth_web::login_page(
+                StatusCode::UNAUTHORIZED,
+                cookie(&request)
+                    .map(|_| "The token this browser signed in with is not valid any more."),
+            );
+        }
         Ok(None) => {
             let mut response = refuse(
                 StatusCode::UNAUTHORIZED,
@@ -161,15 +244,74 @@ pub async fn check(State(access): State<Arc<Access>>, request: Request, next: Ne
         // The token file cannot be read: nobody is let in until it can.
         Err(e) => return refuse(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
     };
-    if matches!(principal, Principal::Device(_)) && request.uri().path() != "/acp" {
+    if matches!(principal, Principal::Device(_)) && is_protocol(path) && path != "/acp" {
         return refuse(
             StatusCode::FORBIDDEN,
-            "a device's token reaches /acp only; /mcp needs the admin token",
+            "a device's token reaches /acp and the web page only; /mcp needs the admin token",
         );
     }
+    let viewer = Viewer {
+        reach: match &principal {
+            Principal::Admin => Reach::All,
+            Principal::Device(record) => match &record.role {
+                Role::Device { device } => Reach::Device(device.clone()),
+                Role::Admin => Reach::All,
+            },
+        },
+        csrf: access.csrf(presented),
+    };
     let mut request = request;
     request.extensions_mut().insert(principal);
+    request.extensions_mut().insert(viewer);
     next.run(request).await
+}
+
+/// `GET /login`: the sign-in page.
+pub async fn login_form() -> Response {
+    berth_web::login_page(StatusCode::OK, None)
+}
+
+/// `POST /login` (`token=…`): a live token is kept in the browser's cookie, and the browser
+/// goes to the workspaces; anything else is the sign-in page again, saying why.
+pub async fn login(
+    State(access): State<Arc<Access>>,
+    axum::Form(form): axum::Form<Login>,
+) -> Response {
+    let token = form.token.trim();
+    // A cookie holds only these; berth's own tokens always do.
+    let cookie_safe = !token.is_empty()
+        && token
+            .bytes()
+            .all(|b| b.is_ascii_graphic() && !matches!(b, b'"' | b',' | b';' | b'\\'));
+    let principal = if cookie_safe {
+        access.principal_of(token)
+    } else {
+        Ok(None)
+    };
+    match principal {
+        Ok(Some(_)) => {
+            let secure = if access.tls { "; Secure" } else { "" };
+            let cookie = format!(
+                "{COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict; Max-Age=2592000{secure}"
+            );
+            let mut response = (StatusCode::SEE_OTHER, [(header::LOCATION, "/")]).into_response();
+            if let Ok(value) = cookie.parse() {
+                response.headers_mut().insert(header::SET_COOKIE, value);
+            }
+            response
+        }
+        Ok(None) => berth_web::login_page(
+            StatusCode::UNAUTHORIZED,
+            Some("That token is not valid: it is wrong, revoked or expired."),
+        ),
+        Err(e) => refuse(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
+    }
+}
+
+/// The sign-in form's fields.
+#[derive(serde::Deserialize)]
+pub struct Login {
+    token: String,
 }
 
 fn refuse(status: StatusCode, why: &str) -> Response {
@@ -226,14 +368,16 @@ mod tests {
             &[],
             &["https://app.example.com", "http://dev.example.com:*"],
         );
-        assert!(a.origin_allowed("http://localhost:3000"));
-        assert!(a.origin_allowed("http://[::1]:3000"));
-        assert!(a.origin_allowed("https://app.example.com"));
-        assert!(a.origin_allowed("http://dev.example.com:8080"));
-        assert!(!a.origin_allowed("https://app.example.com:8443"));
-        assert!(!a.origin_allowed("https://evil.example.com"));
-        assert!(!a.origin_allowed("null"));
-        assert!(!a.origin_allowed("http://localhost.evil.com"));
+        assert!(a.origin_allowed("http://localhost:3000", ""));
+        assert!(a.origin_allowed("http://192.168.1.5:8765", "192.168.1.5:8765"));
+        assert!(!a.origin_allowed("http://192.168.1.6:8765", "192.168.1.5:8765"));
+        assert!(a.origin_allowed("http://[::1]:3000", ""));
+        assert!(a.origin_allowed("https://app.example.com", ""));
+        assert!(a.origin_allowed("http://dev.example.com:8080", ""));
+        assert!(!a.origin_allowed("https://app.example.com:8443", ""));
+        assert!(!a.origin_allowed("https://evil.example.com", ""));
+        assert!(!a.origin_allowed("null", ""));
+        assert!(!a.origin_allowed("http://localhost.evil.com", ""));
     }
 
     #[test]

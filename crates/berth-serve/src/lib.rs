@@ -9,7 +9,9 @@
 //!   confined to the session's folder or worktree;
 //! - `/mcp`: berth's MCP server over Streamable HTTP, as `berth mcp --transport http` serves it
 //!   (berth-mcp's router);
-//! - `/healthz`: `{"status":"ok"}`, for load balancers; it says nothing else and needs no token.
+//! - `/healthz`: `{"status":"ok"}`, for load balancers; it says nothing else and needs no token;
+//! - `/` and below: the web page (berth-web), for a browser signed in with a token (`/login`
+//!   sets a cookie; `/pair#token=…`, the link `--pair` prints, does it from a phone's camera).
 //!
 //! Safe on a network (`guard.rs`): a listener off loopback is refused without a token; every
 //! request but `/healthz` must carry it (`Authorization: Bearer …`); `Host` must be a name
@@ -132,10 +134,19 @@ pub async fn serve(
             session_idle: options.mcp_session_idle,
         },
     );
+    let web = berth_web::Web::new(ops.clone(), agent.clone());
     let acp = websocket::AcpEndpoint::new(ops, agent, tokens, &options);
     let app = Router::new()
         .route("/acp", get(websocket::upgrade).with_state(acp))
         .merge(mcp_routes)
+        .merge(berth_web::router(web.clone()))
+        .merge(berth_web::public_router())
+        .route(
+            "/login",
+            get(guard::login_form)
+                .post(guard::login)
+                .with_state(access.clone()),
+        )
         .layer(axum::middleware::from_fn_with_state(
             access.clone(),
             guard::check,
@@ -154,8 +165,9 @@ pub async fn serve(
     })?;
     let shutdown = async move {
         shutdown_signal().await;
-        // Open MCP event streams would keep a graceful shutdown waiting forever.
+        // Open MCP and page event streams would keep a graceful shutdown waiting forever.
         mcp_done.cancel();
+        web.close();
     };
     if let Some((cert, key)) = &options.tls {
         let listener =

@@ -16,6 +16,16 @@ pub fn link(url: &str, device: &str, token: &str) -> String {
     )
 }
 
+/// The link that signs a browser in to the web page at `base` (`http://host:port`): the token
+/// rides in the fragment, which a browser never sends to a server or in a `Referer`.
+pub fn web_link(base: &str, token: &str) -> String {
+    format!(
+        "{}/pair#token={}",
+        base.trim_end_matches('/'),
+        encode(token)
+    )
+}
+
 /// `text` as a QR code drawn with Unicode half blocks, dark on light, two rows of modules a
 /// line, with its quiet zone; `None` when it is too long for any QR code.
 pub fn qr(text: &str) -> Option<String> {
@@ -52,6 +62,10 @@ mod tests {
         assert_eq!(
             l,
             "berth://pair?url=ws%3A%2F%2F192.168.1.5%3A8765%2Facp&device=my%20phone&token=berth_abc"
+        );
+        assert_eq!(
+            web_link("http://192.168.1.5:8765/", "berth_a+b"),
+            "http://192.168.1.5:8765/pair#token=berth_a%2Bb"
         );
         let drawn = qr(&l).unwrap();
         assert!(drawn.lines().count() > 10);

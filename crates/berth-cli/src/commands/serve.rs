@@ -56,7 +56,7 @@ pub async fn run(ops: Ops, args: ServeArgs) -> anyhow::Result<()> {
     };
     berth_serve::serve(ops, agent, mcp, options, |addr| {
         let (ws, http) = if tls { ("wss", "https") } else { ("ws", "http") };
-        eprintln!("berth serve: ACP at {ws}://{addr}/acp, MCP at {http}://{addr}/mcp, health at {http}://{addr}/healthz");
+        eprintln!("berth serve: ACP at {ws}://{addr}/acp, MCP at {http}://{addr}/mcp, health at {http}://{addr}/healthz, web page at {http}://{addr}/");
         if let Some((name, token)) = pairing {
             print_pairing(&name, &token, ws, addr, named_host.as_deref());
         }
@@ -84,6 +84,11 @@ fn print_pairing(
     if let Some(code) = berth_serve::pairing::qr(&link) {
         eprintln!("{code}");
     }
+    let web = if scheme == "wss" { "https" } else { "http" };
+    eprintln!(
+        "berth serve: or open the web page in the device's browser: {}",
+        berth_serve::pairing::web_link(&format!("{web}://{host}"), token)
+    );
     if addr.ip().is_unspecified() && host.starts_with("0.0.0.0") {
         eprintln!(
             "berth serve: the link names 0.0.0.0; start with --allow-host NAME (this machine's name or address) for a link a phone can use"

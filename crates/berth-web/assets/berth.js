@@ -1,0 +1,221 @@
+// berth's page script: the live parts only. Every page works as plain HTML; this fills in
+// the git state of the workspace list, streams a session, sends prompts and answers, and
+// refreshes the runs. Text from the server goes in as textContent; HTML only as the server
+// rendered (and escaped) it.
+"use strict";
+
+const csrf = document.querySelector('meta[name="berth-csrf"]')?.content ?? "";
+
+async function post(url, fields) {
+  const response = await fetch(url, {
+    method: "POST",
+    headers: { "x-berth-csrf": csrf, "content-type": "application/x-www-form-urlencoded" },
+    body: new URLSearchParams(fields ?? {}),
+    credentials: "same-origin",
+  });
+  if (!response.ok) {
+    const text = await response.text();
+    const page = new DOMParser().parseFromString(text, "text/html");
+    throw new Error(page.querySelector(".problem")?.textContent || text || response.statusText);
+  }
+  return response.json();
+}
+
+function say(message) {
+  const status = document.getElementById("turn-status");
+  if (status) status.textContent = message;
+  else window.alert(message);
+}
+
+// Buttons that POST (new session, stop a turn, stop a run).
+document.addEventListener("click", async (event) => {
+  const button = event.target.closest(".js-post");
+  if (!button) return;
+  if (button.dataset.confirm && !window.confirm(button.dataset.confirm)) return;
+  button.disabled = true;
+  try {
+    const answer = await post(button.dataset.action);
+    if (answer.location) window.location.assign(answer.location);
+  } catch (e) {
+    say(e.message);
+  } finally {
+    button.disabled = false;
+  }
+});
+
+function workspaces() {
+  const rows = [...document.querySelectorAll("tr[data-workspace]")];
+  if (rows.length === 0) return;
+  const ids = rows.map((r) => r.dataset.workspace).join(",");
+  fetch(`/w/status?ids=${encodeURIComponent(ids)}`, { credentials: "same-origin" })
+    .then((r) => (r.ok ? r.json() : {}))
+    .then((found) => {
+      for (const row of rows) {
+        const s = found[row.dataset.workspace];
+        const cell = (name) => row.querySelector(`[data-fill="${name}"]`);
+        if (!s) {
+          row.querySelectorAll(".pending").forEach((p) => (p.textContent = "?"));
+          continue;
+        }
+        cell("sessions").textContent = String(s.sessions);
+        if (s.branch !== null) {
+          const branch = cell("branch");
+          branch.textContent = "";
+          const code = document.createElement("code");
+          code.textContent = s.branch;
+          branch.append(code, ` ↑${s.ahead ?? "?"} ↓${s.behind ?? "?"}`);
+          if (s.health && s.health !== "ok") branch.append(` (${s.health})`);
+          cell("changes").textContent =
+            s.changed_files === null ? "?" : s.changed_files === 0 ? "clean" : `${s.changed_files} files`;
+        }
+      }
+    });
+}
+
+function session() {
+  const transcript = document.getElementById("transcript");
+  const streaming = document.getElementById("streaming");
+  const streamText = streaming.querySelector(".text");
+  const permissions = document.getElementById("permissions");
+  const form = document.getElementById("prompt");
+  const id = transcript.dataset.session;
+  const atBottom = () => window.innerHeight + window.scrollY >= document.body.scrollHeight - 80;
+  const follow = (wasAtBottom) => {
+    if (wasAtBottom) window.scrollTo(0, document.body.scrollHeight);
+  };
+
+  const handlers = {
+    message(data) {
+      const bottom = atBottom();
+      transcript.insertAdjacentHTML("beforeend", data.html);
+      transcript.dataset.have = String(Number(transcript.dataset.have) + 1);
+      if (data.role === "assistant") {
+        streamText.textContent = "";
+        streaming.hidden = true;
+      }
+      follow(bottom);
+    },
+    reload() {
+      window.location.reload();
+    },
+    started() {
+      streamText.textContent = "";
+      say("Answering…");
+    },
+    text(data) {
+      const bottom = atBottom();
+      streaming.hidden = false;
+      streamText.textContent += data.text;
+      follow(bottom);
+    },
+    tool(data) {
+      say(`Running ${data.name}…`);
+    },
+    notice(data) {
+      say(data.message);
+    },
+    permission(data) {
+      if (document.getElementById(`permission-${data.id}`)) return;
+      const box = document.createElement("div");
+      box.className = "permission";
+      box.id = `permission-${data.id}`;
+      box.setAttribute("role", "alertdialog");
+      const title = document.createElement("p");
+      const strong = document.createElement("strong");
+      strong.textContent = data.tool;
+      title.append("The agent asks to use ", strong);
+      const what = document.createElement("pre");
+      what.textContent = data.description;
+      const actions = document.createElement("div");
+      actions.className = "actions";
+      for (const [decision, label] of [["allow_once", "Allow"], ["allow_always", "Always allow"], ["reject", "Reject"]]) {
+        const b = document.createElement("button");
+        b.type = "button";
+        b.textContent = label;
+        b.dataset.decision = decision;
+        if (decision === "reject") b.className = "secondary";
+        b.addEventListener("click", async () => {
+          actions.querySelectorAll("button").forEach((x) => (x.disabled = true));
+          try {
+            await post(`/s/${id}/permission`, { id: data.id, decision });
+          } catch (e) {
+            say(e.message);
+          }
+        });
+        actions.append(b);
+      }
+      box.append(title, what, actions);
+      permissions.append(box);
+    },
+    settled(data) {
+      document.getElementById(`permission-${data.id}`)?.remove();
+    },
+    ended(data) {
+      say(data.message ? `The turn ${data.stop === "failed" ? "failed" : "ended"}: ${data.message}` : data.stop === "end_turn" ? "" : `The turn ended: ${data.stop}`);
+    },
+  };
+
+  let source = null;
+  const connect = () => {
+    source = new EventSource(`/s/${id}/events?have=${transcript.dataset.have}`);
+    for (const [name, handle] of Object.entries(handlers)) {
+      source.addEventListener(name, (e) => handle(JSON.parse(e.data)));
+    }
+    // Reconnect from what the page holds now, not from where it first started.
+    source.onerror = () => {
+      source.close();
+      setTimeout(connect, 1000);
+    };
+  };
+  connect();
+
+  const text = form.querySelector("textarea");
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const prompt = text.value.trim();
+    if (!prompt) return;
+    const send = form.querySelector('button[type="submit"]');
+    send.disabled = true;
+    try {
+      await post(form.dataset.action, { text: prompt });
+      text.value = "";
+    } catch (e) {
+      say(e.message);
+    } finally {
+      send.disabled = false;
+    }
+  });
+  text.addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) form.requestSubmit();
+  });
+}
+
+function runs() {
+  const holder = document.getElementById("runs");
+  setInterval(async () => {
+    const response = await fetch(holder.dataset.refresh, { credentials: "same-origin" });
+    if (response.ok) holder.innerHTML = await response.text();
+  }, 1000);
+}
+
+async function pair() {
+  const status = document.getElementById("pair-status");
+  const token = new URLSearchParams(window.location.hash.slice(1)).get("token");
+  // The token leaves the address bar and the history at once.
+  window.history.replaceState(null, "", "/pair");
+  if (!token) {
+    status.textContent = "This link carries no token; paste one on the sign-in page.";
+    return;
+  }
+  const response = await fetch("/login", {
+    method: "POST",
+    headers: { "content-type": "application/x-www-form-urlencoded" },
+    body: new URLSearchParams({ token }),
+    credentials: "same-origin",
+  });
+  if (response.ok) window.location.replace("/");
+  else status.textContent = "This link's token is not valid any more; ask for a new one.";
+}
+
+const pages = { workspaces, session, runs, pair };
+pages[document.body.dataset.page]?.();

@@ -1,0 +1,128 @@
+//! berth-web: berth's web page, for a person at a desktop or on a phone. `berth serve` serves
+//! it at `/`, behind the same guard as `/acp` and `/mcp` (its token, its Host and Origin
+//! rules), which tells each request who is looking ([`Viewer`]).
+//!
+//! - `/`: the workspaces, searchable and paged (`pages/workspaces.rs`); what costs a git call
+//!   (ahead/behind, changed files) and the session counts arrive after the page, from
+//!   `/w/status`, so the first page stays fast however many workspaces there are;
+//! - `/w/{id}`: a workspace's sessions; `/w/{id}/files` its storage and worktree;
+//!   `/w/{id}/diff` its diff against its base;
+//! - `/s/{id}`: a session's transcript as Markdown, tool calls folded, **live**: messages
+//!   appended by any process (the CLI, an editor) appear within a second, a turn asked for
+//!   here streams into the page, and its permission requests are answered here (`live.rs`);
+//! - `/runs`: the table of `berth run`, refreshed every second, with stop.
+//!
+//! Rules:
+//!
+//! - **Everything is escaped.** Pages are written with `maud`, which escapes every value it
+//!   is given; the only markup not written here is Markdown's, and Markdown's raw HTML is
+//!   shown as text and its links keep only safe schemes (`markdown.rs`).
+//! - **A device sees its own workspace only**; another's is "not found", as if it did not
+//!   exist. Runs are this machine's, the admin's only.
+//! - **State changes are POSTs that carry the page's CSRF token** (`x-berth-csrf`, derived
+//!   from the viewer's token): a page of another site can neither read it nor send a header,
+//!   on top of the cookie's `SameSite=Strict` and the guard's Origin check.
+//! - **No build step**: the CSS and the JavaScript are two files embedded in the binary.
+
+mod assets;
+mod error;
+mod live;
+mod markdown;
+mod page;
+mod pages;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::routing::{get, post};
+use berth_agent::Agent;
+use berth_ops::{DeviceId, Ops};
+use berth_run::RunStore;
+
+pub use page::login_page;
+
+/// Who is looking at a page, set by the server's guard on every request it lets through.
+#[derive(Debug, Clone)]
+pub struct Viewer {
+    pub reach: Reach,
+    /// The value state-changing requests must carry in `x-berth-csrf`.
+    pub csrf: String,
+}
+
+/// What a viewer may see.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reach {
+    /// Everything (the admin token, or the machine's own loopback without one).
+    All,
+    /// One device's workspace and its sessions.
+    Device(DeviceId),
+}
+
+/// The page's state: berth's operations, its agent (for prompts sent from the page), the kept
+/// runs, and the sessions being watched.
+#[derive(Clone)]
+pub struct Web {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    ops: Ops,
+    agent: Agent,
+    runs: RunStore,
+    live: live::Hub,
+    /// Cancelled when the server stops: open event streams end, so a graceful shutdown does
+    /// not wait on pages that would watch forever.
+    closing: berth_agent::CancellationToken,
+}
+
+impl Web {
+    pub fn new(ops: Ops, agent: Agent) -> Web {
+        let runs = RunStore::new(ops.home());
+        Web {
+            inner: Arc::new(Inner {
+                ops,
+                agent,
+                runs,
+                live: live::Hub::default(),
+                closing: berth_agent::CancellationToken::new(),
+            }),
+        }
+    }
+
+    /// Ends every open event stream (the server is stopping); pages reconnect to the next one.
+    pub fn close(&self) {
+        self.inner.closing.cancel();
+    }
+}
+
+/// The routes of the page (the caller puts its guard in front: each handler expects a
+/// [`Viewer`] in the request's extensions). Assets need no viewer.
+pub fn router(web: Web) -> Router {
+    Router::new()
+        .route("/", get(pages::workspaces::list))
+        .route("/w/status", get(pages::workspaces::status))
+        .route("/w/{id}", get(pages::workspaces::show))
+        .route("/w/{id}/files", get(pages::workspaces::files))
+        .route("/w/{id}/diff", get(pages::workspaces::diff))
+        .route("/w/{id}/sessions", post(pages::sessions::create))
+        .route("/s/{id}", get(pages::sessions::show))
+        .route("/s/{id}/events", get(pages::sessions::events))
+        .route("/s/{id}/prompt", post(pages::sessions::prompt))
+        .route("/s/{id}/cancel", post(pages::sessions::cancel))
+        .route("/s/{id}/permission", post(pages::sessions::permission))
+        .route("/runs", get(pages::runs::list))
+        .route("/runs/table", get(pages::runs::table))
+        .route("/runs/{id}/stop", post(pages::runs::stop))
+        .with_state(web)
+}
+
+/// The routes anyone may fetch: the stylesheet, the script, and the page a pairing link
+/// opens (it holds nothing; its script signs in with the link's token).
+pub fn public_router() -> Router {
+    assets::router().route("/pair", get(|| async { page::pair_page() }))
+}
+
+/// Paths the page serves that need no token: the assets, and the pages that ask for one.
+pub fn is_public(path: &str) -> bool {
+    path.starts_with("/assets/") || path == "/login" || path == "/pair"
+}

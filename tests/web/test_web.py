@@ -1,0 +1,263 @@
+"""berth's web page (`berth serve`, berth-web) in a real headless Chromium: the workspaces the
+CLI made, a session that follows the transcript live, a prompt that streams the agent's answer
+into the page, a permission answered on the page, a transcript that tries to run a script;
+and, over plain HTTP, the token, the cookie, a device's reach and the CSRF rule.
+
+Screenshots at a phone's and a desktop's width land in target/web-screenshots/.
+"""
+
+import subprocess
+import time
+import urllib.parse
+
+import pytest
+
+from conftest import (
+    DESKTOP,
+    PHONE,
+    TOKEN,
+    Reply,
+    berth,
+    berth_json,
+    fetch,
+    screenshot,
+    serving,
+    sign_in,
+    wait_for,
+)
+
+
+def by_css(driver, selector):
+    from selenium.webdriver.common.by import By
+
+    return driver.find_elements(By.CSS_SELECTOR, selector)
+
+
+def git_repo(path):
+    path.mkdir()
+    for args in (
+        ["init", "-q", "-b", "main"],
+        ["config", "user.email", "t@example.com"],
+        ["config", "user.name", "T"],
+    ):
+        subprocess.run(["git", *args], cwd=path, check=True)
+    (path / "README.md").write_text("hello\n")
+    subprocess.run(["git", "add", "."], cwd=path, check=True)
+    subprocess.run(["git", "commit", "-qm", "first"], cwd=path, check=True)
+    return path
+
+
+def test_the_workspaces_page_lists_what_the_cli_made(home, provider, browser, tmp_path):
+    repo = git_repo(tmp_path / "repo")
+    berth(home, "workspace", "create", "notes", "--description", "plain <b>folder</b>")
+    made = berth_json(home, "workspace", "create", "feature", "--repo", str(repo))
+    worktree = made["git"]["worktree"]
+    # One commit ahead of main, and one file not committed.
+    (tmp_path / "x").write_text("")
+    subprocess.run(["git", "commit", "-q", "--allow-empty", "-m", "work"], cwd=worktree, check=True)
+    with open(f"{worktree}/new.txt", "w") as f:
+        f.write("new\n")
+    session = berth_json(home, "session", "new", "-w", "feature")["id"]
+    berth(home, "session", "append", session, "hello")
+
+    with serving(home, provider) as base:
+        sign_in(browser, base)
+        rows = {r.get_attribute("data-workspace"): r for r in by_css(browser, "tr[data-workspace]")}
+        assert made["id"] in rows and len(rows) == 2, rows.keys()
+        text = by_css(browser, "table.workspaces")[0].text
+        assert "notes" in text and "feature" in text
+        # The description is text, not markup.
+        assert "plain <b>folder</b>" in text
+        # Git's state arrives after the page: ahead 1, one changed file, one session.
+        row = rows[made["id"]]
+        wait_for(browser, lambda d: "↑1" in row.find_element("css selector", '[data-fill="branch"]').text)
+        assert row.find_element("css selector", '[data-fill="changes"]').text == "1 files"
+        assert row.find_element("css selector", '[data-fill="sessions"]').text == "1"
+        screenshot(browser, "workspaces-desktop", DESKTOP)
+        screenshot(browser, "workspaces-phone", PHONE)
+
+        # Search narrows the list.
+        browser.get(f"{base}/?q=feat")
+        assert [r.get_attribute("data-workspace") for r in by_css(browser, "tr[data-workspace]")] == [made["id"]]
+
+        # The workspace: its session, and its diff against main rendered as a diff.
+        browser.get(f"{base}/w/{made['id']}")
+        assert by_css(browser, f'a[href="/s/{session}"]')
+        browser.get(f"{base}/w/{made['id']}/diff")
+        added = [e.text for e in by_css(browser, "pre.diff span.add")]
+        assert "+new" in added, added
+        screenshot(browser, "diff-phone", PHONE)
+
+
+def test_a_session_page_shows_a_message_appended_by_the_cli_within_a_second(home, provider, browser):
+    berth(home, "workspace", "create", "live")
+    session = berth_json(home, "session", "new", "-w", "live")["id"]
+    berth(home, "session", "append", session, "first message")
+    with serving(home, provider) as base:
+        sign_in(browser, base)
+        browser.get(f"{base}/s/{session}")
+        assert "first message" in by_css(browser, "#transcript")[0].text
+        # A mark that a reload would wipe out.
+        browser.execute_script("window.__notReloaded = true")
+        time.sleep(0.5)  # the page's event stream is open
+        berth(home, "session", "append", session, "--role", "assistant", "**appended** from the CLI")
+        appended = time.monotonic()
+        wait_for(
+            browser,
+            lambda d: any("appended from the CLI" in a.text for a in by_css(d, "#transcript article")),
+            timeout=5,
+        )
+        took = time.monotonic() - appended
+        assert took < 1.0, f"the message took {took:.2f}s to appear"
+        assert browser.execute_script("return window.__notReloaded") is True
+        # Rendered as Markdown.
+        assert by_css(browser, "#transcript article.assistant strong")[-1].text == "appended"
+
+
+def test_a_prompt_typed_on_the_page_streams_the_answer_into_it(home, provider, browser):
+    berth(home, "workspace", "create", "chat")
+    session = berth_json(home, "session", "new", "-w", "chat")["id"]
+    provider.push(Reply().text("Hello", " from", " the", " stand-in", ".").slowly(0.3))
+    with serving(home, provider) as base:
+        sign_in(browser, base)
+        browser.get(f"{base}/s/{session}")
+        browser.execute_script("window.__notReloaded = true")
+        box = by_css(browser, "#prompt-text")[0]
+        box.send_keys("Say hello")
+        by_css(browser, '#prompt button[type="submit"]')[0].click()
+        # The answer shows while it streams: part of it, before the whole.
+        seen = wait_for(browser, lambda d: (t := by_css(d, "#streaming .text")[0].text) and "stand-in" not in t and t)
+        assert seen.startswith("Hello"), seen
+        # Then the whole answer, as the transcript's message, and the preview goes.
+        wait_for(
+            browser,
+            lambda d: any("Hello from the stand-in." in a.text for a in by_css(d, "#transcript article.assistant")),
+        )
+        wait_for(browser, lambda d: not by_css(d, "#streaming")[0].is_displayed())
+        assert any("Say hello" in a.text for a in by_css(browser, "#transcript article.user"))
+        assert browser.execute_script("return window.__notReloaded") is True
+        screenshot(browser, "session-desktop", DESKTOP)
+        screenshot(browser, "session-phone", PHONE)
+    # It is the session's transcript, kept.
+    shown = berth_json(home, "session", "show", session)
+    assert [m["content"] for m in shown["messages"]][-2:] == ["Say hello", "Hello from the stand-in."]
+    assert "Say hello" in str(provider.requests[0]["messages"])
+
+
+def test_a_permission_request_is_answered_on_the_page(home, provider, browser):
+    made = berth_json(home, "workspace", "create", "perm")
+    session = berth_json(home, "session", "new", "-w", "perm")["id"]
+    provider.push(Reply().text("Writing it.").tool("toolu_1", "write_file", {"path": "out.txt", "content": "from the page\n"}))
+    provider.push(Reply().text("Done."))
+    with serving(home, provider) as base:
+        sign_in(browser, base)
+        browser.get(f"{base}/s/{session}")
+        by_css(browser, "#prompt-text")[0].send_keys("Write out.txt")
+        by_css(browser, '#prompt button[type="submit"]')[0].click()
+        box = wait_for(browser, lambda d: by_css(d, "#permissions .permission"))[0]
+        assert "write_file" in box.text and "out.txt" in box.text
+        screenshot(browser, "permission-phone", PHONE)
+        box = by_css(browser, "#permissions .permission")[0]
+        box.find_element("css selector", 'button[data-decision="allow_once"]').click()
+        wait_for(browser, lambda d: any("Done." in a.text for a in by_css(d, "#transcript article.assistant")))
+        assert not by_css(browser, "#permissions .permission")
+    with open(f"{made['path']}/out.txt") as f:
+        assert f.read() == "from the page\n"
+    # The model was told the write went through.
+    second = str(provider.requests[1]["messages"])
+    assert "tool_result" in second and "toolu_1" in second
+
+
+def test_a_transcript_holding_markup_runs_no_script(home, provider, browser):
+    berth(home, "workspace", "create", "xss")
+    session = berth_json(home, "session", "new", "-w", "xss")["id"]
+    payloads = [
+        "<script>document.title='pwned-script'; alert(1)</script>",
+        "<img src=x onerror=\"document.title='pwned-img'; alert(2)\">",
+        "[click](javascript:alert(3))",
+    ]
+    for p in payloads[:2]:
+        berth(home, "session", "append", session, p)
+    with serving(home, provider) as base:
+        sign_in(browser, base)
+        browser.get(f"{base}/s/{session}")
+        time.sleep(0.5)
+        # And one that arrives live, through the event stream.
+        berth(home, "session", "append", session, "--role", "assistant", payloads[2] + "\n\n<script>document.title='pwned-live'</script>")
+        wait_for(browser, lambda d: len(by_css(d, "#transcript article")) == 3)
+        time.sleep(0.5)
+        from selenium.common.exceptions import NoAlertPresentException
+
+        with pytest.raises(NoAlertPresentException):
+            browser.switch_to.alert.text
+        assert "pwned" not in browser.title
+        assert not by_css(browser, "#transcript script") and not by_css(browser, "#transcript img")
+        text = by_css(browser, "#transcript")[0].text
+        assert "<script>document.title='pwned-script'; alert(1)</script>" in text
+        assert "<img src=x onerror=" in text
+        link = by_css(browser, "#transcript a")[0]
+        assert link.text == "click" and not link.get_attribute("href").startswith("javascript")
+
+
+def test_tokens_cookies_devices_and_csrf(home, provider):
+    berth(home, "workspace", "create", "admins-only")
+    phone = berth_json(home, "token", "create", "--device", "phone")["token"]
+    berth_json(home, "token", "create", "--device", "laptop")
+    laptop_ws = berth(home, "binding", "resolve", "laptop").strip()
+    phone_ws = berth(home, "binding", "resolve", "phone").strip()
+    laptop_session = berth_json(home, "session", "new", "-w", laptop_ws)["id"]
+    with serving(home, provider) as base:
+        # No token: the sign-in page, 401; the assets need none.
+        status, _, body = fetch(f"{base}/")
+        assert status == 401 and 'action="/login"' in body
+        assert fetch(f"{base}/s/{laptop_session}")[0] == 401
+        assert fetch(f"{base}/assets/berth.js")[0] == 200
+        # A wrong token signs nobody in.
+        status, headers, _ = fetch(f"{base}/login", method="POST", data=b"token=nope")
+        assert status == 401 and headers.get("Set-Cookie") is None
+        # The phone's token signs in: a cookie scripts cannot read, sent to this site only.
+        form = urllib.parse.urlencode({"token": phone}).encode()
+        status, headers, _ = fetch(f"{base}/login", method="POST", data=form)
+        assert status == 303 and headers["Location"] == "/"
+        cookie = headers["Set-Cookie"]
+        assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Path=/" in cookie
+        jar = cookie.split(";")[0]
+        # The phone sees its own workspace, and no other.
+        status, _, body = fetch(f"{base}/", cookie=jar)
+        assert status == 200 and phone_ws in body
+        assert laptop_ws not in body and "admins-only" not in body
+        assert fetch(f"{base}/w/{laptop_ws}", cookie=jar)[0] == 404
+        assert fetch(f"{base}/s/{laptop_session}", cookie=jar)[0] == 404
+        assert fetch(f"{base}/s/{laptop_session}/events", cookie=jar)[0] == 404
+        assert fetch(f"{base}/runs", cookie=jar)[0] == 403
+        assert fetch(f"{base}/w/{phone_ws}", cookie=jar)[0] == 200
+        # The admin sees everything.
+        status, _, body = fetch(f"{base}/", token=TOKEN)
+        assert laptop_ws in body and phone_ws in body and "admins-only" in body
+        # A state change without the page's CSRF header is refused, even with the cookie.
+        status, _, _ = fetch(f"{base}/w/{phone_ws}/sessions", cookie=jar, method="POST", data=b"")
+        assert status == 403
+        # Another site's page is refused by its Origin before anything else.
+        status, _, _ = fetch(
+            f"{base}/w/{phone_ws}/sessions",
+            cookie=jar,
+            method="POST",
+            data=b"",
+            headers={"Origin": "https://evil.example.com"},
+        )
+        assert status == 403
+        # With the page's header, from its own origin, it goes through.
+        _, _, page = fetch(f"{base}/w/{phone_ws}", cookie=jar)
+        csrf = page.split('name="berth-csrf" content="')[1].split('"')[0]
+        status, _, body = fetch(
+            f"{base}/w/{phone_ws}/sessions",
+            cookie=jar,
+            method="POST",
+            data=b"",
+            headers={"x-berth-csrf": csrf, "Origin": base},
+        )
+        assert status == 200 and '"/s/' in body
+        # A revoked token's cookie signs nobody in any more.
+        berth(home, "token", "revoke", "phone")
+        status, _, body = fetch(f"{base}/", cookie=jar)
+        assert status == 401 and "not valid any more" in body
