@@ -76,13 +76,14 @@ def berth_json(home, *args, cwd=None):
 
 
 @contextlib.contextmanager
-def serving(home, provider, token=TOKEN):
-    """`berth serve` on a free loopback port; yields its base URL (`http://127.0.0.1:PORT`)."""
+def serving(home, provider, *args, token=TOKEN):
+    """`berth serve` on a free loopback port (more flags in `args`); yields its base URL
+    (`http://127.0.0.1:PORT`)."""
     env = env_for(home, provider)
     if token:
         env["BERTH_SERVE_TOKEN"] = token
     proc = subprocess.Popen(
-        [BERTH, "serve", "--listen", "127.0.0.1:0"],
+        [BERTH, "serve", "--listen", "127.0.0.1:0", *args],
         env=env,
         cwd=str(home),
         stdout=subprocess.DEVNULL,

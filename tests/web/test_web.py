@@ -13,6 +13,7 @@ import urllib.parse
 import pytest
 
 from conftest import (
+    BERTH,
     DESKTOP,
     PHONE,
     TOKEN,
@@ -83,6 +84,10 @@ def test_the_workspaces_page_lists_what_the_cli_made(home, provider, browser, tm
         # The workspace: its session, and its diff against main rendered as a diff.
         browser.get(f"{base}/w/{made['id']}")
         assert by_css(browser, f'a[href="/s/{session}"]')
+        # The session names its workspace and the model it calls (the config's, here).
+        browser.get(f"{base}/s/{session}")
+        assert "feature" in by_css(browser, "p.crumbs")[0].text
+        browser.get(f"{base}/w/{made['id']}")
         browser.get(f"{base}/w/{made['id']}/diff")
         added = [e.text for e in by_css(browser, "pre.diff span.add")]
         assert "+new" in added, added
@@ -138,6 +143,14 @@ def test_a_prompt_typed_on_the_page_streams_the_answer_into_it(home, provider, b
         assert browser.execute_script("return window.__notReloaded") is True
         screenshot(browser, "session-desktop", DESKTOP)
         screenshot(browser, "session-phone", PHONE)
+        # Dark when the system is: the page follows prefers-color-scheme.
+        light = browser.execute_script("return getComputedStyle(document.body).backgroundColor")
+        browser.execute_cdp_cmd(
+            "Emulation.setEmulatedMedia", {"features": [{"name": "prefers-color-scheme", "value": "dark"}]}
+        )
+        dark = browser.execute_script("return getComputedStyle(document.body).backgroundColor")
+        assert light == "rgb(255, 255, 255)" and dark != light, (light, dark)
+        screenshot(browser, "session-phone-dark", PHONE)
     # It is the session's transcript, kept.
     shown = berth_json(home, "session", "show", session)
     assert [m["content"] for m in shown["messages"]][-2:] == ["Say hello", "Hello from the stand-in."]
@@ -261,3 +274,59 @@ def test_tokens_cookies_devices_and_csrf(home, provider):
         berth(home, "token", "revoke", "phone")
         status, _, body = fetch(f"{base}/", cookie=jar)
         assert status == 401 and "not valid any more" in body
+
+
+def test_the_runs_page_follows_a_run_and_stops_it(home, provider, browser, tmp_path):
+    from conftest import env_for
+
+    repo = git_repo(tmp_path / "repo")
+    # An answer that takes about ten seconds: the run is still working when the page looks.
+    provider.push(Reply().text(*[f"part {i} " for i in range(40)]).slowly(0.25))
+    started = subprocess.run(
+        [BERTH, "run", "count slowly", "--detach", "--json"],
+        cwd=repo,
+        env=env_for(home, provider),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert started.returncode == 0, started.stderr
+    with serving(home, provider) as base:
+        sign_in(browser, base)
+        browser.get(f"{base}/runs")
+        run = wait_for(browser, lambda d: by_css(d, 'section.run[data-state="running"]'))[0]
+        assert "count slowly" in run.text
+        # The table follows the agent without a reload: its state, then its tokens.
+        wait_for(browser, lambda d: "working" in by_css(d, "section.run table.agents")[0].text)
+        screenshot(browser, "runs-desktop", DESKTOP)
+        screenshot(browser, "runs-phone", PHONE)
+        by_css(browser, "section.run button.js-post")[0].click()
+        browser.switch_to.alert.accept()
+        wait_for(browser, lambda d: by_css(d, 'section.run[data-state="ended"]'), timeout=30)
+        assert "stopped" in by_css(browser, "section.run table.agents")[0].text
+    listed = berth_json(home, "run", "list")
+    assert listed[0]["state"] == "ended", listed
+
+
+def test_prompts_from_the_page_count_against_the_token_rate(home, provider):
+    made = berth_json(home, "workspace", "create", "rate")
+    session = berth_json(home, "session", "new", "-w", "rate")["id"]
+    provider.push(Reply().text("one"))
+    provider.push(Reply().text("two"))
+    with serving(home, provider, "--max-prompts-per-minute", "1") as base:
+        _, _, page = fetch(f"{base}/s/{session}", token=TOKEN)
+        csrf = page.split('name="berth-csrf" content="')[1].split('"')[0]
+        send = lambda: fetch(  # noqa: E731
+            f"{base}/s/{session}/prompt",
+            token=TOKEN,
+            method="POST",
+            data=b"text=hello",
+            headers={"x-berth-csrf": csrf},
+        )
+        assert send()[0] == 202
+        status, _, body = send()
+        assert status == 429 and "prompts of the last minute" in body
+    assert made["id"]
+    # The refused prompt never reached the agent.
+    time.sleep(0.5)
+    assert len(provider.requests) == 1

@@ -35,6 +35,16 @@ pub enum Principal {
     Device(TokenRecord),
 }
 
+impl Principal {
+    /// Whose prompts a request's are, for the rate: the device's token, or the admin.
+    pub fn counted_as(&self) -> String {
+        match self {
+            Principal::Admin => "admin".to_owned(),
+            Principal::Device(record) => record.name.clone(),
+        }
+    }
+}
+
 const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
 const LOOPBACK_ORIGIN_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "[::1]"];
 

@@ -135,11 +135,17 @@ pub async fn serve(
         },
     );
     let web = berth_web::Web::new(ops.clone(), agent.clone());
-    let acp = websocket::AcpEndpoint::new(ops, agent, tokens, &options);
+    let prompts = Arc::new(rate::PromptRate::new(options.max_prompts_per_minute));
+    let acp = websocket::AcpEndpoint::new(ops, agent, tokens, prompts.clone(), &options);
     let app = Router::new()
         .route("/acp", get(websocket::upgrade).with_state(acp))
         .merge(mcp_routes)
-        .merge(berth_web::router(web.clone()))
+        .merge(
+            berth_web::router(web.clone()).layer(axum::middleware::from_fn_with_state(
+                prompts,
+                rate::web_prompts,
+            )),
+        )
         .merge(berth_web::public_router())
         .route(
             "/login",

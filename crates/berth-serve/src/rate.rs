@@ -53,6 +53,34 @@ impl PromptRate {
 
 /// The id of a `session/prompt` request in a frame, if the frame is one (cheaply: only a
 /// frame that names the method is parsed).
+/// The middleware that holds the web page's prompts (`POST /s/{id}/prompt`) to the same rate
+/// as the token's prompts over `/acp`: over it, 429 and nothing is sent to the agent.
+pub async fn web_prompts(
+    axum::extract::State(prompts): axum::extract::State<std::sync::Arc<PromptRate>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let path = request.uri().path();
+    let is_prompt = request.method() == axum::http::Method::POST
+        && path.starts_with("/s/")
+        && path.ends_with("/prompt");
+    let counted_as = request
+        .extensions()
+        .get::<crate::Principal>()
+        .map(crate::Principal::counted_as);
+    if is_prompt
+        && let Some(counted_as) = counted_as
+        && !prompts.admit(&counted_as)
+    {
+        let why = format!(
+            "this token has sent its {} prompts of the last minute (--max-prompts-per-minute); wait a little",
+            prompts.per_minute()
+        );
+        return berth_web::problem(axum::http::StatusCode::TOO_MANY_REQUESTS, &why);
+    }
+    next.run(request).await
+}
+
 pub fn prompt_id(frame: &str) -> Option<serde_json::Value> {
     if !frame.contains("session/prompt") {
         return None;

@@ -43,13 +43,20 @@ pub struct AcpEndpoint {
 }
 
 impl AcpEndpoint {
-    pub fn new(ops: Ops, agent: Agent, tokens: TokenStore, options: &ServeOptions) -> AcpEndpoint {
+    /// `prompts` is the rate the web page's prompts count against too.
+    pub fn new(
+        ops: Ops,
+        agent: Agent,
+        tokens: TokenStore,
+        prompts: Arc<PromptRate>,
+        options: &ServeOptions,
+    ) -> AcpEndpoint {
         AcpEndpoint {
             ops,
             agent,
             tokens,
             slots: Arc::new(Semaphore::new(options.max_connections)),
-            prompts: Arc::new(PromptRate::new(options.max_prompts_per_minute)),
+            prompts,
             max_message_bytes: options.max_message_bytes,
             ping_every: options.ping_every,
         }
@@ -58,11 +65,7 @@ impl AcpEndpoint {
     /// Serves one connection for `principal` until the peer closes it, goes silent, or
     /// breaks it, or (a device's) its token is revoked or expires.
     async fn connection(self, socket: WebSocket, principal: Principal) {
-        // Whose prompts these are, for the rate: the device's token, or the admin.
-        let counted_as = match &principal {
-            Principal::Admin => "admin".to_owned(),
-            Principal::Device(record) => record.name.clone(),
-        };
+        let counted_as = principal.counted_as();
         let (caller, token) = match principal {
             Principal::Admin => (berth_acp::Caller::Trusted, None),
             Principal::Device(record) => match &record.role {

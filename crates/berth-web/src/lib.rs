@@ -41,6 +41,11 @@ use berth_run::RunStore;
 
 pub use page::login_page;
 
+/// A refusal as the page shows it (the server's own, such as a rate, in the page's words).
+pub fn problem(status: axum::http::StatusCode, message: &str) -> axum::response::Response {
+    axum::response::IntoResponse::into_response(page::error_page(status, message))
+}
+
 /// Who is looking at a page, set by the server's guard on every request it lets through.
 #[derive(Debug, Clone)]
 pub struct Viewer {

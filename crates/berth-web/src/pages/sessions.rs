@@ -34,7 +34,20 @@ pub async fn show(
     Path(id): Path<String>,
 ) -> PageResult<Page> {
     let session = web.visible_session(&viewer, &id).await?;
-    let transcript = web.inner.ops.transcript(&session).await?;
+    let ops = &web.inner.ops;
+    let transcript = ops.transcript(&session).await?;
+    // The model the next turn calls (a choice kept for the session, else the config's), and
+    // the workspace's name for the way back; neither is worth failing the page for.
+    let model = match ops.session_model(&session).await {
+        Ok(m) => m.choice.to_string(),
+        Err(_) => format!("{}/{}", session.provider, session.model),
+    };
+    let workspace = ops
+        .resolve_workspace(session.workspace_id.as_str())
+        .await
+        .ok()
+        .and_then(|ws| ws.name.map(|n| n.to_string()))
+        .unwrap_or_else(|| "workspace".to_owned());
     let live = web.inner.live.session(session.id.as_str());
     let title = if session.title.is_empty() {
         session.id.to_string()
@@ -43,9 +56,9 @@ pub async fn show(
     };
     let id = session.id.as_str();
     let body = html! {
-        p.crumbs { a href="/" { "Workspaces" } " / " a href={ "/w/" (session.workspace_id.as_str()) } { "workspace" } " / " }
+        p.crumbs { a href="/" { "Workspaces" } " / " a href={ "/w/" (session.workspace_id.as_str()) } { (workspace) } " / " }
         h1 { (title) }
-        p.meta { (session.status.as_str()) " · " (session.model) " · "
+        p.meta { (session.status.as_str()) " · " (model) " · "
             (session.usage.input_tokens + session.usage.output_tokens) " tokens · updated " (age(session.updated_at)) }
         section #transcript data-session=(id) data-have=(transcript.messages.len()) aria-live="polite" {
             @for message in &transcript.messages { (message_view(message)) }
