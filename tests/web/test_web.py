@@ -330,3 +330,43 @@ def test_prompts_from_the_page_count_against_the_token_rate(home, provider):
     # The refused prompt never reached the agent.
     time.sleep(0.5)
     assert len(provider.requests) == 1
+
+
+def test_file_views_stay_inside_the_workspace(home, provider, tmp_path):
+    repo = git_repo(tmp_path / "repo")
+    made = berth_json(home, "workspace", "create", "files", "--repo", str(repo))
+    worktree = made["git"]["worktree"]
+    secret = tmp_path / "secret"
+    secret.mkdir()
+    (secret / "key.txt").write_text("do not show\n")
+    subprocess.run(["ln", "-s", str(secret), f"{worktree}/escape"], check=True)
+    subprocess.run(
+        [BERTH, "workspace", "storage", "write", "files", "notes/plan.md"],
+        input="# Plan\n\n**bold** then <script>alert(1)</script>\n",
+        text=True,
+        env={**__import__("os").environ, "BERTH_HOME": str(home)},
+        check=True,
+    )
+    ws = made["id"]
+    with serving(home, provider) as base:
+        # Storage, browsed and read: Markdown rendered, its HTML as text.
+        status, _, body = fetch(f"{base}/w/{ws}/files?path=notes", token=TOKEN)
+        assert status == 200 and "plan.md" in body
+        status, _, body = fetch(f"{base}/w/{ws}/files?path=notes/plan.md", token=TOKEN)
+        assert status == 200 and "<h1>Plan</h1>" in body and "<strong>bold</strong>" in body
+        assert "<script>alert" not in body and "&lt;script&gt;alert(1)&lt;/script&gt;" in body
+        # The worktree, browsed and read.
+        status, _, body = fetch(f"{base}/w/{ws}/files?root=worktree&path=README.md", token=TOKEN)
+        assert status == 200 and "hello" in body
+        # No way out: `..`, an absolute path, a symlink out.
+        for root, path in [
+            ("storage", "../../../../etc/passwd"),
+            ("storage", "/etc/passwd"),
+            ("worktree", "../secret/key.txt"),
+            ("worktree", "escape/key.txt"),
+            ("worktree", str(secret / "key.txt")),
+        ]:
+            query = urllib.parse.urlencode({"root": root, "path": path})
+            status, _, body = fetch(f"{base}/w/{ws}/files?{query}", token=TOKEN)
+            assert 400 <= status < 500, (root, path, status)
+            assert "do not show" not in body and "root:x" not in body, (root, path)

@@ -262,7 +262,9 @@ pub async fn files(
         (heading(&ws, "files"))
         nav.tabs.small {
             a href={ "/w/" (ws.id.as_str()) "/files?root=storage" } aria-current=[(!worktree).then_some("page")] { "Storage" }
-            a href={ "/w/" (ws.id.as_str()) "/files?root=worktree" } aria-current=[worktree.then_some("page")] { "Folder" }
+            @if ws.git.is_some() {
+                a href={ "/w/" (ws.id.as_str()) "/files?root=worktree" } aria-current=[worktree.then_some("page")] { "Worktree" }
+            }
         }
         (crumbs(&base, path.as_ref()))
         @match node {
