@@ -29,9 +29,13 @@ pub struct Hub {
 }
 
 impl Hub {
-    /// The live state of the session `id`, made on first use.
+    /// The live state of the session `id`, made on first use. Sessions nobody watches, runs
+    /// or holds any more are forgotten on the way, so the map does not grow with every
+    /// session ever opened; one still held (a handler between finding it and subscribing)
+    /// stays, so two pages never watch two states of one session.
     pub fn session(&self, id: &str) -> Arc<SessionLive> {
         let mut sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        sessions.retain(|_, live| Arc::strong_count(live) > 1 || !live.is_idle());
         sessions
             .entry(id.to_owned())
             .or_insert_with(|| {
@@ -100,6 +104,17 @@ impl SessionLive {
     pub fn waiting(&self) -> Vec<Live> {
         let pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
         pending.values().map(|w| w.shown.clone()).collect()
+    }
+
+    /// Nobody watches it, and no turn of the page's runs or waits in it.
+    fn is_idle(&self) -> bool {
+        self.tx.receiver_count() == 0
+            && !self.is_running()
+            && self
+                .pending
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .is_empty()
     }
 
     /// Whether a turn asked for here is running.
@@ -241,5 +256,83 @@ impl Permissions for PagePermissions {
                 Decision::Reject
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn known(hub: &Hub) -> Vec<String> {
+        let mut ids: Vec<String> = hub.sessions.lock().unwrap().keys().cloned().collect();
+        ids.sort();
+        ids
+    }
+
+    #[test]
+    fn the_hub_forgets_sessions_nobody_holds_watches_or_runs() {
+        let hub = Hub::default();
+        let held = hub.session("held");
+        let watched = hub.session("watched");
+        let _watching = watched.subscribe();
+        drop(watched);
+        let running = hub.session("running");
+        assert!(running.begin().is_some());
+        drop(running);
+        drop(hub.session("idle"));
+        // Looked up again: the same state while it is held.
+        assert!(Arc::ptr_eq(&held, &hub.session("held")));
+        assert_eq!(known(&hub), ["held", "running", "watched"]);
+        // A turn cannot start twice in one session.
+        assert!(hub.session("running").begin().is_none());
+        hub.session("running").finish();
+        drop(held);
+        drop(hub.session("other"));
+        assert_eq!(known(&hub), ["other", "watched"]);
+    }
+
+    #[tokio::test]
+    async fn a_permission_waits_for_the_first_answer_or_the_cancel() {
+        let hub = Hub::default();
+        let live = hub.session("s");
+        let mut seen = live.subscribe();
+        let cancel = CancellationToken::new();
+        let asker = PagePermissions {
+            live: live.clone(),
+            cancel: cancel.clone(),
+        };
+        let request = PermissionRequest {
+            call_id: "c".into(),
+            tool: "write_file".into(),
+            arguments: serde_json::json!({}),
+            description: "write a.txt".into(),
+            change: None,
+        };
+        let asking = tokio::spawn(async move { asker.decide(&request).await });
+        let Live::Permission { id, .. } = seen.recv().await.unwrap() else {
+            panic!("not a permission request")
+        };
+        assert_eq!(live.waiting().len(), 1);
+        assert!(live.answer(&id, Decision::AllowOnce));
+        // The second answer finds nothing waiting.
+        assert!(!live.answer(&id, Decision::Reject));
+        assert_eq!(asking.await.unwrap(), Decision::AllowOnce);
+
+        let asker = PagePermissions {
+            live: live.clone(),
+            cancel: cancel.clone(),
+        };
+        let request = PermissionRequest {
+            call_id: "d".into(),
+            tool: "run_command".into(),
+            arguments: serde_json::json!({}),
+            description: "rm -rf".into(),
+            change: None,
+        };
+        let asking = tokio::spawn(async move { asker.decide(&request).await });
+        while !matches!(seen.recv().await.unwrap(), Live::Permission { .. }) {}
+        cancel.cancel();
+        assert_eq!(asking.await.unwrap(), Decision::Reject);
+        assert!(live.waiting().is_empty());
     }
 }
