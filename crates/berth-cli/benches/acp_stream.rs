@@ -119,12 +119,18 @@ async fn run(chunks: usize, rounds: usize, cancels: usize) {
                 let mut direct = Vec::new();
                 let mut relayed = Vec::new();
                 let mut updates = Vec::new();
+                // From the start to the moment the provider had the whole request.
+                let mut direct_asked = Vec::new();
+                let mut relay_asked = Vec::new();
                 for round in 0..rounds {
                     // Alternate which goes first, so neither always pays for the other's leftovers.
                     for contender in [round % 2, 1 - round % 2] {
                         if contender == 0 {
                             server.push(reply());
+                            let start = Instant::now();
                             direct.push(read_direct(server.url(), chunks).await);
+                            let asked = server.requests().last().unwrap().received_at;
+                            direct_asked.push(asked.saturating_duration_since(start));
                         } else {
                             let session = cx
                                 .send_request(NewSessionRequest::new(work_dir.clone()))
@@ -139,6 +145,8 @@ async fn run(chunks: usize, rounds: usize, cancels: usize) {
                                 .block_task()
                                 .await?;
                             let took = start.elapsed();
+                            let asked = server.requests().last().unwrap().received_at;
+                            relay_asked.push(asked.saturating_duration_since(start));
                             assert_eq!(answer.stop_reason, StopReason::EndTurn);
                             let seen = seen.lock().unwrap();
                             assert!(seen.text == expected, "every chunk arrived, in order");
@@ -147,7 +155,7 @@ async fn run(chunks: usize, rounds: usize, cancels: usize) {
                         }
                     }
                 }
-                modes.push((nagle, direct, relayed, updates));
+                modes.push((nagle, direct, relayed, updates, direct_asked, relay_asked));
             }
             server.set_nagle(false);
 
@@ -182,7 +190,9 @@ async fn run(chunks: usize, rounds: usize, cancels: usize) {
                 std::thread::available_parallelism().map_or(0, |n| n.get())
             );
             println!("{:<60} {:>10}", "contender", "median");
-            for (nagle, mut direct, mut relayed, mut updates) in modes {
+            for (nagle, mut direct, mut relayed, mut updates, mut direct_asked, mut relay_asked) in
+                modes
+            {
                 let (d, r) = (median(&mut direct), median(&mut relayed));
                 let mode = if nagle {
                     "server coalescing events (Nagle)"
@@ -206,6 +216,17 @@ async fn run(chunks: usize, rounds: usize, cancels: usize) {
                     "  ratio relay / direct = {:.2} ({}); every chunk's text arrived, in order",
                     r.as_secs_f64() / d.as_secs_f64(),
                     if nagle { "goal <= 1.5" } else { "for comparison" }
+                );
+                // Where berth's share goes: before the provider has the request (the prompt
+                // read, the session's setup, the connection), or after (the stream relayed,
+                // the answer kept, the prompt answered).
+                let (da, ra) = (median(&mut direct_asked), median(&mut relay_asked));
+                println!(
+                    "  until the provider had the request: direct {:.2} ms, relay {:.2} ms; after it: direct {:.2} ms, relay {:.2} ms",
+                    ms(da),
+                    ms(ra),
+                    ms(d.saturating_sub(da)),
+                    ms(r.saturating_sub(ra))
                 );
                 updates.sort_unstable();
                 println!(
