@@ -14,6 +14,8 @@
 //! Every write is durable as acknowledged: the filesystem store fsyncs, SQLite commits with
 //! `synchronous = FULL`, Postgres with its default synchronous commit.
 
+mod common;
+
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -250,16 +252,8 @@ fn run(berth: &str, home: &Path, args: &[&str]) {
     );
 }
 
-fn measure(runs: usize, mut f: impl FnMut()) -> (Duration, Duration) {
-    f();
-    let mut times: Vec<Duration> = (0..runs)
-        .map(|_| {
-            let t = Instant::now();
-            f();
-            t.elapsed()
-        })
-        .collect();
-    times.sort();
+fn measure(runs: usize, f: impl FnMut()) -> (Duration, Duration) {
+    let times = common::sorted_times(runs, f);
     (times[runs / 2], times[runs * 9 / 10])
 }
 

@@ -14,35 +14,14 @@ mod common;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use berth_core::{NewWorkspace, WorkspaceName, WorkspaceStore};
-use berth_store_fs::FsStore;
-use common::env_or;
+use common::{env_or, populate_workspaces, sorted_times};
 
 fn main() {
     let count = env_or("BENCH_WORKSPACES", 10_000);
     let home = tempfile::tempdir().unwrap();
-    let store = FsStore::open(home.path()).unwrap();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap();
-    let start = Instant::now();
-    rt.block_on(async {
-        for i in 0..count {
-            let name = (i % 2 == 0).then(|| WorkspaceName::new(format!("ws-{i}")).unwrap());
-            let new = NewWorkspace {
-                name,
-                description: format!("workspace number {i}"),
-                ..NewWorkspace::default()
-            };
-            store.create(new, chrono::Utc::now()).await.unwrap();
-        }
-    });
-    eprintln!(
-        "populated {count} workspaces in {:.1} s",
-        start.elapsed().as_secs_f64()
-    );
+    populate_workspaces(home.path(), count);
 
     let berth = env!("CARGO_BIN_EXE_berth");
     let home_arg = home.path().to_str().unwrap();
@@ -93,11 +72,11 @@ fn main() {
         "{:<44} {:>9} {:>9} {:>8} {:>9}",
         "request", "median", "p90", "target", "vs floor"
     );
-    let floor = measure(50, || {
+    let floor = sorted_times(50, || {
         get(&address, "/healthz");
     });
     report("GET /healthz (floor)", &floor, None, &floor);
-    let cli = measure(10, || {
+    let cli = sorted_times(10, || {
         let ok = Command::new(berth)
             .args(["workspace", "list", "--json"])
             .env("BERTH_HOME", home_arg)
@@ -108,7 +87,7 @@ fn main() {
         assert!(ok);
     });
     report("berth workspace list --json (baseline)", &cli, None, &floor);
-    let page = measure(30, || {
+    let page = sorted_times(30, || {
         get(&address, "/");
     });
     report(
@@ -118,15 +97,15 @@ fn main() {
         &floor,
     );
     report_cli_ratio(&page, &cli);
-    let later = measure(30, || {
+    let later = sorted_times(30, || {
         get(&address, &next);
     });
     report("GET /?after=… (second page)", &later, Some(100), &floor);
-    let found = measure(20, || {
+    let found = sorted_times(20, || {
         get(&address, &search);
     });
     report("GET /?q=… (search all)", &found, None, &floor);
-    let filled = measure(20, || {
+    let filled = sorted_times(20, || {
         get(&address, &status);
     });
     report("GET /w/status (the page's 50 rows)", &filled, None, &floor);
@@ -150,20 +129,6 @@ fn get(address: &str, path: &str) -> String {
         response.lines().next().unwrap_or("")
     );
     response
-}
-
-/// Each run's time, sorted.
-fn measure(runs: usize, mut f: impl FnMut()) -> Vec<Duration> {
-    f(); // warm up
-    let mut times: Vec<Duration> = (0..runs)
-        .map(|_| {
-            let t = Instant::now();
-            f();
-            t.elapsed()
-        })
-        .collect();
-    times.sort();
-    times
 }
 
 fn ms(d: Duration) -> f64 {

@@ -8,10 +8,12 @@
 //! a plain tool). Targets (issue 2): list < 50 ms, show < 5 ms, create < 10 ms; Aptove, on the
 //! machine the issue was written on, took about 220 ms to list and 60 ms to show.
 
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+mod common;
 
-use berth_core::{NewWorkspace, WorkspaceName, WorkspaceStore};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use berth_core::WorkspaceStore;
 use berth_store_fs::FsStore;
 
 fn main() {
@@ -20,27 +22,11 @@ fn main() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(10_000);
     let home = tempfile::tempdir().unwrap();
+    common::populate_workspaces(home.path(), count);
     let store = FsStore::open(home.path()).unwrap();
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap();
-    let start = Instant::now();
-    rt.block_on(async {
-        for i in 0..count {
-            // Every other workspace is named, as in real use.
-            let name = (i % 2 == 0).then(|| WorkspaceName::new(format!("ws-{i}")).unwrap());
-            let new = NewWorkspace {
-                name,
-                description: format!("workspace number {i}"),
-                ..NewWorkspace::default()
-            };
-            store.create(new, chrono::Utc::now()).await.unwrap();
-        }
-    });
-    eprintln!(
-        "populated {count} workspaces in {:.1} s",
-        start.elapsed().as_secs_f64()
-    );
     let ids = rt.block_on(store.list_ids()).unwrap();
     let probe_id = ids[ids.len() / 2].to_string();
     let probe_name = format!("ws-{}", count / 2 / 2 * 2);
@@ -111,16 +97,8 @@ fn main() {
 }
 
 /// Median and 90th percentile of `runs` timed calls (after one warm-up call).
-fn measure(runs: usize, mut f: impl FnMut()) -> (Duration, Duration) {
-    f();
-    let mut times: Vec<Duration> = (0..runs)
-        .map(|_| {
-            let t = Instant::now();
-            f();
-            t.elapsed()
-        })
-        .collect();
-    times.sort();
+fn measure(runs: usize, f: impl FnMut()) -> (Duration, Duration) {
+    let times = common::sorted_times(runs, f);
     (times[runs / 2], times[runs * 9 / 10])
 }
 

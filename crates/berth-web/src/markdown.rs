@@ -14,23 +14,21 @@ pub fn to_html(text: &str) -> String {
         | Options::ENABLE_GFM;
     let events = Parser::new_ext(text, options).map(|event| match event {
         Event::Html(raw) | Event::InlineHtml(raw) => Event::Text(raw),
-        Event::Start(Tag::Link {
-            link_type,
-            dest_url,
-            title,
-            id,
-        }) => Event::Start(Tag::Link {
-            link_type,
-            dest_url: safe_url(dest_url),
-            title,
-            id,
-        }),
-        Event::Start(Tag::Image {
-            link_type,
-            dest_url,
-            title,
-            id,
-        }) => Event::Start(Tag::Link {
+        // An image is shown as a link to it, so a transcript never makes the browser fetch.
+        Event::Start(
+            Tag::Link {
+                link_type,
+                dest_url,
+                title,
+                id,
+            }
+            | Tag::Image {
+                link_type,
+                dest_url,
+                title,
+                id,
+            },
+        ) => Event::Start(Tag::Link {
             link_type,
             dest_url: safe_url(dest_url),
             title,

@@ -111,3 +111,43 @@ pub fn generate(repo: &Path, files: usize) -> usize {
     );
     total
 }
+
+/// A home of `count` plain workspaces made through the filesystem store, every other one
+/// named (`ws-<i>`) and each described, as in real use; says how long it took.
+pub fn populate_workspaces(home: &Path, count: usize) {
+    use berth_core::{NewWorkspace, WorkspaceName, WorkspaceStore};
+    let store = berth_store_fs::FsStore::open(home).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let start = std::time::Instant::now();
+    rt.block_on(async {
+        for i in 0..count {
+            let name = (i % 2 == 0).then(|| WorkspaceName::new(format!("ws-{i}")).unwrap());
+            let new = NewWorkspace {
+                name,
+                description: format!("workspace number {i}"),
+                ..NewWorkspace::default()
+            };
+            store.create(new, chrono::Utc::now()).await.unwrap();
+        }
+    });
+    eprintln!(
+        "populated {count} workspaces in {:.1} s",
+        start.elapsed().as_secs_f64()
+    );
+}
+
+/// `runs` timings of `f` after one to warm up, sorted.
+pub fn sorted_times(runs: usize, mut f: impl FnMut()) -> Vec<std::time::Duration> {
+    f();
+    let mut times: Vec<std::time::Duration> = (0..runs)
+        .map(|_| {
+            let t = std::time::Instant::now();
+            f();
+            t.elapsed()
+        })
+        .collect();
+    times.sort();
+    times
+}
