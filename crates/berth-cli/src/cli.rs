@@ -176,6 +176,27 @@ pub enum Command {
     /// token is refused at once, and a device's open connection ends within a second.
     #[command(subcommand, verbatim_doc_comment)]
     Token(TokenCmd),
+    /// Check that berth can work here, and say what to do about what cannot.
+    ///
+    /// Checks, in order: git (berth needs 2.38 or newer; 2.44 for `workspace merge --rebase`);
+    /// the home (readable and writable); the config (it parses); the store (reachable, its URL
+    /// shown without its password, a database's schema version); the listing index; spare
+    /// checkouts and their disk use; each configured provider (its key present, never shown;
+    /// its base URL); each [[mcp_servers]] entry (started, its tools listed, within
+    /// --mcp-timeout); and every workspace (its worktree, repository or folder still there).
+    /// What needs a check that failed (the store, the config) is reported as not run.
+    ///
+    /// Each finding is ok, warn or error, with what to do. Nothing is changed, but a probe
+    /// file written to the home and removed, and the store opened as any command opens it.
+    /// The exit status is 1 when something is broken (any error), else 0.
+    #[command(verbatim_doc_comment)]
+    Doctor {
+        /// Seconds each MCP server may take to start and list its tools.
+        #[arg(long, default_value_t = 10, value_name = "SECONDS")]
+        mcp_timeout: u64,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
     /// Print the script that makes your shell complete berth's commands, flags, workspace
     /// names and session ids (asking berth itself as you type).
     ///

@@ -25,6 +25,7 @@ mod setup;
 pub mod spares;
 mod status;
 mod submodules;
+mod version;
 pub use create::{AddedWorktree, BaseBehind, BranchSpec, WorktreePlan};
 pub use diff::{FileDiff, WorktreeDiff, diff};
 pub use error::{GitError, Result};
@@ -33,6 +34,9 @@ pub use merge::{MergeMode, MergeRequest, Merged};
 pub use remove::KeptWork;
 pub use setup::{Copied, SetupError, copy_files, run_setup};
 pub use status::{Health, LastCommit, WorktreeStatus, changed_paths};
+pub use version::{
+    GitVersion, MINIMUM as GIT_MINIMUM, REBASE_MINIMUM as GIT_REBASE_MINIMUM, version,
+};
 
 // The topics above each add their part of `impl Repo`; what they all share stays here.
 

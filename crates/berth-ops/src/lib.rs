@@ -13,9 +13,13 @@
 //! - What prompts and agents learn of a project (`review`, `toolchain`, `worktree`).
 //! - [`Error`] with its [`ErrorKind`], which each front end maps once.
 //! - Views (`view`): the one JSON shape of a workspace or a session at the edge.
+//! - [`doctor`]: what works and what does not in a home, each finding with what to do;
+//!   [`disk`]: the disk use of a folder.
 
 mod bindings;
 pub mod config;
+pub mod disk;
+pub mod doctor;
 mod error;
 mod git_workspace;
 mod interrupted;
