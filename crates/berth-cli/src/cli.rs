@@ -719,12 +719,24 @@ pub enum WorkspaceCmd {
         #[command(flatten)]
         confirm: ConfirmFlag,
     },
-    /// Delete workspaces unused for a while (never `default`). Git workspaces whose removal
-    /// would lose work (uncommitted changes, unmerged commits) are kept and listed.
+    /// Delete workspaces unused for a while (never `default`), or with --merged those whose
+    /// work is merged. Git workspaces whose removal would lose work (uncommitted changes,
+    /// unmerged commits) are kept and listed.
+    ///
+    /// --merged picks git workspaces whose branch is merged into its base, however recently
+    /// used: the branch's tip is in the base's history (a fast-forward or a merge commit; a
+    /// squash or rebase merge is not recognised) and it has commits of its own (a branch
+    /// never committed to is not "merged"; its reflog tells). One with uncommitted or
+    /// untracked files, or commits only its HEAD holds, is kept and listed. Each is checked
+    /// again at the moment of its removal, as for the age, and never forced.
+    #[command(verbatim_doc_comment)]
     Gc {
         /// Days without use after which a workspace is removed.
         #[arg(long, default_value_t = 90, value_name = "DAYS")]
         max_age: u32,
+        /// Remove git workspaces whose branch is merged into its base, instead of by age.
+        #[arg(long, conflicts_with = "max_age")]
+        merged: bool,
         /// Only list what would be removed.
         #[arg(long)]
         dry_run: bool,

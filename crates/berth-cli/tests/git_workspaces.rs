@@ -1423,3 +1423,85 @@ fn spare_checkouts_give_the_same_worktree_as_a_fresh_one() {
     );
     assert_eq!(project.worktrees(), Vec::<String>::new());
 }
+
+#[test]
+fn gc_merged_removes_merged_workspaces_and_keeps_those_with_work() {
+    let home = Home::new();
+    let project = Project::new();
+    let create = |name: &str| {
+        ok_in(
+            &home,
+            &project.root,
+            &["workspace", "create", name, "--base", "main"],
+        );
+        PathBuf::from(home.ok(&["workspace", "path", name]).trim())
+    };
+    let merged = create("merged");
+    let unmerged = create("unmerged");
+    let dirty = create("dirty");
+    let fresh = create("fresh");
+    commit(&merged, "a.txt", "merged work\n");
+    commit(&unmerged, "b.txt", "unmerged work\n");
+    commit(&dirty, "c.txt", "dirty work\n");
+    // Two branches merged into main: a fast-forward and a merge commit.
+    git(
+        &project.root,
+        &["merge", "--quiet", "--ff-only", "berth/merged"],
+    );
+    git(
+        &project.root,
+        &["merge", "--quiet", "--no-edit", "berth/dirty"],
+    );
+    std::fs::write(dirty.join("notes.txt"), "not committed\n").unwrap();
+
+    // A dry run names the merged one, keeps the one with uncommitted work, changes nothing;
+    // the unmerged one and the one never committed to are not candidates.
+    let dry = home.json(&["workspace", "gc", "--merged", "--dry-run", "--json"]);
+    assert_eq!(dry["merged"], true);
+    assert_eq!(dry["dry_run"], true);
+    assert!(dry.get("max_age_days").is_none(), "{dry}");
+    let names = |v: &serde_json::Value| -> Vec<String> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|w| w["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(names(&dry["workspaces"]), ["merged"]);
+    assert_eq!(names(&dry["kept"]), ["dirty"]);
+    assert!(
+        dry["kept"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("uncommitted"),
+        "{dry}"
+    );
+    assert!(merged.exists());
+
+    let done = home.json(&["workspace", "gc", "--merged", "--yes", "--json"]);
+    assert_eq!(done["dry_run"], false);
+    assert_eq!(names(&done["workspaces"]), ["merged"]);
+    assert!(!merged.exists());
+    for kept in [&unmerged, &dirty, &fresh] {
+        assert!(kept.exists(), "{} was removed", kept.display());
+    }
+    assert!(dirty.join("notes.txt").exists());
+    // The merged branch, berth's own and held by main now, is deleted with its worktree.
+    assert_eq!(
+        project.branches(),
+        ["berth/dirty", "berth/fresh", "berth/unmerged", "main"]
+    );
+    let listed: Vec<String> = home
+        .json(&["workspace", "list", "--json"])
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|w| w["name"].as_str().map(str::to_owned))
+        .collect();
+    assert!(!listed.contains(&"merged".to_owned()), "{listed:?}");
+    assert_eq!(listed.len(), 3, "{listed:?}");
+
+    // Merged or by age: one or the other.
+    let both = home.run(&["workspace", "gc", "--merged", "--max-age", "3"]);
+    assert_eq!(both.code, 2, "{}", both.stderr);
+}

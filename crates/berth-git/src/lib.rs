@@ -31,6 +31,7 @@ pub use diff::{FileDiff, WorktreeDiff, diff};
 pub use error::{GitError, Result};
 pub use linked::{LinkedWorktree, linked_worktree};
 pub use merge::{MergeMode, MergeRequest, Merged};
+pub use refs::BranchMerged;
 pub use remove::KeptWork;
 pub use setup::{Copied, SetupError, copy_files, run_setup};
 pub use status::{Health, LastCommit, WorktreeStatus, changed_paths};

@@ -167,7 +167,11 @@ pub struct Deleted {
 /// Which workspaces garbage collection would remove, and which it keeps and why.
 #[derive(Debug, Clone, Serialize)]
 pub struct GcPlan {
-    pub max_age_days: u32,
+    /// Unused this long (`None` with `merged`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_age_days: Option<u32>,
+    /// Chosen because their branch is merged into its base, whatever their age.
+    pub merged: bool,
     #[serde(skip)]
     cutoff: DateTime<Utc>,
     /// Idle for longer than `max_age_days`, and removable now.
@@ -180,7 +184,9 @@ pub struct GcPlan {
 #[derive(Debug, Clone, Serialize)]
 pub struct GcReport {
     pub dry_run: bool,
-    pub max_age_days: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_age_days: Option<u32>,
+    pub merged: bool,
     /// The workspaces removed (would be, in a dry run).
     #[serde(rename = "workspaces")]
     pub removed: Vec<WorkspaceView>,
@@ -195,6 +201,7 @@ impl GcPlan {
         GcReport {
             dry_run: true,
             max_age_days: self.max_age_days,
+            merged: self.merged,
             removed: self.stale,
             kept: self.kept,
             warnings: Vec::new(),
@@ -510,8 +517,52 @@ impl Ops {
             }
         }
         Ok(GcPlan {
-            max_age_days,
+            max_age_days: Some(max_age_days),
+            merged: false,
             cutoff: plan.cutoff,
+            stale,
+            kept,
+        })
+    }
+
+    /// Which git workspaces are done with: their branch is merged into its base
+    /// (`Repo::branch_merged`: its tip in the base's history, and commits of its own), however
+    /// recently they were used. Those whose removal would lose work (uncommitted or untracked
+    /// files, commits their HEAD alone holds) are kept, with why. A branch not merged, never
+    /// committed to, or that git cannot judge is not a candidate. Applied as an age plan is
+    /// ([`Ops::apply_gc`]): each checked again at its removal, and one used after this plan
+    /// is kept.
+    pub async fn plan_gc_merged(&self) -> Result<GcPlan> {
+        let cutoff = Utc::now();
+        let records = self.manager.list().await?;
+        let mut stale = Vec::new();
+        let mut kept = Vec::new();
+        for ws in records {
+            let Some(git) = ws.git.clone() else {
+                continue;
+            };
+            if git.branch == berth_git::DETACHED_HEAD || ws.id.is_default() {
+                continue;
+            }
+            let merged = blocking(move || {
+                Ok(match Repo::open(&git.repo) {
+                    Ok(repo) => repo.branch_merged(&git.branch, &git.base_branch),
+                    Err(e) => berth_git::BranchMerged::Unknown(e.to_string()),
+                })
+            })
+            .await?;
+            if merged != berth_git::BranchMerged::Merged {
+                continue;
+            }
+            match git_workspace::check_removable(&ws).await {
+                Ok(()) => stale.push(self.view(&ws, None)),
+                Err(why) => kept.push(KeptView::new(&ws, why.to_string())),
+            }
+        }
+        Ok(GcPlan {
+            max_age_days: None,
+            merged: true,
+            cutoff,
             stale,
             kept,
         })
@@ -524,6 +575,7 @@ impl Ops {
         let mut report = GcReport {
             dry_run: false,
             max_age_days: plan.max_age_days,
+            merged: plan.merged,
             removed: Vec::new(),
             kept: plan.kept,
             warnings: Vec::new(),

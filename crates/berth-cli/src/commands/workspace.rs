@@ -92,10 +92,14 @@ pub async fn run(ops: &Ops, cmd: WorkspaceCmd) -> anyhow::Result<()> {
         } => delete(ops, &workspace, force, c.yes).await,
         WorkspaceCmd::Gc {
             max_age,
+            merged,
             dry_run,
             confirm: c,
             json,
-        } => gc(ops, max_age, dry_run, c.yes, json.json).await,
+        } => {
+            let age = (!merged).then_some(max_age);
+            gc(ops, age, dry_run, c.yes, json.json).await
+        }
         WorkspaceCmd::Path { workspace } => {
             let path = ops.workspace_path(&workspace).await?;
             Ok(render::line(path.display())?)
@@ -401,18 +405,34 @@ async fn delete(ops: &Ops, identifier: &str, force: bool, yes: bool) -> anyhow::
     Ok(())
 }
 
-async fn gc(ops: &Ops, max_age: u32, dry_run: bool, yes: bool, json: bool) -> anyhow::Result<()> {
-    let plan = ops.plan_gc(max_age).await?;
+/// `workspace gc`: by age (`Some(days)`), or `--merged` (`None`).
+async fn gc(
+    ops: &Ops,
+    max_age: Option<u32>,
+    dry_run: bool,
+    yes: bool,
+    json: bool,
+) -> anyhow::Result<()> {
+    let plan = match max_age {
+        Some(days) => ops.plan_gc(days).await?,
+        None => ops.plan_gc_merged().await?,
+    };
     for kept in &plan.kept {
         eprintln!("keeping {}: {}", kept.label, kept.reason);
     }
     let report = if dry_run || plan.stale.is_empty() {
         plan.dry_run()
     } else {
-        let question = format!(
-            "Delete {} workspace(s) unused for {max_age} days?",
-            plan.stale.len()
-        );
+        let question = match max_age {
+            Some(days) => format!(
+                "Delete {} workspace(s) unused for {days} days?",
+                plan.stale.len()
+            ),
+            None => format!(
+                "Delete {} workspace(s) whose branch is merged?",
+                plan.stale.len()
+            ),
+        };
         let already = plan.kept.len();
         confirm(yes, &question)?;
         let report = ops.apply_gc(plan).await?;
