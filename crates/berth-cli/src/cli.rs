@@ -584,7 +584,14 @@ pub struct ConfirmFlag {
 pub enum WorkspaceCmd {
     /// List every workspace.
     #[command(visible_alias = "ls")]
-    List(JsonFlag),
+    List {
+        /// Measure each workspace's disk use (its folder and worktree; a SIZE column, or
+        /// size_bytes in JSON). Walks every file, so it takes a while on big worktrees.
+        #[arg(long)]
+        size: bool,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
     /// Create a workspace and print its id.
     ///
     /// Run inside a git repository (or given --repo), this makes a git workspace: a worktree of
@@ -648,7 +655,8 @@ pub enum WorkspaceCmd {
         #[command(flatten)]
         json: JsonFlag,
     },
-    /// Show one workspace: metadata, folder and bound devices.
+    /// Show one workspace: metadata, folder, bound devices and its disk use (its folder and
+    /// worktree, no symbolic link followed, a file linked twice counted once).
     Show {
         /// Id, name or id prefix.
         #[arg(add = ArgValueCompleter::new(completion::workspaces))]

@@ -1505,3 +1505,64 @@ fn gc_merged_removes_merged_workspaces_and_keeps_those_with_work() {
     let both = home.run(&["workspace", "gc", "--merged", "--max-age", "3"]);
     assert_eq!(both.code, 2, "{}", both.stderr);
 }
+
+#[test]
+fn list_size_and_show_measure_each_workspaces_disk_use() {
+    let home = Home::new();
+    let project = Project::new();
+    ok_in(&home, &project.root, &["workspace", "create", "tree"]);
+    let tree = PathBuf::from(home.ok(&["workspace", "path", "tree"]).trim());
+    std::fs::write(tree.join("big.bin"), vec![1u8; 300_000]).unwrap();
+    home.ok(&["workspace", "create", "flat", "--plain"]);
+    let flat = PathBuf::from(home.ok(&["workspace", "path", "flat"]).trim());
+    std::fs::write(flat.join("data.bin"), vec![2u8; 1_000_000]).unwrap();
+    // A second name of the same file, and a link to a big file elsewhere, cost nothing more.
+    std::fs::hard_link(flat.join("data.bin"), flat.join("again.bin")).unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("huge.bin"), vec![3u8; 4_000_000]).unwrap();
+    std::os::unix::fs::symlink(outside.path().join("huge.bin"), flat.join("link")).unwrap();
+
+    // Not measured unless asked.
+    let plain = home.json(&["workspace", "list", "--json"]);
+    assert!(
+        plain
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|w| w["size_bytes"].is_null()),
+        "{plain}"
+    );
+    let sized = home.json(&["workspace", "list", "--size", "--json"]);
+    let size_of = |name: &str| {
+        sized
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|w| w["name"] == name)
+            .unwrap()["size_bytes"]
+            .as_u64()
+            .unwrap()
+    };
+    assert!(size_of("tree") >= 300_000, "{sized}");
+    assert!(
+        (1_000_000..1_900_000).contains(&size_of("flat")),
+        "{}",
+        size_of("flat")
+    );
+    let table = home.ok(&["workspace", "list", "--size"]);
+    assert!(table.lines().next().unwrap().contains("SIZE"), "{table}");
+    let flat_line = table.lines().find(|l| l.contains("flat")).unwrap();
+    assert!(
+        flat_line.contains(" MiB") || flat_line.contains(" KiB"),
+        "{flat_line}"
+    );
+
+    let shown = home.json(&["workspace", "show", "tree", "--json"]);
+    assert_eq!(shown["size_bytes"].as_u64().unwrap(), size_of("tree"));
+    let text = home.ok(&["workspace", "show", "flat"]);
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("size") && l.contains(&format!("({} bytes)", size_of("flat")))),
+        "{text}"
+    );
+}

@@ -9,9 +9,19 @@ use std::path::Path;
 /// The bytes `path` takes on disk (allocated blocks, so a sparse file costs what it holds),
 /// everything beneath it included. A path that does not exist takes 0.
 pub fn usage(path: &Path) -> io::Result<u64> {
+    usage_of(&[path])
+}
+
+/// The bytes `paths` take together: a path inside another, or a file linked from both,
+/// counts once. A folder that cannot be read inside them counts as its own entry only.
+pub fn usage_of(paths: &[&Path]) -> io::Result<u64> {
     let mut seen = HashSet::new();
     let mut total = 0;
-    let mut pending = vec![path.to_owned()];
+    let mut pending: Vec<std::path::PathBuf> = paths
+        .iter()
+        .filter(|p| !paths.iter().any(|q| q != *p && p.starts_with(q)))
+        .map(|p| p.to_path_buf())
+        .collect();
     while let Some(p) = pending.pop() {
         let meta = match std::fs::symlink_metadata(&p) {
             Ok(m) => m,
@@ -22,7 +32,14 @@ pub fn usage(path: &Path) -> io::Result<u64> {
         if meta.is_dir() {
             let entries = match std::fs::read_dir(&p) {
                 Ok(entries) => entries,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::NotFound | io::ErrorKind::PermissionDenied
+                    ) =>
+                {
+                    continue;
+                }
                 Err(e) => return Err(e),
             };
             for entry in entries {
@@ -91,6 +108,11 @@ mod tests {
         std::os::unix::fs::symlink(&outside, root.join("link")).unwrap();
         assert!(usage(&root).unwrap() < one + 64 * 1024);
         assert_eq!(usage(&dir.path().join("nothing")).unwrap(), 0);
+        // A folder inside another counts once.
+        assert_eq!(
+            usage_of(&[&root, &root.join("a")]).unwrap(),
+            usage(&root).unwrap()
+        );
     }
 
     #[test]

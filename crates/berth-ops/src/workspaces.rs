@@ -349,6 +349,59 @@ impl Ops {
         Ok(view)
     }
 
+    /// Fills in each workspace's `size_bytes`: the disk its folder and its worktree take
+    /// (`disk::usage_of`: no symbolic link followed, a file linked twice counted once), a few
+    /// at a time. A walk costs a stat of every file, so only a front end that asks measures.
+    pub async fn measure_workspaces(&self, views: &mut [WorkspaceView]) -> Result<()> {
+        let roots: Vec<Vec<PathBuf>> = views
+            .iter()
+            .map(|v| {
+                v.path
+                    .iter()
+                    .cloned()
+                    .chain(v.git.as_ref().map(|g| g.worktree.clone()))
+                    .collect()
+            })
+            .collect();
+        let sizes = blocking(move || {
+            let workers = std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 8));
+            let chunk = roots.len().div_ceil(workers).max(1);
+            std::thread::scope(|scope| {
+                let handles: Vec<_> = roots
+                    .chunks(chunk)
+                    .map(|part| {
+                        scope.spawn(move || {
+                            part.iter()
+                                .map(|paths| {
+                                    let refs: Vec<&Path> =
+                                        paths.iter().map(PathBuf::as_path).collect();
+                                    crate::disk::usage_of(&refs).map_err(|e| {
+                                        berth_core::Error::io(
+                                            format!("cannot measure {}", paths[0].display()),
+                                            e,
+                                        )
+                                    })
+                                })
+                                .collect::<Vec<_>>()
+                        })
+                    })
+                    .collect();
+                let mut sizes = Vec::new();
+                for h in handles {
+                    for size in h.join().expect("a walk never panics") {
+                        sizes.push(size?);
+                    }
+                }
+                Ok(sizes)
+            })
+        })
+        .await?;
+        for (view, size) in views.iter_mut().zip(sizes) {
+            view.size_bytes = Some(size);
+        }
+        Ok(())
+    }
+
     /// The state of a git workspace's worktree; `None` for a plain workspace.
     pub async fn git_status(&self, ws: &Workspace) -> Result<Option<WorktreeStatus>> {
         match ws.git.clone() {

@@ -15,7 +15,7 @@ use crate::render;
 
 pub async fn run(ops: &Ops, cmd: WorkspaceCmd) -> anyhow::Result<()> {
     match cmd {
-        WorkspaceCmd::List(flag) => list(ops, flag.json).await,
+        WorkspaceCmd::List { size, json } => list(ops, size, json.json).await,
         WorkspaceCmd::Create {
             name,
             description,
@@ -140,27 +140,36 @@ fn current_dir() -> anyhow::Result<PathBuf> {
     std::env::current_dir().context("cannot read the current folder")
 }
 
-async fn list(ops: &Ops, json: bool) -> anyhow::Result<()> {
-    let all = ops.list_workspaces().await?;
+async fn list(ops: &Ops, size: bool, json: bool) -> anyhow::Result<()> {
+    let mut all = ops.list_workspaces().await?;
+    if size {
+        ops.measure_workspaces(&mut all).await?;
+    }
     if json {
         return Ok(render::json(&all)?);
     }
     let rows: Vec<Vec<String>> = all
         .iter()
         .map(|ws| {
-            vec![
+            let mut row = vec![
                 ws.id.to_string(),
                 ws.name.clone().unwrap_or_else(|| "-".to_owned()),
                 render::time(ws.last_accessed),
                 ws.git_status.as_ref().map_or("-".to_owned(), git_summary),
-                render::cell(&ws.description),
-            ]
+            ];
+            if size {
+                row.push(ws.size_bytes.map_or("-".to_owned(), berth_ops::disk::human));
+            }
+            row.push(render::cell(&ws.description));
+            row
         })
         .collect();
-    Ok(render::table(
-        &["ID", "NAME", "LAST USED", "GIT", "DESCRIPTION"],
-        &rows,
-    )?)
+    let headers: &[&str] = if size {
+        &["ID", "NAME", "LAST USED", "GIT", "SIZE", "DESCRIPTION"]
+    } else {
+        &["ID", "NAME", "LAST USED", "GIT", "DESCRIPTION"]
+    };
+    Ok(render::table(headers, &rows)?)
 }
 
 async fn create(ops: &Ops, request: CreateWorkspace, json: bool) -> anyhow::Result<()> {
@@ -304,7 +313,9 @@ async fn merge(ops: &Ops, request: MergeWorkspace, json: bool) -> anyhow::Result
 }
 
 async fn show(ops: &Ops, identifier: &str, json: bool) -> anyhow::Result<()> {
-    let ws = ops.show_workspace(identifier).await?;
+    let mut ws = ops.show_workspace(identifier).await?;
+    ops.measure_workspaces(std::slice::from_mut(&mut ws))
+        .await?;
     if json {
         return Ok(render::json(&ws)?);
     }
@@ -324,6 +335,12 @@ async fn show(ops: &Ops, identifier: &str, json: bool) -> anyhow::Result<()> {
             ws.path
                 .as_ref()
                 .map_or_else(dash, |p| p.display().to_string()),
+        ),
+        (
+            "size",
+            ws.size_bytes.map_or_else(dash, |b| {
+                format!("{} ({b} bytes)", berth_ops::disk::human(b))
+            }),
         ),
         (
             "ports",
