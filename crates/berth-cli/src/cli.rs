@@ -197,6 +197,21 @@ pub enum Command {
         #[command(flatten)]
         json: JsonFlag,
     },
+    /// Print berth's manual page (roff), made from the same definitions as --help: berth's own,
+    /// or one command's; or, with --out, write every page into a folder.
+    ///
+    /// berth man | man -l -
+    /// berth man workspace gc | man -l -
+    /// berth man --out ~/.local/share/man/man1    (berth.1, berth-workspace.1, …)
+    #[command(verbatim_doc_comment)]
+    Man {
+        /// The command whose page to print (`workspace`, `workspace gc`); default: berth.
+        #[arg(value_name = "COMMAND")]
+        command: Vec<String>,
+        /// Write every page, one file per command (berth.1, berth-workspace.1, …), into DIR.
+        #[arg(long, value_name = "DIR", conflicts_with = "command")]
+        out: Option<PathBuf>,
+    },
     /// Print the script that makes your shell complete berth's commands, flags, workspace
     /// names and session ids (asking berth itself as you type).
     ///

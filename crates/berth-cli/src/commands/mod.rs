@@ -63,7 +63,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Serve(args) => serve::run(ops, args).await,
         Command::Token(cmd) => token::run(&ops, cmd).await,
         // Answered in main, before a home is opened; the doctor above, before a store is.
-        Command::Completions { .. } | Command::Doctor { .. } => Ok(()),
+        Command::Completions { .. } | Command::Man { .. } | Command::Doctor { .. } => Ok(()),
     }
 }
 
