@@ -768,6 +768,25 @@ pub enum WorkspaceCmd {
         #[command(flatten)]
         json: JsonFlag,
     },
+    /// Clean up git worktrees and workspace records that lost each other, losing nothing.
+    ///
+    /// A worktree in berth's folders (<home>/workspaces/<id>/worktree, [git] worktree_dir)
+    /// that git lists but no workspace records is removed when it holds nothing that would be
+    /// lost (no uncommitted or untracked file, no commit only its HEAD holds); its branch is
+    /// kept. One whose folder is gone is forgotten by git (`git worktree prune`). A git
+    /// workspace whose worktree is gone loses its record (and the branch berth made, when
+    /// its commits are on its base), as `workspace delete` removes it. What would lose work,
+    /// and a workspace with sessions, is kept and listed with what to do.
+    #[command(verbatim_doc_comment)]
+    Prune {
+        /// Only list what would be removed.
+        #[arg(long)]
+        dry_run: bool,
+        #[command(flatten)]
+        confirm: ConfirmFlag,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
     /// Print the workspace's folder (a git workspace's worktree), for
     /// `cd "$(berth workspace path NAME)"`.
     Path {

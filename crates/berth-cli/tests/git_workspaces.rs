@@ -1566,3 +1566,137 @@ fn list_size_and_show_measure_each_workspaces_disk_use() {
         "{text}"
     );
 }
+
+#[test]
+fn prune_cleans_worktrees_and_records_that_lost_each_other_and_keeps_work() {
+    let home = Home::new();
+    let project = Project::new();
+    let wts = tempfile::tempdir().unwrap();
+    let wts_dir = wts.path().canonicalize().unwrap();
+    std::fs::write(
+        home.path().join("config.toml"),
+        format!("[git]\nworktree_dir = \"{}\"\n", wts_dir.display()),
+    )
+    .unwrap();
+    let create = |name: &str| {
+        let id = ok_in(
+            &home,
+            &project.root,
+            &["workspace", "create", name, "--base", "main"],
+        )
+        .trim()
+        .to_owned();
+        let path = PathBuf::from(home.ok(&["workspace", "path", name]).trim());
+        (id, path)
+    };
+    // Records removed behind berth's back: their worktrees are orphans.
+    let (a, orphan_clean) = create("a");
+    let (b, orphan_dirty) = create("b");
+    let (c, orphan_gone) = create("c");
+    std::fs::write(orphan_dirty.join("wip.txt"), "not committed\n").unwrap();
+    for id in [&a, &b, &c] {
+        std::fs::remove_dir_all(home.workspace_dir(id)).unwrap();
+    }
+    std::fs::remove_dir_all(&orphan_gone).unwrap();
+    // Worktrees removed behind berth's back: their records are stale.
+    let (_, gone) = create("d");
+    let (_, gone_with_commit) = create("e");
+    commit(&gone_with_commit, "e.txt", "only here\n");
+    let (_, gone_with_session) = create("f");
+    home.ok(&["session", "new", "--workspace", "f", "--title", "keep me"]);
+    for path in [&gone, &gone_with_commit, &gone_with_session] {
+        std::fs::remove_dir_all(path).unwrap();
+    }
+    let (_, healthy) = create("g");
+    let before = project.worktrees();
+
+    let dry = home.json(&["workspace", "prune", "--dry-run", "--json"]);
+    assert_eq!(dry["dry_run"], true);
+    let paths = |v: &serde_json::Value| -> Vec<String> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|w| w["path"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let mut orphans = vec![
+        orphan_clean.to_str().unwrap().to_owned(),
+        orphan_gone.to_str().unwrap().to_owned(),
+    ];
+    orphans.sort();
+    assert_eq!(paths(&dry["worktrees"]), orphans, "{dry}");
+    let names: Vec<_> = dry["workspaces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["d"]);
+    let kept: Vec<(String, String)> = dry["kept"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| {
+            (
+                k["name"].as_str().unwrap().to_owned(),
+                k["reason"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let reason = |name: &str| {
+        kept.iter()
+            .find(|(n, _)| n.contains(name))
+            .unwrap_or_else(|| panic!("{name} not kept: {kept:?}"))
+            .1
+            .clone()
+    };
+    assert!(reason(orphan_dirty.to_str().unwrap()).contains("uncommitted"));
+    assert!(reason("(e)").contains("1 commit"), "{}", reason("(e)"));
+    assert!(reason("(e)").contains("--force"));
+    assert!(reason("(f)").contains("1 session(s)"));
+    assert_eq!(kept.len(), 3, "{kept:?}");
+    // A dry run changes nothing.
+    assert!(orphan_clean.exists());
+    assert_eq!(project.worktrees(), before);
+
+    let done = home.json(&["workspace", "prune", "--yes", "--json"]);
+    assert_eq!(done["dry_run"], false);
+    assert_eq!(paths(&done["worktrees"]), orphans);
+    assert!(!orphan_clean.exists());
+    // Work is where it was.
+    assert!(orphan_dirty.join("wip.txt").exists());
+    assert!(healthy.exists());
+    // git forgot the worktree whose folder was gone and the one removed; it still knows the
+    // kept orphan and the healthy one.
+    let listed = project.worktrees();
+    assert!(!listed.contains(&orphan_clean.to_str().unwrap().to_owned()));
+    assert!(!listed.contains(&orphan_gone.to_str().unwrap().to_owned()));
+    assert!(listed.contains(&orphan_dirty.to_str().unwrap().to_owned()));
+    assert!(listed.contains(&healthy.to_str().unwrap().to_owned()));
+    // Orphans' branches stay (berth cannot know it made them); d's went with its record; e's
+    // commit is still on its branch.
+    let branches = project.branches();
+    for kept in [
+        "berth/a", "berth/b", "berth/c", "berth/e", "berth/f", "berth/g",
+    ] {
+        assert!(branches.contains(&kept.to_owned()), "{kept}: {branches:?}");
+    }
+    assert!(!branches.contains(&"berth/d".to_owned()));
+    let mut left: Vec<String> = home
+        .json(&["workspace", "list", "--json"])
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|w| w["name"].as_str().map(str::to_owned))
+        .collect();
+    left.sort();
+    assert_eq!(left, ["e", "f", "g"]);
+
+    // Nothing left to do.
+    let again = home.json(&["workspace", "prune", "--yes", "--json"]);
+    assert!(again["worktrees"].as_array().unwrap().is_empty(), "{again}");
+    assert!(
+        again["workspaces"].as_array().unwrap().is_empty(),
+        "{again}"
+    );
+}

@@ -29,7 +29,7 @@ mod version;
 pub use create::{AddedWorktree, BaseBehind, BranchSpec, WorktreePlan};
 pub use diff::{FileDiff, WorktreeDiff, diff};
 pub use error::{GitError, Result};
-pub use linked::{LinkedWorktree, linked_worktree};
+pub use linked::{LinkedWorktree, ListedWorktree, linked_worktree};
 pub use merge::{MergeMode, MergeRequest, Merged};
 pub use refs::BranchMerged;
 pub use remove::KeptWork;

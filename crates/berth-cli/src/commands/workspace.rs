@@ -100,6 +100,11 @@ pub async fn run(ops: &Ops, cmd: WorkspaceCmd) -> anyhow::Result<()> {
             let age = (!merged).then_some(max_age);
             gc(ops, age, dry_run, c.yes, json.json).await
         }
+        WorkspaceCmd::Prune {
+            dry_run,
+            confirm: c,
+            json,
+        } => prune(ops, dry_run, c.yes, json.json).await,
         WorkspaceCmd::Path { workspace } => {
             let path = ops.workspace_path(&workspace).await?;
             Ok(render::line(path.display())?)
@@ -478,6 +483,66 @@ async fn gc(
         ))?;
     }
     eprintln!("{verb} {} workspace(s)", report.removed.len());
+    Ok(())
+}
+
+async fn prune(ops: &Ops, dry_run: bool, yes: bool, json: bool) -> anyhow::Result<()> {
+    let plan = ops.plan_prune().await?;
+    for kept in &plan.kept {
+        eprintln!("keeping {} {}: {}", kept.kind, kept.name, kept.reason);
+    }
+    let report = if dry_run || plan.is_empty() {
+        plan.dry_run()
+    } else {
+        let question = format!(
+            "Remove {} worktree(s) no workspace records and {} record(s) whose worktree is gone?",
+            plan.worktrees.len(),
+            plan.workspaces.len()
+        );
+        let already = plan.kept.len();
+        confirm(yes, &question)?;
+        let report = ops.apply_prune(plan).await?;
+        for kept in &report.kept[already..] {
+            eprintln!("kept {} {}: {}", kept.kind, kept.name, kept.reason);
+        }
+        report
+    };
+    for w in &report.warnings {
+        eprintln!("warning: {w}");
+    }
+    if json {
+        return Ok(render::json(&report)?);
+    }
+    let verb = if report.dry_run {
+        "would remove"
+    } else {
+        "removed"
+    };
+    for wt in &report.worktrees {
+        let what = if wt.folder_gone {
+            "git's record of the worktree"
+        } else {
+            "worktree"
+        };
+        render::line(format!(
+            "{verb} {what} {} ({} of {}; no workspace records it)",
+            wt.path.display(),
+            wt.branch,
+            wt.repo.display()
+        ))?;
+    }
+    for ws in &report.workspaces {
+        render::line(format!(
+            "{verb} workspace {} (its worktree is gone)",
+            ws.label
+        ))?;
+    }
+    eprintln!(
+        "{verb} {} worktree(s) and {} workspace record(s); kept {}",
+        report.worktrees.len(),
+        report.workspaces.len(),
+        report.kept.len()
+    );
     Ok(())
 }
 
