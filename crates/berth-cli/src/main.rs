@@ -5,6 +5,7 @@ mod cli;
 mod commands;
 mod completion;
 mod man;
+mod progress;
 mod render;
 
 use std::process::ExitCode;

@@ -19,6 +19,7 @@ mod discover;
 mod error;
 mod linked;
 mod merge;
+pub mod progress;
 mod refs;
 mod remove;
 mod setup;

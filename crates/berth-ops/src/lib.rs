@@ -43,6 +43,8 @@ use berth_core::WorkspaceManager;
 use berth_store_fs::FsStore;
 use berth_store_sql::SqlStore;
 
+/// Progress of checkouts and of the operations' loops, for a front end on a terminal.
+pub use berth_git::progress;
 pub use berth_git::{FileDiff, MergeMode, Merged, WorktreeDiff};
 pub use error::{Error, ErrorKind, Result, blocking};
 pub use git_workspace::adoption;

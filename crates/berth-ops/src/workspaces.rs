@@ -209,6 +209,9 @@ impl GcPlan {
     }
 }
 
+/// The progress task of garbage collection.
+const GC_PROGRESS: &str = "removing workspaces";
+
 /// A repository's spare checkouts.
 #[derive(Debug, Serialize)]
 pub struct SparesReport {
@@ -633,7 +636,9 @@ impl Ops {
             kept: plan.kept,
             warnings: Vec::new(),
         };
-        for view in plan.stale {
+        let total = plan.stale.len() as u64;
+        for (i, view) in plan.stale.into_iter().enumerate() {
+            crate::progress::step(GC_PROGRESS, i as u64, total);
             match git_workspace::collect(&self.manager, &view.id, plan.cutoff).await? {
                 Collected::Removed(warning) => {
                     if let Some(w) = warning {
@@ -645,6 +650,7 @@ impl Ops {
                 Collected::Gone => {}
             }
         }
+        crate::progress::finish(GC_PROGRESS);
         Ok(report)
     }
 

@@ -126,7 +126,10 @@ pub async fn run(ops: &Ops, cmd: WorkspaceCmd) -> anyhow::Result<()> {
                 Some(r) => r,
                 None => current_dir()?,
             };
-            let report = ops.spares(&repo, fill, clear).await?;
+            crate::progress::watch(json.json);
+            let report = ops.spares(&repo, fill, clear).await;
+            crate::progress::finish_all();
+            let report = report?;
             if json.json {
                 return Ok(render::json(&report)?);
             }
@@ -178,7 +181,10 @@ async fn list(ops: &Ops, size: bool, json: bool) -> anyhow::Result<()> {
 }
 
 async fn create(ops: &Ops, request: CreateWorkspace, json: bool) -> anyhow::Result<()> {
-    let created = ops.create_workspace_reported(request).await?;
+    crate::progress::watch(json);
+    let created = ops.create_workspace_reported(request).await;
+    crate::progress::finish_all();
+    let created = created?;
     let ws = &created.workspace;
     if let (Some(git), Some(start)) = (&ws.git, &created.start) {
         eprintln!(
@@ -457,7 +463,10 @@ async fn gc(
         };
         let already = plan.kept.len();
         confirm(yes, &question)?;
-        let report = ops.apply_gc(plan).await?;
+        crate::progress::watch(json);
+        let report = ops.apply_gc(plan).await;
+        crate::progress::finish_all();
+        let report = report?;
         // What changed while the question waited is kept, and said so.
         for kept in &report.kept[already..] {
             eprintln!("kept {}: {}", kept.label, kept.reason);
