@@ -356,18 +356,23 @@ impl Chat {
         Ok(self.screen.say(&text)?)
     }
 
+    /// `/model NAME` and `--model`: kept with the session (as an editor's `/model` keeps it),
+    /// or, for a session not made yet, given to it when it is.
     async fn switch_model(&mut self, name: &str) -> anyhow::Result<()> {
+        if let Some(session) = &self.session {
+            let command = Command::Model(Some(name.to_owned()));
+            let text = self
+                .agent
+                .session_command(session, &self.cwd, &command, FrontEnd::Chat)
+                .await?;
+            return Ok(self.screen.say(&text)?);
+        }
         let current = self.model_now().await?.choice;
         let choice = self
             .agent
             .parse_model(&self.workspace.id, name, &current)
             .await?;
-        // Kept with the session, so a later chat, `chat -p` or an editor calls it too; a
-        // session not made yet gets it when it is.
-        match &self.session {
-            Some(s) => self.ops.choose_session_model(s, &choice).await?,
-            None => self.pending_model = Some(choice.clone()),
-        }
+        self.pending_model = Some(choice.clone());
         Ok(self.screen.say(&slash::switched_text(&choice))?)
     }
 
