@@ -1608,6 +1608,22 @@ fn prune_cleans_worktrees_and_records_that_lost_each_other_and_keeps_work() {
         std::fs::remove_dir_all(path).unwrap();
     }
     let (_, healthy) = create("g");
+    // A person's own worktree inside a plain workspace's folder, where a git workspace's
+    // worktree would be: theirs, never an orphan.
+    home.ok(&["workspace", "create", "notes", "--plain"]);
+    let notes = PathBuf::from(home.ok(&["workspace", "path", "notes"]).trim());
+    let theirs = notes.join("worktree");
+    git(
+        &project.root,
+        &[
+            "worktree",
+            "add",
+            "--quiet",
+            "-b",
+            "mine",
+            theirs.to_str().unwrap(),
+        ],
+    );
     let before = project.worktrees();
 
     let dry = home.json(&["workspace", "prune", "--dry-run", "--json"]);
@@ -1673,6 +1689,11 @@ fn prune_cleans_worktrees_and_records_that_lost_each_other_and_keeps_work() {
     assert!(!listed.contains(&orphan_gone.to_str().unwrap().to_owned()));
     assert!(listed.contains(&orphan_dirty.to_str().unwrap().to_owned()));
     assert!(listed.contains(&healthy.to_str().unwrap().to_owned()));
+    assert!(theirs.join("README.md").exists());
+    assert!(
+        listed.iter().any(|p| p.ends_with("/worktree")
+            && p.contains(notes.file_name().unwrap().to_str().unwrap()))
+    );
     // Orphans' branches stay (berth cannot know it made them); d's went with its record; e's
     // commit is still on its branch.
     let branches = project.branches();
@@ -1690,7 +1711,7 @@ fn prune_cleans_worktrees_and_records_that_lost_each_other_and_keeps_work() {
         .filter_map(|w| w["name"].as_str().map(str::to_owned))
         .collect();
     left.sort();
-    assert_eq!(left, ["e", "f", "g"]);
+    assert_eq!(left, ["e", "f", "g", "notes"]);
 
     // Nothing left to do.
     let again = home.json(&["workspace", "prune", "--yes", "--json"]);

@@ -146,18 +146,21 @@ impl Ops {
             .iter()
             .filter_map(|w| w.git.as_ref().map(|g| g.repo.clone()))
             .collect();
-        let bases: Vec<PathBuf> = [
-            Some(self.home().join("workspaces")),
-            settings
+        let places = Places {
+            home_workspaces: self.home().join("workspaces"),
+            worktree_dir: settings
                 .worktree_dir
                 .as_deref()
                 .filter(|d| Path::new(d).is_absolute())
                 .map(PathBuf::from),
-        ]
-        .into_iter()
-        .flatten()
-        .collect();
-        let found = blocking(move || Ok(orphans(&bases, &repos, &recorded))).await?;
+            // A plain workspace's folder is its person's: whatever is in it is never an orphan.
+            plain: records
+                .iter()
+                .filter(|w| w.git.is_none())
+                .filter_map(|w| self.view(w, None).path)
+                .collect(),
+        };
+        let found = blocking(move || Ok(orphans(&places, &repos, &recorded))).await?;
         let mut worktrees = Vec::new();
         for orphan in found {
             if orphan.folder_gone {
@@ -272,34 +275,69 @@ fn orphan_ref(o: &OrphanWorktree) -> WorktreeRef<'_> {
     }
 }
 
-/// The folders in `bases` (`<home>/workspaces`, `[git] worktree_dir`) where a worktree could
-/// be: `<base>/<id>/worktree` and `<base>/<id>`.
-fn candidates(bases: &[PathBuf]) -> Vec<PathBuf> {
-    let mut found = Vec::new();
-    for base in bases {
-        if let Ok(entries) = std::fs::read_dir(base) {
-            for e in entries.flatten() {
-                found.push(e.path().join("worktree"));
-                found.push(e.path());
-            }
-        }
-    }
-    found
+/// Where berth makes worktrees: `<home>/workspaces/<id>/worktree`, and `<worktree_dir>/<id>`
+/// when `[git] worktree_dir` is set; never inside a plain workspace's folder.
+struct Places {
+    home_workspaces: PathBuf,
+    worktree_dir: Option<PathBuf>,
+    plain: Vec<PathBuf>,
 }
 
-/// Worktrees under `bases` that git lists and no record names: those found on disk there, and
-/// those the recorded repositories list there (their folder gone, say).
-fn orphans(
-    bases: &[PathBuf],
-    repos: &[PathBuf],
-    recorded: &HashSet<PathBuf>,
-) -> Vec<OrphanWorktree> {
+impl Places {
+    /// The folders where a worktree of berth's could be.
+    fn candidates(&self) -> Vec<PathBuf> {
+        let mut found = Vec::new();
+        if let Ok(entries) = std::fs::read_dir(&self.home_workspaces) {
+            found.extend(entries.flatten().map(|e| e.path().join("worktree")));
+        }
+        if let Some(dir) = &self.worktree_dir
+            && let Ok(entries) = std::fs::read_dir(dir)
+        {
+            found.extend(entries.flatten().map(|e| e.path()));
+        }
+        found
+    }
+
+    /// Whether `p` (as git lists it: absolute, symlinks resolved where it could) is such a
+    /// place.
+    fn holds(&self, p: &Path) -> bool {
+        let same = |a: &Path, b: &Path| {
+            a == b
+                || a.canonicalize()
+                    .ok()
+                    .zip(b.canonicalize().ok())
+                    .is_some_and(|(x, y)| x == y)
+                || b.canonicalize().is_ok_and(|y| a == y)
+        };
+        if self
+            .plain
+            .iter()
+            .any(|plain| p.ancestors().any(|a| same(a, plain)))
+        {
+            return false;
+        }
+        let in_home = p.file_name().is_some_and(|n| n == "worktree")
+            && p.parent()
+                .and_then(Path::parent)
+                .is_some_and(|w| same(w, &self.home_workspaces));
+        let in_dir = self
+            .worktree_dir
+            .as_deref()
+            .is_some_and(|d| p.parent().is_some_and(|parent| same(parent, d)));
+        in_home || in_dir
+    }
+}
+
+/// Worktrees in berth's places that git lists and no record names: those found on disk there,
+/// and those the recorded repositories list there (their folder gone, say).
+fn orphans(places: &Places, repos: &[PathBuf], recorded: &HashSet<PathBuf>) -> Vec<OrphanWorktree> {
     let is_recorded =
         |p: &Path| recorded.contains(p) || p.canonicalize().is_ok_and(|c| recorded.contains(&c));
     let mut repos: Vec<PathBuf> = repos.to_vec();
     // On disk: a folder that is a linked worktree's top; its repository is looked at too.
-    for root in candidates(bases) {
+    for root in places.candidates() {
         if root.join(".git").is_file()
+            && places.holds(&root)
             && !is_recorded(&root)
             && let Ok(linked) = berth_git::linked_worktree(&root)
         {
@@ -308,17 +346,6 @@ fn orphans(
     }
     repos.sort();
     repos.dedup();
-    let canonical_bases: Vec<PathBuf> = bases
-        .iter()
-        .map(|b| b.canonicalize().unwrap_or_else(|_| b.clone()))
-        .collect();
-    // Beneath a base (a path git lists is absolute, symlinks resolved where it could).
-    let under_bases = |p: &Path| {
-        bases
-            .iter()
-            .chain(&canonical_bases)
-            .any(|b| p.starts_with(b) && p != b)
-    };
     let mut found: Vec<OrphanWorktree> = Vec::new();
     for repo_path in &repos {
         let Ok(repo) = Repo::open(repo_path) else {
@@ -328,7 +355,7 @@ fn orphans(
             continue;
         };
         for wt in listed {
-            if under_bases(&wt.path)
+            if places.holds(&wt.path)
                 && !is_recorded(&wt.path)
                 && !found.iter().any(|f| f.path == wt.path)
             {
