@@ -197,8 +197,9 @@ pub enum Command {
         #[command(flatten)]
         json: JsonFlag,
     },
-    /// Print berth's manual page (roff), made from the same definitions as --help: berth's own,
-    /// or one command's; or, with --out, write every page into a folder.
+    /// Print berth's manual page (roff), made from the same definitions as --help.
+    ///
+    /// berth's own page, or one command's; or, with --out, every page written into a folder.
     ///
     /// berth man | man -l -
     /// berth man workspace gc | man -l -
@@ -742,9 +743,10 @@ pub enum WorkspaceCmd {
         #[command(flatten)]
         confirm: ConfirmFlag,
     },
-    /// Delete workspaces unused for a while (never `default`), or with --merged those whose
-    /// work is merged. Git workspaces whose removal would lose work (uncommitted changes,
-    /// unmerged commits) are kept and listed.
+    /// Delete workspaces unused for a while (never `default`), or those merged (--merged).
+    ///
+    /// Git workspaces whose removal would lose work (uncommitted changes, unmerged commits)
+    /// are kept and listed.
     ///
     /// --merged picks git workspaces whose branch is merged into its base, however recently
     /// used: the branch's tip is in the base's history (a fast-forward or a merge commit; a
