@@ -18,6 +18,8 @@ command -v python3 >/dev/null || { echo "test.sh: python3 (3.10+) is required" >
 command -v npm >/dev/null || { echo "test.sh: npm is required (it installs Node 22 and the MCP conformance suite)" >&2; exit 1; }
 # The terminal tests (crates/berth-cli/tests/gc_terminal.rs) drive berth inside tmux; install it if missing.
 command -v tmux >/dev/null || { command -v apt-get >/dev/null && apt-get update -qq && apt-get install -y -qq tmux >/dev/null && command -v tmux >/dev/null; } || { echo "test.sh: tmux is required for the terminal tests" >&2; exit 1; }
+# `man.rs` renders `berth man`'s pages with the real man (groff), which must not warn.
+command -v man >/dev/null || { command -v apt-get >/dev/null && apt-get update -qq && apt-get install -y -qq man-db groff-base >/dev/null && command -v man >/dev/null; } || { echo "test.sh: man (man-db) is required for the manual page test" >&2; exit 1; }
 # The web page's tests (tests/web) drive Debian's Chromium through Debian's ChromeDriver.
 if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
   { command -v apt-get >/dev/null && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; } \

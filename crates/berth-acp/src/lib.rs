@@ -15,11 +15,14 @@
 //! - `client.rs`: the client's reach the runtime uses when the client offers it: its files
 //!   (`fs/read_text_file`, `fs/write_text_file`) and its terminals (`terminal/*`).
 //! - `content.rs`: prompt blocks to the model's input; transcripts to replayed chunks.
+//! - `commands.rs`: berth's slash commands (`berth_agent::slash`) offered to the editor and
+//!   run when a prompt is one.
 //! - `models.rs`: the model choice, a session config option from the workspace's config.
 //! - `errors.rs`: berth's error kinds as ACP errors, in one place.
 //! - `transport.rs`: standard I/O under the crate's line transport, writing bursts at once.
 
 mod client;
+mod commands;
 mod content;
 mod errors;
 mod models;

@@ -13,25 +13,28 @@ use std::sync::{Arc, Mutex};
 
 use agent_client_protocol::v1::schema::{
     AgentCapabilities, CancelNotification, ClientCapabilities, CloseSessionRequest,
-    CloseSessionResponse, DeleteSessionRequest, DeleteSessionResponse, Implementation,
-    InitializeRequest, InitializeResponse, ListSessionsRequest, ListSessionsResponse,
-    LoadSessionRequest, LoadSessionResponse, McpCapabilities, McpServer, NewSessionRequest,
-    NewSessionResponse, PromptCapabilities, PromptRequest, PromptResponse, ResumeSessionRequest,
-    ResumeSessionResponse, SessionCapabilities, SessionCloseCapabilities, SessionConfigOption,
-    SessionConfigOptionValue, SessionDeleteCapabilities, SessionId, SessionInfo, SessionInfoUpdate,
-    SessionListCapabilities, SessionNotification, SessionResumeCapabilities, SessionUpdate,
-    SetSessionConfigOptionRequest, SetSessionConfigOptionResponse,
+    CloseSessionResponse, ConfigOptionUpdate, ContentBlock, ContentChunk, DeleteSessionRequest,
+    DeleteSessionResponse, Implementation, InitializeRequest, InitializeResponse,
+    ListSessionsRequest, ListSessionsResponse, LoadSessionRequest, LoadSessionResponse,
+    McpCapabilities, McpServer, NewSessionRequest, NewSessionResponse, PromptCapabilities,
+    PromptRequest, PromptResponse, ResumeSessionRequest, ResumeSessionResponse,
+    SessionCapabilities, SessionCloseCapabilities, SessionConfigOption, SessionConfigOptionValue,
+    SessionDeleteCapabilities, SessionId, SessionInfo, SessionInfoUpdate, SessionListCapabilities,
+    SessionNotification, SessionResumeCapabilities, SessionUpdate, SetSessionConfigOptionRequest,
+    SetSessionConfigOptionResponse, StopReason, TextContent,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent as AcpAgent, Client};
 use berth_agent::mcp::{McpServerSettings, Secret};
+use berth_agent::slash::{Command, FrontEnd};
 use berth_agent::{Agent, CancellationToken, McpServers, ToolContext, TurnOptions, TurnRequest};
 use berth_ops::{ClientSession, DeviceId, Ops, Session};
 use serde_json::Value;
 
 use crate::client::{ClientFiles, ClientPermissions, ClientTerminals, Relayed};
+use crate::commands::Typed;
 use crate::turn::Relay;
-use crate::{content, errors, models};
+use crate::{commands, content, errors, models};
 
 /// How many sessions one `session/list` page holds (ACP's request names no size).
 pub const LIST_PAGE: usize = berth_ops::PAGE_DEFAULT;
@@ -259,6 +262,10 @@ impl Server {
         for update in content::replay(&transcript) {
             cx.send_notification(SessionNotification::new(request.session_id.clone(), update))?;
         }
+        cx.send_notification(SessionNotification::new(
+            request.session_id.clone(),
+            commands::available(),
+        ))?;
         let options = self.config_options(&open).await?;
         Ok(LoadSessionResponse::new().config_options(options))
     }
@@ -455,10 +462,18 @@ impl Server {
     async fn prompt(
         &self,
         open: &Open,
-        request: PromptRequest,
+        mut request: PromptRequest,
         cancel: CancellationToken,
         cx: &ConnectionTo<Client>,
     ) -> Result<PromptResponse> {
+        match commands::typed(&request.prompt) {
+            Some(Typed::Command(command)) => return self.command(open, command, cx).await,
+            Some(Typed::Usage(message)) => {
+                say(cx, open, message);
+                return Ok(PromptResponse::new(StopReason::EndTurn));
+            }
+            None => commands::unescape(&mut request.prompt),
+        }
         let caps = self.capabilities();
         let session_id = request.session_id.clone();
         let files = (caps.fs.read_text_file || caps.fs.write_text_file).then(|| {
@@ -531,6 +546,36 @@ impl Server {
         answer
     }
 
+    /// A prompt that is one of berth's slash commands: run on the session (as `berth chat`
+    /// runs it), its answer one message, the model not called. A command that fails says why
+    /// in that message, as chat says it.
+    async fn command(
+        &self,
+        open: &Open,
+        command: Command,
+        cx: &ConnectionTo<Client>,
+    ) -> Result<PromptResponse> {
+        let done = self
+            .agent
+            .session_command(&open.session, &open.work_dir, &command, FrontEnd::Editor)
+            .await;
+        match done {
+            Ok(text) => {
+                say(cx, open, text);
+                // The editor's model picker shows the switch too.
+                if matches!(command, Command::Model(Some(_))) {
+                    let options = self.config_options(open).await?;
+                    let _ = cx.send_notification(SessionNotification::new(
+                        acp_id(&open.session),
+                        SessionUpdate::ConfigOptionUpdate(ConfigOptionUpdate::new(options)),
+                    ));
+                }
+            }
+            Err(e) => say(cx, open, format!("{}: {e}", command.name())),
+        }
+        Ok(PromptResponse::new(StopReason::EndTurn))
+    }
+
     fn cancel(&self, request: &CancelNotification) {
         let open = self
             .sessions
@@ -544,6 +589,15 @@ impl Server {
             cancel.cancel();
         }
     }
+}
+
+/// One message from berth (not the model) in the session.
+fn say(cx: &ConnectionTo<Client>, open: &Open, text: String) {
+    let chunk = ContentChunk::new(ContentBlock::Text(TextContent::new(text)));
+    let _ = cx.send_notification(SessionNotification::new(
+        acp_id(&open.session),
+        SessionUpdate::AgentMessageChunk(chunk),
+    ));
 }
 
 /// A string in the request's `_meta`; anything but a string there is refused.
@@ -644,8 +698,16 @@ pub fn builder(
                         responder: Responder<NewSessionResponse>,
                         cx: ConnectionTo<Client>| {
                 let s = s2.clone();
+                let cx2 = cx.clone();
                 cx.spawn(async move {
-                    let _ = responder.respond_with_result(s.new_session(request).await);
+                    let answer = s.new_session(request).await;
+                    let id = answer.as_ref().ok().map(|a| a.session_id.clone());
+                    let _ = responder.respond_with_result(answer);
+                    // Once the editor knows the session: the commands its prompt offers.
+                    if let Some(id) = id {
+                        let _ = cx2
+                            .send_notification(SessionNotification::new(id, commands::available()));
+                    }
                     Ok(())
                 })
             },
@@ -669,8 +731,16 @@ pub fn builder(
                         responder: Responder<ResumeSessionResponse>,
                         cx: ConnectionTo<Client>| {
                 let s = s4.clone();
+                let cx2 = cx.clone();
                 cx.spawn(async move {
-                    let _ = responder.respond_with_result(s.resume_session(request).await);
+                    let id = request.session_id.clone();
+                    let answer = s.resume_session(request).await;
+                    let resumed = answer.is_ok();
+                    let _ = responder.respond_with_result(answer);
+                    if resumed {
+                        let _ = cx2
+                            .send_notification(SessionNotification::new(id, commands::available()));
+                    }
                     Ok(())
                 })
             },

@@ -18,12 +18,16 @@
 //!   [`TurnOptions`] name another.
 //! - [`mcp`]: external MCP servers (`[[mcp_servers]]`, an ACP client's `mcpServers`) whose
 //!   tools join the built-in ones, started lazily through the rmcp client.
+//! - [`slash`]: the slash commands (`/clear`, `/model`, …): what a typed line is, and
+//!   [`Agent::session_command`], what a command does to a session, for `berth chat` and
+//!   `berth acp` alike.
 
 pub mod context;
 pub mod events;
 pub mod mcp;
 pub mod providers;
 pub mod runtime;
+pub mod slash;
 pub mod tools;
 
 pub use berth_llm::{conversation, http, provider};

@@ -167,6 +167,57 @@ impl McpServers {
     }
 }
 
+/// `berth doctor`'s check of the config's `[[mcp_servers]]` (`None`: the config could not be
+/// read): each server started, its tools listed within `timeout`, then stopped.
+pub async fn doctor(
+    settings: Option<&[McpServerSettings]>,
+    timeout: Duration,
+) -> Vec<berth_ops::doctor::Finding> {
+    use berth_ops::doctor::Finding;
+    let Some(settings) = settings else {
+        return vec![Finding::not_run("mcp servers", "the config cannot be read")];
+    };
+    if settings.is_empty() {
+        return vec![Finding::ok(
+            "mcp servers",
+            "none configured ([[mcp_servers]])",
+        )];
+    }
+    let servers = McpServers::new(settings);
+    let checks = servers.servers.iter().map(|server| async move {
+        let check = format!("mcp {}", server.name);
+        let fix = format!(
+            "fix the [[mcp_servers]] entry named {:?} in berth's config (run its command by hand to see why it fails), or remove it",
+            server.name
+        );
+        match tokio::time::timeout(timeout, server.clone().tools()).await {
+            Err(_) => Finding::error(
+                check,
+                format!(
+                    "it did not start and list its tools within {} s",
+                    timeout.as_secs()
+                ),
+                fix,
+            ),
+            Ok((tools, _)) => {
+                let status = lock(&server.status).clone();
+                if status.state == "running" {
+                    let mut names: Vec<String> = tools.iter().map(|t| t.spec().name).collect();
+                    names.sort();
+                    Finding::ok(
+                        check,
+                        format!("running; {} tool(s): {}", names.len(), names.join(", ")),
+                    )
+                } else {
+                    Finding::error(check, status.state, fix)
+                }
+            }
+        }
+    });
+    // Stopped when `servers` is dropped, at the end of this function.
+    futures::future::join_all(checks).await
+}
+
 impl Server {
     async fn tools(self: Arc<Self>) -> (Vec<Arc<dyn Tool>>, Option<String>) {
         let mut state = self.state.lock().await;

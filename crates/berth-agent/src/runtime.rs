@@ -212,6 +212,11 @@ struct Setup {
 }
 
 impl Agent {
+    /// The operations this agent works through.
+    pub fn ops(&self) -> &Ops {
+        &self.inner.ops
+    }
+
     /// How full a session's context window is: what its next turn would send, estimated (a
     /// front end's `/context`), with `model` instead of the session's when given.
     pub async fn context_fill(

@@ -176,6 +176,43 @@ pub enum Command {
     /// token is refused at once, and a device's open connection ends within a second.
     #[command(subcommand, verbatim_doc_comment)]
     Token(TokenCmd),
+    /// Check that berth can work here, and say what to do about what cannot.
+    ///
+    /// Checks, in order: git (berth needs 2.38 or newer; 2.44 for `workspace merge --rebase`);
+    /// the home (readable and writable); the config (it parses); the store (reachable, its URL
+    /// shown without its password, a database's schema version); the listing index; spare
+    /// checkouts and their disk use; each configured provider (its key present, never shown;
+    /// its base URL); each [[mcp_servers]] entry (started, its tools listed, within
+    /// --mcp-timeout); and every workspace (its worktree, repository or folder still there).
+    /// What needs a check that failed (the store, the config) is reported as not run.
+    ///
+    /// Each finding is ok, warn or error, with what to do. Nothing is changed, but a probe
+    /// file written to the home and removed, and the store opened as any command opens it.
+    /// The exit status is 1 when something is broken (any error), else 0.
+    #[command(verbatim_doc_comment)]
+    Doctor {
+        /// Seconds each MCP server may take to start and list its tools.
+        #[arg(long, default_value_t = 10, value_name = "SECONDS")]
+        mcp_timeout: u64,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
+    /// Print berth's manual page (roff), made from the same definitions as --help.
+    ///
+    /// berth's own page, or one command's; or, with --out, every page written into a folder.
+    ///
+    /// berth man | man -l -
+    /// berth man workspace gc | man -l -
+    /// berth man --out ~/.local/share/man/man1    (berth.1, berth-workspace.1, …)
+    #[command(verbatim_doc_comment)]
+    Man {
+        /// The command whose page to print (`workspace`, `workspace gc`); default: berth.
+        #[arg(value_name = "COMMAND")]
+        command: Vec<String>,
+        /// Write every page, one file per command (berth.1, berth-workspace.1, …), into DIR.
+        #[arg(long, value_name = "DIR", conflicts_with = "command")]
+        out: Option<PathBuf>,
+    },
     /// Print the script that makes your shell complete berth's commands, flags, workspace
     /// names and session ids (asking berth itself as you type).
     ///
@@ -563,7 +600,14 @@ pub struct ConfirmFlag {
 pub enum WorkspaceCmd {
     /// List every workspace.
     #[command(visible_alias = "ls")]
-    List(JsonFlag),
+    List {
+        /// Measure each workspace's disk use (its folder and worktree; a SIZE column, or
+        /// size_bytes in JSON). Walks every file, so it takes a while on big worktrees.
+        #[arg(long)]
+        size: bool,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
     /// Create a workspace and print its id.
     ///
     /// Run inside a git repository (or given --repo), this makes a git workspace: a worktree of
@@ -627,7 +671,8 @@ pub enum WorkspaceCmd {
         #[command(flatten)]
         json: JsonFlag,
     },
-    /// Show one workspace: metadata, folder and bound devices.
+    /// Show one workspace: metadata, folder, bound devices and its disk use (its folder and
+    /// worktree, no symbolic link followed, a file linked twice counted once).
     Show {
         /// Id, name or id prefix.
         #[arg(add = ArgValueCompleter::new(completion::workspaces))]
@@ -698,12 +743,44 @@ pub enum WorkspaceCmd {
         #[command(flatten)]
         confirm: ConfirmFlag,
     },
-    /// Delete workspaces unused for a while (never `default`). Git workspaces whose removal
-    /// would lose work (uncommitted changes, unmerged commits) are kept and listed.
+    /// Delete workspaces unused for a while (never `default`), or those merged (--merged).
+    ///
+    /// Git workspaces whose removal would lose work (uncommitted changes, unmerged commits)
+    /// are kept and listed.
+    ///
+    /// --merged picks git workspaces whose branch is merged into its base, however recently
+    /// used: the branch's tip is in the base's history (a fast-forward or a merge commit; a
+    /// squash or rebase merge is not recognised) and it has commits of its own (a branch
+    /// never committed to is not "merged"; its reflog tells). One with uncommitted or
+    /// untracked files, or commits only its HEAD holds, is kept and listed. Each is checked
+    /// again at the moment of its removal, as for the age, and never forced.
+    #[command(verbatim_doc_comment)]
     Gc {
         /// Days without use after which a workspace is removed.
         #[arg(long, default_value_t = 90, value_name = "DAYS")]
         max_age: u32,
+        /// Remove git workspaces whose branch is merged into its base, instead of by age.
+        #[arg(long, conflicts_with = "max_age")]
+        merged: bool,
+        /// Only list what would be removed.
+        #[arg(long)]
+        dry_run: bool,
+        #[command(flatten)]
+        confirm: ConfirmFlag,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
+    /// Clean up git worktrees and workspace records that lost each other, losing nothing.
+    ///
+    /// A worktree in berth's folders (<home>/workspaces/<id>/worktree, [git] worktree_dir)
+    /// that git lists but no workspace records is removed when it holds nothing that would be
+    /// lost (no uncommitted or untracked file, no commit only its HEAD holds); its branch is
+    /// kept. One whose folder is gone is forgotten by git (`git worktree prune`). A git
+    /// workspace whose worktree is gone loses its record (and the branch berth made, when
+    /// its commits are on its base), as `workspace delete` removes it. What would lose work,
+    /// and a workspace with sessions, is kept and listed with what to do.
+    #[command(verbatim_doc_comment)]
+    Prune {
         /// Only list what would be removed.
         #[arg(long)]
         dry_run: bool,

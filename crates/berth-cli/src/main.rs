@@ -4,6 +4,8 @@
 mod cli;
 mod commands;
 mod completion;
+mod man;
+mod progress;
 mod render;
 
 use std::process::ExitCode;
@@ -15,6 +17,15 @@ fn main() -> ExitCode {
     clap_complete::CompleteEnv::with_factory(<cli::Cli as clap::CommandFactory>::command)
         .complete();
     let cli = cli::Cli::parse();
+    if let cli::Command::Man { command, out } = &cli.command {
+        return match man::write(command, out.as_deref()) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("berth: {e:#}");
+                ExitCode::from(exit_status(&e))
+            }
+        };
+    }
     if let cli::Command::Completions { shell } = cli.command {
         return match completion::print_registration(shell) {
             Ok(()) => ExitCode::SUCCESS,

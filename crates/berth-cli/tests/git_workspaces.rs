@@ -1423,3 +1423,301 @@ fn spare_checkouts_give_the_same_worktree_as_a_fresh_one() {
     );
     assert_eq!(project.worktrees(), Vec::<String>::new());
 }
+
+#[test]
+fn gc_merged_removes_merged_workspaces_and_keeps_those_with_work() {
+    let home = Home::new();
+    let project = Project::new();
+    let create = |name: &str| {
+        ok_in(
+            &home,
+            &project.root,
+            &["workspace", "create", name, "--base", "main"],
+        );
+        PathBuf::from(home.ok(&["workspace", "path", name]).trim())
+    };
+    let merged = create("merged");
+    let unmerged = create("unmerged");
+    let dirty = create("dirty");
+    let fresh = create("fresh");
+    commit(&merged, "a.txt", "merged work\n");
+    commit(&unmerged, "b.txt", "unmerged work\n");
+    commit(&dirty, "c.txt", "dirty work\n");
+    // Two branches merged into main: a fast-forward and a merge commit.
+    git(
+        &project.root,
+        &["merge", "--quiet", "--ff-only", "berth/merged"],
+    );
+    git(
+        &project.root,
+        &["merge", "--quiet", "--no-edit", "berth/dirty"],
+    );
+    std::fs::write(dirty.join("notes.txt"), "not committed\n").unwrap();
+
+    // A dry run names the merged one, keeps the one with uncommitted work, changes nothing;
+    // the unmerged one and the one never committed to are not candidates.
+    let dry = home.json(&["workspace", "gc", "--merged", "--dry-run", "--json"]);
+    assert_eq!(dry["merged"], true);
+    assert_eq!(dry["dry_run"], true);
+    assert!(dry.get("max_age_days").is_none(), "{dry}");
+    let names = |v: &serde_json::Value| -> Vec<String> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|w| w["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(names(&dry["workspaces"]), ["merged"]);
+    assert_eq!(names(&dry["kept"]), ["dirty"]);
+    assert!(
+        dry["kept"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("uncommitted"),
+        "{dry}"
+    );
+    assert!(merged.exists());
+
+    let done = home.json(&["workspace", "gc", "--merged", "--yes", "--json"]);
+    assert_eq!(done["dry_run"], false);
+    assert_eq!(names(&done["workspaces"]), ["merged"]);
+    assert!(!merged.exists());
+    for kept in [&unmerged, &dirty, &fresh] {
+        assert!(kept.exists(), "{} was removed", kept.display());
+    }
+    assert!(dirty.join("notes.txt").exists());
+    // The merged branch, berth's own and held by main now, is deleted with its worktree.
+    assert_eq!(
+        project.branches(),
+        ["berth/dirty", "berth/fresh", "berth/unmerged", "main"]
+    );
+    let listed: Vec<String> = home
+        .json(&["workspace", "list", "--json"])
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|w| w["name"].as_str().map(str::to_owned))
+        .collect();
+    assert!(!listed.contains(&"merged".to_owned()), "{listed:?}");
+    assert_eq!(listed.len(), 3, "{listed:?}");
+
+    // Merged or by age: one or the other.
+    let both = home.run(&["workspace", "gc", "--merged", "--max-age", "3"]);
+    assert_eq!(both.code, 2, "{}", both.stderr);
+}
+
+#[test]
+fn list_size_and_show_measure_each_workspaces_disk_use() {
+    let home = Home::new();
+    let project = Project::new();
+    ok_in(&home, &project.root, &["workspace", "create", "tree"]);
+    let tree = PathBuf::from(home.ok(&["workspace", "path", "tree"]).trim());
+    std::fs::write(tree.join("big.bin"), vec![1u8; 300_000]).unwrap();
+    home.ok(&["workspace", "create", "flat", "--plain"]);
+    let flat = PathBuf::from(home.ok(&["workspace", "path", "flat"]).trim());
+    std::fs::write(flat.join("data.bin"), vec![2u8; 1_000_000]).unwrap();
+    // A second name of the same file, and a link to a big file elsewhere, cost nothing more.
+    std::fs::hard_link(flat.join("data.bin"), flat.join("again.bin")).unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("huge.bin"), vec![3u8; 4_000_000]).unwrap();
+    std::os::unix::fs::symlink(outside.path().join("huge.bin"), flat.join("link")).unwrap();
+
+    // Not measured unless asked.
+    let plain = home.json(&["workspace", "list", "--json"]);
+    assert!(
+        plain
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|w| w["size_bytes"].is_null()),
+        "{plain}"
+    );
+    let sized = home.json(&["workspace", "list", "--size", "--json"]);
+    let size_of = |name: &str| {
+        sized
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|w| w["name"] == name)
+            .unwrap()["size_bytes"]
+            .as_u64()
+            .unwrap()
+    };
+    assert!(size_of("tree") >= 300_000, "{sized}");
+    assert!(
+        (1_000_000..1_900_000).contains(&size_of("flat")),
+        "{}",
+        size_of("flat")
+    );
+    let table = home.ok(&["workspace", "list", "--size"]);
+    assert!(table.lines().next().unwrap().contains("SIZE"), "{table}");
+    let flat_line = table.lines().find(|l| l.contains("flat")).unwrap();
+    assert!(
+        flat_line.contains(" MiB") || flat_line.contains(" KiB"),
+        "{flat_line}"
+    );
+
+    let shown = home.json(&["workspace", "show", "tree", "--json"]);
+    assert_eq!(shown["size_bytes"].as_u64().unwrap(), size_of("tree"));
+    let text = home.ok(&["workspace", "show", "flat"]);
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("size") && l.contains(&format!("({} bytes)", size_of("flat")))),
+        "{text}"
+    );
+}
+
+#[test]
+fn prune_cleans_worktrees_and_records_that_lost_each_other_and_keeps_work() {
+    let home = Home::new();
+    let project = Project::new();
+    let wts = tempfile::tempdir().unwrap();
+    let wts_dir = wts.path().canonicalize().unwrap();
+    std::fs::write(
+        home.path().join("config.toml"),
+        format!("[git]\nworktree_dir = \"{}\"\n", wts_dir.display()),
+    )
+    .unwrap();
+    let create = |name: &str| {
+        let id = ok_in(
+            &home,
+            &project.root,
+            &["workspace", "create", name, "--base", "main"],
+        )
+        .trim()
+        .to_owned();
+        let path = PathBuf::from(home.ok(&["workspace", "path", name]).trim());
+        (id, path)
+    };
+    // Records removed behind berth's back: their worktrees are orphans.
+    let (a, orphan_clean) = create("a");
+    let (b, orphan_dirty) = create("b");
+    let (c, orphan_gone) = create("c");
+    std::fs::write(orphan_dirty.join("wip.txt"), "not committed\n").unwrap();
+    for id in [&a, &b, &c] {
+        std::fs::remove_dir_all(home.workspace_dir(id)).unwrap();
+    }
+    std::fs::remove_dir_all(&orphan_gone).unwrap();
+    // Worktrees removed behind berth's back: their records are stale.
+    let (_, gone) = create("d");
+    let (_, gone_with_commit) = create("e");
+    commit(&gone_with_commit, "e.txt", "only here\n");
+    let (_, gone_with_session) = create("f");
+    home.ok(&["session", "new", "--workspace", "f", "--title", "keep me"]);
+    for path in [&gone, &gone_with_commit, &gone_with_session] {
+        std::fs::remove_dir_all(path).unwrap();
+    }
+    let (_, healthy) = create("g");
+    // A person's own worktree inside a plain workspace's folder, where a git workspace's
+    // worktree would be: theirs, never an orphan.
+    home.ok(&["workspace", "create", "notes", "--plain"]);
+    let notes = PathBuf::from(home.ok(&["workspace", "path", "notes"]).trim());
+    let theirs = notes.join("worktree");
+    git(
+        &project.root,
+        &[
+            "worktree",
+            "add",
+            "--quiet",
+            "-b",
+            "mine",
+            theirs.to_str().unwrap(),
+        ],
+    );
+    let before = project.worktrees();
+
+    let dry = home.json(&["workspace", "prune", "--dry-run", "--json"]);
+    assert_eq!(dry["dry_run"], true);
+    let paths = |v: &serde_json::Value| -> Vec<String> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|w| w["path"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let mut orphans = vec![
+        orphan_clean.to_str().unwrap().to_owned(),
+        orphan_gone.to_str().unwrap().to_owned(),
+    ];
+    orphans.sort();
+    assert_eq!(paths(&dry["worktrees"]), orphans, "{dry}");
+    let names: Vec<_> = dry["workspaces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["d"]);
+    let kept: Vec<(String, String)> = dry["kept"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| {
+            (
+                k["name"].as_str().unwrap().to_owned(),
+                k["reason"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let reason = |name: &str| {
+        kept.iter()
+            .find(|(n, _)| n.contains(name))
+            .unwrap_or_else(|| panic!("{name} not kept: {kept:?}"))
+            .1
+            .clone()
+    };
+    assert!(reason(orphan_dirty.to_str().unwrap()).contains("uncommitted"));
+    assert!(reason("(e)").contains("1 commit"), "{}", reason("(e)"));
+    assert!(reason("(e)").contains("--force"));
+    assert!(reason("(f)").contains("1 session(s)"));
+    assert_eq!(kept.len(), 3, "{kept:?}");
+    // A dry run changes nothing.
+    assert!(orphan_clean.exists());
+    assert_eq!(project.worktrees(), before);
+
+    let done = home.json(&["workspace", "prune", "--yes", "--json"]);
+    assert_eq!(done["dry_run"], false);
+    assert_eq!(paths(&done["worktrees"]), orphans);
+    assert!(!orphan_clean.exists());
+    // Work is where it was.
+    assert!(orphan_dirty.join("wip.txt").exists());
+    assert!(healthy.exists());
+    // git forgot the worktree whose folder was gone and the one removed; it still knows the
+    // kept orphan and the healthy one.
+    let listed = project.worktrees();
+    assert!(!listed.contains(&orphan_clean.to_str().unwrap().to_owned()));
+    assert!(!listed.contains(&orphan_gone.to_str().unwrap().to_owned()));
+    assert!(listed.contains(&orphan_dirty.to_str().unwrap().to_owned()));
+    assert!(listed.contains(&healthy.to_str().unwrap().to_owned()));
+    assert!(theirs.join("README.md").exists());
+    assert!(
+        listed.iter().any(|p| p.ends_with("/worktree")
+            && p.contains(notes.file_name().unwrap().to_str().unwrap()))
+    );
+    // Orphans' branches stay (berth cannot know it made them); d's went with its record; e's
+    // commit is still on its branch.
+    let branches = project.branches();
+    for kept in [
+        "berth/a", "berth/b", "berth/c", "berth/e", "berth/f", "berth/g",
+    ] {
+        assert!(branches.contains(&kept.to_owned()), "{kept}: {branches:?}");
+    }
+    assert!(!branches.contains(&"berth/d".to_owned()));
+    let mut left: Vec<String> = home
+        .json(&["workspace", "list", "--json"])
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|w| w["name"].as_str().map(str::to_owned))
+        .collect();
+    left.sort();
+    assert_eq!(left, ["e", "f", "g", "notes"]);
+
+    // Nothing left to do.
+    let again = home.json(&["workspace", "prune", "--yes", "--json"]);
+    assert!(again["worktrees"].as_array().unwrap().is_empty(), "{again}");
+    assert!(
+        again["workspaces"].as_array().unwrap().is_empty(),
+        "{again}"
+    );
+}

@@ -220,6 +220,12 @@ impl Repo {
         let mut args: Vec<&OsStr> = ["-c", CHECKOUT_WORKERS, "worktree", "add", "--quiet"]
             .map(OsStr::new)
             .to_vec();
+        // Watched (a person at a terminal): the files are written by a checkout of their own,
+        // whose progress git reports (`progress.rs`).
+        let watched = crate::progress::reporting();
+        if watched {
+            args.push(OsStr::new("--no-checkout"));
+        }
         // A new branch never tracks its base (git would otherwise make `origin/main` its
         // upstream); a branch taken from origin tracks it.
         if plan.branch_created {
@@ -243,6 +249,10 @@ impl Repo {
         };
         self.change_worktrees(&args, undo)
             .map(drop)
+            .and_then(|()| match watched {
+                true => checkout_all(path),
+                false => Ok(()),
+            })
             .inspect_err(|_| undo())
     }
 
@@ -313,6 +323,16 @@ impl Repo {
             let _ = self.git(["branch", "-D", "--", b]);
         }
     }
+}
+
+/// Writes every file of the worktree at `path`, made with `--no-checkout` (its HEAD set, its
+/// index empty), as `worktree add` would have, reporting git's progress.
+pub(crate) fn checkout_all(path: &Path) -> Result<()> {
+    crate::progress::checkout_with_progress(
+        path,
+        &["-c", CHECKOUT_WORKERS, "checkout", "--progress", "--force"],
+        "checking out",
+    )
 }
 
 /// Refuses branch names git would not accept, before anything is created.

@@ -19,20 +19,26 @@ mod discover;
 mod error;
 mod linked;
 mod merge;
+pub mod progress;
 mod refs;
 mod remove;
 mod setup;
 pub mod spares;
 mod status;
 mod submodules;
+mod version;
 pub use create::{AddedWorktree, BaseBehind, BranchSpec, WorktreePlan};
 pub use diff::{FileDiff, WorktreeDiff, diff};
 pub use error::{GitError, Result};
-pub use linked::{LinkedWorktree, linked_worktree};
+pub use linked::{LinkedWorktree, ListedWorktree, linked_worktree};
 pub use merge::{MergeMode, MergeRequest, Merged};
+pub use refs::BranchMerged;
 pub use remove::KeptWork;
 pub use setup::{Copied, SetupError, copy_files, run_setup};
 pub use status::{Health, LastCommit, WorktreeStatus, changed_paths};
+pub use version::{
+    GitVersion, MINIMUM as GIT_MINIMUM, REBASE_MINIMUM as GIT_REBASE_MINIMUM, version,
+};
 
 // The topics above each add their part of `impl Repo`; what they all share stays here.
 

@@ -20,6 +20,16 @@ pub struct LinkedWorktree {
     pub branch: String,
 }
 
+/// A worktree as `git worktree list` shows it ([`Repo::listed_worktrees`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListedWorktree {
+    pub path: PathBuf,
+    /// The branch checked out there, or [`DETACHED_HEAD`].
+    pub branch: String,
+    /// Its folder is gone; git still has its record.
+    pub gone: bool,
+}
+
 /// The linked worktree holding `path` (its top folder, or any folder inside it), of a
 /// repository with a main checkout or of a bare one. Refuses a folder outside git and a
 /// repository's main checkout.
@@ -132,6 +142,42 @@ impl Repo {
         }
         stranded.sort();
         stranded
+    }
+
+    /// The linked worktrees git lists for this repository (`git worktree list`), the main
+    /// checkout left out: each with its branch ([`DETACHED_HEAD`] when detached) and whether
+    /// its folder is gone (git's record of it is then stale, for `git worktree prune`).
+    pub fn listed_worktrees(&self) -> Result<Vec<ListedWorktree>> {
+        let listed = self.git(["worktree", "list", "--porcelain", "-z"])?;
+        let mut out: Vec<ListedWorktree> = Vec::new();
+        // Records are separated by an empty field; the first is the main checkout (or a bare
+        // repository's folder).
+        for (i, record) in listed.split("\0\0").enumerate() {
+            let mut path = None;
+            let mut branch = DETACHED_HEAD.to_owned();
+            let mut bare = false;
+            for field in record.split('\0') {
+                if let Some(p) = field.strip_prefix("worktree ") {
+                    path = Some(PathBuf::from(p));
+                } else if let Some(b) = field.strip_prefix("branch refs/heads/") {
+                    branch = b.to_owned();
+                } else if field == "bare" {
+                    bare = true;
+                }
+            }
+            let Some(path) = path else { continue };
+            if i == 0 || bare {
+                continue;
+            }
+            let gone = !path.exists();
+            out.push(ListedWorktree { path, branch, gone });
+        }
+        Ok(out)
+    }
+
+    /// `git worktree prune`: git forgets the worktrees whose folder is gone.
+    pub fn prune_worktrees(&self) -> Result<()> {
+        self.git(["worktree", "prune"]).map(drop)
     }
 
     /// `git worktree repair`: every linked worktree's `.git` file leads back to this repository

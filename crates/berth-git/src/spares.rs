@@ -230,22 +230,30 @@ impl SparePool {
                 self.dir.join(STARTED),
                 format!("{} {}", now_ms(), std::process::id()),
             );
-            repo.change_worktrees(
-                &[
-                    OsStr::new("-c"),
-                    OsStr::new(crate::create::CHECKOUT_WORKERS),
-                    OsStr::new("worktree"),
-                    OsStr::new("add"),
-                    OsStr::new("--quiet"),
-                    OsStr::new("--detach"),
-                    OsStr::new("--"),
-                    building.as_os_str(),
-                    OsStr::new(start),
-                ],
-                || {
-                    let _ = std::fs::remove_dir_all(&building);
-                },
-            )?;
+            // Watched, the files are written by a checkout whose progress git reports.
+            let watched = crate::progress::reporting();
+            let mut add = vec![
+                OsStr::new("-c"),
+                OsStr::new(crate::create::CHECKOUT_WORKERS),
+                OsStr::new("worktree"),
+                OsStr::new("add"),
+                OsStr::new("--quiet"),
+                OsStr::new("--detach"),
+            ];
+            if watched {
+                add.push(OsStr::new("--no-checkout"));
+            }
+            add.extend([OsStr::new("--"), building.as_os_str(), OsStr::new(start)]);
+            let undo = || {
+                let _ = std::fs::remove_dir_all(&building);
+                let _ = repo.git(["worktree", "prune"]);
+            };
+            repo.change_worktrees(&add, || {
+                let _ = std::fs::remove_dir_all(&building);
+            })?;
+            if watched {
+                crate::create::checkout_all(&building).inspect_err(|_| undo())?;
+            }
             let _lock = self.lock(".lock", true)?;
             repo.change_worktrees(
                 &[

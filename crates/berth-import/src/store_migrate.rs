@@ -192,6 +192,7 @@ impl Run<'_> {
         outcome: MigrateOutcome,
         detail: impl Into<String>,
     ) {
+        berth_ops::progress::step("copying", self.items.len() as u64 + 1, 0);
         self.items.push(MigrateItem {
             kind,
             what: what.into(),
@@ -239,6 +240,7 @@ impl Run<'_> {
                     format!("the target binds it to workspace {w}, and keeps that"),
                 ),
             };
+            berth_ops::progress::step("copying", self.items.len() as u64 + 1, 0);
             self.items.push(MigrateItem {
                 kind: MigrateKind::Binding,
                 what: b.device.to_string(),

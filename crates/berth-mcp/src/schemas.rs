@@ -70,6 +70,7 @@ fn workspace_properties() -> serde_json::Map<String, Value> {
         "git": { "anyOf": [git, { "type": "null" }] },
         "ports": { "anyOf": [ports, { "type": "null" }] },
         "git_status": { "type": ["object", "null"] },
+        "size_bytes": { "type": ["integer", "null"], "minimum": 0 },
         "uri": string(),
     }) else {
         unreachable!()
@@ -89,6 +90,7 @@ const WORKSPACE_REQUIRED: &[&str] = &[
     "git",
     "ports",
     "git_status",
+    "size_bytes",
     "uri",
 ];
 

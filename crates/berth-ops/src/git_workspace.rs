@@ -746,7 +746,7 @@ fn worktree_ref(git: &GitInfo) -> WorktreeRef<'_> {
 }
 
 /// Where spare checkouts live: beside the worktrees, so taking one is a rename.
-fn spare_base(manager: &WorkspaceManager, settings: &GitSettings) -> Result<PathBuf> {
+pub(crate) fn spare_base(manager: &WorkspaceManager, settings: &GitSettings) -> Result<PathBuf> {
     // Where any workspace's worktree would go; the pool sits beside them all, so any id does.
     let worktree = worktree_path(manager, &WorkspaceId::default_workspace(), settings)?;
     let beside = match &settings.worktree_dir {

@@ -13,15 +13,20 @@
 //! - What prompts and agents learn of a project (`review`, `toolchain`, `worktree`).
 //! - [`Error`] with its [`ErrorKind`], which each front end maps once.
 //! - Views (`view`): the one JSON shape of a workspace or a session at the edge.
+//! - [`doctor`]: what works and what does not in a home, each finding with what to do;
+//!   [`disk`]: the disk use of a folder.
 
 mod bindings;
 pub mod config;
+pub mod disk;
+pub mod doctor;
 mod error;
 mod git_workspace;
 mod interrupted;
 mod merge;
 mod models;
 mod page;
+mod prune;
 pub mod review;
 mod sessions;
 mod storage;
@@ -38,12 +43,15 @@ use berth_core::WorkspaceManager;
 use berth_store_fs::FsStore;
 use berth_store_sql::SqlStore;
 
+/// Progress of checkouts and of the operations' loops, for a front end on a terminal.
+pub use berth_git::progress;
 pub use berth_git::{FileDiff, MergeMode, Merged, WorktreeDiff};
 pub use error::{Error, ErrorKind, Result, blocking};
 pub use git_workspace::adoption;
 pub use merge::{MergeReport, MergeWorkspace};
 pub use models::{ModelChoice, SessionModel};
 pub use page::{Listed, PAGE_DEFAULT, PAGE_MAX, Page, page_limit};
+pub use prune::{OrphanWorktree, PruneKept, PrunePlan, PruneReport};
 pub use sessions::title_of;
 pub use sessions::{ClientSession, ClientSessionOutcome, CreateSession, SessionChoice};
 pub use storage::{Node, Owner, StorageRef, context_path};

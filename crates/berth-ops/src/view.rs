@@ -32,6 +32,9 @@ pub struct WorkspaceView {
     pub ports: Option<PortsView>,
     /// The worktree's state, for a git workspace whose state was asked for.
     pub git_status: Option<WorktreeStatus>,
+    /// Bytes on disk of its folder and worktree (`disk::usage_of`), where they were measured
+    /// (`Ops::measure_workspaces`).
+    pub size_bytes: Option<u64>,
     /// Devices bound to it, where they were asked for (`show`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub devices: Option<Vec<DeviceId>>,
@@ -92,6 +95,7 @@ impl WorkspaceView {
                 count: p.count,
             }),
             git_status,
+            size_bytes: None,
             devices: None,
         }
     }

@@ -167,7 +167,11 @@ pub struct Deleted {
 /// Which workspaces garbage collection would remove, and which it keeps and why.
 #[derive(Debug, Clone, Serialize)]
 pub struct GcPlan {
-    pub max_age_days: u32,
+    /// Unused this long (`None` with `merged`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_age_days: Option<u32>,
+    /// Chosen because their branch is merged into its base, whatever their age.
+    pub merged: bool,
     #[serde(skip)]
     cutoff: DateTime<Utc>,
     /// Idle for longer than `max_age_days`, and removable now.
@@ -180,7 +184,9 @@ pub struct GcPlan {
 #[derive(Debug, Clone, Serialize)]
 pub struct GcReport {
     pub dry_run: bool,
-    pub max_age_days: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_age_days: Option<u32>,
+    pub merged: bool,
     /// The workspaces removed (would be, in a dry run).
     #[serde(rename = "workspaces")]
     pub removed: Vec<WorkspaceView>,
@@ -195,12 +201,16 @@ impl GcPlan {
         GcReport {
             dry_run: true,
             max_age_days: self.max_age_days,
+            merged: self.merged,
             removed: self.stale,
             kept: self.kept,
             warnings: Vec::new(),
         }
     }
 }
+
+/// The progress task of garbage collection.
+const GC_PROGRESS: &str = "removing workspaces";
 
 /// A repository's spare checkouts.
 #[derive(Debug, Serialize)]
@@ -340,6 +350,59 @@ impl Ops {
         let mut view = self.view(&ws, status);
         view.devices = Some(devices);
         Ok(view)
+    }
+
+    /// Fills in each workspace's `size_bytes`: the disk its folder and its worktree take
+    /// (`disk::usage_of`: no symbolic link followed, a file linked twice counted once), a few
+    /// at a time. A walk costs a stat of every file, so only a front end that asks measures.
+    pub async fn measure_workspaces(&self, views: &mut [WorkspaceView]) -> Result<()> {
+        let roots: Vec<Vec<PathBuf>> = views
+            .iter()
+            .map(|v| {
+                v.path
+                    .iter()
+                    .cloned()
+                    .chain(v.git.as_ref().map(|g| g.worktree.clone()))
+                    .collect()
+            })
+            .collect();
+        let sizes = blocking(move || {
+            let workers = std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 8));
+            let chunk = roots.len().div_ceil(workers).max(1);
+            std::thread::scope(|scope| {
+                let handles: Vec<_> = roots
+                    .chunks(chunk)
+                    .map(|part| {
+                        scope.spawn(move || {
+                            part.iter()
+                                .map(|paths| {
+                                    let refs: Vec<&Path> =
+                                        paths.iter().map(PathBuf::as_path).collect();
+                                    crate::disk::usage_of(&refs).map_err(|e| {
+                                        berth_core::Error::io(
+                                            format!("cannot measure {}", paths[0].display()),
+                                            e,
+                                        )
+                                    })
+                                })
+                                .collect::<Vec<_>>()
+                        })
+                    })
+                    .collect();
+                let mut sizes = Vec::new();
+                for h in handles {
+                    for size in h.join().expect("a walk never panics") {
+                        sizes.push(size?);
+                    }
+                }
+                Ok(sizes)
+            })
+        })
+        .await?;
+        for (view, size) in views.iter_mut().zip(sizes) {
+            view.size_bytes = Some(size);
+        }
+        Ok(())
     }
 
     /// The state of a git workspace's worktree; `None` for a plain workspace.
@@ -510,8 +573,52 @@ impl Ops {
             }
         }
         Ok(GcPlan {
-            max_age_days,
+            max_age_days: Some(max_age_days),
+            merged: false,
             cutoff: plan.cutoff,
+            stale,
+            kept,
+        })
+    }
+
+    /// Which git workspaces are done with: their branch is merged into its base
+    /// (`Repo::branch_merged`: its tip in the base's history, and commits of its own), however
+    /// recently they were used. Those whose removal would lose work (uncommitted or untracked
+    /// files, commits their HEAD alone holds) are kept, with why. A branch not merged, never
+    /// committed to, or that git cannot judge is not a candidate. Applied as an age plan is
+    /// ([`Ops::apply_gc`]): each checked again at its removal, and one used after this plan
+    /// is kept.
+    pub async fn plan_gc_merged(&self) -> Result<GcPlan> {
+        let cutoff = Utc::now();
+        let records = self.manager.list().await?;
+        let mut stale = Vec::new();
+        let mut kept = Vec::new();
+        for ws in records {
+            let Some(git) = ws.git.clone() else {
+                continue;
+            };
+            if git.branch == berth_git::DETACHED_HEAD || ws.id.is_default() {
+                continue;
+            }
+            let merged = blocking(move || {
+                Ok(match Repo::open(&git.repo) {
+                    Ok(repo) => repo.branch_merged(&git.branch, &git.base_branch),
+                    Err(e) => berth_git::BranchMerged::Unknown(e.to_string()),
+                })
+            })
+            .await?;
+            if merged != berth_git::BranchMerged::Merged {
+                continue;
+            }
+            match git_workspace::check_removable(&ws).await {
+                Ok(()) => stale.push(self.view(&ws, None)),
+                Err(why) => kept.push(KeptView::new(&ws, why.to_string())),
+            }
+        }
+        Ok(GcPlan {
+            max_age_days: None,
+            merged: true,
+            cutoff,
             stale,
             kept,
         })
@@ -524,11 +631,14 @@ impl Ops {
         let mut report = GcReport {
             dry_run: false,
             max_age_days: plan.max_age_days,
+            merged: plan.merged,
             removed: Vec::new(),
             kept: plan.kept,
             warnings: Vec::new(),
         };
-        for view in plan.stale {
+        let total = plan.stale.len() as u64;
+        for (i, view) in plan.stale.into_iter().enumerate() {
+            crate::progress::step(GC_PROGRESS, i as u64, total);
             match git_workspace::collect(&self.manager, &view.id, plan.cutoff).await? {
                 Collected::Removed(warning) => {
                     if let Some(w) = warning {
@@ -540,6 +650,7 @@ impl Ops {
                 Collected::Gone => {}
             }
         }
+        crate::progress::finish(GC_PROGRESS);
         Ok(report)
     }
 

@@ -110,6 +110,12 @@ impl FsStore {
         })
     }
 
+    /// Why the listing index (`workspaces.index`) would be rebuilt at the next listing, or
+    /// `None` when it can be trusted; nothing is rebuilt or changed. For `berth doctor`.
+    pub fn index_problem(&self) -> Result<Option<String>> {
+        Ok(self.layout.read_index()?.err())
+    }
+
     pub fn home(&self) -> &Path {
         &self.layout.home
     }

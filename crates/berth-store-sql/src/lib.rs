@@ -228,6 +228,17 @@ impl SqlStore {
         }
     }
 
+    /// The schema version of the database `url` names, read without changing anything:
+    /// `None` when berth never used it (a SQLite file that does not exist included). An
+    /// unreachable database is an I/O error naming the URL without its password; a version
+    /// newer than this binary's is refused. For `berth doctor`.
+    pub fn schema_version(url: &str) -> berth_core::Result<Option<i64>> {
+        let shown = redact(url);
+        let kind = Kind::of(url)
+            .ok_or_else(|| invalid_url(&shown, "it must start with sqlite:// or postgres://"))?;
+        prepare(kind, url, &shown, false)
+    }
+
     /// The URL this store was opened with, without its password.
     pub fn url(&self) -> &str {
         &self.inner.shown

@@ -5,7 +5,6 @@
 mod editor;
 mod interactive;
 mod screen;
-mod slash;
 
 use std::io::{IsTerminal, Read, Write};
 use std::sync::Arc;

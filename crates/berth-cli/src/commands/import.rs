@@ -12,10 +12,13 @@ use crate::render;
 
 pub async fn run(ops: &Ops, cmd: ImportCmd) -> anyhow::Result<()> {
     let (report, json) = match cmd {
-        ImportCmd::Aptove { dir, dry_run, json } => (
-            berth_import::import_aptove(ops, dir.as_deref(), dry_run).await?,
-            json.json,
-        ),
+        ImportCmd::Aptove { dir, dry_run, json } => {
+            crate::progress::watch(json.json);
+            (
+                berth_import::import_aptove(ops, dir.as_deref(), dry_run).await?,
+                json.json,
+            )
+        }
         ImportCmd::Amux {
             repo,
             dry_run,
@@ -25,12 +28,14 @@ pub async fn run(ops: &Ops, cmd: ImportCmd) -> anyhow::Result<()> {
                 Some(r) => r,
                 None => current_dir()?,
             };
+            crate::progress::watch(json.json);
             (
                 berth_import::import_amux(ops, &repo, dry_run).await?,
                 json.json,
             )
         }
     };
+    crate::progress::finish_all();
     if json {
         render::json(&report)?;
     } else {

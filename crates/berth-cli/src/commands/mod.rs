@@ -5,6 +5,7 @@ mod acp;
 mod binding;
 pub mod chat;
 mod config;
+mod doctor;
 mod import;
 mod mcp;
 mod run;
@@ -28,6 +29,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         None => berth_ops::default_home()
             .context("cannot find the platform data folder; pass --home or set BERTH_HOME")?,
     };
+    // The doctor opens the store itself: an unreachable one is one of its findings.
+    if let Command::Doctor { mcp_timeout, json } = cli.command {
+        return doctor::run(&home, mcp_timeout, json.json).await;
+    }
     let ops = berth_ops::open(&home, &berth_ops::environment())?;
     // A command exits as soon as it is done: spare checkouts are filled by a detached
     // `berth workspace spares --fill`, not by this process.
@@ -57,8 +62,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Acp => acp::run(ops).await,
         Command::Serve(args) => serve::run(ops, args).await,
         Command::Token(cmd) => token::run(&ops, cmd).await,
-        // Answered in main, before a home is opened.
-        Command::Completions { .. } => Ok(()),
+        // Answered in main, before a home is opened; the doctor above, before a store is.
+        Command::Completions { .. } | Command::Man { .. } | Command::Doctor { .. } => Ok(()),
     }
 }
 

@@ -18,7 +18,10 @@ pub async fn run(ops: &Ops, cmd: StoreCmd) -> anyhow::Result<()> {
             Ok(())
         }
         StoreCmd::Migrate { to, dry_run, json } => {
-            let report = berth_import::migrate_store(ops, &to, dry_run).await?;
+            crate::progress::watch(json.json);
+            let report = berth_import::migrate_store(ops, &to, dry_run).await;
+            crate::progress::finish_all();
+            let report = report?;
             if json.json {
                 render::json(&report)?;
             } else {

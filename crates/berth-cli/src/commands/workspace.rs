@@ -15,7 +15,7 @@ use crate::render;
 
 pub async fn run(ops: &Ops, cmd: WorkspaceCmd) -> anyhow::Result<()> {
     match cmd {
-        WorkspaceCmd::List(flag) => list(ops, flag.json).await,
+        WorkspaceCmd::List { size, json } => list(ops, size, json.json).await,
         WorkspaceCmd::Create {
             name,
             description,
@@ -92,10 +92,19 @@ pub async fn run(ops: &Ops, cmd: WorkspaceCmd) -> anyhow::Result<()> {
         } => delete(ops, &workspace, force, c.yes).await,
         WorkspaceCmd::Gc {
             max_age,
+            merged,
             dry_run,
             confirm: c,
             json,
-        } => gc(ops, max_age, dry_run, c.yes, json.json).await,
+        } => {
+            let age = (!merged).then_some(max_age);
+            gc(ops, age, dry_run, c.yes, json.json).await
+        }
+        WorkspaceCmd::Prune {
+            dry_run,
+            confirm: c,
+            json,
+        } => prune(ops, dry_run, c.yes, json.json).await,
         WorkspaceCmd::Path { workspace } => {
             let path = ops.workspace_path(&workspace).await?;
             Ok(render::line(path.display())?)
@@ -117,7 +126,10 @@ pub async fn run(ops: &Ops, cmd: WorkspaceCmd) -> anyhow::Result<()> {
                 Some(r) => r,
                 None => current_dir()?,
             };
-            let report = ops.spares(&repo, fill, clear).await?;
+            crate::progress::watch(json.json);
+            let report = ops.spares(&repo, fill, clear).await;
+            crate::progress::finish_all();
+            let report = report?;
             if json.json {
                 return Ok(render::json(&report)?);
             }
@@ -136,31 +148,43 @@ fn current_dir() -> anyhow::Result<PathBuf> {
     std::env::current_dir().context("cannot read the current folder")
 }
 
-async fn list(ops: &Ops, json: bool) -> anyhow::Result<()> {
-    let all = ops.list_workspaces().await?;
+async fn list(ops: &Ops, size: bool, json: bool) -> anyhow::Result<()> {
+    let mut all = ops.list_workspaces().await?;
+    if size {
+        ops.measure_workspaces(&mut all).await?;
+    }
     if json {
         return Ok(render::json(&all)?);
     }
     let rows: Vec<Vec<String>> = all
         .iter()
         .map(|ws| {
-            vec![
+            let mut row = vec![
                 ws.id.to_string(),
                 ws.name.clone().unwrap_or_else(|| "-".to_owned()),
                 render::time(ws.last_accessed),
                 ws.git_status.as_ref().map_or("-".to_owned(), git_summary),
-                render::cell(&ws.description),
-            ]
+            ];
+            if size {
+                row.push(ws.size_bytes.map_or("-".to_owned(), berth_ops::disk::human));
+            }
+            row.push(render::cell(&ws.description));
+            row
         })
         .collect();
-    Ok(render::table(
-        &["ID", "NAME", "LAST USED", "GIT", "DESCRIPTION"],
-        &rows,
-    )?)
+    let headers: &[&str] = if size {
+        &["ID", "NAME", "LAST USED", "GIT", "SIZE", "DESCRIPTION"]
+    } else {
+        &["ID", "NAME", "LAST USED", "GIT", "DESCRIPTION"]
+    };
+    Ok(render::table(headers, &rows)?)
 }
 
 async fn create(ops: &Ops, request: CreateWorkspace, json: bool) -> anyhow::Result<()> {
-    let created = ops.create_workspace_reported(request).await?;
+    crate::progress::watch(json);
+    let created = ops.create_workspace_reported(request).await;
+    crate::progress::finish_all();
+    let created = created?;
     let ws = &created.workspace;
     if let (Some(git), Some(start)) = (&ws.git, &created.start) {
         eprintln!(
@@ -300,7 +324,9 @@ async fn merge(ops: &Ops, request: MergeWorkspace, json: bool) -> anyhow::Result
 }
 
 async fn show(ops: &Ops, identifier: &str, json: bool) -> anyhow::Result<()> {
-    let ws = ops.show_workspace(identifier).await?;
+    let mut ws = ops.show_workspace(identifier).await?;
+    ops.measure_workspaces(std::slice::from_mut(&mut ws))
+        .await?;
     if json {
         return Ok(render::json(&ws)?);
     }
@@ -320,6 +346,12 @@ async fn show(ops: &Ops, identifier: &str, json: bool) -> anyhow::Result<()> {
             ws.path
                 .as_ref()
                 .map_or_else(dash, |p| p.display().to_string()),
+        ),
+        (
+            "size",
+            ws.size_bytes.map_or_else(dash, |b| {
+                format!("{} ({b} bytes)", berth_ops::disk::human(b))
+            }),
         ),
         (
             "ports",
@@ -401,21 +433,40 @@ async fn delete(ops: &Ops, identifier: &str, force: bool, yes: bool) -> anyhow::
     Ok(())
 }
 
-async fn gc(ops: &Ops, max_age: u32, dry_run: bool, yes: bool, json: bool) -> anyhow::Result<()> {
-    let plan = ops.plan_gc(max_age).await?;
+/// `workspace gc`: by age (`Some(days)`), or `--merged` (`None`).
+async fn gc(
+    ops: &Ops,
+    max_age: Option<u32>,
+    dry_run: bool,
+    yes: bool,
+    json: bool,
+) -> anyhow::Result<()> {
+    let plan = match max_age {
+        Some(days) => ops.plan_gc(days).await?,
+        None => ops.plan_gc_merged().await?,
+    };
     for kept in &plan.kept {
         eprintln!("keeping {}: {}", kept.label, kept.reason);
     }
     let report = if dry_run || plan.stale.is_empty() {
         plan.dry_run()
     } else {
-        let question = format!(
-            "Delete {} workspace(s) unused for {max_age} days?",
-            plan.stale.len()
-        );
+        let question = match max_age {
+            Some(days) => format!(
+                "Delete {} workspace(s) unused for {days} days?",
+                plan.stale.len()
+            ),
+            None => format!(
+                "Delete {} workspace(s) whose branch is merged?",
+                plan.stale.len()
+            ),
+        };
         let already = plan.kept.len();
         confirm(yes, &question)?;
-        let report = ops.apply_gc(plan).await?;
+        crate::progress::watch(json);
+        let report = ops.apply_gc(plan).await;
+        crate::progress::finish_all();
+        let report = report?;
         // What changed while the question waited is kept, and said so.
         for kept in &report.kept[already..] {
             eprintln!("kept {}: {}", kept.label, kept.reason);
@@ -441,6 +492,66 @@ async fn gc(ops: &Ops, max_age: u32, dry_run: bool, yes: bool, json: bool) -> an
         ))?;
     }
     eprintln!("{verb} {} workspace(s)", report.removed.len());
+    Ok(())
+}
+
+async fn prune(ops: &Ops, dry_run: bool, yes: bool, json: bool) -> anyhow::Result<()> {
+    let plan = ops.plan_prune().await?;
+    for kept in &plan.kept {
+        eprintln!("keeping {} {}: {}", kept.kind, kept.name, kept.reason);
+    }
+    let report = if dry_run || plan.is_empty() {
+        plan.dry_run()
+    } else {
+        let question = format!(
+            "Remove {} worktree(s) no workspace records and {} record(s) whose worktree is gone?",
+            plan.worktrees.len(),
+            plan.workspaces.len()
+        );
+        let already = plan.kept.len();
+        confirm(yes, &question)?;
+        let report = ops.apply_prune(plan).await?;
+        for kept in &report.kept[already..] {
+            eprintln!("kept {} {}: {}", kept.kind, kept.name, kept.reason);
+        }
+        report
+    };
+    for w in &report.warnings {
+        eprintln!("warning: {w}");
+    }
+    if json {
+        return Ok(render::json(&report)?);
+    }
+    let verb = if report.dry_run {
+        "would remove"
+    } else {
+        "removed"
+    };
+    for wt in &report.worktrees {
+        let what = if wt.folder_gone {
+            "git's record of the worktree"
+        } else {
+            "worktree"
+        };
+        render::line(format!(
+            "{verb} {what} {} ({} of {}; no workspace records it)",
+            wt.path.display(),
+            wt.branch,
+            wt.repo.display()
+        ))?;
+    }
+    for ws in &report.workspaces {
+        render::line(format!(
+            "{verb} workspace {} (its worktree is gone)",
+            ws.label
+        ))?;
+    }
+    eprintln!(
+        "{verb} {} worktree(s) and {} workspace record(s); kept {}",
+        report.worktrees.len(),
+        report.workspaces.len(),
+        report.kept.len()
+    );
     Ok(())
 }
 

@@ -65,6 +65,11 @@ impl Terminal {
 
     /// An interactive bash (no rc files) with `berth` on its `PATH`, for what a person types.
     pub fn bash(home: &Home, cwd: &Path) -> Terminal {
+        Terminal::bash_with(home, cwd, &[])
+    }
+
+    /// [`Terminal::bash`] with more environment variables.
+    pub fn bash_with(home: &Home, cwd: &Path, extra_env: &[(&str, &str)]) -> Terminal {
         let bin = Path::new(env!("CARGO_BIN_EXE_berth")).parent().unwrap();
         let path = format!(
             "{}:{}",
@@ -75,8 +80,17 @@ impl Terminal {
             home,
             cwd,
             "exec bash --norc --noprofile -i",
-            &[("PATH", &path), ("PS1", "$ ")],
+            &[&[("PATH", path.as_str()), ("PS1", "$ ")], extra_env].concat(),
         )
+    }
+
+    /// Copies everything the window shows from now on, every byte as written (a progress bar
+    /// redrawn and cleared too), to the end of `log`.
+    pub fn log_output(&self, log: &Path) {
+        let mut cmd = self.tmux();
+        cmd.args(["pipe-pane", "-o", "-t", SESSION])
+            .arg(format!("cat >> {}", sh_quote(log.to_str().unwrap())));
+        self.check(cmd, "pipe-pane");
     }
 
     fn start_line(home: &Home, cwd: &Path, line: &str, extra_env: &[(&str, &str)]) -> Terminal {

@@ -178,6 +178,7 @@ impl ImportReport {
             Outcome::Imported if self.dry_run => Outcome::WouldImport,
             o => o,
         };
+        berth_ops::progress::step("importing", self.items.len() as u64 + 1, 0);
         self.items.push(ImportItem {
             kind: item.kind,
             what: item.what,

@@ -2,7 +2,8 @@
 //! like `chat -p` and ACP: the runtime runs the turns (`berth_agent`), the operations layer
 //! picks workspaces and sessions and keeps transcripts (`berth_ops`); this module reads lines
 //! (`editor`), shows events (`screen`), asks permissions inline, and runs the slash commands
-//! (`slash`).
+//! (`berth_agent::slash`, shared with ACP; only chat's own, and those typed before the session
+//! is made, are handled here).
 //!
 //! Ctrl-C has two meanings. While a line is read, the editor has the terminal in raw mode and
 //! gets it as a key: it clears the line, or at an empty line counts toward quitting. While a
@@ -16,6 +17,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use async_trait::async_trait;
+use berth_agent::slash::{self, Command, FrontEnd, Input};
 use berth_agent::{
     Agent, AgentBuilder, AgentEvent, CancellationToken, Decision, ModelChoice, PermissionRequest,
     Permissions, SessionModel, TurnOptions, TurnRequest,
@@ -25,7 +27,6 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::editor::{LineEditor, Read};
 use super::screen::Screen;
-use super::slash::{self, Command, Input};
 use crate::cli::ChatArgs;
 
 /// The prompt a line is typed after.
@@ -309,139 +310,70 @@ impl Chat {
     }
 
     async fn command(&mut self, command: Command) -> anyhow::Result<()> {
-        match command {
-            Command::Workspace => self.show_workspace().await,
-            Command::Clear => match &self.session {
-                None => Ok(self
-                    .screen
-                    .say("nothing to clear: the session has no messages yet")?),
-                Some(s) => {
-                    self.ops.clear_session(s).await?;
-                    Ok(self.screen.say(&format!(
-                        "cleared session {}: its transcript is empty, the next prompt starts afresh",
-                        s.id
-                    ))?)
-                }
-            },
-            Command::Context => self.show_context().await,
-            Command::Model(None) => self.show_model().await,
-            Command::Model(Some(name)) => self.switch_model(&name).await,
-            Command::Sessions => self.list_sessions().await,
-            Command::New => {
+        match (&command, &self.session) {
+            (Command::Sessions, _) => return self.list_sessions().await,
+            (Command::New, _) => {
                 self.session = None;
                 self.pending_model = None;
-                Ok(self
+                return Ok(self
                     .screen
-                    .say("a new session starts with your next prompt")?)
+                    .say("a new session starts with your next prompt")?);
             }
-            Command::Load(id) => self.load(&id).await,
+            (Command::Load(id), _) => return self.load(id).await,
+            (Command::Quit, _) => return Ok(()),
+            (Command::Model(Some(name)), _) => return self.switch_model(name).await,
+            // The session's own: the same commands, and answers, as in an editor.
+            (_, Some(session)) => {
+                let text = self
+                    .agent
+                    .session_command(session, &self.cwd, &command, FrontEnd::Chat)
+                    .await?;
+                return Ok(self.screen.say(&text)?);
+            }
+            (_, None) => {}
+        }
+        // Typed before the session is made.
+        let text = match command {
+            Command::Workspace => {
+                let model = self.model_now().await?;
+                slash::workspace_text(&self.workspace, None, 0, &model, &self.cwd)
+            }
+            Command::Clear => "nothing to clear: the session has no messages yet".to_owned(),
+            Command::Context => {
+                "messages   0 (the session starts with your next prompt)".to_owned()
+            }
+            Command::Model(_) => {
+                let config = self.ops.config(Some(&self.workspace.id)).await?.config;
+                slash::model_text(&self.model_now().await?, &config)
+            }
             Command::Mcp => {
                 let config = self.ops.config(Some(&self.workspace.id)).await?.config;
-                let servers = self.agent.mcp_status_of(&config.mcp_servers);
-                Ok(self.screen.say(&mcp_servers(&servers))?)
+                slash::mcp_text(&self.agent.mcp_status_of(&config.mcp_servers))
             }
-            Command::Help => Ok(self.screen.say(&slash::help())?),
-            Command::Quit => Ok(()),
-        }
-    }
-
-    async fn show_workspace(&mut self) -> anyhow::Result<()> {
-        let now = self.model_now().await?;
-        let model = &now.choice;
-        let (session, messages) = match &self.session {
-            Some(s) => (
-                berth_ops::session_label(s),
-                self.ops.transcript(s).await?.messages.len(),
-            ),
-            None => ("new (made with the next prompt)".to_owned(), 0),
+            Command::Help => slash::help(FrontEnd::Chat),
+            Command::Sessions | Command::New | Command::Load(_) | Command::Quit => return Ok(()),
         };
-        let name = self
-            .workspace
-            .name
-            .as_ref()
-            .map_or_else(|| "(no name)".to_owned(), |n| n.to_string());
-        let switched = if now.kept {
-            " (chosen for this session)"
-        } else {
-            ""
-        };
-        let text = format!(
-            "workspace  {name}\nid         {}\nsession    {session}\nprovider   {}\nmodel      {}{switched}\nmessages   {messages}\nfolder     {}",
-            self.workspace.id,
-            model.provider,
-            model.model,
-            self.cwd.display()
-        );
         Ok(self.screen.say(&text)?)
     }
 
-    async fn show_context(&mut self) -> anyhow::Result<()> {
-        let Some(session) = &self.session else {
-            return Ok(self
-                .screen
-                .say("messages   0 (the session starts with your next prompt)")?);
-        };
-        let fill = self.agent.context_fill(session, None).await?;
-        let kept = if fill.in_window == fill.messages {
-            "all in the context window".to_owned()
-        } else {
-            format!(
-                "{} in the context window; the {} oldest are left out",
-                fill.in_window,
-                fill.messages - fill.in_window
-            )
-        };
-        let text = format!(
-            "messages   {} ({kept})\ntokens     about {} of {} (with the system prompt and tools; {} kept for the answer)",
-            fill.messages,
-            thousands(fill.tokens),
-            thousands(fill.window),
-            thousands(fill.reserve)
-        );
-        Ok(self.screen.say(&text)?)
-    }
-
-    async fn show_model(&mut self) -> anyhow::Result<()> {
-        let config = self.ops.config(Some(&self.workspace.id)).await?.config;
-        let resolved = self.model_now().await?;
-        let (now, configured) = (&resolved.choice, &resolved.configured);
-        let mut text = if resolved.kept {
-            format!("model      {now} (chosen for this session; the config names {configured})")
-        } else {
-            format!("model      {now} (the workspace's config)")
-        };
-        if let Some(warning) = resolved.warning() {
-            text.push_str(&format!("\nnote       {warning}"));
-        }
-        let others: Vec<String> = ModelChoice::choices(&config)
-            .into_iter()
-            .filter(|c| c != now)
-            .map(|c| c.to_string())
-            .collect();
-        if !others.is_empty() {
-            text.push_str(&format!("\nalso       {}", others.join(", ")));
-        }
-        text.push_str(
-            "\n/model NAME switches this session: a model of the same provider, a provider, or provider/model",
-        );
-        Ok(self.screen.say(&text)?)
-    }
-
+    /// `/model NAME` and `--model`: kept with the session (as an editor's `/model` keeps it),
+    /// or, for a session not made yet, given to it when it is.
     async fn switch_model(&mut self, name: &str) -> anyhow::Result<()> {
+        if let Some(session) = &self.session {
+            let command = Command::Model(Some(name.to_owned()));
+            let text = self
+                .agent
+                .session_command(session, &self.cwd, &command, FrontEnd::Chat)
+                .await?;
+            return Ok(self.screen.say(&text)?);
+        }
         let current = self.model_now().await?.choice;
         let choice = self
             .agent
             .parse_model(&self.workspace.id, name, &current)
             .await?;
-        // Kept with the session, so a later chat, `chat -p` or an editor calls it too; a
-        // session not made yet gets it when it is.
-        match &self.session {
-            Some(s) => self.ops.choose_session_model(s, &choice).await?,
-            None => self.pending_model = Some(choice.clone()),
-        }
-        Ok(self
-            .screen
-            .say(&format!("this session now calls {choice}"))?)
+        self.pending_model = Some(choice.clone());
+        Ok(self.screen.say(&slash::switched_text(&choice))?)
     }
 
     async fn list_sessions(&mut self) -> anyhow::Result<()> {
@@ -494,38 +426,6 @@ impl Chat {
         self.pending_model = None;
         Ok(self.screen.say(&text)?)
     }
-}
-
-/// `/mcp`: each configured server, its state and how many tools it offers.
-fn mcp_servers(servers: &[berth_agent::ServerStatus]) -> String {
-    if servers.is_empty() {
-        return "no MCP servers configured ([[mcp_servers]] in berth's config)".to_owned();
-    }
-    let width = servers.iter().map(|s| s.name.len()).max().unwrap_or(0);
-    servers
-        .iter()
-        .map(|s| {
-            let tools = match s.tools {
-                1 => "1 tool".to_owned(),
-                n => format!("{n} tools"),
-            };
-            format!("{:width$}  {tools:>9}  {}", s.name, s.state)
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-/// `1234567` as `1,234,567`.
-fn thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 /// A permission question on its way to the person.
@@ -588,19 +488,5 @@ impl Interrupts {
     fn forget(&mut self) {
         let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
         while let std::task::Poll::Ready(Some(())) = self.signal.poll_recv(&mut cx) {}
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn thousands_are_grouped() {
-        assert_eq!(thousands(0), "0");
-        assert_eq!(thousands(999), "999");
-        assert_eq!(thousands(1000), "1,000");
-        assert_eq!(thousands(200_000), "200,000");
-        assert_eq!(thousands(1_234_567), "1,234,567");
     }
 }
