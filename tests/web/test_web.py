@@ -370,3 +370,23 @@ def test_file_views_stay_inside_the_workspace(home, provider, tmp_path):
             status, _, body = fetch(f"{base}/w/{ws}/files?{query}", token=TOKEN)
             assert 400 <= status < 500, (root, path, status)
             assert "do not show" not in body and "root:x" not in body, (root, path)
+
+
+def test_a_slash_command_from_the_page_runs_without_the_model(home, provider, browser):
+    berth(home, "workspace", "create", "cmds")
+    session = berth_json(home, "session", "new", "-w", "cmds")["id"]
+    berth(home, "session", "append", session, "old message")
+    with serving(home, provider) as base:
+        sign_in(browser, base)
+        browser.get(f"{base}/s/{session}")
+        assert "old message" in by_css(browser, "#transcript")[0].text
+        by_css(browser, "#prompt-text")[0].send_keys("/context")
+        by_css(browser, '#prompt button[type="submit"]')[0].click()
+        said = wait_for(browser, lambda d: (e := by_css(d, "#said")[0]).is_displayed() and e)
+        assert "context" in said.text.lower() and "tokens" in said.text.lower(), said.text
+        # /clear empties the transcript; the page follows.
+        by_css(browser, "#prompt-text")[0].send_keys("/clear")
+        by_css(browser, '#prompt button[type="submit"]')[0].click()
+        wait_for(browser, lambda d: not by_css(d, "#transcript article"))
+    assert berth_json(home, "session", "show", session)["messages"] == []
+    assert provider.requests == []

@@ -177,8 +177,12 @@ function session() {
     const send = form.querySelector('button[type="submit"]');
     send.disabled = true;
     try {
-      await post(form.dataset.action, { text: prompt });
+      const answer = await post(form.dataset.action, { text: prompt });
       text.value = "";
+      // A slash command's answer, shown until the next one.
+      const said = document.getElementById("said");
+      said.hidden = !answer.said;
+      said.textContent = answer.said ?? "";
     } catch (e) {
       say(e.message);
     } finally {

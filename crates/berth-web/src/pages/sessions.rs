@@ -10,6 +10,7 @@ use axum::Extension;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
+use berth_agent::slash::{self, FrontEnd, Input};
 use berth_agent::{Decision, TurnOptions, TurnRequest};
 use berth_ops::{CreateSession, Message, Role, Session};
 use futures::Stream;
@@ -66,9 +67,10 @@ pub async fn show(
         div #streaming .message.assistant.streaming hidden { div.role { "Assistant" } div.text {} }
         div #permissions {}
         p #turn-status role="status" { @if live.is_running() { "Answering…" } }
+        pre #said hidden {}
         form #prompt data-action={ "/s/" (id) "/prompt" } {
             label for="prompt-text" .visually-hidden { "Prompt" }
-            textarea #prompt-text name="text" rows="3" placeholder="Ask berth's agent…" required {}
+            textarea #prompt-text name="text" rows="3" placeholder="Ask berth's agent… (/help lists the commands)" required {}
             div.actions {
                 button type="submit" { "Send" }
                 button.js-post.secondary type="button" data-action={ "/s/" (id) "/cancel" } { "Stop" }
@@ -188,8 +190,10 @@ pub struct PromptForm {
 }
 
 /// `POST /s/{id}/prompt`: starts a turn of berth's agent with the text; its answer streams
-/// to every page watching the session. Answers at once; a turn that cannot start (no key for
-/// the provider, a turn already running) is refused with why.
+/// to every page watching the session. Answers at once (202); a turn that cannot start (no key
+/// for the provider, a turn already running) is refused with why. A slash command an editor
+/// offers (`/clear`, `/context`, `/model NAME`, …) is run instead, and its answer is the
+/// reply's `said` (200).
 pub async fn prompt(
     State(web): State<Web>,
     Extension(viewer): Extension<Viewer>,
@@ -199,14 +203,32 @@ pub async fn prompt(
 ) -> PageResult<(StatusCode, axum::Json<serde_json::Value>)> {
     check_csrf(&viewer, &headers)?;
     let session = web.visible_session(&viewer, &id).await?;
-    let text = form.text.trim();
-    if text.is_empty() {
-        return Err(PageError::new(
-            StatusCode::BAD_REQUEST,
-            "the prompt is empty",
-        ));
-    }
     let cwd = work_dir(&web, &viewer, &session).await?;
+    // A slash command is run, as in an editor, and its answer shown; a line starting with
+    // `//`, or an unknown `/name` (a path, say), goes to the model.
+    let text = match slash::parse(&form.text) {
+        Input::Empty => {
+            return Err(PageError::new(
+                StatusCode::BAD_REQUEST,
+                "the prompt is empty",
+            ));
+        }
+        Input::Usage(usage) => return Err(PageError::new(StatusCode::BAD_REQUEST, usage)),
+        Input::Command(command) => {
+            let said = web
+                .inner
+                .agent
+                .session_command(&session, &cwd, &command, FrontEnd::Editor)
+                .await?;
+            return Ok((
+                StatusCode::OK,
+                axum::Json(serde_json::json!({ "ok": true, "said": said })),
+            ));
+        }
+        Input::Prompt(line) => line,
+        Input::Unknown(_) => form.text.clone(),
+    };
+    let text = text.trim();
     let live = web.inner.live.session(session.id.as_str());
     let Some(cancel) = live.begin() else {
         return Err(PageError::new(
