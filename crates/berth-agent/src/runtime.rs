@@ -554,24 +554,24 @@ impl Inner {
             request.prompt.clone(),
             &request.images,
         ));
-        // The prompt is written to the transcript while the turn's tools are gathered and the
-        // first request goes out: the waits (a durable append, external MCP servers starting,
-        // the provider's first byte) overlap instead of adding up. The answer is appended only
-        // after the prompt, and a failed append ends the turn before any of it is shown.
+        // The prompt is written to the transcript while the turn's tools are gathered (external
+        // MCP servers starting): the two waits overlap instead of adding up. The model is asked
+        // only once the prompt is durable, so a crash never leaves an answer, or a bill, for a
+        // prompt the session does not hold; a failed append ends the turn before it is asked.
         let prompt = Message::new(Role::User, transcript_prompt(request));
-        let start = async {
+        let gather = async {
             let toolbox = self.turn_tools(&setup.mcp, request, out).await;
             let tools = toolbox.specs();
-            let first = provider_request(&setup, &history, &tools);
-            let opened = open_answer(&*setup.provider, first, cancel).await;
-            (toolbox, tools, opened)
+            (toolbox, tools)
         };
-        let (appended, (toolbox, tools, mut opened)) =
-            tokio::join!(self.ops.append_message(session, &prompt), start);
+        let (appended, (toolbox, tools)) =
+            tokio::join!(self.ops.append_message(session, &prompt), gather);
         let _ = prompt_written.send(());
         if let Err(e) = appended {
             return (failed(e), usage);
         }
+        let first = provider_request(&setup, &history, &tools);
+        let mut opened = open_answer(&*setup.provider, first, cancel).await;
         // Messages in the transcript so far: an answer kept aside follows them.
         let mut written = setup.transcript_len + 1;
         let cx = ToolContext {

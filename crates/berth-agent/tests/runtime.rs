@@ -562,3 +562,65 @@ async fn a_missing_key_names_the_variable_to_set() {
         "{err}"
     );
 }
+
+/// The model is asked only once the prompt is durable in the transcript: while another process
+/// holds the transcript's lock (so the prompt's append waits), no request reaches the
+/// provider; once the lock is let go, the prompt lands and then the model is asked.
+#[tokio::test]
+async fn the_model_is_asked_only_once_the_prompt_is_in_the_transcript() {
+    use std::os::fd::AsRawFd;
+    let server = ProviderServer::start().await;
+    server.push(Reply::anthropic(&Turn::new().text(["answered"])));
+    let w = world(&server, "").await;
+    let lock_path = w
+        ._home
+        .path()
+        .join("workspaces")
+        .join(w.session.workspace_id.as_str())
+        .join("sessions")
+        .join(w.session.id.as_str())
+        .join(".transcript.lock");
+    let held = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&lock_path)
+        .unwrap();
+    // SAFETY: flock on a descriptor this test owns.
+    assert_eq!(unsafe { libc::flock(held.as_raw_fd(), libc::LOCK_EX) }, 0);
+    let agent = AgentBuilder::new(w.ops.clone())
+        .tools(berth_agent::tools::builtin())
+        .http_policy(fast())
+        .build();
+    let mut turn = agent
+        .start_turn(TurnRequest {
+            session: w.session.clone(),
+            prompt: "hold on".to_owned(),
+            images: Vec::new(),
+            cwd: w.work.path().to_owned(),
+            permissions: Arc::new(Scripted::default()),
+            cancel: CancellationToken::new(),
+            options: Default::default(),
+        })
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        server.request_count(),
+        0,
+        "the model was asked before the prompt was in the transcript"
+    );
+    drop(held);
+    let mut events = Vec::new();
+    while let Some(e) = turn.next_event().await {
+        events.push(e);
+    }
+    assert_eq!(stop_of(&events), TurnStop::EndTurn);
+    assert_eq!(server.request_count(), 1);
+    let kept = w.ops.transcript(&w.session).await.unwrap().messages;
+    let kept: Vec<(Role, &str)> = kept.iter().map(|m| (m.role, m.content.as_str())).collect();
+    assert_eq!(
+        kept,
+        [(Role::User, "hold on"), (Role::Assistant, "answered")]
+    );
+}

@@ -35,14 +35,17 @@ fn main() -> ExitCode {
             }
         };
     }
-    // A command serves one caller and is done: one thread is fastest. An HTTP server may serve
-    // several clients at once, and an ACP agent several sessions' turns, so they get a worker
-    // per core.
-    // A run's supervisor streams several agents at once while it writes their records.
+    // A command serves one caller and is done: one thread is fastest. So is `berth acp`, which
+    // serves one editor: a streamed answer hops between the provider's connection, the turn
+    // and the editor's pipe, and on one thread those hops cost no wakeup of another core
+    // (acp_stream: relay / direct 1.0-1.4 on one thread, 1.5-2.5 on a worker per core, on two
+    // cores). Its durable writes still run on the blocking pool, so one session's fsync holds
+    // up no other's stream. An HTTP server may serve several clients at once, and a run's
+    // supervisor streams several agents while it writes their records: a worker per core.
     let serves_many = matches!(
         &cli.command,
         cli::Command::Mcp(args) if args.transport == cli::Transport::Http
-    ) || matches!(&cli.command, cli::Command::Acp | cli::Command::Serve(_))
+    ) || matches!(&cli.command, cli::Command::Serve(_))
         || matches!(
             &cli.command,
             cli::Command::Run(cli::RunArgs {
