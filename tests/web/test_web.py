@@ -72,7 +72,7 @@ def test_the_workspaces_page_lists_what_the_cli_made(home, provider, browser, tm
         # Git's state arrives after the page: ahead 1, one changed file, one session.
         row = rows[made["id"]]
         wait_for(browser, lambda d: "↑1" in row.find_element("css selector", '[data-fill="branch"]').text)
-        assert row.find_element("css selector", '[data-fill="changes"]').text == "1 files"
+        assert row.find_element("css selector", '[data-fill="changes"]').text == "1 file"
         assert row.find_element("css selector", '[data-fill="sessions"]').text == "1"
         screenshot(browser, "workspaces-desktop", DESKTOP)
         screenshot(browser, "workspaces-phone", PHONE)

@@ -66,7 +66,11 @@ function workspaces() {
           branch.append(code, ` ↑${s.ahead ?? "?"} ↓${s.behind ?? "?"}`);
           if (s.health && s.health !== "ok") branch.append(` (${s.health})`);
           cell("changes").textContent =
-            s.changed_files === null ? "?" : s.changed_files === 0 ? "clean" : `${s.changed_files} files`;
+            s.changed_files === null
+              ? "?"
+              : s.changed_files === 0
+                ? "clean"
+                : `${s.changed_files} ${s.changed_files === 1 ? "file" : "files"}`;
         }
       }
     });
