@@ -28,7 +28,7 @@ use agent_client_protocol::{Agent as AcpAgent, Client};
 use berth_agent::mcp::{McpServerSettings, Secret};
 use berth_agent::slash::{Command, FrontEnd};
 use berth_agent::{Agent, CancellationToken, McpServers, ToolContext, TurnOptions, TurnRequest};
-use berth_ops::{ClientSession, DeviceId, Ops, Session};
+use berth_ops::{ClientSession, DeviceId, HeldTo, Ops, Reach, Session};
 use serde_json::Value;
 
 use crate::client::{ClientFiles, ClientPermissions, ClientTerminals, Relayed};
@@ -92,19 +92,13 @@ impl Server {
         }
     }
 
-    /// The device's workspace, for a device's connection.
-    async fn device_workspace(&self) -> Result<Option<berth_ops::Workspace>> {
-        match &self.caller {
-            Caller::Trusted => Ok(None),
-            Caller::Device(device) => {
-                let (_, ws) = self
-                    .ops
-                    .resolve_device(device.as_str())
-                    .await
-                    .map_err(errors::ops)?;
-                Ok(Some(ws))
-            }
-        }
+    /// What this connection is held to (berth-ops' rule of reach): a device's workspace.
+    async fn held(&self) -> Result<HeldTo> {
+        let reach = match &self.caller {
+            Caller::Trusted => Reach::All,
+            Caller::Device(device) => Reach::Device(device.clone()),
+        };
+        self.ops.held_to(&reach).await.map_err(errors::ops)
     }
 
     fn open(&self, id: &SessionId) -> Result<Arc<Open>> {
@@ -207,16 +201,14 @@ impl Server {
         Ok(NewSessionResponse::new(open.session.id.to_string()).config_options(options))
     }
 
-    /// Opens a stored session on this connection: its tools work in the session's folder
-    /// (`Ops::session_folder`), else, when it has none on this machine, in the client's `cwd`.
+    /// Opens a stored session on this connection: its tools work where `Ops::turn_folder`
+    /// says (a device's workspace, else the session's folder), else, when it has none on this
+    /// machine, in the client's `cwd`.
     async fn reopen(&self, id: &SessionId, cwd: &Path, mcp: &[McpServer]) -> Result<Arc<Open>> {
         let session = self.ops.session(&id.0).await.map_err(errors::ops)?;
-        let device_workspace = self.device_workspace().await?;
+        let held = self.held().await?;
         // Another workspace's session is not there, for a device.
-        if device_workspace
-            .as_ref()
-            .is_some_and(|ws| session.workspace_id != ws.id)
-        {
+        if !held.reaches(&session.workspace_id) {
             return Err(
                 agent_client_protocol::v1::schema::Error::session_not_found(id.clone()).into(),
             );
@@ -227,13 +219,9 @@ impl Server {
             .recover_partial_answer(&session)
             .await
             .map_err(errors::ops)?;
-        if let Some(ws) = device_workspace {
-            let work_dir = self.ops.work_dir(&ws).map_err(errors::ops)?;
-            return Ok(self.register(session, work_dir, mcp));
-        }
         let work_dir = match self
             .ops
-            .session_folder(&session)
+            .turn_folder(&held, &session)
             .await
             .map_err(errors::ops)?
         {
@@ -310,9 +298,7 @@ impl Server {
             .session(&request.session_id.0)
             .await
             .map_err(errors::ops)?;
-        if let Some(ws) = self.device_workspace().await?
-            && session.workspace_id != ws.id
-        {
+        if !self.held().await?.reaches(&session.workspace_id) {
             return Err(not_found().into());
         }
         let busy = self
@@ -352,8 +338,8 @@ impl Server {
     /// in id order: the paging rules and the session's folder are `Ops`'s.
     async fn list_sessions(&self, request: ListSessionsRequest) -> Result<ListSessionsResponse> {
         // A device sees the sessions that work in its workspace's folder: its own.
-        let folder = match self.device_workspace().await? {
-            Some(ws) => Some(self.ops.work_dir(&ws).map_err(errors::ops)?),
+        let folder = match self.held().await?.workspace() {
+            Some(ws) => Some(self.ops.work_dir(ws).map_err(errors::ops)?),
             None => request.cwd.clone(),
         };
         let page = self

@@ -61,9 +61,7 @@ pub async fn web_prompts(
     next: axum::middleware::Next,
 ) -> axum::response::Response {
     let path = request.uri().path();
-    let is_prompt = request.method() == axum::http::Method::POST
-        && path.starts_with("/s/")
-        && path.ends_with("/prompt");
+    let is_prompt = request.method() == axum::http::Method::POST && berth_web::is_prompt(path);
     let counted_as = request
         .extensions()
         .get::<crate::Principal>()

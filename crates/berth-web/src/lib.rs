@@ -36,7 +36,8 @@ use std::sync::Arc;
 use axum::Router;
 use axum::routing::{get, post};
 use berth_agent::Agent;
-use berth_ops::{DeviceId, Ops};
+use berth_ops::Ops;
+pub use berth_ops::Reach;
 use berth_run::RunStore;
 
 pub use page::login_page;
@@ -49,18 +50,10 @@ pub fn problem(status: axum::http::StatusCode, message: &str) -> axum::response:
 /// Who is looking at a page, set by the server's guard on every request it lets through.
 #[derive(Debug, Clone)]
 pub struct Viewer {
+    /// What it may see (berth-ops' rule: everything, or one device's workspace).
     pub reach: Reach,
     /// The value state-changing requests must carry in `x-berth-csrf`.
     pub csrf: String,
-}
-
-/// What a viewer may see.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Reach {
-    /// Everything (the admin token, or the machine's own loopback without one).
-    All,
-    /// One device's workspace and its sessions.
-    Device(DeviceId),
 }
 
 /// The page's state: berth's operations, its agent (for prompts sent from the page), the kept
@@ -125,6 +118,11 @@ pub fn router(web: Web) -> Router {
 /// opens (it holds nothing; its script signs in with the link's token).
 pub fn public_router() -> Router {
     assets::router().route("/pair", get(|| async { page::pair_page() }))
+}
+
+/// Whether a POST to `path` sends a prompt to the agent (for the server's prompt rate).
+pub fn is_prompt(path: &str) -> bool {
+    path.starts_with("/s/") && path.ends_with("/prompt")
 }
 
 /// Paths the page serves that need no token: the assets, and the pages that ask for one.

@@ -1,52 +1,40 @@
 //! The pages, by what they show. Each handler finds what the viewer may see through the
-//! functions here, which hold the one rule of reach: a device sees its own workspace and its
-//! sessions, anything else is "not found".
+//! functions here, which apply berth-ops' rule of reach (`Ops::held_to`): a device sees its
+//! own workspace and its sessions, anything else is "not found".
 
 pub mod runs;
 pub mod sessions;
 pub mod workspaces;
 
 use axum::http::{HeaderMap, StatusCode};
-use berth_ops::{Session, Workspace};
+use berth_ops::{HeldTo, Session, Workspace};
 
 use crate::error::{PageError, PageResult};
-use crate::{Reach, Viewer, Web};
+use crate::{Viewer, Web};
 
 impl Web {
-    /// The device's workspace, for a device's viewer.
-    async fn device_workspace(&self, viewer: &Viewer) -> PageResult<Option<Workspace>> {
-        match &viewer.reach {
-            Reach::All => Ok(None),
-            Reach::Device(device) => {
-                let (_, ws) = self.inner.ops.resolve_device(device.as_str()).await?;
-                Ok(Some(ws))
-            }
+    /// What the viewer is held to (berth-ops' rule of reach), resolved once per request.
+    async fn held(&self, viewer: &Viewer) -> PageResult<HeldTo> {
+        Ok(self.inner.ops.held_to(&viewer.reach).await?)
+    }
+
+    /// The workspace `identifier` names, if within reach.
+    async fn visible_workspace(&self, held: &HeldTo, identifier: &str) -> PageResult<Workspace> {
+        match self.inner.ops.resolve_workspace(identifier).await {
+            Ok(ws) if held.reaches(&ws.id) => Ok(ws),
+            Ok(_) => Err(PageError::not_found("workspace")),
+            Err(e) if e.is_not_found() => Err(PageError::not_found("workspace")),
+            Err(e) => Err(e.into()),
         }
     }
 
-    /// The workspace `identifier` names, if the viewer may see it.
-    async fn visible_workspace(&self, viewer: &Viewer, identifier: &str) -> PageResult<Workspace> {
-        let ws = match self.inner.ops.resolve_workspace(identifier).await {
-            Ok(ws) => ws,
-            Err(e) if e.is_not_found() => return Err(PageError::not_found("workspace")),
-            Err(e) => return Err(e.into()),
-        };
-        match self.device_workspace(viewer).await? {
-            Some(mine) if mine.id != ws.id => Err(PageError::not_found("workspace")),
-            _ => Ok(ws),
-        }
-    }
-
-    /// The session with id `id`, if the viewer may see it.
-    async fn visible_session(&self, viewer: &Viewer, id: &str) -> PageResult<Session> {
-        let session = match self.inner.ops.session(id).await {
-            Ok(s) => s,
-            Err(e) if e.is_not_found() => return Err(PageError::not_found("session")),
-            Err(e) => return Err(e.into()),
-        };
-        match self.device_workspace(viewer).await? {
-            Some(mine) if mine.id != session.workspace_id => Err(PageError::not_found("session")),
-            _ => Ok(session),
+    /// The session with id `id`, if within reach.
+    async fn visible_session(&self, held: &HeldTo, id: &str) -> PageResult<Session> {
+        match self.inner.ops.session(id).await {
+            Ok(s) if held.reaches(&s.workspace_id) => Ok(s),
+            Ok(_) => Err(PageError::not_found("session")),
+            Err(e) if e.is_not_found() => Err(PageError::not_found("session")),
+            Err(e) => Err(e.into()),
         }
     }
 }

@@ -34,7 +34,7 @@ pub async fn list(
     Extension(viewer): Extension<Viewer>,
 ) -> PageResult<Page> {
     admin_only(&viewer)?;
-    let table = table_of(&web)?;
+    let table = table_of(web).await?;
     let body = html! {
         h1 { "Runs" }
         div #runs data-refresh="/runs/table" { (table) }
@@ -48,7 +48,7 @@ pub async fn table(
     Extension(viewer): Extension<Viewer>,
 ) -> PageResult<Response> {
     admin_only(&viewer)?;
-    let table = table_of(&web)?;
+    let table = table_of(web).await?;
     Ok((
         [(axum::http::header::CACHE_CONTROL, "no-store")],
         Html(table.into_string()),
@@ -56,7 +56,15 @@ pub async fn table(
         .into_response())
 }
 
-fn table_of(web: &Web) -> PageResult<Markup> {
+/// The table, from every kept run's record: files read on the blocking pool, since the page
+/// asks every second.
+async fn table_of(web: Web) -> PageResult<Markup> {
+    tokio::task::spawn_blocking(move || render_table(&web))
+        .await
+        .map_err(|e| PageError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
+}
+
+fn render_table(web: &Web) -> PageResult<Markup> {
     let mut runs: Vec<RunRecord> = Vec::new();
     let mut unreadable = 0;
     for run in web.inner.runs.list()? {

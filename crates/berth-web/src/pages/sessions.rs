@@ -12,7 +12,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use berth_agent::slash::{self, FrontEnd, Input};
 use berth_agent::{Decision, TurnOptions, TurnRequest};
-use berth_ops::{CreateSession, Message, Role, Session};
+use berth_ops::{CreateSession, Message, Role};
 use futures::Stream;
 use maud::{Markup, PreEscaped, html};
 use serde::Deserialize;
@@ -23,7 +23,7 @@ use crate::error::{PageError, PageResult};
 use crate::live::{Live, PagePermissions};
 use crate::markdown;
 use crate::page::{Page, age, page};
-use crate::{Reach, Viewer, Web};
+use crate::{Viewer, Web};
 
 /// How often a watching page's transcript is looked at for messages appended elsewhere.
 const LOOK_EVERY: Duration = Duration::from_millis(250);
@@ -34,7 +34,8 @@ pub async fn show(
     Extension(viewer): Extension<Viewer>,
     Path(id): Path<String>,
 ) -> PageResult<Page> {
-    let session = web.visible_session(&viewer, &id).await?;
+    let held = web.held(&viewer).await?;
+    let session = web.visible_session(&held, &id).await?;
     let ops = &web.inner.ops;
     let transcript = ops.transcript(&session).await?;
     // The model the next turn calls (a choice kept for the session, else the config's), and
@@ -125,7 +126,8 @@ pub async fn events(
     Path(id): Path<String>,
     Query(query): Query<EventsQuery>,
 ) -> PageResult<Sse<impl Stream<Item = Result<Event, Infallible>>>> {
-    let session = web.visible_session(&viewer, &id).await?;
+    let held = web.held(&viewer).await?;
+    let session = web.visible_session(&held, &id).await?;
     let live = web.inner.live.session(session.id.as_str());
     let mut updates = live.subscribe();
     let (tx, rx) = mpsc::channel::<Event>(256);
@@ -202,8 +204,19 @@ pub async fn prompt(
     axum::Form(form): axum::Form<PromptForm>,
 ) -> PageResult<(StatusCode, axum::Json<serde_json::Value>)> {
     check_csrf(&viewer, &headers)?;
-    let session = web.visible_session(&viewer, &id).await?;
-    let cwd = work_dir(&web, &viewer, &session).await?;
+    let held = web.held(&viewer).await?;
+    let session = web.visible_session(&held, &id).await?;
+    let cwd = web
+        .inner
+        .ops
+        .turn_folder(&held, &session)
+        .await?
+        .ok_or_else(|| {
+            PageError::new(
+                StatusCode::CONFLICT,
+                "this session's workspace has no folder on this machine",
+            )
+        })?;
     // A slash command is run, as in an editor, and its answer shown; a line starting with
     // `//`, or an unknown `/name` (a path, say), goes to the model.
     let text = match slash::parse(&form.text) {
@@ -264,25 +277,6 @@ pub async fn prompt(
     }
 }
 
-/// Where a turn from the page works: a device's in its workspace's folder, never one a
-/// session recorded (as over ACP); the admin's in the session's own folder.
-async fn work_dir(web: &Web, viewer: &Viewer, session: &Session) -> PageResult<std::path::PathBuf> {
-    let ops = &web.inner.ops;
-    let folder = match &viewer.reach {
-        Reach::Device(_) => {
-            let ws = ops.resolve_workspace(session.workspace_id.as_str()).await?;
-            Some(ops.work_dir(&ws)?)
-        }
-        Reach::All => ops.session_folder(session).await?,
-    };
-    folder.ok_or_else(|| {
-        PageError::new(
-            StatusCode::CONFLICT,
-            "this session's workspace has no folder on this machine",
-        )
-    })
-}
-
 /// `POST /s/{id}/cancel`: stops the turn running from a page.
 pub async fn cancel(
     State(web): State<Web>,
@@ -291,7 +285,8 @@ pub async fn cancel(
     Path(id): Path<String>,
 ) -> PageResult<axum::Json<serde_json::Value>> {
     check_csrf(&viewer, &headers)?;
-    let session = web.visible_session(&viewer, &id).await?;
+    let held = web.held(&viewer).await?;
+    let session = web.visible_session(&held, &id).await?;
     if web.inner.live.session(session.id.as_str()).cancel() {
         Ok(done(None))
     } else {
@@ -318,7 +313,8 @@ pub async fn permission(
     axum::Form(form): axum::Form<PermissionForm>,
 ) -> PageResult<axum::Json<serde_json::Value>> {
     check_csrf(&viewer, &headers)?;
-    let session = web.visible_session(&viewer, &id).await?;
+    let held = web.held(&viewer).await?;
+    let session = web.visible_session(&held, &id).await?;
     let decision = match form.decision.as_str() {
         "allow_once" => Decision::AllowOnce,
         "allow_always" => Decision::AllowAlways,
@@ -353,7 +349,8 @@ pub async fn create(
     Path(id): Path<String>,
 ) -> PageResult<axum::Json<serde_json::Value>> {
     check_csrf(&viewer, &headers)?;
-    let ws = web.visible_workspace(&viewer, &id).await?;
+    let held = web.held(&viewer).await?;
+    let ws = web.visible_workspace(&held, &id).await?;
     let session = web
         .inner
         .ops

@@ -35,8 +35,9 @@ pub async fn list(
 ) -> PageResult<Page> {
     let ops = &web.inner.ops;
     let q = query.q.as_deref().map(str::trim).filter(|q| !q.is_empty());
-    let (items, next) = match web.device_workspace(&viewer).await? {
-        Some(mine) => (vec![mine], None),
+    let held = web.held(&viewer).await?;
+    let (items, next) = match held.workspace() {
+        Some(mine) => (vec![mine.clone()], None),
         None => {
             let got = ops
                 .workspace_page(query.after.as_deref(), Some(PAGE_SIZE), q)
@@ -124,11 +125,12 @@ pub async fn status(
     Query(query): Query<StatusQuery>,
 ) -> PageResult<axum::Json<BTreeMap<String, RowStatus>>> {
     let ids: Vec<&str> = query.ids.split(',').take(PAGE_SIZE * 2).collect();
+    let held = web.held(&viewer).await?;
     let lookups = ids.into_iter().map(|id| {
         let web = web.clone();
-        let viewer = viewer.clone();
+        let held = &held;
         async move {
-            let ws = web.visible_workspace(&viewer, id).await.ok()?;
+            let ws = web.visible_workspace(held, id).await.ok()?;
             let ops = &web.inner.ops;
             let git = ops.git_status(&ws).await.ok().flatten();
             let sessions = ops.session_records(Some(&ws.id)).await.ok()?.len();
@@ -160,7 +162,8 @@ pub async fn show(
     Extension(viewer): Extension<Viewer>,
     Path(id): Path<String>,
 ) -> PageResult<Page> {
-    let ws = web.visible_workspace(&viewer, &id).await?;
+    let held = web.held(&viewer).await?;
+    let ws = web.visible_workspace(&held, &id).await?;
     let ops = &web.inner.ops;
     let view = ops.view(&ws, ops.git_status(&ws).await?);
     let mut sessions = ops.session_records(Some(&ws.id)).await?;
@@ -246,7 +249,8 @@ pub async fn files(
     Path(id): Path<String>,
     Query(query): Query<FilesQuery>,
 ) -> PageResult<Page> {
-    let ws = web.visible_workspace(&viewer, &id).await?;
+    let held = web.held(&viewer).await?;
+    let ws = web.visible_workspace(&held, &id).await?;
     let ops = &web.inner.ops;
     let worktree = query.root.as_deref() == Some("worktree");
     let path = query.path.as_deref().filter(|p| !p.is_empty());
@@ -324,7 +328,8 @@ pub async fn diff(
     Extension(viewer): Extension<Viewer>,
     Path(id): Path<String>,
 ) -> PageResult<Response> {
-    let ws = web.visible_workspace(&viewer, &id).await?;
+    let held = web.held(&viewer).await?;
+    let ws = web.visible_workspace(&held, &id).await?;
     let diff = web.inner.ops.workspace_diff(ws.id.as_str(), true).await?;
     let (added, removed) = diff.totals();
     let body = html! {
