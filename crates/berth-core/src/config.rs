@@ -311,6 +311,44 @@ impl Config {
     }
 }
 
+/// Whether commands and agent processes berth starts are confined (`[sandbox] mode`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SandboxMode {
+    /// Confined; refused where the kernel cannot confine.
+    #[default]
+    On,
+    /// Unconfined, as before berth had a sandbox: the user's rights.
+    Off,
+}
+
+/// What a confined process may reach on the network (`[sandbox] network`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SandboxNetwork {
+    /// Commands reach nothing (but `allow_hosts`); an agent process its provider and
+    /// `allow_hosts`.
+    #[default]
+    Off,
+    /// Everything the user can reach.
+    Full,
+}
+
+/// The confinement of every command and agent process berth starts (`[sandbox]`). Paths may
+/// start with `~/`. See docs/sandbox.md.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SandboxSettings {
+    pub mode: SandboxMode,
+    pub network: SandboxNetwork,
+    /// `host:port` (or a URL) also reachable when `network = "off"`; enforced by port.
+    pub allow_hosts: Vec<String>,
+    /// Paths a confined process may write besides its workspace's folder and `/tmp`.
+    pub writable: Vec<String>,
+    /// Paths hidden from a confined process, added to berth's own list.
+    pub deny_read: Vec<String>,
+}
+
 /// The merged configuration.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -327,6 +365,7 @@ pub struct Config {
     pub agent: AgentSettings,
     pub mcp: McpSettings,
     pub ports: PortSettings,
+    pub sandbox: SandboxSettings,
     /// What models cost, by model name (`[prices."claude-sonnet-4-5"]`): berth ships no
     /// prices (they change); a model not in the table has no cost shown.
     #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
@@ -624,6 +663,13 @@ pub const TEMPLATE: &str = r#"# berth configuration. Layers: this file -> worksp
 # input = 3.0
 # output = 15.0
 
+[sandbox]
+# mode = "on"                  # "off": commands and agent processes get all of your rights
+# network = "off"              # commands reach nothing, agents their provider; "full": all
+# allow_hosts = ["crates.io:443"]   # also reachable (by port) when network = "off"
+# writable = ["~/.cache/sccache"]   # besides the workspace's folder and a private /tmp
+# deny_read = ["~/private"]         # hidden, besides ~/.ssh, ~/.aws, berth's home, ...
+
 [store]
 # url = "sqlite:///path/berth.db"   # or "postgres://user:password@host:5432/db"; default: files in the home
 "#;
@@ -830,6 +876,8 @@ mod tests {
         assert!(loaded.unknown_keys.is_empty(), "{:?}", loaded.unknown_keys);
         assert_eq!(loaded.config.git.setup, vec!["npm ci"]);
         assert_eq!(loaded.config.ports.block, Some(10));
+        assert_eq!(loaded.config.sandbox.mode, SandboxMode::On);
+        assert_eq!(loaded.config.sandbox.deny_read, ["~/private"]);
         let usage = crate::model::TokenUsage {
             input_tokens: 1_000_000,
             output_tokens: 100_000,

@@ -1,0 +1,136 @@
+//! Saying which rule stopped a confined command, from what it printed.
+//!
+//! The kernel tells a refused process only an errno ("Permission denied", "Read-only file
+//! system", "Network is unreachable"); the agent needs to know it met the sandbox, which rule,
+//! and how a person opens it. The paths a failing line names are checked against the rules
+//! the process ran under, so the note names the rule that matches, never a guess.
+
+use std::path::{Path, PathBuf};
+
+use crate::Confinement;
+use crate::plan::Net;
+
+/// Errors the kernel gives a confined process where a rule refused it.
+const REFUSALS: [&str; 4] = [
+    "Permission denied",
+    "Read-only file system",
+    "Operation not permitted",
+    "EACCES",
+];
+
+/// What a process without network prints.
+const NO_NETWORK: [&str; 7] = [
+    "Network is unreachable",
+    "Temporary failure in name resolution",
+    "Could not resolve host",
+    "Name or service not known",
+    "getaddrinfo",
+    "ENETUNREACH",
+    "EAI_AGAIN",
+];
+
+/// A note for the agent on the rules that refused what `output` shows, if any did.
+pub fn explain(output: &str, confinement: &Confinement) -> Option<String> {
+    let rules = confinement.rules();
+    let mut notes: Vec<String> = Vec::new();
+    let mut push = |note: String| {
+        if !notes.contains(&note) {
+            notes.push(note);
+        }
+    };
+    for line in output.lines() {
+        if REFUSALS.iter().any(|r| line.contains(r)) {
+            for path in paths_in(line) {
+                push(path_note(&path, rules));
+            }
+            if line.contains("kill") || line.contains("signal") {
+                push("signals to processes outside the sandbox are refused".into());
+            }
+            if (line.contains("connect") || line.contains("Connection"))
+                && let Net::Ports { connect, .. } = &rules.net
+            {
+                push(format!(
+                    "TCP connections may go only to port{} {} ([sandbox] network = \"off\"; add a host to [sandbox] allow_hosts, or set network = \"full\")",
+                    if connect.len() == 1 { "" } else { "s" },
+                    connect
+                        .iter()
+                        .map(u16::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            }
+        }
+        if rules.net == Net::Isolated
+            && (NO_NETWORK.iter().any(|n| line.contains(n))
+                || (line.contains("Connection refused") && line.contains("127.0.0.1")))
+        {
+            push("commands have no network: they run in a network namespace of their own, where only their own loopback exists ([sandbox] network = \"off\"; add a host to [sandbox] allow_hosts, or set network = \"full\")".into());
+        }
+    }
+    if notes.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "[berth sandbox] {}. A person can change this in berth's config ([sandbox], see docs/sandbox.md); work inside the workspace folder meanwhile.",
+        notes.join("; ")
+    ))
+}
+
+/// What the rules say of `path`.
+fn path_note(path: &Path, rules: &crate::plan::Rules) -> String {
+    let shown = path.display();
+    if path.starts_with(&rules.work) && path.components().any(|c| c.as_os_str() == ".git") {
+        return format!(
+            "{shown} is read-only: nothing in a workspace may change git's pointer, config or hooks, and agents do not commit (berth commits the work when it is merged)"
+        );
+    }
+    if let Some(d) = rules.deny.iter().find(|d| path.starts_with(d)) {
+        return format!(
+            "{shown} is hidden: {} is on the sandbox's deny list ([sandbox] deny_read)",
+            d.display()
+        );
+    }
+    if path.starts_with(&rules.berth_home) {
+        return format!(
+            "{shown} is hidden: berth's home is out of reach but for this workspace's own folder"
+        );
+    }
+    let writable = std::iter::once(&rules.work)
+        .chain(&rules.writable)
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(
+        "writing {shown} is refused: a confined process may write only in {writable} and /tmp ([sandbox] writable adds paths)"
+    )
+}
+
+/// The absolute paths a line names (quoted or not).
+fn paths_in(line: &str) -> Vec<PathBuf> {
+    line.split(|c: char| c.is_whitespace() || "'\"`‘’“”,;()[]".contains(c))
+        .map(|w| w.trim_end_matches(':'))
+        .filter(|w| w.starts_with('/') && w.len() > 1)
+        .map(PathBuf::from)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_are_found_however_quoted() {
+        assert_eq!(
+            paths_in("touch: cannot touch '/etc/x': Permission denied"),
+            [PathBuf::from("/etc/x")]
+        );
+        assert_eq!(
+            paths_in("sh: 1: cannot create /outside/f.txt: Permission denied"),
+            [PathBuf::from("/outside/f.txt")]
+        );
+        assert_eq!(
+            paths_in("PermissionError: [Errno 13] Permission denied: '/root/.ssh/id'"),
+            [PathBuf::from("/root/.ssh/id")]
+        );
+    }
+}

@@ -1,0 +1,61 @@
+//! berth's confinement of the processes it starts for an agent: berth's own `run_command`,
+//! an ACP agent's terminals, a run's `--check`, and the agent process of `--agent-cmd`.
+//!
+//! A confined process (and everything it starts, for good) lives in its own user and mount
+//! namespace, and under a Landlock domain:
+//!
+//! - **Writes** reach only its workspace's folder, a private `/tmp` and the paths the policy
+//!   lists (Landlock; nothing else is writable, whatever the file modes say).
+//! - **Reads** reach everything but a deny list (`~/.ssh`, `~/.aws`, berth's home but the
+//!   workspace's own folder, …), which mounts hide: an empty folder that cannot be listed, or
+//!   a file that cannot be opened, in its place.
+//! - **Git** cannot be redirected: the folder's `.git` (a worktree's pointer, or a repository)
+//!   is mounted read-only, and the repository's config, hooks and other worktrees lie outside
+//!   the writable set.
+//! - **Network**: for a command, a network namespace of its own (loopback only, nothing of the
+//!   host's); for an agent process, TCP connections to its provider's ports only (Landlock).
+//! - **Processes**: no signal to, and no ptrace of, anything outside the confined tree
+//!   (Landlock's scopes); no capability survives into the command, even for root.
+//!
+//! It fails closed: where the kernel cannot do all of this, [`Policy::confine`] refuses with an
+//! error naming `[sandbox] mode = "off"`; nothing ever runs unconfined by accident.
+//!
+//! Why by hand between fork and exec rather than by a helper binary: the child of a
+//! multi-threaded process may not allocate, so the parent computes everything (the steps, as C
+//! strings; the Landlock ruleset, through the `landlock` crate; the folders to mount, as open
+//! descriptors) and the child only makes system calls ([`child`]).
+
+mod child;
+mod denial;
+mod kernel;
+mod plan;
+mod policy;
+
+pub use denial::explain;
+pub use kernel::{PRETEND_VAR, Support, support};
+pub use plan::Confinement;
+pub use policy::{AgentProfile, Place, Policy, Subject, agent_ports, agent_profile};
+
+/// Why a process could not be confined, or a policy not read.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    /// The kernel cannot enforce the policy: the command is refused, never run unconfined.
+    #[error(
+        "berth's sandbox cannot confine this command: {0}. berth runs nothing unconfined; set `[sandbox] mode = \"off\"` in the config to run commands and agents with all of your rights (see `berth doctor`)"
+    )]
+    Unsupported(String),
+    /// A setting or a place the policy cannot use.
+    #[error("{0}")]
+    Invalid(String),
+    /// Preparing the confinement failed (a path that cannot be opened, a ruleset refused).
+    #[error("berth's sandbox could not be prepared: {0}")]
+    Setup(String),
+}
+
+/// Wraps a spawn failure of a confined command: the kernel refused a step of the confinement
+/// (or the program could not be started, which reads the same).
+pub fn spawn_error(program: &str, e: &std::io::Error) -> String {
+    format!(
+        "could not start `{program}` confined: {e}. berth runs nothing unconfined; `berth doctor` says what this kernel can enforce, and `[sandbox] mode = \"off\"` turns confinement off"
+    )
+}

@@ -1,0 +1,607 @@
+//! The parent's side: the mount plan, the Landlock ruleset, and the hook that applies them to
+//! a command about to be spawned.
+//!
+//! The plan is computed on paths as the kernel resolves them (canonical), shallowest first,
+//! so that a mount never lands beneath one made after it:
+//!
+//! - berth's home and `/tmp` become empty tmpfs (unless already beneath one);
+//! - each denied folder becomes an empty tmpfs of mode 000, each denied file a bind of an
+//!   empty file of mode 000;
+//! - a kept path (the work folder, the workspace's own folder, the writable extras) that a
+//!   tmpfs covered is bound back at its own path, from a descriptor the parent opened;
+//! - the work folder's `.git` is bound onto itself read-only;
+//! - `/dev` becomes a tmpfs with the harmless devices bound in (no disk can be read raw, even
+//!   by root).
+
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use landlock::{
+    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, PathBeneath, PathFd,
+    Ruleset, RulesetAttr, RulesetCreatedAttr, Scope,
+};
+
+use crate::SandboxError;
+use crate::child::{ChildPlan, IdMaps, Step};
+
+/// What a confined process may reach on the network.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Net {
+    /// A network namespace of its own: loopback, nothing of the host's.
+    Isolated,
+    /// TCP connections to these ports only, listening on `bind` only (Landlock).
+    Ports { connect: Vec<u16>, bind: Vec<u16> },
+    /// Unrestricted.
+    Full,
+}
+
+pub(crate) struct Request<'a> {
+    pub work: &'a Path,
+    pub cwd: &'a Path,
+    pub berth_home: &'a Path,
+    pub keep: Option<&'a Path>,
+    pub writable: &'a [PathBuf],
+    pub deny: &'a [PathBuf],
+    pub net: Net,
+}
+
+/// The devices a confined process gets in its `/dev`.
+const DEVICES: [&str; 6] = ["null", "zero", "full", "random", "urandom", "tty"];
+/// The ones it may write to.
+const WRITABLE_DEVICES: [&str; 4] = ["null", "zero", "full", "tty"];
+
+/// The rules a confined process runs under, as [`crate::explain`] reads them.
+#[derive(Debug, Clone)]
+pub(crate) struct Rules {
+    pub work: PathBuf,
+    pub writable: Vec<PathBuf>,
+    pub deny: Vec<PathBuf>,
+    pub berth_home: PathBuf,
+    pub net: Net,
+}
+
+/// One process's confinement, ready to be applied to the command that starts it. Made per
+/// spawn: it holds the descriptors the child mounts from.
+pub struct Confinement {
+    child: Arc<Holder>,
+    rules: Rules,
+}
+
+/// Owns what the child's plan points at by number, until the command is dropped.
+struct Holder {
+    plan: ChildPlan,
+    _fds: Vec<OwnedFd>,
+    _ruleset: OwnedFd,
+    /// The read end of the child's report pipe (non-blocking); the write end is in `_fds`.
+    report: OwnedFd,
+}
+
+impl std::fmt::Debug for Confinement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Confinement")
+            .field("rules", &self.rules)
+            .finish_non_exhaustive()
+    }
+}
+
+fn cstring(p: &Path) -> Result<CString, SandboxError> {
+    CString::new(p.as_os_str().as_bytes())
+        .map_err(|_| SandboxError::Invalid(format!("{} has a NUL byte", p.display())))
+}
+
+/// `path` as the kernel resolves it, if it exists.
+fn resolved(path: &Path) -> Option<PathBuf> {
+    path.canonicalize().ok()
+}
+
+/// What a path in the plan is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Item {
+    /// An empty tmpfs in its place (berth's home, `/tmp`).
+    Hide,
+    Deny {
+        dir: bool,
+    },
+    /// Visible as on the host, bound back if a tmpfs covered it.
+    Keep {
+        dir: bool,
+    },
+    /// Bound onto itself read-only.
+    ReadOnly,
+}
+
+/// What covers a path once the mounts so far are made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cover<'a> {
+    /// Nothing of ours: the host's view.
+    Host,
+    /// Beneath a tmpfs of ours mounted on this path.
+    Tmpfs(&'a Path),
+    /// Beneath a deny mount.
+    Denied,
+    /// Beneath a path bound back.
+    Kept,
+}
+
+/// The mount steps, from the items sorted shallowest first. Each `Bind` names the index of
+/// the source in the returned paths (opened by the caller).
+fn mount_steps(items: &[(PathBuf, Item)]) -> Result<(Vec<PlanStep>, Vec<PathBuf>), SandboxError> {
+    let mut order: Vec<&(PathBuf, Item)> = items.iter().collect();
+    order.sort_by_key(|(p, _)| p.components().count());
+    let mut done: Vec<(&Path, &Item)> = Vec::new();
+    let mut steps = Vec::new();
+    let mut sources = Vec::new();
+    for (path, item) in order {
+        // The deepest of our mounts at or above this path says what it looks like now.
+        let cover = done
+            .iter()
+            .filter(|(p, _)| path.starts_with(p))
+            .max_by_key(|(p, _)| p.components().count())
+            .map_or(Cover::Host, |(p, i)| match i {
+                Item::Hide => Cover::Tmpfs(p),
+                Item::Deny { .. } => Cover::Denied,
+                Item::Keep { .. } | Item::ReadOnly => Cover::Kept,
+            });
+        match item {
+            Item::Hide | Item::Deny { .. } => {
+                if matches!(cover, Cover::Tmpfs(_) | Cover::Denied) {
+                    continue; // already hidden
+                }
+                steps.push(match item {
+                    Item::Hide => PlanStep::Tmpfs(path.clone(), "mode=0755", false),
+                    Item::Deny { dir: true } => PlanStep::Tmpfs(path.clone(), "mode=000", true),
+                    _ => PlanStep::DenyFile(path.clone()),
+                });
+            }
+            Item::Keep { dir } => match cover {
+                Cover::Host | Cover::Kept => continue,
+                Cover::Denied => {
+                    return Err(SandboxError::Invalid(format!(
+                        "{} is inside a path the sandbox hides ([sandbox] deny_read)",
+                        path.display()
+                    )));
+                }
+                Cover::Tmpfs(top) => {
+                    let rest = path.strip_prefix(top).expect("beneath its cover");
+                    let mut at = top.to_path_buf();
+                    let parts: Vec<_> = rest.components().collect();
+                    for (i, part) in parts.iter().enumerate() {
+                        at.push(part);
+                        if i + 1 < parts.len() || *dir {
+                            steps.push(PlanStep::Mkdir(at.clone()));
+                        } else {
+                            steps.push(PlanStep::Touch(at.clone()));
+                        }
+                    }
+                    steps.push(PlanStep::Bind(sources.len(), path.clone(), false));
+                    sources.push(path.clone());
+                }
+            },
+            Item::ReadOnly => {
+                steps.push(PlanStep::Bind(sources.len(), path.clone(), true));
+                sources.push(path.clone());
+            }
+        }
+        done.push((path, item));
+    }
+    Ok((steps, sources))
+}
+
+/// A mount step before its paths become C strings and its sources descriptors.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum PlanStep {
+    Tmpfs(PathBuf, &'static str, bool),
+    DenyFile(PathBuf),
+    Mkdir(PathBuf),
+    Touch(PathBuf),
+    Bind(usize, PathBuf, bool),
+}
+
+/// An empty file of mode 000 under berth's home, bound over denied files: opening it fails
+/// with "permission denied", even for root (no capability survives into the command).
+fn denied_file(berth_home: &Path) -> Result<PathBuf, SandboxError> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let dir = berth_home.join(".sandbox");
+    let path = dir.join("denied");
+    if let Ok(m) = std::fs::symlink_metadata(&path)
+        && m.is_file()
+        && m.len() == 0
+        && m.permissions().mode() & 0o777 == 0
+    {
+        return Ok(path);
+    }
+    let fail = |e: std::io::Error| SandboxError::Setup(format!("{}: {e}", path.display()));
+    std::fs::create_dir_all(&dir).map_err(fail)?;
+    let _ = std::fs::remove_file(&path);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o000)
+        .open(&path)
+        .map_err(fail)?;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o000)).map_err(fail)?;
+    Ok(path)
+}
+
+fn open_path(path: &Path) -> Result<OwnedFd, SandboxError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH | libc::O_CLOEXEC)
+        .open(path)
+        .map(OwnedFd::from)
+        .map_err(|e| SandboxError::Setup(format!("cannot open {}: {e}", path.display())))
+}
+
+/// A pipe whose read end never blocks, both ends closed on exec.
+fn report_pipe() -> Result<(OwnedFd, OwnedFd), SandboxError> {
+    use std::os::fd::FromRawFd;
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 fills the array with two new descriptors, which we then own.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } == -1 {
+        return Err(setup(std::io::Error::last_os_error()));
+    }
+    // SAFETY: both are fresh descriptors owned by nobody else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+fn setup(e: impl std::fmt::Display) -> SandboxError {
+    SandboxError::Setup(e.to_string())
+}
+
+impl Confinement {
+    pub(crate) fn prepare(req: Request<'_>) -> Result<Confinement, SandboxError> {
+        let work = resolved(req.work).ok_or_else(|| {
+            SandboxError::Invalid(format!("the folder {} does not exist", req.work.display()))
+        })?;
+        if work.parent().is_none() {
+            return Err(SandboxError::Invalid(
+                "an agent's folder cannot be / (it would make everything writable)".into(),
+            ));
+        }
+        let cwd = resolved(req.cwd).unwrap_or_else(|| work.clone());
+        let berth_home = resolved(req.berth_home).unwrap_or_else(|| req.berth_home.to_owned());
+        let writable: Vec<PathBuf> = req.writable.iter().filter_map(|p| resolved(p)).collect();
+        let deny: Vec<PathBuf> = req.deny.iter().filter_map(|p| resolved(p)).collect();
+        let keep_dir = req.keep.and_then(resolved);
+
+        let mut kept: Vec<&Path> = vec![&work];
+        kept.extend(keep_dir.as_deref());
+        kept.extend(writable.iter().map(PathBuf::as_path));
+        for d in &deny {
+            if let Some(k) = kept.iter().find(|k| k.starts_with(d)) {
+                return Err(SandboxError::Invalid(format!(
+                    "{} is inside {}, which the sandbox hides; move it, or remove {} from [sandbox] deny_read",
+                    k.display(),
+                    d.display(),
+                    d.display()
+                )));
+            }
+        }
+        let mut items: Vec<(PathBuf, Item)> = vec![(PathBuf::from("/tmp"), Item::Hide)];
+        if berth_home.is_dir() {
+            items.push((berth_home.clone(), Item::Hide));
+        }
+        items.extend(
+            deny.iter()
+                .map(|d| (d.clone(), Item::Deny { dir: d.is_dir() })),
+        );
+        items.extend(
+            kept.iter()
+                .map(|k| (k.to_path_buf(), Item::Keep { dir: k.is_dir() })),
+        );
+        let git = work.join(".git");
+        if std::fs::symlink_metadata(&git).is_ok_and(|m| m.is_file() || m.is_dir()) {
+            items.push((git, Item::ReadOnly));
+        }
+        let (plan, sources) = mount_steps(&items)?;
+
+        // Each source gets a descriptor number here, held open (so no other file takes it)
+        // until the command is dropped; the child opens the path again onto that number.
+        let mut fds = Vec::new();
+        let mut slots = Vec::new();
+        let mut proc_fd = |path: &Path| -> Result<CString, SandboxError> {
+            let fd = open_path(path)?;
+            let name = CString::new(format!("/proc/self/fd/{}", fd.as_raw_fd())).map_err(setup)?;
+            slots.push((cstring(path)?, fd.as_raw_fd()));
+            fds.push(fd);
+            Ok(name)
+        };
+        let mut steps = Vec::new();
+        let mut denied_source = None;
+        for step in plan {
+            steps.push(match step {
+                PlanStep::Tmpfs(target, data, readonly) => Step::Tmpfs {
+                    target: cstring(&target)?,
+                    data: CString::new(data).map_err(setup)?,
+                    readonly,
+                },
+                PlanStep::DenyFile(target) => {
+                    if denied_source.is_none() {
+                        denied_source = Some(proc_fd(&denied_file(&berth_home)?)?);
+                    }
+                    Step::Bind {
+                        source: denied_source.clone().expect("just set"),
+                        target: cstring(&target)?,
+                        readonly: true,
+                    }
+                }
+                PlanStep::Mkdir(path) => Step::Mkdir {
+                    path: cstring(&path)?,
+                },
+                PlanStep::Touch(path) => Step::Touch {
+                    path: cstring(&path)?,
+                },
+                PlanStep::Bind(source, target, readonly) => Step::Bind {
+                    source: proc_fd(&sources[source])?,
+                    target: cstring(&target)?,
+                    readonly,
+                },
+            });
+        }
+        // A fresh /dev: the harmless devices, bound from the host's.
+        steps.push(Step::Tmpfs {
+            target: c"/dev".to_owned(),
+            data: c"mode=0755".to_owned(),
+            readonly: false,
+        });
+        for dev in DEVICES {
+            let host = Path::new("/dev").join(dev);
+            if !host.exists() {
+                continue;
+            }
+            steps.push(Step::Touch {
+                path: cstring(&host)?,
+            });
+            steps.push(Step::Bind {
+                source: proc_fd(&host)?,
+                target: cstring(&host)?,
+                readonly: false,
+            });
+        }
+        for (target, link) in [
+            (c"/proc/self/fd", c"/dev/fd"),
+            (c"/proc/self/fd/0", c"/dev/stdin"),
+            (c"/proc/self/fd/1", c"/dev/stdout"),
+            (c"/proc/self/fd/2", c"/dev/stderr"),
+        ] {
+            steps.push(Step::Symlink {
+                target: target.to_owned(),
+                link: link.to_owned(),
+            });
+        }
+        steps.push(Step::Mkdir {
+            path: c"/dev/shm".to_owned(),
+        });
+
+        let abi = ABI::V6;
+        let write = AccessFs::from_write(abi);
+        let mut ruleset = Ruleset::default()
+            .set_compatibility(CompatLevel::HardRequirement)
+            .handle_access(write)
+            .map_err(setup)?
+            .scope(Scope::from_all(abi))
+            .map_err(setup)?;
+        if matches!(req.net, Net::Ports { .. }) {
+            ruleset = ruleset
+                .handle_access(AccessNet::from_all(abi))
+                .map_err(setup)?;
+        }
+        let mut created = ruleset.create().map_err(setup)?;
+        let mut writable_roots = vec![work.clone()];
+        writable_roots.extend(writable.iter().cloned());
+        for root in &writable_roots {
+            let fd = PathFd::new(root).map_err(setup)?;
+            let access = if root.is_dir() {
+                write
+            } else {
+                write & AccessFs::from_file(abi)
+            };
+            created = created
+                .add_rule(PathBeneath::new(fd, access))
+                .map_err(setup)?;
+        }
+        for dev in WRITABLE_DEVICES {
+            let host = Path::new("/dev").join(dev);
+            if let Ok(fd) = PathFd::new(&host) {
+                created = created
+                    .add_rule(PathBeneath::new(fd, write & AccessFs::from_file(abi)))
+                    .map_err(setup)?;
+            }
+        }
+        if let Net::Ports { connect, bind } = &req.net {
+            for port in connect {
+                created = created
+                    .add_rule(NetPort::new(*port, AccessNet::ConnectTcp))
+                    .map_err(setup)?;
+            }
+            for port in bind {
+                created = created
+                    .add_rule(NetPort::new(*port, AccessNet::BindTcp))
+                    .map_err(setup)?;
+            }
+        }
+        let ruleset: OwnedFd = Option::<OwnedFd>::from(created)
+            .ok_or_else(|| setup("the kernel made no Landlock ruleset"))?;
+
+        let (report, report_tx) = report_pipe()?;
+        let report_fd = report_tx.as_raw_fd();
+        fds.push(report_tx);
+        let plan = ChildPlan {
+            maps: IdMaps::of_this_process(),
+            netns: req.net == Net::Isolated,
+            steps,
+            ruleset: ruleset.as_raw_fd(),
+            child_writable: vec![c"/tmp".to_owned(), c"/dev/shm".to_owned()],
+            write_access: write.bits(),
+            cwd: cstring(&cwd)?,
+            report: report_fd,
+            sources: slots,
+        };
+        Ok(Confinement {
+            child: Arc::new(Holder {
+                plan,
+                _fds: fds,
+                _ruleset: ruleset,
+                report,
+            }),
+            rules: Rules {
+                work,
+                writable,
+                deny,
+                berth_home,
+                net: req.net,
+            },
+        })
+    }
+
+    /// Makes `command` start confined. The command must not be spawned from another thread
+    /// while this is being applied; it may be spawned any number of times.
+    pub fn apply_std(&self, command: &mut std::process::Command) {
+        let holder = self.child.clone();
+        // SAFETY: the hook only makes system calls on data the holder owns (and keeps alive
+        // as long as the command), as a child between fork and exec must.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(command, move || {
+                crate::child::enter(&holder.plan)
+            });
+        }
+    }
+
+    /// [`Confinement::apply_std`] for tokio's command.
+    pub fn apply_tokio(&self, command: &mut tokio::process::Command) {
+        let holder = self.child.clone();
+        // SAFETY: as in `apply_std`.
+        unsafe {
+            command.pre_exec(move || crate::child::enter(&holder.plan));
+        }
+    }
+
+    /// A spawn's failure, told as the stage of the confinement the kernel refused (when it
+    /// was one) and what berth does about it.
+    pub fn spawn_error(&self, program: &str, e: &std::io::Error) -> String {
+        let mut bytes = [0u8; 4];
+        // SAFETY: a non-blocking read into a buffer on the stack.
+        let n = unsafe {
+            libc::read(
+                self.child.report.as_raw_fd(),
+                bytes.as_mut_ptr().cast(),
+                bytes.len(),
+            )
+        };
+        let stage = (n == 4).then(|| u32::from_le_bytes(bytes));
+        match stage {
+            Some(stage) => format!(
+                "could not start `{program}` confined: {} failed ({e}). berth runs nothing unconfined; `berth doctor` says what this kernel can enforce, and `[sandbox] mode = \"off\"` turns confinement off",
+                self.stage_name(stage)
+            ),
+            None => crate::spawn_error(program, e),
+        }
+    }
+
+    fn stage_name(&self, stage: u32) -> String {
+        use crate::child::Stage;
+        match stage {
+            Stage::NAMESPACES => "making user and mount namespaces".into(),
+            Stage::LOOPBACK => "bringing up the private loopback".into(),
+            Stage::TMP_RULES => "allowing writes to the private /tmp".into(),
+            Stage::CAPABILITIES => "dropping capabilities".into(),
+            Stage::LANDLOCK => "entering the Landlock domain".into(),
+            Stage::CWD => format!("entering {}", self.rules.work.display()),
+            Stage::SOURCES => "opening the folders to mount".into(),
+            n => match self.child.plan.steps.get((n - Stage::MOUNTS) as usize) {
+                Some(step) => step.to_string(),
+                None => format!("stage {n}"),
+            },
+        }
+    }
+
+    pub(crate) fn rules(&self) -> &Rules {
+        &self.rules
+    }
+
+    /// The folders and files it may write (the work folder first), `/tmp` aside.
+    pub fn writable(&self) -> Vec<&Path> {
+        std::iter::once(self.rules.work.as_path())
+            .chain(self.rules.writable.iter().map(PathBuf::as_path))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(s: &str) -> PathBuf {
+        PathBuf::from(s)
+    }
+
+    #[test]
+    fn kept_paths_under_a_tmpfs_are_bound_back_and_denied_ones_stay_hidden() {
+        let items = vec![
+            (p("/tmp"), Item::Hide),
+            (p("/tmp/h"), Item::Hide),
+            (p("/root/.ssh"), Item::Deny { dir: true }),
+            (p("/tmp/h/config.toml"), Item::Deny { dir: false }),
+            (p("/tmp/h/workspaces/w"), Item::Keep { dir: true }),
+            (
+                p("/tmp/h/workspaces/w/config.toml"),
+                Item::Deny { dir: false },
+            ),
+            (p("/tmp/h/workspaces/w/worktree"), Item::Keep { dir: true }),
+            (p("/tmp/h/workspaces/w/worktree/.git"), Item::ReadOnly),
+        ];
+        let (steps, sources) = mount_steps(&items).unwrap();
+        assert_eq!(
+            steps,
+            [
+                PlanStep::Tmpfs(p("/tmp"), "mode=0755", false),
+                PlanStep::Tmpfs(p("/root/.ssh"), "mode=000", true),
+                PlanStep::Mkdir(p("/tmp/h")),
+                PlanStep::Mkdir(p("/tmp/h/workspaces")),
+                PlanStep::Mkdir(p("/tmp/h/workspaces/w")),
+                PlanStep::Bind(0, p("/tmp/h/workspaces/w"), false),
+                PlanStep::DenyFile(p("/tmp/h/workspaces/w/config.toml")),
+                PlanStep::Bind(1, p("/tmp/h/workspaces/w/worktree/.git"), true),
+            ]
+        );
+        assert_eq!(
+            sources,
+            [
+                p("/tmp/h/workspaces/w"),
+                p("/tmp/h/workspaces/w/worktree/.git")
+            ]
+        );
+    }
+
+    #[test]
+    fn a_home_inside_the_work_folder_is_hidden_after_it_is_bound() {
+        let items = vec![
+            (p("/tmp"), Item::Hide),
+            (p("/tmp/x"), Item::Keep { dir: true }),
+            (p("/tmp/x/home"), Item::Hide),
+        ];
+        let (steps, _) = mount_steps(&items).unwrap();
+        assert_eq!(
+            steps,
+            [
+                PlanStep::Tmpfs(p("/tmp"), "mode=0755", false),
+                PlanStep::Mkdir(p("/tmp/x")),
+                PlanStep::Bind(0, p("/tmp/x"), false),
+                PlanStep::Tmpfs(p("/tmp/x/home"), "mode=0755", false),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_kept_path_inside_a_denied_one_is_refused() {
+        let items = vec![
+            (p("/home/u/.aws"), Item::Deny { dir: true }),
+            (p("/home/u/.aws/work"), Item::Keep { dir: true }),
+        ];
+        assert!(mount_steps(&items).is_err());
+    }
+}

@@ -1,0 +1,360 @@
+//! The policy: `[sandbox]` read into paths and ports, and what it makes of one process.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use berth_core::config::{SandboxMode, SandboxNetwork, SandboxSettings};
+
+use crate::SandboxError;
+use crate::plan::{Confinement, Net, Request};
+
+/// Paths hidden from every confined process, beneath the user's home.
+const HOME_DENY: [&str; 11] = [
+    ".ssh",
+    ".gnupg",
+    ".aws",
+    ".azure",
+    ".config/gcloud",
+    ".kube",
+    ".docker/config.json",
+    ".netrc",
+    ".git-credentials",
+    ".config/berth",
+    ".password-store",
+];
+
+/// Sockets that hand out the machine (a container engine's is root's rights): hidden too.
+const SYSTEM_DENY: [&str; 5] = [
+    "/run/docker.sock",
+    "/var/run/docker.sock",
+    "/run/containerd",
+    "/run/podman",
+    "/run/user",
+];
+
+/// `[sandbox]`, read: every path absolute, every host a port.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    mode: SandboxMode,
+    network: SandboxNetwork,
+    allow_ports: Vec<u16>,
+    writable: Vec<PathBuf>,
+    deny: Vec<PathBuf>,
+    berth_home: PathBuf,
+}
+
+/// Whom a process is for: a command runs with no network; an agent process talks to its
+/// provider and keeps its own state.
+#[derive(Debug, Clone)]
+pub enum Subject {
+    Command,
+    Agent {
+        /// The TCP ports it may connect to (its provider's, see [`agent_ports`]).
+        ports: Vec<u16>,
+        /// Its state folders and files (`--agent-writable`, or [`agent_profile`]'s).
+        writable: Vec<PathBuf>,
+    },
+}
+
+/// Where a process works.
+#[derive(Debug, Clone)]
+pub struct Place {
+    /// The workspace's worktree or folder: writable.
+    pub work: PathBuf,
+    /// Where the process starts: the work folder or beneath it.
+    pub cwd: PathBuf,
+    /// The workspace's own folder in berth's home, which stays visible (all else of the home
+    /// is hidden); its `config.toml` stays hidden.
+    pub workspace_dir: Option<PathBuf>,
+    /// The workspace's ports: an agent process may listen on them.
+    pub ports: Vec<u16>,
+}
+
+impl Policy {
+    /// Reads `settings`. `user_home` is `$HOME` (for `~/` and the default deny list);
+    /// `berth_home` is hidden but for the workspace's own folder.
+    pub fn from_settings(
+        settings: &SandboxSettings,
+        user_home: Option<&Path>,
+        berth_home: &Path,
+    ) -> Result<Policy, SandboxError> {
+        let expand = |what: &str, p: &str| -> Result<PathBuf, SandboxError> {
+            let path = match (p.strip_prefix("~/"), user_home) {
+                (Some(rest), Some(home)) => home.join(rest),
+                (Some(_), None) => {
+                    return Err(SandboxError::Invalid(format!(
+                        "[sandbox] {what} has {p:?}, but HOME is not set"
+                    )));
+                }
+                (None, _) => PathBuf::from(p),
+            };
+            if !path.is_absolute() {
+                return Err(SandboxError::Invalid(format!(
+                    "[sandbox] {what} entries must be absolute or start with ~/, not {p:?}"
+                )));
+            }
+            Ok(path)
+        };
+        let writable = settings
+            .writable
+            .iter()
+            .map(|p| expand("writable", p))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut deny: Vec<PathBuf> = user_home
+            .map(|h| HOME_DENY.iter().map(|p| h.join(p)).collect())
+            .unwrap_or_default();
+        deny.extend(SYSTEM_DENY.iter().map(PathBuf::from));
+        for p in &settings.deny_read {
+            deny.push(expand("deny_read", p)?);
+        }
+        let allow_ports = settings
+            .allow_hosts
+            .iter()
+            .map(|h| {
+                host_port(h).ok_or_else(|| {
+                    SandboxError::Invalid(format!(
+                        "[sandbox] allow_hosts entry {h:?} is neither host:port nor an http(s) URL"
+                    ))
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Policy {
+            mode: settings.mode,
+            network: settings.network,
+            allow_ports,
+            writable,
+            deny,
+            berth_home: berth_home.to_owned(),
+        })
+    }
+
+    /// Whether processes are confined at all.
+    pub fn is_on(&self) -> bool {
+        self.mode == SandboxMode::On
+    }
+
+    /// The deny list, defaults first, as configured (some may not exist).
+    pub fn deny_list(&self) -> &[PathBuf] {
+        &self.deny
+    }
+
+    /// The confinement of one process at `place`; `None` with `mode = "off"`. Refused when
+    /// the kernel cannot enforce it.
+    pub fn confine(
+        &self,
+        place: &Place,
+        subject: &Subject,
+    ) -> Result<Option<Confinement>, SandboxError> {
+        if !self.is_on() {
+            return Ok(None);
+        }
+        let support = crate::support();
+        if let Some(missing) = support.missing() {
+            return Err(SandboxError::Unsupported(missing));
+        }
+        let net = match (self.network, subject) {
+            (SandboxNetwork::Full, _) => Net::Full,
+            (SandboxNetwork::Off, Subject::Command) if self.allow_ports.is_empty() => Net::Isolated,
+            (SandboxNetwork::Off, Subject::Command) => Net::Ports {
+                connect: self.allow_ports.clone(),
+                bind: place.ports.clone(),
+            },
+            (SandboxNetwork::Off, Subject::Agent { ports, .. }) => Net::Ports {
+                connect: ports
+                    .iter()
+                    .chain(&self.allow_ports)
+                    .copied()
+                    .collect::<BTreeSet<_>>()
+                    .into_iter()
+                    .collect(),
+                bind: place.ports.clone(),
+            },
+        };
+        if matches!(net, Net::Ports { .. }) && support.landlock_abi < crate::kernel::LANDLOCK_NET {
+            return Err(SandboxError::Unsupported(format!(
+                "filtering connections by port needs Landlock ABI {} (Linux 6.7), this kernel has {}",
+                crate::kernel::LANDLOCK_NET,
+                support.landlock_abi
+            )));
+        }
+        let mut writable = self.writable.clone();
+        if let Subject::Agent { writable: own, .. } = subject {
+            writable.extend(own.iter().cloned());
+        }
+        let mut deny = self.deny.clone();
+        if let Some(dir) = &place.workspace_dir {
+            // The workspace's overrides may hold a key.
+            deny.push(dir.join("config.toml"));
+        }
+        Confinement::prepare(Request {
+            work: &place.work,
+            cwd: &place.cwd,
+            berth_home: &self.berth_home,
+            keep: place.workspace_dir.as_deref(),
+            writable: &writable,
+            deny: &deny,
+            net,
+        })
+        .map(Some)
+    }
+}
+
+/// The port of `host:port`, or of an http(s) URL (its default port when it names none).
+fn host_port(entry: &str) -> Option<u16> {
+    let (default, rest) = if let Some(r) = entry.strip_prefix("https://") {
+        (Some(443), r)
+    } else if let Some(r) = entry.strip_prefix("http://") {
+        (Some(80), r)
+    } else {
+        (None, entry)
+    };
+    let authority = rest.split(['/', '?', '#']).next()?;
+    let authority = authority.rsplit('@').next()?;
+    // `[::1]:8080`, `host:8080`, `host`.
+    let port = match authority.rsplit_once(':') {
+        Some((host, port)) if !host.is_empty() && !port.contains(']') => port.parse().ok(),
+        _ => None,
+    };
+    if authority.is_empty() {
+        return None;
+    }
+    port.or(default)
+}
+
+/// What berth knows of a third-party agent: its name and the state it writes beneath the
+/// user's home.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentProfile {
+    pub name: &'static str,
+    /// Beneath `$HOME`.
+    pub state: &'static [&'static str],
+    /// The variable that overrides its provider's URL, and the provider's default.
+    pub base_url: (&'static str, &'static str),
+}
+
+const PROFILES: [(&str, AgentProfile); 4] = [
+    (
+        "claude",
+        AgentProfile {
+            name: "claude-agent-acp",
+            state: &[".claude", ".claude.json"],
+            base_url: ("ANTHROPIC_BASE_URL", "https://api.anthropic.com"),
+        },
+    ),
+    (
+        "codex",
+        AgentProfile {
+            name: "codex",
+            state: &[".codex"],
+            base_url: ("OPENAI_BASE_URL", "https://api.openai.com"),
+        },
+    ),
+    (
+        "gemini",
+        AgentProfile {
+            name: "gemini",
+            state: &[".gemini"],
+            base_url: (
+                "GOOGLE_GEMINI_BASE_URL",
+                "https://generativelanguage.googleapis.com",
+            ),
+        },
+    ),
+    (
+        "berth",
+        AgentProfile {
+            name: "berth",
+            state: &[],
+            base_url: ("ANTHROPIC_BASE_URL", "https://api.anthropic.com"),
+        },
+    ),
+];
+
+/// The profile of the agent an `--agent-cmd` starts, known by its program's name.
+pub fn agent_profile(command: &str) -> Option<&'static AgentProfile> {
+    let program = command.split_whitespace().find(|w| !w.contains('='))?;
+    let name = Path::new(program).file_name()?.to_str()?;
+    PROFILES
+        .iter()
+        .find(|(key, _)| name.contains(key))
+        .map(|(_, p)| p)
+}
+
+/// The ports an agent process may connect to: 443, the port of every `*_BASE_URL` in its
+/// environment, its profile's provider, and `extra_urls` (berth's own providers).
+pub fn agent_ports<'a>(
+    profile: Option<&AgentProfile>,
+    env: impl IntoIterator<Item = (&'a str, &'a str)>,
+    extra_urls: impl IntoIterator<Item = &'a str>,
+) -> Vec<u16> {
+    let mut ports = BTreeSet::from([443]);
+    for (k, v) in env {
+        if k.ends_with("_BASE_URL")
+            && let Some(p) = host_port(v)
+        {
+            ports.insert(p);
+        }
+    }
+    if let Some(p) = profile.and_then(|p| host_port(p.base_url.1)) {
+        ports.insert(p);
+    }
+    ports.extend(extra_urls.into_iter().filter_map(host_port));
+    ports.into_iter().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hosts_become_ports() {
+        assert_eq!(host_port("crates.io:443"), Some(443));
+        assert_eq!(host_port("https://api.anthropic.com"), Some(443));
+        assert_eq!(host_port("http://127.0.0.1:8123/v1"), Some(8123));
+        assert_eq!(host_port("http://[::1]:9000/x"), Some(9000));
+        assert_eq!(host_port("http://example.com"), Some(80));
+        assert_eq!(host_port("example.com"), None);
+        assert_eq!(host_port("https://"), None);
+    }
+
+    #[test]
+    fn agents_are_known_by_program() {
+        let claude = agent_profile("/x/node_modules/.bin/claude-agent-acp --flag").unwrap();
+        assert_eq!(claude.state, [".claude", ".claude.json"]);
+        assert_eq!(agent_profile("FOO=1 codex-acp").unwrap().name, "codex");
+        assert!(agent_profile("python3 my_agent.py").is_none());
+        let ports = agent_ports(
+            Some(claude),
+            [
+                ("ANTHROPIC_BASE_URL", "http://127.0.0.1:4567"),
+                ("PATH", "/bin"),
+            ],
+            ["https://example.com:8443"],
+        );
+        assert_eq!(ports, [443, 4567, 8443]);
+    }
+
+    #[test]
+    fn settings_are_checked() {
+        let home = Path::new("/home/u");
+        let bad = SandboxSettings {
+            writable: vec!["relative/path".into()],
+            ..SandboxSettings::default()
+        };
+        let e = Policy::from_settings(&bad, Some(home), Path::new("/b")).unwrap_err();
+        assert!(e.to_string().contains("absolute"), "{e}");
+        let bad = SandboxSettings {
+            allow_hosts: vec!["example.com".into()],
+            ..SandboxSettings::default()
+        };
+        let e = Policy::from_settings(&bad, Some(home), Path::new("/b")).unwrap_err();
+        assert!(e.to_string().contains("host:port"), "{e}");
+        let good = SandboxSettings {
+            deny_read: vec!["~/private".into()],
+            ..SandboxSettings::default()
+        };
+        let p = Policy::from_settings(&good, Some(home), Path::new("/b")).unwrap();
+        assert!(p.deny_list().contains(&PathBuf::from("/home/u/.ssh")));
+        assert!(p.deny_list().contains(&PathBuf::from("/home/u/private")));
+    }
+}
