@@ -389,9 +389,16 @@ pub struct NewRunArgs {
     pub model: Option<String>,
     /// Run this ACP agent instead of berth's own (`--agent-cmd "gemini --experimental-acp"`,
     /// `--agent-cmd "berth acp"`), started in each worktree and driven over its stdio. Its
-    /// file reads and writes and its terminals through berth stay in its worktree.
+    /// file reads and writes and its terminals through berth stay in its worktree, and the
+    /// process itself is confined ([sandbox]): it writes only there, in a private /tmp and in
+    /// its own state, and connects only to its provider.
     #[arg(long, value_name = "COMMAND")]
     pub agent_cmd: Option<String>,
+    /// A folder or file the --agent-cmd process may write besides its worktree (its own
+    /// state; repeatable). Default: what berth knows the agent keeps (~/.claude and
+    /// ~/.claude.json for claude-agent-acp, ~/.codex for codex, ~/.gemini for gemini).
+    #[arg(long, value_name = "PATH", requires = "agent_cmd")]
+    pub agent_writable: Vec<PathBuf>,
     /// Workspace names start with this (default: from the task); each gets its index.
     #[arg(long, value_name = "NAME")]
     pub name: Option<String>,

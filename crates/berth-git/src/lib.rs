@@ -34,7 +34,7 @@ pub use linked::{LinkedWorktree, ListedWorktree, linked_worktree};
 pub use merge::{MergeMode, MergeRequest, Merged};
 pub use refs::BranchMerged;
 pub use remove::KeptWork;
-pub use setup::{Copied, SetupError, copy_files, run_setup};
+pub use setup::{Copied, SetupError, copy_files, run_one, run_setup};
 pub use status::{Health, LastCommit, WorktreeStatus, changed_paths};
 pub use version::{
     GitVersion, MINIMUM as GIT_MINIMUM, REBASE_MINIMUM as GIT_REBASE_MINIMUM, version,

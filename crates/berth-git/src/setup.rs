@@ -19,6 +19,12 @@ pub enum SetupError {
         #[source]
         source: std::io::Error,
     },
+    #[error("setup command `{command}` could not start: {source}")]
+    Spawn {
+        command: String,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("setup command `{command}` {outcome}; its output ends with:\n{output}")]
     Failed {
         command: String,
@@ -98,24 +104,27 @@ pub fn run_setup(
     timeout: Duration,
 ) -> Result<(), SetupError> {
     for command in commands {
-        run_one(worktree, command, env, timeout)?;
+        run_one(worktree, command, env, timeout, &|_| {})?;
     }
     Ok(())
 }
 
-fn run_one(
+/// Runs one command as [`run_setup`] does, with `prepare` applied to it just before it starts
+/// (a run's check is confined there; the user's own setup commands are not).
+pub fn run_one(
     worktree: &Path,
     command: &str,
     env: &[(String, String)],
     timeout: Duration,
+    prepare: &dyn Fn(&mut Command),
 ) -> Result<(), SetupError> {
     let failed = |outcome: String, output: String| SetupError::Failed {
         command: command.to_owned(),
         outcome,
         output,
     };
-    let mut child = Command::new("sh")
-        .arg("-c")
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c")
         .arg(command)
         .current_dir(worktree)
         .envs(env.iter().map(|(k, v)| (k, v)))
@@ -123,9 +132,12 @@ fn run_one(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         // Its own process group, so a timeout kills what the command started too.
-        .process_group(0)
-        .spawn()
-        .map_err(|e| failed(format!("could not start ({e})"), String::new()))?;
+        .process_group(0);
+    prepare(&mut cmd);
+    let mut child = cmd.spawn().map_err(|source| SetupError::Spawn {
+        command: command.to_owned(),
+        source,
+    })?;
     // Read both pipes on threads so a chatty command cannot block on a full pipe.
     let mut out = child.stdout.take().expect("piped");
     let mut err = child.stderr.take().expect("piped");

@@ -286,6 +286,7 @@ async fn session_run(cx: &Context, a: SessionRunArgs) -> Outcome {
         check: a.check,
         check_timeout: std::time::Duration::from_secs(berth_run::DEFAULT_CHECK_TIMEOUT_SECS),
         resume: Default::default(),
+        agent_writable: Vec::new(),
     };
     let agent = cx.runs.agent(&cx.ops);
     let mut run = berth_run::start(cx.ops.clone(), agent, request).map_err(run_error)?;

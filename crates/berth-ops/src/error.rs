@@ -17,6 +17,8 @@ pub enum Error {
     Git(#[from] GitError),
     #[error(transparent)]
     Setup(#[from] SetupError),
+    #[error(transparent)]
+    Sandbox(#[from] berth_sandbox::SandboxError),
     /// A rule of an operation refused the request; the message says which and what to do.
     #[error("{message}")]
     Rule { kind: ErrorKind, message: String },
@@ -52,13 +54,18 @@ impl Error {
             Error::Git(e) => git_kind(e),
             Error::Setup(SetupError::BadCopyPath(_)) => ErrorKind::Invalid,
             Error::Setup(SetupError::Copy { .. }) => ErrorKind::Io,
-            Error::Setup(SetupError::Failed { .. }) => ErrorKind::External,
+            Error::Setup(SetupError::Failed { .. } | SetupError::Spawn { .. }) => {
+                ErrorKind::External
+            }
             Error::Rule { kind, .. } => *kind,
             Error::RolledBack(inner) => inner.kind(),
             Error::RollbackFailed { error, .. } => error.kind(),
             Error::LostWork(_) | Error::RepositoryGone { .. } => ErrorKind::Refused,
             Error::NonUtf8Path { .. } => ErrorKind::Invalid,
             Error::Task(_) => ErrorKind::Io,
+            Error::Sandbox(berth_sandbox::SandboxError::Unsupported(_)) => ErrorKind::Refused,
+            Error::Sandbox(berth_sandbox::SandboxError::Invalid(_)) => ErrorKind::Invalid,
+            Error::Sandbox(berth_sandbox::SandboxError::Setup(_)) => ErrorKind::Io,
         }
     }
 

@@ -21,6 +21,12 @@
 //!   agent replays while loading is already in the transcript, so it is neither recorded nor
 //!   shown again. An agent that cannot load a session fails the turn, saying so, and is sent
 //!   nothing.
+//! - **The process itself is confined** (berth-sandbox): it writes only in the worktree, a
+//!   private `/tmp` and its own state (`--agent-writable`, or what berth knows the agent keeps:
+//!   `~/.claude` for claude-agent-acp, …), reads nothing on the deny list, connects only to its
+//!   provider's ports, and signals nothing outside its own tree. Only berth itself
+//!   (`--agent-cmd "berth acp"`, a plain command line) runs as it is: it confines the commands
+//!   it runs itself, and a Landlock domain would forbid it the mounts that takes.
 //! - **Stopping** sends `session/cancel`, then, if the agent has not answered within a grace
 //!   period, kills its process group.
 
@@ -48,6 +54,7 @@ use agent_client_protocol::{Agent, ByteStreams, Client, ErrorCode};
 use berth_agent::{CancellationToken, ToolKind, TurnStop, Usage};
 use berth_confined::Unconfined;
 use berth_ops::{Message, Ops, Role, Session, StoragePath, tool_record};
+use berth_sandbox::Subject;
 use tokio::sync::mpsc;
 use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 
@@ -76,6 +83,8 @@ pub(crate) struct AcpTurn<'a> {
     pub policy: &'a Policy,
     pub tx: &'a mpsc::Sender<RunEvent>,
     pub cancel: CancellationToken,
+    /// The agent's own state (`--agent-writable`); empty: what its profile names.
+    pub writable: &'a [PathBuf],
 }
 
 /// What the handlers share while the turn runs.
@@ -354,10 +363,75 @@ fn kind_of(kind: AcpKind) -> ToolKind {
     }
 }
 
+/// The sandbox of the agent's workspace, bound to its worktree.
+async fn agent_sandbox(t: &AcpTurn<'_>) -> berth_ops::Result<berth_sandbox::Sandbox> {
+    let ws = t
+        .ops
+        .resolve_workspace(t.session.workspace_id.as_str())
+        .await
+        .ok();
+    t.ops.sandbox(ws.as_ref(), t.worktree).await
+}
+
+/// What the agent process may reach: its provider's ports (from its environment, its profile
+/// and berth's own providers), and its state.
+async fn agent_subject(t: &AcpTurn<'_>) -> Subject {
+    let profile = berth_sandbox::agent_profile(t.command);
+    let providers = t
+        .ops
+        .config(Some(&t.session.workspace_id))
+        .await
+        .map(|c| {
+            let p = c.config.providers;
+            [p.claude.base_url, p.openai.base_url, p.gemini.base_url]
+                .into_iter()
+                .flatten()
+                .collect::<Vec<_>>()
+        })
+        .unwrap_or_default();
+    let inherited: Vec<(String, String)> = std::env::vars().collect();
+    let env = inherited
+        .iter()
+        .chain(t.env.iter())
+        .map(|(k, v)| (k.as_str(), v.as_str()));
+    let ports = berth_sandbox::agent_ports(profile, env, providers.iter().map(String::as_str));
+    let writable = if t.writable.is_empty() {
+        let home = berth_ops::user_home();
+        profile
+            .into_iter()
+            .flat_map(|p| p.state.iter())
+            .filter_map(|rel| home.as_ref().map(|h| h.join(rel)))
+            .inspect(|path| {
+                // A state folder the agent makes on first use is made now, so that it can
+                // be allowed (a file it makes, like ~/.claude.json, cannot be).
+                if path.extension().is_none() {
+                    let _ = std::fs::create_dir_all(path);
+                }
+            })
+            .collect()
+    } else {
+        t.writable.to_vec()
+    };
+    Subject::Agent { ports, writable }
+}
+
 /// Runs the agent's turn on the task; how it ended.
 pub(crate) async fn turn(t: AcpTurn<'_>) -> (TurnStop, Usage) {
     let failed = |message: String| (TurnStop::Failed { message }, Usage::default());
-    let mut child = match tokio::process::Command::new("sh")
+    let sandbox = match agent_sandbox(&t).await {
+        Ok(s) => s,
+        Err(e) => return failed(e.to_string()),
+    };
+    let confinement = if berth_sandbox::runs_berth(t.command) {
+        None
+    } else {
+        match sandbox.confine(None, &agent_subject(&t).await) {
+            Ok(c) => c,
+            Err(e) => return failed(e.to_string()),
+        }
+    };
+    let mut command = tokio::process::Command::new("sh");
+    command
         .arg("-c")
         .arg(format!("exec {}", t.command))
         .current_dir(t.worktree)
@@ -366,12 +440,20 @@ pub(crate) async fn turn(t: AcpTurn<'_>) -> (TurnStop, Usage) {
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .process_group(0)
-        .kill_on_drop(true)
-        .spawn()
-    {
+        .kill_on_drop(true);
+    if let Some(c) = &confinement {
+        c.apply_tokio(&mut command);
+    }
+    let mut child = match command.spawn() {
         Ok(c) => c,
-        Err(e) => return failed(format!("cannot start `{}`: {e}", t.command)),
+        Err(e) => {
+            return failed(match &confinement {
+                Some(c) => c.spawn_error(t.command, &e),
+                None => format!("cannot start `{}`: {e}", t.command),
+            });
+        }
     };
+    drop(confinement);
     let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
         return failed("the agent's stdio could not be opened".to_owned());
     };
@@ -385,7 +467,7 @@ pub(crate) async fn turn(t: AcpTurn<'_>) -> (TurnStop, Usage) {
             ));
         }
     };
-    let terminals = match Terminals::new(t.worktree, t.env) {
+    let terminals = match Terminals::new(t.worktree, t.env, sandbox) {
         Ok(terminals) => terminals,
         Err(e) => {
             return failed(format!(

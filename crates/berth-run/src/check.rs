@@ -1,10 +1,13 @@
 //! The run's check command (`--check "cargo test"`), in each worktree once its agent is done:
 //! `sh -c`, in its own process group, killed with everything it started when it times out
-//! (berth-git's setup runner, which `[git] setup` commands use too).
+//! (berth-git's setup runner, which `[git] setup` commands use too). It runs what the agent
+//! left, so it is confined as the agent's commands are (berth-sandbox), without the API keys
+//! in berth's environment.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use berth_sandbox::{Sandbox, Subject};
 use serde::Serialize;
 
 /// How a check went.
@@ -25,20 +28,67 @@ pub async fn run(
     command: String,
     env: Vec<(String, String)>,
     timeout: Duration,
+    sandbox: berth_ops::Result<Sandbox>,
 ) -> CheckResult {
     let started = Instant::now();
     let shown = command.clone();
+    let confinement = sandbox.map_err(|e| e.to_string()).and_then(|s| {
+        s.confine(None, &Subject::Command)
+            .map_err(|e| e.to_string())
+    });
+    let confinement = match confinement {
+        Ok(c) => c,
+        Err(e) => {
+            return CheckResult {
+                command: shown,
+                passed: false,
+                outcome: Some(e),
+                output: None,
+                elapsed_ms: 0,
+            };
+        }
+    };
     let done = tokio::task::spawn_blocking(move || {
-        berth_git::run_setup(&dir, std::slice::from_ref(&command), &env, timeout)
+        let result = berth_git::run_one(&dir, &command, &env, timeout, &|cmd| {
+            for (name, _) in std::env::vars_os() {
+                if name
+                    .to_str()
+                    .is_some_and(berth_agent::tools::command::is_secret_name)
+                {
+                    cmd.env_remove(name);
+                }
+            }
+            if let Some(c) = &confinement {
+                c.apply_std(cmd);
+            }
+        });
+        (result, confinement)
     })
     .await;
     let elapsed_ms = started.elapsed().as_millis() as u64;
     let (passed, outcome, output) = match done {
-        Ok(Ok(())) => (true, None, None),
-        Ok(Err(berth_git::SetupError::Failed {
-            outcome, output, ..
-        })) => (false, Some(outcome), Some(output)),
-        Ok(Err(e)) => (false, Some(e.to_string()), None),
+        Ok((Ok(()), _)) => (true, None, None),
+        Ok((
+            Err(berth_git::SetupError::Failed {
+                outcome,
+                mut output,
+                ..
+            }),
+            confinement,
+        )) => {
+            if let Some(note) = confinement
+                .as_ref()
+                .and_then(|c| berth_sandbox::explain(&output, c))
+            {
+                output.push('\n');
+                output.push_str(&note);
+            }
+            (false, Some(outcome), Some(output))
+        }
+        Ok((Err(berth_git::SetupError::Spawn { source, .. }), Some(c))) => {
+            (false, Some(c.spawn_error("sh", &source)), None)
+        }
+        Ok((Err(e), _)) => (false, Some(e.to_string()), None),
         Err(e) => (false, Some(format!("its task failed: {e}")), None),
     };
     CheckResult {

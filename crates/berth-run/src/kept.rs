@@ -98,6 +98,9 @@ pub struct StoredRequest {
     pub allow_all: bool,
     pub check: Option<String>,
     pub check_timeout_secs: u64,
+    /// `--agent-writable` (absent in runs kept before it existed).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub agent_writable: Vec<PathBuf>,
 }
 
 impl StoredRequest {
@@ -116,6 +119,7 @@ impl StoredRequest {
             allow_all: request.policy.allows_all(),
             check: request.check.clone(),
             check_timeout_secs: request.check_timeout.as_secs(),
+            agent_writable: request.agent_writable.clone(),
         }
     }
 
@@ -134,6 +138,7 @@ impl StoredRequest {
             check: self.check.clone(),
             check_timeout: Duration::from_secs(self.check_timeout_secs),
             resume,
+            agent_writable: self.agent_writable.clone(),
         }
     }
 }

@@ -72,6 +72,9 @@ pub struct RunRequest {
     /// A run resumed (`berth run resume`): only these agents run, each continuing in its
     /// workspace and session. Empty for a new run.
     pub resume: BTreeMap<usize, Resume>,
+    /// What an ACP agent's process may write besides its worktree (`--agent-writable`);
+    /// empty: the state berth knows the agent keeps (`berth_sandbox::agent_profile`).
+    pub agent_writable: Vec<PathBuf>,
 }
 
 /// An agent continued where it stopped: its workspace and session, and an ACP agent's own
@@ -494,11 +497,16 @@ impl Running {
                 let env = s.env.clone();
                 let command = command.clone();
                 let timeout = self.request.check_timeout;
+                let workspace = s.summary.workspace.clone();
+                let ops = self.ops.clone();
                 async move {
-                    match worktree {
-                        Some(dir) => Some(check::run(dir, command, env, timeout).await),
+                    let dir = worktree?;
+                    let ws = match workspace {
+                        Some(id) => ops.resolve_workspace(&id).await.ok(),
                         None => None,
-                    }
+                    };
+                    let sandbox = ops.sandbox(ws.as_ref(), &dir).await;
+                    Some(check::run(dir, command, env, timeout, sandbox).await)
                 }
             });
             let results = futures::future::join_all(checks).await;
@@ -603,6 +611,7 @@ impl Running {
                     policy: &self.request.policy,
                     tx: &self.tx,
                     cancel: self.stopper.agents[i].clone(),
+                    writable: &self.request.agent_writable,
                 })
                 .await
             }

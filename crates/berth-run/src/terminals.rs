@@ -4,10 +4,11 @@
 //!
 //! **The worktree is the reach.** A `cwd` is resolved (symlinks and `..` followed, as the
 //! kernel would) and refused unless it is the worktree or beneath it; a `cwd` that does not
-//! exist is refused too. What the command does once started is the agent's business, decided
-//! by the run's policy on the agent's permission request, and the command runs with the
-//! workspace's ports in its environment. Every terminal still running when the turn ends is
-//! killed with its group.
+//! exist is refused too. Once started, the command is confined (berth-sandbox): it writes only
+//! in the worktree and a private `/tmp`, reads nothing on the deny list, has no network and
+//! signals nothing outside its own tree, whatever it runs; what the sandbox refused is added
+//! to its output as a note. It runs with the workspace's ports in its environment. Every
+//! terminal still running when the turn ends is killed with its group.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -15,6 +16,7 @@ use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use berth_sandbox::{Sandbox, Subject};
 use tokio::io::AsyncReadExt;
 use tokio::sync::watch;
 
@@ -72,15 +74,22 @@ impl Output {
 pub(crate) struct Terminals {
     /// The worktree, resolved.
     root: PathBuf,
+    /// What confines each command.
+    sandbox: Sandbox,
     env: Vec<(String, String)>,
     next: AtomicU64,
     open: Mutex<HashMap<String, Arc<Terminal>>>,
 }
 
 impl Terminals {
-    pub fn new(worktree: &Path, env: &[(String, String)]) -> std::io::Result<Terminals> {
+    pub fn new(
+        worktree: &Path,
+        env: &[(String, String)],
+        sandbox: Sandbox,
+    ) -> std::io::Result<Terminals> {
         Ok(Terminals {
             root: worktree.canonicalize()?,
+            sandbox,
             env: env.to_vec(),
             next: AtomicU64::new(1),
             open: Mutex::new(HashMap::new()),
@@ -123,8 +132,12 @@ impl Terminals {
         limit: Option<u64>,
     ) -> Result<String, TerminalError> {
         let folder = self.folder(cwd)?;
-        let mut child = tokio::process::Command::new(command)
-            .args(args)
+        let confinement = self
+            .sandbox
+            .confine(Some(&folder), &Subject::Command)
+            .map_err(|e| TerminalError::Failed(e.to_string()))?;
+        let mut cmd = tokio::process::Command::new(command);
+        cmd.args(args)
             .current_dir(&folder)
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .envs(env.iter().map(|(k, v)| (k, v)))
@@ -132,9 +145,16 @@ impl Terminals {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(0)
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(|e| TerminalError::Failed(format!("cannot start `{command}`: {e}")))?;
+            .kill_on_drop(true);
+        if let Some(c) = &confinement {
+            c.apply_tokio(&mut cmd);
+        }
+        let mut child = cmd.spawn().map_err(|e| {
+            TerminalError::Failed(match &confinement {
+                Some(c) => c.spawn_error(command, &e),
+                None => format!("cannot start `{command}`: {e}"),
+            })
+        })?;
         let group = child.id().map_or(0, |pid| pid as i32);
         let (exit_tx, exit) = watch::channel(None);
         let terminal = Arc::new(Terminal {
@@ -167,11 +187,19 @@ impl Terminals {
             })
         })
         .collect();
+        let terminal_out = terminal.clone();
         tokio::spawn(async move {
             let status = child.wait().await;
             // The output is whole before the exit is told.
             for reader in readers {
                 let _ = reader.await;
+            }
+            if let Some(c) = &confinement {
+                let mut output = lock(&terminal_out.output);
+                let text = String::from_utf8_lossy(&output.bytes).into_owned();
+                if let Some(note) = berth_sandbox::explain(&text, c) {
+                    output.push(format!("\n{note}\n").as_bytes());
+                }
             }
             let exit = match status {
                 Ok(s) => {
@@ -292,13 +320,34 @@ mod tests {
         assert_eq!(String::from_utf8(o.bytes.clone()).unwrap(), " fg");
     }
 
+    /// The sandbox a run's terminals get, with berth's default policy.
+    fn sandbox(work: &Path) -> Sandbox {
+        let home = work.parent().unwrap().join("berth-home");
+        let policy =
+            berth_sandbox::Policy::from_settings(&Default::default(), None, &home).unwrap();
+        Sandbox::new(
+            policy,
+            berth_sandbox::Place {
+                work: work.to_owned(),
+                cwd: work.to_owned(),
+                workspace_dir: None,
+                ports: vec![],
+            },
+        )
+    }
+
     #[tokio::test]
     async fn a_cwd_outside_the_worktree_is_refused_and_one_inside_runs() {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path().join("wt");
         std::fs::create_dir_all(root.join("sub")).unwrap();
         std::os::unix::fs::symlink(tmp.path(), root.join("out")).unwrap();
-        let t = Terminals::new(&root, &[("BERTH_PORT".into(), "20000".into())]).unwrap();
+        let t = Terminals::new(
+            &root,
+            &[("BERTH_PORT".into(), "20000".into())],
+            sandbox(&root),
+        )
+        .unwrap();
         for bad in [
             tmp.path().to_path_buf(),
             root.join("out"),
@@ -346,7 +395,7 @@ mod tests {
     #[tokio::test]
     async fn the_turns_end_kills_every_terminal_with_what_it_started() {
         let tmp = tempfile::tempdir().unwrap();
-        let t = Terminals::new(tmp.path(), &[]).unwrap();
+        let t = Terminals::new(tmp.path(), &[], sandbox(tmp.path())).unwrap();
         // The command starts a process of its own in the background, then waits: killing
         // the command alone would leave that one running.
         let id = t
@@ -384,7 +433,7 @@ mod tests {
     #[tokio::test]
     async fn output_beyond_the_agents_limit_keeps_the_newest_bytes_and_says_so() {
         let tmp = tempfile::tempdir().unwrap();
-        let t = Terminals::new(tmp.path(), &[]).unwrap();
+        let t = Terminals::new(tmp.path(), &[], sandbox(tmp.path())).unwrap();
         let id = t
             .create(
                 "sh",

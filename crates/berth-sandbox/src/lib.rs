@@ -34,7 +34,9 @@ mod policy;
 pub use denial::explain;
 pub use kernel::{PRETEND_VAR, Support, support};
 pub use plan::Confinement;
-pub use policy::{AgentProfile, Place, Policy, Subject, agent_ports, agent_profile};
+pub use policy::{
+    AgentProfile, Place, Policy, Sandbox, Subject, agent_ports, agent_profile, runs_berth,
+};
 
 /// Why a process could not be confined, or a policy not read.
 #[derive(Debug, thiserror::Error)]

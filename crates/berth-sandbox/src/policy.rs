@@ -199,6 +199,48 @@ impl Policy {
     }
 }
 
+/// A policy bound to one place: what every process started there for an agent is confined
+/// by. Cheap to clone; [`Sandbox::confine`] makes one spawn's confinement.
+#[derive(Debug, Clone)]
+pub struct Sandbox {
+    policy: Policy,
+    place: Place,
+}
+
+impl Sandbox {
+    pub fn new(policy: Policy, place: Place) -> Sandbox {
+        Sandbox { policy, place }
+    }
+
+    pub fn is_on(&self) -> bool {
+        self.policy.is_on()
+    }
+
+    /// The folder it may write.
+    pub fn work(&self) -> &Path {
+        &self.place.work
+    }
+
+    /// The policy it applies.
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// The confinement of one process for `subject` starting in `cwd` (`None`: the work
+    /// folder); `None` with `mode = "off"`.
+    pub fn confine(
+        &self,
+        cwd: Option<&Path>,
+        subject: &Subject,
+    ) -> Result<Option<Confinement>, SandboxError> {
+        let mut place = self.place.clone();
+        if let Some(cwd) = cwd {
+            place.cwd = cwd.to_owned();
+        }
+        self.policy.confine(&place, subject)
+    }
+}
+
 /// The port of `host:port`, or of an http(s) URL (its default port when it names none).
 fn host_port(entry: &str) -> Option<u16> {
     let (default, rest) = if let Some(r) = entry.strip_prefix("https://") {
@@ -232,7 +274,7 @@ pub struct AgentProfile {
     pub base_url: (&'static str, &'static str),
 }
 
-const PROFILES: [(&str, AgentProfile); 4] = [
+const PROFILES: [(&str, AgentProfile); 3] = [
     (
         "claude",
         AgentProfile {
@@ -260,15 +302,26 @@ const PROFILES: [(&str, AgentProfile); 4] = [
             ),
         },
     ),
-    (
-        "berth",
-        AgentProfile {
-            name: "berth",
-            state: &[],
-            base_url: ("ANTHROPIC_BASE_URL", "https://api.anthropic.com"),
-        },
-    ),
 ];
+
+/// Whether an `--agent-cmd` is berth itself (`berth acp`, or a path to a `berth`), as a plain
+/// command line: no shell syntax, so nothing else runs with it. berth confines the commands it
+/// runs itself, which it could not do inside a Landlock domain (that forbids mounting), so
+/// such an agent process is the one not confined; its file tools stay within its folder.
+pub fn runs_berth(command: &str) -> bool {
+    let plain = |w: &str| {
+        !w.is_empty()
+            && w.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_./=:,@+".contains(c))
+    };
+    let mut words = command.split_whitespace();
+    let Some(program) = words.next() else {
+        return false;
+    };
+    plain(program)
+        && Path::new(program).file_name().is_some_and(|n| n == "berth")
+        && command.split_whitespace().all(plain)
+}
 
 /// The profile of the agent an `--agent-cmd` starts, known by its program's name.
 pub fn agent_profile(command: &str) -> Option<&'static AgentProfile> {
@@ -332,6 +385,17 @@ mod tests {
             ["https://example.com:8443"],
         );
         assert_eq!(ports, [443, 4567, 8443]);
+    }
+
+    #[test]
+    fn only_a_plain_berth_command_line_is_berth() {
+        assert!(runs_berth("berth acp"));
+        assert!(runs_berth("/usr/local/bin/berth acp --home /x"));
+        assert!(!runs_berth("berth acp; cat ~/.ssh/id"));
+        assert!(!runs_berth("berth $(touch /x)"));
+        assert!(!runs_berth("berth acp | tee log"));
+        assert!(!runs_berth("notberth acp"));
+        assert!(!runs_berth(""));
     }
 
     #[test]

@@ -8,6 +8,11 @@
 //!
 //! Its environment is berth's minus every API key and token, so a command (or a script the
 //! model wrote) cannot read the keys berth calls its provider with.
+//!
+//! It runs confined (berth-sandbox, through `Ops::sandbox`): it writes only in the working
+//! directory and a private `/tmp`, reads nothing on the deny list, has no network and cannot
+//! signal what it did not start. What the sandbox refused is added to the output as a note
+//! naming the rule.
 
 use std::collections::VecDeque;
 use std::ffi::OsString;
@@ -21,6 +26,8 @@ use serde_json::{Value, json};
 use tokio::io::AsyncReadExt;
 use tokio::process::Command;
 use tokio::time::Instant;
+
+use berth_sandbox::Subject;
 
 use super::files::{parse_args, printable};
 use super::{CommandRequest, CommandResult, Tool, ToolContext, ToolKind, ToolOutcome};
@@ -123,7 +130,7 @@ impl Tool for RunCommand {
         ToolSpec {
             name: "run_command".into(),
             description: format!(
-                "Run a shell command (`sh -c`) in the working directory and return its output (stdout and stderr together). Use it to build, test, run git, and so on. The command has no input and no terminal: it must not wait for a person. It is stopped after `timeout_secs` (default {DEFAULT_TIMEOUT_SECS}, at most {MAX_TIMEOUT_SECS}), and anything it started in the background is stopped when it ends. A non-zero exit status is reported as an error with the output. Long output is cut in the middle: the first {} KiB and the last {} KiB are kept. API keys and tokens are not in its environment.",
+                "Run a shell command (`sh -c`) in the working directory and return its output (stdout and stderr together). Use it to build, test, run git, and so on. The command has no input and no terminal: it must not wait for a person. It is stopped after `timeout_secs` (default {DEFAULT_TIMEOUT_SECS}, at most {MAX_TIMEOUT_SECS}), and anything it started in the background is stopped when it ends. A non-zero exit status is reported as an error with the output. It runs confined: it may write only in the working directory and a private /tmp, credentials (~/.ssh, ~/.aws, berth's own files, ...) are hidden, it has no network (unless berth's config opens it), and it cannot signal processes it did not start; a refusal is explained after the output. Long output is cut in the middle: the first {} KiB and the last {} KiB are kept. API keys and tokens are not in its environment.",
                 HEAD_BYTES / 1024,
                 TAIL_BYTES / 1024
             ),
@@ -172,15 +179,27 @@ impl Tool for RunCommand {
             .clamp(1, MAX_TIMEOUT_SECS);
         // The workspace's ports, so a dev server started here takes its own; a workspace that
         // cannot be read (deleted meanwhile) gives none rather than failing the command.
-        let env = match cx
+        let ws = cx
             .ops
             .resolve_workspace(cx.session.workspace_id.as_str())
             .await
-        {
-            Ok(ws) => cx.ops.workspace_env(&ws),
-            Err(_) => Vec::new(),
-        };
-        if let Some(commands) = &cx.commands {
+            .ok();
+        let env = ws
+            .as_ref()
+            .map(|ws| cx.ops.workspace_env(ws))
+            .unwrap_or_default();
+        // Confined unless `[sandbox] mode = "off"`; a sandbox that cannot be made refuses the
+        // command rather than running it with all of the user's rights.
+        let confinement = cx
+            .ops
+            .sandbox(ws.as_ref(), &cx.cwd)
+            .await
+            .map_err(|e| e.to_string())?
+            .confine(None, &Subject::Command)
+            .map_err(|e| e.to_string())?;
+        // A front end's terminal (an editor's) would run the command with the user's rights,
+        // so it is used only where nothing is confined.
+        if let Some(commands) = cx.commands.as_ref().filter(|_| confinement.is_none()) {
             let hidden_env = SECRET_NAMES
                 .iter()
                 .map(|n| (*n).to_owned())
@@ -223,9 +242,13 @@ impl Tool for RunCommand {
                 Ok(())
             });
         }
-        let mut child = command
-            .spawn()
-            .map_err(|e| format!("could not start `sh` in {}: {e}", cx.cwd.display()))?;
+        if let Some(c) = &confinement {
+            c.apply_tokio(&mut command);
+        }
+        let mut child = command.spawn().map_err(|e| match &confinement {
+            Some(c) => c.spawn_error("sh", &e),
+            None => format!("could not start `sh` in {}: {e}", cx.cwd.display()),
+        })?;
         // A turn that is cancelled may drop this future mid-run (the loop races the call
         // against its cancellation): the guard kills the group then too.
         let mut group = Group(child.id());
@@ -282,7 +305,15 @@ impl Tool for RunCommand {
                 }
             }
         }
-        let text = output.text();
+        let mut text = output.text();
+        // What the sandbox refused, said so the model knows which rule it met.
+        if let Some(note) = confinement
+            .as_ref()
+            .and_then(|c| berth_sandbox::explain(&text, c))
+        {
+            text.push_str(if text.ends_with('\n') { "" } else { "\n" });
+            text.push_str(&note);
+        }
         let status = status.ok_or("the command's status was lost")?;
         if status.success() {
             return Ok(if text.is_empty() {

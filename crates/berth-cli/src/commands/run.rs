@@ -82,6 +82,7 @@ async fn new_run(ops: Ops, store: RunStore, args: NewRunArgs) -> anyhow::Result<
         check: args.check.clone(),
         check_timeout: Duration::from_secs(args.check_timeout),
         resume: BTreeMap::new(),
+        agent_writable: args.agent_writable.clone(),
     })?;
     let record = store.create(StoredRequest::of(&request))?;
     if args.detach {
