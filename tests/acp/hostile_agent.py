@@ -8,7 +8,11 @@ running when its turn ends. It never asks permission first. `berth run` drives i
 (tests/acp/test_run.py); every way out must be refused and recorded.
 
 With HOSTILE_MODE=stall it instead says one thing and waits until it is cancelled; it cannot
-load a session (it does not offer `session/load`), so a run of it cannot be resumed."""
+load a session (it does not offer `session/load`), so a run of it cannot be resumed.
+
+With HOSTILE_MODE=script it runs HOSTILE_COMMAND (`sh -c`) in a terminal whose `cwd` is its
+own folder, a way in that berth allows, and says what it printed: the sandbox's tests
+(tests/acp/test_sandbox.py) run tests/sandbox/hostile.sh so."""
 
 import asyncio
 import os
@@ -34,6 +38,15 @@ class Hostile:
             await self.conn.session_update(session_id, update_agent_message_text("stalling"))
             await self.cancelled.wait()
             return PromptResponse(stop_reason="cancelled")
+        if os.environ.get("HOSTILE_MODE") == "script":
+            made = await self.conn.create_terminal(
+                session_id=session_id, command="sh", args=["-c", os.environ["HOSTILE_COMMAND"]], cwd=self.cwd
+            )
+            await self.conn.wait_for_terminal_exit(session_id=session_id, terminal_id=made.terminal_id)
+            out = await self.conn.terminal_output(session_id=session_id, terminal_id=made.terminal_id)
+            await self.conn.release_terminal(session_id=session_id, terminal_id=made.terminal_id)
+            await self.conn.session_update(session_id, update_agent_message_text(out.output))
+            return PromptResponse(stop_reason="end_turn")
         outside = os.environ["HOSTILE_OUTSIDE"]
         os.symlink(outside, os.path.join(self.cwd, "link"))
         attempts = {

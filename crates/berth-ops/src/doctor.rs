@@ -4,7 +4,8 @@
 //! writable); the global config (it parses); the store (reachable, its URL shown without its
 //! password, its schema version); the listing index (the filesystem store's); spare checkouts
 //! and their disk use; each configured provider (its key present, never shown; its base URL);
-//! and every workspace (its worktree, repository or folder still there). What needs something
+//! what this kernel can enforce of `[sandbox]` (an error when it cannot, since every command
+//! is then refused); and every workspace (its worktree, repository or folder still there). What needs something
 //! that failed (the store, the config) is reported as not run, saying why. Nothing is changed,
 //! but for a probe file written to the home and removed, and a home and store opened as any
 //! command opens them (a missing home is made; a database schema older than this berth's is
@@ -159,7 +160,7 @@ pub async fn diagnose(home: &Path, env: &[(String, String)]) -> Report {
                 ),
             ));
             let because = "the config cannot be read";
-            for check in ["store", "index", "spares", "providers", "workspaces"] {
+            for check in ["store", "index", "spares", "providers", "sandbox", "workspaces"] {
                 findings.push(Finding::not_run(check, because));
             }
             return Report {
@@ -185,6 +186,7 @@ pub async fn diagnose(home: &Path, env: &[(String, String)]) -> Report {
         }
     }
     findings.extend(providers(&config, &home));
+    findings.push(sandbox(&config, &home));
     match &ops {
         Some(ops) => findings.extend(workspaces(ops).await),
         None => findings.push(Finding::not_run("workspaces", "the store cannot be opened")),
@@ -194,6 +196,45 @@ pub async fn diagnose(home: &Path, env: &[(String, String)]) -> Report {
         findings,
         mcp_servers: Some(config.mcp_servers),
     }
+}
+
+/// What this kernel can enforce of `[sandbox]`, and whether it is on.
+fn sandbox(config: &Config, home: &Path) -> Finding {
+    use berth_core::config::{SandboxMode, SandboxNetwork};
+    let off = "set [sandbox] mode = \"off\" to run commands and agents with all of your rights instead (see docs/sandbox.md)";
+    if let Err(e) = berth_sandbox::Policy::from_settings(
+        &config.sandbox,
+        crate::user_home().as_deref(),
+        home,
+    ) {
+        return Finding::error("sandbox", e.to_string(), "fix [sandbox] in the config");
+    }
+    let support = berth_sandbox::support();
+    if config.sandbox.mode == SandboxMode::Off {
+        return Finding::warn(
+            "sandbox",
+            format!(
+                "off: commands and agent processes run with all of your rights (this kernel has {})",
+                support.summary()
+            ),
+            "set [sandbox] mode = \"on\" (the default) to confine them",
+        );
+    }
+    if let Some(missing) = support.missing() {
+        return Finding::error(
+            "sandbox",
+            format!("{missing}: every command and agent process is refused"),
+            format!("run berth on Linux 6.12 or newer with Landlock and user namespaces, or {off}"),
+        );
+    }
+    let network = match config.sandbox.network {
+        SandboxNetwork::Off => "commands have no network and agent processes reach their provider",
+        SandboxNetwork::Full => "the network is open (network = \"full\")",
+    };
+    Finding::ok(
+        "sandbox",
+        format!("on, enforced by {}; {network}", support.summary()),
+    )
 }
 
 fn git() -> Finding {
