@@ -314,3 +314,51 @@ def test_a_kernel_without_landlock_refuses_commands_and_doctor_says_so(world, pr
     findings = json.loads(doctor.stdout)
     sandbox = [f for f in findings["findings"] if f["check"] == "sandbox"]
     assert sandbox and sandbox[0]["status"] == "error" and "no Landlock" in sandbox[0]["message"], findings
+
+
+def test_claude_agent_acp_works_confined_and_what_it_writes_outside_is_refused(tmp_path, provider):
+    """Zed's Claude Agent ACP adapter (pinned in test.sh), confined as every --agent-cmd is,
+    against the provider stand-in: its Bash call writes in its worktree, while a Bash write
+    and a Write call outside the worktree, both made by Claude Code's own tools in its own
+    process, are refused, and the run still ends done."""
+    agent = os.environ.get("TEST_CLAUDE_AGENT_ACP") or str(
+        REPO / ".tools/acp-agents/node_modules/.bin/claude-agent-acp"
+    )
+    assert Path(agent).exists(), f"{agent} is missing: ./test.sh installs it from npm"
+    world = World(unprivileged=False)
+    try:
+        outside = world.root / "claude-outside"
+        outside.mkdir()
+        provider.push(
+            Reply().text("Writing.").tool(
+                "toolu_1", "Bash",
+                {"command": f"echo from-claude > out.txt; echo x > {outside}/bash.txt", "description": "write"},
+            )
+        )
+        provider.push(
+            Reply().tool("toolu_2", "Write", {"file_path": str(outside / "write.txt"), "content": "x\n"})
+        )
+        provider.push(Reply().text("Done."))
+        env = {
+            **world.env(provider),
+            "ANTHROPIC_BASE_URL": provider.url,
+            # Claude Code refuses to skip its own prompts as root outside a sandbox.
+            "IS_SANDBOX": "1",
+        }
+        done = world.berth("run", "write out.txt", "--agent-cmd", agent, "--allow", "execute,edit", "--json", env=env,
+                           timeout=180)
+        assert done.returncode == 0, done.stderr + done.stdout
+        events = run_events(done)
+        worktree, started = worktree_of(events)
+        assert (worktree / "out.txt").read_text() == "from-claude\n"
+        assert list(outside.iterdir()) == []
+        assert events[-1]["agents"][0]["state"] == "done", events[-1]
+        tools = [m["content"] for m in session_messages(world, env, started["session"]) if m["role"] == "tool"]
+        # Claude Code ran both itself, in its confined process: the kernel refused each.
+        assert len(tools) == 2, tools
+        assert "bash.txt: Permission denied" in tools[0], tools[0]
+        assert "EACCES: permission denied" in tools[1] and "write.txt" in tools[1], tools[1]
+        # Its state went where it may write: the folder berth made for it.
+        assert (world.home / ".claude").is_dir()
+    finally:
+        world.close()

@@ -395,8 +395,9 @@ pub struct NewRunArgs {
     #[arg(long, value_name = "COMMAND")]
     pub agent_cmd: Option<String>,
     /// A folder or file the --agent-cmd process may write besides its worktree (its own
-    /// state; repeatable). Default: what berth knows the agent keeps (~/.claude and
-    /// ~/.claude.json for claude-agent-acp, ~/.codex for codex, ~/.gemini for gemini).
+    /// state; repeatable). Default: what berth knows the agent keeps (~/.claude for
+    /// claude-agent-acp, with CLAUDE_CONFIG_DIR set there unless set, ~/.codex for codex,
+    /// ~/.gemini for gemini).
     #[arg(long, value_name = "PATH", requires = "agent_cmd")]
     pub agent_writable: Vec<PathBuf>,
     /// Workspace names start with this (default: from the task); each gets its index.

@@ -23,7 +23,7 @@
 //!   nothing.
 //! - **The process itself is confined** (berth-sandbox): it writes only in the worktree, a
 //!   private `/tmp` and its own state (`--agent-writable`, or what berth knows the agent keeps:
-//!   `~/.claude` for claude-agent-acp, …), reads nothing on the deny list, connects only to its
+//!   `~/.claude` for claude-agent-acp, with `CLAUDE_CONFIG_DIR` pointing there, …), reads nothing on the deny list, connects only to its
 //!   provider's ports, and signals nothing outside its own tree. Only berth itself
 //!   (`--agent-cmd "berth acp"`, a plain command line) runs as it is: it confines the commands
 //!   it runs itself, and a Landlock domain would forbid it the mounts that takes.
@@ -435,7 +435,16 @@ pub(crate) async fn turn(t: AcpTurn<'_>) -> (TurnStop, Usage) {
         .arg("-c")
         .arg(format!("exec {}", t.command))
         .current_dir(t.worktree)
-        .envs(t.env.iter().map(|(k, v)| (k, v)))
+        .envs(t.env.iter().map(|(k, v)| (k, v)));
+    if confinement.is_some()
+        && let Some((var, rel)) = berth_sandbox::agent_profile(t.command).and_then(|p| p.state_var)
+        && std::env::var_os(var).is_none()
+        && !t.env.iter().any(|(k, _)| k == var)
+        && let Some(home) = berth_ops::user_home()
+    {
+        command.env(var, home.join(rel));
+    }
+    command
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())

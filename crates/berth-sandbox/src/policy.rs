@@ -272,6 +272,10 @@ pub struct AgentProfile {
     pub state: &'static [&'static str],
     /// The variable that overrides its provider's URL, and the provider's default.
     pub base_url: (&'static str, &'static str),
+    /// A variable that moves all of its state into its state folder (beneath `$HOME`), set
+    /// when the user has not: Claude Code otherwise rewrites `~/.claude.json` by renaming a
+    /// new file into the home, which a confined process may not do (and it then hangs).
+    pub state_var: Option<(&'static str, &'static str)>,
 }
 
 const PROFILES: [(&str, AgentProfile); 3] = [
@@ -279,8 +283,9 @@ const PROFILES: [(&str, AgentProfile); 3] = [
         "claude",
         AgentProfile {
             name: "claude-agent-acp",
-            state: &[".claude", ".claude.json"],
+            state: &[".claude"],
             base_url: ("ANTHROPIC_BASE_URL", "https://api.anthropic.com"),
+            state_var: Some(("CLAUDE_CONFIG_DIR", ".claude")),
         },
     ),
     (
@@ -289,6 +294,7 @@ const PROFILES: [(&str, AgentProfile); 3] = [
             name: "codex",
             state: &[".codex"],
             base_url: ("OPENAI_BASE_URL", "https://api.openai.com"),
+            state_var: None,
         },
     ),
     (
@@ -300,6 +306,7 @@ const PROFILES: [(&str, AgentProfile); 3] = [
                 "GOOGLE_GEMINI_BASE_URL",
                 "https://generativelanguage.googleapis.com",
             ),
+            state_var: None,
         },
     ),
 ];
@@ -373,7 +380,7 @@ mod tests {
     #[test]
     fn agents_are_known_by_program() {
         let claude = agent_profile("/x/node_modules/.bin/claude-agent-acp --flag").unwrap();
-        assert_eq!(claude.state, [".claude", ".claude.json"]);
+        assert_eq!(claude.state, [".claude"]);
         assert_eq!(agent_profile("FOO=1 codex-acp").unwrap().name, "codex");
         assert!(agent_profile("python3 my_agent.py").is_none());
         let ports = agent_ports(
