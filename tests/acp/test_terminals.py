@@ -1,10 +1,14 @@
-"""When the client advertises `terminal`, `run_command` runs in the client's terminal, shown
-under its tool call, and only after the person allowed it; berth's keys are blanked in the
-terminal's environment, and a cancel kills the command.
+"""When the client advertises `terminal` and the sandbox is off, `run_command` runs in the
+client's terminal, shown under its tool call, and only after the person allowed it; berth's
+keys are blanked in the terminal's environment, and a cancel kills the command. With the
+sandbox on (the default) berth runs it itself, confined: the client's terminal would run it
+with all of the user's rights.
 """
 
 import asyncio
 import time
+import uuid
+from pathlib import Path
 
 import pytest
 from acp import text_block
@@ -21,12 +25,34 @@ def tool_result_text(request):
     return block, text
 
 
+# The client's terminal is used only where nothing is confined.
+UNCONFINED = {"BERTH_SANDBOX__MODE": "off"}
+
+
+async def test_with_the_sandbox_on_berth_runs_the_command_itself_confined(home, work, provider):
+    # Outside /tmp: beneath it, a confined process has a private tmpfs of its own.
+    escaped = Path(__file__).resolve().parents[2] / "target" / f"escaped-{uuid.uuid4().hex}.txt"
+    command = f"echo hello > inside.txt; echo x > {escaped}"
+    provider.push(Reply().tool("toolu_c", "run_command", {"command": command}))
+    provider.push(Reply().text("done"))
+    editor = Editor(choice="allow_once", terminal=True)
+    async with run_agent(editor, home, provider, work) as (conn, _, _):
+        new = await conn.new_session(cwd=str(work))
+        await conn.prompt(session_id=new.session_id, prompt=[text_block("run it")])
+    assert editor.terminals == {}
+    assert (work / "inside.txt").read_text() == "hello\n"
+    assert not escaped.exists()
+    block, text = tool_result_text(provider.requests[1])
+    assert block["is_error"] is True
+    assert "[berth sandbox]" in text and escaped.name in text, text
+
+
 async def test_a_command_runs_in_the_clients_terminal(home, work, provider):
     command = "echo hello; echo oops >&2; exit 3"
     provider.push(Reply().tool("toolu_c", "run_command", {"command": command}))
     provider.push(Reply().text("it failed"))
     editor = Editor(choice="allow_once", terminal=True)
-    async with run_agent(editor, home, provider, work) as (conn, _, _):
+    async with run_agent(editor, home, provider, work, UNCONFINED) as (conn, _, _):
         new = await conn.new_session(cwd=str(work))
         await conn.prompt(session_id=new.session_id, prompt=[text_block("run it")])
     [(tid, term)] = editor.terminals.items()
@@ -63,7 +89,7 @@ async def test_a_rejected_command_never_reaches_a_terminal(home, work, provider)
 async def test_cancel_kills_the_terminals_command(home, work, provider):
     provider.push(Reply().tool("toolu_c", "run_command", {"command": "sleep 30"}))
     editor = Editor(choice="allow_once", terminal=True)
-    async with run_agent(editor, home, provider, work) as (conn, _, _):
+    async with run_agent(editor, home, provider, work, UNCONFINED) as (conn, _, _):
         new = await conn.new_session(cwd=str(work))
         prompt = asyncio.ensure_future(conn.prompt(session_id=new.session_id, prompt=[text_block("wait")]))
         for _ in range(100):

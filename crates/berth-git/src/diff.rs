@@ -60,6 +60,8 @@ pub fn diff(worktree: &Path, base: &str, patch: bool) -> Result<WorktreeDiff> {
         [
             "diff",
             "--no-renames",
+            "--no-ext-diff",
+            "--no-textconv",
             "--raw",
             "--numstat",
             "-z",
@@ -103,6 +105,7 @@ pub fn diff(worktree: &Path, base: &str, patch: bool) -> Result<WorktreeDiff> {
                 "--no-renames",
                 "--no-color",
                 "--no-ext-diff",
+                "--no-textconv",
                 &merge_base,
                 &tree,
             ],

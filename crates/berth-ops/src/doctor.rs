@@ -160,7 +160,14 @@ pub async fn diagnose(home: &Path, env: &[(String, String)]) -> Report {
                 ),
             ));
             let because = "the config cannot be read";
-            for check in ["store", "index", "spares", "providers", "sandbox", "workspaces"] {
+            for check in [
+                "store",
+                "index",
+                "spares",
+                "providers",
+                "sandbox",
+                "workspaces",
+            ] {
                 findings.push(Finding::not_run(check, because));
             }
             return Report {
@@ -202,11 +209,9 @@ pub async fn diagnose(home: &Path, env: &[(String, String)]) -> Report {
 fn sandbox(config: &Config, home: &Path) -> Finding {
     use berth_core::config::{SandboxMode, SandboxNetwork};
     let off = "set [sandbox] mode = \"off\" to run commands and agents with all of your rights instead (see docs/sandbox.md)";
-    if let Err(e) = berth_sandbox::Policy::from_settings(
-        &config.sandbox,
-        crate::user_home().as_deref(),
-        home,
-    ) {
+    if let Err(e) =
+        berth_sandbox::Policy::from_settings(&config.sandbox, crate::user_home().as_deref(), home)
+    {
         return Finding::error("sandbox", e.to_string(), "fix [sandbox] in the config");
     }
     let support = berth_sandbox::support();
