@@ -204,6 +204,8 @@ def test_run_command_under_berth_run_allow_all(world, provider):
     # The tool record keeps the denial, naming the rule and the path.
     assert "[berth sandbox]" in tool[0] and str(world.outside) in tool[0], tool[0]
     assert "deny list" in tool[0], tool[0]
+    # berth run has no one to ask: it never runs the command again unconfined.
+    assert "without the sandbox" not in tool[0], tool[0]
     # What the model was sent holds no secret either.
     assert "SECRET-" not in json.dumps(provider.requests)
 

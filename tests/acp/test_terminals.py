@@ -6,6 +6,7 @@ with all of the user's rights.
 """
 
 import asyncio
+import json
 import time
 import uuid
 from pathlib import Path
@@ -104,3 +105,27 @@ async def test_cancel_kills_the_terminals_command(home, work, provider):
         assert time.monotonic() - started < 1
     [term] = editor.terminals.values()
     assert term["proc"].returncode is not None
+
+
+async def test_a_person_may_run_a_refused_command_once_without_the_sandbox(home, work, provider):
+    """The sandbox refuses a write outside; the client's person is then asked, in a question
+    of its own with no "always", whether to run it once unconfined; allowed, it runs so."""
+    escaped = Path(__file__).resolve().parents[2] / "target" / f"escaped-{uuid.uuid4().hex}.txt"
+    provider.push(Reply().tool("toolu_c", "run_command", {"command": f"echo x > {escaped}"}))
+    provider.push(Reply().text("done"))
+    editor = Editor(choice="allow_once")
+    try:
+        async with run_agent(editor, home, provider, work) as (conn, _, _):
+            new = await conn.new_session(cwd=str(work))
+            await conn.prompt(session_id=new.session_id, prompt=[text_block("run it")])
+        assert escaped.read_text() == "x\n"
+    finally:
+        escaped.unlink(missing_ok=True)
+    assert len(editor.permissions) == 2, editor.permissions
+    (first, first_options), (second, options) = editor.permissions
+    assert "allow_always" in first_options
+    assert options == ["allow_once", "reject_once"]
+    assert "without the sandbox" in second.title and str(escaped) in json.dumps(second.model_dump(mode="json"))
+    block, text = tool_result_text(provider.requests[1])
+    assert block["is_error"] is False, text
+    assert "run again without the sandbox, as the user allowed once" in text, text

@@ -114,6 +114,33 @@ impl Permissions for ClientPermissions {
             Err(_) => Decision::Reject,
         }
     }
+
+    /// Asked as a question of its own, with no "always": the sandbox is lifted for this one
+    /// run only.
+    async fn allow_unconfined(&self, request: &PermissionRequest) -> bool {
+        let fields = ToolCallUpdateFields::new()
+            .title(format!("Run `{}` without the sandbox?", request.tool))
+            .content(vec![text(&request.description)]);
+        let ask = RequestPermissionRequest::new(
+            self.session_id.clone(),
+            ToolCallUpdate::new(request.call_id.clone(), fields),
+            vec![
+                PermissionOption::new(
+                    ALLOW_ONCE,
+                    "Run once without the sandbox",
+                    PermissionOptionKind::AllowOnce,
+                ),
+                PermissionOption::new(REJECT, "Keep it confined", PermissionOptionKind::RejectOnce),
+            ],
+        );
+        match self.cx.send_request(ask).block_task().await {
+            Ok(answer) => matches!(
+                answer.outcome,
+                RequestPermissionOutcome::Selected(s) if &*s.option_id.0 == ALLOW_ONCE
+            ),
+            Err(_) => false,
+        }
+    }
 }
 
 /// What a permission question shows: the diff of a file change, else the description (the

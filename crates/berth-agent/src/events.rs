@@ -121,4 +121,12 @@ pub enum Decision {
 #[async_trait]
 pub trait Permissions: Send + Sync {
     async fn decide(&self, request: &PermissionRequest) -> Decision;
+
+    /// Whether a command the sandbox refused part of may run once more without it, with all
+    /// of the user's rights (`request.description` says what was refused). Only a person can
+    /// say yes: every front end that answers by policy (`berth run`, `chat -p`) keeps this
+    /// default, no.
+    async fn allow_unconfined(&self, _request: &PermissionRequest) -> bool {
+        false
+    }
 }

@@ -30,7 +30,9 @@ use crate::http::{Http, HttpPolicy};
 use crate::mcp::{McpServers, ServerStatus};
 use crate::provider::{Provider, ProviderError, ProviderEvent, ProviderRequest, ProviderStream};
 use crate::providers::{self, SetupError};
-use crate::tools::{Commands, FileChange, Files, Preview, ToolContext, ToolKind, Toolbox, plan};
+use crate::tools::{
+    Commands, FileChange, Files, Preview, Tool, ToolContext, ToolKind, Toolbox, plan,
+};
 
 /// Tool rounds a turn may take unless `[agent] max_tool_iterations` says otherwise.
 pub const DEFAULT_MAX_TOOL_ITERATIONS: u32 = 50;
@@ -582,6 +584,7 @@ impl Inner {
             call_id: String::new(),
             files: request.options.files.clone(),
             commands: request.options.commands.clone(),
+            unconfined: false,
         };
         let mut rounds = 0;
         loop {
@@ -855,7 +858,11 @@ impl Inner {
                     let cx = cx.for_call(&call.id);
                     let ran = tokio::select! {
                         _ = cx.cancel.cancelled() => Err("cancelled by the user".to_owned()),
-                        r = tool.call(args, &cx) => r,
+                        r = tool.call(args.clone(), &cx) => r,
+                    };
+                    let ran = match unconfined_once(&*tool, call, &args, &cx, request, &ran).await {
+                        Some(again) => again,
+                        None => ran,
                     };
                     match ran {
                         Ok(output) => (output, false, change),
@@ -905,6 +912,58 @@ impl Inner {
             .unwrap_or_else(|e| e.into_inner())
             .contains(key)
     }
+}
+
+/// A command the sandbox refused part of, run once more without it when a person allows it
+/// (`Permissions::allow_unconfined`); `None` when it is not asked or not allowed.
+async fn unconfined_once(
+    tool: &dyn Tool,
+    call: &ToolCall,
+    args: &Value,
+    cx: &ToolContext,
+    request: &TurnRequest,
+    ran: &Result<String, String>,
+) -> Option<Result<String, String>> {
+    let output = match ran {
+        Ok(o) | Err(o) => o,
+    };
+    if tool.kind() != ToolKind::Execute || cx.cancel.is_cancelled() {
+        return None;
+    }
+    let note = output
+        .lines()
+        .find(|l| l.starts_with(berth_sandbox::NOTE_MARK))?;
+    let command = args.get("command").and_then(Value::as_str)?;
+    let asked = PermissionRequest {
+        call_id: call.id.clone(),
+        tool: format!("{} without the sandbox", call.name),
+        arguments: args.clone(),
+        description: format!(
+            "run once more without the sandbox, with all of your rights:\n$ {command}\n\n{note}"
+        ),
+        change: None,
+    };
+    let allowed = tokio::select! {
+        _ = cx.cancel.cancelled() => false,
+        a = request.permissions.allow_unconfined(&asked) => a,
+    };
+    if !allowed {
+        return None;
+    }
+    let unconfined = ToolContext {
+        unconfined: true,
+        ..cx.clone()
+    };
+    let again = tokio::select! {
+        _ = cx.cancel.cancelled() => Err("cancelled by the user".to_owned()),
+        r = tool.call(args.clone(), &unconfined) => r,
+    };
+    let said =
+        "(the sandbox refused part of it; run again without the sandbox, as the user allowed once)";
+    Some(match again {
+        Ok(o) => Ok(format!("{said}\n{o}")),
+        Err(e) => Err(format!("{said}\n{e}")),
+    })
 }
 
 /// Keeps the answer streaming aside every [`KEEP_PARTIAL_EVERY`] (`Ops::keep_partial_answer`),

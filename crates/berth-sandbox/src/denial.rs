@@ -10,6 +10,10 @@ use std::path::{Path, PathBuf};
 use crate::Confinement;
 use crate::plan::Net;
 
+/// How a note of [`explain`] starts: a front end may offer to run the command once more
+/// without the sandbox when its output holds one.
+pub const NOTE_MARK: &str = "[berth sandbox]";
+
 /// Errors the kernel gives a confined process where a rule refused it.
 const REFUSALS: [&str; 4] = [
     "Permission denied",
@@ -71,7 +75,7 @@ pub fn explain(output: &str, confinement: &Confinement) -> Option<String> {
         return None;
     }
     Some(format!(
-        "[berth sandbox] {}. A person can change this in berth's config ([sandbox], see docs/sandbox.md); work inside the workspace folder meanwhile.",
+        "{NOTE_MARK} {}. A person can change this in berth's config ([sandbox], see docs/sandbox.md); work inside the workspace folder meanwhile.",
         notes.join("; ")
     ))
 }

@@ -31,7 +31,7 @@ mod kernel;
 mod plan;
 mod policy;
 
-pub use denial::explain;
+pub use denial::{NOTE_MARK, explain};
 pub use kernel::{PRETEND_VAR, Support, support};
 pub use plan::Confinement;
 pub use policy::{

@@ -257,6 +257,14 @@ impl Permissions for PagePermissions {
             }
         }
     }
+
+    /// Shown as any request is; either "allow" lets it run once without the sandbox.
+    async fn allow_unconfined(&self, request: &PermissionRequest) -> bool {
+        matches!(
+            self.decide(request).await,
+            Decision::AllowOnce | Decision::AllowAlways
+        )
+    }
 }
 
 #[cfg(test)]

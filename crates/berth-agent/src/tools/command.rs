@@ -190,13 +190,16 @@ impl Tool for RunCommand {
             .unwrap_or_default();
         // Confined unless `[sandbox] mode = "off"`; a sandbox that cannot be made refuses the
         // command rather than running it with all of the user's rights.
-        let confinement = cx
-            .ops
-            .sandbox(ws.as_ref(), &cx.cwd)
-            .await
-            .map_err(|e| e.to_string())?
-            .confine(None, &Subject::Command)
-            .map_err(|e| e.to_string())?;
+        let confinement = match cx.unconfined {
+            true => None,
+            false => cx
+                .ops
+                .sandbox(ws.as_ref(), &cx.cwd)
+                .await
+                .map_err(|e| e.to_string())?
+                .confine(None, &Subject::Command)
+                .map_err(|e| e.to_string())?,
+        };
         // A front end's terminal (an editor's) would run the command with the user's rights,
         // so it is used only where nothing is confined.
         if let Some(commands) = cx.commands.as_ref().filter(|_| confinement.is_none()) {

@@ -43,6 +43,9 @@ pub struct ToolContext {
     pub files: Option<Arc<dyn Files>>,
     /// Where `run_command` runs; `None`: berth's own child processes.
     pub commands: Option<Arc<dyn Commands>>,
+    /// This call runs without the sandbox: a person allowed it once, after the sandbox
+    /// refused part of it (never set where nobody is asked, as in `berth run`).
+    pub unconfined: bool,
 }
 
 impl ToolContext {
@@ -64,6 +67,7 @@ impl ToolContext {
             call_id: String::new(),
             files: None,
             commands: None,
+            unconfined: false,
         }
     }
 }

@@ -457,6 +457,22 @@ impl Permissions for AskPermissions {
         }
         answer.await.unwrap_or(Decision::Reject)
     }
+
+    /// Always asked of the person (no `--allow` answers it), and allowed for this run only.
+    async fn allow_unconfined(&self, request: &PermissionRequest) -> bool {
+        let (reply, answer) = oneshot::channel();
+        let ask = Ask {
+            request: request.clone(),
+            reply,
+        };
+        if self.asks.send(ask).await.is_err() {
+            return false;
+        }
+        matches!(
+            answer.await,
+            Ok(Decision::AllowOnce | Decision::AllowAlways)
+        )
+    }
 }
 
 /// Ctrl-C as a signal: while a turn runs (the editor takes it as a key while it reads a line).
