@@ -89,8 +89,10 @@ class Editor:
     """The client: records updates, answers permission with `choice` (an option id, or
     None for "cancelled"), and keeps buffers for the fs methods it advertises."""
 
-    def __init__(self, choice="reject_once", fs=False, buffers=None, terminal=False):
+    def __init__(self, choice="reject_once", fs=False, buffers=None, terminal=False, unconfined="reject_once"):
         self.choice = choice
+        # The answer to berth's question of running a command once without the sandbox.
+        self.unconfined = unconfined
         self.fs = fs
         self.terminal = terminal
         self.terminals = {}  # id -> {"request": ..., "proc": ..., "output": ..., "released": bool}
@@ -117,6 +119,10 @@ class Editor:
 
     async def request_permission(self, options, session_id, tool_call, **kwargs):
         self.permissions.append((tool_call, [o.option_id for o in options]))
+        if "without the sandbox" in (tool_call.title or ""):
+            return RequestPermissionResponse(
+                outcome=AllowedOutcome(outcome="selected", option_id=self.unconfined)
+            )
         if self.choice is None:
             return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
         return RequestPermissionResponse(

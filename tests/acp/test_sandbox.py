@@ -291,6 +291,8 @@ async def test_a_paired_devices_prompt_over_berth_serve(world, provider):
     tool = [m["content"] for m in session_messages(world, env, new.session_id) if m["role"] == "tool"]
     assert len(tool) == 1, tool
     world.assert_contained(tool[0], folder)
+    # A device's person is asked to allow the command, never to lift the sandbox.
+    assert len(editor.permissions) == 1, editor.permissions
     assert "[berth sandbox]" in tool[0], tool[0]
     assert "SECRET-" not in json.dumps(provider.requests)
 

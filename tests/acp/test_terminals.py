@@ -41,6 +41,8 @@ async def test_with_the_sandbox_on_berth_runs_the_command_itself_confined(home, 
         new = await conn.new_session(cwd=str(work))
         await conn.prompt(session_id=new.session_id, prompt=[text_block("run it")])
     assert editor.terminals == {}
+    # Asked whether to run it unconfined, and answered no.
+    assert len(editor.permissions) == 2 and "without the sandbox" in editor.permissions[1][0].title
     assert (work / "inside.txt").read_text() == "hello\n"
     assert not escaped.exists()
     block, text = tool_result_text(provider.requests[1])
@@ -113,7 +115,7 @@ async def test_a_person_may_run_a_refused_command_once_without_the_sandbox(home,
     escaped = Path(__file__).resolve().parents[2] / "target" / f"escaped-{uuid.uuid4().hex}.txt"
     provider.push(Reply().tool("toolu_c", "run_command", {"command": f"echo x > {escaped}"}))
     provider.push(Reply().text("done"))
-    editor = Editor(choice="allow_once")
+    editor = Editor(choice="allow_once", unconfined="allow_once")
     try:
         async with run_agent(editor, home, provider, work) as (conn, _, _):
             new = await conn.new_session(cwd=str(work))

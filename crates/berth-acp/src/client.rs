@@ -72,6 +72,10 @@ pub struct ClientPermissions {
     pub cx: ConnectionTo<Client>,
     pub session_id: SessionId,
     pub relayed: Arc<Relayed>,
+    /// Whether this client's person may run a command once without the sandbox: a client on
+    /// this machine or with the admin token, never a device (its token must not lift the
+    /// sandbox the server's owner set).
+    pub may_lift_sandbox: bool,
 }
 
 #[async_trait]
@@ -118,6 +122,9 @@ impl Permissions for ClientPermissions {
     /// Asked as a question of its own, with no "always": the sandbox is lifted for this one
     /// run only.
     async fn allow_unconfined(&self, request: &PermissionRequest) -> bool {
+        if !self.may_lift_sandbox {
+            return false;
+        }
         let fields = ToolCallUpdateFields::new()
             .title(format!("Run `{}` without the sandbox?", request.tool))
             .content(vec![text(&request.description)]);

@@ -498,6 +498,7 @@ impl Server {
                     cx: cx.clone(),
                     session_id: session_id.clone(),
                     relayed: relayed.clone(),
+                    may_lift_sandbox: matches!(self.caller, Caller::Trusted),
                 }),
                 cancel,
                 options: TurnOptions {

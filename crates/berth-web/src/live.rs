@@ -257,14 +257,8 @@ impl Permissions for PagePermissions {
             }
         }
     }
-
-    /// Shown as any request is; either "allow" lets it run once without the sandbox.
-    async fn allow_unconfined(&self, request: &PermissionRequest) -> bool {
-        matches!(
-            self.decide(request).await,
-            Decision::AllowOnce | Decision::AllowAlways
-        )
-    }
+    // No `allow_unconfined`: the first page to answer counts, and that may be a device's,
+    // whose token must not lift the sandbox the server's owner set.
 }
 
 #[cfg(test)]
