@@ -107,7 +107,8 @@ fn make_crate(dir: &Path) {
         "[package]\nname = \"small\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[workspace]\n",
     )
     .unwrap();
-    let mut lib = String::from("pub fn add(a: u64, b: u64) -> u64 { a + b }\n\n#[cfg(test)]\nmod tests {\n");
+    let mut lib =
+        String::from("pub fn add(a: u64, b: u64) -> u64 { a + b }\n\n#[cfg(test)]\nmod tests {\n");
     for i in 0..20 {
         lib.push_str(&format!(
             "    #[test]\n    fn adds_{i}() {{ assert_eq!(super::add({i}, 1), {}); }}\n",
@@ -120,7 +121,15 @@ fn make_crate(dir: &Path) {
     for args in [
         &["init", "-q", "-b", "main"][..],
         &["add", "."],
-        &["-c", "user.name=b", "-c", "user.email=b@b", "commit", "-qm", "small"],
+        &[
+            "-c",
+            "user.name=b",
+            "-c",
+            "user.email=b@b",
+            "commit",
+            "-qm",
+            "small",
+        ],
     ] {
         let ok = std::process::Command::new("git")
             .args(args)
