@@ -22,9 +22,10 @@
 //!   shown again. An agent that cannot load a session fails the turn, saying so, and is sent
 //!   nothing.
 //! - **The process itself is confined** (berth-sandbox): it writes only in the worktree, a
-//!   private `/tmp` and its own state (`--agent-writable`, or what berth knows the agent keeps:
-//!   `~/.claude` for claude-agent-acp, with `CLAUDE_CONFIG_DIR` pointing there, …), reads nothing on the deny list, connects only to its
-//!   provider's ports, and signals nothing outside its own tree. Only berth itself
+//!   private `/tmp` and its own state (`--agent-writable`, or what berth knows the agent
+//!   keeps: `~/.claude` for claude-agent-acp, with `CLAUDE_CONFIG_DIR` pointing there, …),
+//!   reads nothing on the deny list, connects only to its provider's ports, and signals
+//!   nothing outside its own tree. Only berth itself
 //!   (`--agent-cmd "berth acp"`, a plain command line) runs as it is: it confines the commands
 //!   it runs itself, and a Landlock domain would forbid it the mounts that takes.
 //! - **Stopping** sends `session/cancel`, then, if the agent has not answered within a grace
@@ -401,12 +402,10 @@ async fn agent_subject(t: &AcpTurn<'_>) -> Subject {
             .into_iter()
             .flat_map(|p| p.state.iter())
             .filter_map(|rel| home.as_ref().map(|h| h.join(rel)))
+            // A state folder the agent makes on first use is made now, so that it can be
+            // allowed: a path that does not exist cannot be.
             .inspect(|path| {
-                // A state folder the agent makes on first use is made now, so that it can
-                // be allowed (a file it makes, like ~/.claude.json, cannot be).
-                if path.extension().is_none() {
-                    let _ = std::fs::create_dir_all(path);
-                }
+                let _ = std::fs::create_dir_all(path);
             })
             .collect()
     } else {

@@ -458,8 +458,8 @@ impl Confinement {
         })
     }
 
-    /// Makes `command` start confined. The command must not be spawned from another thread
-    /// while this is being applied; it may be spawned any number of times.
+    /// Makes `command` start confined. One confinement is for one spawn: the child adds its
+    /// private `/tmp` to the ruleset it shares with this one.
     pub fn apply_std(&self, command: &mut std::process::Command) {
         let holder = self.child.clone();
         // SAFETY: the hook only makes system calls on data the holder owns (and keeps alive

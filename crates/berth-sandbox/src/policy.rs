@@ -268,7 +268,7 @@ fn host_port(entry: &str) -> Option<u16> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AgentProfile {
     pub name: &'static str,
-    /// Beneath `$HOME`.
+    /// Its state folders, beneath `$HOME`.
     pub state: &'static [&'static str],
     /// The variable that overrides its provider's URL, and the provider's default.
     pub base_url: (&'static str, &'static str),
