@@ -19,7 +19,7 @@ use serde_json::json;
 
 fn main() {
     let rounds: usize = env_or("BENCH_ROUNDS", 200);
-    let cargo_rounds: usize = env_or("BENCH_CARGO_ROUNDS", 6);
+    let cargo_rounds: usize = env_or("BENCH_CARGO_ROUNDS", 20);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -61,7 +61,7 @@ fn main() {
         for round in 0..rounds {
             for which in [round % 2, 1 - round % 2] {
                 let cx = if which == 0 { &confined } else { &unconfined };
-                let took = time(&tool, cx, "true").await;
+                let (took, _) = time(&tool, cx, "true").await;
                 if which == 0 { &mut with } else { &mut without }.push(took);
             }
         }
@@ -75,13 +75,18 @@ fn main() {
         );
 
         // Warm the toolchain's own caches, then compile and test per round.
-        let test = "touch src/lib.rs && cargo test --offline -q 2>&1";
+        let test = "touch src/lib.rs && cargo test --offline 2>&1";
         time(&tool, &unconfined, test).await;
         let (mut with, mut without) = (Vec::new(), Vec::new());
         for round in 0..cargo_rounds {
             for which in [round % 2, 1 - round % 2] {
                 let cx = if which == 0 { &confined } else { &unconfined };
-                let took = time(&tool, cx, test).await;
+                let (took, out) = time(&tool, cx, test).await;
+                // Each round compiled the crate and ran every test, confined or not.
+                assert!(
+                    out.contains("Compiling small") && out.contains("20 passed"),
+                    "{out}"
+                );
                 if which == 0 { &mut with } else { &mut without }.push(took);
             }
         }
@@ -141,14 +146,14 @@ fn make_crate(dir: &Path) {
     }
 }
 
-async fn time(tool: &RunCommand, cx: &ToolContext, command: &str) -> Duration {
+async fn time(tool: &RunCommand, cx: &ToolContext, command: &str) -> (Duration, String) {
     let start = Instant::now();
     let out = tool.call(json!({ "command": command }), cx).await;
     let took = start.elapsed();
-    if let Err(e) = out {
-        panic!("`{command}` failed: {e}");
+    match out {
+        Ok(out) => (took, out),
+        Err(e) => panic!("`{command}` failed: {e}"),
     }
-    took
 }
 
 fn median(v: &mut [Duration]) -> Duration {
