@@ -366,3 +366,35 @@ def test_claude_agent_acp_works_confined_and_what_it_writes_outside_is_refused(t
         assert (world.home / ".claude").is_dir()
     finally:
         world.close()
+
+
+def test_a_plain_workspaces_agent_cannot_change_berths_files_beside_its_work(world, provider):
+    """A plain workspace's folder holds berth's files beside the agent's work: its record,
+    its config layer (where `[sandbox] mode = "off"` or an MCP server's command would lift
+    the sandbox for the next command), its transcripts. The agent's command writes its own
+    file there, and none of berth's; the next command is still confined."""
+    env = world.env(provider)
+    made = world.berth("workspace", "create", "plain-one", "--plain", env=env)
+    assert made.returncode == 0, made.stderr
+    folder = Path(world.berth("workspace", "path", "plain-one", env=env).stdout.strip())
+    record = (folder / "workspace.toml").read_text()
+    attack = (
+        "printf '[sandbox]\\nmode = \"off\"\\n' > config.toml; "
+        "echo forged >> workspace.toml; "
+        "mkdir -p sessions/x && echo forged > sessions/x/session.md; "
+        "echo mine > mine.txt"
+    )
+    provider.push(Reply().tool("toolu_1", "run_command", {"command": attack}))
+    provider.push(Reply().tool("toolu_2", "run_command", {"command": f"echo pwned > {world.outside}"}))
+    provider.push(Reply().text("Done."))
+    done = world.berth(
+        "chat", "-p", "go", "--workspace", "plain-one", "--allow", "run_command", env=env, cwd=folder
+    )
+    assert done.returncode == 0, done.stderr + done.stdout
+    assert (folder / "mine.txt").read_text() == "mine\n"
+    assert (folder / "config.toml").read_text() == ""
+    assert (folder / "workspace.toml").read_text() == record
+    assert not (folder / "sessions" / "x").exists()
+    assert not world.outside.exists()
+    shown = world.berth("config", "show", "--workspace", "plain-one", env=env)
+    assert 'mode = "on"' in shown.stdout, shown.stdout + shown.stderr

@@ -332,6 +332,7 @@ mod tests {
                 cwd: work.to_owned(),
                 workspace_dir: None,
                 ports: vec![],
+                protect: vec![],
             },
         )
     }

@@ -43,6 +43,7 @@ pub(crate) struct Request<'a> {
     pub cwd: &'a Path,
     pub berth_home: &'a Path,
     pub keep: Option<&'a Path>,
+    pub protect: &'a [PathBuf],
     pub writable: &'a [PathBuf],
     pub deny: &'a [PathBuf],
     pub net: Net,
@@ -294,8 +295,16 @@ impl Confinement {
                 .map(|k| (k.to_path_buf(), Item::Keep { dir: k.is_dir() })),
         );
         let git = work.join(".git");
-        if std::fs::symlink_metadata(&git).is_ok_and(|m| m.is_file() || m.is_dir()) {
-            items.push((git, Item::ReadOnly));
+        let read_only = std::iter::once(git).chain(req.protect.iter().cloned());
+        for path in read_only {
+            // Only what exists as itself, not through a symlink, inside the work folder, and
+            // not hidden already.
+            if std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file() || m.is_dir())
+                && path.starts_with(&work)
+                && !deny.iter().any(|d| path.starts_with(d))
+            {
+                items.push((path, Item::ReadOnly));
+            }
         }
         let (plan, sources) = mount_steps(&items)?;
 

@@ -68,6 +68,9 @@ pub struct Place {
     pub workspace_dir: Option<PathBuf>,
     /// The workspace's ports: an agent process may listen on them.
     pub ports: Vec<u16>,
+    /// Paths inside the work folder that stay read-only: berth's own files, where a plain
+    /// workspace's folder holds them beside the agent's work.
+    pub protect: Vec<PathBuf>,
 }
 
 impl Policy {
@@ -191,6 +194,7 @@ impl Policy {
             cwd: &place.cwd,
             berth_home: &self.berth_home,
             keep: place.workspace_dir.as_deref(),
+            protect: &place.protect,
             writable: &writable,
             deny: &deny,
             net,

@@ -111,6 +111,7 @@ fn contained(w: &World, subject: Subject) -> String {
         cwd: w.worktree.clone(),
         workspace_dir: Some(w.workspace.clone()),
         ports: vec![],
+        protect: vec![],
     };
     let confinement = policy.confine(&place, &subject).unwrap().expect("on");
     let mut cmd = Command::new("bash");
@@ -219,6 +220,7 @@ fn an_agent_reaches_its_provider_and_its_state() {
         cwd: w.worktree.clone(),
         workspace_dir: Some(w.workspace.clone()),
         ports: vec![],
+        protect: vec![],
     };
     let subject = Subject::Agent {
         ports: vec![port],

@@ -43,6 +43,20 @@ use std::sync::Arc;
 
 use berth_core::{Error, Result, WorkspaceId, WorkspaceManager};
 
+/// What the store keeps in a workspace's folder, beside what a plain workspace's agent puts
+/// there (the folder is its working folder too): its record, its config layer, its lock, and
+/// the folders every workspace has. The sandbox keeps an agent's hands off them.
+pub const WORKSPACE_ENTRIES: [&str; 8] = [
+    "workspace.toml",
+    "config.toml",
+    ".lock",
+    "storage",
+    "sessions",
+    "mcp",
+    "skills",
+    "memory",
+];
+
 /// The platform's default berth home: `~/.local/share/berth` on Linux,
 /// `~/Library/Application Support/berth` on macOS, `%LOCALAPPDATA%\berth` on Windows.
 pub fn default_home() -> Option<PathBuf> {

@@ -26,7 +26,7 @@ use cap_std::fs::Dir;
 use crate::{FsStore, Layout, ids_in, io_err, parse_toml, read_optional, utf8};
 
 /// Folders every workspace has, as in the seed; `storage` and `sessions` are berth's.
-const SUBDIRS: &[&str] = &["storage", "sessions", "mcp", "skills", "memory"];
+const SUBDIRS: &[&str] = crate::WORKSPACE_ENTRIES.split_at(3).1;
 const STAGING: &str = ".staging-";
 const TRASH: &str = ".trash-";
 
