@@ -524,3 +524,52 @@ fn ctrl_d_leaves_and_so_does_ctrl_c_twice_at_an_empty_prompt() {
         "a chat without a prompt made a session"
     );
 }
+
+#[test]
+fn a_command_the_sandbox_refused_runs_once_unconfined_only_when_the_person_says_so() {
+    let chat = Chat::start(&[]);
+    // Outside /tmp, where a confined command has a private tmpfs of its own.
+    let outside = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("unconfined-{}.txt", std::process::id()));
+    let _ = std::fs::remove_file(&outside);
+    let command = |id: &str| {
+        Reply::anthropic(
+            &Turn::new().tool_call(
+                id,
+                "run_command",
+                [
+                    serde_json::json!({ "command": format!("echo x > {}", outside.display()) })
+                        .to_string(),
+                ],
+            ),
+        )
+    };
+
+    // Refused by the sandbox, then asked; "no" keeps it confined.
+    chat.server.push(command("call_1"));
+    chat.server
+        .push(Reply::anthropic(&Turn::new().text(["It was refused."])));
+    chat.enter_until_asked("write outside", "run_command");
+    chat.term.send_keys(&["y", "Enter"]);
+    let asked = chat.term.wait_for("the question to lift the sandbox", |s| {
+        last_line(s).starts_with("allow run_command without the sandbox?")
+    });
+    assert!(asked.contains("[berth sandbox]"), "{asked}");
+    let shown = chat.answer("n");
+    assert!(shown.contains("It was refused."), "{shown}");
+    assert!(!outside.exists());
+
+    // "yes" runs it once without the sandbox.
+    chat.server.push(command("call_2"));
+    chat.server
+        .push(Reply::anthropic(&Turn::new().text(["Written."])));
+    chat.enter_until_asked("write outside again", "run_command");
+    chat.term.send_keys(&["y", "Enter"]);
+    chat.term.wait_for("the question to lift the sandbox", |s| {
+        last_line(s).starts_with("allow run_command without the sandbox?")
+    });
+    let shown = chat.answer("y");
+    assert!(shown.contains("Written."), "{shown}");
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "x\n");
+    std::fs::remove_file(&outside).unwrap();
+}
