@@ -90,6 +90,8 @@ pub(crate) struct ChildPlan {
     /// Where the command runs: entered again after the mounts, so that `..` from it walks the
     /// new tree and not the one the mounts cover.
     pub cwd: CString,
+    /// The seccomp filter's instructions (address, count), which live as long as the process.
+    pub seccomp: Option<(usize, u16)>,
     /// The paths bind mounts come from, each opened again in the child's mount namespace (a
     /// mount must come from the caller's own) onto the descriptor number the parent holds for
     /// it, which the `Bind` steps name as `/proc/self/fd/N`.
@@ -111,6 +113,7 @@ impl Stage {
     pub const LANDLOCK: u32 = 4;
     pub const CWD: u32 = 5;
     pub const SOURCES: u32 = 6;
+    pub const SECCOMP: u32 = 7;
     pub const MOUNTS: u32 = 16;
 }
 
@@ -450,6 +453,22 @@ pub(crate) fn enter(plan: &ChildPlan) -> io::Result<()> {
     // holds open until the spawn returns.
     unsafe {
         check(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)).map_err(at(Stage::LANDLOCK))?;
+        if let Some((filter, len)) = plan.seccomp {
+            let program = libc::sock_fprog {
+                len,
+                filter: filter as *mut libc::sock_filter,
+            };
+            // SECCOMP_SET_MODE_FILTER, no flags.
+            if libc::syscall(
+                libc::SYS_seccomp,
+                1u32,
+                0u32,
+                &program as *const libc::sock_fprog,
+            ) == -1
+            {
+                return Err(at(Stage::SECCOMP)(io::Error::last_os_error()));
+            }
+        }
         if libc::syscall(libc::SYS_landlock_restrict_self, plan.ruleset, 0u32) == -1 {
             return Err(at(Stage::LANDLOCK)(io::Error::last_os_error()));
         }

@@ -16,6 +16,8 @@
 //!   host's); for an agent process, TCP connections to its provider's ports only (Landlock).
 //! - **Processes**: no signal to, and no ptrace of, anything outside the confined tree
 //!   (Landlock's scopes); no capability survives into the command, even for root.
+//! - **System calls**: the kernel keyrings, io_uring, eBPF, perf events, userfaultfd, modules
+//!   and kexec are refused (a seccomp filter, [`seccomp`]).
 //!
 //! It fails closed: where the kernel cannot do all of this, [`Policy::confine`] refuses with an
 //! error naming `[sandbox] mode = "off"`; nothing ever runs unconfined by accident.
@@ -30,6 +32,7 @@ mod denial;
 mod kernel;
 mod plan;
 mod policy;
+mod seccomp;
 
 pub use denial::{NOTE_MARK, explain};
 pub use kernel::{PRETEND_VAR, Support, support};

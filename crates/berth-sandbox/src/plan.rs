@@ -449,6 +449,7 @@ impl Confinement {
             cwd: cstring(&cwd)?,
             report: report_fd,
             sources: slots,
+            seccomp: crate::seccomp::program(),
         };
         Ok(Confinement {
             child: Arc::new(Holder {
@@ -521,6 +522,7 @@ impl Confinement {
             Stage::LANDLOCK => "entering the Landlock domain".into(),
             Stage::CWD => format!("entering {}", self.rules.work.display()),
             Stage::SOURCES => "opening the folders to mount".into(),
+            Stage::SECCOMP => "installing the seccomp filter".into(),
             n => match self.child.plan.steps.get((n - Stage::MOUNTS) as usize) {
                 Some(step) => step.to_string(),
                 None => format!("stage {n}"),

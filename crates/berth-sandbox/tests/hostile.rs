@@ -252,6 +252,59 @@ fn an_agent_reaches_its_provider_and_its_state() {
     assert!(!Path::new("/tmp/t").exists() || std::fs::read_to_string("/tmp/t").unwrap() != "tmp\n");
 }
 
+/// `keyctl(KEYCTL_GET_KEYRING_ID, KEY_SPEC_SESSION_KEYRING, 0)` from Python, confined or not:
+/// the session keyring is where a login keeps credentials, and the seccomp filter refuses it.
+#[test]
+fn the_kernel_keyrings_are_out_of_reach() {
+    let nr = match std::env::consts::ARCH {
+        "x86_64" => 250,
+        "aarch64" | "riscv64" => 219,
+        other => panic!("no keyctl number known for {other}"),
+    };
+    let script = format!(
+        "import ctypes; libc = ctypes.CDLL(None, use_errno=True); r = libc.syscall({nr}, 0, -3, 0); print(r, ctypes.get_errno())"
+    );
+    let w = world();
+    let run = |confined: bool| {
+        let mut cmd = Command::new("python3");
+        cmd.args(["-c", &script]).current_dir(&w.worktree);
+        let confinement = Policy::from_settings(
+            &SandboxSettings::default(),
+            Some(&w.user_home),
+            &w.berth_home,
+        )
+        .unwrap()
+        .confine(
+            &Place {
+                work: w.worktree.clone(),
+                cwd: w.worktree.clone(),
+                workspace_dir: None,
+                ports: vec![],
+                protect: vec![],
+            },
+            &Subject::Command,
+        )
+        .unwrap()
+        .unwrap();
+        if confined {
+            confinement.apply_std(&mut cmd);
+        }
+        let out = cmd.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let free = run(false);
+    assert!(
+        !free.starts_with("-1 "),
+        "keyctl fails even unconfined: {free}"
+    );
+    assert_eq!(run(true), "-1 1\n", "EPERM expected");
+}
+
 /// The user `test.sh` makes, as (uid, gid).
 fn test_user() -> (u32, u32) {
     let out = Command::new("id").args(["-u", TEST_USER]).output().unwrap();
