@@ -41,7 +41,7 @@ pub(crate) fn program() -> Option<(usize, u16)> {
             let arch = TargetArch::try_from(std::env::consts::ARCH).ok()?;
             let rules = REFUSED
                 .iter()
-                .map(|n| (i64::from(*n), Vec::new()))
+                .map(|n| (*n, Vec::new()))
                 .collect::<BTreeMap<_, _>>();
             let filter = SeccompFilter::new(
                 rules,
