@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from acp import connect_to_agent, text_block
+from acp.schema import HttpMcpServer, McpServerStdio
 from acp.ws import create_websocket_stream
 
 from conftest import BERTH, Editor, Reply, agent_env, berth, berth_json, texts
@@ -452,3 +453,43 @@ async def test_two_servers_on_one_postgres_share_sessions_and_run_one_turn_at_a_
     contents = [m["content"] for m in shown["messages"]]
     assert contents[0] == "talk" and contents[1].endswith("[interrupted]"), contents
     assert contents[2:] == ["hi", "from b"], contents
+
+
+async def test_a_device_starts_no_mcp_server_the_admin_did_not_allow(home, work, provider, tmp_path):
+    """A device's `mcpServers` would make the server run a program or connect to a host of
+    the device's choosing: refused, unless the admin named an `[[mcp_servers]]` entry in
+    `[serve] device_mcp_servers` and the device asks for its very command and arguments."""
+    phone = token_for(home, "phone")
+    marker = tmp_path / "spawned-by-a-device"
+    (home / "config.toml").write_text(
+        '[serve]\ndevice_mcp_servers = ["berth"]\n'
+        f'[[mcp_servers]]\nname = "berth"\ncommand = "{BERTH}"\nargs = ["mcp"]\n'
+        # The admin's own, started for the admin's turns and every device's alike.
+        '[[mcp_servers]]\nname = "unlisted"\ncommand = "true"\n'
+    )
+    provider.push(Reply().text("hello phone"))
+    with serving(home, provider, work) as address:
+        async with client(Editor(), address, token=phone) as conn:
+            evil = McpServerStdio(name="evil", command="sh", args=["-c", f"touch {marker}"], env=[])
+            with pytest.raises(Exception, match="cannot start the MCP server"):
+                await conn.new_session(cwd="/", mcp_servers=[evil])
+            # An entry the admin configured but did not name for devices is no better.
+            unlisted = McpServerStdio(name="unlisted", command="true", args=[], env=[])
+            with pytest.raises(Exception, match="device_mcp_servers"):
+                await conn.new_session(cwd="/", mcp_servers=[unlisted])
+            elsewhere = HttpMcpServer(name="elsewhere", url="http://127.0.0.1:9/mcp", headers=[], type="http")
+            with pytest.raises(Exception, match="cannot start"):
+                await conn.new_session(cwd="/", mcp_servers=[elsewhere])
+            # The allowed entry's command with other arguments is not the entry.
+            other_args = McpServerStdio(name="berth", command=BERTH, args=["mcp", "--home", "/"], env=[])
+            with pytest.raises(Exception, match="cannot start"):
+                await conn.new_session(cwd="/", mcp_servers=[other_args])
+            mine = await conn.new_session(cwd="/")
+            with pytest.raises(Exception, match="cannot start"):
+                await conn.load_session(session_id=mine.session_id, cwd="/", mcp_servers=[evil])
+            # Its very command and arguments: accepted, and the turn runs.
+            allowed = McpServerStdio(name="mine", command=BERTH, args=["mcp"], env=[])
+            new = await conn.new_session(cwd="/", mcp_servers=[allowed])
+            answer = await conn.prompt(session_id=new.session_id, prompt=[text_block("hi")])
+            assert answer.stop_reason == "end_turn"
+    assert not marker.exists()

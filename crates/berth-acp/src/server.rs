@@ -113,13 +113,18 @@ impl Server {
     }
 
     /// Opens `session` on this connection.
-    fn register(&self, session: Session, work_dir: PathBuf, mcp: &[McpServer]) -> Arc<Open> {
+    fn register(
+        &self,
+        session: Session,
+        work_dir: PathBuf,
+        mcp: Option<Arc<McpServers>>,
+    ) -> Arc<Open> {
         let titled = !session.title.is_empty();
         let open = Arc::new(Open {
             session,
             work_dir,
             running: Mutex::default(),
-            mcp: client_mcp(mcp),
+            mcp,
             title_told: std::sync::atomic::AtomicBool::new(titled),
         });
         self.sessions
@@ -186,6 +191,7 @@ impl Server {
         if key.is_none() && device.is_none() {
             check_cwd(&request.cwd)?;
         }
+        let mcp = self.client_mcp(&request.mcp_servers).await?;
         let got = self
             .ops
             .client_session(ClientSession {
@@ -196,7 +202,7 @@ impl Server {
             })
             .await
             .map_err(errors::ops)?;
-        let open = self.register(got.session, got.work_dir, &request.mcp_servers);
+        let open = self.register(got.session, got.work_dir, mcp);
         let options = self.config_options(&open).await?;
         Ok(NewSessionResponse::new(open.session.id.to_string()).config_options(options))
     }
@@ -205,6 +211,7 @@ impl Server {
     /// says (a device's workspace, else the session's folder), else, when it has none on this
     /// machine, in the client's `cwd`.
     async fn reopen(&self, id: &SessionId, cwd: &Path, mcp: &[McpServer]) -> Result<Arc<Open>> {
+        let mcp = self.client_mcp(mcp).await?;
         let session = self.ops.session(&id.0).await.map_err(errors::ops)?;
         let held = self.held().await?;
         // Another workspace's session is not there, for a device.
@@ -232,6 +239,54 @@ impl Server {
             }
         };
         Ok(self.register(session, work_dir, mcp))
+    }
+
+    /// The MCP servers the client asks for. A trusted client's run as it says (they are its
+    /// person's, as an editor's config is); a device's only where they are `[[mcp_servers]]`
+    /// entries the admin named in `[serve] device_mcp_servers`, matched by command and
+    /// arguments (or URL) and started as configured: a device token starts no program of its
+    /// own choosing on the server and sends it to no host of its choosing.
+    async fn client_mcp(&self, servers: &[McpServer]) -> Result<Option<Arc<McpServers>>> {
+        let Caller::Device(me) = &self.caller else {
+            return Ok(client_mcp(servers));
+        };
+        if servers.is_empty() {
+            return Ok(None);
+        }
+        let config = self.ops.config(None).await.map_err(errors::ops)?.config;
+        let allowed = config
+            .mcp_servers
+            .iter()
+            .filter(|e| config.serve.device_mcp_servers.contains(&e.name));
+        let mut settings = Vec::new();
+        for server in servers {
+            let (name, shown, entry) = match server {
+                McpServer::Stdio(s) => {
+                    let command = s.command.to_string_lossy();
+                    let found = allowed.clone().find(|e| {
+                        e.command.as_deref() == Some(command.as_ref()) && e.args == s.args
+                    });
+                    (&s.name, format!("`{command} {}`", s.args.join(" ")), found)
+                }
+                McpServer::Http(h) => {
+                    let found = allowed
+                        .clone()
+                        .find(|e| e.url.as_deref() == Some(h.url.as_str()));
+                    (&h.name, h.url.clone(), found)
+                }
+                _ => return Err(device_mcp_refused(me, "an MCP server of another kind")),
+            };
+            match entry {
+                Some(entry) => settings.push(entry.clone()),
+                None => {
+                    return Err(device_mcp_refused(
+                        me,
+                        &format!("the MCP server {name:?} ({shown})"),
+                    ));
+                }
+            }
+        }
+        Ok(Some(Arc::new(McpServers::new(&settings))))
     }
 
     async fn load_session(
@@ -613,6 +668,15 @@ fn check_cwd(cwd: &Path) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+fn device_mcp_refused(device: &DeviceId, what: &str) -> agent_client_protocol::Error {
+    errors::of_kind(
+        berth_ops::ErrorKind::Refused,
+        format!(
+            "this connection acts for device {device}, which cannot start {what} on the server; the server's admin can allow an [[mcp_servers]] entry of the same command and arguments (or URL) by naming it in [serve] device_mcp_servers"
+        ),
+    )
 }
 
 /// The client's MCP servers, in the shape of berth's own `[[mcp_servers]]`. SSE servers

@@ -349,6 +349,17 @@ pub struct SandboxSettings {
     pub deny_read: Vec<String>,
 }
 
+/// `berth serve`'s settings that belong in the config rather than on its command line.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ServeSettings {
+    /// Names of `[[mcp_servers]]` entries a paired device may ask for in `session/new`: the
+    /// device's server must have the entry's command and arguments (or URL), and berth then
+    /// starts the entry as configured. Any other server a device sends is refused, since a
+    /// device's token must not start programs on the server or send it to another host.
+    pub device_mcp_servers: Vec<String>,
+}
+
 /// The merged configuration.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -366,6 +377,7 @@ pub struct Config {
     pub mcp: McpSettings,
     pub ports: PortSettings,
     pub sandbox: SandboxSettings,
+    pub serve: ServeSettings,
     /// What models cost, by model name (`[prices."claude-sonnet-4-5"]`): berth ships no
     /// prices (they change); a model not in the table has no cost shown.
     #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
@@ -669,6 +681,9 @@ pub const TEMPLATE: &str = r#"# berth configuration. Layers: this file -> worksp
 # allow_hosts = ["crates.io:443"]   # also reachable (by port) when network = "off"
 # writable = ["~/.cache/sccache"]   # besides the workspace's folder and a private /tmp
 # deny_read = ["~/private"]         # hidden, besides ~/.ssh, ~/.aws, berth's home, ...
+
+[serve]
+# device_mcp_servers = ["docs"]     # [[mcp_servers]] a paired device may ask for by command
 
 [store]
 # url = "sqlite:///path/berth.db"   # or "postgres://user:password@host:5432/db"; default: files in the home
