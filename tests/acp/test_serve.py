@@ -493,3 +493,46 @@ async def test_a_device_starts_no_mcp_server_the_admin_did_not_allow(home, work,
             answer = await conn.prompt(session_id=new.session_id, prompt=[text_block("hi")])
             assert answer.stop_reason == "end_turn"
     assert not marker.exists()
+
+
+async def test_the_rate_counts_prompts_however_the_method_is_spelt(home, work, provider):
+    """`session\\/prompt` is `session/prompt` to JSON: it counts against the rate, and over it
+    never reaches the agent. (Prompts were once found by a substring of the frame.)"""
+    import websockets
+
+    provider.push(Reply().text("one"))
+    with serving(home, provider, work, "--max-prompts-per-minute", "1") as address:
+        async with websockets.connect(
+            f"ws://{address}/acp", additional_headers={"Authorization": f"Bearer {TOKEN}"}
+        ) as ws:
+            async def ask(raw):
+                await ws.send(raw)
+                while True:
+                    message = json.loads(await asyncio.wait_for(ws.recv(), 30))
+                    if "id" in message and "method" not in message:
+                        return message
+
+            await ask('{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}')
+            made = await ask(
+                '{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":%s,"mcpServers":[]}}'
+                % json.dumps(str(work))
+            )
+            sid = made["result"]["sessionId"]
+            prompt = '{"jsonrpc":"2.0","id":%d,"method":"session%sprompt","params":{"sessionId":"%s","prompt":[{"type":"text","text":"hi"}]}}'
+            first = await ask(prompt % (3, "/", sid))
+            assert first["result"]["stopReason"] == "end_turn", first
+            second = await ask(prompt % (4, "\\/", sid))
+            assert "prompts of the last minute" in second["error"]["message"], second
+    assert len(provider.requests) == 1
+
+
+async def test_revoking_an_admin_token_cuts_its_open_connection(home, work, provider):
+    made = json.loads(berth(home, "token", "create", "--admin", "laptop", "--json"))
+    with serving(home, provider, work) as address:
+        async with client(Editor(), address, token=made["token"]) as conn:
+            await conn.new_session(cwd=str(work))
+            berth(home, "token", "revoke", "laptop")
+            with pytest.raises(ConnectionError):
+                for _ in range(150):
+                    await conn.list_sessions()
+                    await asyncio.sleep(0.1)

@@ -30,17 +30,22 @@ const COOKIE: &str = "berth_token";
 /// Whom a request acts for, put in its extensions for the routes.
 #[derive(Debug, Clone)]
 pub enum Principal {
-    Admin,
+    /// The admin: the server's own token (or an open loopback server), or an admin token of
+    /// the store, which open connections check is still live.
+    Admin(Option<TokenRecord>),
     /// A device's token: what `/acp` lets it reach, and what it checks is still live.
     Device(TokenRecord),
 }
 
 impl Principal {
-    /// Whose prompts a request's are, for the rate: the device's token, or the admin.
+    /// Whose prompts a request's are, for the rate: the server's own admin token, or a token
+    /// of the store by its name (so no token's name can share the admin's count).
     pub fn counted_as(&self) -> String {
         match self {
-            Principal::Admin => "admin".to_owned(),
-            Principal::Device(record) => record.name.clone(),
+            Principal::Admin(None) => "admin".to_owned(),
+            Principal::Admin(Some(record)) | Principal::Device(record) => {
+                format!("token {}", record.name)
+            }
         }
     }
 }
@@ -142,7 +147,7 @@ impl Access {
             .and_then(|v| v.strip_prefix("Bearer "))
             .or_else(|| cookie(request));
         let Some(presented) = presented else {
-            return Ok(self.open.then_some((Principal::Admin, None)));
+            return Ok(self.open.then_some((Principal::Admin(None), None)));
         };
         Ok(self
             .principal_of(presented)?
@@ -156,11 +161,11 @@ impl Access {
             .as_ref()
             .is_some_and(|t| same(presented.as_bytes(), t.as_bytes()))
         {
-            return Ok(Some(Principal::Admin));
+            return Ok(Some(Principal::Admin(None)));
         }
         match self.tokens.find(presented) {
             Ok(Some(record)) => Ok(Some(match record.role {
-                Role::Admin => Principal::Admin,
+                Role::Admin => Principal::Admin(Some(record)),
                 Role::Device { .. } => Principal::Device(record),
             })),
             Ok(None) => Ok(None),
@@ -262,7 +267,7 @@ pub async fn check(State(access): State<Arc<Access>>, request: Request, next: Ne
     }
     let viewer = Viewer {
         reach: match &principal {
-            Principal::Admin => Reach::All,
+            Principal::Admin(_) => Reach::All,
             Principal::Device(record) => match &record.role {
                 Role::Device { device } => Reach::Device(device.clone()),
                 Role::Admin => Reach::All,
@@ -337,6 +342,24 @@ fn same(a: &[u8], b: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A token named "admin" had the admin's count of prompts.
+    #[test]
+    fn no_token_shares_the_admins_count() {
+        let home = tempfile::tempdir().unwrap();
+        let tokens = TokenStore::new(home.path());
+        let (device, _) = tokens
+            .create(
+                "admin",
+                Role::Device {
+                    device: berth_ops::DeviceId::new("admin").unwrap(),
+                },
+                None,
+            )
+            .unwrap();
+        let admin = Principal::Admin(None).counted_as();
+        assert_ne!(Principal::Device(device).counted_as(), admin);
+    }
 
     fn access(listen: &str, hosts: &[&str], origins: &[&str]) -> Access {
         let home = std::env::temp_dir();

@@ -51,8 +51,6 @@ impl PromptRate {
     }
 }
 
-/// The id of a `session/prompt` request in a frame, if the frame is one (cheaply: only a
-/// frame that names the method is parsed).
 /// The middleware that holds the web page's prompts (`POST /s/{id}/prompt`) to the same rate
 /// as the token's prompts over `/acp`: over it, 429 and nothing is sent to the agent.
 pub async fn web_prompts(
@@ -79,12 +77,39 @@ pub async fn web_prompts(
     next.run(request).await
 }
 
-pub fn prompt_id(frame: &str) -> Option<serde_json::Value> {
-    if !frame.contains("session/prompt") {
-        return None;
+/// What a frame asks, as JSON-RPC decodes it (a string escape such as `session\/prompt`
+/// names the method as well as the plain spelling): the ids of its `session/prompt` requests,
+/// and of every request in it, a batch's included. A frame that is not JSON asks nothing
+/// here; the ACP server answers it.
+pub fn requests(frame: &str) -> Requests {
+    let mut found = Requests::default();
+    let Ok(message) = serde_json::from_str::<serde_json::Value>(frame) else {
+        return found;
+    };
+    let messages = match message {
+        serde_json::Value::Array(batch) => batch,
+        one => vec![one],
+    };
+    for m in messages {
+        let (Some(method), Some(id)) = (m.get("method").and_then(|m| m.as_str()), m.get("id"))
+        else {
+            continue;
+        };
+        if method == "session/prompt" {
+            found.prompts.push(id.clone());
+        }
+        found.all.push(id.clone());
     }
-    let message: serde_json::Value = serde_json::from_str(frame).ok()?;
-    (message.get("method")?.as_str()? == "session/prompt").then(|| message["id"].clone())
+    found
+}
+
+/// The requests of one frame (notifications and responses have no part here).
+#[derive(Debug, Default, PartialEq)]
+pub struct Requests {
+    /// The ids of its `session/prompt` requests.
+    pub prompts: Vec<serde_json::Value>,
+    /// The ids of all its requests, prompts included.
+    pub all: Vec<serde_json::Value>,
 }
 
 #[cfg(test)]
@@ -98,12 +123,29 @@ mod tests {
         assert!(!rate.admit("phone"));
         assert!(rate.admit("tablet"), "each token counts alone");
         assert!(PromptRate::new(0).admit("phone"));
+        let prompts = |frame: &str| requests(frame).prompts;
         let frame = r#"{"jsonrpc":"2.0","id":7,"method":"session/prompt","params":{}}"#;
-        assert_eq!(prompt_id(frame), Some(serde_json::json!(7)));
-        assert_eq!(prompt_id(r#"{"id":1,"method":"session/new"}"#), None);
-        assert_eq!(
-            prompt_id(r#"{"id":1,"method":"session/new","params":{"x":"session/prompt"}}"#),
-            None
+        assert_eq!(prompts(frame), [serde_json::json!(7)]);
+        assert!(prompts(r#"{"id":1,"method":"session/new"}"#).is_empty());
+        assert!(
+            prompts(r#"{"id":1,"method":"session/new","params":{"x":"session/prompt"}}"#)
+                .is_empty()
         );
+    }
+
+    /// The method spelt with JSON's `\/` escape is the same method: it was not counted when
+    /// prompts were found by a substring of the frame.
+    #[test]
+    fn an_escaped_method_and_a_batch_count_as_prompts() {
+        let escaped = r#"{"jsonrpc":"2.0","id":8,"method":"session\/prompt","params":{}}"#;
+        assert_eq!(requests(escaped).prompts, [serde_json::json!(8)]);
+        let unicode = r#"{"jsonrpc":"2.0","id":9,"method":"session\u002fprompt"}"#;
+        assert_eq!(requests(unicode).prompts, [serde_json::json!(9)]);
+        let batch = r#"[{"jsonrpc":"2.0","id":1,"method":"session/prompt"},
+                        {"jsonrpc":"2.0","id":2,"method":"session/list"},
+                        {"jsonrpc":"2.0","method":"session/cancel"}]"#;
+        let found = requests(batch);
+        assert_eq!(found.prompts, [serde_json::json!(1)]);
+        assert_eq!(found.all, [serde_json::json!(1), serde_json::json!(2)]);
     }
 }

@@ -23,7 +23,7 @@ use tokio::sync::{Semaphore, mpsc};
 
 use crate::ServeOptions;
 use crate::guard::Principal;
-use crate::rate::{PromptRate, prompt_id};
+use crate::rate::{PromptRate, requests};
 use crate::tokens::{Role, TokenStore};
 
 /// How often an open connection of a device looks whether its token is still live.
@@ -66,13 +66,15 @@ impl AcpEndpoint {
     /// breaks it, or (a device's) its token is revoked or expires.
     async fn connection(self, socket: WebSocket, principal: Principal) {
         let counted_as = principal.counted_as();
+        // A token of the store, an admin's (`token create --admin`) as a device's, is looked
+        // up again every second: revoking it cuts its open connections.
         let (caller, token) = match principal {
-            Principal::Admin => (berth_acp::Caller::Trusted, None),
+            Principal::Admin(record) => (berth_acp::Caller::Trusted, record),
             Principal::Device(record) => match &record.role {
                 Role::Device { device } => {
                     (berth_acp::Caller::Device(device.clone()), Some(record))
                 }
-                Role::Admin => (berth_acp::Caller::Trusted, None),
+                Role::Admin => (berth_acp::Caller::Trusted, Some(record)),
             },
         };
         let (mut to_peer, mut from_peer) = socket.split();
@@ -108,23 +110,27 @@ impl AcpEndpoint {
                     frame = from_peer.next() => match frame {
                         Some(Ok(Message::Text(text))) => {
                             heard = Instant::now();
-                            if let Some(id) = prompt_id(text.as_str())
-                                && !prompts.admit(&counted_as)
-                            {
-                                // Answered here: the agent never sees a prompt over the rate.
-                                let refusal = serde_json::json!({
-                                    "jsonrpc": "2.0",
-                                    "id": id,
-                                    "error": {
-                                        "code": -32602,
-                                        "message": format!(
-                                            "this token has sent its {} prompts of the last minute (--max-prompts-per-minute); wait a little",
-                                            prompts.per_minute()
-                                        ),
-                                        "data": { "kind": "refused" },
-                                    },
-                                });
-                                let _ = refusals.send(Message::Text(refusal.to_string().into())).await;
+                            let asked = requests(text.as_str());
+                            // Every prompt of the frame is counted; one over the rate holds back
+                            // the whole frame, and each of its requests is answered here: the
+                            // agent never sees a prompt over the rate.
+                            let over = asked.prompts.iter().filter(|_| !prompts.admit(&counted_as)).count();
+                            if over > 0 {
+                                for id in &asked.all {
+                                    let refusal = serde_json::json!({
+                                        "jsonrpc": "2.0",
+                                        "id": id,
+                                        "error": {
+                                            "code": -32602,
+                                            "message": format!(
+                                                "this token has sent its {} prompts of the last minute (--max-prompts-per-minute); wait a little",
+                                                prompts.per_minute()
+                                            ),
+                                            "data": { "kind": "refused" },
+                                        },
+                                    });
+                                    let _ = refusals.send(Message::Text(refusal.to_string().into())).await;
+                                }
                                 continue;
                             }
                             if in_tx.send(Ok(text.as_str().to_owned())).await.is_err() {
