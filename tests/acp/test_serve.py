@@ -536,3 +536,23 @@ async def test_revoking_an_admin_token_cuts_its_open_connection(home, work, prov
                 for _ in range(150):
                     await conn.list_sessions()
                     await asyncio.sleep(0.1)
+
+
+async def test_an_open_loopback_server_takes_no_page_of_another_origin(home, work, provider):
+    """Without a token, a loopback server acts as the admin for whoever reaches it; a page of
+    another origin on this machine (a dev server on localhost:3000, another port of
+    127.0.0.1) is refused (403), and only the server's own origin and --allow-origin get in."""
+    import websockets
+
+    with serving(home, provider, work, "--allow-origin", "http://localhost:5173", token=None) as address:
+        for origin in ["http://localhost:3000", "http://127.0.0.1:1", f"https://{address}"]:
+            with pytest.raises(websockets.exceptions.InvalidStatus, match="403"):
+                async with websockets.connect(f"ws://{address}/acp", origin=origin):
+                    pass
+            status, _ = http_status(f"http://{address}/", {"Origin": origin})
+            assert status == 403, origin
+        for origin in [f"http://{address}", "http://localhost:5173"]:
+            async with websockets.connect(f"ws://{address}/acp", origin=origin) as ws:
+                await ws.send('{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}')
+                answer = json.loads(await asyncio.wait_for(ws.recv(), 10))
+                assert answer["result"]["protocolVersion"] == 1, answer

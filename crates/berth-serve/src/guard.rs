@@ -1,7 +1,8 @@
 //! Who may call the server, checked on every request but `/healthz` before it reaches a
 //! route: `Host` (a name this server answers to: loopback, the address it listens on, or one
-//! allowed), a browser's `Origin` (a loopback page or one allowed: 403 otherwise, so a web
-//! page cannot reach a local server through DNS rebinding), and the token (401 without a
+//! allowed), a browser's `Origin` (the server's own, or one allowed: 403 otherwise, so
+//! neither another site through DNS rebinding nor another page on this machine, a dev server
+//! on `localhost:3000`, can drive the agent), and the token (401 without a
 //! live one). The token decides who the request acts for ([`Principal`]): the admin token
 //! (`BERTH_SERVE_TOKEN`, or an admin token of `berth token create`) for everything, a
 //! device's token for that device's sessions over `/acp` and its own workspace on the web
@@ -51,7 +52,6 @@ impl Principal {
 }
 
 const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
-const LOOPBACK_ORIGIN_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "[::1]"];
 
 /// The rules, settled once from the options.
 #[derive(Debug)]
@@ -105,27 +105,24 @@ impl Access {
         self.hosts.iter().any(|h| *h == host || h == name)
     }
 
-    /// Whether a page of `origin` may call the server: one this server served (its host is
-    /// the request's `Host`, already checked), a loopback page on any port, or an origin
-    /// allowed (exactly, or with `:*` for any port).
+    /// Whether a page of `origin` may call the server: one this server served (its scheme,
+    /// and its host and port those of the request's `Host`, already checked), or an origin
+    /// allowed (exactly, or with `:*` for any port). A loopback page of another port is not
+    /// this server's: an open loopback server (no token) would otherwise act as the admin for
+    /// any web page served on this machine.
     fn origin_allowed(&self, origin: &str, host: &str) -> bool {
         let origin = origin.to_ascii_lowercase();
         let Some((scheme, rest)) = origin.split_once("://") else {
             return false;
         };
-        if matches!(scheme, "http" | "https")
-            && !host.is_empty()
-            && rest == host.to_ascii_lowercase()
-        {
+        let own_scheme = if self.tls { "https" } else { "http" };
+        if scheme == own_scheme && !host.is_empty() && rest == host.to_ascii_lowercase() {
             return true;
         }
-        let (name, _port) = match rest.rsplit_once(':') {
-            Some((n, p)) if !p.contains(']') => (n, Some(p)),
-            _ => (rest, None),
+        let name = match rest.rsplit_once(':') {
+            Some((n, p)) if !p.contains(']') => n,
+            _ => rest,
         };
-        if matches!(scheme, "http" | "https") && LOOPBACK_ORIGIN_HOSTS.contains(&name) {
-            return true;
-        }
         self.origins.iter().any(|allowed| {
             *allowed == origin
                 || allowed
@@ -401,10 +398,15 @@ mod tests {
             &[],
             &["https://app.example.com", "http://dev.example.com:*"],
         );
-        assert!(a.origin_allowed("http://localhost:3000", ""));
+        // Another page on this machine is not this server's (it acted as the admin).
+        assert!(!a.origin_allowed("http://localhost:3000", "127.0.0.1:1"));
+        assert!(!a.origin_allowed("http://127.0.0.1:2", "127.0.0.1:1"));
+        assert!(!a.origin_allowed("http://[::1]:3000", "127.0.0.1:1"));
+        assert!(a.origin_allowed("http://127.0.0.1:1", "127.0.0.1:1"));
+        // Its own host and port, but not its scheme.
+        assert!(!a.origin_allowed("https://127.0.0.1:1", "127.0.0.1:1"));
         assert!(a.origin_allowed("http://192.168.1.5:8765", "192.168.1.5:8765"));
         assert!(!a.origin_allowed("http://192.168.1.6:8765", "192.168.1.5:8765"));
-        assert!(a.origin_allowed("http://[::1]:3000", ""));
         assert!(a.origin_allowed("https://app.example.com", ""));
         assert!(a.origin_allowed("http://dev.example.com:8080", ""));
         assert!(!a.origin_allowed("https://app.example.com:8443", ""));
