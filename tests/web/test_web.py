@@ -214,6 +214,8 @@ def test_a_transcript_holding_markup_runs_no_script(home, provider, browser):
 
 def test_tokens_cookies_devices_and_csrf(home, provider):
     berth(home, "workspace", "create", "admins-only")
+    berth(home, "workspace", "create", "twin-one", "--plain", "--id", "abcd0001")
+    berth(home, "workspace", "create", "twin-two", "--plain", "--id", "abcd0002")
     phone = berth_json(home, "token", "create", "--device", "phone")["token"]
     berth_json(home, "token", "create", "--device", "laptop")
     laptop_ws = berth(home, "binding", "resolve", "laptop").strip()
@@ -244,6 +246,13 @@ def test_tokens_cookies_devices_and_csrf(home, provider):
         assert fetch(f"{base}/s/{laptop_session}/events", cookie=jar)[0] == 404
         assert fetch(f"{base}/runs", cookie=jar)[0] == 403
         assert fetch(f"{base}/w/{phone_ws}", cookie=jar)[0] == 200
+        assert fetch(f"{base}/w/{phone_ws[:6]}", cookie=jar)[0] == 200
+        # A prefix several workspaces share is plain "not found" to a device: the error once
+        # named each of them.
+        status, _, body = fetch(f"{base}/w/abcd", cookie=jar)
+        assert status == 404 and "abcd0001" not in body and "twin" not in body, body
+        status, _, body = fetch(f"{base}/w/abcd", token=TOKEN)
+        assert status != 200 and "abcd0001" in body, body
         # The admin sees everything.
         status, _, body = fetch(f"{base}/", token=TOKEN)
         assert laptop_ws in body and phone_ws in body and "admins-only" in body

@@ -7,7 +7,7 @@ pub mod sessions;
 pub mod workspaces;
 
 use axum::http::{HeaderMap, StatusCode};
-use berth_ops::{HeldTo, Session, Workspace};
+use berth_ops::{HeldTo, MIN_PREFIX, Session, Workspace};
 
 use crate::error::{PageError, PageResult};
 use crate::{Viewer, Web};
@@ -20,6 +20,23 @@ impl Web {
 
     /// The workspace `identifier` names, if within reach.
     async fn visible_workspace(&self, held: &HeldTo, identifier: &str) -> PageResult<Workspace> {
+        // A device names only its own workspace, and is never told of another: resolving its
+        // identifier among all of them would name every workspace an ambiguous prefix
+        // matches.
+        if let Some(own) = held.workspace() {
+            let id = own.id.as_str();
+            let names_it = identifier == id
+                || own.name.as_ref().is_some_and(|n| n.as_str() == identifier)
+                || (identifier.len() >= MIN_PREFIX && id.starts_with(identifier));
+            if !names_it {
+                return Err(PageError::not_found("workspace"));
+            }
+            return match self.inner.ops.resolve_workspace(id).await {
+                Ok(ws) => Ok(ws),
+                Err(e) if e.is_not_found() => Err(PageError::not_found("workspace")),
+                Err(e) => Err(e.into()),
+            };
+        }
         match self.inner.ops.resolve_workspace(identifier).await {
             Ok(ws) if held.reaches(&ws.id) => Ok(ws),
             Ok(_) => Err(PageError::not_found("workspace")),
