@@ -402,3 +402,38 @@ def test_a_slash_command_from_the_page_runs_without_the_model(home, provider, br
         wait_for(browser, lambda d: not by_css(d, "#transcript article"))
     assert berth_json(home, "session", "show", session)["messages"] == []
     assert provider.requests == []
+
+
+def test_a_permission_nobody_answers_expires_and_is_recorded(home, provider):
+    """A permission request shown on the page once waited forever, holding the session's
+    turn; unanswered for `[serve] permission_timeout_secs` it is answered "no", recorded, and
+    the session takes prompts again."""
+    (home / "config.toml").write_text("[serve]\npermission_timeout_secs = 1\n")
+    berth_json(home, "workspace", "create", "waits")
+    session = berth_json(home, "session", "new", "-w", "waits")["id"]
+    provider.push(Reply().tool("toolu_1", "write_file", {"path": "a.txt", "content": "x"}))
+    provider.push(Reply().text("Nobody answered."))
+    provider.push(Reply().text("again"))
+    with serving(home, provider) as base:
+        _, _, page = fetch(f"{base}/s/{session}", token=TOKEN)
+        csrf = page.split('name="berth-csrf" content="')[1].split('"')[0]
+        send = lambda text: fetch(  # noqa: E731
+            f"{base}/s/{session}/prompt",
+            token=TOKEN,
+            method="POST",
+            data=f"text={text}".encode(),
+            headers={"x-berth-csrf": csrf},
+        )
+        assert send("write")[0] == 202
+        deadline = time.monotonic() + 20
+        while len(provider.requests) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert len(provider.requests) == 2, "the turn never went on"
+        # The session's turn is free again.
+        deadline = time.monotonic() + 10
+        while send("again")[0] != 202:
+            assert time.monotonic() < deadline, "the session stayed busy"
+            time.sleep(0.2)
+    shown = berth_json(home, "session", "show", session)
+    tools = [m["content"] for m in shown["messages"] if m["role"] == "tool"]
+    assert len(tools) == 1 and "nobody answered" in tools[0], tools

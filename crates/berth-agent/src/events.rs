@@ -114,6 +114,8 @@ pub enum Decision {
     /// Allow this tool for the rest of the session, without asking again.
     AllowAlways,
     Reject,
+    /// Nobody answered in the time the front end waits (the web page's); nothing ran.
+    Expired,
 }
 
 /// The front end's side of permissions: a terminal asks a person, ACP asks the client,

@@ -843,6 +843,10 @@ impl Inner {
                                 "the user refused to let {} run; do not try it again unasked — say what you wanted to do, or find another way",
                                 call.name
                             )),
+                            Decision::Expired => Plan::Answer(format!(
+                                "nobody answered the request to let {} run in the time allowed, so it did not run; say what you wanted to do, and the user can ask for it again",
+                                call.name
+                            )),
                         }
                     }
                 }

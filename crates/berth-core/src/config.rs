@@ -358,6 +358,17 @@ pub struct ServeSettings {
     /// starts the entry as configured. Any other server a device sends is refused, since a
     /// device's token must not start programs on the server or send it to another host.
     pub device_mcp_servers: Vec<String>,
+    /// How long a permission request shown on the web page waits for an answer before it is
+    /// answered "no" (and the turn goes on); default 300.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub permission_timeout_secs: Option<u64>,
+}
+
+impl ServeSettings {
+    /// The web page's wait for a permission answer.
+    pub fn permission_timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.permission_timeout_secs.unwrap_or(300).max(1))
+    }
 }
 
 /// The merged configuration.
@@ -684,6 +695,7 @@ pub const TEMPLATE: &str = r#"# berth configuration. Layers: this file -> worksp
 
 [serve]
 # device_mcp_servers = ["docs"]     # [[mcp_servers]] a paired device may ask for by command
+# permission_timeout_secs = 300     # a permission on the web page unanswered this long is a no
 
 [store]
 # url = "sqlite:///path/berth.db"   # or "postgres://user:password@host:5432/db"; default: files in the home

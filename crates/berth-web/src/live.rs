@@ -220,10 +220,13 @@ impl SessionLive {
 
 /// The page's side of a turn's permissions: the request is shown on every page watching the
 /// session, and the first answer from one of them counts. A turn cancelled meanwhile is
-/// answered "reject", which its cancel then ends.
+/// answered "reject", which its cancel then ends; a request nobody answers within `timeout`
+/// (`[serve] permission_timeout_secs`) is answered `Expired`, so no turn holds its session
+/// forever for a page nobody looks at.
 pub struct PagePermissions {
     pub live: Arc<SessionLive>,
     pub cancel: CancellationToken,
+    pub timeout: std::time::Duration,
 }
 
 #[async_trait]
@@ -254,6 +257,11 @@ impl Permissions for PagePermissions {
                 self.live.pending.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
                 self.live.send(Live::Settled { id });
                 Decision::Reject
+            }
+            _ = tokio::time::sleep(self.timeout) => {
+                self.live.pending.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
+                self.live.send(Live::Settled { id });
+                Decision::Expired
             }
         }
     }
@@ -293,6 +301,31 @@ mod tests {
         assert_eq!(known(&hub), ["other", "watched"]);
     }
 
+    /// A request nobody answers no longer holds the session's turn forever.
+    #[tokio::test]
+    async fn a_permission_nobody_answers_expires() {
+        let hub = Hub::default();
+        let live = hub.session("s");
+        let asker = PagePermissions {
+            live: live.clone(),
+            cancel: CancellationToken::new(),
+            timeout: std::time::Duration::from_millis(50),
+        };
+        let request = PermissionRequest {
+            call_id: "c".into(),
+            tool: "write_file".into(),
+            arguments: serde_json::json!({}),
+            description: "write a.txt".into(),
+            change: None,
+        };
+        let decided =
+            tokio::time::timeout(std::time::Duration::from_secs(10), asker.decide(&request))
+                .await
+                .expect("the request expires");
+        assert_eq!(decided, Decision::Expired);
+        assert!(live.waiting().is_empty());
+    }
+
     #[tokio::test]
     async fn a_permission_waits_for_the_first_answer_or_the_cancel() {
         let hub = Hub::default();
@@ -302,6 +335,7 @@ mod tests {
         let asker = PagePermissions {
             live: live.clone(),
             cancel: cancel.clone(),
+            timeout: std::time::Duration::from_secs(600),
         };
         let request = PermissionRequest {
             call_id: "c".into(),
@@ -323,6 +357,7 @@ mod tests {
         let asker = PagePermissions {
             live: live.clone(),
             cancel: cancel.clone(),
+            timeout: std::time::Duration::from_secs(600),
         };
         let request = PermissionRequest {
             call_id: "d".into(),

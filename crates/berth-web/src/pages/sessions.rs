@@ -242,6 +242,15 @@ pub async fn prompt(
         Input::Unknown(_) => form.text.clone(),
     };
     let text = text.trim();
+    // The admin's wait, from the global config: not a layer a device's workspace holds.
+    let timeout = web
+        .inner
+        .ops
+        .config(None)
+        .await?
+        .config
+        .serve
+        .permission_timeout();
     let live = web.inner.live.session(session.id.as_str());
     let Some(cancel) = live.begin() else {
         return Err(PageError::new(
@@ -260,6 +269,7 @@ pub async fn prompt(
             permissions: Arc::new(PagePermissions {
                 live: live.clone(),
                 cancel: cancel.clone(),
+                timeout,
             }),
             cancel,
             options: TurnOptions::default(),
