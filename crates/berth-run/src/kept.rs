@@ -595,13 +595,45 @@ impl RunStore {
         };
         let path = self.dir(id).join(name);
         berth_confined::write_atomic(&path, b"").map_err(io_at(&path))?;
-        // The lock says the supervisor lives, so the pid is its own; a signal lost in a race
-        // is caught by its poll.
-        // SAFETY: kill(2) with a pid and a signal number has no memory effects.
-        unsafe {
-            libc::kill(pid as libc::pid_t, libc::SIGUSR1);
-        }
+        // A signal not sent (the supervisor just ended, or the pid is not its) is no loss:
+        // the supervisor's poll finds the request file.
+        self.signal_supervisor(id, pid)?;
         Ok(record)
+    }
+
+    /// Sends `SIGUSR1` to `pid` only when it is the process holding the run's lock. The
+    /// process is pinned first (a pidfd), then the kernel's table of locks must name it as
+    /// the lock's holder; so a pid the supervisor left and another process took is never
+    /// signalled (`SIGUSR1`'s default action would kill it). Whether it was sent.
+    fn signal_supervisor(&self, id: &RunId, pid: u32) -> Result<bool, KeptError> {
+        use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+        use std::os::unix::fs::MetadataExt;
+        let Ok(pid) = libc::pid_t::try_from(pid) else {
+            return Ok(false);
+        };
+        // SAFETY: pidfd_open takes a pid and no flags, and returns a new descriptor we own.
+        let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+        if raw < 0 {
+            return Ok(false);
+        }
+        // SAFETY: a fresh descriptor owned by nobody else.
+        let pidfd = unsafe { OwnedFd::from_raw_fd(raw as i32) };
+        let path = self.dir(id).join("lock");
+        let meta = fs::metadata(&path).map_err(io_at(&path))?;
+        if !lock_holders(meta.dev(), meta.ino()).contains(&pid) {
+            return Ok(false);
+        }
+        // SAFETY: a signal to the pinned process; no siginfo, no flags.
+        let sent = unsafe {
+            libc::syscall(
+                libc::SYS_pidfd_send_signal,
+                pidfd.as_raw_fd(),
+                libc::SIGUSR1,
+                std::ptr::null::<libc::siginfo_t>(),
+                0,
+            )
+        };
+        Ok(sent == 0)
     }
 
     fn read(&self, id: &RunId) -> Result<RunRecord, KeptError> {
@@ -641,6 +673,24 @@ impl RunStore {
             Err(fs::TryLockError::Error(e)) => Err(io_at(&path)(e)),
         }
     }
+}
+
+/// The processes holding a `flock` on the file of device `dev` and inode `ino`, from
+/// `/proc/locks` (`1: FLOCK  ADVISORY  WRITE <pid> <major>:<minor>:<inode> 0 EOF`; a waiter's
+/// line has `->` and holds nothing).
+fn lock_holders(dev: u64, ino: u64) -> Vec<libc::pid_t> {
+    let file = format!("{:02x}:{:02x}:{ino}", libc::major(dev), libc::minor(dev));
+    fs::read_to_string("/proc/locks")
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            match fields.as_slice() {
+                [_, "FLOCK", _, _, pid, at, ..] if *at == file => pid.parse().ok(),
+                _ => None,
+            }
+        })
+        .collect()
 }
 
 /// A run's supervisor's hold on it: the lock, the record it keeps, and the event log.
@@ -738,4 +788,64 @@ pub fn read_events(path: &Path, offset: u64) -> Result<(Vec<RunEvent>, u64), Kep
         events.push(event);
     }
     Ok((events, offset + whole as u64))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `run stop` read the supervisor's pid and sent it SIGUSR1, whose default action kills:
+    /// a process that took the pid of a supervisor gone (here, one that never held the lock)
+    /// was killed. Only the lock's holder is signalled now.
+    #[test]
+    fn stop_signals_no_process_but_the_locks_holder() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = RunStore::new(tmp.path());
+        let record = store
+            .create(StoredRequest {
+                task: "t".into(),
+                repository: None,
+                workspace: Some("w".into()),
+                agents: vec![crate::AgentSpec::Berth { model: None }],
+                name: None,
+                allow: vec![],
+                allow_all: false,
+                check: None,
+                check_timeout_secs: 1,
+                agent_writable: vec![],
+            })
+            .unwrap();
+        let mut bystander = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        // The run's lock is held (as a live supervisor holds it), by this process.
+        let _held = store
+            .try_lock(&record.id)
+            .unwrap()
+            .expect("the lock is free");
+        let mut running = store.read(&record.id).unwrap();
+        running.state = RunState::Running;
+        running.supervisor = Some(bystander.id());
+        store.write(&running).unwrap();
+
+        store
+            .request_stop(&record.id, StopRequest::All)
+            .expect("the request is written");
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(
+            bystander.try_wait().unwrap().is_none(),
+            "a process that does not hold the run's lock was signalled"
+        );
+        assert!(store.dir(&record.id).join("stop").exists());
+        // The holder is found where the kernel keeps it.
+        let meta = std::fs::metadata(store.dir(&record.id).join("lock")).unwrap();
+        use std::os::unix::fs::MetadataExt;
+        assert_eq!(
+            lock_holders(meta.dev(), meta.ino()),
+            [std::process::id() as libc::pid_t]
+        );
+        bystander.kill().unwrap();
+        bystander.wait().unwrap();
+    }
 }
