@@ -9,12 +9,14 @@ worktree's `.git` pointer as it was, while `inside.txt` IS written in the worksp
 4. `--check`;
 5. a paired device's prompt over `berth serve`.
 
-Every file lives outside /tmp (in target/sandbox-tests), so what hides the secrets is the deny
-list and the hidden berth home, not the private /tmp. And a kernel without Landlock
+Every file lives outside /tmp (in /var/tmp), so what hides the secrets is the deny list and the
+hidden berth home, not the private /tmp. What the unprivileged user runs (berth, the hostile
+agent and its packages) is copied there too: the checkout may be out of its reach. And a kernel without Landlock
 (simulated) gets refusals and a doctor error, never an unconfined command.
 """
 
 import asyncio
+import atexit
 import json
 import os
 import pwd
@@ -40,6 +42,8 @@ SCRIPT = REPO / "tests" / "sandbox" / "hostile.sh"
 HOSTILE_AGENT = Path(__file__).parent / "hostile_agent.py"
 # The unprivileged user ./test.sh makes.
 TEST_USER = "berth-sandbox-test"
+# Outside /tmp, and reachable by every user wherever the checkout is.
+BASE = Path("/var/tmp")
 SECRETS = {
     "home/.ssh/id_ed25519": "SECRET-SSH-1\n",
     "home/.aws/credentials": "SECRET-AWS-2\n",
@@ -47,6 +51,26 @@ SECRETS = {
     "berth/config.toml": "# SECRET-CONFIG-4\n",
 }
 ESCAPES = ["WROTE OUTSIDE", "READ SECRET", "CONNECTED", "SIGNALLED", "REWROTE .git", "SECRET-"]
+
+
+_STAGED = {}
+
+
+def staged(path):
+    """A copy of `path` (a file or a folder) the unprivileged user can reach, made once."""
+    if path not in _STAGED:
+        if "dir" not in _STAGED:
+            _STAGED["dir"] = Path(tempfile.mkdtemp(prefix="berth-sandbox-staged-", dir=BASE))
+            os.chmod(_STAGED["dir"], 0o755)
+            atexit.register(shutil.rmtree, _STAGED["dir"], True)
+        target = _STAGED["dir"] / f"{len(_STAGED)}-{Path(path).name}"
+        if Path(path).is_dir():
+            shutil.copytree(path, target, symlinks=True)
+        else:
+            shutil.copy2(path, target)
+        subprocess.run(["chmod", "-R", "a+rX", str(target)], check=True)
+        _STAGED[path] = target
+    return _STAGED[path]
 
 
 def as_user():
@@ -74,10 +98,10 @@ class World:
 
     def __init__(self, unprivileged):
         self.uid, self.gid = as_user() if unprivileged else (os.geteuid(), os.getegid())
-        base = REPO / "target" / "sandbox-tests"
-        base.mkdir(parents=True, exist_ok=True)
-        os.chmod(base, 0o755)
-        self.root = Path(tempfile.mkdtemp(dir=base))
+        self.unprivileged = self.uid != os.geteuid()
+        # berth as this user runs it: the checkout's, or a copy the unprivileged user reaches.
+        self.berth_bin = str(staged(BERTH)) if self.unprivileged else BERTH
+        self.root = Path(tempfile.mkdtemp(prefix="berth-sandbox-test-", dir=BASE))
         for rel, text in SECRETS.items():
             path = self.root / rel
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -129,7 +153,7 @@ class World:
 
     def berth(self, *args, env, cwd=None, timeout=120):
         return subprocess.run(
-            [BERTH, *args], cwd=cwd or self.repo, env=env, capture_output=True, text=True,
+            [self.berth_bin, *args], cwd=cwd or self.repo, env=env, capture_output=True, text=True,
             timeout=timeout, user=self.uid, group=self.gid, extra_groups=[],
         )
 
@@ -155,7 +179,7 @@ def agent_python(world):
     """The interpreter for hostile_agent.py, and its environment: this one; or, for the
     unprivileged user (who cannot enter /root, where pyenv may keep this one), Debian's
     python3 of the same version with this venv's packages."""
-    if world.uid == os.geteuid():
+    if not world.unprivileged:
         return sys.executable, {}
     system = "/usr/bin/python3"
     version = subprocess.run(
@@ -166,7 +190,7 @@ def agent_python(world):
     )
     import sysconfig
 
-    return system, {"PYTHONPATH": sysconfig.get_paths()["purelib"]}
+    return system, {"PYTHONPATH": str(staged(sysconfig.get_paths()["purelib"]))}
 
 
 def run_events(done):
@@ -212,9 +236,10 @@ def test_run_command_under_berth_run_allow_all(world, provider):
 
 def test_an_acp_agents_terminal_inside_its_worktree(world, provider):
     python, extra = agent_python(world)
+    agent = staged(str(HOSTILE_AGENT)) if world.unprivileged else HOSTILE_AGENT
     env = world.env(provider, HOSTILE_MODE="script", HOSTILE_COMMAND=world.command(), **extra)
     done = world.berth(
-        "run", "escape", "--agent-cmd", f"{python} {HOSTILE_AGENT}", "--allow", "execute", "--json",
+        "run", "escape", "--agent-cmd", f"{python} {agent}", "--allow", "execute", "--json",
         env=env,
     )
     assert done.returncode == 0, done.stderr + done.stdout
@@ -259,7 +284,7 @@ async def test_a_paired_devices_prompt_over_berth_serve(world, provider):
     assert made.returncode == 0, made.stderr
     phone = json.loads(made.stdout)["token"]
     server = subprocess.Popen(
-        [BERTH, "serve", "--listen", "127.0.0.1:0"], env=env, cwd=world.repo,
+        [world.berth_bin, "serve", "--listen", "127.0.0.1:0"], env=env, cwd=world.repo,
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
         user=world.uid, group=world.gid, extra_groups=[],
     )

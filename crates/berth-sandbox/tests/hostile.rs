@@ -1,8 +1,9 @@
 //! The hostile script (tests/sandbox/hostile.sh) under a real confinement, as a command and as
 //! an agent process, as this user and, when this is root, as an unprivileged user too.
 //!
-//! Every file lives outside `/tmp` (in cargo's target folder), so what hides the secrets is the
-//! deny list and the hidden home, not the private `/tmp`.
+//! Every file lives outside `/tmp` (in `/var/tmp`, which any user can reach wherever the
+//! checkout is), so what hides the secrets is the deny list and the hidden home, not the
+//! private `/tmp`.
 
 use std::io::Read;
 use std::net::TcpListener;
@@ -17,6 +18,9 @@ const SCRIPT: &str = include_str!("../../../tests/sandbox/hostile.sh");
 const TEST_USER: &str = "berth-sandbox-test";
 /// Set when this binary is run again as the unprivileged user: the folder to work in.
 const DIR_VAR: &str = "BERTH_SANDBOX_TEST_DIR";
+/// Where the tests' folders go: outside `/tmp`, and reachable by the unprivileged user even
+/// when the checkout is not (a clone in a folder of mode 700).
+const BASE: &str = "/var/tmp";
 
 fn git(dir: &Path, args: &[&str]) {
     let ok = Command::new("git")
@@ -49,8 +53,11 @@ struct World {
 fn world() -> World {
     let parent = std::env::var_os(DIR_VAR)
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_TARGET_TMPDIR")));
-    let dir = tempfile::tempdir_in(parent).unwrap();
+        .unwrap_or_else(|| PathBuf::from(BASE));
+    let dir = tempfile::Builder::new()
+        .prefix("berth-sandbox-test-")
+        .tempdir_in(parent)
+        .unwrap();
     let root = dir.path().to_owned();
     let user_home = root.join("home");
     std::fs::create_dir_all(user_home.join(".ssh")).unwrap();
@@ -328,16 +335,25 @@ fn contained_as_an_unprivileged_user_too() {
         return;
     }
     let (uid, gid) = test_user();
-    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let dir = tempfile::Builder::new()
+        .prefix("berth-sandbox-test-")
+        .tempdir_in(BASE)
+        .unwrap();
+    // This binary, where the user can run it (the checkout may be out of its reach).
+    let exe = dir.path().join("hostile-tests");
+    std::fs::copy(std::env::current_exe().unwrap(), &exe).unwrap();
     let ok = Command::new("chown")
+        .arg("-R")
         .arg(format!("{uid}:{gid}"))
         .arg(dir.path())
         .status()
         .unwrap()
         .success();
     assert!(ok);
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     use std::os::unix::process::CommandExt;
-    let out = Command::new(std::env::current_exe().unwrap())
+    let out = Command::new(&exe)
         .args([
             "--exact",
             "a_hostile_command_is_contained",
