@@ -94,11 +94,15 @@ impl Server {
 
     /// What this connection is held to (berth-ops' rule of reach): a device's workspace.
     async fn held(&self) -> Result<HeldTo> {
-        let reach = match &self.caller {
+        self.ops.held_to(&self.reach()).await.map_err(errors::ops)
+    }
+
+    /// Whom this connection acts for, in berth-ops' words.
+    fn reach(&self) -> Reach {
+        match &self.caller {
             Caller::Trusted => Reach::All,
             Caller::Device(device) => Reach::Device(device.clone()),
-        };
-        self.ops.held_to(&reach).await.map_err(errors::ops)
+        }
     }
 
     fn open(&self, id: &SessionId) -> Result<Arc<Open>> {
@@ -241,52 +245,27 @@ impl Server {
         Ok(self.register(session, work_dir, mcp))
     }
 
-    /// The MCP servers the client asks for. A trusted client's run as it says (they are its
-    /// person's, as an editor's config is); a device's only where they are `[[mcp_servers]]`
-    /// entries the admin named in `[serve] device_mcp_servers`, matched by command and
-    /// arguments (or URL) and started as configured: a device token starts no program of its
-    /// own choosing on the server and sends it to no host of its choosing.
+    /// The MCP servers the client asks for, as berth-ops' rule lets them run (a device's
+    /// only where the admin allowed them). A server of a transport berth does not speak is
+    /// left out for a trusted client and refused for a device.
     async fn client_mcp(&self, servers: &[McpServer]) -> Result<Option<Arc<McpServers>>> {
-        let Caller::Device(me) = &self.caller else {
-            return Ok(client_mcp(servers));
-        };
-        if servers.is_empty() {
-            return Ok(None);
+        let reach = self.reach();
+        if let Reach::Device(me) = &reach
+            && servers
+                .iter()
+                .any(|s| !matches!(s, McpServer::Stdio(_) | McpServer::Http(_)))
+        {
+            return Err(errors::ops(berth_ops::device_mcp_refused(
+                me,
+                "an MCP server of another kind",
+            )));
         }
-        let config = self.ops.config(None).await.map_err(errors::ops)?.config;
-        let allowed = config
-            .mcp_servers
-            .iter()
-            .filter(|e| config.serve.device_mcp_servers.contains(&e.name));
-        let mut settings = Vec::new();
-        for server in servers {
-            let (name, shown, entry) = match server {
-                McpServer::Stdio(s) => {
-                    let command = s.command.to_string_lossy();
-                    let found = allowed.clone().find(|e| {
-                        e.command.as_deref() == Some(command.as_ref()) && e.args == s.args
-                    });
-                    (&s.name, format!("`{command} {}`", s.args.join(" ")), found)
-                }
-                McpServer::Http(h) => {
-                    let found = allowed
-                        .clone()
-                        .find(|e| e.url.as_deref() == Some(h.url.as_str()));
-                    (&h.name, h.url.clone(), found)
-                }
-                _ => return Err(device_mcp_refused(me, "an MCP server of another kind")),
-            };
-            match entry {
-                Some(entry) => settings.push(entry.clone()),
-                None => {
-                    return Err(device_mcp_refused(
-                        me,
-                        &format!("the MCP server {name:?} ({shown})"),
-                    ));
-                }
-            }
-        }
-        Ok(Some(Arc::new(McpServers::new(&settings))))
+        let settings = self
+            .ops
+            .client_mcp_servers(&reach, client_mcp(servers))
+            .await
+            .map_err(errors::ops)?;
+        Ok((!settings.is_empty()).then(|| Arc::new(McpServers::new(&settings))))
     }
 
     async fn load_session(
@@ -553,7 +532,7 @@ impl Server {
                     cx: cx.clone(),
                     session_id: session_id.clone(),
                     relayed: relayed.clone(),
-                    may_lift_sandbox: matches!(self.caller, Caller::Trusted),
+                    may_lift_sandbox: self.reach().may_lift_sandbox(),
                 }),
                 cancel,
                 options: TurnOptions {
@@ -670,18 +649,9 @@ fn check_cwd(cwd: &Path) -> Result<()> {
     Ok(())
 }
 
-fn device_mcp_refused(device: &DeviceId, what: &str) -> agent_client_protocol::Error {
-    errors::of_kind(
-        berth_ops::ErrorKind::Refused,
-        format!(
-            "this connection acts for device {device}, which cannot start {what} on the server; the server's admin can allow an [[mcp_servers]] entry of the same command and arguments (or URL) by naming it in [serve] device_mcp_servers"
-        ),
-    )
-}
-
 /// The client's MCP servers, in the shape of berth's own `[[mcp_servers]]`. SSE servers
 /// (a transport the MCP specification has replaced) are left out, with a message.
-fn client_mcp(servers: &[McpServer]) -> Option<Arc<McpServers>> {
+fn client_mcp(servers: &[McpServer]) -> Vec<McpServerSettings> {
     let mut settings = Vec::new();
     for server in servers {
         match server {
@@ -713,7 +683,7 @@ fn client_mcp(servers: &[McpServer]) -> Option<Arc<McpServers>> {
             _ => eprintln!("berth acp: an MCP server of a kind berth does not know is left out"),
         }
     }
-    (!settings.is_empty()).then(|| Arc::new(McpServers::new(&settings)))
+    settings
 }
 
 /// The connection's handlers over `server`.

@@ -5,10 +5,11 @@
 
 use std::path::PathBuf;
 
+use berth_core::config::McpServerSettings;
 use berth_core::{DeviceId, Session, Workspace, WorkspaceId};
 
-use crate::Ops;
 use crate::error::Result;
+use crate::{Error, ErrorKind, Ops};
 
 /// Whom a front end acts for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,6 +18,15 @@ pub enum Reach {
     All,
     /// One device: its workspace (bound on first use) and that workspace's sessions.
     Device(DeviceId),
+}
+
+impl Reach {
+    /// Whether the person acting with this reach may run a command the sandbox refused once
+    /// without it: the machine's own or an admin's, never a device's, whose token must not
+    /// lift the sandbox the server's owner set.
+    pub fn may_lift_sandbox(&self) -> bool {
+        matches!(self, Reach::All)
+    }
 }
 
 /// The workspace a reach is held to, once resolved: `None` for [`Reach::All`].
@@ -36,6 +46,55 @@ impl HeldTo {
 }
 
 impl Ops {
+    /// The MCP servers a client acting for `reach` asked for, as they will run. Everything's
+    /// run as asked (they are its person's, as an editor's config is). A device's run only
+    /// where they are `[[mcp_servers]]` entries the admin named in `[serve]
+    /// device_mcp_servers`, matched by command and arguments (or URL), and then as configured:
+    /// a device's token starts no program of its own choosing on the server and sends it to no
+    /// host of its choosing.
+    pub async fn client_mcp_servers(
+        &self,
+        reach: &Reach,
+        asked: Vec<McpServerSettings>,
+    ) -> Result<Vec<McpServerSettings>> {
+        let Reach::Device(device) = reach else {
+            return Ok(asked);
+        };
+        if asked.is_empty() {
+            return Ok(asked);
+        }
+        let config = self.config(None).await?.config;
+        let allowed: Vec<&McpServerSettings> = config
+            .mcp_servers
+            .iter()
+            .filter(|e| config.serve.device_mcp_servers.contains(&e.name))
+            .collect();
+        asked
+            .iter()
+            .map(|server| {
+                let found = allowed
+                    .iter()
+                    .find(|e| match (&server.command, &server.url) {
+                        (Some(command), _) => {
+                            e.command.as_deref() == Some(command.as_str()) && e.args == server.args
+                        }
+                        (None, Some(url)) => e.url.as_deref() == Some(url.as_str()),
+                        (None, None) => false,
+                    });
+                let shown = match (&server.command, &server.url) {
+                    (Some(command), _) => format!("`{command} {}`", server.args.join(" ")),
+                    (None, url) => url.clone().unwrap_or_default(),
+                };
+                found.map(|e| (*e).clone()).ok_or_else(|| {
+                    device_mcp_refused(
+                        device,
+                        &format!("the MCP server {:?} ({shown})", server.name),
+                    )
+                })
+            })
+            .collect()
+    }
+
     /// Resolves `reach`: a device's workspace (made and bound on its first use).
     pub async fn held_to(&self, reach: &Reach) -> Result<HeldTo> {
         Ok(HeldTo(match reach {
@@ -54,4 +113,14 @@ impl Ops {
             None => self.session_folder(session).await,
         }
     }
+}
+
+/// A device's MCP server refused, saying how the admin may allow one.
+pub fn device_mcp_refused(device: &DeviceId, what: &str) -> Error {
+    Error::rule(
+        ErrorKind::Refused,
+        format!(
+            "this connection acts for device {device}, which cannot start {what} on the server; the server's admin can allow an [[mcp_servers]] entry of the same command and arguments (or URL) by naming it in [serve] device_mcp_servers"
+        ),
+    )
 }

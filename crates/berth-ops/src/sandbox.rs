@@ -10,9 +10,20 @@ use std::path::{Path, PathBuf};
 
 use berth_core::Workspace;
 use berth_core::config::Config;
-use berth_sandbox::{Place, Policy, Sandbox};
+use berth_sandbox::{Confinement, Place, Policy, Sandbox, Subject};
 
 use crate::{Ops, Result};
+
+/// How an agent process starts ([`Ops::agent_process`]).
+pub struct AgentProcess {
+    /// Its workspace's sandbox: the terminals it asks for are confined by it.
+    pub sandbox: Sandbox,
+    /// The process's own confinement; `None` for berth itself, or with `mode = "off"`.
+    pub confinement: Option<Confinement>,
+    /// Variables to set for it (`CLAUDE_CONFIG_DIR`, to keep Claude Code's state where it may
+    /// write it).
+    pub env: Vec<(String, String)>,
+}
 
 /// The user's home, for `~/` in `[sandbox]` and the default deny list.
 pub fn user_home() -> Option<PathBuf> {
@@ -35,7 +46,75 @@ impl Ops {
     /// folder in the home, its ports); without a workspace, the global config's.
     pub async fn sandbox(&self, ws: Option<&Workspace>, work: &Path) -> Result<Sandbox> {
         let config = self.config(ws.map(|w| &w.id)).await?.config;
-        let policy = self.sandbox_policy(&config)?;
+        self.sandbox_in(&config, ws, work)
+    }
+
+    /// How an agent process (`berth run --agent-cmd`) starts in `work` for `ws`: confined as
+    /// an agent (its provider's ports, from `env`, berth's environment, what berth knows of
+    /// the agent and berth's own providers; its state, `writable` or its profile's, made if
+    /// missing so that it can be allowed), unless it is berth itself, which confines what it
+    /// runs on its own.
+    pub async fn agent_process(
+        &self,
+        ws: Option<&Workspace>,
+        work: &Path,
+        command: &str,
+        writable: &[PathBuf],
+        env: &[(String, String)],
+    ) -> Result<AgentProcess> {
+        let config = self.config(ws.map(|w| &w.id)).await?.config;
+        let sandbox = self.sandbox_in(&config, ws, work)?;
+        if berth_sandbox::runs_berth(command) {
+            return Ok(AgentProcess {
+                sandbox,
+                confinement: None,
+                env: Vec::new(),
+            });
+        }
+        let profile = berth_sandbox::agent_profile(command);
+        let p = &config.providers;
+        let providers = [&p.claude, &p.openai, &p.gemini]
+            .into_iter()
+            .filter_map(|s| s.base_url.as_deref());
+        let inherited: Vec<(String, String)> = std::env::vars().collect();
+        let all_env = inherited
+            .iter()
+            .chain(env)
+            .map(|(k, v)| (k.as_str(), v.as_str()));
+        let ports = berth_sandbox::agent_ports(profile, all_env, providers);
+        let home = user_home();
+        let writable = match writable {
+            [] => profile
+                .into_iter()
+                .flat_map(|p| p.state.iter())
+                .filter_map(|rel| home.as_ref().map(|h| h.join(rel)))
+                // A state folder the agent makes on first use is made now, so that it can be
+                // allowed: a path that does not exist cannot be.
+                .inspect(|path| {
+                    let _ = std::fs::create_dir_all(path);
+                })
+                .collect(),
+            given => given.to_vec(),
+        };
+        let confinement = sandbox.confine(None, &Subject::Agent { ports, writable })?;
+        let mut process_env = Vec::new();
+        if confinement.is_some()
+            && let Some((var, rel)) = profile.and_then(|p| p.state_var)
+            && std::env::var_os(var).is_none()
+            && !env.iter().any(|(k, _)| k == var)
+            && let Some(home) = &home
+        {
+            process_env.push((var.to_owned(), home.join(rel).display().to_string()));
+        }
+        Ok(AgentProcess {
+            sandbox,
+            confinement,
+            env: process_env,
+        })
+    }
+
+    fn sandbox_in(&self, config: &Config, ws: Option<&Workspace>, work: &Path) -> Result<Sandbox> {
+        let policy = self.sandbox_policy(config)?;
         let workspace_dir = ws.and_then(|w| self.manager.workspaces().workspace_dir(&w.id));
         let protect = match &workspace_dir {
             Some(dir) if policy.is_on() => protected(dir, work)?,

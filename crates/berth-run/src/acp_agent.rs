@@ -55,7 +55,6 @@ use agent_client_protocol::{Agent, ByteStreams, Client, ErrorCode};
 use berth_agent::{CancellationToken, ToolKind, TurnStop, Usage};
 use berth_confined::Unconfined;
 use berth_ops::{Message, Ops, Role, Session, StoragePath, tool_record};
-use berth_sandbox::Subject;
 use tokio::sync::mpsc;
 use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 
@@ -364,86 +363,33 @@ fn kind_of(kind: AcpKind) -> ToolKind {
     }
 }
 
-/// The sandbox of the agent's workspace, bound to its worktree.
-async fn agent_sandbox(t: &AcpTurn<'_>) -> berth_ops::Result<berth_sandbox::Sandbox> {
+/// Runs the agent's turn on the task; how it ended.
+pub(crate) async fn turn(t: AcpTurn<'_>) -> (TurnStop, Usage) {
+    let failed = |message: String| (TurnStop::Failed { message }, Usage::default());
     let ws = t
         .ops
         .resolve_workspace(t.session.workspace_id.as_str())
         .await
         .ok();
-    t.ops.sandbox(ws.as_ref(), t.worktree).await
-}
-
-/// What the agent process may reach: its provider's ports (from its environment, its profile
-/// and berth's own providers), and its state.
-async fn agent_subject(t: &AcpTurn<'_>) -> Subject {
-    let profile = berth_sandbox::agent_profile(t.command);
-    let providers = t
+    let berth_ops::AgentProcess {
+        sandbox,
+        confinement,
+        env: process_env,
+    } = match t
         .ops
-        .config(Some(&t.session.workspace_id))
+        .agent_process(ws.as_ref(), t.worktree, t.command, t.writable, t.env)
         .await
-        .map(|c| {
-            let p = c.config.providers;
-            [p.claude.base_url, p.openai.base_url, p.gemini.base_url]
-                .into_iter()
-                .flatten()
-                .collect::<Vec<_>>()
-        })
-        .unwrap_or_default();
-    let inherited: Vec<(String, String)> = std::env::vars().collect();
-    let env = inherited
-        .iter()
-        .chain(t.env.iter())
-        .map(|(k, v)| (k.as_str(), v.as_str()));
-    let ports = berth_sandbox::agent_ports(profile, env, providers.iter().map(String::as_str));
-    let writable = if t.writable.is_empty() {
-        let home = berth_ops::user_home();
-        profile
-            .into_iter()
-            .flat_map(|p| p.state.iter())
-            .filter_map(|rel| home.as_ref().map(|h| h.join(rel)))
-            // A state folder the agent makes on first use is made now, so that it can be
-            // allowed: a path that does not exist cannot be.
-            .inspect(|path| {
-                let _ = std::fs::create_dir_all(path);
-            })
-            .collect()
-    } else {
-        t.writable.to_vec()
-    };
-    Subject::Agent { ports, writable }
-}
-
-/// Runs the agent's turn on the task; how it ended.
-pub(crate) async fn turn(t: AcpTurn<'_>) -> (TurnStop, Usage) {
-    let failed = |message: String| (TurnStop::Failed { message }, Usage::default());
-    let sandbox = match agent_sandbox(&t).await {
-        Ok(s) => s,
+    {
+        Ok(p) => p,
         Err(e) => return failed(e.to_string()),
-    };
-    let confinement = if berth_sandbox::runs_berth(t.command) {
-        None
-    } else {
-        match sandbox.confine(None, &agent_subject(&t).await) {
-            Ok(c) => c,
-            Err(e) => return failed(e.to_string()),
-        }
     };
     let mut command = tokio::process::Command::new("sh");
     command
         .arg("-c")
         .arg(format!("exec {}", t.command))
         .current_dir(t.worktree)
-        .envs(t.env.iter().map(|(k, v)| (k, v)));
-    if confinement.is_some()
-        && let Some((var, rel)) = berth_sandbox::agent_profile(t.command).and_then(|p| p.state_var)
-        && std::env::var_os(var).is_none()
-        && !t.env.iter().any(|(k, _)| k == var)
-        && let Some(home) = berth_ops::user_home()
-    {
-        command.env(var, home.join(rel));
-    }
-    command
+        .envs(t.env.iter().map(|(k, v)| (k, v)))
+        .envs(process_env)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())

@@ -97,6 +97,29 @@ fn world() -> World {
     }
 }
 
+impl World {
+    /// One process's confinement for `subject` in the worktree, with berth's default policy.
+    fn confine(&self, subject: &Subject) -> berth_sandbox::Confinement {
+        let policy = Policy::from_settings(
+            &SandboxSettings::default(),
+            Some(&self.user_home),
+            &self.berth_home,
+        )
+        .unwrap();
+        let place = Place {
+            work: self.worktree.clone(),
+            cwd: self.worktree.clone(),
+            workspace_dir: Some(self.workspace.clone()),
+            ports: vec![],
+            protect: vec![],
+        };
+        policy
+            .confine(&place, subject)
+            .unwrap()
+            .expect("the sandbox is on")
+    }
+}
+
 /// Runs the script confined for `subject`; checks every bar; returns its output.
 fn contained(w: &World, subject: Subject) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -107,20 +130,7 @@ fn contained(w: &World, subject: Subject) -> String {
     let pointer = std::fs::read_to_string(w.worktree.join(".git")).unwrap();
     let _ = std::fs::remove_file(w.worktree.join("inside.txt"));
 
-    let policy = Policy::from_settings(
-        &SandboxSettings::default(),
-        Some(&w.user_home),
-        &w.berth_home,
-    )
-    .unwrap();
-    let place = Place {
-        work: w.worktree.clone(),
-        cwd: w.worktree.clone(),
-        workspace_dir: Some(w.workspace.clone()),
-        ports: vec![],
-        protect: vec![],
-    };
-    let confinement = policy.confine(&place, &subject).unwrap().expect("on");
+    let confinement = w.confine(&subject);
     let mut cmd = Command::new("bash");
     cmd.arg("hostile.sh")
         .arg(&outside)
@@ -216,24 +226,10 @@ fn an_agent_reaches_its_provider_and_its_state() {
     let provider = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = provider.local_addr().unwrap().port();
     std::fs::create_dir_all(w.user_home.join(".agent-state")).unwrap();
-    let policy = Policy::from_settings(
-        &SandboxSettings::default(),
-        Some(&w.user_home),
-        &w.berth_home,
-    )
-    .unwrap();
-    let place = Place {
-        work: w.worktree.clone(),
-        cwd: w.worktree.clone(),
-        workspace_dir: Some(w.workspace.clone()),
-        ports: vec![],
-        protect: vec![],
-    };
-    let subject = Subject::Agent {
+    let confinement = w.confine(&Subject::Agent {
         ports: vec![port],
         writable: vec![w.user_home.join(".agent-state")],
-    };
-    let confinement = policy.confine(&place, &subject).unwrap().unwrap();
+    });
     let mut cmd = Command::new("bash");
     cmd.args([
         "-c",
@@ -275,24 +271,7 @@ fn the_kernel_keyrings_are_out_of_reach() {
     let run = |confined: bool| {
         let mut cmd = Command::new("python3");
         cmd.args(["-c", &script]).current_dir(&w.worktree);
-        let confinement = Policy::from_settings(
-            &SandboxSettings::default(),
-            Some(&w.user_home),
-            &w.berth_home,
-        )
-        .unwrap()
-        .confine(
-            &Place {
-                work: w.worktree.clone(),
-                cwd: w.worktree.clone(),
-                workspace_dir: None,
-                ports: vec![],
-                protect: vec![],
-            },
-            &Subject::Command,
-        )
-        .unwrap()
-        .unwrap();
+        let confinement = w.confine(&Subject::Command);
         if confined {
             confinement.apply_std(&mut cmd);
         }

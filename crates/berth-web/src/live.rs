@@ -301,6 +301,16 @@ mod tests {
         assert_eq!(known(&hub), ["other", "watched"]);
     }
 
+    fn asked(call_id: &str, tool: &str, description: &str) -> PermissionRequest {
+        PermissionRequest {
+            call_id: call_id.into(),
+            tool: tool.into(),
+            arguments: serde_json::json!({}),
+            description: description.into(),
+            change: None,
+        }
+    }
+
     /// A request nobody answers no longer holds the session's turn forever.
     #[tokio::test]
     async fn a_permission_nobody_answers_expires() {
@@ -311,13 +321,7 @@ mod tests {
             cancel: CancellationToken::new(),
             timeout: std::time::Duration::from_millis(50),
         };
-        let request = PermissionRequest {
-            call_id: "c".into(),
-            tool: "write_file".into(),
-            arguments: serde_json::json!({}),
-            description: "write a.txt".into(),
-            change: None,
-        };
+        let request = asked("c", "write_file", "write a.txt");
         let decided =
             tokio::time::timeout(std::time::Duration::from_secs(10), asker.decide(&request))
                 .await
@@ -337,13 +341,7 @@ mod tests {
             cancel: cancel.clone(),
             timeout: std::time::Duration::from_secs(600),
         };
-        let request = PermissionRequest {
-            call_id: "c".into(),
-            tool: "write_file".into(),
-            arguments: serde_json::json!({}),
-            description: "write a.txt".into(),
-            change: None,
-        };
+        let request = asked("c", "write_file", "write a.txt");
         let asking = tokio::spawn(async move { asker.decide(&request).await });
         let Live::Permission { id, .. } = seen.recv().await.unwrap() else {
             panic!("not a permission request")
@@ -359,13 +357,7 @@ mod tests {
             cancel: cancel.clone(),
             timeout: std::time::Duration::from_secs(600),
         };
-        let request = PermissionRequest {
-            call_id: "d".into(),
-            tool: "run_command".into(),
-            arguments: serde_json::json!({}),
-            description: "rm -rf".into(),
-            change: None,
-        };
+        let request = asked("d", "run_command", "rm -rf");
         let asking = tokio::spawn(async move { asker.decide(&request).await });
         while !matches!(seen.recv().await.unwrap(), Live::Permission { .. }) {}
         cancel.cancel();
