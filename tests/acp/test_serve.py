@@ -214,6 +214,43 @@ async def test_a_client_gone_mid_turn_finds_the_whole_answer_when_it_comes_back(
             assert again.stop_reason == "end_turn"
 
 
+async def test_a_load_mid_answer_follows_the_turn_and_the_transcript_holds_one_answer(home, work, provider):
+    """A second connection of the same device reloads the session while the answer streams
+    (a phone that reconnects): it is shown what is durable, then the live turn, and the
+    transcript ends with the answer once, whole, never a cut-off copy beside it."""
+    phone = token_for(home, "phone")
+    # 3 s of answer: 60 chunks, 50 ms apart; the answer is kept aside every 300 ms meanwhile.
+    chunks = [f"w{i} " for i in range(60)]
+    provider.push(Reply().text(*chunks).slowly(0.05))
+    first_conn, second_conn = Editor(), Editor()
+    first = asyncio.Event()
+    first_conn.on_update = lambda u: first.set() if u.session_update == "agent_message_chunk" else None
+    with serving(home, provider, work) as address:
+        async with client(first_conn, address, token=phone) as a, client(second_conn, address, token=phone) as b:
+            new = await a.new_session(cwd=str(work))
+            running = asyncio.ensure_future(a.prompt(session_id=new.session_id, prompt=[text_block("talk")]))
+            await asyncio.wait_for(first.wait(), 10)
+            # Past a kept-aside write of the live answer.
+            await asyncio.sleep(0.8)
+            await b.load_session(session_id=new.session_id, cwd=str(work))
+            answer = await asyncio.wait_for(running, 20)
+            assert answer.stop_reason == "end_turn"
+            # The reloading connection saw the prompt, then the whole answer as it streamed.
+            for _ in range(50):
+                if texts(second_conn) == "".join(chunks):
+                    break
+                await asyncio.sleep(0.1)
+            assert texts(second_conn, "user_message_chunk") == "talk"
+            assert texts(second_conn) == "".join(chunks)
+            # The session takes its next prompt from either connection.
+            provider.push(Reply().text("next"))
+            again = await b.prompt(session_id=new.session_id, prompt=[text_block("again")])
+            assert again.stop_reason == "end_turn"
+    shown = berth_json(home, "session", "show", new.session_id)
+    contents = [m["content"] for m in shown["messages"]]
+    assert contents == ["talk", "".join(chunks), "again", "next"], contents
+
+
 def token_for(home, device):
     return json.loads(berth(home, "token", "create", "--device", device, "--json"))["token"]
 

@@ -27,7 +27,9 @@ use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent as AcpAgent, Client};
 use berth_agent::mcp::{McpServerSettings, Secret};
 use berth_agent::slash::{Command, FrontEnd};
-use berth_agent::{Agent, CancellationToken, McpServers, ToolContext, TurnOptions, TurnRequest};
+use berth_agent::{
+    Agent, CancellationToken, Following, McpServers, ToolContext, TurnOptions, TurnRequest,
+};
 use berth_ops::{ClientSession, DeviceId, HeldTo, Ops, Reach, Session};
 use serde_json::Value;
 
@@ -72,6 +74,14 @@ struct Open {
     mcp: Option<Arc<McpServers>>,
     /// Whether the client knows the session's title (it had one, or was told it).
     title_told: std::sync::atomic::AtomicBool,
+}
+
+/// What reopening a session found of its turn.
+enum Reopened {
+    /// It was free; held until the reopening has read what it needs.
+    Held(berth_ops::TurnHold),
+    /// A turn runs: this agent's, to follow, or another process's (`None`).
+    Running(Option<Following>),
 }
 
 type Result<T, E = agent_client_protocol::Error> = std::result::Result<T, E>;
@@ -213,8 +223,15 @@ impl Server {
 
     /// Opens a stored session on this connection: its tools work where `Ops::turn_folder`
     /// says (a device's workspace, else the session's folder), else, when it has none on this
-    /// machine, in the client's `cwd`.
-    async fn reopen(&self, id: &SessionId, cwd: &Path, mcp: &[McpServer]) -> Result<Arc<Open>> {
+    /// machine, in the client's `cwd`. With the session's turn held when it was free (what a
+    /// killed process streamed of its last answer is then in the transcript), else the turn
+    /// this agent runs there, to follow.
+    async fn reopen(
+        &self,
+        id: &SessionId,
+        cwd: &Path,
+        mcp: &[McpServer],
+    ) -> Result<(Arc<Open>, Reopened)> {
         let mcp = self.client_mcp(mcp).await?;
         let session = self.ops.session(&id.0).await.map_err(errors::ops)?;
         let held = self.held().await?;
@@ -224,12 +241,6 @@ impl Server {
                 agent_client_protocol::v1::schema::Error::session_not_found(id.clone()).into(),
             );
         }
-        // What a killed process streamed of its last answer is the transcript's before the
-        // client sees it replayed.
-        self.ops
-            .recover_partial_answer(&session)
-            .await
-            .map_err(errors::ops)?;
         let work_dir = match self
             .ops
             .turn_folder(&held, &session)
@@ -242,7 +253,24 @@ impl Server {
                 cwd.to_path_buf()
             }
         };
-        Ok(self.register(session, work_dir, mcp))
+        // Held before the history is touched: a turn running now (this server's, another
+        // connection's, another process's) is never recovered, nor read half-written.
+        let reopened = match self
+            .ops
+            .try_hold_turn(&session)
+            .await
+            .map_err(errors::ops)?
+        {
+            Some(hold) => {
+                self.ops
+                    .recover_partial_answer(&session, &hold)
+                    .await
+                    .map_err(errors::ops)?;
+                Reopened::Held(hold)
+            }
+            None => Reopened::Running(self.agent.follow(&session)),
+        };
+        Ok((self.register(session, work_dir, mcp), reopened))
     }
 
     /// The MCP servers the client asks for, as berth-ops' rule lets them run (a device's
@@ -273,14 +301,33 @@ impl Server {
         request: LoadSessionRequest,
         cx: &ConnectionTo<Client>,
     ) -> Result<LoadSessionResponse> {
-        let open = self
+        let (open, reopened) = self
             .reopen(&request.session_id, &request.cwd, &request.mcp_servers)
             .await?;
-        let transcript = self
+        let mut transcript = self
             .ops
             .transcript(&open.session)
             .await
             .map_err(errors::ops)?;
+        let following = match reopened {
+            Reopened::Held(hold) => {
+                hold.release().await;
+                None
+            }
+            // A turn runs: what is durable of the session before it, its prompt, then the
+            // turn as it goes (what it streamed so far first). Its answer is written once, by
+            // the turn itself.
+            Reopened::Running(Some(following)) => {
+                transcript.messages.truncate(following.before);
+                transcript.messages.push(berth_ops::Message::new(
+                    berth_ops::Role::User,
+                    following.prompt.clone(),
+                ));
+                Some(following.turn)
+            }
+            // Another process's turn: what is durable now; the rest is there once it ends.
+            Reopened::Running(None) => None,
+        };
         for update in content::replay(&transcript) {
             cx.send_notification(SessionNotification::new(request.session_id.clone(), update))?;
         }
@@ -288,14 +335,30 @@ impl Server {
             request.session_id.clone(),
             commands::available(),
         ))?;
+        if let Some(turn) = following {
+            let relay = Relay {
+                cx: cx.clone(),
+                session_id: request.session_id.clone(),
+                relayed: Arc::new(Relayed::default()),
+                terminals: Arc::new(Mutex::new(HashMap::new())),
+            };
+            let work_dir = open.work_dir.clone();
+            // The prompt's answer is its client's; this connection is shown the turn.
+            tokio::spawn(async move {
+                let _ = relay.run(turn, &work_dir).await;
+            });
+        }
         let options = self.config_options(&open).await?;
         Ok(LoadSessionResponse::new().config_options(options))
     }
 
     async fn resume_session(&self, request: ResumeSessionRequest) -> Result<ResumeSessionResponse> {
-        let open = self
+        let (open, reopened) = self
             .reopen(&request.session_id, &request.cwd, &request.mcp_servers)
             .await?;
+        if let Reopened::Held(hold) = reopened {
+            hold.release().await;
+        }
         let options = self.config_options(&open).await?;
         Ok(ResumeSessionResponse::new().config_options(options))
     }

@@ -38,7 +38,9 @@ pub use conversation::{
 pub use events::{AgentEvent, Decision, PermissionRequest, Permissions, TurnStop};
 pub use mcp::{McpServers, ServerStatus};
 pub use provider::{Provider, ProviderError, ProviderEvent, ProviderRequest, ProviderStream};
-pub use runtime::{Agent, AgentBuilder, AgentError, INTERRUPTED, Turn, TurnOptions, TurnRequest};
+pub use runtime::{
+    Agent, AgentBuilder, AgentError, Following, INTERRUPTED, Turn, TurnOptions, TurnRequest,
+};
 pub use tokio_util::sync::CancellationToken;
 pub use tools::plan::{PlanStep, StepStatus};
 pub use tools::{

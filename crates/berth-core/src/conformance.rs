@@ -870,7 +870,8 @@ pub async fn session_turns(b: Backend) {
     let other = s.create(new_session("w1", None), now).await.unwrap();
     let held = s.hold_turn(&made.id).await.unwrap();
     let refused = s.hold_turn(&made.id).await.unwrap_err();
-    assert!(matches!(refused, Error::Refused(_)), "{refused}");
+    assert!(refused.is_turn_held(), "{refused}");
+    assert_eq!(refused.kind(), crate::error::ErrorKind::Refused);
     assert!(refused.to_string().contains("answering a prompt elsewhere"));
     // Another session's turn is its own.
     let other_held = s.hold_turn(&other.id).await.unwrap();

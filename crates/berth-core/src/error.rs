@@ -25,6 +25,14 @@ pub enum Error {
     #[error("{0}")]
     Refused(String),
 
+    /// A session's turn is held by another answer (see `SessionStore::hold_turn`). Its own
+    /// variant, so that a reader that only needs the turn when it is free (a reload, which
+    /// then shows the live answer instead of recovering it) needs no guessing.
+    #[error(
+        "session '{session}' is answering a prompt elsewhere (another process, or another server on the same store); wait for its answer, or cancel it there"
+    )]
+    TurnHeld { session: String },
+
     /// A file was expected and the path names a folder (reading, or writing over it). Its own
     /// kind, so a caller that can show a folder instead (a resource read) needs no guessing.
     #[error("{0}")]
@@ -84,6 +92,11 @@ impl Error {
     pub fn is_not_found(&self) -> bool {
         matches!(self, Error::NotFound { .. })
     }
+
+    /// Whether this is [`Error::TurnHeld`]: the session answers a prompt elsewhere.
+    pub fn is_turn_held(&self) -> bool {
+        matches!(self, Error::TurnHeld { .. })
+    }
 }
 
 /// What kind of failure an error is, for the front ends that map it once: to an exit code, an
@@ -131,7 +144,7 @@ impl Error {
             Error::NotFound { .. } => ErrorKind::NotFound,
             Error::AlreadyExists { .. } => ErrorKind::Conflict,
             Error::Invalid(_) | Error::Ambiguous { .. } | Error::Config(_) => ErrorKind::Invalid,
-            Error::Refused(_) => ErrorKind::Refused,
+            Error::Refused(_) | Error::TurnHeld { .. } => ErrorKind::Refused,
             Error::IsFolder(_) => ErrorKind::IsFolder,
             Error::Corrupt { .. } => ErrorKind::Corrupt,
             Error::Io { .. } => ErrorKind::Io,

@@ -210,7 +210,7 @@ impl std::fmt::Debug for TurnHold {
 
 /// The refusal every store gives for a turn held elsewhere.
 pub fn turn_held(id: &SessionId) -> crate::Error {
-    crate::Error::Refused(format!(
-        "session '{id}' is answering a prompt elsewhere (another process, or another server on the same store); wait for its answer, or cancel it there"
-    ))
+    crate::Error::TurnHeld {
+        session: id.to_string(),
+    }
 }

@@ -9,7 +9,7 @@
 //! messages; otherwise the answer got there whole before the process died, and the file is
 //! only removed.
 
-use berth_core::{Found, Message, Role, Session, StoragePath};
+use berth_core::{Found, Message, Role, Session, StoragePath, TurnHold};
 
 use crate::{Ops, Result};
 
@@ -51,8 +51,13 @@ impl Ops {
     }
 
     /// Writes an answer a dead process kept aside into the transcript, marked interrupted;
-    /// whether there was one.
-    pub async fn recover_partial_answer(&self, session: &Session) -> Result<bool> {
+    /// whether there was one. Only under the session's turn hold: while a turn runs, the
+    /// answer kept aside is its live one, which its own turn writes.
+    pub async fn recover_partial_answer(
+        &self,
+        session: &Session,
+        _held: &TurnHold,
+    ) -> Result<bool> {
         let Some(bytes) = self
             .manager
             .read_storage(&scope(session), &partial_path())

@@ -453,6 +453,16 @@ impl Ops {
         Ok(self.manager.sessions().hold_turn(&session.id).await?)
     }
 
+    /// Takes the session's turn if it is free: `None` while a turn runs elsewhere (for a
+    /// reader that then shows that turn rather than recover or change anything).
+    pub async fn try_hold_turn(&self, session: &Session) -> Result<Option<berth_core::TurnHold>> {
+        match self.manager.sessions().hold_turn(&session.id).await {
+            Ok(hold) => Ok(Some(hold)),
+            Err(e) if e.is_turn_held() => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// Adds a turn's tokens to the session's (atomically, whatever else adds at once).
     pub async fn add_session_usage(&self, session: &Session, usage: TokenUsage) -> Result<Session> {
         Ok(self
