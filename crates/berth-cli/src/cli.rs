@@ -118,7 +118,8 @@ pub enum Command {
     /// shows each one's state, last tool, tokens and time; otherwise one line per event, or
     /// with --json one JSON object per event. When all are done, --check runs in each
     /// worktree, and a summary says how each ended, what it changed, the check's result,
-    /// tokens and time. Ctrl-C stops every agent (what streamed is kept).
+    /// tokens and time. Ctrl-C stops every agent and cuts a running check short (what
+    /// streamed is kept); a second Ctrl-C ends the run at once, recorded failed.
     ///
     /// A run has no one to ask: tools that write or run are refused unless --allow names them
     /// or --allow-all is given; the agent is told, and the refusal is shown. Review and bring

@@ -352,3 +352,127 @@ fn kept_runs_refuse_bad_ids_and_say_what_is_wrong() {
         "{ not json"
     );
 }
+
+/// `berth run stop` waited for a running `--check` to finish (up to its timeout, 600 s by
+/// default, per worktree). A stop now cuts the check short, and says so in its result.
+#[test]
+fn a_stop_cuts_a_running_check_short() {
+    let home = Home::new();
+    let server = ProviderServer::start_in_background();
+    let (_tmp, root) = project();
+    server.push(Reply::anthropic(&Turn::new().text(["Done."])));
+    let r = run(berth_run(
+        &home,
+        &server,
+        &root,
+        &[
+            "Do it",
+            "--check",
+            "touch check-started && sleep 600",
+            "--detach",
+        ],
+    ));
+    assert_eq!(r.code, 0, "{}\n{}", r.stderr, r.stdout);
+    let id = r.stdout.trim().to_owned();
+    let worktree = until("the agent's worktree", Duration::from_secs(30), || {
+        show(&home, &id)["agents"][0]["worktree"]
+            .as_str()
+            .map(PathBuf::from)
+    });
+    until("the check to start", Duration::from_secs(30), || {
+        worktree.join("check-started").exists().then_some(())
+    });
+    home.ok(&["run", "stop", &id]);
+    let ended = until("the run to end", Duration::from_secs(20), || {
+        let run = show(&home, &id);
+        (run["state"] == "ended").then_some(run)
+    });
+    let check = &ended["agents"][0]["summary"]["check"];
+    assert_eq!(check["passed"], false, "{ended:#}");
+    assert_eq!(check["outcome"], "stopped before it finished", "{ended:#}");
+}
+
+/// An ACP agent that answers nothing once prompted, not even its cancel: it says a word,
+/// touches `prompted` in its folder (its worktree), then waits for ever.
+const DEAF_AGENT: &str = r#"
+import json, sys, pathlib
+for line in sys.stdin:
+    msg = json.loads(line)
+    method, mid = msg.get("method"), msg.get("id")
+    def answer(result):
+        sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": mid, "result": result}) + "\n")
+        sys.stdout.flush()
+    if method == "initialize":
+        answer({"protocolVersion": 1, "agentCapabilities": {}})
+    elif method == "session/new":
+        answer({"sessionId": "deaf-1"})
+    elif method == "session/prompt":
+        update = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "Working"}}
+        sys.stdout.write(json.dumps({"jsonrpc": "2.0", "method": "session/update",
+                                     "params": {"sessionId": "deaf-1", "update": update}}) + "\n")
+        sys.stdout.flush()
+        pathlib.Path("prompted").touch()
+"#;
+
+/// A first Ctrl-C asks every agent to stop; an agent that does not answer held the run for
+/// its grace period, and a second Ctrl-C was ignored. It now ends the run at once, recorded
+/// failed, with what streamed in its log.
+#[test]
+fn a_second_ctrl_c_ends_the_run_at_once() {
+    let home = Home::new();
+    let server = ProviderServer::start_in_background();
+    let (_tmp, root) = project();
+    // In the repository, so in the agent's worktree: the sandbox hides the rest of /tmp.
+    berth_testkit::commit(&root, "deaf_agent.py", DEAF_AGENT);
+    let mut cmd = berth_run(
+        &home,
+        &server,
+        &root,
+        &["Do it", "--agent-cmd", "python3 deaf_agent.py", "--json"],
+    );
+    let mut child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let runs = home.path().join("runs");
+    let id = until("the run's record", Duration::from_secs(30), || {
+        let entry = std::fs::read_dir(&runs).ok()?.flatten().next()?;
+        Some(entry.file_name().to_string_lossy().into_owned())
+    });
+    let worktree = until("the agent's worktree", Duration::from_secs(30), || {
+        show(&home, &id)["agents"][0]["worktree"]
+            .as_str()
+            .map(PathBuf::from)
+    });
+    until("the agent to be prompted", Duration::from_secs(30), || {
+        worktree.join("prompted").exists().then_some(())
+    });
+    let sigint = || {
+        let status = std::process::Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    };
+    sigint();
+    std::thread::sleep(Duration::from_millis(300));
+    let second = std::time::Instant::now();
+    sigint();
+    let status = until("berth run to end", Duration::from_secs(20), || {
+        child.try_wait().unwrap()
+    });
+    let took = second.elapsed();
+    assert!(
+        took < Duration::from_millis(2500),
+        "the second Ctrl-C took {took:?} to end the run"
+    );
+    assert!(!status.success());
+    let ended = show(&home, &id);
+    assert_eq!(ended["state"], "failed", "{ended:#}");
+    assert_eq!(states(&ended), ["failed"]);
+    let why = ended["agents"][0]["message"].as_str().unwrap();
+    assert!(why.contains("second Ctrl-C"), "{why}");
+    let logs = home.ok(&["run", "logs", &id]);
+    assert!(logs.contains("[1] Working"), "{logs}");
+}

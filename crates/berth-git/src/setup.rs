@@ -104,19 +104,22 @@ pub fn run_setup(
     timeout: Duration,
 ) -> Result<(), SetupError> {
     for command in commands {
-        run_one(worktree, command, env, timeout, &|_| {})?;
+        run_one(worktree, command, env, timeout, &|_| {}, &|| false)?;
     }
     Ok(())
 }
 
 /// Runs one command as [`run_setup`] does, with `prepare` applied to it just before it starts
-/// (a run's check is confined there; the user's own setup commands are not).
+/// (a run's check is confined there; the user's own setup commands are not). When `stopped`
+/// says so (looked at as often as the timeout), the command is killed with all it started,
+/// as a timeout kills it.
 pub fn run_one(
     worktree: &Path,
     command: &str,
     env: &[(String, String)],
     timeout: Duration,
     prepare: &dyn Fn(&mut Command),
+    stopped: &dyn Fn() -> bool,
 ) -> Result<(), SetupError> {
     let failed = |outcome: String, output: String| SetupError::Failed {
         command: command.to_owned(),
@@ -152,10 +155,16 @@ pub fn run_one(
         buf
     });
     let started = Instant::now();
+    let mut why = None;
     let status = loop {
         match child.try_wait() {
             Ok(Some(status)) => break Some(status),
-            Ok(None) if started.elapsed() >= timeout => {
+            Ok(None) if started.elapsed() >= timeout || stopped() => {
+                why = Some(if stopped() {
+                    "stopped before it finished".to_owned()
+                } else {
+                    format!("timed out after {} s", timeout.as_secs())
+                });
                 // SAFETY: killpg only sends a signal; the group id is this child's own pid,
                 // made a group leader by process_group(0) above, so nothing else is hit.
                 if let Ok(pgid) = libc::pid_t::try_from(child.id())
@@ -186,10 +195,7 @@ pub fn run_one(
     match status {
         Some(s) if s.success() => Ok(()),
         Some(s) => Err(failed(format!("failed ({s})"), tail)),
-        None => Err(failed(
-            format!("timed out after {} s", timeout.as_secs()),
-            tail,
-        )),
+        None => Err(failed(why.unwrap_or_default(), tail)),
     }
 }
 

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use berth_sandbox::{Sandbox, Subject};
 use serde::Serialize;
+use tokio_util::sync::CancellationToken;
 
 /// How a check went.
 #[derive(Debug, Clone, Serialize, serde::Deserialize)]
@@ -22,16 +23,27 @@ pub struct CheckResult {
     pub elapsed_ms: u64,
 }
 
-/// Runs `command` in `dir`, with the workspace's `env` (its ports).
+/// Runs `command` in `dir`, with the workspace's `env` (its ports); `stop` cuts it short (a
+/// stopped run does not wait for its checks).
 pub async fn run(
     dir: PathBuf,
     command: String,
     env: Vec<(String, String)>,
     timeout: Duration,
     sandbox: berth_ops::Result<Sandbox>,
+    stop: CancellationToken,
 ) -> CheckResult {
     let started = Instant::now();
     let shown = command.clone();
+    if stop.is_cancelled() {
+        return CheckResult {
+            command: shown,
+            passed: false,
+            outcome: Some("not run: the agent was stopped".to_owned()),
+            output: None,
+            elapsed_ms: 0,
+        };
+    }
     let confinement = sandbox.map_err(|e| e.to_string()).and_then(|s| {
         s.confine(None, &Subject::Command)
             .map_err(|e| e.to_string())
@@ -49,19 +61,26 @@ pub async fn run(
         }
     };
     let done = tokio::task::spawn_blocking(move || {
-        let result = berth_git::run_one(&dir, &command, &env, timeout, &|cmd| {
-            for (name, _) in std::env::vars_os() {
-                if name
-                    .to_str()
-                    .is_some_and(berth_agent::tools::command::is_secret_name)
-                {
-                    cmd.env_remove(name);
+        let result = berth_git::run_one(
+            &dir,
+            &command,
+            &env,
+            timeout,
+            &|cmd| {
+                for (name, _) in std::env::vars_os() {
+                    if name
+                        .to_str()
+                        .is_some_and(berth_agent::tools::command::is_secret_name)
+                    {
+                        cmd.env_remove(name);
+                    }
                 }
-            }
-            if let Some(c) = &confinement {
-                c.apply_std(cmd);
-            }
-        });
+                if let Some(c) = &confinement {
+                    c.apply_std(cmd);
+                }
+            },
+            &|| stop.is_cancelled(),
+        );
         (result, confinement)
     })
     .await;

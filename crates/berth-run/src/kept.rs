@@ -10,8 +10,13 @@
 //!   shows and follows); appended without an fsync each: a log to watch, not the record;
 //! - `lock`: held (an exclusive `flock`) by the supervisor for as long as it lives. The kernel
 //!   drops it when the process dies, however it dies, so "is the run still running?" is "is
-//!   its lock held?", which a reused pid or a reboot cannot fool. Whoever finds a run that is
-//!   not over and whose lock is free takes the lock and records it failed ([`RunStore::load`]);
+//!   its lock held?", which a reused pid or a reboot cannot fool. Only a supervisor ever
+//!   takes it: a reader asks the kernel's table of locks whether someone holds it, so that
+//!   readers polling a run (`run wait`, a page) never make a new supervisor wait or give up;
+//! - `record.lock`: held for a moment by whoever writes `run.json` on the run's behalf when
+//!   its supervisor is gone (a reader that finds a run not over and its lock free records it
+//!   failed, [`RunStore::load`]), and by a supervisor taking the run: the two never write
+//!   over each other;
 //! - `stop`, `stop-<N>`: a request to stop the run or its agent N, which the supervisor takes
 //!   when `SIGUSR1` (or its next poll) tells it to look.
 //!
@@ -36,7 +41,7 @@ use crate::{
 /// How long a run recorded but not yet taken by its supervisor counts as starting, not failed.
 const STARTING_GRACE: Duration = Duration::from_secs(30);
 
-/// How long [`RunStore::supervise`] waits for a lock that a reader holds for a moment.
+/// How long [`RunStore::supervise`] waits for the lock of a supervisor that is ending.
 const LOCK_PATIENCE: Duration = Duration::from_secs(3);
 
 /// Why a run's agents failed when its supervisor died under them.
@@ -488,21 +493,24 @@ impl RunStore {
     }
 
     /// The run as it is: one not over whose supervisor is gone is recorded failed first.
+    /// Never takes the supervisor's lock.
     pub fn load(&self, id: &RunId) -> Result<RunRecord, KeptError> {
         let record = self.read(id)?;
-        if record.state.is_over() {
+        if record.state.is_over() || self.supervised(id)? {
             return Ok(record);
         }
-        let Some(_lock) = self.try_lock(id)? else {
-            return Ok(record);
-        };
-        // Read again under the lock: the supervisor may have ended the run meanwhile.
+        let _writing = self.record_lock(id)?;
+        // Looked at again under the record's lock: a supervisor taking the run now writes
+        // after this, and one that took it already is seen.
         let mut record = self.read(id)?;
         let young = Utc::now()
             .signed_duration_since(record.created_at)
             .to_std()
             .is_ok_and(|age| age < STARTING_GRACE);
-        if record.state.is_over() || (record.state == RunState::Starting && young) {
+        if record.state.is_over()
+            || (record.state == RunState::Starting && young)
+            || self.supervised(id)?
+        {
             return Ok(record);
         }
         record.fail(SUPERVISOR_GONE);
@@ -510,10 +518,41 @@ impl RunStore {
         Ok(record)
     }
 
+    /// Whether a process holds the run's lock (its supervisor lives), from the kernel's table
+    /// of locks. When that table cannot be read, the run counts as supervised: a run is never
+    /// recorded failed on a guess.
+    fn supervised(&self, id: &RunId) -> Result<bool, KeptError> {
+        use std::os::unix::fs::MetadataExt;
+        let path = self.dir(id).join("lock");
+        let meta = match fs::metadata(&path) {
+            Ok(meta) => meta,
+            // No lock file: no supervisor ever took the run.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(io_at(&path)(e)),
+        };
+        Ok(lock_holders(meta.dev(), meta.ino()).is_none_or(|holders| !holders.is_empty()))
+    }
+
+    /// The lock of `run.json`'s writes made on the run's behalf, taken (waiting for the
+    /// moment another holds it).
+    fn record_lock(&self, id: &RunId) -> Result<File, KeptError> {
+        let path = self.dir(id).join("record.lock");
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(io_at(&path))?;
+        file.lock().map_err(io_at(&path))?;
+        Ok(file)
+    }
+
     /// Becomes the run's supervisor: takes its lock (refused while another process holds
     /// it) and records this process as running it.
     pub fn supervise(&self, id: &RunId) -> Result<Supervision, KeptError> {
         let waited = std::time::Instant::now();
+        // Only a supervisor that is ending (a resume right after a run ended) holds it: no
+        // reader ever does.
         let lock = loop {
             if let Some(lock) = self.try_lock(id)? {
                 break lock;
@@ -530,12 +569,14 @@ impl RunStore {
             }
             std::thread::sleep(Duration::from_millis(50));
         };
+        let writing = self.record_lock(id)?;
         let mut record = self.read(id)?;
         record.state = RunState::Running;
         record.supervisor = Some(std::process::id());
         record.ended_at = None;
         record.message = None;
         self.write(&record)?;
+        drop(writing);
         let path = self.events_path(id);
         let events = OpenOptions::new()
             .create(true)
@@ -620,7 +661,7 @@ impl RunStore {
         let pidfd = unsafe { OwnedFd::from_raw_fd(raw as i32) };
         let path = self.dir(id).join("lock");
         let meta = fs::metadata(&path).map_err(io_at(&path))?;
-        if !lock_holders(meta.dev(), meta.ino()).contains(&pid) {
+        if !lock_holders(meta.dev(), meta.ino()).is_some_and(|h| h.contains(&pid)) {
             return Ok(false);
         }
         // SAFETY: a signal to the pinned process; no siginfo, no flags.
@@ -677,20 +718,22 @@ impl RunStore {
 
 /// The processes holding a `flock` on the file of device `dev` and inode `ino`, from
 /// `/proc/locks` (`1: FLOCK  ADVISORY  WRITE <pid> <major>:<minor>:<inode> 0 EOF`; a waiter's
-/// line has `->` and holds nothing).
-fn lock_holders(dev: u64, ino: u64) -> Vec<libc::pid_t> {
+/// line has `->` and holds nothing); `None` when the table cannot be read.
+fn lock_holders(dev: u64, ino: u64) -> Option<Vec<libc::pid_t>> {
     let file = format!("{:02x}:{:02x}:{ino}", libc::major(dev), libc::minor(dev));
-    fs::read_to_string("/proc/locks")
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|line| {
-            let fields: Vec<&str> = line.split_whitespace().collect();
-            match fields.as_slice() {
-                [_, "FLOCK", _, _, pid, at, ..] if *at == file => pid.parse().ok(),
-                _ => None,
-            }
-        })
-        .collect()
+    let table = fs::read_to_string("/proc/locks").ok()?;
+    Some(
+        table
+            .lines()
+            .filter_map(|line| {
+                let fields: Vec<&str> = line.split_whitespace().collect();
+                match fields.as_slice() {
+                    [_, "FLOCK", _, _, pid, at, ..] if *at == file => pid.parse().ok(),
+                    _ => None,
+                }
+            })
+            .collect(),
+    )
 }
 
 /// A run's supervisor's hold on it: the lock, the record it keeps, and the event log.
@@ -791,30 +834,88 @@ pub fn read_events(path: &Path, offset: u64) -> Result<(Vec<RunEvent>, u64), Kep
 }
 
 #[cfg(test)]
+impl StoredRequest {
+    /// A run of one berth agent in a workspace `w`, for tests.
+    pub(crate) fn one_agent(task: &str) -> StoredRequest {
+        StoredRequest {
+            task: task.into(),
+            repository: None,
+            workspace: Some("w".into()),
+            agents: vec![crate::AgentSpec::Berth { model: None }],
+            name: None,
+            allow: vec![],
+            allow_all: false,
+            check: None,
+            check_timeout_secs: 1,
+            agent_writable: vec![],
+        }
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
     /// `run stop` read the supervisor's pid and sent it SIGUSR1, whose default action kills:
     /// a process that took the pid of a supervisor gone (here, one that never held the lock)
     /// was killed. Only the lock's holder is signalled now.
+    fn new_run(store: &RunStore) -> RunRecord {
+        store.create(StoredRequest::one_agent("t")).unwrap()
+    }
+
+    /// `load` took the supervisor's lock to see whether a supervisor lived: readers polling
+    /// a run held it much of the time, so a supervisor taking the run waited, or gave up
+    /// "busy". Readers now ask the kernel's table of locks.
+    #[test]
+    fn readers_never_take_the_supervisors_lock() {
+        use std::os::unix::fs::MetadataExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let store = RunStore::new(tmp.path());
+        // Just made, not yet taken: a reader looks for its supervisor on every load.
+        let record = new_run(&store);
+        std::fs::File::create(store.dir(&record.id).join("lock")).unwrap();
+        let meta = std::fs::metadata(store.dir(&record.id).join("lock")).unwrap();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let readers: Vec<_> = (0..2)
+            .map(|_| {
+                let (store, id, stop) = (store.clone(), record.id.clone(), stop.clone());
+                std::thread::spawn(move || {
+                    let mut loads = 0;
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        // Never recorded failed under a supervisor taking it.
+                        let state = store.load(&id).unwrap().state;
+                        assert!(matches!(state, RunState::Starting | RunState::Running));
+                        loads += 1;
+                    }
+                    loads
+                })
+            })
+            .collect();
+        let started = std::time::Instant::now();
+        let mut looks = 0;
+        while started.elapsed() < Duration::from_millis(700) {
+            let holders = lock_holders(meta.dev(), meta.ino()).unwrap();
+            assert!(holders.is_empty(), "a reader held the run's lock");
+            looks += 1;
+        }
+        // A supervisor takes the run at once, however busy its readers are.
+        let taking = std::time::Instant::now();
+        let supervision = store.supervise(&record.id).unwrap();
+        assert!(taking.elapsed() < Duration::from_millis(500));
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let loads: usize = readers.into_iter().map(|r| r.join().unwrap()).sum();
+        assert!(loads > 100 && looks > 100, "{loads} loads, {looks} looks");
+        assert_eq!(store.load(&record.id).unwrap().state, RunState::Running);
+        drop(supervision);
+        // Its supervisor gone, the next reader records the run failed.
+        assert_eq!(store.load(&record.id).unwrap().state, RunState::Failed);
+    }
+
     #[test]
     fn stop_signals_no_process_but_the_locks_holder() {
         let tmp = tempfile::tempdir().unwrap();
         let store = RunStore::new(tmp.path());
-        let record = store
-            .create(StoredRequest {
-                task: "t".into(),
-                repository: None,
-                workspace: Some("w".into()),
-                agents: vec![crate::AgentSpec::Berth { model: None }],
-                name: None,
-                allow: vec![],
-                allow_all: false,
-                check: None,
-                check_timeout_secs: 1,
-                agent_writable: vec![],
-            })
-            .unwrap();
+        let record = new_run(&store);
         let mut bystander = std::process::Command::new("sleep")
             .arg("30")
             .spawn()
@@ -843,7 +944,7 @@ mod tests {
         use std::os::unix::fs::MetadataExt;
         assert_eq!(
             lock_holders(meta.dev(), meta.ino()),
-            [std::process::id() as libc::pid_t]
+            Some(vec![std::process::id() as libc::pid_t])
         );
         bystander.kill().unwrap();
         bystander.wait().unwrap();

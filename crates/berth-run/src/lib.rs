@@ -346,6 +346,7 @@ impl RunError {
 pub struct Run {
     pub events: mpsc::Receiver<RunEvent>,
     stopper: Stopper,
+    task: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Run {
@@ -363,6 +364,28 @@ impl Run {
     /// A handle that stops the run, for whoever does not hold its events.
     pub fn stopper(&self) -> Stopper {
         self.stopper.clone()
+    }
+
+    /// Why the run's events ended before its summary: its task panicked (with the panic's
+    /// message) or was dropped. For whoever finds the channel closed without a
+    /// [`RunEvent::Summary`].
+    pub async fn why_it_broke(&mut self) -> String {
+        let Some(task) = self.task.take() else {
+            return "the run's task is gone".to_owned();
+        };
+        match task.await {
+            Ok(()) => "the run's task ended without summing up".to_owned(),
+            Err(e) if e.is_panic() => {
+                let panic = e.into_panic();
+                let message = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "no message".to_owned());
+                format!("berth failed inside the run (a panic: {message}); this is a bug")
+            }
+            Err(e) => format!("the run's task was stopped: {e}"),
+        }
     }
 }
 
@@ -385,6 +408,14 @@ impl Stopper {
             token.cancel();
         }
     }
+
+    /// What stops agent `i`: a stop of the run, or of this agent.
+    fn agent(&self, i: usize) -> CancellationToken {
+        self.agents
+            .get(i)
+            .cloned()
+            .unwrap_or_else(|| self.all.clone())
+    }
 }
 
 /// Starts a run: checks the request, then makes the workspaces and runs the agents on a task
@@ -402,10 +433,11 @@ pub fn start(ops: Ops, agent: Agent, request: RunRequest) -> Result<Run, RunErro
         tx,
         stopper: stopper.clone(),
     });
-    tokio::spawn(async move { run.run().await });
+    let task = tokio::spawn(async move { run.run().await });
     Ok(Run {
         events: rx,
         stopper,
+        task: Some(task),
     })
 }
 
@@ -493,6 +525,8 @@ impl Running {
         let mut summaries = futures::future::join_all(agents).await;
         if let Some(command) = &self.request.check {
             let checks = summaries.iter().map(|s| {
+                // A stop of the run, or of this agent, cuts its check short.
+                let stop = self.stopper.agent(s.summary.agent);
                 let worktree = s.worktree.clone();
                 let env = s.env.clone();
                 let command = command.clone();
@@ -506,7 +540,7 @@ impl Running {
                         None => None,
                     };
                     let sandbox = ops.sandbox(ws.as_ref(), &dir).await;
-                    Some(check::run(dir, command, env, timeout, sandbox).await)
+                    Some(check::run(dir, command, env, timeout, sandbox, stop).await)
                 }
             });
             let results = futures::future::join_all(checks).await;

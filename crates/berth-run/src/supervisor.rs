@@ -82,7 +82,10 @@ impl Supervised {
                 event = self.run.events.recv() => {
                     let Some(event) = event else {
                         self.over = true;
-                        return None;
+                        // Ended before its summary: the run is failed, and says why, rather
+                        // than left "running" under a supervisor about to exit.
+                        let why = self.run.why_it_broke().await;
+                        return self.supervision.fail(&why).err().map(Next::Unkept);
                     };
                     if matches!(event, RunEvent::Summary { .. }) {
                         self.over = true;
@@ -107,11 +110,69 @@ impl Supervised {
         }
     }
 
+    /// Ends the run now, before its summary (a second Ctrl-C): what is left to keep is kept,
+    /// and the agents that had not ended are recorded failed for `why`.
+    pub fn abandon(mut self, why: &str) -> Result<RunRecord, KeptError> {
+        self.run.stop();
+        if let Some(event) = self.unkept.take() {
+            self.supervision.take(&event)?;
+        }
+        self.supervision.fail(why)?;
+        Ok(self.supervision.record().clone())
+    }
+
     /// Keeps what is left to keep and gives the record as the run ended.
     pub fn finish(mut self) -> Result<RunRecord, KeptError> {
         if let Some(event) = self.unkept.take() {
             self.supervision.take(&event)?;
         }
         Ok(self.supervision.record().clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio_util::sync::CancellationToken;
+
+    use super::*;
+    use crate::kept::{RunState, RunStore, StoredRequest};
+    use crate::{Run, Stopper};
+
+    /// A run whose task panicked closed its events without a summary; its supervisor kept it
+    /// "running" and exited, and it read "running" until someone looked for a supervisor.
+    #[tokio::test]
+    async fn a_panic_in_the_run_leaves_it_failed_saying_why() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = RunStore::new(tmp.path());
+        let record = store.create(StoredRequest::one_agent("t")).unwrap();
+        let supervision = store.supervise(&record.id).unwrap();
+        let (tx, events) = tokio::sync::mpsc::channel::<RunEvent>(8);
+        let task = tokio::spawn(async move {
+            let _events = tx;
+            panic!("a bug of the run's own");
+        });
+        let all = CancellationToken::new();
+        let run = Run {
+            events,
+            stopper: Stopper {
+                agents: vec![all.child_token()],
+                all,
+            },
+            task: Some(task),
+        };
+        let mut supervised = Supervised::new(run, supervision).unwrap();
+        while let Some(next) = supervised.next().await {
+            if let Next::Unkept(e) = next {
+                panic!("{e}");
+            }
+        }
+        let ended = supervised.finish().unwrap();
+        assert_eq!(ended.state, RunState::Failed);
+        let why = ended.message.unwrap();
+        assert!(why.contains("a bug of the run's own"), "{why}");
+        // Kept so, on disk, while the supervisor is still alive.
+        let kept = store.load(&record.id).unwrap();
+        assert_eq!(kept.state, RunState::Failed);
+        assert_eq!(kept.agents[0].status.state, crate::AgentState::Failed);
     }
 }

@@ -150,7 +150,11 @@ fn detach(ops: &Ops, store: &RunStore, id: &RunId, resume: bool, json: bool) -> 
     Ok(())
 }
 
-/// Runs `request` under `supervision` in this process, showing it as it goes.
+/// Why a run ended when a second Ctrl-C cut its stop short.
+const SECOND_CTRL_C: &str = "stopped at once by a second Ctrl-C, before every agent had ended; what each streamed is in `berth run logs` and its session's transcript";
+
+/// Runs `request` under `supervision` in this process, showing it as it goes. Ctrl-C stops
+/// every agent, and the run then checks and sums up; a second Ctrl-C ends it at once.
 async fn foreground(
     ops: Ops,
     supervision: Supervision,
@@ -175,10 +179,20 @@ async fn foreground(
                 Some(Next::Unkept(e)) => eprintln!("berth: {e} (the run goes on)"),
                 None => break,
             },
-            _ = tokio::signal::ctrl_c(), if !stopping => {
+            _ = tokio::signal::ctrl_c() => {
+                if stopping {
+                    // A stop that takes too long (an agent that does not answer its cancel):
+                    // the run ends here, recorded so; what streamed is in its log and in the
+                    // agents' transcripts (an answer cut off is kept aside and recovered).
+                    let record = supervised.abandon(SECOND_CTRL_C)?;
+                    if !json {
+                        print_summary(&record)?;
+                    }
+                    bail!("run {id} stopped at once; {}", record.state.as_str());
+                }
                 stopping = true;
                 supervised.stop();
-                eprintln!("stopping every agent (what streamed is kept)…");
+                eprintln!("stopping every agent (what streamed is kept; Ctrl-C again ends at once)…");
             }
             _ = ticks.tick() => view.tick()?,
         }
