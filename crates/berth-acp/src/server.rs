@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use agent_client_protocol::v1::schema::{
-    AgentCapabilities, CancelNotification, ClientCapabilities, CloseSessionRequest,
+    AgentCapabilities, CancelNotification, ClientCapabilities, ClientRequest, CloseSessionRequest,
     CloseSessionResponse, ConfigOptionUpdate, ContentBlock, ContentChunk, DeleteSessionRequest,
     DeleteSessionResponse, Implementation, InitializeRequest, InitializeResponse,
     ListSessionsRequest, ListSessionsResponse, LoadSessionRequest, LoadSessionResponse,
@@ -749,159 +749,147 @@ fn client_mcp(servers: &[McpServer]) -> Vec<McpServerSettings> {
     settings
 }
 
-/// The connection's handlers over `server`.
+/// The connection's handlers over `server`: every request through [`Server::dispatch`], and
+/// the one notification berth takes, `session/cancel`.
 pub fn builder(
     server: Arc<Server>,
 ) -> agent_client_protocol::v1::Builder<
     AcpAgent,
     impl agent_client_protocol::HandleDispatchFrom<Client>,
 > {
-    let s1 = server.clone();
-    let s2 = server.clone();
-    let s3 = server.clone();
-    let s4 = server.clone();
-    let s5 = server.clone();
-    let s6 = server.clone();
-    let s7 = server.clone();
-    let s8 = server.clone();
-    let s10 = server.clone();
-    let s9 = server;
+    let cancels = server.clone();
     AcpAgent
         .v1()
         .name("berth")
         .on_receive_request(
-            async move |request: InitializeRequest,
-                        responder: Responder<InitializeResponse>,
-                        _cx: ConnectionTo<Client>| {
-                responder.respond(s1.initialize(request))
-            },
-            agent_client_protocol::on_receive_request!(),
-        )
-        .on_receive_request(
-            async move |request: NewSessionRequest,
-                        responder: Responder<NewSessionResponse>,
+            async move |request: ClientRequest,
+                        responder: Responder<Value>,
                         cx: ConnectionTo<Client>| {
-                let s = s2.clone();
-                let cx2 = cx.clone();
-                cx.spawn(async move {
-                    let answer = s.new_session(request).await;
-                    let id = answer.as_ref().ok().map(|a| a.session_id.clone());
-                    let _ = responder.respond_with_result(answer);
-                    // Once the editor knows the session: the commands its prompt offers.
-                    if let Some(id) = id {
-                        let _ = cx2
-                            .send_notification(SessionNotification::new(id, commands::available()));
-                    }
-                    Ok(())
-                })
-            },
-            agent_client_protocol::on_receive_request!(),
-        )
-        .on_receive_request(
-            async move |request: LoadSessionRequest,
-                        responder: Responder<LoadSessionResponse>,
-                        cx: ConnectionTo<Client>| {
-                let s = s3.clone();
-                let cx2 = cx.clone();
-                cx.spawn(async move {
-                    let _ = responder.respond_with_result(s.load_session(request, &cx2).await);
-                    Ok(())
-                })
-            },
-            agent_client_protocol::on_receive_request!(),
-        )
-        .on_receive_request(
-            async move |request: ResumeSessionRequest,
-                        responder: Responder<ResumeSessionResponse>,
-                        cx: ConnectionTo<Client>| {
-                let s = s4.clone();
-                let cx2 = cx.clone();
-                cx.spawn(async move {
-                    let id = request.session_id.clone();
-                    let answer = s.resume_session(request).await;
-                    let resumed = answer.is_ok();
-                    let _ = responder.respond_with_result(answer);
-                    if resumed {
-                        let _ = cx2
-                            .send_notification(SessionNotification::new(id, commands::available()));
-                    }
-                    Ok(())
-                })
-            },
-            agent_client_protocol::on_receive_request!(),
-        )
-        .on_receive_request(
-            async move |request: CloseSessionRequest,
-                        responder: Responder<CloseSessionResponse>,
-                        _cx: ConnectionTo<Client>| {
-                responder.respond_with_result(s5.close_session(&request))
-            },
-            agent_client_protocol::on_receive_request!(),
-        )
-        .on_receive_request(
-            async move |request: DeleteSessionRequest,
-                        responder: Responder<DeleteSessionResponse>,
-                        cx: ConnectionTo<Client>| {
-                let s = s10.clone();
-                cx.spawn(async move {
-                    let _ = responder.respond_with_result(s.delete_session(request).await);
-                    Ok(())
-                })
-            },
-            agent_client_protocol::on_receive_request!(),
-        )
-        .on_receive_request(
-            async move |request: ListSessionsRequest,
-                        responder: Responder<ListSessionsResponse>,
-                        cx: ConnectionTo<Client>| {
-                let s = s6.clone();
-                cx.spawn(async move {
-                    let _ = responder.respond_with_result(s.list_sessions(request).await);
-                    Ok(())
-                })
-            },
-            agent_client_protocol::on_receive_request!(),
-        )
-        .on_receive_request(
-            async move |request: SetSessionConfigOptionRequest,
-                        responder: Responder<SetSessionConfigOptionResponse>,
-                        cx: ConnectionTo<Client>| {
-                let s = s7.clone();
-                cx.spawn(async move {
-                    let _ = responder.respond_with_result(s.set_config_option(request).await);
-                    Ok(())
-                })
-            },
-            agent_client_protocol::on_receive_request!(),
-        )
-        .on_receive_request(
-            async move |request: PromptRequest,
-                        responder: Responder<PromptResponse>,
-                        cx: ConnectionTo<Client>| {
-                let (open, cancel) = match s8.begin_prompt(&request.session_id) {
-                    Ok(begun) => begun,
-                    Err(e) => return responder.respond_with_error(e),
-                };
-                let s = s8.clone();
-                let cx2 = cx.clone();
-                cx.spawn(async move {
-                    let answer = s.prompt(&open, request, cancel, &cx2).await;
-                    // Free before answering: the client may send its next prompt the moment
-                    // it reads this answer.
-                    *open.running.lock().unwrap_or_else(|e| e.into_inner()) = None;
-                    let _ = responder.respond_with_result(answer);
-                    Ok(())
-                })
+                server.dispatch(request, responder, cx)
             },
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_notification(
             async move |notification: CancelNotification, _cx: ConnectionTo<Client>| {
-                s9.cancel(&notification);
+                cancels.cancel(&notification);
                 Ok(())
             },
             agent_client_protocol::on_receive_notification!(),
         )
+}
+
+impl Server {
+    /// The table of requests. It runs in the connection's dispatch loop: what is quick and
+    /// must be ordered with the messages after it (initialize, close, marking a session busy
+    /// before its next prompt is read) answers here; everything that waits answers from a
+    /// task of its own ([`answer_later`]).
+    fn dispatch(
+        self: &Arc<Self>,
+        request: ClientRequest,
+        responder: Responder<Value>,
+        cx: ConnectionTo<Client>,
+    ) -> Result<()> {
+        let s = self.clone();
+        match request {
+            ClientRequest::InitializeRequest(r) => answer(responder, Ok(self.initialize(r))),
+            ClientRequest::CloseSessionRequest(r) => answer(responder, self.close_session(&r)),
+            ClientRequest::NewSessionRequest(r) => {
+                answer_later(&cx, responder, move |_| async move {
+                    let answer = s.new_session(r).await;
+                    // Once the editor knows the session: the commands its prompt offers.
+                    let id = answer.as_ref().ok().map(|a| a.session_id.clone());
+                    (answer, id)
+                })
+            }
+            ClientRequest::LoadSessionRequest(r) => {
+                answer_later(&cx, responder, move |cx| async move {
+                    (s.load_session(r, &cx).await, None)
+                })
+            }
+            ClientRequest::ResumeSessionRequest(r) => {
+                answer_later(&cx, responder, move |_| async move {
+                    let id = r.session_id.clone();
+                    let answer = s.resume_session(r).await;
+                    let resumed = answer.is_ok().then_some(id);
+                    (answer, resumed)
+                })
+            }
+            ClientRequest::DeleteSessionRequest(r) => {
+                answer_later(&cx, responder, move |_| async move {
+                    (s.delete_session(r).await, None)
+                })
+            }
+            ClientRequest::ListSessionsRequest(r) => {
+                answer_later(&cx, responder, move |_| async move {
+                    (s.list_sessions(r).await, None)
+                })
+            }
+            ClientRequest::SetSessionConfigOptionRequest(r) => {
+                answer_later(&cx, responder, move |_| async move {
+                    (s.set_config_option(r).await, None)
+                })
+            }
+            ClientRequest::PromptRequest(r) => {
+                // Busy from now: a prompt read next is refused, not queued.
+                let (open, cancel) = match self.begin_prompt(&r.session_id) {
+                    Ok(begun) => begun,
+                    Err(e) => return responder.respond_with_error(e),
+                };
+                answer_later(&cx, responder, move |cx| async move {
+                    let answer = s.prompt(&open, r, cancel, &cx).await;
+                    // Free before answering: the client may send its next prompt the moment
+                    // it reads this answer.
+                    *open.running.lock().unwrap_or_else(|e| e.into_inner()) = None;
+                    (answer, None)
+                })
+            }
+            other => responder.respond_with_error(
+                agent_client_protocol::v1::schema::Error::method_not_found()
+                    .data(format!("berth does not handle {}", request_method(&other)))
+                    .into(),
+            ),
+        }
+    }
+}
+
+/// Answers a request now.
+fn answer<T: serde::Serialize>(responder: Responder<Value>, answer: Result<T>) -> Result<()> {
+    responder.respond_with_result(answer.and_then(to_value))
+}
+
+/// Answers a request from a task of its own: `work` gives the answer and, when the client
+/// should then be told the commands a session's prompt offers, that session's id.
+fn answer_later<T, F, Fut>(
+    cx: &ConnectionTo<Client>,
+    responder: Responder<Value>,
+    work: F,
+) -> Result<()>
+where
+    T: serde::Serialize,
+    F: FnOnce(ConnectionTo<Client>) -> Fut,
+    Fut: std::future::Future<Output = (Result<T>, Option<SessionId>)> + Send + 'static,
+{
+    let cx2 = cx.clone();
+    let work = work(cx.clone());
+    cx.spawn(async move {
+        let (result, tell_commands) = work.await;
+        let _ = responder.respond_with_result(result.and_then(to_value));
+        if let Some(id) = tell_commands {
+            let _ = cx2.send_notification(SessionNotification::new(id, commands::available()));
+        }
+        // An error here would close the connection; the request was answered.
+        Ok(())
+    })
+}
+
+fn to_value<T: serde::Serialize>(answer: T) -> Result<Value> {
+    serde_json::to_value(answer)
+        .map_err(|e| errors::of_kind(berth_ops::ErrorKind::Io, e.to_string()))
+}
+
+/// The method of a request berth does not handle, for its error.
+fn request_method(request: &ClientRequest) -> String {
+    request.method().to_owned()
 }
 
 /// The ACP session id of a berth session (they are one id).
