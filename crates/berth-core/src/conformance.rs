@@ -742,9 +742,25 @@ pub async fn session_lifecycle(b: Backend) {
         cleared.frontmatter, t.frontmatter,
         "clear keeps the frontmatter"
     );
+    // The stamp: the same while nothing changes, another with each message and each
+    // replacement of another length.
+    let stamp = s.transcript_stamp(&s1.id).await.unwrap();
+    assert_eq!(s.transcript_stamp(&s1.id).await.unwrap(), stamp);
     s.write_transcript(&s1.id, &msgs[..3]).await.unwrap();
+    let three = s.transcript_stamp(&s1.id).await.unwrap();
+    assert_ne!(three, stamp);
     s.append(&s1.id, &msgs[3]).await.unwrap();
+    let four = s.transcript_stamp(&s1.id).await.unwrap();
+    assert_ne!(four, three);
     assert_eq!(s.read_transcript(&s1.id).await.unwrap().messages, msgs);
+    assert_eq!(s.transcript_stamp(&s1.id).await.unwrap(), four);
+    let missing = SessionId::new("no-such-session").unwrap();
+    assert!(
+        s.transcript_stamp(&missing)
+            .await
+            .unwrap_err()
+            .is_not_found()
+    );
 
     // Status moves are checked; title changes stick.
     let running = s

@@ -30,7 +30,7 @@ pub use model::{
 };
 pub use storage_path::StoragePath;
 pub use store::{
-    Binding, BindingStore, DeleteCondition, SessionStore, StorageStore, TurnHold, WorkspaceStore,
-    turn_held,
+    Binding, BindingStore, DeleteCondition, SessionStore, StorageStore, TranscriptStamp, TurnHold,
+    WorkspaceStore, turn_held,
 };
 pub use transcript::{Message, Role, Transcript, tool_record};

@@ -406,6 +406,11 @@ impl WorkspaceManager {
         self.sessions.append(&session.id, message).await
     }
 
+    /// See [`SessionStore::transcript_stamp`].
+    pub async fn transcript_stamp(&self, session: &Session) -> Result<crate::TranscriptStamp> {
+        self.sessions.transcript_stamp(&session.id).await
+    }
+
     pub async fn read_transcript(&self, session: &Session) -> Result<Transcript> {
         self.sessions.read_transcript(&session.id).await
     }

@@ -135,6 +135,10 @@ pub trait SessionStore: Send + Sync {
     /// one page of a listing, loading only the page's records.
     async fn page(&self, after: Option<&SessionId>, limit: usize) -> Result<Vec<Session>>;
     async fn read_transcript(&self, id: &SessionId) -> Result<Transcript>;
+    /// What the transcript is now, cheaply (no message is read): a watcher reads the
+    /// transcript again only when this changed. It changes with every message added and
+    /// every replacement by a transcript of another length.
+    async fn transcript_stamp(&self, id: &SessionId) -> Result<TranscriptStamp>;
     /// `Refused` if the session is closed, checked atomically with the append.
     async fn append(&self, id: &SessionId, message: &Message) -> Result<()>;
     async fn write_transcript(&self, id: &SessionId, messages: &[Message]) -> Result<()>;
@@ -158,6 +162,17 @@ pub trait SessionStore: Send + Sync {
     /// the hold gives the turn back; a process that dies gives it back too (with the file
     /// store at once, with a database when its lease runs out).
     async fn hold_turn(&self, id: &SessionId) -> Result<TurnHold>;
+}
+
+/// One state of a transcript, as [`SessionStore::transcript_stamp`] tells it: equal stamps,
+/// the same messages. What it is made of is the store's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TranscriptStamp([u64; 4]);
+
+impl TranscriptStamp {
+    pub fn new(parts: [u64; 4]) -> TranscriptStamp {
+        TranscriptStamp(parts)
+    }
 }
 
 /// A session's turn, held (see [`SessionStore::hold_turn`]). [`TurnHold::release`] gives it

@@ -443,6 +443,12 @@ impl Ops {
         Ok(self.manager.sessions().list_ids().await?)
     }
 
+    /// What the transcript is now, without reading it: for a watcher, which reads it again
+    /// only when this changed.
+    pub async fn transcript_stamp(&self, session: &Session) -> Result<berth_core::TranscriptStamp> {
+        Ok(self.manager.transcript_stamp(session).await?)
+    }
+
     pub async fn transcript(&self, session: &Session) -> Result<Transcript> {
         Ok(self.manager.read_transcript(session).await?)
     }

@@ -1,6 +1,8 @@
 //! TLS for `berth serve` (`--tls-cert`, `--tls-key`; rustls with ring): the listener hands the
 //! server connections whose handshake is over. Handshakes run on tasks of their own, bounded in
-//! time, so a client that stalls in its handshake holds up no other client's.
+//! time, so a client that stalls in its handshake holds up no other client's; and in number
+//! ([`MAX_HANDSHAKES`]): past that, connections wait in the kernel's backlog instead of each
+//! costing a task and a TLS state here.
 
 use std::io;
 use std::net::SocketAddr;
@@ -11,12 +13,15 @@ use std::time::Duration;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::mpsc;
+use tokio::sync::{Semaphore, mpsc};
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
 
 /// How long a client may take over its handshake.
 const HANDSHAKE: Duration = Duration::from_secs(10);
+
+/// How many handshakes may be under way at once.
+pub const MAX_HANDSHAKES: usize = 128;
 
 /// Why TLS could not be set up.
 #[derive(Debug, thiserror::Error)]
@@ -63,12 +68,28 @@ pub fn acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor, TlsError> {
 pub struct TlsListener {
     local: SocketAddr,
     ready: mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr)>,
+    /// The permits of handshakes, `cap` in all.
+    #[cfg_attr(not(test), allow(dead_code))]
+    in_flight: Arc<Semaphore>,
+    #[cfg_attr(not(test), allow(dead_code))]
+    cap: usize,
 }
 
 impl TlsListener {
     pub fn new(listener: TcpListener, acceptor: TlsAcceptor) -> io::Result<TlsListener> {
+        TlsListener::with_cap(listener, acceptor, MAX_HANDSHAKES)
+    }
+
+    /// A listener with at most `cap` handshakes under way.
+    fn with_cap(
+        listener: TcpListener,
+        acceptor: TlsAcceptor,
+        cap: usize,
+    ) -> io::Result<TlsListener> {
         let local = listener.local_addr()?;
         let (tx, ready) = mpsc::channel(64);
+        let handshakes = Arc::new(Semaphore::new(cap));
+        let in_flight = handshakes.clone();
         tokio::spawn(async move {
             loop {
                 let (tcp, peer) = match listener.accept().await {
@@ -79,12 +100,18 @@ impl TlsListener {
                         continue;
                     }
                 };
+                // A full house accepts nothing more until a handshake ends: the connections
+                // after this one wait in the kernel's backlog.
+                let Ok(permit) = handshakes.clone().acquire_owned().await else {
+                    return;
+                };
                 let _ = tcp.set_nodelay(true);
                 let (acceptor, ready) = (acceptor.clone(), tx.clone());
                 tokio::spawn(async move {
                     // A failed or stalled handshake is that client's end, nobody else's.
-                    if let Ok(Ok(tls)) = tokio::time::timeout(HANDSHAKE, acceptor.accept(tcp)).await
-                    {
+                    let shaken = tokio::time::timeout(HANDSHAKE, acceptor.accept(tcp)).await;
+                    drop(permit);
+                    if let Ok(Ok(tls)) = shaken {
                         let _ = ready.send((tls, peer)).await;
                     }
                 });
@@ -93,7 +120,18 @@ impl TlsListener {
                 }
             }
         });
-        Ok(TlsListener { local, ready })
+        Ok(TlsListener {
+            local,
+            ready,
+            in_flight,
+            cap,
+        })
+    }
+
+    /// How many handshakes are under way.
+    #[cfg(test)]
+    fn handshakes(&self) -> usize {
+        self.cap - self.in_flight.available_permits()
     }
 }
 
@@ -111,5 +149,45 @@ impl axum::serve::Listener for TlsListener {
 
     fn local_addr(&self) -> io::Result<Self::Addr> {
         Ok(self.local)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every connection got a handshake task at once, however many stalled in it: a client
+    /// opening thousands of connections and sending nothing held thousands of TLS states.
+    #[tokio::test]
+    async fn stalled_handshakes_are_capped() {
+        let dir = tempfile::tempdir().unwrap();
+        let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+        let made = std::process::Command::new("openssl")
+            .args([
+                "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+            ])
+            .args(["-subj", "/CN=localhost", "-keyout"])
+            .arg(&key)
+            .arg("-out")
+            .arg(&cert)
+            .output()
+            .expect("openssl makes the test's certificate");
+        assert!(made.status.success(), "{made:?}");
+        let tcp = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = tcp.local_addr().unwrap();
+        let listener = TlsListener::with_cap(tcp, acceptor(&cert, &key).unwrap(), 4).unwrap();
+        let mut stalled = Vec::new();
+        for _ in 0..12 {
+            stalled.push(TcpStream::connect(address).await.unwrap());
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(listener.handshakes(), 4);
+        // One gone frees its place for the next in the backlog.
+        drop(stalled.remove(0));
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(listener.handshakes(), 4);
+        drop(stalled);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(listener.handshakes(), 0);
     }
 }

@@ -2,7 +2,8 @@
 //! as that device, an admin's sees everything. A token is shown once, when it is made; only
 //! its SHA-256 is kept, so the file gives no token away. Every request looks the token up
 //! again, so a revoked or expired token is refused at once (open connections look again
-//! every second, see `websocket.rs`).
+//! every second, see `websocket.rs`). A look costs a `stat` of the file: its tokens are kept
+//! in memory, and read again only when the file changed (another `berth token` replaced it).
 //!
 //! The file is replaced atomically (readable by its owner only) under a lock file, so two
 //! `berth token` commands never lose each other's change; a file that cannot be read is an
@@ -11,6 +12,7 @@
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use berth_ops::DeviceId;
 use chrono::{DateTime, Duration, Utc};
@@ -86,13 +88,25 @@ impl TokenError {
 pub struct TokenStore {
     path: PathBuf,
     lock: PathBuf,
+    /// The file's tokens as last read, with the file's identity then.
+    cache: Arc<Mutex<Option<(Stamp, Arc<TokenFile>)>>>,
+    /// How many times the file was read for a look, for tests.
+    #[cfg(test)]
+    reads: Arc<std::sync::atomic::AtomicUsize>,
 }
+
+/// What tells one version of the token file from another: it is replaced by a rename, so a
+/// new version is a new inode (the size and the time of change say it too). `None`: no file.
+type Stamp = Option<(u64, u64, u64, i64, i64)>;
 
 impl TokenStore {
     pub fn new(home: &Path) -> TokenStore {
         TokenStore {
             path: home.join("tokens.json"),
             lock: home.join("tokens.lock"),
+            cache: Arc::default(),
+            #[cfg(test)]
+            reads: Arc::default(),
         }
     }
 
@@ -152,20 +166,51 @@ impl TokenStore {
         let wanted = hash(presented);
         let now = Utc::now();
         Ok(self
-            .read()?
+            .current()?
             .tokens
-            .into_iter()
-            .find(|t| t.hash == wanted && !t.expired(now)))
+            .iter()
+            .find(|t| t.hash == wanted && !t.expired(now))
+            .cloned())
     }
 
     /// Whether the token named `name`, with this hash, is still live.
     pub fn still_live(&self, record: &TokenRecord) -> Result<bool, TokenError> {
         let now = Utc::now();
         Ok(self
-            .read()?
+            .current()?
             .tokens
             .iter()
             .any(|t| t.name == record.name && t.hash == record.hash && !t.expired(now)))
+    }
+
+    /// The tokens as the file has them now: from memory while the file is the one read last.
+    fn current(&self) -> Result<Arc<TokenFile>, TokenError> {
+        let stamp = self.stamp()?;
+        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((seen, file)) = &*cache
+            && *seen == stamp
+        {
+            return Ok(file.clone());
+        }
+        #[cfg(test)]
+        self.reads
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let file = Arc::new(self.read()?);
+        // Stamped as before the read: a change made meanwhile is read at the next look.
+        *cache = Some((stamp, file.clone()));
+        Ok(file)
+    }
+
+    fn stamp(&self) -> Result<Stamp, TokenError> {
+        use std::os::unix::fs::MetadataExt;
+        match std::fs::metadata(&self.path) {
+            Ok(m) => Ok(Some((m.dev(), m.ino(), m.len(), m.mtime(), m.mtime_nsec()))),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(source) => Err(TokenError::Io {
+                path: self.path.clone(),
+                source,
+            }),
+        }
     }
 
     fn read(&self) -> Result<TokenFile, TokenError> {
@@ -233,6 +278,37 @@ fn check_name(name: &str) -> Result<(), TokenError> {
         Ok(())
     } else {
         Err(TokenError::BadName(name.chars().take(80).collect()))
+    }
+}
+
+#[cfg(test)]
+mod cache_tests {
+    use super::*;
+
+    /// Every request read and parsed tokens.json, with blocking I/O, on the server's threads.
+    /// The tokens are kept now, and read again only when the file is replaced.
+    #[test]
+    fn tokens_are_read_again_only_when_the_file_changes() {
+        let home = tempfile::tempdir().unwrap();
+        let server = TokenStore::new(home.path());
+        // Another process's `berth token`.
+        let command = TokenStore::new(home.path());
+        let (phone, secret) = command.create("phone", Role::Admin, None).unwrap();
+        for _ in 0..100 {
+            assert!(server.find(&secret).unwrap().is_some());
+            assert!(server.still_live(&phone).unwrap());
+        }
+        assert_eq!(server.reads.load(std::sync::atomic::Ordering::Relaxed), 1);
+        command.revoke("phone").unwrap();
+        assert!(server.find(&secret).unwrap().is_none());
+        assert!(!server.still_live(&phone).unwrap());
+        assert_eq!(server.reads.load(std::sync::atomic::Ordering::Relaxed), 2);
+        // A file gone bad is an error, never "no tokens", cached or not.
+        std::fs::write(home.path().join("tokens.json"), "{ nope").unwrap();
+        assert!(matches!(
+            server.find(&secret),
+            Err(TokenError::Corrupt { .. })
+        ));
     }
 }
 

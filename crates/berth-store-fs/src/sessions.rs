@@ -16,7 +16,7 @@ use async_trait::async_trait;
 use berth_core::transcript::{self, Frontmatter, Message, Transcript};
 use berth_core::{
     Error, NewSession, Result, Session, SessionId, SessionStatus, SessionStore, TokenUsage,
-    TurnHold, WorkspaceId,
+    TranscriptStamp, TurnHold, WorkspaceId,
 };
 use chrono::{DateTime, Utc};
 
@@ -200,6 +200,24 @@ impl Layout {
     /// Appends one message: O(1) in the transcript's length. The tail check reads a few bytes
     /// from the end; only when the file does not end with berth's trailer (a crash left a torn
     /// append, or a person added text) does it read the whole file, once.
+    /// The transcript file's identity and size: an append grows it, a replacement is a new
+    /// file (written beside it and renamed).
+    fn transcript_stamp(&self, id: &SessionId) -> Result<TranscriptStamp> {
+        use std::os::unix::fs::MetadataExt;
+        let (_, dir) = self.session_dir(id)?;
+        let path = dir.join("session.md");
+        let meta = fs::metadata(&path).map_err(|e| match e.kind() {
+            io::ErrorKind::NotFound => missing(id),
+            _ => io_err("look at", &path)(e),
+        })?;
+        Ok(TranscriptStamp::new([
+            meta.dev(),
+            meta.ino(),
+            meta.len(),
+            meta.mtime_nsec() as u64 ^ (meta.mtime() as u64).rotate_left(32),
+        ]))
+    }
+
     fn append(&self, id: &SessionId, message: &Message) -> Result<()> {
         let (ws, dir) = self.session_dir(id)?;
         let _guard = lock_transcript(&dir, id)?;
@@ -438,6 +456,11 @@ impl SessionStore for FsStore {
     async fn read_transcript(&self, id: &SessionId) -> Result<Transcript> {
         let id = id.clone();
         self.blocking(move |l| l.read_transcript(&id)).await
+    }
+
+    async fn transcript_stamp(&self, id: &SessionId) -> Result<TranscriptStamp> {
+        let id = id.clone();
+        self.blocking(move |l| l.transcript_stamp(&id)).await
     }
 
     async fn append(&self, id: &SessionId, message: &Message) -> Result<()> {

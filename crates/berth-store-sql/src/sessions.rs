@@ -6,8 +6,8 @@
 use async_trait::async_trait;
 use berth_core::transcript::{Frontmatter, Message, Role, Transcript};
 use berth_core::{
-    Error, NewSession, Session, SessionId, SessionStatus, SessionStore, TokenUsage, TurnHold,
-    WorkspaceId,
+    Error, NewSession, Session, SessionId, SessionStatus, SessionStore, TokenUsage,
+    TranscriptStamp, TurnHold, WorkspaceId,
 };
 use chrono::{DateTime, Utc};
 
@@ -253,6 +253,29 @@ impl SqlStore {
         })
     }
 
+    /// How many messages, and the last one's number: an append raises both, a replacement
+    /// starts the numbers again.
+    async fn stamp(&self, id: &SessionId) -> Result<TranscriptStamp> {
+        let row = self
+            .pool()
+            .opt(
+                concat!(
+                    "SELECT COUNT(m.seq), COALESCE(MAX(m.seq), 0)",
+                    " FROM sessions s LEFT JOIN messages m ON m.session_id = s.id",
+                    " WHERE s.id = $1 GROUP BY s.id"
+                ),
+                &[Arg::Text(id.as_str())],
+            )
+            .await?
+            .ok_or_else(|| missing(id))?;
+        Ok(TranscriptStamp::new([
+            row.int(0)? as u64,
+            row.int(1)? as u64,
+            0,
+            0,
+        ]))
+    }
+
     async fn append_message(&self, id: &SessionId, message: &Message) -> Result<()> {
         let mut tx = self.pool().begin().await?;
         // Checked under the session's lock: a session closed a moment ago is closed.
@@ -463,6 +486,10 @@ impl SessionStore for SqlStore {
 
     async fn read_transcript(&self, id: &SessionId) -> berth_core::Result<Transcript> {
         self.transcript(id).await.map_err(|e| self.err(e))
+    }
+
+    async fn transcript_stamp(&self, id: &SessionId) -> berth_core::Result<TranscriptStamp> {
+        self.stamp(id).await.map_err(|e| self.err(e))
     }
 
     async fn append(&self, id: &SessionId, message: &Message) -> berth_core::Result<()> {

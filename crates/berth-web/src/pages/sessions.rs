@@ -118,7 +118,8 @@ pub struct EventsQuery {
 }
 
 /// `/s/{id}/events`: the session's life as Server-Sent Events. `message` (its HTML) for each
-/// message the transcript gains, from whatever process; `reload` when it shrank (an edit);
+/// message the transcript gains, from whatever process (each look asks the store for the
+/// transcript's stamp, and reads it only when that changed); `reload` when it shrank (an edit);
 /// and what a turn asked for from a page says meanwhile (`live.rs`), each as its type.
 pub async fn events(
     State(web): State<Web>,
@@ -138,6 +139,7 @@ pub async fn events(
     let closing = web.inner.closing.clone();
     let mut have = query.have.unwrap_or(0);
     tokio::spawn(async move {
+        let mut seen = None;
         let mut look = tokio::time::interval(LOOK_EVERY);
         look.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -145,6 +147,13 @@ pub async fn events(
                 _ = tx.closed() => return,
                 _ = closing.cancelled() => return,
                 _ = look.tick() => {
+                    // Read again only when the store says the transcript changed.
+                    match ops.transcript_stamp(&session).await {
+                        Ok(now) if seen == Some(now) => continue,
+                        Ok(now) => seen = Some(now),
+                        // Unreadable for now: the next look tries again.
+                        Err(_) => continue,
+                    }
                     match ops.transcript(&session).await {
                         Ok(t) if t.messages.len() > have => {
                             for m in &t.messages[have..] {
@@ -158,8 +167,13 @@ pub async fn events(
                             continue;
                         }
                         Ok(t) if t.messages.len() < have => Event::default().event("reload").data("{}"),
-                        // Unchanged, or unreadable for now (the next look tries again).
-                        _ => continue,
+                        Ok(_) => continue,
+                        // Unreadable for now (a torn tail being written): the next look reads
+                        // it again, whatever the stamp says.
+                        Err(_) => {
+                            seen = None;
+                            continue;
+                        }
                     }
                 }
                 update = updates.recv() => match update {
