@@ -89,7 +89,7 @@ pub struct TokenStore {
     path: PathBuf,
     lock: PathBuf,
     /// The file's tokens as last read, with the file's identity then.
-    cache: Arc<Mutex<Option<(Stamp, Arc<TokenFile>)>>>,
+    cache: Arc<Mutex<Option<Cached>>>,
     /// How many times the file was read for a look, for tests.
     #[cfg(test)]
     reads: Arc<std::sync::atomic::AtomicUsize>,
@@ -98,6 +98,9 @@ pub struct TokenStore {
 /// What tells one version of the token file from another: it is replaced by a rename, so a
 /// new version is a new inode (the size and the time of change say it too). `None`: no file.
 type Stamp = Option<(u64, u64, u64, i64, i64)>;
+
+/// The tokens as read, and the stamp of the file they were read from.
+type Cached = (Stamp, Arc<TokenFile>);
 
 impl TokenStore {
     pub fn new(home: &Path) -> TokenStore {
