@@ -575,13 +575,43 @@ async def test_revoking_an_admin_token_cuts_its_open_connection(home, work, prov
                     await asyncio.sleep(0.1)
 
 
+def test_a_loopback_server_without_a_token_makes_one_for_the_run(home, work, provider):
+    """On loopback too, any local user or process could act as the admin of a server that
+    takes requests without a token (Jupyter requires one for that reason). With none set,
+    berth serve makes one for the run and prints it, with a link that signs the page in."""
+    env = agent_env(home, provider)
+    env.pop("BERTH_SERVE_TOKEN", None)
+    proc = subprocess.Popen(
+        [BERTH, "serve", "--listen", "127.0.0.1:0"],
+        env=env, cwd=str(work), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        address = re.search(r"ws://([0-9.]+:[0-9]+)/acp", proc.stderr.readline()).group(1)
+        said = proc.stderr.readline()
+        token = re.search(r"this run's is (berth_[0-9a-f]+)", said).group(1)
+        assert f"http://{address}/pair#token={token}" in said, said
+        assert http_status(f"http://{address}/healthz")[0] == 200
+        assert http_status(f"http://{address}/")[0] == 401
+        assert http_status(f"http://{address}/", {"Authorization": "Bearer nope"})[0] == 401
+        assert http_status(f"http://{address}/", {"Authorization": f"Bearer {token}"})[0] == 200
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    # --open is for loopback only.
+    off = subprocess.run(
+        [BERTH, "serve", "--listen", "0.0.0.0:0", "--open"],
+        env=env, cwd=str(work), capture_output=True, text=True, timeout=30,
+    )
+    assert off.returncode != 0 and "loopback only" in off.stderr, off.stderr
+
+
 async def test_an_open_loopback_server_takes_no_page_of_another_origin(home, work, provider):
-    """Without a token, a loopback server acts as the admin for whoever reaches it; a page of
+    """With --open, a loopback server acts as the admin for whoever reaches it; a page of
     another origin on this machine (a dev server on localhost:3000, another port of
     127.0.0.1) is refused (403), and only the server's own origin and --allow-origin get in."""
     import websockets
 
-    with serving(home, provider, work, "--allow-origin", "http://localhost:5173", token=None) as address:
+    with serving(home, provider, work, "--open", "--allow-origin", "http://localhost:5173", token=None) as address:
         for origin in ["http://localhost:3000", "http://127.0.0.1:1", f"https://{address}"]:
             with pytest.raises(websockets.exceptions.InvalidStatus, match="403"):
                 async with websockets.connect(f"ws://{address}/acp", origin=origin):

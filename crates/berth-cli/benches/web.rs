@@ -26,7 +26,7 @@ fn main() {
     let berth = env!("CARGO_BIN_EXE_berth");
     let home_arg = home.path().to_str().unwrap();
     let mut server = Command::new(berth)
-        .args(["serve", "--listen", "127.0.0.1:0"])
+        .args(["serve", "--listen", "127.0.0.1:0", "--open"])
         .current_dir(home_arg)
         .env("BERTH_HOME", home_arg)
         .stdout(Stdio::null())

@@ -161,13 +161,17 @@ pub enum Command {
     ///                     message per text frame): streaming, permissions, cancel, load,
     ///                     list, resume, images, the model option, the device flow
     /// http://<listen>/mcp the MCP server, as `berth mcp --transport http` serves it
+    /// http://<listen>/    the web page: workspaces, sessions and runs, from a browser
     /// /healthz            {"status":"ok"}, with no token, for load balancers
     ///
-    /// With a token (BERTH_SERVE_TOKEN or --token), every request but /healthz needs
-    /// `Authorization: Bearer <token>` (401 otherwise); listening anywhere but loopback
-    /// requires one. Requests whose Host is not loopback or an --allow-host, and pages whose
-    /// Origin is not a loopback page or an --allow-origin, get 403. It serves until SIGINT
-    /// or SIGTERM and prints its address on standard error.
+    /// Every request but /healthz needs a token, `Authorization: Bearer <token>` (401
+    /// otherwise): BERTH_SERVE_TOKEN or --token, or one of `berth token create`. With none
+    /// set, berth serve makes one for this run and prints it, with a link that signs the web
+    /// page in, as Jupyter does: on loopback too, any local user or process could otherwise
+    /// act as you. --open serves loopback without a token. Requests whose Host is not
+    /// loopback or an --allow-host, and pages whose Origin is not this server's or an
+    /// --allow-origin, get 403. It serves until SIGINT or SIGTERM and prints its address on
+    /// standard error.
     #[command(verbatim_doc_comment)]
     Serve(ServeArgs),
     /// Tokens for `berth serve`: a device's acts as that device, an admin's sees everything.
@@ -302,6 +306,11 @@ pub struct ServeArgs {
         value_name = "TOKEN"
     )]
     pub token: Option<String>,
+    /// On loopback, take requests without a token, each as the admin: any user or process
+    /// of this machine can then drive the agent as you. Without it (and without a token), a
+    /// token is made for this run and printed.
+    #[arg(long, conflicts_with = "token")]
+    pub open: bool,
     #[command(flatten)]
     pub reach: ReachArgs,
     /// ACP connections open at once; more are answered 503.

@@ -38,7 +38,7 @@ use berth_mcp::BerthMcp;
 use berth_ops::Ops;
 
 pub use guard::{Access, Principal};
-pub use tokens::{Role, TokenError, TokenRecord, TokenStore};
+pub use tokens::{Role, TokenError, TokenRecord, TokenStore, new_token};
 
 /// How `berth serve` listens.
 #[derive(Debug, Clone)]

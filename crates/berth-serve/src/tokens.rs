@@ -126,12 +126,7 @@ impl TokenStore {
         if file.tokens.iter().any(|t| t.name == name) {
             return Err(TokenError::Exists(name.to_owned()));
         }
-        // 244 random bits from the system's generator (two v4 UUIDs).
-        let secret = format!(
-            "berth_{}{}",
-            uuid::Uuid::new_v4().simple(),
-            uuid::Uuid::new_v4().simple()
-        );
+        let secret = new_token();
         let now = Utc::now();
         let record = TokenRecord {
             name: name.to_owned(),
@@ -259,6 +254,15 @@ impl TokenStore {
         file.lock().map_err(io)?;
         Ok(file)
     }
+}
+
+/// A new token: 244 random bits from the system's generator (two v4 UUIDs).
+pub fn new_token() -> String {
+    format!(
+        "berth_{}{}",
+        uuid::Uuid::new_v4().simple(),
+        uuid::Uuid::new_v4().simple()
+    )
 }
 
 fn hash(token: &str) -> String {
