@@ -86,6 +86,10 @@ fn check_pg_text(args: &[Arg<'_>]) -> Result<()> {
 }
 
 impl Pool {
+    pub(crate) fn is_sqlite(&self) -> bool {
+        matches!(self, Pool::Sqlite(_))
+    }
+
     /// A write transaction. SQLite's takes the write lock at once (`BEGIN IMMEDIATE`), so a
     /// transaction that reads before it writes never fails to upgrade its lock: it waits (up
     /// to the busy timeout) instead. Postgres's is read committed; the store locks the rows it

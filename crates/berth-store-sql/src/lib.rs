@@ -19,7 +19,9 @@
 //! - **An acknowledged write is committed**: SQLite with `synchronous = FULL`, Postgres with its
 //!   own durable commit.
 //! - **A transcript is rows**: an append is one insert (O(1)); storage files are rows with the
-//!   same path rules (`StoragePath`), folders included, as on disk.
+//!   same path rules (`StoragePath`), folders included, as on disk. On SQLite, appends made
+//!   at once commit in one transaction (`group_commit.rs`), each still committed before it
+//!   returns.
 //! - **Values are bound, never spliced.** Query text is `&'static str`; every value from outside
 //!   is a parameter.
 //! - **Errors keep their kinds**: not found, already exists, refused, is a folder, as the
@@ -31,6 +33,7 @@
 
 mod bindings;
 mod db;
+mod group_commit;
 mod migrate;
 mod sessions;
 mod storage;
@@ -90,6 +93,8 @@ pub struct SqlStore {
 
 struct Inner {
     pool: Pool,
+    /// SQLite's appends, committed in groups.
+    appends: group_commit::Appends,
     /// The URL without its password: what messages name.
     shown: String,
     /// The local home, where workspace folders (worktrees) live.
@@ -211,7 +216,12 @@ impl SqlStore {
         let home = std::path::absolute(home)
             .map_err(|e| Error::io(format!("cannot use home {}", home.display()), e))?;
         Ok(SqlStore {
-            inner: Arc::new(Inner { pool, shown, home }),
+            inner: Arc::new(Inner {
+                pool,
+                appends: group_commit::Appends::default(),
+                shown,
+                home,
+            }),
         })
     }
 
@@ -257,6 +267,10 @@ impl SqlStore {
 
     pub(crate) fn pool(&self) -> &Pool {
         &self.inner.pool
+    }
+
+    pub(crate) fn appends(&self) -> &group_commit::Appends {
+        &self.inner.appends
     }
 
     /// Turns a failure into the error callers see, naming the database.

@@ -278,8 +278,19 @@ impl SqlStore {
 
     async fn append_message(&self, id: &SessionId, message: &Message) -> Result<()> {
         let mut tx = self.pool().begin().await?;
+        self.append_in(&mut tx, id, message).await?;
+        tx.commit().await
+    }
+
+    /// Appends `message` within `tx` (see [`SqlStore::append_grouped`]).
+    pub(crate) async fn append_in(
+        &self,
+        tx: &mut Tx<'_>,
+        id: &SessionId,
+        message: &Message,
+    ) -> Result<()> {
         // Checked under the session's lock: a session closed a moment ago is closed.
-        lock_session(&mut tx, id)
+        lock_session(tx, id)
             .await?
             .check_open()
             .map_err(Failure::Core)?;
@@ -295,7 +306,7 @@ impl SqlStore {
             ],
         )
         .await?;
-        tx.commit().await
+        Ok(())
     }
 
     async fn replace_transcript(&self, id: &SessionId, messages: &[Message]) -> Result<()> {
@@ -493,6 +504,11 @@ impl SessionStore for SqlStore {
     }
 
     async fn append(&self, id: &SessionId, message: &Message) -> berth_core::Result<()> {
+        // SQLite has one writer, and a sync per commit: appends made together commit
+        // together. Postgres commits concurrent transactions in parallel.
+        if self.pool().is_sqlite() {
+            return self.append_grouped(id, message).await;
+        }
         self.append_message(id, message)
             .await
             .map_err(|e| self.err(e))

@@ -220,3 +220,78 @@ async fn postgres_refuses_nul_in_text_like_an_invalid_value() {
         .unwrap_err();
     assert_eq!(err.kind(), berth_core::ErrorKind::Invalid, "{err}");
 }
+
+/// Each append was a transaction of its own, each behind SQLite's one write lock and its
+/// sync: fifty turns' prompts made fifty commits in a row. Appends made at once now commit
+/// together; each is still committed when it returns, in order within its session, and one
+/// that fails (a closed session) fails alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_appends_made_at_once_commit_together_and_fail_alone() {
+    use berth_core::transcript::{Message, Role};
+    use berth_core::{NewSession, NewWorkspace, SessionStatus, SessionStore, WorkspaceStore};
+    let (store, _dir) = sqlite();
+    let now = chrono::Utc::now();
+    let ws = WorkspaceStore::create(
+        &store,
+        NewWorkspace {
+            id: Some(WorkspaceId::new("w1").unwrap()),
+            name: Some(berth_core::WorkspaceName::new("one").unwrap()),
+            ..NewWorkspace::default()
+        },
+        now,
+    )
+    .await
+    .unwrap();
+    let mut sessions = Vec::new();
+    for _ in 0..10 {
+        let new = NewSession {
+            id: None,
+            workspace: ws.id.clone(),
+            title: String::new(),
+            provider: berth_core::config::ProviderKind::Claude,
+            model: "m".into(),
+            cwd: None,
+        };
+        sessions.push(SessionStore::create(&store, new, now).await.unwrap());
+    }
+    let closed = sessions[9].id.clone();
+    store
+        .set_status(&closed, SessionStatus::Closed, now)
+        .await
+        .unwrap();
+    let rounds = 5;
+    let mut tasks = Vec::new();
+    for s in &sessions {
+        let (store, id) = (store.clone(), s.id.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut results = Vec::new();
+            for n in 0..rounds {
+                let m = Message::new(Role::User, format!("{id} #{n}"));
+                results.push(store.append(&id, &m).await);
+            }
+            (id, results)
+        }));
+    }
+    for task in tasks {
+        let (id, results) = task.await.unwrap();
+        let messages = store.read_transcript(&id).await.unwrap().messages;
+        if id == closed {
+            assert!(results.iter().all(|r| matches!(r, Err(Error::Refused(_)))));
+            assert!(messages.is_empty());
+        } else {
+            assert!(results.iter().all(Result::is_ok), "{results:?}");
+            let texts: Vec<String> = messages.into_iter().map(|m| m.content).collect();
+            let wanted: Vec<String> = (0..rounds).map(|n| format!("{id} #{n}")).collect();
+            assert_eq!(texts, wanted);
+        }
+    }
+    let commits = store
+        .appends()
+        .commits
+        .load(std::sync::atomic::Ordering::Relaxed);
+    assert!(
+        commits < 10 * rounds,
+        "{commits} commits for {} appends",
+        10 * rounds
+    );
+}
