@@ -7,6 +7,12 @@
 //! 1.5). The in-run baseline is the floor any durable append pays: `write` + `fdatasync` of the
 //! same bytes on a plain file in the same folder. Then reads of the 10,000-message transcript,
 //! through the library and through `berth session show --json`.
+//!
+//! Then appends made at once, as fifty turns append their prompts (`BENCH_AT_ONCE`, 50): one
+//! append to each of that many sessions, all started together, on the filesystem store and on
+//! SQLite (whose appends commit in groups); each figure is the wall time until every append
+//! is durable, the median of `BENCH_ROUNDS` (20) rounds. The floor is the same number of
+//! threads each writing and `fdatasync`ing a plain file of its own.
 
 use std::fs::OpenOptions;
 use std::io::Write;
@@ -142,6 +148,109 @@ fn main() {
         "read throughput = {:.0} MiB/s",
         long_bytes as f64 / 1048576.0 / (r / 1000.0)
     );
+    at_once();
+}
+
+/// Appends made at once: `BENCH_AT_ONCE` sessions, one append each, started together.
+fn at_once() {
+    let n: usize = env_or("BENCH_AT_ONCE", 50);
+    let rounds: usize = env_or("BENCH_ROUNDS", 20);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let fs = FsStore::open(dir.path().join("fs")).unwrap();
+    let url = format!("sqlite://{}", dir.path().join("berth.db").display());
+    let sqlite = berth_store_sql::SqlStore::open(&url, &dir.path().join("sql")).unwrap();
+    let mut floor = Vec::new();
+    let mut on_fs = Vec::new();
+    let mut on_sqlite = Vec::new();
+    let fs_sessions = rt.block_on(sessions(&fs, n));
+    let sql_sessions = rt.block_on(sessions(&sqlite, n));
+    let files: Vec<std::path::PathBuf> = (0..n)
+        .map(|i| dir.path().join(format!("floor-{i}.md")))
+        .collect();
+    let m = Message::new(Role::User, "a prompt of a turn ".repeat(10));
+    for _ in 0..rounds {
+        floor.push(time(|| {
+            std::thread::scope(|scope| {
+                for path in &files {
+                    let bytes = encode_message(&m);
+                    scope.spawn(move || {
+                        let mut f = OpenOptions::new()
+                            .create(true)
+                            .append(true)
+                            .open(path)
+                            .unwrap();
+                        f.write_all(bytes.as_bytes()).unwrap();
+                        f.sync_data().unwrap();
+                    });
+                }
+            })
+        }));
+        on_fs.push(time(|| rt.block_on(append_all(&fs, &fs_sessions, &m))));
+        on_sqlite.push(time(|| rt.block_on(append_all(&sqlite, &sql_sessions, &m))));
+    }
+    println!();
+    println!("{n} appends at once, one per session, {rounds} rounds: time until all are durable");
+    println!("{:<46} {:>10} {:>10}", "store", "median", "p90");
+    let f = report(
+        &format!("{n} threads: write + fdatasync (floor)"),
+        &mut floor,
+    );
+    let a = report("filesystem store", &mut on_fs);
+    let b = report("SQLite", &mut on_sqlite);
+    println!("ratio filesystem / floor = {:.2}", a / f);
+    println!("ratio SQLite / floor = {:.2}", b / f);
+}
+
+async fn sessions<S: SessionStore + WorkspaceStore>(
+    store: &S,
+    n: usize,
+) -> Vec<berth_core::SessionId> {
+    let now = chrono::Utc::now();
+    let ws = WorkspaceStore::create(store, NewWorkspace::default(), now)
+        .await
+        .unwrap();
+    let mut ids = Vec::new();
+    for _ in 0..n {
+        let new = NewSession {
+            id: None,
+            workspace: ws.id.clone(),
+            title: "at once".into(),
+            provider: berth_core::config::ProviderKind::Claude,
+            model: "claude-sonnet-4-5".into(),
+            cwd: None,
+        };
+        ids.push(SessionStore::create(store, new, now).await.unwrap().id);
+    }
+    ids
+}
+
+async fn append_all<S: SessionStore + Clone + 'static>(
+    store: &S,
+    ids: &[berth_core::SessionId],
+    m: &Message,
+) {
+    let tasks: Vec<_> = ids
+        .iter()
+        .map(|id| {
+            let (store, id, m) = (store.clone(), id.clone(), m.clone());
+            tokio::spawn(async move { store.append(&id, &m).await.unwrap() })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+}
+
+fn env_or(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 fn time(f: impl FnOnce()) -> Duration {
