@@ -121,6 +121,26 @@ pub fn write(root: &Dir, path: &Path, contents: &[u8]) -> io::Result<()> {
     write_in(&dir, name, contents, NEW_FILE_MODE)
 }
 
+/// Appends `bytes` to the file `path` beneath `root`, which must exist (made by [`write`]):
+/// one `write(2)` with `O_APPEND`, not synced, so no new file and no wait for the disk. For
+/// scratch kept as it goes (an answer streaming), which must outlive the process, not the
+/// machine. Calls `check` with the length the file would have first; an error from it is
+/// returned and nothing is written.
+pub fn append(
+    root: &Dir,
+    path: &Path,
+    bytes: &[u8],
+    check: impl FnOnce(u64) -> io::Result<()>,
+) -> io::Result<()> {
+    let mut file = root.open_with(path, OpenOptions::new().append(true))?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(io::Error::from(io::ErrorKind::IsADirectory));
+    }
+    check(meta.len() + bytes.len() as u64)?;
+    file.write_all(bytes)
+}
+
 /// The mode of a file [`write`] creates (less the umask), as `open(2)` gives by default.
 const NEW_FILE_MODE: u32 = 0o666;
 

@@ -455,6 +455,29 @@ pub async fn storage(b: Backend) {
         s.read(&scope, &path("notes/deep/a.bin")).await.unwrap(),
         vec![7]
     );
+    // Appends go on the end of a file `write` made; a file not there is not found, and a
+    // folder is not a file.
+    s.append_unsynced(&scope, &path("notes/deep/a.bin"), vec![8, 9])
+        .await
+        .unwrap();
+    assert_eq!(
+        s.read(&scope, &path("notes/deep/a.bin")).await.unwrap(),
+        vec![7, 8, 9]
+    );
+    assert!(
+        s.append_unsynced(&scope, &path("notes/none.bin"), vec![1])
+            .await
+            .unwrap_err()
+            .is_not_found()
+    );
+    assert!(
+        s.append_unsynced(&scope, &path("notes/deep"), vec![1])
+            .await
+            .is_err()
+    );
+    s.write(&scope, &path("notes/deep/a.bin"), vec![7])
+        .await
+        .unwrap();
     assert_eq!(
         s.read(&scope, &path("./context.md")).await.unwrap(),
         b"# ctx\n"

@@ -331,6 +331,16 @@ impl WorkspaceManager {
         self.storage.write(scope, path, contents).await
     }
 
+    /// See [`StorageStore::append_unsynced`].
+    pub async fn append_storage_unsynced(
+        &self,
+        scope: &StorageScope,
+        path: &StoragePath,
+        more: Vec<u8>,
+    ) -> Result<()> {
+        self.storage.append_unsynced(scope, path, more).await
+    }
+
     pub async fn list_storage(
         &self,
         scope: &StorageScope,

@@ -107,6 +107,15 @@ pub trait StorageStore: Send + Sync {
         path: &StoragePath,
         contents: Vec<u8>,
     ) -> Result<()>;
+    /// Appends to a file `write` made, without waiting for the disk: for scratch kept as it
+    /// goes (an answer streaming), which must outlive the process, not the machine.
+    /// `NotFound` when there is no such file; the scope's size limit holds.
+    async fn append_unsynced(
+        &self,
+        scope: &StorageScope,
+        path: &StoragePath,
+        more: Vec<u8>,
+    ) -> Result<()>;
     /// The entries of a folder (`None` = the root), sorted by name.
     async fn list(
         &self,

@@ -38,6 +38,16 @@ impl Ops {
             .await?)
     }
 
+    /// Adds `more` to the answer kept aside by [`Ops::keep_partial_answer`]: appended, without
+    /// waiting for the disk (the text is kept for a process killed mid-answer, which loses
+    /// nothing the kernel holds; a lost machine may lose the last of it).
+    pub async fn extend_partial_answer(&self, session: &Session, more: &str) -> Result<()> {
+        Ok(self
+            .manager
+            .append_storage_unsynced(&scope(session), &partial_path(), more.as_bytes().to_vec())
+            .await?)
+    }
+
     /// Forgets the answer kept aside (it is in the transcript now, or never will be).
     pub async fn forget_partial_answer(&self, session: &Session) -> Result<()> {
         match self

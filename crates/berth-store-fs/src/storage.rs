@@ -203,6 +203,30 @@ impl StorageStore for FsStore {
             .await
     }
 
+    async fn append_unsynced(
+        &self,
+        scope: &StorageScope,
+        path: &StoragePath,
+        more: Vec<u8>,
+    ) -> Result<()> {
+        let (scope, path) = (scope.clone(), path.clone());
+        self.blocking(move |l| {
+            let root = l.open_storage(&scope)?;
+            let mut too_big = None;
+            let appended = berth_confined::append(&root, path.as_path(), &more, |len| {
+                scope.check_size(&path, len as usize).map_err(|e| {
+                    too_big = Some(e);
+                    io::Error::other("over the size limit")
+                })
+            });
+            match (appended, too_big) {
+                (_, Some(refused)) => Err(refused),
+                (done, None) => done.map_err(storage_err(&scope, path.as_str())),
+            }
+        })
+        .await
+    }
+
     async fn list(
         &self,
         scope: &StorageScope,

@@ -350,6 +350,20 @@ impl StorageStore for SqlStore {
         self.read_file(scope, path).await.map_err(|e| self.err(e))
     }
 
+    /// A row is rewritten: durable, as every write of a database is.
+    async fn append_unsynced(
+        &self,
+        scope: &StorageScope,
+        path: &StoragePath,
+        more: Vec<u8>,
+    ) -> berth_core::Result<()> {
+        let mut contents = StorageStore::read(self, scope, path).await?;
+        contents.extend_from_slice(&more);
+        self.write_file(scope, path, &contents)
+            .await
+            .map_err(|e| self.err(e))
+    }
+
     async fn write(
         &self,
         scope: &StorageScope,

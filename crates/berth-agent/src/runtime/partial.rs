@@ -28,16 +28,30 @@ impl PartialKeeper {
         let task = {
             let (text, changed, wrote) = (text.clone(), changed.clone(), wrote.clone());
             tokio::spawn(async move {
+                // How much of the text is kept already: the first keep writes the file (whole,
+                // durably), and the ones after append what came since, so each costs one
+                // write, not a new file and a sync.
+                let mut kept = 0;
                 loop {
                     changed.notified().await;
                     tokio::time::sleep(KEEP_PARTIAL_EVERY).await;
                     let now = text.lock().unwrap_or_else(|e| e.into_inner()).clone();
-                    if ops
-                        .keep_partial_answer(&session, written, &now)
-                        .await
-                        .is_ok()
-                    {
+                    let done = match kept {
+                        0 => ops.keep_partial_answer(&session, written, &now).await,
+                        _ => match ops.extend_partial_answer(&session, &now[kept..]).await {
+                            // Gone meanwhile: written whole again.
+                            Err(e) if e.kind() == berth_ops::ErrorKind::NotFound => {
+                                ops.keep_partial_answer(&session, written, &now).await
+                            }
+                            other => other,
+                        },
+                    };
+                    if done.is_ok() {
+                        kept = now.len();
                         wrote.store(true, std::sync::atomic::Ordering::Release);
+                    } else {
+                        // What a failed append left is not known: the next keep writes whole.
+                        kept = 0;
                     }
                 }
             })
