@@ -9,7 +9,8 @@
 //! crate's client side over its own WebSocket (tokio-tungstenite), one JSON-RPC message per
 //! text frame. Each connects, initializes, makes a session, and sends its prompt when all
 //! are ready. Printed per N: turns per second (N over the wall time of the whole batch), the
-//! p50 and p99 time from the prompt to its first chunk and to its answer, and the server's
+//! p50 time from the prompts to their model calls reaching the provider (berth's own part of
+//! the first chunk), the p50 and p99 time from the prompt to its first chunk and to its answer, and the server's
 //! resident memory (VmRSS, and its peak VmHWM) after the batch. Every stream is checked whole
 //! and in order: a stream that is not fails the benchmark.
 
@@ -78,6 +79,7 @@ async fn run(sizes: &[usize], chunks: usize, pause: Duration) {
     let pid = server.id().unwrap();
     let mut said = tokio::io::BufReader::new(server.stderr.take().unwrap()).lines();
     let line = said.next_line().await.unwrap().unwrap_or_default();
+
     let address = line
         .split("ws://")
         .nth(1)
@@ -92,8 +94,16 @@ async fn run(sizes: &[usize], chunks: usize, pause: Duration) {
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
     println!(
-        "{:>4} {:>10} {:>12} {:>12} {:>12} {:>12} {:>10} {:>10}",
-        "N", "turns/s", "first p50", "first p99", "end p50", "end p99", "RSS MB", "peak MB"
+        "{:>4} {:>10} {:>12} {:>12} {:>12} {:>12} {:>12} {:>10} {:>10}",
+        "N",
+        "turns/s",
+        "model p50",
+        "first p50",
+        "first p99",
+        "end p50",
+        "end p99",
+        "RSS MB",
+        "peak MB"
     );
     for &n in sizes {
         for _ in 0..n {
@@ -114,12 +124,20 @@ async fn run(sizes: &[usize], chunks: usize, pause: Duration) {
             timings.push(client.await.expect("a client's task"));
         }
         let wall = began.elapsed();
+        // When each model call of this batch reached the provider: berth's own time before
+        // the model is asked (the turn's setup, its durable prompt).
+        let requests = provider.requests();
+        let mut to_model: Vec<Duration> = requests[requests.len() - n..]
+            .iter()
+            .map(|r| r.received_at.saturating_duration_since(began))
+            .collect();
         let (rss, peak) = memory(pid);
         let mut first: Vec<Duration> = timings.iter().map(|t| t.first).collect();
         let mut end: Vec<Duration> = timings.iter().map(|t| t.end).collect();
         println!(
-            "{n:>4} {:>10.1} {:>10.1}ms {:>10.1}ms {:>10.1}ms {:>10.1}ms {:>10.1} {:>10.1}",
+            "{n:>4} {:>10.1} {:>10.1}ms {:>10.1}ms {:>10.1}ms {:>10.1}ms {:>10.1}ms {:>10.1} {:>10.1}",
             n as f64 / wall.as_secs_f64(),
+            ms(percentile(&mut to_model, 50)),
             ms(percentile(&mut first, 50)),
             ms(percentile(&mut first, 99)),
             ms(percentile(&mut end, 50)),
