@@ -1,13 +1,14 @@
 //! `WorkspaceStore` on the `workspaces` table. Every method is one statement, except where it
 //! must tell apart two reasons a statement changed nothing (which constraint an insert hit,
-//! whether a conditional delete missed the row or the condition).
+//! whether a conditional delete missed the row or the condition), and where a block of ports
+//! is chosen from the blocks held (one transaction under the ports lock).
 
 use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
 use berth_core::config::ConfigText;
 use berth_core::{
-    DeleteCondition, Error, GitInfo, NewWorkspace, PortBlock, Workspace, WorkspaceId,
+    DeleteCondition, Error, GitInfo, NewWorkspace, PortBlock, PortRange, Workspace, WorkspaceId,
     WorkspaceName, WorkspaceStore,
 };
 use chrono::{DateTime, Utc};
@@ -24,10 +25,23 @@ macro_rules! cols {
 
 const TABLE: &str = "workspaces";
 
-/// Any constant of berth's own: held by a create while it chooses a block of ports, so two
-/// creates never choose from the same picture of the blocks held (Postgres; SQLite's write
-/// lock, taken by `BEGIN IMMEDIATE`, already serializes them).
+/// Any constant of berth's own: held by a transaction while it reads the blocks of ports held
+/// and writes one (an assignment, or a create that chooses one), so two never decide from
+/// the same picture of the blocks held (Postgres; SQLite's write lock, taken by
+/// `BEGIN IMMEDIATE`, already serializes them).
 const PG_PORTS_LOCK_KEY: i64 = 0x6265_7274_685f_7032; // "berth_p2"
+
+/// Takes the ports lock for the rest of `tx` (see [`PG_PORTS_LOCK_KEY`]).
+async fn lock_ports(tx: &mut Tx<'_>) -> Result<()> {
+    if tx.dialect() == Dialect::Postgres {
+        tx.exec(
+            "SELECT pg_advisory_xact_lock($1)",
+            &[Arg::Int(PG_PORTS_LOCK_KEY)],
+        )
+        .await?;
+    }
+    Ok(())
+}
 
 pub(crate) fn workspace(row: &Row) -> Result<Workspace> {
     let key = row.text(0)?;
@@ -148,13 +162,7 @@ impl SqlStore {
         let mut tx = self.pool().begin().await?;
         let mut full = None;
         if let Some(range) = new.ports {
-            if tx.dialect() == Dialect::Postgres {
-                tx.exec(
-                    "SELECT pg_advisory_xact_lock($1)",
-                    &[Arg::Int(PG_PORTS_LOCK_KEY)],
-                )
-                .await?;
-            }
+            lock_ports(&mut tx).await?;
             match range.lowest_free(port_blocks(&mut tx).await?) {
                 Ok(block) => ws.ports = Some(block),
                 Err(e) => full = Some(e),
@@ -289,6 +297,48 @@ impl SqlStore {
         // (its worktree was removed first); anything still in it is left alone.
         let _ = std::fs::remove_dir(self.workspace_folder(id));
         Ok(true)
+    }
+
+    /// One transaction: the ports lock, the record's block if it has one, else the blocks
+    /// held, the lowest free one of `range`, and the update, so no other assignment (or create
+    /// with a block) decides between the read and the write.
+    async fn assign_workspace_ports(
+        &self,
+        id: &WorkspaceId,
+        range: PortRange,
+    ) -> Result<PortBlock> {
+        let mut tx = self.pool().begin().await?;
+        lock_ports(&mut tx).await?;
+        let row = tx
+            .opt(
+                concat!("SELECT ", cols!(), " FROM workspaces WHERE id = $1"),
+                &[Arg::Text(id.as_str())],
+            )
+            .await?
+            .ok_or_else(|| missing(id))?;
+        if let Some(held) = workspace(&row)?.ports {
+            return Ok(held);
+        }
+        let block = range
+            .lowest_free(port_blocks(&mut tx).await?)
+            .map_err(Failure::Core)?;
+        // `port_first IS NULL`: a block is written once. A delete does not take the ports
+        // lock, so the row may be gone by now; then nothing is written.
+        let changed = tx
+            .exec(
+                "UPDATE workspaces SET port_first = $2, port_count = $3 WHERE id = $1 AND port_first IS NULL",
+                &[
+                    Arg::Text(id.as_str()),
+                    Arg::Int(i64::from(block.first)),
+                    Arg::Int(i64::from(block.count)),
+                ],
+            )
+            .await?;
+        if changed == 0 {
+            return Err(missing(id));
+        }
+        tx.commit().await?;
+        Ok(block)
     }
 
     async fn all_workspaces(&self) -> Result<Vec<Workspace>> {
@@ -458,6 +508,16 @@ impl WorkspaceStore for SqlStore {
         }
         .await
         .map_err(|e| self.err(e))
+    }
+
+    async fn assign_ports(
+        &self,
+        id: &WorkspaceId,
+        range: PortRange,
+    ) -> berth_core::Result<PortBlock> {
+        self.assign_workspace_ports(id, range)
+            .await
+            .map_err(|e| self.err(e))
     }
 
     async fn set_git(&self, id: &WorkspaceId, git: &GitInfo) -> berth_core::Result<()> {
