@@ -1154,6 +1154,74 @@ pub async fn port_blocks(b: Backend) {
     assert_eq!(reread.last_accessed, later);
 }
 
+/// A record that brings a block (a store migration copying one) keeps it while no other
+/// workspace holds any of its ports, and is refused, creating nothing, when one does; an
+/// assignment then works around it. A taken id is a conflict whatever its ports.
+pub async fn kept_port_blocks(b: Backend) {
+    let now = Utc::now();
+    let range = PortRange {
+        first: 30000,
+        last: 30029,
+        block: 10,
+    };
+    let with_block = |id: &str, first, count| NewWorkspace {
+        id: Some(wid(id)),
+        ports: Some(PortBlock { first, count }),
+        ..NewWorkspace::default()
+    };
+    let kept = b
+        .workspaces
+        .create(with_block("ka", 30010, 10), now)
+        .await
+        .unwrap();
+    assert_eq!(
+        kept.ports,
+        Some(PortBlock {
+            first: 30010,
+            count: 10
+        })
+    );
+    assert_eq!(b.workspaces.load(&kept.id).await.unwrap(), kept);
+    let plain = b.workspaces.create(named("kb", "kb"), now).await.unwrap();
+    assert_eq!(
+        b.workspaces.assign_ports(&plain.id, range).await.unwrap(),
+        PortBlock {
+            first: 30000,
+            count: 10
+        }
+    );
+    // One port of it is another's: refused, and nothing is made.
+    let err = b
+        .workspaces
+        .create(with_block("kc", 30019, 5), now)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Refused(_)), "{err:?}");
+    assert!(err.to_string().contains("30019-30023"), "{err}");
+    assert!(
+        b.workspaces
+            .load(&wid("kc"))
+            .await
+            .unwrap_err()
+            .is_not_found()
+    );
+    let dup = b
+        .workspaces
+        .create(with_block("ka", 31000, 10), now)
+        .await
+        .unwrap_err();
+    assert!(matches!(dup, Error::AlreadyExists { .. }), "{dup:?}");
+    // The next assignment passes over both blocks.
+    b.workspaces.create(named("kd", "kd"), now).await.unwrap();
+    assert_eq!(
+        b.workspaces.assign_ports(&wid("kd"), range).await.unwrap(),
+        PortBlock {
+            first: 30020,
+            count: 10
+        }
+    );
+}
+
 /// Many assignments at once, twice for each workspace and for more workspaces than the range
 /// has blocks: each workspace gets one answer (the same block twice, or the same refusal), the
 /// blocks given overlap nowhere and are the range's, and the records say what was given.
@@ -1237,7 +1305,7 @@ macro_rules! conformance_tests {
             bindings, storage,
             manager_resolution, manager_device_and_delete, manager_gc_and_default,
             session_lifecycle, deleting_a_workspace_deletes_its_sessions, manager_sessions,
-            paging, port_blocks, racing_port_assignments, session_usage,
+            paging, port_blocks, kept_port_blocks, racing_port_assignments, session_usage,
             session_turns);
     };
     (@each $make:expr; $($name:ident),*) => {

@@ -119,12 +119,12 @@ impl Layout {
                 what: format!("a workspace named '{name}' ({})", owner.id),
             });
         }
-        // Under `workspaces.lock` no other create, delete or assignment runs, so the blocks
-        // read here are every block held, and the one chosen is this workspace's alone.
-        let ports = match new.ports {
-            Some(range) => Some(range.lowest_free(self.port_blocks()?)?),
-            None => None,
-        };
+        // A block the record brings (a migration's) is checked under `workspaces.lock`, where
+        // every block is given out (`assign_ports`), so no other can take its ports meanwhile.
+        // A new workspace brings none, and this create reads no other record.
+        if let Some(block) = new.ports {
+            block.check_free(self.port_blocks()?)?;
+        }
         if let Some(name) = &new.name {
             let entry = self.names().join(name.as_str());
             write_atomic(&entry, format!("{id}\n").as_bytes()).map_err(io_err("write", &entry))?;
@@ -137,7 +137,7 @@ impl Layout {
             last_accessed: now,
             agent_id: new.agent_id,
             git: new.git,
-            ports,
+            ports: new.ports,
         };
         let staging = self.workspaces().join(format!("{STAGING}{id}"));
         build_workspace_dir(&staging, &ws)

@@ -26,7 +26,7 @@ macro_rules! cols {
 const TABLE: &str = "workspaces";
 
 /// Any constant of berth's own: held by a transaction while it reads the blocks of ports held
-/// and writes one (an assignment, or a create that chooses one), so two never decide from
+/// and writes one (an assignment, or a create that brings a block), so two never decide from
 /// the same picture of the blocks held (Postgres; SQLite's write lock, taken by
 /// `BEGIN IMMEDIATE`, already serializes them).
 const PG_PORTS_LOCK_KEY: i64 = 0x6265_7274_685f_7032; // "berth_p2"
@@ -141,12 +141,13 @@ fn path_text(p: &Path) -> Result<&str> {
 }
 
 impl SqlStore {
-    /// One transaction: with a port range, the ports lock, the blocks held, the lowest free
-    /// one chosen, then the insert, so no other create can choose the same ports between the
-    /// read and the insert (the unique `port_first` holds even if one did).
+    /// One transaction: with a block the record brings (a migration's), the ports lock, the
+    /// blocks held, the block checked against them, then the insert, so no assignment can
+    /// give out the same ports between the check and the insert (the unique `port_first`
+    /// holds even if one did). A new workspace brings none and takes no lock.
     async fn create_workspace(&self, new: NewWorkspace, now: DateTime<Utc>) -> Result<Workspace> {
         let id = new.id.unwrap_or_else(WorkspaceId::generate);
-        let mut ws = Workspace {
+        let ws = Workspace {
             id,
             name: new.name,
             description: new.description,
@@ -154,21 +155,18 @@ impl SqlStore {
             last_accessed: now,
             agent_id: new.agent_id,
             git: new.git,
-            ports: None,
+            ports: new.ports,
         };
         let git = ws.git.as_ref();
         let repo = git.map(|g| path_text(&g.repo)).transpose()?;
         let worktree = git.map(|g| path_text(&g.worktree)).transpose()?;
         let mut tx = self.pool().begin().await?;
-        let mut full = None;
-        if let Some(range) = new.ports {
+        let mut ports_taken = None;
+        if let Some(block) = ws.ports {
             lock_ports(&mut tx).await?;
-            match range.lowest_free(port_blocks(&mut tx).await?) {
-                Ok(block) => ws.ports = Some(block),
-                Err(e) => full = Some(e),
-            }
+            ports_taken = block.check_free(port_blocks(&mut tx).await?).err();
         }
-        let inserted = match full {
+        let inserted = match ports_taken {
             Some(_) => {
                 drop(tx);
                 0
@@ -222,11 +220,11 @@ impl SqlStore {
             Some(name) => self.by_name(name).await?.map(|owner| (name, owner.id)),
             None => None,
         };
-        // A taken name is said first, as the filesystem store checks it first; then a full
-        // range of ports.
-        let what = match (owner, &ws.name, full) {
+        // A taken name is said first, as the filesystem store checks it first; then ports
+        // another workspace holds.
+        let what = match (owner, &ws.name, ports_taken) {
             (Some((name, owner)), _, _) => format!("a workspace named '{name}' ({owner})"),
-            (None, _, Some(full)) => return Err(Failure::Core(full)),
+            (None, _, Some(refused)) => return Err(Failure::Core(refused)),
             (None, Some(name), None) => format!("a workspace named '{name}'"),
             (None, None, None) => format!("workspace '{}'", ws.id),
         };
