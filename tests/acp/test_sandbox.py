@@ -402,6 +402,10 @@ def test_a_plain_workspaces_agent_cannot_change_berths_files_beside_its_work(wor
     made = world.berth("workspace", "create", "plain-one", "--plain", env=env)
     assert made.returncode == 0, made.stderr
     folder = Path(world.berth("workspace", "path", "plain-one", env=env).stdout.strip())
+    # Its block of ports first: its first command would have berth give it one, a change to
+    # the record that is berth's own, not the agent's.
+    ports = world.berth("workspace", "ports", "plain-one", env=env)
+    assert ports.returncode == 0, ports.stderr
     record = (folder / "workspace.toml").read_text()
     attack = (
         "printf '[sandbox]\\nmode = \"off\"\\n' > config.toml; "

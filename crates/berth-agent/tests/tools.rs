@@ -721,24 +721,31 @@ async fn run_command_environment_has_no_secrets() {
     }
 }
 
+/// A workspace holds no ports until something of its own needs them: its first command is
+/// given its block, which the record then holds, and every later command sees the same.
 #[tokio::test]
 async fn run_command_sees_the_workspace_ports() {
     let f = Fixture::new().await;
-    let ws =
+    let record = || async {
         f.cx.ops
             .resolve_workspace(f.cx.session.workspace_id.as_str())
             .await
-            .unwrap();
-    let ports = ws.ports.expect("a new workspace has a block of ports");
-    let out = ok(f
-        .call(
-            &RunCommand::new(),
-            json!({"command": "echo \"$BERTH_PORT $BERTH_PORT_1 $BERTH_PORT_9 [$BERTH_PORT_10]\""}),
-        )
-        .await);
+            .unwrap()
+    };
+    assert_eq!(record().await.ports, None, "a new workspace holds no ports");
+    let echo =
+        json!({"command": "echo \"$BERTH_PORT $BERTH_PORT_1 $BERTH_PORT_9 [$BERTH_PORT_10]\""});
+    let out = ok(f.call(&RunCommand::new(), echo.clone()).await);
+    let ws = record().await;
+    let ports = ws
+        .ports
+        .expect("its first command gave it a block of ports");
     let want = format!("{} {} {} []", ports.first, ports.first + 1, ports.first + 9);
     assert!(out.contains(&want), "{out}");
     assert_eq!(f.cx.ops.workspace_env(&ws), ports.env());
+    let again = ok(f.call(&RunCommand::new(), echo).await);
+    assert!(again.contains(&want), "{again}");
+    assert_eq!(record().await.ports, Some(ports));
 }
 
 #[tokio::test]

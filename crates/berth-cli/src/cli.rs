@@ -814,6 +814,28 @@ pub enum WorkspaceCmd {
         #[arg(add = ArgValueCompleter::new(completion::workspaces))]
         workspace: String,
     },
+    /// Print the workspace's own block of TCP ports, first-last, giving it one if it has none.
+    ///
+    /// A workspace holds no ports when it is made. It is given a block of `[ports] block`
+    /// consecutive ports (default 10), the lowest in `[ports] first`..`last` (default
+    /// 20000-29999) that no other workspace holds, when something of its own first needs
+    /// them: a `berth run` agent, a `[git] setup` command, a command of berth's agent, or this
+    /// command. It keeps the block until it is deleted, and no other workspace gets any of
+    /// its ports meanwhile, so its dev servers never fight another's. Its processes see the
+    /// block as BERTH_PORT (the first port) and BERTH_PORT_1 … BERTH_PORT_<block-1>. Refused
+    /// (exit status 4) when every block of the range is held: widen the range, make the block
+    /// smaller, or delete workspaces you no longer use.
+    ///
+    /// Example: `berth workspace ports web` prints `20000-20009`; `--json` prints
+    /// {"workspace", "label", "first", "last", "count"}.
+    #[command(verbatim_doc_comment)]
+    Ports {
+        /// Id, name or id prefix.
+        #[arg(add = ArgValueCompleter::new(completion::workspaces))]
+        workspace: String,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
     /// Read, write, list and remove files in a workspace's storage.
     #[command(subcommand)]
     Storage(StorageCmd),

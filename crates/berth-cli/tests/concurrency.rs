@@ -109,11 +109,12 @@ fn parallel_binds_lose_nothing() {
     }
 }
 
-/// Processes creating workspaces at once on one home each get a block of ports no other
-/// workspace holds, and together the lowest blocks of the range; `workspace show --json`
-/// shows the block.
+/// Processes giving workspaces their ports at once on one home, twice for each workspace,
+/// while others create workspaces: each workspace gets one block, the same in both of its
+/// answers, that no other workspace holds, and together the lowest blocks of the range;
+/// `workspace show` shows the block. Creating takes none, however many race.
 #[test]
-fn racing_creates_take_disjoint_port_blocks() {
+fn racing_assignments_take_disjoint_port_blocks() {
     let home = Home::new();
     std::fs::write(
         home.path().join("config.toml"),
@@ -121,34 +122,59 @@ fn racing_creates_take_disjoint_port_blocks() {
     )
     .unwrap();
     let racers = RACERS * 2;
-    let children: Vec<_> = (0..racers)
-        .map(|i| {
-            let mut cmd = home.cmd(&["workspace", "create", &format!("racer-{i}")]);
-            cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-            cmd.spawn().unwrap()
-        })
+    let spawn = |args: &[&str]| {
+        let mut cmd = home.cmd(args);
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+        cmd.spawn().unwrap()
+    };
+    let created: Vec<_> = (0..racers)
+        .map(|i| spawn(&["workspace", "create", &format!("racer-{i}")]))
         .collect();
-    let ids: Vec<String> = children
+    let ids: Vec<String> = created
         .into_iter()
         .map(|c| wait_ok(c).trim().to_owned())
         .collect();
-    let mut firsts = Vec::new();
     for id in &ids {
         let ws = home.json(&["workspace", "show", id, "--json"]);
-        let ports = &ws["ports"];
-        let first = ports["first"].as_u64().unwrap_or_else(|| panic!("{ws}"));
-        assert_eq!(ports["count"], 5, "{ws}");
-        assert_eq!(ports["last"].as_u64().unwrap(), first + 4, "{ws}");
-        firsts.push(first);
+        assert!(ws["ports"].is_null(), "created with ports: {ws}");
     }
+    // Every workspace asked twice at once, with creates of other workspaces among them.
+    let asked: Vec<_> = ids
+        .iter()
+        .chain(ids.iter())
+        .enumerate()
+        .map(|(i, id)| {
+            let asking = spawn(&["workspace", "ports", id, "--json"]);
+            let creating = spawn(&["workspace", "create", &format!("bystander-{i}")]);
+            (id, asking, creating)
+        })
+        .collect();
+    let mut given = std::collections::BTreeMap::new();
+    for (id, asking, creating) in asked {
+        let ports: serde_json::Value = serde_json::from_str(&wait_ok(asking)).unwrap();
+        wait_ok(creating);
+        assert_eq!(ports["count"], 5, "{ports}");
+        let first = ports["first"].as_u64().unwrap_or_else(|| panic!("{ports}"));
+        assert_eq!(ports["last"].as_u64().unwrap(), first + 4, "{ports}");
+        if let Some(before) = given.insert(id.clone(), first) {
+            assert_eq!(before, first, "{id} was given two blocks");
+        }
+    }
+    let mut firsts: Vec<u64> = given.values().copied().collect();
     firsts.sort();
     let want: Vec<u64> = (0..racers as u64).map(|i| 40000 + 5 * i).collect();
     assert_eq!(firsts, want, "blocks overlap, or are not the lowest free");
+    for (id, first) in &given {
+        let ws = home.json(&["workspace", "show", id, "--json"]);
+        assert_eq!(ws["ports"]["first"], *first, "{ws}");
+    }
 
-    // A workspace berth makes by itself, a new device's, gets the next block too.
+    // A workspace berth makes by itself, a new device's, is given the next block too.
     let device_ws = home.ok(&["binding", "resolve", "phone"]).trim().to_owned();
     let ws = home.json(&["workspace", "show", &device_ws, "--json"]);
-    assert_eq!(ws["ports"]["first"], want.last().unwrap() + 5, "{ws}");
+    assert!(ws["ports"].is_null(), "{ws}");
+    let ports = home.json(&["workspace", "ports", &device_ws, "--json"]);
+    assert_eq!(ports["first"], want.last().unwrap() + 5, "{ports}");
     let text = home.ok(&["workspace", "show", &ids[0]]);
     assert!(
         text.contains("ports") && text.contains("BERTH_PORT"),

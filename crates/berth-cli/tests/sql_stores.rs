@@ -469,6 +469,8 @@ fn populated_fs_home() -> (Home, String) {
         .trim()
         .to_owned();
     home.ok(&["workspace", "create", "beta"]);
+    // alpha holds a block of ports, beta none yet: a migration keeps both as they are.
+    home.ok(&["workspace", "ports", "alpha"]);
     std::fs::write(
         home.workspace_dir(&id).join("config.toml"),
         "# mine\nmodel = \"m\"\n",

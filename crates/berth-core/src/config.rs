@@ -215,7 +215,8 @@ pub struct McpServerSettings {
     pub timeout_secs: Option<u64>,
 }
 
-/// The TCP ports each new workspace gets a block of, its own alone (`[ports]`).
+/// The TCP ports a workspace is given a block of when it first needs one, its own alone until
+/// it is deleted (`[ports]`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct PortSettings {
@@ -235,7 +236,7 @@ impl PortSettings {
     pub const DEFAULT_LAST: u16 = 29999;
     pub const DEFAULT_BLOCK: u16 = 10;
 
-    /// The range new workspaces take their block from, defaults filled in.
+    /// The range workspaces are given their block from, defaults filled in.
     pub fn range(&self) -> crate::model::PortRange {
         crate::model::PortRange {
             first: self.first.unwrap_or(Self::DEFAULT_FIRST),
@@ -676,9 +677,9 @@ pub const TEMPLATE: &str = r#"# berth configuration. Layers: this file -> worksp
 # submodules = false                     # default true: submodules checked out in new worktrees
 
 [ports]
-# first = 20000                # each new workspace gets the lowest free block of ports in
-# last = 29999                 # first..last, its own alone, as BERTH_PORT, BERTH_PORT_1, ...
-# block = 10                   # ports per workspace
+# first = 20000                # a workspace is given the lowest free block of ports in
+# last = 29999                 # first..last when it first runs something, its own alone
+# block = 10                   # until it is deleted, as BERTH_PORT, BERTH_PORT_1, ...
 
 # What models cost, in US dollars per million tokens, for the costs `session show` and
 # `berth run` show; berth ships no prices (they change), a model not listed has no cost.

@@ -1055,9 +1055,12 @@ pub async fn paging(b: Backend) {
     assert_eq!(sids(rest), ["s-c"]);
 }
 
-/// Every workspace that asks for ports gets the lowest block of the range no other workspace
-/// holds; a deleted workspace's block is given out again; a full range is refused, naming the
-/// config keys, and creates nothing; the block survives reads, listing and rewrites.
+/// A workspace holds no ports until it is given a block (`assign_ports`): the lowest block of
+/// the range no other workspace holds, the same block every time after (whatever the range
+/// says then), until the workspace is deleted and the block is given out again. Creates never
+/// look at ports, however full the range; a full range refuses the assignment, naming the
+/// config keys, and leaves the record as it was. The block survives reads, listing and
+/// rewrites.
 pub async fn port_blocks(b: Backend) {
     let now = Utc::now();
     let range = PortRange {
@@ -1065,25 +1068,32 @@ pub async fn port_blocks(b: Backend) {
         last: 30029,
         block: 10,
     };
-    let with_ports = |id: &str| NewWorkspace {
-        id: Some(wid(id)),
-        ports: Some(range),
-        ..NewWorkspace::default()
+    let create = |id: &'static str| {
+        let store = b.workspaces.clone();
+        async move {
+            let new = NewWorkspace {
+                id: Some(wid(id)),
+                ..NewWorkspace::default()
+            };
+            store.create(new, now).await.unwrap()
+        }
     };
-    let block = |first| Some(PortBlock { first, count: 10 });
-    let a = b.workspaces.create(with_ports("pa"), now).await.unwrap();
-    assert_eq!(a.ports, block(30000));
-    let plain = b
-        .workspaces
-        .create(named("plain", "plain"), now)
-        .await
-        .unwrap();
-    assert_eq!(plain.ports, None);
-    let bw = b.workspaces.create(with_ports("pb"), now).await.unwrap();
-    assert_eq!(bw.ports, block(30010));
-    let c = b.workspaces.create(with_ports("pc"), now).await.unwrap();
-    assert_eq!(c.ports, block(30020));
-    assert_eq!(b.workspaces.load(&bw.id).await.unwrap(), bw);
+    let block = |first| PortBlock { first, count: 10 };
+    // More workspaces than the range has blocks: creating them needs none.
+    for id in ["pa", "pb", "pc", "pd", "pe"] {
+        assert_eq!(create(id).await.ports, None, "{id} was made with ports");
+    }
+    let assign = |id: &'static str| {
+        let store = b.workspaces.clone();
+        async move { store.assign_ports(&wid(id), range).await }
+    };
+    assert_eq!(assign("pa").await.unwrap(), block(30000));
+    assert_eq!(assign("pa").await.unwrap(), block(30000), "not idempotent");
+    assert_eq!(assign("pb").await.unwrap(), block(30010));
+    assert_eq!(assign("pc").await.unwrap(), block(30020));
+    // The record holds it: read, listed and paged alike.
+    let pb = b.workspaces.load(&wid("pb")).await.unwrap();
+    assert_eq!(pb.ports, Some(block(30010)));
     let listed: Vec<_> = b
         .workspaces
         .list()
@@ -1092,77 +1102,83 @@ pub async fn port_blocks(b: Backend) {
         .into_iter()
         .map(|w| (w.id.to_string(), w.ports))
         .collect();
-    assert_eq!(
-        listed,
-        [
-            ("pa".to_owned(), block(30000)),
-            ("pb".to_owned(), block(30010)),
-            ("pc".to_owned(), block(30020)),
-            ("plain".to_owned(), None),
-        ]
-    );
-
-    // Full: refused with the keys to change, and nothing was created.
-    let err = b
+    let want = [
+        ("pa".to_owned(), Some(block(30000))),
+        ("pb".to_owned(), Some(block(30010))),
+        ("pc".to_owned(), Some(block(30020))),
+        ("pd".to_owned(), None),
+        ("pe".to_owned(), None),
+    ];
+    assert_eq!(listed, want);
+    let paged: Vec<_> = b
         .workspaces
-        .create(with_ports("pd"), now)
+        .page(None, 10)
         .await
-        .unwrap_err();
+        .unwrap()
+        .into_iter()
+        .map(|w| (w.id.to_string(), w.ports))
+        .collect();
+    assert_eq!(paged, want);
+
+    // Full: refused with the keys to change, and the record is as it was.
+    let err = assign("pd").await.unwrap_err();
     assert!(matches!(err, Error::Refused(_)), "{err:?}");
     let msg = err.to_string();
     assert!(
         msg.contains("[ports] first") && msg.contains("[ports] block"),
         "{msg}"
     );
-    assert!(
+    assert_eq!(b.workspaces.load(&wid("pd")).await.unwrap().ports, None);
+    // A held block is returned though the range is full, or another range asked for.
+    assert_eq!(assign("pc").await.unwrap(), block(30020));
+    let elsewhere = PortRange {
+        first: 40000,
+        last: 40100,
+        block: 3,
+    };
+    assert_eq!(
         b.workspaces
-            .load(&wid("pd"))
+            .assign_ports(&wid("pa"), elsewhere)
             .await
-            .unwrap_err()
-            .is_not_found()
+            .unwrap(),
+        block(30000)
     );
-    // A taken id is a conflict, whether or not the range is full.
-    let dup = b
-        .workspaces
-        .create(with_ports("pa"), now)
-        .await
-        .unwrap_err();
-    assert!(matches!(dup, Error::AlreadyExists { .. }), "{dup:?}");
+    // A workspace that does not exist has none to give.
+    let missing = assign("nope").await.unwrap_err();
+    assert!(missing.is_not_found(), "{missing:?}");
 
-    // The lowest free block is given out again once its workspace is gone.
+    // The block is given out again once its workspace is gone, lowest first.
     assert!(
         b.workspaces
-            .delete(&bw.id, DeleteCondition::Always)
+            .delete(&pb.id, DeleteCondition::Always)
             .await
             .unwrap()
     );
-    let e = b.workspaces.create(with_ports("pe"), now).await.unwrap();
-    assert_eq!(e.ports, block(30010));
-    // Blocks of another size fit around the ones held: a block of 5 in a wider range starts
-    // after the highest held port, never inside a block.
-    let wide = NewWorkspace {
-        id: Some(wid("pf")),
-        ports: Some(PortRange {
-            first: 30005,
-            last: 30100,
-            block: 5,
-        }),
-        ..NewWorkspace::default()
+    assert_eq!(assign("pe").await.unwrap(), block(30010));
+    assert!(assign("pd").await.unwrap_err().kind() == crate::ErrorKind::Refused);
+    // A block of another size fits around the ones held: in a wider range it starts after
+    // the highest held port, never inside a block.
+    let wide = PortRange {
+        first: 30005,
+        last: 30100,
+        block: 5,
     };
-    let f = b.workspaces.create(wide, now).await.unwrap();
     assert_eq!(
-        f.ports,
-        Some(PortBlock {
+        b.workspaces.assign_ports(&wid("pd"), wide).await.unwrap(),
+        PortBlock {
             first: 30030,
             count: 5
-        })
+        }
     );
 
     // Rewrites of the record keep the block.
     let later = now + Duration::hours(1);
-    b.workspaces.update_accessed(&a.id, later).await.unwrap();
     b.workspaces
-        .save_config(&a.id, "model = \"m\"\n")
+        .update_accessed(&wid("pa"), later)
+        .await
+        .unwrap();
+    b.workspaces
+        .save_config(&wid("pa"), "model = \"m\"\n")
         .await
         .unwrap();
     let git = GitInfo {
@@ -1172,10 +1188,150 @@ pub async fn port_blocks(b: Backend) {
         branch_created: false,
         worktree: "/wt/p".into(),
     };
-    b.workspaces.set_git(&a.id, &git).await.unwrap();
-    let reread = b.workspaces.load(&a.id).await.unwrap();
-    assert_eq!(reread.ports, block(30000));
+    b.workspaces.set_git(&wid("pa"), &git).await.unwrap();
+    let reread = b.workspaces.load(&wid("pa")).await.unwrap();
+    assert_eq!(reread.ports, Some(block(30000)));
     assert_eq!(reread.last_accessed, later);
+}
+
+/// A record that brings a block (a store migration copying one) keeps it while no other
+/// workspace holds any of its ports, and is refused, creating nothing, when one does; an
+/// assignment then works around it. A taken id is a conflict whatever its ports.
+pub async fn kept_port_blocks(b: Backend) {
+    let now = Utc::now();
+    let range = PortRange {
+        first: 30000,
+        last: 30029,
+        block: 10,
+    };
+    let with_block = |id: &str, first, count| NewWorkspace {
+        id: Some(wid(id)),
+        ports: Some(PortBlock { first, count }),
+        ..NewWorkspace::default()
+    };
+    let kept = b
+        .workspaces
+        .create(with_block("ka", 30010, 10), now)
+        .await
+        .unwrap();
+    assert_eq!(
+        kept.ports,
+        Some(PortBlock {
+            first: 30010,
+            count: 10
+        })
+    );
+    assert_eq!(b.workspaces.load(&kept.id).await.unwrap(), kept);
+    let plain = b.workspaces.create(named("kb", "kb"), now).await.unwrap();
+    assert_eq!(
+        b.workspaces.assign_ports(&plain.id, range).await.unwrap(),
+        PortBlock {
+            first: 30000,
+            count: 10
+        }
+    );
+    // One port of it is another's: refused, and nothing is made.
+    let err = b
+        .workspaces
+        .create(with_block("kc", 30019, 5), now)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Refused(_)), "{err:?}");
+    assert!(err.to_string().contains("30019-30023"), "{err}");
+    assert!(
+        b.workspaces
+            .load(&wid("kc"))
+            .await
+            .unwrap_err()
+            .is_not_found()
+    );
+    let dup = b
+        .workspaces
+        .create(with_block("ka", 31000, 10), now)
+        .await
+        .unwrap_err();
+    assert!(matches!(dup, Error::AlreadyExists { .. }), "{dup:?}");
+    // The next assignment passes over both blocks.
+    b.workspaces.create(named("kd", "kd"), now).await.unwrap();
+    assert_eq!(
+        b.workspaces.assign_ports(&wid("kd"), range).await.unwrap(),
+        PortBlock {
+            first: 30020,
+            count: 10
+        }
+    );
+}
+
+/// Many assignments at once, twice for each workspace and for more workspaces than the range
+/// has blocks: each workspace gets one answer (the same block twice, or the same refusal), the
+/// blocks given overlap nowhere and are the range's, and the records say what was given.
+pub async fn racing_port_assignments(b: Backend) {
+    const BLOCKS: u16 = 8;
+    const WORKSPACES: usize = 12;
+    let range = PortRange {
+        first: 31000,
+        last: 31000 + BLOCKS * 4 - 1,
+        block: 4,
+    };
+    let now = Utc::now();
+    let ids: Vec<WorkspaceId> = (0..WORKSPACES)
+        .map(|i| wid(&format!("race-{i:02}")))
+        .collect();
+    for id in &ids {
+        let new = NewWorkspace {
+            id: Some(id.clone()),
+            ..NewWorkspace::default()
+        };
+        b.workspaces.create(new, now).await.unwrap();
+    }
+    let tasks: Vec<_> = ids
+        .iter()
+        .chain(ids.iter())
+        .map(|id| {
+            let (store, id) = (b.workspaces.clone(), id.clone());
+            tokio::spawn(async move { store.assign_ports(&id, range).await })
+        })
+        .collect();
+    let mut answers = Vec::new();
+    for task in tasks {
+        answers.push(task.await.expect("an assignment task panicked"));
+    }
+    let (first, second) = answers.split_at(WORKSPACES);
+    let mut given = Vec::new();
+    for ((id, a), b2) in ids.iter().zip(first).zip(second) {
+        match (a, b2) {
+            (Ok(x), Ok(y)) => {
+                assert_eq!(x, y, "{id} was given two blocks");
+                given.push(*x);
+            }
+            (Err(x), Err(y)) => {
+                assert_eq!(x.kind(), crate::ErrorKind::Refused, "{id}: {x:?}");
+                assert_eq!(y.kind(), crate::ErrorKind::Refused, "{id}: {y:?}");
+            }
+            (x, y) => panic!("{id} was given a block once and refused once: {x:?} {y:?}"),
+        }
+    }
+    given.sort_by_key(|p| p.first);
+    let want: Vec<PortBlock> = (0..BLOCKS)
+        .map(|i| PortBlock {
+            first: 31000 + 4 * i,
+            count: 4,
+        })
+        .collect();
+    assert_eq!(
+        given, want,
+        "blocks overlap, or some of the range was left unused"
+    );
+    let mut recorded: Vec<PortBlock> = b
+        .workspaces
+        .list()
+        .await
+        .unwrap()
+        .into_iter()
+        .filter_map(|w| w.ports)
+        .collect();
+    recorded.sort_by_key(|p| p.first);
+    assert_eq!(recorded, want, "the records do not say what was given");
 }
 
 /// Generates one `#[tokio::test]` per conformance check. `$make` is an expression that builds
@@ -1189,7 +1345,8 @@ macro_rules! conformance_tests {
             bindings, storage,
             manager_resolution, manager_device_and_delete, manager_gc_and_default,
             session_lifecycle, deleting_a_workspace_deletes_its_sessions, manager_sessions,
-            paging, port_blocks, session_usage, session_turns);
+            paging, port_blocks, kept_port_blocks, racing_port_assignments, session_usage,
+            session_turns);
     };
     (@each $make:expr; $($name:ident),*) => {
         $(

@@ -13,8 +13,7 @@ use crate::config::{self, ConfigText, LoadedConfig};
 use crate::error::{Error, Result};
 use crate::id::{DeviceId, SessionId, WorkspaceId, WorkspaceName};
 use crate::model::{
-    NewSession, NewWorkspace, PortRange, Session, SessionStatus, StorageEntry, StorageScope,
-    Workspace,
+    NewSession, NewWorkspace, Session, SessionStatus, StorageEntry, StorageScope, Workspace,
 };
 use crate::storage_path::StoragePath;
 use crate::store::{
@@ -42,8 +41,6 @@ pub struct WorkspaceManager {
     bindings: Arc<dyn BindingStore>,
     storage: Arc<dyn StorageStore>,
     sessions: Arc<dyn SessionStore>,
-    /// Where the workspaces it makes itself (`default`, a new device's) take their ports.
-    ports: Option<PortRange>,
 }
 
 impl WorkspaceManager {
@@ -58,21 +55,7 @@ impl WorkspaceManager {
             bindings,
             storage,
             sessions,
-            ports: None,
         }
-    }
-
-    /// Gives the workspaces this manager makes itself (`default`, a new device's) a block of
-    /// ports from `range`, as every other new workspace gets (the config's `[ports]`).
-    pub fn with_ports(mut self, range: PortRange) -> Self {
-        self.ports = Some(range);
-        self
-    }
-
-    /// Where new workspaces take their ports from, if set ([`WorkspaceManager::with_ports`]):
-    /// for importers, which write records beneath the manager.
-    pub fn ports(&self) -> Option<PortRange> {
-        self.ports
     }
 
     pub fn sessions(&self) -> &dyn SessionStore {
@@ -167,12 +150,7 @@ impl WorkspaceManager {
                 Err(e) => return Err(e),
             }
         }
-        let candidate = self
-            .create(NewWorkspace {
-                ports: self.ports,
-                ..NewWorkspace::default()
-            })
-            .await?;
+        let candidate = self.create(NewWorkspace::default()).await?;
         let winner = self.bindings.bind_if_absent(device, &candidate.id).await?;
         if winner == candidate.id {
             return Ok(candidate);
@@ -240,7 +218,6 @@ impl WorkspaceManager {
         let new = NewWorkspace {
             id: Some(id.clone()),
             description: "default workspace for single-user use".to_owned(),
-            ports: self.ports,
             ..NewWorkspace::default()
         };
         match self.create(new).await {

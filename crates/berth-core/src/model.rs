@@ -26,8 +26,8 @@ pub struct Workspace {
     pub agent_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub git: Option<GitInfo>,
-    /// The TCP ports that are this workspace's alone; `None` for a workspace made before
-    /// berth gave out ports, or made without asking for them.
+    /// The TCP ports that are this workspace's alone, from when something of its own first
+    /// needed them (`WorkspaceStore::assign_ports`) until it is deleted; `None` until then.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ports: Option<PortBlock>,
 }
@@ -71,6 +71,25 @@ impl PortBlock {
         (u32::from(self.first) + u32::from(self.count).max(1) - 1) as u16
     }
 
+    /// Whether the two blocks share a port.
+    pub fn overlaps(&self, other: &PortBlock) -> bool {
+        self.first <= other.last() && other.first <= self.last()
+    }
+
+    /// `Refused` when a block of `held` shares a port with this one: a record that arrives
+    /// with a block of its own (a store migration) may keep it only while no other workspace
+    /// holds any of its ports. Every store calls this where it serializes the choice of
+    /// blocks (see `WorkspaceStore::assign_ports`).
+    pub fn check_free(&self, held: impl IntoIterator<Item = PortBlock>) -> Result<(), Error> {
+        match held.into_iter().find(|h| h.overlaps(self)) {
+            None => Ok(()),
+            Some(h) => Err(Error::Refused(format!(
+                "ports {self} are not free: another workspace holds {h}; delete that workspace, \
+                 or leave this one without a block (it is given one on first use)"
+            ))),
+        }
+    }
+
     /// What a process started for the workspace is told: `BERTH_PORT` (the first port) and
     /// `BERTH_PORT_1` … `BERTH_PORT_<count-1>` (the others), in that order.
     pub fn env(&self) -> Vec<(String, String)> {
@@ -92,8 +111,8 @@ impl std::fmt::Display for PortBlock {
     }
 }
 
-/// Where a new workspace's ports come from: the lowest free block of `block` ports within
-/// `first` … `last` (both included). The config's `[ports]` (see
+/// Where a workspace's ports come from when it first needs them: the lowest free block of
+/// `block` ports within `first` … `last` (both included). The config's `[ports]` (see
 /// [`crate::config::PortSettings::range`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PortRange {
@@ -105,7 +124,7 @@ pub struct PortRange {
 impl PortRange {
     /// The lowest block of the range that overlaps none of `taken` (blocks outside the range
     /// are passed over); `Refused`, naming the keys to change, when none is left. Every store
-    /// calls this while nothing else can take a block (see `WorkspaceStore::create`).
+    /// calls this while nothing else can take a block (see `WorkspaceStore::assign_ports`).
     pub fn lowest_free(
         &self,
         taken: impl IntoIterator<Item = PortBlock>,
@@ -122,9 +141,9 @@ impl PortRange {
         }
         if start + size - 1 > u32::from(self.last) {
             return Err(Error::Refused(format!(
-                "no block of {} free ports is left in {}-{} (every one is held by a workspace); \
-                 widen the range with [ports] first and last, make [ports] block smaller, or \
-                 delete workspaces you no longer use",
+                "no block of {} free ports is left in {}-{} (a workspace holds its block from \
+                 its first use until it is deleted); widen the range with [ports] first and \
+                 last, make [ports] block smaller, or delete workspaces you no longer use",
                 self.block, self.first, self.last
             )));
         }
@@ -144,9 +163,12 @@ pub struct NewWorkspace {
     pub description: String,
     pub agent_id: Option<String>,
     pub git: Option<GitInfo>,
-    /// A block of ports to give the workspace, chosen by the store atomically with the
-    /// create, so that no two workspaces ever share a port; `None` gives it none.
-    pub ports: Option<PortRange>,
+    /// A block of ports the workspace already holds elsewhere: a record copied from another
+    /// store keeps its block (`berth store migrate`), refused by the store, atomically with
+    /// the create, if another workspace holds any of its ports ([`PortBlock::check_free`]).
+    /// `None` for every new workspace: a block is given when something of its own first
+    /// needs one (`WorkspaceStore::assign_ports`), so a create never fails for want of ports.
+    pub ports: Option<PortBlock>,
 }
 
 /// Whose storage an operation addresses.
@@ -434,6 +456,17 @@ mod tests {
         };
         assert_eq!(top.lowest_free([]).unwrap(), block(65530, 6));
         assert!(top.lowest_free([block(65535, 1)]).is_err());
+    }
+
+    #[test]
+    fn a_kept_block_must_be_free() {
+        let mine = block(200, 10);
+        assert!(mine.overlaps(&block(209, 1)) && mine.overlaps(&block(190, 11)));
+        assert!(!mine.overlaps(&block(210, 5)) && !mine.overlaps(&block(190, 10)));
+        assert!(mine.check_free([block(190, 10), block(210, 10)]).is_ok());
+        let err = mine.check_free([block(205, 2)]).unwrap_err();
+        assert_eq!(err.kind(), crate::ErrorKind::Refused);
+        assert!(err.to_string().contains("200-209"), "{err}");
     }
 
     #[test]

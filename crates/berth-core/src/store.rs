@@ -16,8 +16,8 @@ use crate::config::ConfigText;
 use crate::error::Result;
 use crate::id::{DeviceId, SessionId, WorkspaceId, WorkspaceName};
 use crate::model::{
-    GitInfo, NewSession, NewWorkspace, Session, SessionStatus, StorageEntry, StorageScope,
-    TokenUsage, Workspace,
+    GitInfo, NewSession, NewWorkspace, PortBlock, PortRange, Session, SessionStatus, StorageEntry,
+    StorageScope, TokenUsage, Workspace,
 };
 use crate::storage_path::StoragePath;
 use crate::transcript::{Message, Transcript};
@@ -33,7 +33,9 @@ pub enum DeleteCondition {
 
 #[async_trait]
 pub trait WorkspaceStore: Send + Sync {
-    /// Creates a workspace; `AlreadyExists` if the id or the name is taken.
+    /// Creates a workspace; `AlreadyExists` if the id or the name is taken. It holds no ports
+    /// unless `new` brings a block it held elsewhere, which is checked against every block
+    /// held as [`WorkspaceStore::assign_ports`] chooses one (refused if any port is taken).
     async fn create(&self, new: NewWorkspace, now: DateTime<Utc>) -> Result<Workspace>;
     async fn load(&self, id: &WorkspaceId) -> Result<Workspace>;
     async fn load_by_name(&self, name: &WorkspaceName) -> Result<Workspace>;
@@ -65,6 +67,14 @@ pub trait WorkspaceStore: Send + Sync {
     /// worktrees reattached), keeping every other field; `NotFound` if the workspace does not
     /// exist.
     async fn set_git(&self, id: &WorkspaceId, git: &GitInfo) -> Result<()>;
+    /// The workspace's block of ports: the one it holds (whatever `range` says now), else the
+    /// lowest block of `range` that overlaps no other workspace's ([`PortRange::lowest_free`]),
+    /// written into its record before this returns and held until the workspace is deleted.
+    /// Atomic across processes and machines sharing the store: the blocks held are read and
+    /// the choice written while no other `assign_ports` and no create with a block runs, so
+    /// two workspaces never share a port. `NotFound` if the workspace does not exist;
+    /// `Refused`, naming the `[ports]` keys, when no block of the range is free.
+    async fn assign_ports(&self, id: &WorkspaceId, range: PortRange) -> Result<PortBlock>;
     /// The workspace's folder on this machine, where the backend keeps one.
     fn workspace_dir(&self, id: &WorkspaceId) -> Option<PathBuf>;
 }

@@ -267,12 +267,10 @@ impl Run<'_> {
                         description: ws.description.clone(),
                         agent_id: ws.agent_id.clone(),
                         git: ws.git.clone(),
-                        // The very block it held, or a refusal if the target gave it away.
-                        ports: ws.ports.map(|p| berth_core::PortRange {
-                            first: p.first,
-                            last: p.last(),
-                            block: p.count,
-                        }),
+                        // The very block it held, or a refusal if the target gave any of its
+                        // ports to another workspace; one without a block gets one on first
+                        // use there.
+                        ports: ws.ports,
                     };
                     match dst.workspaces().create(new, ws.created_at).await {
                         Ok(_) => {}

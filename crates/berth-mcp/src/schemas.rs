@@ -68,7 +68,10 @@ fn workspace_properties() -> serde_json::Map<String, Value> {
         "agent_id": string_or_null(),
         "path": string_or_null(),
         "git": { "anyOf": [git, { "type": "null" }] },
-        "ports": { "anyOf": [ports, { "type": "null" }] },
+        "ports": {
+            "anyOf": [ports, { "type": "null" }],
+            "description": "The workspace's own block of TCP ports (BERTH_PORT = first); null until something of the workspace first needs ports (a run, a setup command, a command of berth's agent), which gives it one."
+        },
         "git_status": { "type": ["object", "null"] },
         "size_bytes": { "type": ["integer", "null"], "minimum": 0 },
         "uri": string(),

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use berth_core::config::GitSettings;
 use berth_core::{
-    DeviceId, ErrorKind, GitInfo, NewWorkspace, Workspace, WorkspaceId, WorkspaceManager,
+    DeviceId, ErrorKind, GitInfo, NewWorkspace, PortRange, Workspace, WorkspaceId, WorkspaceManager,
 };
 use berth_git::spares::SparePool;
 use berth_git::{BranchSpec, Copied, GitError, Health, Repo, WorktreeRef, WorktreeStatus};
@@ -126,12 +126,15 @@ pub struct Made {
 }
 
 /// Creates a workspace; with `git`, also its worktree, copies and setup commands, all or
-/// nothing. `settings` is berth's own `[git]` config (never read from the repository).
+/// nothing. `settings` is berth's own `[git]` config (never read from the repository). Setup
+/// commands are the workspace's first processes, so a workspace with any is given its block of
+/// ports from `ports` before git runs; one without holds none until it needs them.
 pub async fn create(
     manager: &WorkspaceManager,
     mut new: NewWorkspace,
     git: Option<GitRequest>,
     settings: &GitSettings,
+    ports: PortRange,
 ) -> Result<Made> {
     let Some(request) = git else {
         return Ok(Made {
@@ -194,7 +197,22 @@ pub async fn create(
     });
     // The record first: it claims the id and name, and a crash from here on leaves a
     // workspace that `workspace delete --force` cleans up, never an orphan worktree.
-    let ws = manager.create(new).await?;
+    let mut ws = manager.create(new).await?;
+    if !settings.setup.is_empty() {
+        // Before git runs, so that a full range undoes nothing but the record.
+        match manager.workspaces().assign_ports(&ws.id, ports).await {
+            Ok(block) => ws.ports = Some(block),
+            Err(error) => {
+                return Err(match manager.delete_record(&ws.id).await {
+                    Ok(_) => Error::RolledBack(Box::new(error.into())),
+                    Err(cleanup) => Error::RollbackFailed {
+                        error: Box::new(error.into()),
+                        cleanup: cleanup.to_string(),
+                    },
+                });
+            }
+        }
+    }
     let settings = settings.clone();
     let ws_env = workspace_env(&ws);
     let prepared = blocking({
@@ -307,7 +325,7 @@ pub async fn recorded_at(manager: &WorkspaceManager, worktree: &Path) -> Result<
 }
 
 /// What a process started for `ws` is told about it: its ports (`BERTH_PORT`,
-/// `BERTH_PORT_1` …), none for a workspace without a block.
+/// `BERTH_PORT_1` …), none for a workspace without a block yet (`Ops::with_ports` gives one).
 pub fn workspace_env(ws: &Workspace) -> Vec<(String, String)> {
     ws.ports.map(|p| p.env()).unwrap_or_default()
 }

@@ -62,7 +62,7 @@ pub use storage::{Node, Owner, StorageRef, context_path};
 pub use view::{GitView, KeptView, PortsView, SessionView, WorkspaceView, session_label};
 pub use workspaces::{
     AdoptWorkspace, CreateWarning, CreateWorkspace, Created, DeletePlan, Deleted, GcPlan, GcReport,
-    Reattached, RepairReport, Repository, SparesReport, StartPoint,
+    Reattached, RepairReport, Repository, SparesReport, StartPoint, WorkspacePorts,
 };
 
 /// The platform's default berth home: `~/.local/share/berth` on Linux,
@@ -121,7 +121,7 @@ pub fn open(home: &Path, env: &[(String, String)]) -> Result<Ops> {
     let loaded = berth_core::config::layer(global.as_ref(), None, env.iter().cloned())?;
     let store = StoreChoice::of(&home, loaded.config.store.url.as_ref().map(|u| u.expose()))?;
     Ok(Ops {
-        manager: store.open(&home)?.with_ports(loaded.config.ports.range()),
+        manager: store.open(&home)?,
         store: Arc::new(store),
         home: Arc::new(home),
         env: Arc::new(env.to_vec()),

@@ -28,7 +28,9 @@ pub struct WorkspaceView {
     /// The workspace's folder on this machine (`None` for a store that keeps none).
     pub path: Option<PathBuf>,
     pub git: Option<GitView>,
-    /// The workspace's own block of TCP ports; `None` for one made without a block.
+    /// The workspace's own block of TCP ports; `None` (null) until something of the
+    /// workspace first needs ports (a run, a setup command, berth's `run_command`,
+    /// `berth workspace ports`), which gives it one.
     pub ports: Option<PortsView>,
     /// The worktree's state, for a git workspace whose state was asked for.
     pub git_status: Option<WorktreeStatus>,
@@ -47,6 +49,16 @@ pub struct PortsView {
     pub first: u16,
     pub last: u16,
     pub count: u16,
+}
+
+impl PortsView {
+    pub(crate) fn of(block: berth_core::PortBlock) -> PortsView {
+        PortsView {
+            first: block.first,
+            last: block.last(),
+            count: block.count,
+        }
+    }
 }
 
 /// The git part of a workspace.
@@ -89,11 +101,7 @@ impl WorkspaceView {
             agent_id: ws.agent_id.clone(),
             path,
             git: ws.git.as_ref().map(GitView::of),
-            ports: ws.ports.map(|p| PortsView {
-                first: p.first,
-                last: p.last(),
-                count: p.count,
-            }),
+            ports: ws.ports.map(PortsView::of),
             git_status,
             size_bytes: None,
             devices: None,

@@ -13,7 +13,7 @@ use crate::error::{Error, Result, blocking};
 use crate::git_workspace::{self, Collected, GitRequest};
 pub use crate::git_workspace::{CreateWarning, Reattached, RepairReport, StartPoint};
 use crate::page::{Page, Pager, cursor_id, page_limit, page_of};
-use crate::view::{KeptView, WorkspaceView};
+use crate::view::{KeptView, PortsView, WorkspaceView};
 use crate::{Ops, Refill};
 
 /// Where a new workspace's repository comes from.
@@ -123,6 +123,17 @@ pub struct Created {
     /// What the creator should know though nothing failed; the CLI prints them on stderr,
     /// MCP puts them in the tool result.
     pub warnings: Vec<CreateWarning>,
+}
+
+/// A workspace's block of ports, as `berth workspace ports` shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct WorkspacePorts {
+    pub workspace: WorkspaceId,
+    /// `<id> (<name>)`, or the id.
+    pub label: String,
+    /// Its processes see them as `BERTH_PORT` (the first) and `BERTH_PORT_1` ….
+    #[serde(flatten)]
+    pub ports: PortsView,
 }
 
 /// A request to adopt an existing linked worktree (made by hand, by claude-squad, by amux…)
@@ -307,9 +318,48 @@ impl Ops {
 
     /// What a process started for `ws` (a dev server, a check, a tool) is told about it, on
     /// top of its environment: the workspace's own ports, `BERTH_PORT` (the first) and
-    /// `BERTH_PORT_1` … `BERTH_PORT_<n-1>`; nothing for a workspace without a block.
+    /// `BERTH_PORT_1` … `BERTH_PORT_<n-1>`; nothing for a workspace without a block, so a
+    /// caller about to start one gets `ws` from [`Ops::with_ports`] first.
     pub fn workspace_env(&self, ws: &Workspace) -> Vec<(String, String)> {
         crate::git_workspace::workspace_env(ws)
+    }
+
+    /// `ws` with its block of ports: the one it holds, else the lowest free block of the
+    /// home's `[ports]`, given to it now and held until it is deleted. A workspace takes no
+    /// ports when it is made (so creating one never fails for want of them), only when
+    /// something of its own first needs them: every front end calls this before it starts a
+    /// process for the workspace (a run's agent, terminals and check, berth's `run_command`),
+    /// then [`Ops::workspace_env`] and [`Ops::sandbox`] give the process its ports. The store
+    /// chooses atomically (`WorkspaceStore::assign_ports`), so two workspaces' processes never
+    /// share a port. `Refused`, naming the `[ports]` keys, when no block is free.
+    pub async fn with_ports(&self, mut ws: Workspace) -> Result<Workspace> {
+        if ws.ports.is_none() {
+            ws.ports = Some(self.assign_ports(&ws.id).await?);
+        }
+        Ok(ws)
+    }
+
+    /// The block of ports of the workspace `identifier` names, given now if it has none
+    /// (`berth workspace ports`). Asking is use, as `path` is: ports are asked for to start
+    /// something of the workspace's.
+    pub async fn workspace_ports(&self, identifier: &str) -> Result<WorkspacePorts> {
+        let ws = self.manager.resolve(identifier).await?;
+        self.manager.touch(&ws).await?;
+        let ws = self.with_ports(ws).await?;
+        let block = ws.ports.expect("with_ports gives a block or fails");
+        Ok(WorkspacePorts {
+            workspace: ws.id.clone(),
+            label: ws.label(),
+            ports: PortsView::of(block),
+        })
+    }
+
+    /// Gives the workspace its block from the home's `[ports]`. The range is the home's (the
+    /// global file and the environment), never a workspace's own layer: the ports are one pool
+    /// shared by every workspace on the machine.
+    async fn assign_ports(&self, id: &WorkspaceId) -> Result<berth_core::PortBlock> {
+        let range = self.config(None).await?.config.ports.range();
+        Ok(self.manager.workspaces().assign_ports(id, range).await?)
     }
 
     /// The view of a record, with its folder; `git_status` where it was looked up.
@@ -429,22 +479,25 @@ impl Ops {
     pub async fn create_workspace_reported(&self, request: CreateWorkspace) -> Result<Created> {
         // The workspace's own config does not exist yet: global file and environment.
         let config = self.config(None).await?.config;
+        // No ports: a block is given when something of the workspace first needs one.
         let new = NewWorkspace {
             id: request.id.clone().map(WorkspaceId::new).transpose()?,
             name: request.name.clone().map(WorkspaceName::new).transpose()?,
             description: request.description.clone(),
             agent_id: request.agent_id.clone(),
             git: None,
-            ports: Some(config.ports.range()),
+            ports: None,
         };
+        let ports = config.ports.range();
         let git = blocking(move || request.git_request()).await?;
         let Some(git) = git else {
-            let made = git_workspace::create(&self.manager, new, None, &Default::default()).await?;
+            let made =
+                git_workspace::create(&self.manager, new, None, &Default::default(), ports).await?;
             return Ok(self.created(made));
         };
         let settings = config.git;
         let repo = git.repo.clone();
-        let created = git_workspace::create(&self.manager, new, Some(git), &settings).await;
+        let created = git_workspace::create(&self.manager, new, Some(git), &settings, ports).await;
         if let Some(want @ 1..) = settings.spare_worktrees {
             self.refill_spares(repo, want, settings);
         }
@@ -467,14 +520,14 @@ impl Ops {
     /// and never the branch. Refused for the main checkout, a folder outside git, and a
     /// worktree another workspace records.
     pub async fn adopt_workspace(&self, request: AdoptWorkspace) -> Result<WorkspaceView> {
-        let ports = self.config(None).await?.config.ports.range();
+        // Nothing runs in an adopted worktree, so it takes no ports until something does.
         let new = NewWorkspace {
             id: None,
             name: request.name.map(WorkspaceName::new).transpose()?,
             description: request.description,
             agent_id: None,
             git: None,
-            ports: Some(ports),
+            ports: None,
         };
         let path = std::path::absolute(&request.path).map_err(|e| {
             berth_core::Error::io(format!("cannot use {}", request.path.display()), e)

@@ -699,7 +699,10 @@ impl Running {
                 .map_err(|e| berth_ops::Error::rule(e.kind(), e.to_string()))?;
             self.ops.choose_session_model(&session, &choice).await?;
         }
+        // The agent, its terminals and its check are the workspace's processes: its block of
+        // ports is given here if it has none yet, before any of them starts.
         let record = self.ops.resolve_workspace(workspace.id.as_str()).await?;
+        let record = self.ops.with_ports(record).await?;
         let env = self.ops.workspace_env(&record);
         Ok(Placed {
             workspace,
@@ -712,6 +715,7 @@ impl Running {
     /// A resumed agent's workspace and session, as they are now.
     async fn placed_before(&self, resume: &Resume) -> berth_ops::Result<Placed> {
         let record = self.ops.resolve_workspace(&resume.workspace).await?;
+        let record = self.ops.with_ports(record).await?;
         let worktree = self.ops.work_dir(&record)?;
         let session = self.ops.resolve_session(&resume.session).await?;
         Ok(Placed {

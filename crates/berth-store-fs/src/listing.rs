@@ -281,10 +281,12 @@ impl Layout {
         let _lock = self.lock_index()?;
         let path = self.index_file();
         // Created if missing: a file without a header is rebuilt by the next reader, which
-        // keeps the `dirty` marks found in it.
+        // keeps the `dirty` marks found in it. Readable too: the compaction below reads the
+        // header through this handle (an append-only one refuses reads with EBADF).
         let mut file = OpenOptions::new()
             .create(true)
             .append(true)
+            .read(true)
             .open(&path)
             .map_err(io_err("open", &path))?;
         file.write_all(encode(entries).as_bytes())
@@ -292,7 +294,10 @@ impl Layout {
         if boot_id().is_none() {
             file.sync_data().map_err(io_err("sync", &path))?;
         }
-        self.compact_if_long(&file)
+        // The entries are appended whatever the compaction does: one that fails leaves the
+        // log long, and the next append tries again, so it never fails the write it follows.
+        let _ = self.compact_if_long(&file);
+        Ok(())
     }
 
     /// Rewrites the log as a snapshot once it is three times the length it started at.
@@ -373,4 +378,50 @@ fn boot_id() -> Option<&'static str> {
             .filter(|s| !s.is_empty())
     })
     .as_deref()
+}
+
+#[cfg(test)]
+mod tests {
+    use berth_core::{NewWorkspace, WorkspaceId, WorkspaceStore};
+    use chrono::{Duration, Utc};
+
+    use crate::FsStore;
+
+    /// A log that outgrows `COMPACT_FLOOR` (and three times its snapshot) is rewritten as a
+    /// snapshot by the append that finds it so, and that append, and every write after it,
+    /// succeeds: a home whose records are rewritten often (a workspace used every minute,
+    /// ten thousand workspaces created) must not stop writing once its log is long.
+    #[tokio::test]
+    async fn a_long_log_is_compacted_and_writes_go_on() {
+        let home = tempfile::tempdir().unwrap();
+        let store = FsStore::open(home.path()).unwrap();
+        let id = WorkspaceId::new("busy").unwrap();
+        // A big record, so that a few rewrites make a log of over a megabyte.
+        let new = NewWorkspace {
+            id: Some(id.clone()),
+            description: "x".repeat(64 << 10),
+            ..NewWorkspace::default()
+        };
+        let made = store.create(new, Utc::now()).await.unwrap();
+        let index = home.path().join("workspaces.index");
+        // Each rewrite appends the record (with a `dirty` before it): 40 of them are 2.5 MiB.
+        let (mut len, mut compactions) = (0, 0);
+        let mut last = made.last_accessed;
+        for i in 1..=40 {
+            last = made.last_accessed + Duration::seconds(i);
+            store.update_accessed(&id, last).await.unwrap();
+            let now = std::fs::metadata(&index).unwrap().len();
+            compactions += usize::from(now < len);
+            len = now;
+        }
+        assert!(compactions >= 2, "compacted {compactions} times");
+        assert!(len < super::COMPACT_FLOOR, "{len} bytes");
+        // The compacted index is read as it is (no rebuild), by this store and another.
+        assert!(store.layout.read_index().unwrap().is_ok());
+        for reader in [&store, &FsStore::open(home.path()).unwrap()] {
+            let listed = reader.list().await.unwrap();
+            assert_eq!(listed.len(), 1);
+            assert_eq!(listed[0].last_accessed, last);
+        }
+    }
 }

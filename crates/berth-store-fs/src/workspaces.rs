@@ -1,8 +1,9 @@
 //! `WorkspaceStore` on the filesystem: one folder per workspace, `workspace.toml` inside, and a
 //! `names/<name>` index file per named workspace so lookup by name costs one read, not a scan.
 //!
-//! Creation and deletion of workspaces (and of name index entries) happen under the home-wide
-//! `workspaces.lock`; metadata rewrites of one workspace happen under its own `.lock`. The name
+//! Creation and deletion of workspaces (and of name index entries), and the giving of port
+//! blocks, happen under the home-wide `workspaces.lock`; metadata rewrites of one workspace
+//! happen under its own `.lock` (a block's assignment holds both). The name
 //! index is written *before* the workspace is committed, so a crash can leave a stale index
 //! entry (pointing at a workspace that does not exist or has another name), never a named
 //! workspace without one. Readers verify each entry, and creators reclaim stale ones.
@@ -15,8 +16,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use berth_core::config::ConfigText;
 use berth_core::{
-    DeleteCondition, Error, GitInfo, NewWorkspace, Result, SessionId, Workspace, WorkspaceId,
-    WorkspaceName, WorkspaceStore,
+    DeleteCondition, Error, GitInfo, NewWorkspace, PortBlock, PortRange, Result, SessionId,
+    Workspace, WorkspaceId, WorkspaceName, WorkspaceStore,
 };
 use chrono::{DateTime, Utc};
 
@@ -118,12 +119,12 @@ impl Layout {
                 what: format!("a workspace named '{name}' ({})", owner.id),
             });
         }
-        // Under `workspaces.lock` no other create or delete runs, so the blocks read here are
-        // every block held, and the one chosen is this workspace's alone.
-        let ports = match new.ports {
-            Some(range) => Some(range.lowest_free(self.port_blocks()?)?),
-            None => None,
-        };
+        // A block the record brings (a migration's) is checked under `workspaces.lock`, where
+        // every block is given out (`assign_ports`), so no other can take its ports meanwhile.
+        // A new workspace brings none, and this create reads no other record.
+        if let Some(block) = new.ports {
+            block.check_free(self.port_blocks()?)?;
+        }
         if let Some(name) = &new.name {
             let entry = self.names().join(name.as_str());
             write_atomic(&entry, format!("{id}\n").as_bytes()).map_err(io_err("write", &entry))?;
@@ -136,7 +137,7 @@ impl Layout {
             last_accessed: now,
             agent_id: new.agent_id,
             git: new.git,
-            ports,
+            ports: new.ports,
         };
         let staging = self.workspaces().join(format!("{STAGING}{id}"));
         build_workspace_dir(&staging, &ws)
@@ -150,10 +151,29 @@ impl Layout {
         Ok(ws)
     }
 
+    /// The workspace's block: its own, or the lowest free one of `range`, written into its
+    /// record. Under `workspaces.lock`, which every create and delete and every other
+    /// assignment holds, so the blocks read are every block held until the record is written;
+    /// and under the workspace's own lock, so no rewrite of the record (`update_accessed`,
+    /// `set_git`) that read it before can put it back without its block.
+    fn assign_ports(&self, id: &WorkspaceId, range: PortRange) -> Result<PortBlock> {
+        let _guard = self.lock_workspaces()?;
+        let _ws_guard = self.lock_workspace(id)?;
+        let mut ws = self.load_workspace(id)?;
+        if let Some(held) = ws.ports {
+            return Ok(held);
+        }
+        let block = range.lowest_free(self.port_blocks()?)?;
+        ws.ports = Some(block);
+        self.write_workspace(&ws)?;
+        Ok(block)
+    }
+
     /// The port blocks every workspace holds. The caller holds `workspaces.lock`, so none is
-    /// created or deleted meanwhile: from the listing index when it can be trusted, else from
-    /// the records themselves (not `list`, whose rebuild would take the lock again).
-    fn port_blocks(&self) -> Result<Vec<berth_core::PortBlock>> {
+    /// created, deleted or given a block meanwhile: from the listing index when it can be
+    /// trusted (a record being rewritten is read from disk), else from the records themselves
+    /// (not `list`, whose rebuild would take the lock again).
+    fn port_blocks(&self) -> Result<Vec<PortBlock>> {
         let all = match self.read_index()? {
             Ok(list) => list,
             Err(_) => self.list_records()?,
@@ -521,6 +541,11 @@ impl WorkspaceStore for FsStore {
             write_atomic(&path, text.as_bytes()).map_err(io_err("write", &path))
         })
         .await
+    }
+
+    async fn assign_ports(&self, id: &WorkspaceId, range: PortRange) -> Result<PortBlock> {
+        let id = id.clone();
+        self.blocking(move |l| l.assign_ports(&id, range)).await
     }
 
     async fn set_git(&self, id: &WorkspaceId, git: &GitInfo) -> Result<()> {

@@ -66,6 +66,8 @@ mod on_postgres {
         manager_sessions,
         paging,
         port_blocks,
+        kept_port_blocks,
+        racing_port_assignments,
         session_usage,
         session_turns
     );

@@ -1,13 +1,14 @@
 //! `WorkspaceStore` on the `workspaces` table. Every method is one statement, except where it
 //! must tell apart two reasons a statement changed nothing (which constraint an insert hit,
-//! whether a conditional delete missed the row or the condition).
+//! whether a conditional delete missed the row or the condition), and where a block of ports
+//! is chosen from the blocks held (one transaction under the ports lock).
 
 use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
 use berth_core::config::ConfigText;
 use berth_core::{
-    DeleteCondition, Error, GitInfo, NewWorkspace, PortBlock, Workspace, WorkspaceId,
+    DeleteCondition, Error, GitInfo, NewWorkspace, PortBlock, PortRange, Workspace, WorkspaceId,
     WorkspaceName, WorkspaceStore,
 };
 use chrono::{DateTime, Utc};
@@ -24,10 +25,23 @@ macro_rules! cols {
 
 const TABLE: &str = "workspaces";
 
-/// Any constant of berth's own: held by a create while it chooses a block of ports, so two
-/// creates never choose from the same picture of the blocks held (Postgres; SQLite's write
-/// lock, taken by `BEGIN IMMEDIATE`, already serializes them).
+/// Any constant of berth's own: held by a transaction while it reads the blocks of ports held
+/// and writes one (an assignment, or a create that brings a block), so two never decide from
+/// the same picture of the blocks held (Postgres; SQLite's write lock, taken by
+/// `BEGIN IMMEDIATE`, already serializes them).
 const PG_PORTS_LOCK_KEY: i64 = 0x6265_7274_685f_7032; // "berth_p2"
+
+/// Takes the ports lock for the rest of `tx` (see [`PG_PORTS_LOCK_KEY`]).
+async fn lock_ports(tx: &mut Tx<'_>) -> Result<()> {
+    if tx.dialect() == Dialect::Postgres {
+        tx.exec(
+            "SELECT pg_advisory_xact_lock($1)",
+            &[Arg::Int(PG_PORTS_LOCK_KEY)],
+        )
+        .await?;
+    }
+    Ok(())
+}
 
 pub(crate) fn workspace(row: &Row) -> Result<Workspace> {
     let key = row.text(0)?;
@@ -127,12 +141,13 @@ fn path_text(p: &Path) -> Result<&str> {
 }
 
 impl SqlStore {
-    /// One transaction: with a port range, the ports lock, the blocks held, the lowest free
-    /// one chosen, then the insert, so no other create can choose the same ports between the
-    /// read and the insert (the unique `port_first` holds even if one did).
+    /// One transaction: with a block the record brings (a migration's), the ports lock, the
+    /// blocks held, the block checked against them, then the insert, so no assignment can
+    /// give out the same ports between the check and the insert (the unique `port_first`
+    /// holds even if one did). A new workspace brings none and takes no lock.
     async fn create_workspace(&self, new: NewWorkspace, now: DateTime<Utc>) -> Result<Workspace> {
         let id = new.id.unwrap_or_else(WorkspaceId::generate);
-        let mut ws = Workspace {
+        let ws = Workspace {
             id,
             name: new.name,
             description: new.description,
@@ -140,27 +155,18 @@ impl SqlStore {
             last_accessed: now,
             agent_id: new.agent_id,
             git: new.git,
-            ports: None,
+            ports: new.ports,
         };
         let git = ws.git.as_ref();
         let repo = git.map(|g| path_text(&g.repo)).transpose()?;
         let worktree = git.map(|g| path_text(&g.worktree)).transpose()?;
         let mut tx = self.pool().begin().await?;
-        let mut full = None;
-        if let Some(range) = new.ports {
-            if tx.dialect() == Dialect::Postgres {
-                tx.exec(
-                    "SELECT pg_advisory_xact_lock($1)",
-                    &[Arg::Int(PG_PORTS_LOCK_KEY)],
-                )
-                .await?;
-            }
-            match range.lowest_free(port_blocks(&mut tx).await?) {
-                Ok(block) => ws.ports = Some(block),
-                Err(e) => full = Some(e),
-            }
+        let mut ports_taken = None;
+        if let Some(block) = ws.ports {
+            lock_ports(&mut tx).await?;
+            ports_taken = block.check_free(port_blocks(&mut tx).await?).err();
         }
-        let inserted = match full {
+        let inserted = match ports_taken {
             Some(_) => {
                 drop(tx);
                 0
@@ -214,11 +220,11 @@ impl SqlStore {
             Some(name) => self.by_name(name).await?.map(|owner| (name, owner.id)),
             None => None,
         };
-        // A taken name is said first, as the filesystem store checks it first; then a full
-        // range of ports.
-        let what = match (owner, &ws.name, full) {
+        // A taken name is said first, as the filesystem store checks it first; then ports
+        // another workspace holds.
+        let what = match (owner, &ws.name, ports_taken) {
             (Some((name, owner)), _, _) => format!("a workspace named '{name}' ({owner})"),
-            (None, _, Some(full)) => return Err(Failure::Core(full)),
+            (None, _, Some(refused)) => return Err(Failure::Core(refused)),
             (None, Some(name), None) => format!("a workspace named '{name}'"),
             (None, None, None) => format!("workspace '{}'", ws.id),
         };
@@ -289,6 +295,48 @@ impl SqlStore {
         // (its worktree was removed first); anything still in it is left alone.
         let _ = std::fs::remove_dir(self.workspace_folder(id));
         Ok(true)
+    }
+
+    /// One transaction: the ports lock, the record's block if it has one, else the blocks
+    /// held, the lowest free one of `range`, and the update, so no other assignment (or create
+    /// with a block) decides between the read and the write.
+    async fn assign_workspace_ports(
+        &self,
+        id: &WorkspaceId,
+        range: PortRange,
+    ) -> Result<PortBlock> {
+        let mut tx = self.pool().begin().await?;
+        lock_ports(&mut tx).await?;
+        let row = tx
+            .opt(
+                concat!("SELECT ", cols!(), " FROM workspaces WHERE id = $1"),
+                &[Arg::Text(id.as_str())],
+            )
+            .await?
+            .ok_or_else(|| missing(id))?;
+        if let Some(held) = workspace(&row)?.ports {
+            return Ok(held);
+        }
+        let block = range
+            .lowest_free(port_blocks(&mut tx).await?)
+            .map_err(Failure::Core)?;
+        // `port_first IS NULL`: a block is written once. A delete does not take the ports
+        // lock, so the row may be gone by now; then nothing is written.
+        let changed = tx
+            .exec(
+                "UPDATE workspaces SET port_first = $2, port_count = $3 WHERE id = $1 AND port_first IS NULL",
+                &[
+                    Arg::Text(id.as_str()),
+                    Arg::Int(i64::from(block.first)),
+                    Arg::Int(i64::from(block.count)),
+                ],
+            )
+            .await?;
+        if changed == 0 {
+            return Err(missing(id));
+        }
+        tx.commit().await?;
+        Ok(block)
     }
 
     async fn all_workspaces(&self) -> Result<Vec<Workspace>> {
@@ -458,6 +506,16 @@ impl WorkspaceStore for SqlStore {
         }
         .await
         .map_err(|e| self.err(e))
+    }
+
+    async fn assign_ports(
+        &self,
+        id: &WorkspaceId,
+        range: PortRange,
+    ) -> berth_core::Result<PortBlock> {
+        self.assign_workspace_ports(id, range)
+            .await
+            .map_err(|e| self.err(e))
     }
 
     async fn set_git(&self, id: &WorkspaceId, git: &GitInfo) -> berth_core::Result<()> {

@@ -177,13 +177,18 @@ impl Tool for RunCommand {
             .timeout_secs
             .unwrap_or(DEFAULT_TIMEOUT_SECS)
             .clamp(1, MAX_TIMEOUT_SECS);
-        // The workspace's ports, so a dev server started here takes its own; a workspace that
-        // cannot be read (deleted meanwhile) gives none rather than failing the command.
-        let ws = cx
+        // The workspace's ports, so a dev server started here takes its own, given now if
+        // this is the first of its processes (no block free fails the command, saying which
+        // `[ports]` keys to change); a workspace that cannot be read (deleted meanwhile) gives
+        // none rather than failing the command.
+        let ws = match cx
             .ops
             .resolve_workspace(cx.session.workspace_id.as_str())
             .await
-            .ok();
+        {
+            Ok(ws) => Some(cx.ops.with_ports(ws).await.map_err(|e| e.to_string())?),
+            Err(_) => None,
+        };
         let env = ws
             .as_ref()
             .map(|ws| cx.ops.workspace_env(ws))

@@ -109,6 +109,16 @@ pub async fn run(ops: &Ops, cmd: WorkspaceCmd) -> anyhow::Result<()> {
             let path = ops.workspace_path(&workspace).await?;
             Ok(render::line(path.display())?)
         }
+        WorkspaceCmd::Ports { workspace, json } => {
+            let ports = ops.workspace_ports(&workspace).await?;
+            if json.json {
+                return Ok(render::json(&ports)?);
+            }
+            Ok(render::line(format!(
+                "{}-{}",
+                ports.ports.first, ports.ports.last
+            ))?)
+        }
         WorkspaceCmd::Repair { repo, json } => {
             let repo = match repo {
                 Some(r) => r,
@@ -355,9 +365,10 @@ async fn show(ops: &Ops, identifier: &str, json: bool) -> anyhow::Result<()> {
         ),
         (
             "ports",
-            ws.ports.map_or_else(dash, |p| {
-                format!("{}-{} (BERTH_PORT = {})", p.first, p.last, p.first)
-            }),
+            ws.ports.map_or_else(
+                || "none yet (given on first use: a run, a setup command, a command of berth's agent, `berth workspace ports`)".to_owned(),
+                |p| format!("{}-{} (BERTH_PORT = {})", p.first, p.last, p.first),
+            ),
         ),
     ];
     if let (Some(git), Some(st)) = (&ws.git, &ws.git_status) {

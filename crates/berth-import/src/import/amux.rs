@@ -351,7 +351,8 @@ impl Import<'_> {
             description,
             agent_id: None,
             git: Some(git),
-            ports: manager.ports(),
+            // Given on first use, as every new workspace's.
+            ports: None,
         };
         // Created when amux made it; adopting it counts as a use, so garbage collection does
         // not take a workspace the moment it arrives.

@@ -370,7 +370,8 @@ impl Import<'_> {
             description,
             agent_id: None,
             git: None,
-            ports: self.ops.manager().ports(),
+            // Given on first use, as every new workspace's.
+            ports: None,
         };
         // The store stamps both times with the moment it is given; the last use then moves
         // forward to Aptove's (it never moves backwards), so no store API is needed for times.

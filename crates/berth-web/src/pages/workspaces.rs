@@ -90,11 +90,14 @@ fn row(ws: &Workspace) -> Markup {
             }
             td data-label="Changes" data-fill="changes" { @if ws.git.is_some() { span.pending { "…" } } @else { "—" } }
             td data-label="Sessions" data-fill="sessions" { span.pending { "…" } }
-            td data-label="Ports" { @match ws.ports { Some(p) => { (p.first) "–" (p.last()) }, None => "—" } }
+            td data-label="Ports" { @match ws.ports { Some(p) => { (p.first) "–" (p.last()) }, None => span title=(NO_PORTS_YET) { "none yet" } } }
             td data-label="Last used" { time datetime=(ws.last_accessed.to_rfc3339()) { (age(ws.last_accessed)) } }
         }
     }
 }
+
+/// What a workspace without ports is told: why it has none, and when it gets them.
+const NO_PORTS_YET: &str = "a block is given when something of the workspace first needs one (a run, a setup command, a command of berth's agent, berth workspace ports)";
 
 fn short(id: &str) -> &str {
     id.get(..8).unwrap_or(id)
@@ -185,7 +188,11 @@ pub async fn show(
                     }
                 }
             }
-            @if let Some(p) = view.ports { dt { "Ports" } dd { (p.first) "–" (p.last) " (" code { "BERTH_PORT" } "=" (p.first) ")" } }
+            dt { "Ports" }
+            @match view.ports {
+                Some(p) => dd { (p.first) "–" (p.last) " (" code { "BERTH_PORT" } "=" (p.first) ")" },
+                None => dd { "none yet: " (NO_PORTS_YET) },
+            }
             dt { "Last used" } dd { (age(ws.last_accessed)) }
         }
         div.bar {
