@@ -942,9 +942,15 @@ mod tests {
         // The holder is found where the kernel keeps it.
         let meta = std::fs::metadata(store.dir(&record.id).join("lock")).unwrap();
         use std::os::unix::fs::MetadataExt;
-        assert_eq!(
-            lock_holders(meta.dev(), meta.ino()),
-            Some(vec![std::process::id() as libc::pid_t])
+        // (The table may list one holder more than once while this test binary's other
+        // threads fork: each is this process.)
+        let holders = lock_holders(meta.dev(), meta.ino()).unwrap();
+        assert!(
+            !holders.is_empty()
+                && holders
+                    .iter()
+                    .all(|p| *p == std::process::id() as libc::pid_t),
+            "{holders:?}"
         );
         bystander.kill().unwrap();
         bystander.wait().unwrap();
