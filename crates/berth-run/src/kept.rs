@@ -537,12 +537,7 @@ impl RunStore {
     /// moment another holds it).
     fn record_lock(&self, id: &RunId) -> Result<File, KeptError> {
         let path = self.dir(id).join("record.lock");
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(io_at(&path))?;
+        let file = lock_file(&path)?;
         file.lock().map_err(io_at(&path))?;
         Ok(file)
     }
@@ -702,18 +697,23 @@ impl RunStore {
     /// The run's lock if no one holds it; `None` while its supervisor lives.
     fn try_lock(&self, id: &RunId) -> Result<Option<File>, KeptError> {
         let path = self.dir(id).join("lock");
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(io_at(&path))?;
+        let file = lock_file(&path)?;
         match file.try_lock() {
             Ok(()) => Ok(Some(file)),
             Err(fs::TryLockError::WouldBlock) => Ok(None),
             Err(fs::TryLockError::Error(e)) => Err(io_at(&path)(e)),
         }
     }
+}
+
+/// A lock file of a run, opened (made when missing), not yet locked.
+fn lock_file(path: &Path) -> Result<File, KeptError> {
+    OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .map_err(io_at(path))
 }
 
 /// The processes holding a `flock` on the file of device `dev` and inode `ino`, from

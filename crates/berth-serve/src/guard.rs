@@ -86,7 +86,7 @@ impl Access {
         Access {
             token: options.token.clone(),
             tokens,
-            open: options.listen.ip().is_loopback() && options.token.is_none(),
+            open: options.open && options.listen.ip().is_loopback() && options.token.is_none(),
             hosts,
             origins,
             tls: options.tls.is_some(),
@@ -364,6 +364,7 @@ mod tests {
             &ServeOptions {
                 listen: listen.parse().unwrap(),
                 token: None,
+                open: true,
                 allowed_hosts: hosts.iter().map(|s| s.to_string()).collect(),
                 allowed_origins: origins.iter().map(|s| s.to_string()).collect(),
                 max_connections: 1,

@@ -38,14 +38,19 @@ use berth_mcp::BerthMcp;
 use berth_ops::Ops;
 
 pub use guard::{Access, Principal};
-pub use tokens::{Role, TokenError, TokenRecord, TokenStore, new_token};
+use tokens::new_token;
+pub use tokens::{Role, TokenError, TokenRecord, TokenStore};
 
 /// How `berth serve` listens.
 #[derive(Debug, Clone)]
 pub struct ServeOptions {
     pub listen: SocketAddr,
-    /// The token every request (but `/healthz`) must carry; required off loopback.
+    /// The token every request (but `/healthz`) must carry; required off loopback. On
+    /// loopback without one (and without `open`), [`serve`] makes one for the run.
     pub token: Option<String>,
+    /// On loopback, take requests without a token, each as the admin: any user or process of
+    /// the machine can then drive the agent. Refused off loopback.
+    pub open: bool,
     /// Host names (or `host:port`) besides loopback that requests may be addressed to.
     pub allowed_hosts: Vec<String>,
     /// Browser origins besides loopback pages (`https://app.example.com`, `:*` for any port)
@@ -82,6 +87,8 @@ pub enum ServeError {
         "refusing to listen on {0} without a token: anyone who can reach that address could use this server. Give one (BERTH_SERVE_TOKEN or --token, or `berth token create`), or listen on 127.0.0.1"
     )]
     PublicWithoutToken(SocketAddr),
+    #[error("serving without a token (--open) is for loopback only; {0} is not loopback")]
+    OpenOffLoopback(SocketAddr),
     #[error("cannot listen on {addr}: {source}")]
     Listen {
         addr: SocketAddr,
@@ -99,7 +106,9 @@ impl ServeError {
     /// A listener refused for want of a token is a usage error; the rest are I/O.
     pub fn kind(&self) -> berth_ops::ErrorKind {
         match self {
-            ServeError::PublicWithoutToken(_) => berth_ops::ErrorKind::Invalid,
+            ServeError::PublicWithoutToken(_) | ServeError::OpenOffLoopback(_) => {
+                berth_ops::ErrorKind::Invalid
+            }
             ServeError::Listen { .. } | ServeError::Server(_) => berth_ops::ErrorKind::Io,
             ServeError::Tokens(e) => e.kind(),
             ServeError::Tls(_) => berth_ops::ErrorKind::Invalid,
@@ -107,19 +116,38 @@ impl ServeError {
     }
 }
 
-/// Serves until SIGINT or SIGTERM. `on_listening` is called with the bound address (useful
-/// with port 0) once requests can be accepted.
+/// What the server says once it listens.
+pub struct Listening {
+    /// The bound address (useful with port 0).
+    pub addr: SocketAddr,
+    /// The token made for this run, when none was given on loopback: to show the person.
+    pub made_token: Option<String>,
+}
+
+/// Serves until SIGINT or SIGTERM. `on_listening` is called once requests can be accepted.
+///
+/// A token on every request but `/healthz`, on loopback too: loopback is every user and
+/// process of the machine, and a request without a token would act as the admin (Jupyter
+/// requires one for the same reason). With none given, one is made for the run on loopback
+/// (unless `open`); off loopback, one must be given, or devices' tokens made.
 pub async fn serve(
     ops: Ops,
     agent: Agent,
     mcp: BerthMcp,
-    options: ServeOptions,
-    on_listening: impl FnOnce(SocketAddr),
+    mut options: ServeOptions,
+    on_listening: impl FnOnce(Listening),
 ) -> Result<(), ServeError> {
     let tokens = TokenStore::new(ops.home());
-    // Off loopback, someone must need a token: the admin's, or a device's.
-    if !options.listen.ip().is_loopback() && options.token.is_none() && tokens.list()?.is_empty() {
+    let loopback = options.listen.ip().is_loopback();
+    if options.open && !loopback {
+        return Err(ServeError::OpenOffLoopback(options.listen));
+    }
+    if !loopback && options.token.is_none() && tokens.list()?.is_empty() {
         return Err(ServeError::PublicWithoutToken(options.listen));
+    }
+    let made_token = (loopback && options.token.is_none() && !options.open).then(new_token);
+    if made_token.is_some() {
+        options.token = made_token.clone();
     }
     let access = Arc::new(Access::new(&options, tokens.clone()));
     let (mcp_routes, mcp_done) = berth_mcp::http_router(
@@ -183,7 +211,10 @@ pub async fn serve(
                     source,
                 }
             })?;
-        on_listening(bound);
+        on_listening(Listening {
+            addr: bound,
+            made_token,
+        });
         return axum::serve(listener, app)
             .with_graceful_shutdown(shutdown)
             .await
@@ -193,7 +224,10 @@ pub async fn serve(
         // Small messages (a chunk of an answer) go out at once, not after a delayed ACK.
         let _ = tcp.set_nodelay(true);
     });
-    on_listening(bound);
+    on_listening(Listening {
+        addr: bound,
+        made_token,
+    });
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
         .await

@@ -24,20 +24,10 @@ pub async fn run(ops: Ops, args: ServeArgs) -> anyhow::Result<()> {
     let mcp = BerthMcp::new(ops.clone(), repo, berth_mcp::DEFAULT_MAX_FILE_BYTES);
     let named_host = args.reach.allow_hosts.first().cloned();
     let tls = args.tls_cert.is_some();
-    let given = args.token.filter(|t| !t.is_empty());
-    if args.open && !args.listen.ip().is_loopback() {
-        anyhow::bail!(
-            "--open serves without a token on loopback only; {} is not loopback",
-            args.listen.ip()
-        );
-    }
-    // No token given on loopback: one for this run, shown once it serves (unless --open).
-    // Off loopback, a token must be chosen (or devices' made): berth-serve refuses to start.
-    let made = (given.is_none() && !args.open && args.listen.ip().is_loopback())
-        .then(berth_serve::new_token);
     let options = ServeOptions {
         listen: args.listen,
-        token: given.or_else(|| made.clone()),
+        token: args.token.filter(|t| !t.is_empty()),
+        open: args.open,
         allowed_hosts: args.reach.allow_hosts,
         allowed_origins: args.reach.allow_origins,
         max_connections: args.max_connections,
@@ -65,10 +55,11 @@ pub async fn run(ops: Ops, args: ServeArgs) -> anyhow::Result<()> {
         }
         None => None,
     };
-    berth_serve::serve(ops, agent, mcp, options, |addr| {
+    berth_serve::serve(ops, agent, mcp, options, |listening| {
+        let addr = listening.addr;
         let (ws, http) = if tls { ("wss", "https") } else { ("ws", "http") };
         eprintln!("berth serve: ACP at {ws}://{addr}/acp, MCP at {http}://{addr}/mcp, health at {http}://{addr}/healthz, web page at {http}://{addr}/");
-        if let Some(token) = &made {
+        if let Some(token) = &listening.made_token {
             eprintln!(
                 "berth serve: no token was set, so this run's is {token} (clients send `Authorization: Bearer <token>`); the web page, signed in: {}",
                 berth_serve::pairing::web_link(&format!("{http}://{addr}"), token)
