@@ -624,3 +624,88 @@ async fn the_model_is_asked_only_once_the_prompt_is_in_the_transcript() {
         [(Role::User, "hold on"), (Role::Assistant, "answered")]
     );
 }
+
+/// Between a session's first prompt and its model call, the only write is the prompt's
+/// append: the session's lock files were made with it, and its title waits for the first
+/// answer. Creating a file costs a new inode, and fifty first prompts at once each waited for
+/// the others' (issue 34's `serve_load`). Checked while the provider holds back its answer.
+#[tokio::test]
+async fn a_first_prompt_makes_and_rewrites_no_file_before_the_model_is_asked() {
+    use std::os::unix::fs::MetadataExt;
+    let server = ProviderServer::start().await;
+    server.push(
+        Reply::anthropic(&Turn::new().text(["answered"])).delay_head(Duration::from_millis(700)),
+    );
+    let w = world(&server, "").await;
+    let folder = w
+        ._home
+        .path()
+        .join("workspaces")
+        .join(w.session.workspace_id.as_str())
+        .join("sessions")
+        .join(w.session.id.as_str());
+    // Each entry of the session's folder: its inode and length.
+    let entries = || -> std::collections::BTreeMap<String, (u64, u64)> {
+        std::fs::read_dir(&folder)
+            .unwrap()
+            .map(|e| {
+                let e = e.unwrap();
+                let meta = e.metadata().unwrap();
+                (
+                    e.file_name().to_string_lossy().into_owned(),
+                    (meta.ino(), meta.len()),
+                )
+            })
+            .collect()
+    };
+    let before = entries();
+    let agent = AgentBuilder::new(w.ops.clone())
+        .tools(berth_agent::tools::builtin())
+        .http_policy(fast())
+        .build();
+    let mut turn = agent
+        .start_turn(TurnRequest {
+            session: w.session.clone(),
+            prompt: "name me".to_owned(),
+            images: Vec::new(),
+            cwd: w.work.path().to_owned(),
+            permissions: Arc::new(Scripted::default()),
+            cancel: CancellationToken::new(),
+            options: Default::default(),
+        })
+        .await
+        .unwrap();
+    let asked = std::time::Instant::now();
+    while server.request_count() == 0 {
+        assert!(
+            asked.elapsed() < Duration::from_secs(10),
+            "the model was never asked"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let during = entries();
+    let changed: Vec<&String> = during
+        .iter()
+        .filter(|(name, seen)| name.as_str() != "session.md" && before.get(*name) != Some(seen))
+        .map(|(name, _)| name)
+        .collect();
+    assert!(
+        changed.is_empty(),
+        "before the model was asked, the session's folder gained or rewrote {changed:?} \
+         (before: {before:?}, then: {during:?})"
+    );
+    assert!(
+        during["session.md"].1 > before["session.md"].1,
+        "the prompt is in the transcript before the model is asked"
+    );
+    let mut events = Vec::new();
+    while let Some(e) = turn.next_event().await {
+        events.push(e);
+    }
+    assert_eq!(stop_of(&events), TurnStop::EndTurn);
+    let session = w.ops.session(w.session.id.as_str()).await.unwrap();
+    assert_eq!(
+        session.title, "name me",
+        "the first prompt titles the session"
+    );
+}

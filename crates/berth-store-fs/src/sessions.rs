@@ -304,15 +304,24 @@ impl Layout {
 
 /// The lock on the session's record (`session.toml`). Taken before [`lock_transcript`] by
 /// whoever takes both.
+/// The lock files of a session's folder: its record's, its transcript's, and its turn's
+/// hold. Made with the session, so a first prompt creates no file before its model call
+/// (a new inode can cost a millisecond on a filesystem that deleted many lately); made again
+/// on use when missing (a session of an older berth, a lost file).
+const SESSION_LOCKS: [&str; 3] = [RECORD_LOCK, TRANSCRIPT_LOCK, TURN_LOCK];
+const RECORD_LOCK: &str = ".lock";
+const TRANSCRIPT_LOCK: &str = ".transcript.lock";
+const TURN_LOCK: &str = ".turn.lock";
+
 fn lock_session(dir: &Path, id: &SessionId) -> Result<FileLock> {
-    lock_in(dir, ".lock", id)
+    lock_in(dir, RECORD_LOCK, id)
 }
 
 /// The lock on the session's transcript (`session.md`): appends and rewrites take this one
 /// only, so a record's change that appends need not wait for (a title written while the
 /// answer streams) never holds up the answer's append.
 fn lock_transcript(dir: &Path, id: &SessionId) -> Result<FileLock> {
-    lock_in(dir, ".transcript.lock", id)
+    lock_in(dir, TRANSCRIPT_LOCK, id)
 }
 
 fn lock_in(dir: &Path, name: &str, id: &SessionId) -> Result<FileLock> {
@@ -411,6 +420,9 @@ fn build_session_dir(dir: &Path, session: &Session) -> io::Result<()> {
         f.write_all(text.as_bytes())?;
         f.sync_all()?;
     }
+    for name in SESSION_LOCKS {
+        File::create(dir.join(name))?;
+    }
     sync_dir(dir)
 }
 
@@ -506,7 +518,7 @@ impl SessionStore for FsStore {
         let id = id.clone();
         self.blocking(move |l| {
             let (_, dir) = l.session_dir(&id)?;
-            let path = dir.join(".turn.lock");
+            let path = dir.join(TURN_LOCK);
             // A lock the kernel drops with the process: a turn killed mid-way holds nothing.
             let file = std::fs::OpenOptions::new()
                 .create(true)

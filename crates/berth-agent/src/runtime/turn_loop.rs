@@ -47,10 +47,10 @@ impl Inner {
 
     /// Runs the turn to its end; returns how it ended and the tokens used. A session's first
     /// prompt also titles it, if it has no title: a convenience, so failing to set one does not
-    /// stop the turn. The title is written once the prompt is (both take the session's lock:
-    /// the prompt's append must not wait for it), while the answer streams: nothing but the
-    /// turn's end waits for it, so it is there when the turn is over, as before, without its
-    /// durable write holding back the first piece of the answer.
+    /// stop the turn. The title is written once the first answer has streamed (or the turn
+    /// ended before): its durable write (a new file, two syncs) must not compete with the
+    /// prompts of other sessions on their way to the model, and it is there when the turn is
+    /// over, as before.
     pub(super) async fn run(
         &self,
         setup: Setup,
@@ -58,10 +58,10 @@ impl Inner {
         out: &mut Out,
     ) -> (TurnStop, Usage) {
         let first_prompt = !setup.history.iter().any(|m| m.speaker == Speaker::User);
-        let (prompt_written, written) = oneshot::channel();
+        let (first_answered, answered) = oneshot::channel();
         let title = async {
-            // Sent when the prompt's append is over; dropped if the turn ends before.
-            let _ = written.await;
+            // Sent when the first answer has streamed; dropped if the turn ends before.
+            let _ = answered.await;
             if first_prompt {
                 let _ = self
                     .ops
@@ -69,19 +69,20 @@ impl Inner {
                     .await;
             }
         };
-        let (ended, ()) = tokio::join!(self.run_turn(setup, request, out, prompt_written), title);
+        let (ended, ()) = tokio::join!(self.run_turn(setup, request, out, first_answered), title);
         ended
     }
 
-    /// The turn itself: [`Inner::run`] without the title; `prompt_written` is told when the
-    /// prompt's append is over.
+    /// The turn itself: [`Inner::run`] without the title; `first_answered` is told when the
+    /// first answer has streamed.
     async fn run_turn(
         &self,
         mut setup: Setup,
         request: &TurnRequest,
         out: &mut Out,
-        prompt_written: oneshot::Sender<()>,
+        first_answered: oneshot::Sender<()>,
     ) -> (TurnStop, Usage) {
+        let mut first_answered = Some(first_answered);
         let mut usage = Usage::default();
         if let Some(message) = setup.model_warning.take() {
             out.send(AgentEvent::Notice { message }).await;
@@ -105,7 +106,6 @@ impl Inner {
         };
         let (appended, (toolbox, tools)) =
             tokio::join!(self.ops.append_message(session, &prompt), gather);
-        let _ = prompt_written.send(());
         if let Err(e) = appended {
             return (failed(e), usage);
         }
@@ -129,6 +129,9 @@ impl Inner {
             let answer = self
                 .stream_answer(&*setup.provider, opened, cancel, out, &keeper)
                 .await;
+            if let Some(tell) = first_answered.take() {
+                let _ = tell.send(());
+            }
             // The round's answer is about to be the transcript's (or never will be).
             let kept = keeper.stop();
             let (message, stop, used) = match answer {
