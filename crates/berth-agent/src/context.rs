@@ -61,13 +61,11 @@ impl Window {
                 // Providers count an image by its pixels (Claude: width × height / 750, at
                 // most about 1,600 tokens); its size is unknown here, so the most it costs.
                 Part::Image(_) => (IMAGE_TOKENS as f64 * self.chars_per_token) as usize,
-                Part::Thought { text, opaque } => {
-                    text.len() + opaque.as_ref().map_or(0, |o| o.to_string().len())
-                }
+                Part::Thought { text, opaque } => text.len() + opaque.as_ref().map_or(0, json_len),
                 Part::ToolCall(c) => {
                     c.name.len()
                         + match &c.arguments {
-                            Ok(v) => v.to_string().len(),
+                            Ok(v) => json_len(v),
                             Err(raw) => raw.len(),
                         }
                 }
@@ -114,10 +112,27 @@ fn fixed_tokens(system: &str, tools: &[ToolSpec], window: &Window) -> u64 {
     window.tokens(system.len())
         + tools
             .iter()
-            .map(|t| {
-                window.tokens(t.name.len() + t.description.len() + t.parameters.to_string().len())
-            })
+            .map(|t| window.tokens(t.name.len() + t.description.len() + json_len(&t.parameters)))
             .sum::<u64>()
+}
+
+/// The length of `value` written as JSON, counted without writing it: estimates run on every
+/// request of a turn, over every tool's schema and every call of the history.
+fn json_len(value: &serde_json::Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // Writing a `Value` cannot fail, and `Count` never does.
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
 }
 
 /// How full the window is: what a request would carry of a conversation, estimated (a

@@ -848,7 +848,7 @@ async fn storage_tools_round_trip_through_a_berth_home() {
 #[tokio::test]
 async fn builtin_has_every_tool_with_an_object_schema() {
     let tools = builtin();
-    let mut names: Vec<String> = tools.specs().into_iter().map(|s| s.name).collect();
+    let mut names: Vec<String> = tools.specs().iter().map(|s| s.name.clone()).collect();
     names.sort();
     assert_eq!(
         names,
@@ -868,7 +868,7 @@ async fn builtin_has_every_tool_with_an_object_schema() {
             "write_file",
         ]
     );
-    for spec in tools.specs() {
+    for spec in tools.specs().iter() {
         assert_eq!(spec.parameters["type"], "object", "{}", spec.name);
         assert!(!spec.description.is_empty(), "{}", spec.name);
         let props = spec.parameters["properties"].as_object().unwrap();
@@ -884,9 +884,9 @@ async fn builtin_has_every_tool_with_an_object_schema() {
     }
     let permission: Vec<String> = tools
         .specs()
-        .into_iter()
+        .iter()
         .filter(|s| tools.get(&s.name).unwrap().needs_permission())
-        .map(|s| s.name)
+        .map(|s| s.name.clone())
         .collect();
     assert_eq!(
         permission,

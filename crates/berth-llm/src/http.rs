@@ -68,7 +68,7 @@ impl Http {
         provider: &'static str,
         url: &str,
         headers: HeaderMap,
-        body: &Value,
+        body: &impl serde::Serialize,
         cancel: &CancellationToken,
     ) -> Result<reqwest::Response, ProviderError> {
         let body = serde_json::to_vec(body).map_err(|e| ProviderError::Stream {

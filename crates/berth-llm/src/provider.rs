@@ -3,6 +3,7 @@
 //! model stopped. The three dialects are in `providers/`.
 
 use std::pin::Pin;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use futures::Stream;
@@ -16,7 +17,8 @@ pub struct ProviderRequest {
     pub model: String,
     pub system: String,
     pub messages: Vec<ChatMessage>,
-    pub tools: Vec<ToolSpec>,
+    /// The tools the model may call: the same for every request of a turn, so shared.
+    pub tools: Arc<[ToolSpec]>,
     pub max_tokens: u32,
 }
 

@@ -194,7 +194,7 @@ fn request(messages: Vec<ChatMessage>) -> ProviderRequest {
         model: "test-model".into(),
         system: "Be brief.".into(),
         messages,
-        tools: vec![read_file_spec()],
+        tools: vec![read_file_spec()].into(),
         max_tokens: 1000,
     }
 }
@@ -1028,8 +1028,8 @@ async fn anthropic_request_body() {
     // No system prompt and no tools: neither key is sent.
     let mut bare = request(vec![ChatMessage::user_text("hi")]);
     bare.system.clear();
-    bare.tools.clear();
-    let body = Anthropic::body(&bare);
+    bare.tools = Vec::new().into();
+    let body = Anthropic::body(&bare).to_value();
     assert!(body.get("system").is_none() && body.get("tools").is_none());
 }
 
@@ -1065,7 +1065,8 @@ async fn openai_request_body() {
     let body = OpenAi::body(
         &request(vec![ChatMessage::user_text("hi")]),
         "https://api.openai.com/v1",
-    );
+    )
+    .to_value();
     assert_eq!(body["max_completion_tokens"], 1000);
     assert!(body.get("max_tokens").is_none());
 }
@@ -1107,7 +1108,7 @@ async fn images_in_each_dialect() {
             std::slice::from_ref(&image),
         )]
     };
-    let claude = Anthropic::body(&request(message()));
+    let claude = Anthropic::body(&request(message())).to_value();
     assert_eq!(
         claude["messages"][0]["content"],
         json!([
@@ -1115,7 +1116,7 @@ async fn images_in_each_dialect() {
             {"type": "text", "text": "what is this?"},
         ])
     );
-    let openai = OpenAi::body(&request(message()), "https://api.openai.com/v1");
+    let openai = OpenAi::body(&request(message()), "https://api.openai.com/v1").to_value();
     assert_eq!(
         openai["messages"][1],
         json!({"role": "user", "content": [
@@ -1123,7 +1124,7 @@ async fn images_in_each_dialect() {
             {"type": "text", "text": "what is this?"},
         ]})
     );
-    let gemini = Gemini::body(&request(message()));
+    let gemini = Gemini::body(&request(message())).to_value();
     assert_eq!(
         gemini["contents"][0]["parts"],
         json!([
@@ -1372,14 +1373,14 @@ async fn foreign_thoughts_are_not_sent() {
             ChatMessage::user_text("again"),
         ])
     };
-    let body = Anthropic::body(&conversation(gemini_thought.clone()));
+    let body = Anthropic::body(&conversation(gemini_thought.clone())).to_value();
     assert_eq!(
         body["messages"][1]["content"],
         json!([{"type": "text", "text": "answer"}])
     );
-    let body = Gemini::body(&conversation(claude_thought));
+    let body = Gemini::body(&conversation(claude_thought)).to_value();
     assert_eq!(body["contents"][1]["parts"], json!([{"text": "answer"}]));
-    let body = Gemini::body(&conversation(gemini_thought));
+    let body = Gemini::body(&conversation(gemini_thought)).to_value();
     assert_eq!(
         body["contents"][1]["parts"],
         json!([{"text": "hmm", "thought": true, "thoughtSignature": "g"}, {"text": "answer"}])

@@ -1,6 +1,8 @@
 //! A turn's loop: the prompt made durable, then rounds of the model's answer streamed out and
 //! its tool calls run, until the model ends its turn.
 
+use std::sync::Arc;
+
 use berth_ops::{INTERRUPTED, Message, Role, Session, tool_record};
 use futures::StreamExt;
 use serde_json::Value;
@@ -529,12 +531,16 @@ fn merge_ready(
 }
 
 /// The request for the model's next answer: the conversation so far, compacted to fit.
-fn provider_request(setup: &Setup, history: &[ChatMessage], tools: &[ToolSpec]) -> ProviderRequest {
+fn provider_request(
+    setup: &Setup,
+    history: &[ChatMessage],
+    tools: &Arc<[ToolSpec]>,
+) -> ProviderRequest {
     ProviderRequest {
         model: setup.model.clone(),
         system: setup.system.clone(),
         messages: context::compact(history, &setup.system, tools, &setup.window),
-        tools: tools.to_vec(),
+        tools: tools.clone(),
         max_tokens: setup.max_tokens,
     }
 }

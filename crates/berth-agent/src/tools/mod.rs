@@ -272,6 +272,10 @@ pub trait Tool: Send + Sync {
 #[derive(Clone, Default)]
 pub struct Toolbox {
     tools: Vec<Arc<dyn Tool>>,
+    /// Each tool's spec, in the order of `tools`: made once, when the tool is added. A spec
+    /// is a JSON schema [`Tool::spec`] builds on each call, and every request of every turn
+    /// carries all of them; shared, a request takes them without a copy.
+    specs: Arc<[ToolSpec]>,
 }
 
 impl Toolbox {
@@ -280,19 +284,29 @@ impl Toolbox {
     }
 
     /// Adds a tool; a later tool of the same name replaces the earlier one.
-    pub fn with(mut self, tool: Arc<dyn Tool>) -> Toolbox {
-        let name = tool.spec().name;
-        self.tools.retain(|t| t.spec().name != name);
-        self.tools.push(tool);
-        self
+    pub fn with(self, tool: Arc<dyn Tool>) -> Toolbox {
+        let spec = tool.spec();
+        let (mut tools, mut specs): (Vec<_>, Vec<_>) = self
+            .tools
+            .into_iter()
+            .zip(self.specs.iter().cloned())
+            .filter(|(_, s)| s.name != spec.name)
+            .unzip();
+        tools.push(tool);
+        specs.push(spec);
+        Toolbox {
+            tools,
+            specs: specs.into(),
+        }
     }
 
     pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
-        self.tools.iter().find(|t| t.spec().name == name)
+        let at = self.specs.iter().position(|s| s.name == name)?;
+        self.tools.get(at)
     }
 
-    pub fn specs(&self) -> Vec<ToolSpec> {
-        self.tools.iter().map(|t| t.spec()).collect()
+    pub fn specs(&self) -> Arc<[ToolSpec]> {
+        self.specs.clone()
     }
 
     pub fn is_empty(&self) -> bool {

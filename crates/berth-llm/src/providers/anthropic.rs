@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use async_trait::async_trait;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -19,7 +19,7 @@ use crate::conversation::{ChatMessage, Part, Speaker, StopReason, ToolCall, Usag
 use crate::http::{Http, SseEvent};
 use crate::provider::{Provider, ProviderError, ProviderEvent, ProviderRequest, ProviderStream};
 
-use super::{Decode, clip, decode, secret_header, stream_error};
+use super::{Body, Decode, clip, decode, secret_header, stream_error};
 
 pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
 
@@ -46,7 +46,7 @@ impl Anthropic {
     }
 
     /// The request body of `request`, as the Messages API takes it.
-    pub fn body(request: &ProviderRequest) -> Value {
+    pub fn body(request: &ProviderRequest) -> Body<Vec<ToolDefinition<'_>>> {
         let messages: Vec<Value> = request
             .messages
             .iter()
@@ -65,30 +65,36 @@ impl Anthropic {
                 })
             })
             .collect();
-        let mut body = json!({
+        let mut fields = json!({
             "model": request.model,
             "max_tokens": request.max_tokens,
             "messages": messages,
             "stream": true,
         });
         if !request.system.is_empty() {
-            body["system"] = json!(request.system);
+            fields["system"] = json!(request.system);
         }
-        if !request.tools.is_empty() {
-            body["tools"] = request
+        let tools = (!request.tools.is_empty()).then(|| {
+            request
                 .tools
                 .iter()
-                .map(|t| {
-                    json!({
-                        "name": t.name,
-                        "description": t.description,
-                        "input_schema": t.parameters,
-                    })
+                .map(|t| ToolDefinition {
+                    name: &t.name,
+                    description: &t.description,
+                    input_schema: &t.parameters,
                 })
-                .collect();
-        }
-        body
+                .collect()
+        });
+        Body { fields, tools }
     }
+}
+
+/// A tool as the Messages API is told of it.
+#[derive(Debug, Serialize)]
+pub struct ToolDefinition<'a> {
+    name: &'a str,
+    description: &'a str,
+    input_schema: &'a Value,
 }
 
 /// The content blocks of one message. Tool results go first: the API requires a user

@@ -23,10 +23,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use async_trait::async_trait;
 use reqwest::header::{HeaderMap, HeaderName};
+use serde::Serialize;
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::{Decode, clip, decode, secret_header, stream_error};
+use super::{Body, Decode, clip, decode, secret_header, stream_error};
 use crate::conversation::{ChatMessage, Part, Speaker, StopReason, ToolCall, Usage};
 use crate::http::{Http, SseEvent};
 use crate::provider::{Provider, ProviderError, ProviderEvent, ProviderRequest, ProviderStream};
@@ -71,7 +72,7 @@ impl Gemini {
     }
 
     /// The request body of `request`, as `streamGenerateContent` takes it.
-    pub fn body(request: &ProviderRequest) -> Value {
+    pub fn body(request: &ProviderRequest) -> Body<[Declarations<'_>; 1]> {
         // Each call id, to its function's name and the id Gemini gave it (if it gave one):
         // a function response must name the function it answers, and carry its call's id
         // only when the call had one.
@@ -173,32 +174,46 @@ impl Gemini {
                 "parts": parts,
             }));
         }
-        let mut body = json!({
+        let mut fields = json!({
             "contents": contents,
             "generationConfig": {"maxOutputTokens": request.max_tokens},
         });
         if !request.system.is_empty() {
-            body["systemInstruction"] = json!({"parts": [{"text": request.system}]});
+            fields["systemInstruction"] = json!({"parts": [{"text": request.system}]});
         }
-        if !request.tools.is_empty() {
-            let declarations: Vec<Value> = request
-                .tools
-                .iter()
-                .map(|t| {
-                    // `parametersJsonSchema` takes the schema as JSON Schema; `parameters`
-                    // takes only an OpenAPI subset and refuses keywords berth's tool schemas
-                    // use (`additionalProperties`).
-                    json!({
-                        "name": t.name,
-                        "description": t.description,
-                        "parametersJsonSchema": t.parameters,
+        let tools = (!request.tools.is_empty()).then(|| {
+            [Declarations {
+                function_declarations: request
+                    .tools
+                    .iter()
+                    .map(|t| ToolDefinition {
+                        name: &t.name,
+                        description: &t.description,
+                        parameters_json_schema: &t.parameters,
                     })
-                })
-                .collect();
-            body["tools"] = json!([{"functionDeclarations": declarations}]);
-        }
-        body
+                    .collect(),
+            }]
+        });
+        Body { fields, tools }
     }
+}
+
+/// The request's one `tools` entry: its function declarations.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Declarations<'a> {
+    function_declarations: Vec<ToolDefinition<'a>>,
+}
+
+/// A tool as Gemini is told of it. `parametersJsonSchema` takes the schema as JSON Schema;
+/// `parameters` takes only an OpenAPI subset and refuses keywords berth's tool schemas use
+/// (`additionalProperties`).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ToolDefinition<'a> {
+    name: &'a str,
+    description: &'a str,
+    parameters_json_schema: &'a Value,
 }
 
 /// A model path segment with anything but `[A-Za-z0-9._-]` percent-encoded, so a model name

@@ -10,6 +10,8 @@ use std::collections::VecDeque;
 
 use futures::StreamExt;
 use reqwest::header::HeaderValue;
+use serde::Serialize;
+use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::http::{SseEvent, sse_events};
@@ -20,8 +22,26 @@ pub mod gemini;
 pub mod openai;
 
 // ---------------------------------------------------------------------------------------
-// What the three dialects share: reading a response's events under the cancellation token,
-// and the header and message helpers.
+// What the three dialects share: the request body, reading a response's events under the
+// cancellation token, and the header and message helpers.
+
+/// A request body as sent: the dialect's own fields, and its tool definitions written
+/// straight from the request's specs. The tools' schemas are the bulk of every request of a
+/// turn; built into the `Value` they would be copied on each request, only to be written out.
+#[derive(Debug, Serialize)]
+pub struct Body<T> {
+    #[serde(flatten)]
+    pub fields: Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tools: Option<T>,
+}
+
+impl<T: Serialize> Body<T> {
+    /// The body as one JSON value, as the provider reads it.
+    pub fn to_value(&self) -> Value {
+        serde_json::to_value(self).expect("a request body is JSON")
+    }
+}
 
 /// One dialect's stream decoder: it turns each server-sent event into provider events.
 pub(super) trait Decode: Send + 'static {

@@ -12,10 +12,11 @@ use std::collections::BTreeMap;
 
 use async_trait::async_trait;
 use reqwest::header::{AUTHORIZATION, HeaderMap};
+use serde::Serialize;
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::{Decode, clip, decode, secret_header, stream_error};
+use super::{Body, Decode, clip, decode, secret_header, stream_error};
 use crate::conversation::{ChatMessage, Part, Speaker, StopReason, ToolCall, Usage};
 use crate::http::{Http, SseEvent};
 use crate::provider::{Provider, ProviderError, ProviderEvent, ProviderRequest, ProviderStream};
@@ -43,7 +44,7 @@ impl OpenAi {
     }
 
     /// The request body of `request`, as Chat Completions takes it from `base_url`.
-    pub fn body(request: &ProviderRequest, base_url: &str) -> Value {
+    pub fn body<'a>(request: &'a ProviderRequest, base_url: &str) -> Body<Vec<ToolDefinition<'a>>> {
         let mut messages = Vec::new();
         if !request.system.is_empty() {
             messages.push(json!({"role": "system", "content": request.system}));
@@ -51,7 +52,7 @@ impl OpenAi {
         for message in &request.messages {
             push_messages(message, &mut messages);
         }
-        let mut body = json!({
+        let mut fields = json!({
             "model": request.model,
             "messages": messages,
             "stream": true,
@@ -67,25 +68,38 @@ impl OpenAi {
         } else {
             "max_tokens"
         };
-        body[field] = json!(request.max_tokens);
-        if !request.tools.is_empty() {
-            body["tools"] = request
+        fields[field] = json!(request.max_tokens);
+        let tools = (!request.tools.is_empty()).then(|| {
+            request
                 .tools
                 .iter()
-                .map(|t| {
-                    json!({
-                        "type": "function",
-                        "function": {
-                            "name": t.name,
-                            "description": t.description,
-                            "parameters": t.parameters,
-                        },
-                    })
+                .map(|t| ToolDefinition {
+                    kind: "function",
+                    function: Function {
+                        name: &t.name,
+                        description: &t.description,
+                        parameters: &t.parameters,
+                    },
                 })
-                .collect();
-        }
-        body
+                .collect()
+        });
+        Body { fields, tools }
     }
+}
+
+/// A tool as Chat Completions is told of it.
+#[derive(Debug, Serialize)]
+pub struct ToolDefinition<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: Function<'a>,
+}
+
+#[derive(Debug, Serialize)]
+struct Function<'a> {
+    name: &'a str,
+    description: &'a str,
+    parameters: &'a Value,
 }
 
 /// The host of an `http(s)://host[:port]/…` URL.
