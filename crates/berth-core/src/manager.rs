@@ -5,7 +5,8 @@
 //! It holds no state of its own beyond the stores, so several managers in several processes on
 //! one home agree by construction; everything that must be atomic is atomic in a store method.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, Duration, Utc};
 
@@ -41,6 +42,10 @@ pub struct WorkspaceManager {
     bindings: Arc<dyn BindingStore>,
     storage: Arc<dyn StorageStore>,
     sessions: Arc<dyn SessionStore>,
+    /// Until when each workspace's `last_accessed` is known fresh, as this process last read
+    /// or wrote it: a use before then records nothing, so need not load the record either (a
+    /// turn uses its workspace's storage and sessions a handful of times).
+    fresh: Arc<Mutex<HashMap<WorkspaceId, std::time::Instant>>>,
 }
 
 impl WorkspaceManager {
@@ -55,6 +60,7 @@ impl WorkspaceManager {
             bindings,
             storage,
             sessions,
+            fresh: Arc::default(),
         }
     }
 
@@ -177,6 +183,7 @@ impl WorkspaceManager {
         }
         let devices = self.bindings.unbind_workspace(id).await?;
         self.workspaces.delete(id, DeleteCondition::Always).await?;
+        self.forget_fresh(id);
         Ok(devices)
     }
 
@@ -203,9 +210,18 @@ impl WorkspaceManager {
             .delete(id, DeleteCondition::IdleSince(cutoff))
             .await?;
         if removed {
+            self.forget_fresh(id);
             self.bindings.unbind_workspace(id).await?;
         }
         Ok(removed)
+    }
+
+    /// A deleted workspace's use is a load again, which says it is gone.
+    fn forget_fresh(&self, id: &WorkspaceId) {
+        self.fresh
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(id);
     }
 
     /// The well-known `default` workspace, created on first use.
@@ -229,9 +245,21 @@ impl WorkspaceManager {
     /// Records a real use of the workspace (throttled to once a minute).
     pub async fn touch(&self, ws: &Workspace) -> Result<()> {
         let now = Utc::now();
-        if now - ws.last_accessed >= ACCESS_GRANULARITY {
+        let mut accessed = ws.last_accessed;
+        if now - accessed >= ACCESS_GRANULARITY {
             self.workspaces.update_accessed(&ws.id, now).await?;
+            accessed = now;
         }
+        let left = (ACCESS_GRANULARITY - (now - accessed))
+            .to_std()
+            .unwrap_or_default();
+        let mut fresh = self.fresh.lock().unwrap_or_else(|e| e.into_inner());
+        let at = std::time::Instant::now();
+        // Bounded by the workspaces used within a minute: the stale ones go as others come.
+        if fresh.len() >= 1024 {
+            fresh.retain(|_, until| *until > at);
+        }
+        fresh.insert(ws.id.clone(), at + left);
         Ok(())
     }
 
@@ -264,6 +292,15 @@ impl WorkspaceManager {
     /// Records a use of the workspace that owns `scope` (a session's use counts for its
     /// workspace, so garbage collection keeps workspaces whose sessions are active).
     async fn touch_owner(&self, workspace: &WorkspaceId) -> Result<()> {
+        let known_fresh = self
+            .fresh
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(workspace)
+            .is_some_and(|until| *until > std::time::Instant::now());
+        if known_fresh {
+            return Ok(());
+        }
         let ws = self.workspaces.load(workspace).await?;
         self.touch(&ws).await
     }
