@@ -7,13 +7,15 @@ use agent_client_protocol::{Error, ErrorCode};
 use berth_agent::AgentError;
 use berth_ops::ErrorKind;
 
-/// An error of `kind`: not found is -32002, bad input -32602, a refusal or a conflict -32600
-/// (the request cannot be done as asked), anything else -32603.
+/// An error of `kind`: not found is -32002, bad input -32602, a refusal, a conflict or what is
+/// not configured -32600 (the request cannot be done as asked), anything else -32603.
 pub fn of_kind(kind: ErrorKind, message: impl Into<String>) -> Error {
     let code = match kind {
         ErrorKind::NotFound => ErrorCode::RESOURCE_NOT_FOUND,
         ErrorKind::Invalid => ErrorCode::INVALID_PARAMS,
-        ErrorKind::Refused | ErrorKind::Conflict => ErrorCode::INVALID_REQUEST,
+        ErrorKind::Refused | ErrorKind::Conflict | ErrorKind::NotConfigured => {
+            ErrorCode::INVALID_REQUEST
+        }
         ErrorKind::IsFolder | ErrorKind::Corrupt | ErrorKind::External | ErrorKind::Io => {
             ErrorCode::INTERNAL_ERROR
         }

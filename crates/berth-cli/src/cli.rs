@@ -16,7 +16,9 @@ pub const EXIT_STATUS: &str = "Exit status:
   3  not found (a workspace, session, file or binding)
   4  refused: it would lose work, it was not confirmed, or it is not allowed now
   5  a file berth keeps is corrupt (the message names it and the line)
-  6  it already exists";
+  6  it already exists
+  7  not configured: what the command needs is not set up (a provider's API key, an agent command that cannot start); nothing was made
+  130  interrupted (Ctrl-C)";
 
 #[derive(Parser)]
 #[command(

@@ -154,6 +154,7 @@ fn exit_status(e: &anyhow::Error) -> u8 {
         Some(ErrorKind::Refused) => 4,
         Some(ErrorKind::Corrupt) => 5,
         Some(ErrorKind::Conflict) => 6,
+        Some(ErrorKind::NotConfigured) => 7,
         Some(ErrorKind::External | ErrorKind::Io) | None => 1,
     }
 }

@@ -118,6 +118,9 @@ pub enum ErrorKind {
     Corrupt,
     /// A program berth ran (git, a setup command) failed.
     External,
+    /// What the command needs is not set up here: a provider's key, an agent command that
+    /// cannot start. Found before anything is made; the message says what to set.
+    NotConfigured,
     /// The operating system failed a read or write.
     Io,
 }
@@ -133,6 +136,7 @@ impl ErrorKind {
             ErrorKind::IsFolder => "is_folder",
             ErrorKind::Corrupt => "corrupt",
             ErrorKind::External => "external",
+            ErrorKind::NotConfigured => "not_configured",
             ErrorKind::Io => "io",
         }
     }

@@ -24,6 +24,7 @@ pub fn of_kind(kind: ErrorKind, message: String) -> ErrorData {
         ErrorKind::Invalid | ErrorKind::Refused | ErrorKind::Conflict | ErrorKind::IsFolder => {
             ErrorData::invalid_params(message, data)
         }
+        ErrorKind::NotConfigured => ErrorData::invalid_request(message, data),
         ErrorKind::Corrupt | ErrorKind::External | ErrorKind::Io => {
             ErrorData::internal_error(message, data)
         }

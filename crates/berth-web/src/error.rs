@@ -38,6 +38,8 @@ pub fn status_of(kind: ErrorKind) -> StatusCode {
         ErrorKind::Invalid | ErrorKind::IsFolder => StatusCode::BAD_REQUEST,
         ErrorKind::Refused => StatusCode::FORBIDDEN,
         ErrorKind::Conflict => StatusCode::CONFLICT,
+        // The server cannot do it until its person sets it up: not the page's mistake.
+        ErrorKind::NotConfigured => StatusCode::SERVICE_UNAVAILABLE,
         ErrorKind::Corrupt | ErrorKind::External | ErrorKind::Io => {
             StatusCode::INTERNAL_SERVER_ERROR
         }

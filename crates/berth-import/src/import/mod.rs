@@ -105,6 +105,7 @@ impl Outcome {
             | ErrorKind::IsFolder
             | ErrorKind::Corrupt
             | ErrorKind::External
+            | ErrorKind::NotConfigured
             | ErrorKind::Io => Outcome::Failed,
         }
     }
