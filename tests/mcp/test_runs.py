@@ -4,6 +4,7 @@ talks to a local stand-in for the Anthropic Messages API (tests/acp/provider.py)
 validates every result against the tool's outputSchema."""
 
 import json
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -90,3 +91,24 @@ async def test_session_stop_cancels_a_run_and_refusals_are_reported(connect, rep
         state = await until_finished(s, r.structured_content["session_id"])
         assert state["refused"] == ["write_file"], state
         assert not (Path(r.structured_content["worktree"]) / "x.txt").exists()
+
+
+async def test_session_run_without_a_key_is_not_configured_and_makes_nothing(connect, repo, home, monkeypatch):
+    """The same kind the CLI's exit status 7 is: refused before a workspace, worktree, branch
+    or session is made, with the variable to set."""
+    for name in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("BERTH_PROVIDER", "claude")
+    branches = subprocess.run(["git", "branch", "--list"], cwd=repo, capture_output=True, text=True).stdout
+    async with connect(repo) as s:
+        r = await s.call_tool("session_run", {"task": "Fix it", "check": "true"})
+        assert r.is_error, text(r)
+        assert r.structured_content["error"]["kind"] == "not_configured", r.structured_content
+        assert "ANTHROPIC_API_KEY" in text(r)
+    after = subprocess.run(["git", "branch", "--list"], cwd=repo, capture_output=True, text=True).stdout
+    assert after == branches
+    worktrees = subprocess.run(["git", "worktree", "list"], cwd=repo, capture_output=True, text=True).stdout
+    assert len(worktrees.splitlines()) == 1, worktrees
+    workspaces = home / "workspaces"
+    made = [p.name for p in workspaces.iterdir() if not p.name.startswith(".")] if workspaces.exists() else []
+    assert made == [], made

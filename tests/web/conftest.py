@@ -76,10 +76,12 @@ def berth_json(home, *args, cwd=None):
 
 
 @contextlib.contextmanager
-def serving(home, provider, *args, token=TOKEN):
-    """`berth serve` on a free loopback port (more flags in `args`); yields its base URL
-    (`http://127.0.0.1:PORT`)."""
+def serving(home, provider, *args, token=TOKEN, keyless=False):
+    """`berth serve` on a free loopback port (more flags in `args`; `keyless`: without the
+    provider's API key); yields its base URL (`http://127.0.0.1:PORT`)."""
     env = env_for(home, provider)
+    if keyless:
+        del env["ANTHROPIC_API_KEY"]
     if token:
         env["BERTH_SERVE_TOKEN"] = token
     proc = subprocess.Popen(

@@ -437,3 +437,22 @@ def test_a_permission_nobody_answers_expires_and_is_recorded(home, provider):
     shown = berth_json(home, "session", "show", session)
     tools = [m["content"] for m in shown["messages"] if m["role"] == "tool"]
     assert len(tools) == 1 and "nobody answered" in tools[0], tools
+
+
+def test_a_session_no_prompt_could_be_answered_in_is_not_made(home, provider):
+    """Without the provider's key the page's "new session" is refused before anything is made:
+    503, with the variable to set, the kind the CLI's exit status 7 and MCP's `not_configured`
+    say."""
+    ws = berth_json(home, "workspace", "create", "keyless")["id"]
+    with serving(home, provider, keyless=True) as base:
+        _, _, page = fetch(f"{base}/w/{ws}", token=TOKEN)
+        csrf = page.split('name="berth-csrf" content="')[1].split('"')[0]
+        status, _, body = fetch(
+            f"{base}/w/{ws}/sessions",
+            token=TOKEN,
+            method="POST",
+            data=b"",
+            headers={"x-berth-csrf": csrf, "Origin": base},
+        )
+        assert status == 503 and "ANTHROPIC_API_KEY" in body, (status, body)
+    assert berth_json(home, "session", "list") == []

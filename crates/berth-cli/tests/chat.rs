@@ -199,7 +199,7 @@ fn the_prompt_can_come_from_stdin_and_a_missing_key_is_named() {
     let mut cmd = Dialect::Openai.chat(&home, &server, work.path(), &["-p", "hi"]);
     cmd.env_remove("OPENAI_API_KEY");
     let r = run(cmd);
-    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert_eq!(r.code, 7, "not configured: {}", r.stderr);
     assert!(r.stderr.contains("OPENAI_API_KEY"), "{}", r.stderr);
 }
 

@@ -289,6 +289,11 @@ async fn session_run(cx: &Context, a: SessionRunArgs) -> Outcome {
         agent_writable: Vec::new(),
     };
     let agent = cx.runs.agent(&cx.ops);
+    // A run that cannot start (no key, an agent command that is not there) is refused before
+    // its workspace and session are made.
+    let request = berth_run::preflight(&cx.ops, &agent, request)
+        .await
+        .map_err(run_error)?;
     let mut run = berth_run::start(cx.ops.clone(), agent, request).map_err(run_error)?;
     // The run answers once its session exists; a run that cannot start says why.
     let (started, session, workspace, worktree) = loop {

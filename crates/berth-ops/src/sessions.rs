@@ -208,12 +208,35 @@ impl Ops {
         workspace: Option<&str>,
         dir: &std::path::Path,
     ) -> Result<Workspace> {
-        match workspace {
-            Some(w) => Ok(self.manager.resolve(w).await?),
-            None => match self.workspace_containing(dir).await? {
-                Some(ws) => Ok(ws),
-                None => self.default_workspace().await,
-            },
+        match self.workspace_for_turn_if_made(workspace, dir).await? {
+            Some(ws) => Ok(ws),
+            None => self.default_workspace().await,
+        }
+    }
+
+    /// [`Ops::workspace_for_turn`]'s workspace when it exists: `None` when it would be
+    /// `default`, not made yet. For a front end that checks a turn can start before it makes
+    /// anything.
+    pub async fn workspace_for_turn_if_made(
+        &self,
+        workspace: Option<&str>,
+        dir: &std::path::Path,
+    ) -> Result<Option<Workspace>> {
+        if let Some(w) = workspace {
+            return Ok(Some(self.manager.resolve(w).await?));
+        }
+        if let Some(ws) = self.workspace_containing(dir).await? {
+            return Ok(Some(ws));
+        }
+        match self
+            .manager
+            .workspaces()
+            .load(&WorkspaceId::default_workspace())
+            .await
+        {
+            Ok(ws) => Ok(Some(ws)),
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) => Err(e.into()),
         }
     }
 

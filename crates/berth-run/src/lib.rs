@@ -21,6 +21,7 @@ mod acp_agent;
 mod agents;
 mod check;
 mod kept;
+mod preflight;
 mod supervisor;
 mod terminals;
 
@@ -45,6 +46,7 @@ pub use kept::{
     AgentRecord, KeptError, RunId, RunRecord, RunState, RunStore, StopRequest, StoredRequest,
     Supervision, read_events,
 };
+pub use preflight::preflight;
 pub use supervisor::{Next, Supervised};
 
 /// Seconds a check may take in each worktree unless the run says otherwise.
@@ -325,6 +327,13 @@ pub enum RunError {
     NoRepository(PathBuf),
     #[error("a run resumed names agent {0}, which the run does not have")]
     NoSuchAgent(usize),
+    #[error(
+        "the agent command {command:?} cannot start: {program:?} is not a program on PATH (or, with a '/', a file that can run); install it or fix the --agent-cmd"
+    )]
+    AgentCannotStart { command: String, program: String },
+    /// berth's own agent cannot call its model (no key for its provider).
+    #[error(transparent)]
+    Agent(berth_agent::AgentError),
     #[error(transparent)]
     Ops(#[from] berth_ops::Error),
 }
@@ -337,6 +346,8 @@ impl RunError {
             | RunError::OneAgentPerWorkspace(_)
             | RunError::NoRepository(_)
             | RunError::NoSuchAgent(_) => ErrorKind::Invalid,
+            RunError::AgentCannotStart { .. } => ErrorKind::NotConfigured,
+            RunError::Agent(e) => e.kind(),
             RunError::Ops(e) => e.kind(),
         }
     }

@@ -21,7 +21,7 @@ use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use berth_core::config::McpServerSettings;
+use berth_core::config::{Config, McpServerSettings};
 use berth_ops::{ModelChoice, Ops, Session, WorkspaceId};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -63,14 +63,14 @@ pub enum AgentError {
 }
 
 impl AgentError {
-    /// The kind every front end maps, as it maps an operation's: a missing key or a bad base
-    /// URL is a config value to fix (invalid); an HTTP client that cannot be built, I/O.
+    /// The kind every front end maps, as it maps an operation's: a missing key is not
+    /// configured; a bad base URL is a config value to fix (invalid); an HTTP client that
+    /// cannot be built, I/O.
     pub fn kind(&self) -> berth_ops::ErrorKind {
         match self {
             AgentError::Ops(e) => e.kind(),
-            AgentError::Setup(SetupError::MissingKey { .. } | SetupError::BadBaseUrl { .. }) => {
-                berth_ops::ErrorKind::Invalid
-            }
+            AgentError::Setup(SetupError::MissingKey { .. }) => berth_ops::ErrorKind::NotConfigured,
+            AgentError::Setup(SetupError::BadBaseUrl { .. }) => berth_ops::ErrorKind::Invalid,
             AgentError::Setup(SetupError::Http(_)) => berth_ops::ErrorKind::Io,
         }
     }
@@ -242,6 +242,24 @@ impl Agent {
             &self.inner.tools.specs(),
             &setup.window,
         ))
+    }
+
+    /// Whether a turn could start in `workspace` (`None`: a workspace not made yet, which has
+    /// only the user's config), calling `model` when given (as `--model` reads a name), else
+    /// the configured one: its provider has a key and a usable base URL. Nothing is made, so
+    /// a front end asks this before it makes the workspace, session or worktree a turn needs.
+    pub async fn preflight(
+        &self,
+        workspace: Option<&WorkspaceId>,
+        model: Option<&str>,
+    ) -> Result<(), AgentError> {
+        let mut config: Config = self.inner.ops.config(workspace).await?.config;
+        if let Some(name) = model {
+            let current = ModelChoice::configured(&config);
+            let choice = ModelChoice::parse(name, &current, &config)?;
+            setup::calling(&mut config, &choice);
+        }
+        self.inner.provider(&config).map(drop)
     }
 
     /// Whether turns in `workspace` can call `model` (its provider has a key): for a front end

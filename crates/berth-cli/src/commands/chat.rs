@@ -47,16 +47,21 @@ pub async fn run(ops: Ops, args: ChatArgs) -> anyhow::Result<()> {
         bail!("the prompt is empty");
     }
     let cwd = std::env::current_dir().context("cannot read the current folder")?;
-    let choice = session_choice(&args).unwrap_or_else(|| SessionChoice::New {
-        first_prompt: prompt.clone(),
-    });
-    let session = ops
-        .session_for_turn(args.workspace.as_deref(), &cwd, choice)
-        .await?;
-
     let agent = AgentBuilder::new(ops.clone())
         .tools(berth_agent::tools::builtin())
         .build();
+    let choice = match session_choice(&args) {
+        Some(choice) => choice,
+        None => {
+            preflight(&ops, &agent, &args, &cwd).await?;
+            SessionChoice::New {
+                first_prompt: prompt.clone(),
+            }
+        }
+    };
+    let session = ops
+        .session_for_turn(args.workspace.as_deref(), &cwd, choice)
+        .await?;
     if let Some(name) = &args.model {
         let current = ops.session_model(&session).await?.choice;
         let choice = agent
@@ -139,6 +144,24 @@ pub async fn run(ops: Ops, args: ChatArgs) -> anyhow::Result<()> {
 }
 
 /// The session `--session` or `--continue` names; `None`: a new one.
+/// Whether a new session's turn could start here (the provider's key, `--model`), asked
+/// before anything is made: a chat that cannot answer leaves no `default` workspace or empty
+/// session behind. A session that exists already keeps its own model, which its turn checks.
+async fn preflight(
+    ops: &Ops,
+    agent: &berth_agent::Agent,
+    args: &ChatArgs,
+    cwd: &std::path::Path,
+) -> anyhow::Result<()> {
+    let workspace = ops
+        .workspace_for_turn_if_made(args.workspace.as_deref(), cwd)
+        .await?;
+    agent
+        .preflight(workspace.as_ref().map(|w| &w.id), args.model.as_deref())
+        .await?;
+    Ok(())
+}
+
 fn session_choice(args: &ChatArgs) -> Option<SessionChoice> {
     match (&args.session, args.continue_latest) {
         (Some(s), _) => Some(SessionChoice::Existing(s.clone())),

@@ -72,18 +72,25 @@ async fn new_run(ops: Ops, store: RunStore, args: NewRunArgs) -> anyhow::Result<
             Repository::Around(std::env::current_dir().context("cannot read the current folder")?)
         }
     };
-    let request = berth_run::prepare(RunRequest {
-        task,
-        repository,
-        workspace: None,
-        agents,
-        name: args.name.clone(),
-        policy: Policy::new(&args.allow, args.allow_all),
-        check: args.check.clone(),
-        check_timeout: Duration::from_secs(args.check_timeout),
-        resume: BTreeMap::new(),
-        agent_writable: args.agent_writable.clone(),
-    })?;
+    // Checked before the run is recorded or detached: a run that cannot start makes nothing.
+    let checker = AgentBuilder::new(ops.clone()).build();
+    let request = berth_run::preflight(
+        &ops,
+        &checker,
+        RunRequest {
+            task,
+            repository,
+            workspace: None,
+            agents,
+            name: args.name.clone(),
+            policy: Policy::new(&args.allow, args.allow_all),
+            check: args.check.clone(),
+            check_timeout: Duration::from_secs(args.check_timeout),
+            resume: BTreeMap::new(),
+            agent_writable: args.agent_writable.clone(),
+        },
+    )
+    .await?;
     let record = store.create(StoredRequest::of(&request))?;
     if args.detach {
         return detach(&ops, &store, &record.id, false, args.json);

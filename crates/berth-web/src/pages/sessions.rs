@@ -365,7 +365,8 @@ pub async fn permission(
     }
 }
 
-/// `POST /w/{id}/sessions`: a new session in the workspace; the page goes to it.
+/// `POST /w/{id}/sessions`: a new session in the workspace; the page goes to it. Refused,
+/// before anything is made, when no turn could start there (no key for the provider).
 pub async fn create(
     State(web): State<Web>,
     Extension(viewer): Extension<Viewer>,
@@ -375,6 +376,8 @@ pub async fn create(
     check_csrf(&viewer, &headers)?;
     let held = web.held(&viewer).await?;
     let ws = web.visible_workspace(&held, &id).await?;
+    // A session no prompt could be answered in is not made (503, kind not configured).
+    web.inner.agent.preflight(Some(&ws.id), None).await?;
     let session = web
         .inner
         .ops

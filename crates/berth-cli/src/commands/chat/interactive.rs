@@ -43,6 +43,9 @@ pub async fn run(ops: Ops, args: ChatArgs) -> anyhow::Result<()> {
     // From here on Ctrl-C stops turns, not the process. The handler goes in before the editor
     // starts: rustyline puts back, after each line, the SIGINT handler it found.
     let interrupts = Interrupts::new().context("cannot catch Ctrl-C")?;
+    let agent = AgentBuilder::new(ops.clone())
+        .tools(berth_agent::tools::builtin())
+        .build();
     let (workspace, session) = match super::session_choice(&args) {
         Some(choice) => {
             let s = ops
@@ -53,19 +56,19 @@ pub async fn run(ops: Ops, args: ChatArgs) -> anyhow::Result<()> {
         }
         // The session is made with the first prompt: a chat left without a word leaves no
         // empty session behind.
-        None => (
-            ops.workspace_for_turn(args.workspace.as_deref(), &cwd)
-                .await?,
-            None,
-        ),
+        None => {
+            super::preflight(&ops, &agent, &args, &cwd).await?;
+            (
+                ops.workspace_for_turn(args.workspace.as_deref(), &cwd)
+                    .await?,
+                None,
+            )
+        }
     };
     let editor =
         LineEditor::start(ops.home().join(HISTORY_FILE)).context("cannot start the line editor")?;
     let stdout = std::io::stdout();
     let color = super::color(&stdout);
-    let agent = AgentBuilder::new(ops.clone())
-        .tools(berth_agent::tools::builtin())
-        .build();
     let mut chat = Chat {
         ops,
         agent,
