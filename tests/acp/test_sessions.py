@@ -63,8 +63,8 @@ async def test_acp_and_mcp_errors_carry_the_same_kind(home, work, provider):
     from mcp import ClientSession, MCPError, StdioServerParameters
     from mcp.client.stdio import stdio_client
 
-    # A session whose workspace config names no key: a turn cannot start (a config value to
-    # fix, so `invalid` on both protocols and exit 2 in the CLI).
+    # A session whose workspace config names no key: a turn cannot start (not configured, as
+    # MCP's `session_run` and the CLI's exit status 7 say it).
     berth(home, "workspace", "create", "w")
     sid = berth(home, "session", "new", "-w", "w").strip()
     acp_kinds = {}
@@ -94,7 +94,7 @@ async def test_acp_and_mcp_errors_carry_the_same_kind(home, work, provider):
                 assert r.is_error and r.structured_content["error"]["kind"] == mcp_kinds[name]
     assert acp_kinds["missing"] == mcp_kinds["missing"] == "not_found"
     assert acp_kinds["hostile"] == mcp_kinds["hostile"] == "invalid"
-    assert acp_kinds["no key"] == "invalid"
+    assert acp_kinds["no key"] == "not_configured"
 
 
 async def test_list_pages_and_filters_by_folder(home, work, tmp_path, provider):
