@@ -92,11 +92,22 @@ async fn run(
     permissions: Arc<dyn Permissions>,
     cancel: CancellationToken,
 ) -> Vec<AgentEvent> {
+    let turn = start(w, prompt, permissions, cancel).await;
+    drain(turn).await
+}
+
+/// A turn of berth's agent (built-in tools, quick retries) started in the world's session.
+async fn start(
+    w: &World,
+    prompt: &str,
+    permissions: Arc<dyn Permissions>,
+    cancel: CancellationToken,
+) -> berth_agent::Turn {
     let agent = AgentBuilder::new(w.ops.clone())
         .tools(berth_agent::tools::builtin())
         .http_policy(fast())
         .build();
-    let mut turn = agent
+    agent
         .start_turn(TurnRequest {
             session: w.session.clone(),
             prompt: prompt.to_owned(),
@@ -107,7 +118,11 @@ async fn run(
             options: Default::default(),
         })
         .await
-        .unwrap();
+        .unwrap()
+}
+
+/// A turn's events to its end.
+async fn drain(mut turn: berth_agent::Turn) -> Vec<AgentEvent> {
     let mut events = Vec::new();
     while let Some(e) = turn.next_event().await {
         events.push(e);
@@ -588,22 +603,13 @@ async fn the_model_is_asked_only_once_the_prompt_is_in_the_transcript() {
         .unwrap();
     // SAFETY: flock on a descriptor this test owns.
     assert_eq!(unsafe { libc::flock(held.as_raw_fd(), libc::LOCK_EX) }, 0);
-    let agent = AgentBuilder::new(w.ops.clone())
-        .tools(berth_agent::tools::builtin())
-        .http_policy(fast())
-        .build();
-    let mut turn = agent
-        .start_turn(TurnRequest {
-            session: w.session.clone(),
-            prompt: "hold on".to_owned(),
-            images: Vec::new(),
-            cwd: w.work.path().to_owned(),
-            permissions: Arc::new(Scripted::default()),
-            cancel: CancellationToken::new(),
-            options: Default::default(),
-        })
-        .await
-        .unwrap();
+    let turn = start(
+        &w,
+        "hold on",
+        Arc::new(Scripted::default()),
+        CancellationToken::new(),
+    )
+    .await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(
         server.request_count(),
@@ -611,10 +617,7 @@ async fn the_model_is_asked_only_once_the_prompt_is_in_the_transcript() {
         "the model was asked before the prompt was in the transcript"
     );
     drop(held);
-    let mut events = Vec::new();
-    while let Some(e) = turn.next_event().await {
-        events.push(e);
-    }
+    let events = drain(turn).await;
     assert_eq!(stop_of(&events), TurnStop::EndTurn);
     assert_eq!(server.request_count(), 1);
     let kept = w.ops.transcript(&w.session).await.unwrap().messages;
@@ -659,22 +662,13 @@ async fn a_first_prompt_makes_and_rewrites_no_file_before_the_model_is_asked() {
             .collect()
     };
     let before = entries();
-    let agent = AgentBuilder::new(w.ops.clone())
-        .tools(berth_agent::tools::builtin())
-        .http_policy(fast())
-        .build();
-    let mut turn = agent
-        .start_turn(TurnRequest {
-            session: w.session.clone(),
-            prompt: "name me".to_owned(),
-            images: Vec::new(),
-            cwd: w.work.path().to_owned(),
-            permissions: Arc::new(Scripted::default()),
-            cancel: CancellationToken::new(),
-            options: Default::default(),
-        })
-        .await
-        .unwrap();
+    let turn = start(
+        &w,
+        "name me",
+        Arc::new(Scripted::default()),
+        CancellationToken::new(),
+    )
+    .await;
     let asked = std::time::Instant::now();
     while server.request_count() == 0 {
         assert!(
@@ -698,10 +692,7 @@ async fn a_first_prompt_makes_and_rewrites_no_file_before_the_model_is_asked() {
         during["session.md"].1 > before["session.md"].1,
         "the prompt is in the transcript before the model is asked"
     );
-    let mut events = Vec::new();
-    while let Some(e) = turn.next_event().await {
-        events.push(e);
-    }
+    let events = drain(turn).await;
     assert_eq!(stop_of(&events), TurnStop::EndTurn);
     let session = w.ops.session(w.session.id.as_str()).await.unwrap();
     assert_eq!(

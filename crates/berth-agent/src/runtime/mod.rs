@@ -21,7 +21,7 @@ use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use berth_core::config::{Config, McpServerSettings};
+use berth_core::config::McpServerSettings;
 use berth_ops::{ModelChoice, Ops, Session, WorkspaceId};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -253,13 +253,32 @@ impl Agent {
         workspace: Option<&WorkspaceId>,
         model: Option<&str>,
     ) -> Result<(), AgentError> {
-        let mut config: Config = self.inner.ops.config(workspace).await?.config;
-        if let Some(name) = model {
-            let current = ModelChoice::configured(&config);
-            let choice = ModelChoice::parse(name, &current, &config)?;
-            setup::calling(&mut config, &choice);
-        }
+        let config = self.inner.config(workspace, None).await?;
+        let config = match model {
+            Some(name) => {
+                let choice = ModelChoice::parse(name, &ModelChoice::configured(&config), &config)?;
+                self.inner.config(workspace, Some(&choice)).await?
+            }
+            None => config,
+        };
         self.inner.provider(&config).map(drop)
+    }
+
+    /// [`Agent::preflight`] for a new session's first turn of a front end working in `dir`:
+    /// in the workspace [`Ops::workspace_for_turn`] would give it (`workspace` names one),
+    /// found without making `default`, so a turn that cannot start leaves nothing behind.
+    pub async fn preflight_in(
+        &self,
+        workspace: Option<&str>,
+        dir: &std::path::Path,
+        model: Option<&str>,
+    ) -> Result<(), AgentError> {
+        let ws = self
+            .inner
+            .ops
+            .workspace_for_turn_if_made(workspace, dir)
+            .await?;
+        self.preflight(ws.as_ref().map(|w| &w.id), model).await
     }
 
     /// Whether turns in `workspace` can call `model` (its provider has a key): for a front end
@@ -269,7 +288,7 @@ impl Agent {
         workspace: &WorkspaceId,
         model: &ModelChoice,
     ) -> Result<(), AgentError> {
-        let config = self.inner.config(workspace, Some(model)).await?;
+        let config = self.inner.config(Some(workspace), Some(model)).await?;
         self.inner.provider(&config).map(drop)
     }
 
@@ -282,7 +301,7 @@ impl Agent {
         name: &str,
         current: &ModelChoice,
     ) -> Result<ModelChoice, AgentError> {
-        let config = self.inner.config(workspace, None).await?;
+        let config = self.inner.config(Some(workspace), None).await?;
         let choice = ModelChoice::parse(name, current, &config)?;
         self.check_model(workspace, &choice).await.map_err(|e| {
             berth_ops::Error::rule(e.kind(), format!("cannot switch to {choice}: {e}"))

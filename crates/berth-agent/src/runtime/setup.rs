@@ -43,13 +43,14 @@ impl Inner {
         servers
     }
 
-    /// The workspace's merged config, calling `choice` when given.
+    /// The workspace's merged config (`None`: the user's alone, for a workspace not made
+    /// yet), calling `choice` when given.
     pub(super) async fn config(
         &self,
-        workspace: &WorkspaceId,
+        workspace: Option<&WorkspaceId>,
         choice: Option<&ModelChoice>,
     ) -> Result<Config, AgentError> {
-        let mut config: Config = self.ops.config(Some(workspace)).await?.config;
+        let mut config: Config = self.ops.config(workspace).await?.config;
         if let Some(choice) = choice {
             calling(&mut config, choice);
         }

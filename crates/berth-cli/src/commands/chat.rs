@@ -53,7 +53,11 @@ pub async fn run(ops: Ops, args: ChatArgs) -> anyhow::Result<()> {
     let choice = match session_choice(&args) {
         Some(choice) => choice,
         None => {
-            preflight(&ops, &agent, &args, &cwd).await?;
+            // A chat that cannot answer leaves no `default` workspace or empty session behind;
+            // an existing session keeps its own model, which its turn checks.
+            agent
+                .preflight_in(args.workspace.as_deref(), &cwd, args.model.as_deref())
+                .await?;
             SessionChoice::New {
                 first_prompt: prompt.clone(),
             }
@@ -144,24 +148,6 @@ pub async fn run(ops: Ops, args: ChatArgs) -> anyhow::Result<()> {
 }
 
 /// The session `--session` or `--continue` names; `None`: a new one.
-/// Whether a new session's turn could start here (the provider's key, `--model`), asked
-/// before anything is made: a chat that cannot answer leaves no `default` workspace or empty
-/// session behind. A session that exists already keeps its own model, which its turn checks.
-async fn preflight(
-    ops: &Ops,
-    agent: &berth_agent::Agent,
-    args: &ChatArgs,
-    cwd: &std::path::Path,
-) -> anyhow::Result<()> {
-    let workspace = ops
-        .workspace_for_turn_if_made(args.workspace.as_deref(), cwd)
-        .await?;
-    agent
-        .preflight(workspace.as_ref().map(|w| &w.id), args.model.as_deref())
-        .await?;
-    Ok(())
-}
-
 fn session_choice(args: &ChatArgs) -> Option<SessionChoice> {
     match (&args.session, args.continue_latest) {
         (Some(s), _) => Some(SessionChoice::Existing(s.clone())),

@@ -57,7 +57,9 @@ pub async fn run(ops: Ops, args: ChatArgs) -> anyhow::Result<()> {
         // The session is made with the first prompt: a chat left without a word leaves no
         // empty session behind.
         None => {
-            super::preflight(&ops, &agent, &args, &cwd).await?;
+            agent
+                .preflight_in(args.workspace.as_deref(), &cwd, args.model.as_deref())
+                .await?;
             (
                 ops.workspace_for_turn(args.workspace.as_deref(), &cwd)
                     .await?,
