@@ -719,11 +719,16 @@ fn lock_file(path: &Path) -> Result<File, KeptError> {
 /// The processes holding a `flock` on the file of device `dev` and inode `ino`, from
 /// `/proc/locks` (`1: FLOCK  ADVISORY  WRITE <pid> <major>:<minor>:<inode> 0 EOF`; a waiter's
 /// line has `->` and holds nothing); `None` when the table cannot be read.
+///
+/// The kernel writes the table in pieces, and a lock taken or let go elsewhere meanwhile can
+/// make a piece skip an entry or repeat one; so an empty answer is asked again, a few times,
+/// before it is believed (a repeated entry names the same holder).
 fn lock_holders(dev: u64, ino: u64) -> Option<Vec<libc::pid_t>> {
     let file = format!("{:02x}:{:02x}:{ino}", libc::major(dev), libc::minor(dev));
-    let table = fs::read_to_string("/proc/locks").ok()?;
-    Some(
-        table
+    let mut holders = Vec::new();
+    for _ in 0..5 {
+        let table = fs::read_to_string("/proc/locks").ok()?;
+        holders = table
             .lines()
             .filter_map(|line| {
                 let fields: Vec<&str> = line.split_whitespace().collect();
@@ -732,8 +737,12 @@ fn lock_holders(dev: u64, ino: u64) -> Option<Vec<libc::pid_t>> {
                     _ => None,
                 }
             })
-            .collect(),
-    )
+            .collect();
+        if !holders.is_empty() {
+            break;
+        }
+    }
+    Some(holders)
 }
 
 /// A run's supervisor's hold on it: the lock, the record it keeps, and the event log.
