@@ -176,6 +176,10 @@ async fn foreground(
         Box::new(Lines::default())
     };
     let id = supervision.record().id.clone();
+    // One listener for the whole run: `ctrl_c()` made afresh in each turn of the loop would
+    // miss a Ctrl-C that lands while an event is shown, and the second one would be lost.
+    let mut interrupts =
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
     let mut supervised = start_supervised(ops, supervision, request)?;
     let mut ticks = tokio::time::interval(Duration::from_millis(500));
     let mut stopping = false;
@@ -186,7 +190,7 @@ async fn foreground(
                 Some(Next::Unkept(e)) => eprintln!("berth: {e} (the run goes on)"),
                 None => break,
             },
-            _ = tokio::signal::ctrl_c() => {
+            _ = interrupts.recv() => {
                 if stopping {
                     // A stop that takes too long (an agent that does not answer its cancel):
                     // the run ends here, recorded so; what streamed is in its log and in the
