@@ -754,10 +754,18 @@ pub async fn session_lifecycle(b: Backend) {
         Message::new(Role::Assistant, ""),
         Message::new(Role::System, "\r\n\n"),
     ];
+    let before = s.load(&s1.id).await.unwrap().updated_at;
+    // Past the coarse clock a filesystem stamps writes with (a few milliseconds).
+    std::thread::sleep(std::time::Duration::from_millis(20));
     for m in &msgs {
         s.append(&s1.id, m).await.unwrap();
     }
     assert_eq!(s.read_transcript(&s1.id).await.unwrap().messages, msgs);
+    let after = s.load(&s1.id).await.unwrap().updated_at;
+    assert!(
+        after > before,
+        "an append moves updated_at: {before} then {after}"
+    );
     s.clear(&s1.id).await.unwrap();
     let cleared = s.read_transcript(&s1.id).await.unwrap();
     assert!(cleared.messages.is_empty());

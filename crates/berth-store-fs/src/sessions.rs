@@ -75,6 +75,8 @@ impl Layout {
                 ),
             });
         }
+        let mut session = session;
+        with_transcript_time(dir, &mut session);
         Ok(session)
     }
 
@@ -125,6 +127,8 @@ impl Layout {
         let dir = parent.join(id.as_str());
         fs::rename(&staging, &dir).map_err(io_err("create", &dir))?;
         sync_dir(&parent).map_err(io_err("sync", &parent))?;
+        let mut session = session;
+        with_transcript_time(&dir, &mut session);
         Ok(session)
     }
 
@@ -266,6 +270,15 @@ impl Layout {
         let path = dir.join("session.toml");
         let text = toml::to_string(&session).expect("session serializes");
         write_atomic(&path, text.as_bytes()).map_err(io_err("write", &path))?;
+        // The transcript's time is the session's last change (`with_transcript_time`): a
+        // change stamped here, at a time its caller chose (a migration keeps the source's),
+        // is the last one until the next append.
+        let transcript = dir.join("session.md");
+        fs::File::options()
+            .write(true)
+            .open(&transcript)
+            .and_then(|f| f.set_modified(session.updated_at.into()))
+            .map_err(io_err("stamp", &transcript))?;
         Ok(session)
     }
 
@@ -309,6 +322,15 @@ impl Layout {
 /// (a new inode can cost a millisecond on a filesystem that deleted many lately); made again
 /// on use when missing (a session of an older berth, a lost file).
 const SESSION_LOCKS: [&str; 3] = [RECORD_LOCK, TRANSCRIPT_LOCK, TURN_LOCK];
+/// Moves `session.updated_at` up to its transcript's last write. An append changes the
+/// session without rewriting `session.toml`, which would be a second durable write for every
+/// message; the transcript's modification time says when it happened.
+fn with_transcript_time(dir: &Path, session: &mut Session) {
+    if let Ok(written) = fs::metadata(dir.join("session.md")).and_then(|m| m.modified()) {
+        session.updated_at = session.updated_at.max(DateTime::<Utc>::from(written));
+    }
+}
+
 const RECORD_LOCK: &str = ".lock";
 const TRANSCRIPT_LOCK: &str = ".transcript.lock";
 const TURN_LOCK: &str = ".turn.lock";

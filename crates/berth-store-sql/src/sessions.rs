@@ -98,6 +98,16 @@ async fn lock_session(tx: &mut Tx<'_>, id: &SessionId) -> Result<Session> {
     session(&row)
 }
 
+/// A changed transcript moves its session's `updated_at`, as the files store's does.
+async fn touch_session(tx: &mut Tx<'_>, id: &SessionId) -> Result<()> {
+    tx.exec(
+        "UPDATE sessions SET updated_ns = $2 WHERE id = $1",
+        &[Arg::Text(id.as_str()), Arg::Int(to_ns(Utc::now()))],
+    )
+    .await?;
+    Ok(())
+}
+
 async fn insert_messages(tx: &mut Tx<'_>, id: &SessionId, messages: &[Message]) -> Result<()> {
     for (i, m) in messages.iter().enumerate() {
         tx.exec(
@@ -306,7 +316,7 @@ impl SqlStore {
             ],
         )
         .await?;
-        Ok(())
+        touch_session(tx, id).await
     }
 
     async fn replace_transcript(&self, id: &SessionId, messages: &[Message]) -> Result<()> {
@@ -318,6 +328,7 @@ impl SqlStore {
         )
         .await?;
         insert_messages(&mut tx, id, messages).await?;
+        touch_session(&mut tx, id).await?;
         tx.commit().await
     }
 
