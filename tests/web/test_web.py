@@ -225,6 +225,9 @@ def test_tokens_cookies_devices_and_csrf(home, provider):
         # No token: the sign-in page, 401; the assets need none.
         status, _, body = fetch(f"{base}/")
         assert status == 401 and 'action="/login"' in body
+        # It says where a token comes from.
+        for where in ("BERTH_SERVE_TOKEN", "berth token create", "berth serve --pair NAME"):
+            assert where in body, where
         assert fetch(f"{base}/s/{laptop_session}")[0] == 401
         assert fetch(f"{base}/assets/berth.js")[0] == 200
         # A wrong token signs nobody in.

@@ -140,6 +140,40 @@ impl TokenStore {
         Ok((record, secret))
     }
 
+    /// Makes a new token for a device paired before, in place of its old one, which stops
+    /// working (an open connection with it is closed at its next check). Refused when the
+    /// token of that name is not that device's.
+    pub fn rotate(
+        &self,
+        name: &str,
+        role: Role,
+        expires_in: Option<Duration>,
+    ) -> Result<(TokenRecord, String), TokenError> {
+        check_name(name)?;
+        let _lock = self.locked()?;
+        let mut file = self.read()?;
+        let at = file
+            .tokens
+            .iter()
+            .position(|t| t.name == name)
+            .ok_or_else(|| TokenError::NotFound(name.to_owned()))?;
+        if file.tokens[at].role != role {
+            return Err(TokenError::Exists(name.to_owned()));
+        }
+        let secret = new_token();
+        let now = Utc::now();
+        let record = TokenRecord {
+            name: name.to_owned(),
+            role,
+            created_at: now,
+            expires_at: expires_in.map(|d| now + d),
+            hash: hash(&secret),
+        };
+        file.tokens[at] = record.clone();
+        self.write(&file)?;
+        Ok((record, secret))
+    }
+
     /// Every token, oldest first.
     pub fn list(&self) -> Result<Vec<TokenRecord>, TokenError> {
         Ok(self.read()?.tokens)
@@ -322,6 +356,34 @@ mod cache_tests {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_rotated_device_token_replaces_the_old_one_and_an_admin_token_is_not_rotated() {
+        let home = tempfile::tempdir().unwrap();
+        let store = TokenStore::new(home.path());
+        let phone = Role::Device {
+            device: DeviceId::new("phone").unwrap(),
+        };
+        assert!(matches!(
+            store.rotate("phone", phone.clone(), None),
+            Err(TokenError::NotFound(_))
+        ));
+        let (old_record, old) = store.create("phone", phone.clone(), None).unwrap();
+        let (_, new) = store.rotate("phone", phone.clone(), None).unwrap();
+        assert_ne!(old, new);
+        assert!(store.find(&old).unwrap().is_none());
+        assert!(!store.still_live(&old_record).unwrap());
+        assert_eq!(store.find(&new).unwrap().unwrap().role, phone);
+        assert_eq!(store.list().unwrap().len(), 1);
+        store.create("laptop", Role::Admin, None).unwrap();
+        let laptop = Role::Device {
+            device: DeviceId::new("laptop").unwrap(),
+        };
+        assert!(matches!(
+            store.rotate("laptop", laptop, None),
+            Err(TokenError::Exists(_))
+        ));
+    }
 
     #[test]
     fn a_token_is_found_by_itself_until_revoked_or_expired() {

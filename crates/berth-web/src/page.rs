@@ -93,9 +93,13 @@ fn frame(viewer: Option<&Viewer>, kind: &str, title: &str, body: Markup) -> Mark
 pub fn login_page(status: StatusCode, problem: Option<&str>) -> Response {
     let body = html! {
         h1 { "Sign in" }
-        p { "This berth server needs a token. Make one on its machine with "
-            code { "berth token create --device NAME" } " (or " code { "--admin" } "), or open the pairing link "
-            code { "berth serve --pair NAME" } " prints." }
+        p { "This berth server needs a token. Where to find one, on the server's machine:" }
+        ul.token-sources {
+            li { "the token " code { "berth serve" } " printed when it started, with a link that signs you in;" }
+            li { "the " code { "BERTH_SERVE_TOKEN" } " it was started with;" }
+            li { "a new one: " code { "berth token create --device NAME" } " (or " code { "--admin NAME" } ");" }
+            li { "for a phone, the pairing link " code { "berth serve --pair NAME" } " prints." }
+        }
         @if let Some(problem) = problem {
             p.problem role="alert" { (problem) }
         }

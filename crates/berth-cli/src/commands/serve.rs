@@ -44,15 +44,7 @@ pub async fn run(ops: Ops, args: ServeArgs) -> anyhow::Result<()> {
     };
     // The device's token is made before the server starts: a name taken is refused now.
     let pairing = match &args.pair {
-        Some(name) => {
-            let device = berth_ops::DeviceId::new(name.clone())?;
-            let (_, token) = berth_serve::TokenStore::new(ops.home()).create(
-                name,
-                berth_serve::Role::Device { device },
-                None,
-            )?;
-            Some((name.clone(), token))
-        }
+        Some(name) => Some((name.clone(), pair(&ops, name, args.rotate)?)),
         None => None,
     };
     berth_serve::serve(ops, agent, mcp, options, |listening| {
@@ -74,6 +66,28 @@ pub async fn run(ops: Ops, args: ServeArgs) -> anyhow::Result<()> {
     })
     .await?;
     Ok(())
+}
+
+/// The token of the device `--pair` names: a new one, or, for a device paired before, one in
+/// place of its old token once the person agrees (or `--rotate` said so).
+fn pair(ops: &Ops, name: &str, rotate: bool) -> anyhow::Result<String> {
+    let device = berth_ops::DeviceId::new(name.to_owned())?;
+    let role = berth_serve::Role::Device { device };
+    let tokens = berth_serve::TokenStore::new(ops.home());
+    match tokens.create(name, role.clone(), None) {
+        Ok((_, token)) => Ok(token),
+        Err(berth_serve::TokenError::Exists(_)) => {
+            super::confirm_or(
+                rotate,
+                &format!(
+                    "The device {name} was paired before. Give it a new token? Its old one stops working, and the device needs the new link."
+                ),
+                "--rotate",
+            )?;
+            Ok(tokens.rotate(name, role, None)?.1)
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// The pairing link of the device made for `--pair`, and its QR code, on standard error.
@@ -104,5 +118,22 @@ fn print_pairing(
         eprintln!(
             "berth serve: the link names 0.0.0.0; start with --allow-host NAME (this machine's name or address) for a link a phone can use"
         );
+    } else if host_is_loopback(&host) {
+        eprintln!(
+            "berth serve: warning: the link names {host}, which only this machine reaches; for a phone, start with --listen 0.0.0.0:{} --allow-host NAME (this machine's name or address on your network)",
+            addr.port()
+        );
     }
+}
+
+/// Whether `host` (`name:port`, `[v6]:port` or an address) is this machine only.
+fn host_is_loopback(host: &str) -> bool {
+    if let Ok(addr) = host.parse::<std::net::SocketAddr>() {
+        return addr.ip().is_loopback();
+    }
+    let name = host.rsplit_once(':').map_or(host, |(name, _)| name);
+    name.eq_ignore_ascii_case("localhost")
+        || name
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
