@@ -43,7 +43,7 @@ use crate::tools::{Tool, ToolContext, ToolKind, ToolOutcome};
 /// How long a server may take to start and answer `initialize` and `tools/list`.
 const START_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long one tool call may take when the server's config says nothing.
-const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);
+pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);
 /// Starts after the first: a server that failed or died is started again this many times.
 const RESTARTS: u32 = 1;
 /// Of a stdio server's stderr, the end kept for the message when it fails.

@@ -28,6 +28,15 @@ pub enum SetupError {
     Http(String),
 }
 
+/// Where a provider is called when its `base_url` is not set.
+pub fn default_base_url(kind: ProviderKind) -> &'static str {
+    match kind {
+        ProviderKind::Claude => anthropic::DEFAULT_BASE_URL,
+        ProviderKind::Openai => openai::DEFAULT_BASE_URL,
+        ProviderKind::Gemini => gemini::DEFAULT_BASE_URL,
+    }
+}
+
 /// The provider the merged config names (`provider`, else Claude), with its key and base URL,
 /// over `http` (one client for all: building one loads the system's root certificates). The
 /// key comes from the config's layers, where the environment (`ANTHROPIC_API_KEY`,
@@ -60,11 +69,7 @@ pub fn from_config(config: &Config, http: &Http) -> Result<Arc<dyn Provider>, Se
                 url: url.clone(),
             });
         }
-        None => match kind {
-            ProviderKind::Claude => anthropic::DEFAULT_BASE_URL.to_owned(),
-            ProviderKind::Openai => openai::DEFAULT_BASE_URL.to_owned(),
-            ProviderKind::Gemini => gemini::DEFAULT_BASE_URL.to_owned(),
-        },
+        None => default_base_url(kind).to_owned(),
     };
     let http = http.clone();
     Ok(match kind {

@@ -21,16 +21,23 @@ fn create_prints_a_uuid_and_list_shows_it() {
     let table = home.ok(&["workspace", "list"]);
     let lines: Vec<&str> = table.lines().collect();
     assert!(
-        lines[0].starts_with("ID") && lines[0].contains("NAME") && lines[0].contains("DESCRIPTION")
+        lines[0].starts_with("NAME") && lines[0].contains("ID") && lines[0].contains("DESCRIPTION")
     );
     assert_eq!(lines.len(), 3, "{table}");
-    assert!(table.contains(&id) && table.contains("alpha") && table.contains("first one"));
-    // Columns line up: the NAME column starts at the same offset on every line.
-    let col = lines[0].find("NAME").unwrap();
+    // Named first, by name; the id short, as a prefix that names it.
     assert!(
-        lines[1..]
-            .iter()
-            .all(|l| l[col..].starts_with("alpha") || l[col..].starts_with('-'))
+        lines[1].starts_with("alpha") && lines[2].starts_with('-'),
+        "{table}"
+    );
+    assert!(table.contains(&id[..8]) && !table.contains(&id) && table.contains("first one"));
+    // Columns line up: the ID column starts at the same offset on every line.
+    let col = lines[0].find("ID").unwrap();
+    assert!(lines[1][col..].starts_with(&id[..8]), "{table}");
+    assert!(lines[2][col..].starts_with(&unnamed[..8]), "{table}");
+    let short = lines[1][col..].split_whitespace().next().unwrap();
+    assert_eq!(
+        home.ok(&["workspace", "path", short]).trim(),
+        home.workspace_dir(&id).to_str().unwrap()
     );
 
     let json = home.json(&["workspace", "list", "--json"]);
@@ -45,7 +52,7 @@ fn create_prints_a_uuid_and_list_shows_it() {
     let other = arr.iter().find(|w| w["id"] == unnamed.as_str()).unwrap();
     // Views keep their shape: an unnamed workspace has `"name": null`, not a missing key.
     assert!(other["name"].is_null() && other.get("name").is_some());
-    assert_eq!(alpha["label"], format!("{id} (alpha)"));
+    assert_eq!(alpha["label"], format!("alpha ({id})"));
 }
 
 #[test]
@@ -364,16 +371,55 @@ fn config_init_and_show_layers_and_redaction() {
     assert_eq!(ws["model"], "g-1");
     assert_eq!(ws["config"]["providers"]["gemini"]["api_key"], "<redacted>");
     assert_eq!(ws["layers"].as_array().unwrap().len(), 3);
+    // Every key has its effective value, defaults filled in, and says where it came from.
+    assert_eq!(ws["config"]["ports"]["first"], 20000);
+    assert_eq!(ws["config"]["agent"]["max_tool_iterations"], 50);
+    assert_eq!(
+        ws["config"]["agent"]["context_tokens"], 1_000_000,
+        "gemini's window"
+    );
+    assert_eq!(ws["sources"]["ports.first"], "default");
+    assert_eq!(
+        ws["sources"]["providers.gemini.api_key"],
+        "environment (GEMINI_API_KEY)"
+    );
+    let workspace_file = home.workspace_dir(&id).join("config.toml");
+    assert_eq!(
+        ws["sources"]["provider"],
+        workspace_file.display().to_string()
+    );
+    assert_eq!(
+        ws["sources"]["providers.gemini.model"],
+        path.display().to_string()
+    );
 
     let mut cmd = home.cmd(&["config", "show", "-w", "alpha"]);
     cmd.env("BERTH_MODEL", "m-override")
         .env("ANTHROPIC_API_KEY", "sk-ant-secret");
     let r = berth_testkit::run(cmd);
     assert!(
-        r.stdout.contains("model = m-override") && !r.stdout.contains("sk-ant-secret"),
+        r.stdout.contains("model m-override") && !r.stdout.contains("sk-ant-secret"),
         "{}",
         r.stdout
     );
+    let line = |key: &str| {
+        r.stdout
+            .lines()
+            .find(|l| l.starts_with(key))
+            .unwrap_or_else(|| panic!("no {key} in {}", r.stdout))
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    assert_eq!(
+        line("model ="),
+        "model = \"m-override\" # environment (BERTH_MODEL)"
+    );
+    assert_eq!(
+        line("max_tool_iterations ="),
+        "max_tool_iterations = 50 # default"
+    );
+    assert_eq!(line("block ="), "block = 10 # default");
 
     std::fs::write(&path, "[providers.claude]\napi_key = \"sk-leak\n").unwrap();
     let err = home.fails(&["config", "show"]);

@@ -153,13 +153,20 @@ fn a_broken_home_fails_and_says_what_to_do_about_each_problem() {
     assert!(stderr.contains("problem(s) found"), "{stderr}");
     let report: Value = serde_json::from_str(&json).unwrap();
     assert_eq!(report["ok"], false);
+    // A missing key is a warning: only berth's own agent needs one, and it says which
+    // commands those are.
     let provider = finding(&report, "provider claude");
-    assert_eq!(provider["status"], "error");
+    assert_eq!(provider["status"], "warn");
     assert!(
         provider["fix"]
             .as_str()
             .unwrap()
             .contains("ANTHROPIC_API_KEY")
+    );
+    let said = provider["message"].as_str().unwrap();
+    assert!(
+        said.contains("berth chat") && said.contains("berth run"),
+        "{said}"
     );
     let gone = finding(&report, "workspace gone");
     assert_eq!(gone["status"], "error");

@@ -150,6 +150,18 @@ pub struct GitSettings {
     pub submodules: Option<bool>,
 }
 
+impl GitSettings {
+    /// `[git] spare_worktrees`, default 0.
+    pub fn spare_worktrees(&self) -> usize {
+        self.spare_worktrees.unwrap_or(0)
+    }
+
+    /// `[git] submodules`, default true.
+    pub fn submodules(&self) -> bool {
+        self.submodules.unwrap_or(true)
+    }
+}
+
 /// Where berth keeps its state. Read from the global file and the environment only: the
 /// store has to be chosen before any workspace can be read.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -366,9 +378,14 @@ pub struct ServeSettings {
 }
 
 impl ServeSettings {
+    pub const DEFAULT_PERMISSION_TIMEOUT_SECS: u64 = 300;
+
     /// The web page's wait for a permission answer.
     pub fn permission_timeout(&self) -> std::time::Duration {
-        std::time::Duration::from_secs(self.permission_timeout_secs.unwrap_or(300).max(1))
+        let secs = self
+            .permission_timeout_secs
+            .unwrap_or(Self::DEFAULT_PERMISSION_TIMEOUT_SECS);
+        std::time::Duration::from_secs(secs.max(1))
     }
 }
 
@@ -443,6 +460,10 @@ pub struct LoadedConfig {
     pub unknown_keys: Vec<UnknownKey>,
     /// The layers that contributed, lowest first, for `config show`.
     pub layers: Vec<String>,
+    /// Where each key that a layer set came from, by its dotted path (`ports.first`,
+    /// `providers.claude.api_key`): the file, or `environment (VAR)`. A key not here has its
+    /// default.
+    pub sources: BTreeMap<String, String>,
 }
 
 /// Environment variables that configure the process rather than the config tree.
@@ -472,13 +493,20 @@ pub fn layer(
     let mut merged = toml::Table::new();
     let mut unknown_keys = Vec::new();
     let mut layers = Vec::new();
+    let mut sources = BTreeMap::new();
     for file in [global, workspace].into_iter().flatten() {
         let table = parse_file(file, &mut unknown_keys)?;
-        layers.push(file.origin.display().to_string());
+        let origin = file.origin.display().to_string();
+        record_sources(&table, "", &origin, &mut sources);
+        layers.push(origin);
         merge(&mut merged, table);
     }
-    let (env_table, env_names) = env_layer(env)?;
+    let (env_table, env_vars) = env_layer(env)?;
     if !env_table.is_empty() {
+        for (name, path) in &env_vars {
+            sources.insert(path.clone(), format!("environment ({name})"));
+        }
+        let env_names: Vec<&str> = env_vars.iter().map(|(name, _)| name.as_str()).collect();
         let origin = format!("environment ({})", env_names.join(", "));
         check_value(
             &origin,
@@ -497,7 +525,30 @@ pub fn layer(
         config,
         unknown_keys,
         layers,
+        sources,
     })
+}
+
+/// Records `origin` for every value `table` sets, by dotted path; a table's keys one by one
+/// (tables merge), anything else (an array too: arrays replace) as one value.
+fn record_sources(
+    table: &toml::Table,
+    prefix: &str,
+    origin: &str,
+    sources: &mut BTreeMap<String, String>,
+) {
+    for (key, value) in table {
+        let path = match prefix {
+            "" => key.clone(),
+            p => format!("{p}.{key}"),
+        };
+        match value {
+            toml::Value::Table(t) => record_sources(t, &path, origin, sources),
+            _ => {
+                sources.insert(path, origin.to_owned());
+            }
+        }
+    }
 }
 
 /// Parses one file: syntax errors are `Corrupt` with a line; type errors name file and line;
@@ -553,9 +604,10 @@ fn merge(base: &mut toml::Table, top: toml::Table) {
 /// The environment layer. Provider keys use their conventional names; `BERTH_A__B=v` sets
 /// `a.b = v` (`__` separates levels, names are lowercased). Values that read as an integer or
 /// a boolean become one; anything else is a string.
+/// Returns the table and, for each variable used, its name and the dotted path it set.
 fn env_layer(
     env: impl IntoIterator<Item = (String, String)>,
-) -> Result<(toml::Table, Vec<String>)> {
+) -> Result<(toml::Table, Vec<(String, String)>)> {
     let mut vars: Vec<(String, String)> = env.into_iter().collect();
     vars.sort();
     let mut table = toml::Table::new();
@@ -599,7 +651,7 @@ fn env_layer(
                 "environment variable {name} conflicts with {conflict}"
             ))
         })?;
-        names.push(name);
+        names.push((name, path.join(".")));
     }
     Ok((table, names))
 }

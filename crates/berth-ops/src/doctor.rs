@@ -511,7 +511,7 @@ async fn spares(ops: &Ops, config: &Config) -> Finding {
                 base.display(),
                 disk::human(bytes)
             );
-            if config.git.spare_worktrees.unwrap_or(0) == 0 && ready > 0 {
+            if config.git.spare_worktrees() == 0 && ready > 0 {
                 Finding::warn(
                     "spares",
                     format!("{message}, though [git] spare_worktrees is 0"),
@@ -582,9 +582,13 @@ fn providers(config: &Config, home: &Path) -> Vec<Finding> {
                 format!("{role}; key set; {url}; model {}", model_of(config, kind)),
             ));
         } else if chosen {
-            out.push(Finding::error(
+            // Not an error: only berth's own agent needs a key; workspaces, sessions, MCP,
+            // runs of other agents and the web page's views work without one.
+            out.push(Finding::warn(
                 check,
-                format!("{role}, but it has no key; {url}"),
+                format!(
+                    "{role}, but it has no key ({url}): berth's own agent cannot answer (`berth chat`, `berth acp`, `berth run` without --agent-cmd, prompts on the web page); everything else works"
+                ),
                 format!(
                     "set {variable} in the environment, or api_key under [providers.{section}] in {}",
                     config::global_path(home).display()

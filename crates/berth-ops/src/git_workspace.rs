@@ -352,7 +352,7 @@ fn prepare(
     env: &[(String, String)],
 ) -> Result<Vec<CreateWarning>> {
     let mut warnings = Vec::new();
-    if settings.submodules.unwrap_or(true) {
+    if settings.submodules() {
         repo.init_submodules(worktree)?;
     }
     if repo.is_bare() {
