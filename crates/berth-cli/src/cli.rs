@@ -29,12 +29,16 @@ pub const EXIT_STATUS: &str = "Exit status:
 the sessions inside them, device bindings, layered config and file storage.\n\n\
 State lives under the berth home: --home, else $BERTH_HOME, else the platform data folder \
 (~/.local/share/berth on Linux).\n\n\
-Workspaces can be named by id, by name, or by an unambiguous id prefix of 4+ characters.",
+Workspaces can be named by id, by name, by an unambiguous id prefix of 4+ characters, or by `.` \
+for the one whose worktree holds this folder; a command that takes a workspace uses that one when \
+none is named.",
     after_long_help = EXIT_STATUS
 )]
 pub struct Cli {
-    /// The berth home folder.
-    #[arg(long, global = true, env = "BERTH_HOME", value_name = "PATH")]
+    /// The berth home folder [default: $BERTH_HOME, else ~/.local/share/berth].
+    // Not `env = "BERTH_HOME"`: clap would then print `--home <PATH>` in every usage line of
+    // an error, as if it were required; `commands::home` reads the variable.
+    #[arg(long, global = true, value_name = "PATH")]
     pub home: Option<PathBuf>,
 
     #[command(subcommand)]
@@ -156,8 +160,11 @@ pub enum Command {
     /// run in its terminals. The model is a session option, from the workspace's config.
     #[command(verbatim_doc_comment)]
     Acp,
-    /// Serve berth on the network: its agent over ACP on a WebSocket, its MCP server, and a
-    /// health check, on one listener.
+    /// Serve berth on the network: a web page to watch and answer agents from a browser or a
+    /// phone, berth's agent over ACP on a WebSocket, and its MCP server, on one listener.
+    ///
+    /// Open the web page with the link it prints (it signs the browser in); `--pair NAME`
+    /// prints one for a phone.
     ///
     /// ws://<listen>/acp   berth's agent, as `berth acp` serves it on stdio (one JSON-RPC
     ///                     message per text frame): streaming, permissions, cancel, load,
@@ -338,11 +345,18 @@ pub struct ServeArgs {
     /// The PEM private key of --tls-cert.
     #[arg(long, value_name = "PEM", requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
-    /// Pair a new device: make its token (as `berth token create --device NAME`) and print
-    /// a pairing link, with its QR code, for its app. The link names the first --allow-host,
-    /// else the address listened on.
+    /// Pair a device: make its token (as `berth token create --device NAME`) and print a
+    /// pairing link, with its QR code, for its app, and a link that signs the web page in.
+    /// The links name the first --allow-host, else the address listened on: a phone needs
+    /// --listen on an address it reaches (0.0.0.0:8765) and --allow-host with this machine's
+    /// name. A device paired before gets a new token in place of its old one, after asking
+    /// (or with --rotate).
     #[arg(long, value_name = "NAME")]
     pub pair: Option<String>,
+    /// With --pair, replace the token of a device paired before without asking; the old
+    /// token stops working.
+    #[arg(long, requires = "pair")]
+    pub rotate: bool,
 }
 
 #[derive(Args)]
@@ -694,9 +708,9 @@ pub enum WorkspaceCmd {
     /// Show one workspace: metadata, folder, bound devices and its disk use (its folder and
     /// worktree, no symbolic link followed, a file linked twice counted once).
     Show {
-        /// Id, name or id prefix.
+        /// Id, name or id prefix (default: the workspace whose worktree holds this folder).
         #[arg(add = ArgValueCompleter::new(completion::workspaces))]
-        workspace: String,
+        workspace: Option<String>,
         #[command(flatten)]
         json: JsonFlag,
     },
@@ -704,9 +718,9 @@ pub enum WorkspaceCmd {
     /// and untracked files together, as a unified diff (or, with --stat, a line per file).
     /// The base moving on since the workspace started is not shown as a change.
     Diff {
-        /// Id, name or id prefix.
+        /// Id, name or id prefix (default: the workspace whose worktree holds this folder).
         #[arg(add = ArgValueCompleter::new(completion::workspaces))]
-        workspace: String,
+        workspace: Option<String>,
         /// A line per file: what happened to it and the lines added and removed.
         #[arg(long)]
         stat: bool,
@@ -726,9 +740,9 @@ pub enum WorkspaceCmd {
     /// refs/berth/lost/<id>, as a forced delete keeps them).
     #[command(verbatim_doc_comment)]
     Merge {
-        /// Id, name or id prefix.
+        /// Id, name or id prefix (default: the workspace whose worktree holds this folder).
         #[arg(add = ArgValueCompleter::new(completion::workspaces))]
-        workspace: String,
+        workspace: Option<String>,
         /// The local branch to merge into (default: the workspace's base).
         #[arg(long, value_name = "BRANCH")]
         into: Option<String>,
@@ -812,9 +826,9 @@ pub enum WorkspaceCmd {
     /// Print the workspace's folder (a git workspace's worktree), for
     /// `cd "$(berth workspace path NAME)"`.
     Path {
-        /// Id, name or id prefix.
+        /// Id, name or id prefix (default: the workspace whose worktree holds this folder).
         #[arg(add = ArgValueCompleter::new(completion::workspaces))]
-        workspace: String,
+        workspace: Option<String>,
     },
     /// Print the workspace's own block of TCP ports, first-last, giving it one if it has none.
     ///
@@ -832,9 +846,9 @@ pub enum WorkspaceCmd {
     /// {"workspace", "label", "first", "last", "count"}.
     #[command(verbatim_doc_comment)]
     Ports {
-        /// Id, name or id prefix.
+        /// Id, name or id prefix (default: the workspace whose worktree holds this folder).
         #[arg(add = ArgValueCompleter::new(completion::workspaces))]
-        workspace: String,
+        workspace: Option<String>,
         #[command(flatten)]
         json: JsonFlag,
     },
@@ -880,7 +894,8 @@ pub enum WorkspaceCmd {
 }
 
 /// Storage commands, shared by `workspace storage` and `session storage`. OWNER is the workspace
-/// or the session: an id, a (workspace) name, or an id prefix of 4+ characters.
+/// or the session: an id, a (workspace) name, or an id prefix of 4+ characters; for a
+/// workspace, `.` is the one whose worktree holds this folder.
 #[derive(Subcommand)]
 pub enum StorageCmd {
     /// Print a file's contents (bytes as stored).
@@ -924,9 +939,10 @@ impl StorageCmd {
 pub enum SessionCmd {
     /// Create a session in a workspace and print its id.
     New {
-        /// Workspace id, name or id prefix.
-        #[arg(long, short)]
-        workspace: String,
+        /// Workspace id, name or id prefix (default: the workspace whose worktree holds this
+        /// folder).
+        #[arg(long, short, add = ArgValueCompleter::new(completion::workspaces))]
+        workspace: Option<String>,
         #[arg(long, short, default_value = "")]
         title: String,
         /// Provider the session calls: claude, openai or gemini. Naming it (or --model) keeps
@@ -943,11 +959,16 @@ pub enum SessionCmd {
         #[command(flatten)]
         json: JsonFlag,
     },
-    /// List sessions, of one workspace or of all.
+    /// List sessions, oldest first: of one workspace (--workspace, else the one whose
+    /// worktree holds this folder), or of all (--all, or outside every worktree).
     #[command(visible_alias = "ls")]
     List {
-        #[arg(long, short)]
+        /// Workspace id, name or id prefix.
+        #[arg(long, short, add = ArgValueCompleter::new(completion::workspaces))]
         workspace: Option<String>,
+        /// Every workspace's sessions, even inside a worktree.
+        #[arg(long, short, conflicts_with = "workspace")]
+        all: bool,
         #[command(flatten)]
         json: JsonFlag,
     },
@@ -1012,8 +1033,9 @@ pub enum ConfigCmd {
     },
     /// Print the merged config (global → workspace → environment), secrets redacted.
     Show {
-        /// Include this workspace's overrides.
-        #[arg(long, short)]
+        /// Include this workspace's overrides (default: the workspace whose worktree holds
+        /// this folder).
+        #[arg(long, short, add = ArgValueCompleter::new(completion::workspaces))]
         workspace: Option<String>,
         #[command(flatten)]
         json: JsonFlag,

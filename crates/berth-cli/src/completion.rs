@@ -55,8 +55,7 @@ fn candidates(found: Vec<String>, typed: &str) -> Vec<CompletionCandidate> {
 /// What `list` finds in the home the command line names (`--home`, `BERTH_HOME`, else the
 /// default); nothing when the home cannot be read: a completion never fails loudly.
 fn in_home(list: impl AsyncFnOnce(&berth_ops::Ops) -> Option<Vec<String>>) -> Vec<String> {
-    let home = home_from_args().or_else(|| std::env::var_os("BERTH_HOME").map(Into::into));
-    let Some(home) = home.or_else(berth_ops::default_home) else {
+    let Some(home) = crate::commands::home(home_from_args()) else {
         return Vec::new();
     };
     let Ok(ops) = berth_ops::open(&home, &berth_ops::environment()) else {

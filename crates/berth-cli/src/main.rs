@@ -82,7 +82,7 @@ fn main() -> ExitCode {
                 });
             let message = forced.unwrap_or_else(|| format!("{e:#}"));
             match listing_hint(&e) {
-                Some(hint) => eprintln!("berth: {message}; {hint}"),
+                Some(command) => eprintln!("berth: {message}: `{command}`"),
                 None => eprintln!("berth: {message}"),
             }
             ExitCode::from(exit_status(&e))
@@ -91,7 +91,8 @@ fn main() -> ExitCode {
 }
 
 /// The command that lists what an unknown workspace or session name could have meant. The
-/// libraries' messages name no front end's commands; this one is the CLI's to add.
+/// libraries' messages end "list the … to see theirs" and name no front end's commands; the
+/// CLI adds its own.
 fn listing_hint(e: &anyhow::Error) -> Option<&'static str> {
     let what = e.chain().find_map(|c| {
         let core = c.downcast_ref::<berth_core::Error>().or_else(|| {
@@ -109,11 +110,11 @@ fn listing_hint(e: &anyhow::Error) -> Option<&'static str> {
         }
     })?;
     if what.starts_with("workspace ") {
-        Some("`berth workspace list` shows them")
+        Some("berth workspace list")
     } else if what.starts_with("session ") {
-        Some("`berth session list` shows them")
+        Some("berth session list --all")
     } else if what.starts_with("binding ") {
-        Some("`berth binding list` shows them")
+        Some("berth binding list")
     } else {
         None
     }

@@ -66,3 +66,56 @@ pub fn cell(text: &str) -> String {
         .map(|c| if c.is_control() { '�' } else { c })
         .collect()
 }
+
+/// The shortest prefix of each id, 8 characters or more, that no other id of `ids` starts
+/// with: a table's ID column, short like git's, and still a prefix berth resolves (4+). An id
+/// of 8 characters or fewer is shown whole.
+pub fn short_ids(ids: &[&str]) -> Vec<String> {
+    const SHORT: usize = 8;
+    let mut sorted: Vec<&str> = ids.to_vec();
+    sorted.sort_unstable();
+    // Two ids share the longest prefix with a neighbour in sorted order.
+    let common = |a: &str, b: &str| a.chars().zip(b.chars()).take_while(|(x, y)| x == y).count();
+    ids.iter()
+        .map(|id| {
+            let at = sorted.partition_point(|s| s < id);
+            let shared = [at.checked_sub(1), Some(at + 1)]
+                .into_iter()
+                .flatten()
+                .filter_map(|i| sorted.get(i))
+                .map(|other| common(id, other))
+                .max()
+                .unwrap_or(0);
+            let len = (shared + 1).max(SHORT);
+            match id.char_indices().nth(len) {
+                Some((cut, _)) => id[..cut].to_owned(),
+                None => (*id).to_owned(),
+            }
+        })
+        .collect()
+}
+
+/// A line under a table that says what its symbols mean; on standard error with the other
+/// notes for people, so a script reading the table sees rows only.
+pub fn legend(text: &str) {
+    eprintln!("{text}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::short_ids;
+
+    #[test]
+    fn short_ids_are_unique_prefixes_of_eight_or_more() {
+        let ids = [
+            "c3ca70ae-7bf6-411d-abcc-3c8c52bccd37",
+            "c3ca70ae-1111-411d-abcc-3c8c52bccd37",
+            "51e4550a-1677-486f-bfbe-cf8e8448bee5",
+            "default",
+        ];
+        assert_eq!(
+            short_ids(&ids),
+            ["c3ca70ae-7", "c3ca70ae-1", "51e4550a", "default"]
+        );
+    }
+}

@@ -804,7 +804,7 @@ fn a_moved_repository_is_repaired_and_its_workspaces_work_again() {
         &["workspace", "repair", "--repo", moved.to_str().unwrap()],
     );
     assert_eq!(r.code, 0, "{}", r.stderr);
-    assert!(r.stdout.contains("(m): "), "{}", r.stdout);
+    assert!(r.stdout.contains("reattached m ("), "{}", r.stdout);
     assert!(
         r.stderr.contains("reattached 1 workspace(s)")
             && r.stderr.contains("removed 1 spare checkout(s)"),
@@ -1667,9 +1667,9 @@ fn prune_cleans_worktrees_and_records_that_lost_each_other_and_keeps_work() {
             .clone()
     };
     assert!(reason(orphan_dirty.to_str().unwrap()).contains("uncommitted"));
-    assert!(reason("(e)").contains("1 commit"), "{}", reason("(e)"));
-    assert!(reason("(e)").contains("--force"));
-    assert!(reason("(f)").contains("1 session(s)"));
+    assert!(reason("e (").contains("1 commit"), "{}", reason("e ("));
+    assert!(reason("e (").contains("--force"));
+    assert!(reason("f (").contains("1 session(s)"));
     assert_eq!(kept.len(), 3, "{kept:?}");
     // A dry run changes nothing.
     assert!(orphan_clean.exists());

@@ -112,7 +112,8 @@ fn diff_and_merge_bring_a_workspaces_work_into_its_base() {
     // Merged again: nothing to bring.
     let r = berth(&home, &project.root, &["workspace", "merge", "feat"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    assert!(r.stdout.contains("nothing to bring"), "{}", r.stdout);
+    assert!(r.stdout.contains("nothing to merge"), "{}", r.stdout);
+    assert!(!r.stdout.contains("updated the checkout"), "{}", r.stdout);
 }
 
 #[test]

@@ -106,10 +106,15 @@ impl WorkspaceManager {
         }
         let not_found = || Error::NotFound {
             what: format!("workspace {identifier:?}"),
-            hint: Some(
-                "no workspace has that id, name or id prefix; list the workspaces to see theirs"
-                    .to_owned(),
-            ),
+            hint: Some(match identifier.len() < MIN_PREFIX {
+                true => format!(
+                    "no workspace has that id or name, and an id prefix needs {MIN_PREFIX} or more characters; list the workspaces to see theirs"
+                ),
+                false => {
+                    "no workspace has that id, name or id prefix; list the workspaces to see theirs"
+                        .to_owned()
+                }
+            }),
         };
         if identifier.len() < MIN_PREFIX {
             return Err(not_found());
@@ -391,9 +396,13 @@ impl WorkspaceManager {
         }
         let not_found = || Error::NotFound {
             what: format!("session {identifier:?}"),
-            hint: Some(
-                "no session has that id or id prefix; list the sessions to see theirs".to_owned(),
-            ),
+            hint: Some(match identifier.len() < MIN_PREFIX {
+                true => format!(
+                    "no session has that id, and an id prefix needs {MIN_PREFIX} or more characters; list the sessions to see theirs"
+                ),
+                false => "no session has that id or id prefix; list the sessions to see theirs"
+                    .to_owned(),
+            }),
         };
         if identifier.len() < MIN_PREFIX {
             return Err(not_found());

@@ -33,11 +33,12 @@ pub struct Workspace {
 }
 
 impl Workspace {
-    /// How messages name a workspace: `<id> (<name>)`, or the id alone. The one place this is
-    /// spelled, so every front end says it the same way.
+    /// How messages name a workspace: `<name> (<id>)`, or the id alone: the name first, as a
+    /// person knows it. The one place this is spelled, so every front end says it the same
+    /// way.
     pub fn label(&self) -> String {
         match &self.name {
-            Some(n) => format!("{} ({n})", self.id),
+            Some(n) => format!("{n} ({})", self.id),
             None => self.id.to_string(),
         }
     }

@@ -49,7 +49,7 @@ use berth_store_sql::SqlStore;
 pub use berth_git::progress;
 pub use berth_git::{FileDiff, MergeMode, Merged, WorktreeDiff};
 pub use error::{Error, ErrorKind, Result, blocking};
-pub use git_workspace::adoption;
+pub use git_workspace::{DEFAULT_SETUP_TIMEOUT, adoption};
 pub use merge::{MergeReport, MergeWorkspace};
 pub use models::{ModelChoice, SessionModel};
 pub use page::{Listed, PAGE_DEFAULT, PAGE_MAX, Page, page_limit};
@@ -62,7 +62,7 @@ pub use storage::{Node, Owner, StorageRef, context_path};
 pub use view::{GitView, KeptView, PortsView, SessionView, WorkspaceView, session_label};
 pub use workspaces::{
     AdoptWorkspace, CreateWarning, CreateWorkspace, Created, DeletePlan, Deleted, GcPlan, GcReport,
-    Reattached, RepairReport, Repository, SparesReport, StartPoint, WorkspacePorts,
+    HERE, Reattached, RepairReport, Repository, SparesReport, StartPoint, WorkspacePorts,
 };
 
 /// The platform's default berth home: `~/.local/share/berth` on Linux,

@@ -1,12 +1,13 @@
 //! Session operations: create (with the provider and model the workspace's config would call),
 //! find, list, read and append to transcripts, clear and remove.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use berth_core::config::ProviderKind;
 use berth_core::{
     DeviceId, ErrorKind, Found, Message, NewSession, Session, SessionId, TokenUsage, Transcript,
-    Workspace, WorkspaceId,
+    Workspace, WorkspaceId, WorkspaceName,
 };
 
 use crate::Ops;
@@ -222,10 +223,7 @@ impl Ops {
         workspace: Option<&str>,
         dir: &std::path::Path,
     ) -> Result<Option<Workspace>> {
-        if let Some(w) = workspace {
-            return Ok(Some(self.manager.resolve(w).await?));
-        }
-        if let Some(ws) = self.workspace_containing(dir).await? {
+        if let Some(ws) = self.workspace_meant(workspace, dir).await? {
             return Ok(Some(ws));
         }
         match self
@@ -347,15 +345,25 @@ impl Ops {
 
     /// The sessions of one workspace (by id, name or prefix), or of all; oldest first.
     pub async fn list_sessions(&self, workspace: Option<&str>) -> Result<Vec<SessionView>> {
-        let ws = match workspace {
-            Some(w) => Some(self.manager.resolve(w).await?.id),
-            None => None,
+        // Each session's workspace by name, for the person reading the list.
+        let (ws, names): (_, HashMap<WorkspaceId, Option<WorkspaceName>>) = match workspace {
+            Some(w) => {
+                let ws = self.manager.resolve(w).await?;
+                (Some(ws.id.clone()), HashMap::from([(ws.id, ws.name)]))
+            }
+            None => {
+                let all = self.manager.list().await?;
+                (None, all.into_iter().map(|w| (w.id, w.name)).collect())
+            }
         };
         Ok(self
             .session_records(ws.as_ref())
             .await?
             .iter()
-            .map(SessionView::of)
+            .map(|s| {
+                let name = names.get(&s.workspace_id).and_then(Option::as_ref);
+                SessionView::in_workspace(s, name)
+            })
             .collect())
     }
 

@@ -9,7 +9,9 @@
 use std::path::PathBuf;
 
 use berth_core::config::ProviderKind;
-use berth_core::{DeviceId, GitInfo, Session, SessionStatus, Workspace, WorkspaceId};
+use berth_core::{
+    DeviceId, GitInfo, Session, SessionStatus, Workspace, WorkspaceId, WorkspaceName,
+};
 use berth_git::WorktreeStatus;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -122,6 +124,9 @@ impl WorkspaceView {
 pub struct SessionView {
     pub id: berth_core::SessionId,
     pub workspace_id: WorkspaceId,
+    /// The workspace's name, where it has one and the view was made knowing it
+    /// ([`SessionView::in_workspace`]); null otherwise.
+    pub workspace_name: Option<String>,
     /// `<id> (<title>)`, or the id.
     pub label: String,
     pub title: String,
@@ -140,6 +145,7 @@ impl SessionView {
         SessionView {
             id: s.id.clone(),
             workspace_id: s.workspace_id.clone(),
+            workspace_name: None,
             label: session_label(s),
             title: s.title.clone(),
             provider: s.provider,
@@ -150,6 +156,21 @@ impl SessionView {
             updated_at: s.updated_at,
             usage: s.usage,
         }
+    }
+
+    /// The view of `s`, naming its workspace `name`.
+    pub fn in_workspace(s: &Session, name: Option<&WorkspaceName>) -> SessionView {
+        SessionView {
+            workspace_name: name.map(ToString::to_string),
+            ..SessionView::of(s)
+        }
+    }
+
+    /// How a person reads the session's workspace: its name, else its id.
+    pub fn workspace_label(&self) -> &str {
+        self.workspace_name
+            .as_deref()
+            .unwrap_or(self.workspace_id.as_str())
     }
 }
 

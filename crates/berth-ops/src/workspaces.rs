@@ -232,6 +232,20 @@ pub struct SparesReport {
     pub cleared: usize,
 }
 
+/// The identifier of the workspace whose worktree holds the current folder.
+pub const HERE: &str = ".";
+
+fn not_in_a_workspace(dir: &Path, named_here: bool) -> Error {
+    let first = match named_here {
+        true => "`.` names the workspace this folder is in, but",
+        false => "no workspace named, and",
+    };
+    Error::invalid(format!(
+        "{first} {} is in no workspace's worktree: name the workspace (`berth workspace list` shows them), or run this inside its worktree",
+        dir.display()
+    ))
+}
+
 impl Ops {
     /// The workspace an identifier names: an id, a name, or an unambiguous id prefix.
     pub async fn resolve_workspace(&self, identifier: &str) -> Result<Workspace> {
@@ -241,6 +255,37 @@ impl Ops {
     /// The well-known `default` workspace, created on first use and never collected.
     pub async fn default_workspace(&self) -> Result<Workspace> {
         Ok(self.manager.default_workspace().await?)
+    }
+
+    /// The workspace a command means: the one `identifier` names (an id, a name, a prefix, or
+    /// `.` for the one this folder is in), else the git workspace whose worktree holds `dir`.
+    /// `None` when nothing is named and `dir` is in no workspace; `.` outside every workspace
+    /// is an error that says so.
+    pub async fn workspace_meant(
+        &self,
+        identifier: Option<&str>,
+        dir: &Path,
+    ) -> Result<Option<Workspace>> {
+        match identifier {
+            Some(HERE) => match self.workspace_containing(dir).await? {
+                Some(ws) => Ok(Some(ws)),
+                None => Err(not_in_a_workspace(dir, true)),
+            },
+            Some(identifier) => Ok(Some(self.resolve_workspace(identifier).await?)),
+            None => self.workspace_containing(dir).await,
+        }
+    }
+
+    /// [`Ops::workspace_meant`] for a command that needs a workspace: one neither named nor
+    /// found from `dir` is a usage error that says how to name one.
+    pub async fn workspace_required(
+        &self,
+        identifier: Option<&str>,
+        dir: &Path,
+    ) -> Result<Workspace> {
+        self.workspace_meant(identifier, dir)
+            .await?
+            .ok_or_else(|| not_in_a_workspace(dir, false))
     }
 
     /// The git workspace whose worktree holds `dir` (the innermost, if worktrees nest).
@@ -488,6 +533,24 @@ impl Ops {
             git: None,
             ports: None,
         };
+        // A taken name is said as such before git is asked: its branch `berth/<name>` exists
+        // too, and git would report that instead. The store still refuses a name taken
+        // meanwhile by another process.
+        if let Some(name) = &new.name {
+            match self.manager.workspaces().load_by_name(name).await {
+                Ok(taken) => {
+                    return Err(Error::rule(
+                        ErrorKind::Conflict,
+                        format!(
+                            "a workspace named '{name}' ({}) already exists; pick another name, or work in that one",
+                            taken.id
+                        ),
+                    ));
+                }
+                Err(e) if e.is_not_found() => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
         let ports = config.ports.range();
         let git = blocking(move || request.git_request()).await?;
         let Some(git) = git else {
@@ -759,7 +822,7 @@ impl Ops {
             let (pool, repo) = git_workspace::spare_pool(&manager, &repo, &settings)?;
             let cleared = if clear { pool.clear(&repo)? } else { 0 };
             if fill {
-                let want = settings.spare_worktrees.unwrap_or(0).max(1);
+                let want = settings.spare_worktrees().max(1);
                 git_workspace::fill_spares(&pool, &repo, want)?;
             }
             Ok(SparesReport {

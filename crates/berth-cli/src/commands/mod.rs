@@ -17,6 +17,7 @@ mod token;
 mod workspace;
 
 use std::io::IsTerminal;
+use std::path::PathBuf;
 
 use anyhow::Context;
 use berth_ops::{Error, Refill};
@@ -24,11 +25,8 @@ use berth_ops::{Error, Refill};
 use crate::cli::{Cli, Command};
 
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
-    let home = match cli.home {
-        Some(h) => h,
-        None => berth_ops::default_home()
-            .context("cannot find the platform data folder; pass --home or set BERTH_HOME")?,
-    };
+    let home = home(cli.home)
+        .context("cannot find the platform data folder; pass --home or set BERTH_HOME")?;
     // The doctor opens the store itself: an unreachable one is one of its findings.
     if let Command::Doctor { mcp_timeout, json } = cli.command {
         return doctor::run(&home, mcp_timeout, json.json).await;
@@ -67,16 +65,43 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
     }
 }
 
+/// The home a command works in: `--home`, else `$BERTH_HOME` (when set and not empty), else
+/// the platform's data folder.
+pub fn home(flag: Option<PathBuf>) -> Option<PathBuf> {
+    flag.or_else(|| {
+        std::env::var_os("BERTH_HOME")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    })
+    .or_else(berth_ops::default_home)
+}
+
+/// The workspace a command means, as an identifier `Ops` resolves: the one named, else (or
+/// for `.`) the one whose worktree holds the current folder. A name is passed on as it is,
+/// resolved once, by the call that uses it.
+pub async fn meant(ops: &berth_ops::Ops, named: Option<&str>) -> anyhow::Result<String> {
+    if let Some(named) = named.filter(|n| *n != berth_ops::HERE) {
+        return Ok(named.to_owned());
+    }
+    let here = std::env::current_dir().context("cannot read the current folder")?;
+    Ok(ops.workspace_required(named, &here).await?.id.to_string())
+}
+
 /// Asks before something destructive. On a terminal it prompts; without one it refuses unless
 /// `--yes` was given, so a script never deletes by accident and never hangs on a prompt.
 pub fn confirm(yes: bool, question: &str) -> anyhow::Result<()> {
+    confirm_or(yes, question, "--yes")
+}
+
+/// [`confirm`], where the flag that answers yes is `flag`.
+pub fn confirm_or(yes: bool, question: &str, flag: &str) -> anyhow::Result<()> {
     if yes {
         return Ok(());
     }
     let stdin = std::io::stdin();
     if !stdin.is_terminal() {
         return Err(Error::refused(format!(
-            "{question} Refusing without confirmation: standard input is not a terminal; pass --yes"
+            "{question} Refusing without confirmation: standard input is not a terminal; pass {flag}"
         ))
         .into());
     }

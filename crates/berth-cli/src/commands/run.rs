@@ -178,8 +178,7 @@ async fn foreground(
     let id = supervision.record().id.clone();
     // One listener for the whole run: `ctrl_c()` made afresh in each turn of the loop would
     // miss a Ctrl-C that lands while an event is shown, and the second one would be lost.
-    let mut interrupts =
-        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
+    let mut interrupts = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
     let mut supervised = start_supervised(ops, supervision, request)?;
     let mut ticks = tokio::time::interval(Duration::from_millis(500));
     let mut stopping = false;
@@ -211,9 +210,16 @@ async fn foreground(
     let record = supervised.finish()?;
     if !json {
         print_summary(&record)?;
-        render::line(format!(
-            "run {id}: review with `berth workspace diff NAME`, bring back with `berth workspace merge NAME`"
-        ))?;
+        let changed = record
+            .agents
+            .iter()
+            .any(|a| a.summary.as_ref().is_some_and(|s| s.files_changed > 0));
+        render::line(match changed {
+            true => format!(
+                "run {id}: review with `berth workspace diff NAME`, bring back with `berth workspace merge NAME`"
+            ),
+            false => format!("run {id}: no agent changed a file"),
+        })?;
     }
     if !record.succeeded() {
         bail!("not every agent finished its answer and passed the check; the summary says which");
@@ -293,7 +299,8 @@ fn list(store: &RunStore, json: bool) -> anyhow::Result<()> {
     if json {
         render::json(&records)?;
     } else if records.is_empty() && problems.is_empty() {
-        render::line("no runs yet: `berth run TASK` starts one")?;
+        // A note for a person, on standard error: a script reading the table sees no rows.
+        eprintln!("no runs yet: `berth run TASK` starts one");
     } else {
         let rows: Vec<Vec<String>> = records
             .iter()
@@ -656,6 +663,12 @@ fn clip(text: &str, width: usize) -> String {
 /// Each agent of the run: how it ended (or where it is), what it changed, its check, tokens,
 /// time and session.
 fn print_summary(record: &RunRecord) -> std::io::Result<()> {
+    let sessions: Vec<&str> = record
+        .agents
+        .iter()
+        .filter_map(|a| a.session.as_deref())
+        .collect();
+    let mut short_sessions = render::short_ids(&sessions).into_iter();
     let rows: Vec<Vec<String>> = record
         .agents
         .iter()
@@ -668,12 +681,10 @@ fn print_summary(record: &RunRecord) -> std::io::Result<()> {
                 Some(c) if c.passed => "passed".to_owned(),
                 Some(c) => format!("failed ({})", c.outcome.as_deref().unwrap_or("?")),
             };
-            let ended = match (&s.stop, &s.message) {
-                (Some(stop), Some(m)) => {
-                    format!("{} ({stop}: {})", s.state.as_str(), render::cell(m))
-                }
-                (Some(stop), None) => format!("{} ({stop})", s.state.as_str()),
-                (None, _) => s.state.as_str().to_owned(),
+            // A short state in the table; why, in full, under it.
+            let ended = match &s.stop {
+                Some(stop) => format!("{} ({stop})", s.state.as_str()),
+                None => s.state.as_str().to_owned(),
             };
             vec![
                 (i + 1).to_string(),
@@ -689,7 +700,10 @@ fn print_summary(record: &RunRecord) -> std::io::Result<()> {
                     .and_then(|x| x.cost_usd)
                     .map_or_else(|| "-".to_owned(), |c| format!("${c:.4}")),
                 format!("{:.1}s", s.elapsed_ms as f64 / 1000.0),
-                a.session.clone().unwrap_or_else(|| "-".to_owned()),
+                match a.session {
+                    Some(_) => short_sessions.next().unwrap_or_default(),
+                    None => "-".to_owned(),
+                },
             ]
         })
         .collect();
@@ -706,5 +720,18 @@ fn print_summary(record: &RunRecord) -> std::io::Result<()> {
             "SESSION",
         ],
         &rows,
-    )
+    )?;
+    if record.agents.iter().any(|a| a.summary.is_some()) {
+        render::legend(FILES_LEGEND);
+    }
+    let mut out = std::io::stdout().lock();
+    for (i, a) in record.agents.iter().enumerate() {
+        if let Some(message) = &a.status.message {
+            writeln!(out, "[{}] {}: {}", i + 1, a.status.state.as_str(), message)?;
+        }
+    }
+    out.flush()
 }
+
+/// What the FILES column's symbols mean.
+const FILES_LEGEND: &str = "FILES: files changed  +lines added  -lines removed";

@@ -21,7 +21,7 @@ pub async fn run(ops: &Ops, cmd: SessionCmd) -> anyhow::Result<()> {
             json,
         } => {
             let request = CreateSession {
-                workspace,
+                workspace: super::meant(ops, workspace.as_deref()).await?,
                 title,
                 provider,
                 model,
@@ -30,13 +30,30 @@ pub async fn run(ops: &Ops, cmd: SessionCmd) -> anyhow::Result<()> {
             };
             let session = ops.create_session(request).await?;
             if json.json {
-                render::json(&SessionView::of(&session))?;
+                let workspace = ops.resolve_workspace(session.workspace_id.as_str()).await?;
+                render::json(&SessionView::in_workspace(
+                    &session,
+                    workspace.name.as_ref(),
+                ))?;
             } else {
                 render::line(&session.id)?;
             }
         }
-        SessionCmd::List { workspace, json } => {
-            let sessions = ops.list_sessions(workspace.as_deref()).await?;
+        SessionCmd::List {
+            workspace,
+            all,
+            json,
+        } => {
+            let workspace = match all {
+                true => None,
+                false => {
+                    let here = std::env::current_dir().context("cannot read the current folder")?;
+                    ops.workspace_meant(workspace.as_deref(), &here).await?
+                }
+            };
+            let sessions = ops
+                .list_sessions(workspace.map(|w| w.id.to_string()).as_deref())
+                .await?;
             if json.json {
                 return Ok(render::json(&sessions)?);
             }
@@ -45,7 +62,7 @@ pub async fn run(ops: &Ops, cmd: SessionCmd) -> anyhow::Result<()> {
                 .map(|s| {
                     vec![
                         s.id.to_string(),
-                        s.workspace_id.to_string(),
+                        render::cell(s.workspace_label()),
                         s.status.as_str().to_owned(),
                         format!("{}/{}", s.provider, s.model),
                         render::time(s.created_at),
@@ -70,9 +87,11 @@ pub async fn run(ops: &Ops, cmd: SessionCmd) -> anyhow::Result<()> {
                 );
             }
             let cost = ops.session_cost(&s).await?;
+            let workspace = ops.resolve_workspace(s.workspace_id.as_str()).await?;
+            let view = SessionView::in_workspace(&s, workspace.name.as_ref());
             if json.json {
                 return Ok(render::json(&serde_json::json!({
-                    "session": SessionView::of(&s),
+                    "session": view,
                     "cost_usd": cost,
                     "frontmatter": t.frontmatter,
                     "messages": t.messages,
@@ -82,7 +101,10 @@ pub async fn run(ops: &Ops, cmd: SessionCmd) -> anyhow::Result<()> {
             }
             let mut out = std::io::BufWriter::new(std::io::stdout().lock());
             writeln!(out, "session:   {}", s.id)?;
-            writeln!(out, "workspace: {}", s.workspace_id)?;
+            match &workspace.name {
+                Some(name) => writeln!(out, "workspace: {name} ({})", s.workspace_id)?,
+                None => writeln!(out, "workspace: {}", s.workspace_id)?,
+            }
             if !s.title.is_empty() {
                 writeln!(out, "title:     {}", render::cell(&s.title))?;
             }

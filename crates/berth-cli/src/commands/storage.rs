@@ -10,7 +10,11 @@ use crate::cli::StorageCmd;
 use crate::render;
 
 pub async fn run(ops: &Ops, owner: Owner, cmd: StorageCmd) -> anyhow::Result<()> {
-    let at = ops.storage(owner, cmd.owner()).await?;
+    let named = match owner {
+        Owner::Workspace => super::meant(ops, Some(cmd.owner())).await?,
+        Owner::Session => cmd.owner().to_owned(),
+    };
+    let at = ops.storage(owner, &named).await?;
     match cmd {
         StorageCmd::Read { path, .. } => {
             let bytes = ops.read_file(&at, &path).await?;
@@ -44,8 +48,17 @@ pub async fn run(ops: &Ops, owner: Owner, cmd: StorageCmd) -> anyhow::Result<()>
         StorageCmd::Rm {
             path, recursive, ..
         } => {
-            let path = ops.remove_file(&at, &path, recursive).await?;
-            eprintln!("removed {path}");
+            let removed = match ops.remove_file(&at, &path, recursive).await {
+                // The library says "recursively" in no front end's words; here it is -r.
+                Err(e) if !recursive && e.kind() == berth_ops::ErrorKind::Refused => {
+                    return Err(berth_ops::Error::refused(format!(
+                        "{e}: `-r` removes a folder and everything in it"
+                    ))
+                    .into());
+                }
+                removed => removed?,
+            };
+            eprintln!("removed {removed}");
         }
     }
     Ok(())

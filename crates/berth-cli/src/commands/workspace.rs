@@ -6,10 +6,10 @@ use std::path::PathBuf;
 use anyhow::Context;
 use berth_ops::review::{Health, WorktreeStatus};
 use berth_ops::{
-    AdoptWorkspace, CreateWorkspace, MergeMode, MergeWorkspace, Ops, Owner, Repository,
+    AdoptWorkspace, CreateWorkspace, MergeMode, MergeReport, MergeWorkspace, Ops, Owner, Repository,
 };
 
-use super::confirm;
+use super::{confirm, meant};
 use crate::cli::WorkspaceCmd;
 use crate::render;
 
@@ -58,12 +58,18 @@ pub async fn run(ops: &Ops, cmd: WorkspaceCmd) -> anyhow::Result<()> {
             };
             adopt(ops, request, json.json).await
         }
-        WorkspaceCmd::Show { workspace, json } => show(ops, &workspace, json.json).await,
+        WorkspaceCmd::Show { workspace, json } => {
+            let workspace = meant(ops, workspace.as_deref()).await?;
+            show(ops, &workspace, json.json).await
+        }
         WorkspaceCmd::Diff {
             workspace,
             stat,
             json,
-        } => diff(ops, &workspace, stat, json.json).await,
+        } => {
+            let workspace = meant(ops, workspace.as_deref()).await?;
+            diff(ops, &workspace, stat, json.json).await
+        }
         WorkspaceCmd::Merge {
             workspace,
             into,
@@ -78,7 +84,7 @@ pub async fn run(ops: &Ops, cmd: WorkspaceCmd) -> anyhow::Result<()> {
                 _ => MergeMode::Merge,
             };
             let request = MergeWorkspace {
-                workspace,
+                workspace: meant(ops, workspace.as_deref()).await?,
                 into,
                 mode,
                 delete,
@@ -89,7 +95,12 @@ pub async fn run(ops: &Ops, cmd: WorkspaceCmd) -> anyhow::Result<()> {
             workspace,
             force,
             confirm: c,
-        } => delete(ops, &workspace, force, c.yes).await,
+        } => {
+            // Named, never taken from the folder: deleting the workspace one stands in is
+            // too easy to do by accident.
+            let workspace = meant(ops, Some(&workspace)).await?;
+            delete(ops, &workspace, force, c.yes).await
+        }
         WorkspaceCmd::Gc {
             max_age,
             merged,
@@ -106,10 +117,12 @@ pub async fn run(ops: &Ops, cmd: WorkspaceCmd) -> anyhow::Result<()> {
             json,
         } => prune(ops, dry_run, c.yes, json.json).await,
         WorkspaceCmd::Path { workspace } => {
+            let workspace = meant(ops, workspace.as_deref()).await?;
             let path = ops.workspace_path(&workspace).await?;
             Ok(render::line(path.display())?)
         }
         WorkspaceCmd::Ports { workspace, json } => {
+            let workspace = meant(ops, workspace.as_deref()).await?;
             let ports = ops.workspace_ports(&workspace).await?;
             if json.json {
                 return Ok(render::json(&ports)?);
@@ -163,15 +176,26 @@ async fn list(ops: &Ops, size: bool, json: bool) -> anyhow::Result<()> {
     if size {
         ops.measure_workspaces(&mut all).await?;
     }
+    // JSON in the store's order, by id, stable for scripts.
     if json {
         return Ok(render::json(&all)?);
     }
+    // The table by name, as a person looks for them; the unnamed after, by id.
+    all.sort_by(|a, b| (a.name.is_none(), &a.name, &a.id).cmp(&(b.name.is_none(), &b.name, &b.id)));
+    if all.is_empty() {
+        eprintln!(
+            "no workspaces yet: `berth workspace create NAME` makes one (a worktree, inside a git repository)"
+        );
+        return Ok(());
+    }
+    let ids: Vec<&str> = all.iter().map(|ws| ws.id.as_str()).collect();
     let rows: Vec<Vec<String>> = all
         .iter()
-        .map(|ws| {
+        .zip(render::short_ids(&ids))
+        .map(|(ws, id)| {
             let mut row = vec![
-                ws.id.to_string(),
                 ws.name.clone().unwrap_or_else(|| "-".to_owned()),
+                id,
                 render::time(ws.last_accessed),
                 ws.git_status.as_ref().map_or("-".to_owned(), git_summary),
             ];
@@ -183,12 +207,20 @@ async fn list(ops: &Ops, size: bool, json: bool) -> anyhow::Result<()> {
         })
         .collect();
     let headers: &[&str] = if size {
-        &["ID", "NAME", "LAST USED", "GIT", "SIZE", "DESCRIPTION"]
+        &["NAME", "ID", "LAST USED", "GIT", "SIZE", "DESCRIPTION"]
     } else {
-        &["ID", "NAME", "LAST USED", "GIT", "DESCRIPTION"]
+        &["NAME", "ID", "LAST USED", "GIT", "DESCRIPTION"]
     };
-    Ok(render::table(headers, &rows)?)
+    render::table(headers, &rows)?;
+    if all.iter().any(|ws| ws.git_status.is_some()) {
+        render::legend(GIT_LEGEND);
+    }
+    Ok(())
 }
+
+/// What the GIT column's symbols mean.
+const GIT_LEGEND: &str =
+    "GIT: branch  +commits ahead of its base  -commits behind it  ~files with uncommitted changes";
 
 async fn create(ops: &Ops, request: CreateWorkspace, json: bool) -> anyhow::Result<()> {
     crate::progress::watch(json);
@@ -307,10 +339,29 @@ async fn merge(ops: &Ops, request: MergeWorkspace, json: bool) -> anyhow::Result
         );
     }
     let short = |sha: &str| sha[..sha.len().min(12)].to_owned();
-    let how = match (m.commits, m.fast_forward, m.mode) {
-        (0, _, _) => "nothing to bring: it is already there".to_owned(),
-        (_, true, _) => "fast-forward".to_owned(),
-        (_, _, mode) => format!("{mode:?}").to_lowercase(),
+    if m.before == m.after {
+        render::line(format!(
+            "{}: nothing to merge: {} already has every commit of {}, and its worktree had no uncommitted change",
+            report.workspace, m.into, report.branch
+        ))?;
+    } else {
+        merged(&report, short)?;
+    }
+    if let Some(deleted) = &report.deleted {
+        render::line(format!("deleted workspace {}", deleted.label))?;
+        if let Some(w) = &deleted.warning {
+            eprintln!("warning: {w}");
+        }
+    }
+    Ok(())
+}
+
+/// What a merge that moved its target did.
+fn merged(report: &MergeReport, short: impl Fn(&str) -> String) -> anyhow::Result<()> {
+    let m = &report.merged;
+    let how = match (m.fast_forward, m.mode) {
+        (true, _) => "fast-forward".to_owned(),
+        (_, mode) => format!("{mode:?}").to_lowercase(),
     };
     render::line(format!(
         "{}: {} commit(s) of {} into {} ({how}), {} -> {}",
@@ -323,12 +374,6 @@ async fn merge(ops: &Ops, request: MergeWorkspace, json: bool) -> anyhow::Result
     ))?;
     if let Some(path) = &m.checkout {
         render::line(format!("updated the checkout at {}", path.display()))?;
-    }
-    if let Some(deleted) = &report.deleted {
-        render::line(format!("deleted workspace {}", deleted.label))?;
-        if let Some(w) = &deleted.warning {
-            eprintln!("warning: {w}");
-        }
     }
     Ok(())
 }
