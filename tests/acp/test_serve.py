@@ -398,14 +398,15 @@ async def test_pairing_prints_a_link_and_its_qr_code_that_a_device_connects_with
     finally:
         proc.terminate()
         proc.wait(timeout=10)
-    # The token was made once; pairing the same name again is refused before serving.
+    # The token was made once; pairing the same name again, with no terminal to ask whether to
+    # replace it, is refused before serving, naming --rotate.
     again = subprocess.run(
         [BERTH, "serve", "--listen", "127.0.0.1:0", "--pair", "phone"],
         env={**agent_env(home, provider), "BERTH_SERVE_TOKEN": TOKEN},
-        cwd=str(work), capture_output=True, text=True, timeout=30,
+        cwd=str(work), capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL,
     )
-    assert again.returncode == 6, again.stderr
-    assert "exists already" in again.stderr
+    assert again.returncode == 4, again.stderr
+    assert "paired before" in again.stderr and "--rotate" in again.stderr
 
 
 async def test_tls_serves_wss_and_https_with_the_certificate_given(home, work, provider, tmp_path, monkeypatch):
