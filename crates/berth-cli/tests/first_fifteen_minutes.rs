@@ -251,6 +251,34 @@ fn the_readme_tour_on_a_fresh_home_without_a_key() {
 }
 
 #[test]
+fn a_fresh_home_lists_nothing_without_a_word_of_its_insides() {
+    let home = Home::new();
+    for (args, note) in [
+        (
+            &["workspace", "list"][..],
+            "no workspaces yet: `berth workspace create NAME`",
+        ),
+        (
+            &["session", "list"][..],
+            "no sessions yet: `berth session new`",
+        ),
+        (&["run", "list"][..], "no runs yet: `berth run TASK`"),
+    ] {
+        let r = home.run(args);
+        assert_eq!(r.code, 0, "{args:?}: {}", r.stderr);
+        assert_eq!(r.stdout, "", "{args:?}: no header without rows");
+        // What to do next, and nothing about the index a fresh home has not made yet.
+        assert_eq!(
+            r.stderr.lines().collect::<Vec<_>>().len(),
+            1,
+            "{args:?}: {}",
+            r.stderr
+        );
+        assert!(r.stderr.starts_with(note), "{args:?}: {}", r.stderr);
+    }
+}
+
+#[test]
 fn chat_without_a_key_says_so_at_a_terminal_and_makes_nothing() {
     let home = Home::new();
     let dir = tempfile::tempdir().unwrap();
@@ -300,6 +328,18 @@ fn the_folder_chooses_the_workspace_and_dot_names_it() {
         "{}",
         listed.stdout
     );
+    // Its id short, and enough to name it.
+    let short = listed
+        .stdout
+        .lines()
+        .nth(1)
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap();
+    assert_eq!(short.len(), 8, "{}", listed.stdout);
+    let shown = home.json(&["session", "show", short, "--json"]);
+    assert_eq!(shown["session"]["id"], made["id"]);
     let everything = here(&["session", "list", "--all"]);
     assert!(
         everything.stdout.contains("elsewhere"),

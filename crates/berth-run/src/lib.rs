@@ -328,7 +328,7 @@ pub enum RunError {
     #[error("a run resumed names agent {0}, which the run does not have")]
     NoSuchAgent(usize),
     #[error(
-        "the agent command {command:?} cannot start: {program:?} is not a program on PATH (or, with a '/', a file that can run); install it or fix the --agent-cmd"
+        "the agent command {command:?} cannot start: {program:?} is not a program on PATH (or, with a '/', a file that can run); install it, or name another agent command"
     )]
     AgentCannotStart { command: String, program: String },
     /// berth's own agent cannot call its model (no key for its provider).

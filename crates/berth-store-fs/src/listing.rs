@@ -95,6 +95,9 @@ impl Replay {
     }
 }
 
+/// Why an index is rebuilt when there is none.
+const NO_INDEX: &str = "it does not exist yet";
+
 impl Layout {
     fn index_file(&self) -> PathBuf {
         self.home.join("workspaces.index")
@@ -105,7 +108,10 @@ impl Layout {
         match self.read_index()? {
             Ok(list) => Ok(list),
             Err(reason) => {
-                eprintln!("berth: rebuilding the workspace index: {reason}");
+                // A fresh home has no index and nothing to index: it is made without a word.
+                if reason != NO_INDEX || !self.list_ids()?.is_empty() {
+                    eprintln!("berth: rebuilding the workspace index: {reason}");
+                }
                 self.rebuild_index()
             }
         }
@@ -117,7 +123,7 @@ impl Layout {
         let text = match fs::read_to_string(&path) {
             Ok(t) => t,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                return Ok(Err("it does not exist yet".to_owned()));
+                return Ok(Err(NO_INDEX.to_owned()));
             }
             Err(e) if e.kind() == io::ErrorKind::InvalidData => {
                 return Ok(Err("it is not valid UTF-8".to_owned()));

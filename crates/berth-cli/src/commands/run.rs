@@ -551,10 +551,13 @@ impl View for Lines {
                 stop,
                 message,
                 ..
-            } => match message {
-                Some(m) => format!("[{}] {} ({stop}): {m}", agent + 1, state.as_str()),
-                None => format!("[{}] {} ({stop})", agent + 1, state.as_str()),
-            },
+            } => {
+                let ended = ended_as(state.as_str(), Some(stop.as_str()));
+                match message {
+                    Some(m) => format!("[{}] {ended}: {m}", agent + 1),
+                    None => format!("[{}] {ended}", agent + 1),
+                }
+            }
             RunEvent::Checked { agent, check } => format!(
                 "[{}] check `{}` {}",
                 agent + 1,
@@ -682,10 +685,7 @@ fn print_summary(record: &RunRecord) -> std::io::Result<()> {
                 Some(c) => format!("failed ({})", c.outcome.as_deref().unwrap_or("?")),
             };
             // A short state in the table; why, in full, under it.
-            let ended = match &s.stop {
-                Some(stop) => format!("{} ({stop})", s.state.as_str()),
-                None => s.state.as_str().to_owned(),
-            };
+            let ended = ended_as(s.state.as_str(), s.stop.as_deref());
             vec![
                 (i + 1).to_string(),
                 render::cell(s.workspace_name.as_deref().unwrap_or("-")),
@@ -731,6 +731,15 @@ fn print_summary(record: &RunRecord) -> std::io::Result<()> {
         }
     }
     out.flush()
+}
+
+/// How an agent ended, short: its state, and why its turn stopped when that says more
+/// (`done (max_tokens)`, not `failed (failed)`).
+fn ended_as(state: &str, stop: Option<&str>) -> String {
+    match stop {
+        Some(stop) if stop != state => format!("{state} ({stop})"),
+        _ => state.to_owned(),
+    }
 }
 
 /// What the FILES column's symbols mean.

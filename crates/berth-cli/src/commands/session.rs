@@ -57,11 +57,20 @@ pub async fn run(ops: &Ops, cmd: SessionCmd) -> anyhow::Result<()> {
             if json.json {
                 return Ok(render::json(&sessions)?);
             }
+            if sessions.is_empty() {
+                eprintln!(
+                    "no sessions yet: `berth session new` makes one, `berth chat` starts one and talks in it"
+                );
+                return Ok(());
+            }
+            // Short ids, as `session show` takes them; --json keeps them whole.
+            let ids: Vec<&str> = sessions.iter().map(|s| s.id.as_str()).collect();
             let rows: Vec<Vec<String>> = sessions
                 .iter()
-                .map(|s| {
+                .zip(render::short_ids(&ids))
+                .map(|(s, id)| {
                     vec![
-                        s.id.to_string(),
+                        id,
                         render::cell(s.workspace_label()),
                         s.status.as_str().to_owned(),
                         format!("{}/{}", s.provider, s.model),
