@@ -277,3 +277,61 @@ fn an_acp_agent_by_its_command_works_in_its_worktree() {
     );
     assert_eq!(kept[3], "assistant: Written.");
 }
+
+#[test]
+fn max_agents_keeps_the_others_queued_until_a_place_frees() {
+    let home = Home::new();
+    let server = ProviderServer::start_in_background();
+    let (_tmp, root) = project();
+    std::fs::write(home.path().join("config.toml"), "[run]\nmax_agents = 2\n").unwrap();
+    // Slow answers, so agents would overlap if nothing held them back.
+    for _ in 0..4 {
+        server.push(
+            Reply::anthropic(&Turn::new().text(["Done."]).usage(10, 5))
+                .delay_head(Duration::from_millis(700)),
+        );
+    }
+    let r = run(berth_run(
+        &home,
+        &server,
+        &root,
+        &["Look around", "--agents", "4", "--json"],
+    ));
+    assert_eq!(r.code, 0, "{}\n{}", r.stderr, r.stdout);
+    let events = events(&r.stdout);
+    // The events come in the order things happened: count the agents working at each one.
+    let (mut working, mut most) = (0, 0);
+    let mut queued = Vec::new();
+    for e in &events {
+        match e["event"].as_str().unwrap() {
+            "queued" => {
+                assert_eq!(e["max_agents"], 2, "{e}");
+                queued.push(e["agent"].as_u64().unwrap());
+            }
+            "started" => {
+                working += 1;
+                most = most.max(working);
+            }
+            "ended" => working -= 1,
+            _ => {}
+        }
+    }
+    assert_eq!(
+        most, 2,
+        "never more than two at once, and two did work together: {events:#?}"
+    );
+    assert_eq!(
+        queued,
+        [2, 3],
+        "the agents past the two places waited, in order"
+    );
+    let summary = events.last().unwrap();
+    let states: Vec<&str> = summary["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["state"].as_str().unwrap())
+        .collect();
+    assert_eq!(states, ["done"; 4]);
+    assert_eq!(server.pending_replies(), 0);
+}

@@ -477,3 +477,52 @@ fn a_second_ctrl_c_ends_the_run_at_once() {
     let logs = home.ok(&["run", "logs", &id]);
     assert!(logs.contains("[1] Working"), "{logs}");
 }
+
+#[test]
+fn a_queued_agent_stopped_ends_without_starting_and_the_run_goes_on() {
+    let home = Home::new();
+    let server = ProviderServer::start_in_background();
+    let (_tmp, root) = project();
+    std::fs::write(home.path().join("config.toml"), "[run]\nmax_agents = 1\n").unwrap();
+    server.push(stalling());
+    let r = run(berth_run(
+        &home,
+        &server,
+        &root,
+        &["Think it over", "--agents", "2", "--detach"],
+    ));
+    assert_eq!(r.code, 0, "{}\n{}", r.stderr, r.stdout);
+    let id = r.stdout.trim().to_owned();
+    until(
+        "agent 1 working, agent 2 queued",
+        Duration::from_secs(30),
+        || {
+            (server.request_count() == 1 && states(&show(&home, &id)) == ["working", "queued"])
+                .then_some(())
+        },
+    );
+    // The queued one is stopped: it ends, having made nothing, and the other works on.
+    let stopped = home.ok(&["run", "stop", &id, "--agent", "2"]);
+    assert_eq!(stopped.trim(), "[2] stopped", "{stopped}");
+    let running = show(&home, &id);
+    assert_eq!(states(&running), ["working", "stopped"]);
+    assert!(running["agents"][1]["workspace"].is_null(), "{running:#}");
+    assert!(
+        running["agents"][1]["message"]
+            .as_str()
+            .unwrap()
+            .contains("while queued"),
+        "{running:#}"
+    );
+    assert_eq!(
+        server.request_count(),
+        1,
+        "the queued agent never asked the model"
+    );
+    home.ok(&["run", "stop", &id]);
+    let waited = home.run(&["run", "wait", &id, "--json"]);
+    let ended: Value = serde_json::from_str(&waited.stdout).unwrap();
+    assert_eq!(states(&ended), ["stopped", "stopped"], "{ended:#}");
+    let workspaces = home.json(&["workspace", "list", "--json"]);
+    assert_eq!(workspaces.as_array().unwrap().len(), 1, "{workspaces:#}");
+}

@@ -285,6 +285,16 @@ impl PortSettings {
     }
 }
 
+/// `berth run`'s settings (`[run]`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RunSettings {
+    /// Agents of one run working at once; the others wait, queued, for one to end. Default:
+    /// no limit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_agents: Option<NonZeroUsize>,
+}
+
 /// A model's price in US dollars per million tokens.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -405,6 +415,7 @@ pub struct Config {
     pub agent: AgentSettings,
     pub mcp: McpSettings,
     pub ports: PortSettings,
+    pub run: RunSettings,
     pub sandbox: SandboxSettings,
     pub serve: ServeSettings,
     /// What models cost, by model name (`[prices."claude-sonnet-4-5"]`): berth ships no
@@ -739,6 +750,9 @@ pub const TEMPLATE: &str = r#"# berth configuration. Layers: this file -> worksp
 # input = 3.0
 # output = 15.0
 
+[run]
+# max_agents = 4               # agents of one `berth run` working at once; the rest queued
+
 [sandbox]
 # mode = "on"                  # "off": commands and agent processes get all of your rights
 # network = "off"              # commands reach nothing, agents their provider; "full": all
@@ -956,6 +970,7 @@ mod tests {
         assert!(loaded.unknown_keys.is_empty(), "{:?}", loaded.unknown_keys);
         assert_eq!(loaded.config.git.setup, vec!["npm ci"]);
         assert_eq!(loaded.config.ports.block, Some(10));
+        assert_eq!(loaded.config.run.max_agents.map(|n| n.get()), Some(4));
         assert_eq!(loaded.config.sandbox.mode, SandboxMode::On);
         assert_eq!(loaded.config.sandbox.deny_read, ["~/private"]);
         let usage = crate::model::TokenUsage {

@@ -102,6 +102,8 @@ fn resume_prompt(task: &str) -> String {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum AgentState {
+    /// Waiting for one of the run's `[run] max_agents` places; nothing made yet.
+    Queued,
     Starting,
     Working,
     Done,
@@ -112,6 +114,7 @@ pub enum AgentState {
 impl AgentState {
     pub fn as_str(self) -> &'static str {
         match self {
+            AgentState::Queued => "queued",
             AgentState::Starting => "starting",
             AgentState::Working => "working",
             AgentState::Done => "done",
@@ -122,7 +125,10 @@ impl AgentState {
 
     /// Whether the agent has ended (done, failed or stopped).
     pub fn is_final(self) -> bool {
-        !matches!(self, AgentState::Starting | AgentState::Working)
+        !matches!(
+            self,
+            AgentState::Queued | AgentState::Starting | AgentState::Working
+        )
     }
 }
 
@@ -130,6 +136,8 @@ impl AgentState {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum RunEvent {
+    /// The agent waits for a place: `max_agents` of the run's agents work at once.
+    Queued { agent: usize, max_agents: usize },
     /// The agent's workspace and session exist; its turn is starting.
     Started {
         agent: usize,
@@ -185,7 +193,8 @@ impl RunEvent {
     /// The agent the event is about; `None` for the summary, which is about all.
     pub fn agent(&self) -> Option<usize> {
         match self {
-            RunEvent::Started { agent, .. }
+            RunEvent::Queued { agent, .. }
+            | RunEvent::Started { agent, .. }
             | RunEvent::AgentSession { agent, .. }
             | RunEvent::Text { agent, .. }
             | RunEvent::Tool { agent, .. }
@@ -247,6 +256,7 @@ impl AgentStatus {
     /// Takes in one event of this agent.
     pub fn apply(&mut self, event: &RunEvent) {
         match event {
+            RunEvent::Queued { .. } => self.state = AgentState::Queued,
             RunEvent::Started { workspace_name, .. } => {
                 self.state = AgentState::Working;
                 self.workspace_name = Some(workspace_name.clone());
@@ -494,6 +504,13 @@ pub fn prepare(request: RunRequest) -> Result<RunRequest, RunError> {
     })
 }
 
+/// The places of a run whose agents outnumber `[run] max_agents`.
+#[derive(Clone)]
+struct Places {
+    max: usize,
+    free: Arc<tokio::sync::Semaphore>,
+}
+
 struct Running {
     ops: Ops,
     agent: Agent,
@@ -512,6 +529,28 @@ struct Placed {
 }
 
 impl Running {
+    /// A place for agent `i`, at once or once it is queued and another agent ends; `None`
+    /// when the agent, or the run, is stopped while it waits.
+    async fn take_place(
+        &self,
+        i: usize,
+        places: &Places,
+    ) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        if let Ok(place) = places.free.clone().try_acquire_owned() {
+            return Some(place);
+        }
+        self.send(RunEvent::Queued {
+            agent: i,
+            max_agents: places.max,
+        })
+        .await;
+        let stop = self.stopper.agent(i);
+        tokio::select! {
+            place = places.free.clone().acquire_owned() => place.ok(),
+            _ = stop.cancelled() => None,
+        }
+    }
+
     async fn send(&self, event: RunEvent) {
         // A front end that stopped listening does not stop the run: the transcripts and the
         // workspaces are still written.
@@ -528,10 +567,21 @@ impl Running {
             true => (0..self.request.agents.len()).collect(),
             false => self.request.resume.keys().copied().collect(),
         };
+        // `[run] max_agents` places, taken in the agents' order; none read: no limit.
+        let places = match self.ops.config(None).await {
+            Ok(loaded) => loaded.config.run.max_agents.map(|n| n.get()),
+            Err(_) => None,
+        }
+        .filter(|max| *max < which.len())
+        .map(|max| Places {
+            max,
+            free: Arc::new(tokio::sync::Semaphore::new(max)),
+        });
         let agents = which.into_iter().map(|i| {
             let me = self.clone();
             let base = base.clone();
-            async move { me.one(i, &base).await }
+            let places = places.clone();
+            async move { me.one(i, &base, places.as_ref()).await }
         });
         let mut summaries = futures::future::join_all(agents).await;
         if let Some(command) = &self.request.check {
@@ -585,8 +635,9 @@ impl Running {
         self.send(RunEvent::Summary { agents }).await;
     }
 
-    /// Agent `i`: its workspace and session, its turn, its end.
-    async fn one(&self, i: usize, base: &str) -> Outcome {
+    /// Agent `i`: a place among the run's `max_agents`, then its workspace and session, its
+    /// turn, its end.
+    async fn one(&self, i: usize, base: &str, places: Option<&Places>) -> Outcome {
         let spec = &self.request.agents[i];
         let mut summary = AgentSummary {
             agent: i,
@@ -605,6 +656,24 @@ impl Running {
             output_tokens: 0,
             cost_usd: None,
             elapsed_ms: 0,
+        };
+        // Held until its turn ends: the check runs after every agent's, out of the count.
+        let _place = match places {
+            Some(places) => match self.take_place(i, places).await {
+                Some(place) => Some(place),
+                None => {
+                    summary.state = AgentState::Stopped;
+                    summary.stop = "cancelled".to_owned();
+                    summary.message = Some("stopped while queued, before it started".to_owned());
+                    self.send(ended(&summary)).await;
+                    return Outcome {
+                        summary,
+                        worktree: None,
+                        env: Vec::new(),
+                    };
+                }
+            },
+            None => None,
         };
         let started = Instant::now();
         let resume = self.request.resume.get(&i);

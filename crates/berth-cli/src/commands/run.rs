@@ -524,6 +524,10 @@ impl View for Lines {
             self.flush(agent, true)?;
         }
         let line = match event {
+            RunEvent::Queued { agent, max_agents } => format!(
+                "[{}] queued: {max_agents} agents work at once ([run] max_agents)",
+                agent + 1
+            ),
             RunEvent::Started {
                 agent,
                 label,
