@@ -131,6 +131,12 @@ impl<'a> Effective<'a> {
                 "worktree_dir: not set; a worktree goes in its workspace's folder, <home>/workspaces/<id>/worktree".to_owned(),
             );
         }
+        if config.run.max_agents.is_none() {
+            unset
+                .entry("run")
+                .or_default()
+                .push("max_agents: not set; every agent of a `berth run` works at once".to_owned());
+        }
         if config.store.url.is_none() {
             unset.entry("store").or_default().push(
                 "url: not set; records are plain files under the home (or BERTH_STORE_URL)"
