@@ -482,6 +482,22 @@ fn messages_name_the_real_problem_and_the_next_step() {
     assert_eq!(rm.code, 4, "{}", rm.stderr);
     assert!(rm.stderr.contains("`-r`"), "{}", rm.stderr);
     home.ok(&["workspace", "storage", "rm", "feature-auth", "dir", "-r"]);
+    // Not for a refusal that is not of a folder: a parent that is a file.
+    home.ok(&[
+        "workspace",
+        "storage",
+        "write",
+        "feature-auth",
+        "file.txt",
+        "x",
+    ]);
+    let under_a_file = home.run(&["workspace", "storage", "rm", "feature-auth", "file.txt/x"]);
+    assert_ne!(under_a_file.code, 0);
+    assert!(
+        !under_a_file.stderr.contains("`-r`"),
+        "{}",
+        under_a_file.stderr
+    );
 }
 
 #[test]

@@ -49,8 +49,13 @@ pub async fn run(ops: &Ops, owner: Owner, cmd: StorageCmd) -> anyhow::Result<()>
             path, recursive, ..
         } => {
             let removed = match ops.remove_file(&at, &path, recursive).await {
-                // The library says "recursively" in no front end's words; here it is -r.
-                Err(e) if !recursive && e.kind() == berth_ops::ErrorKind::Refused => {
+                // The library says "recursively" in no front end's words; here it is -r, for a
+                // refusal of a folder (not of a path that escapes, or whose parent is a file).
+                Err(e)
+                    if !recursive
+                        && e.kind() == berth_ops::ErrorKind::Refused
+                        && ops.list_files(&at, Some(&path)).await.is_ok() =>
+                {
                     return Err(berth_ops::Error::refused(format!(
                         "{e}: `-r` removes a folder and everything in it"
                     ))
