@@ -12,7 +12,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from conftest import text
+from conftest import berth, text
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "acp"))
 from provider import FakeAnthropic, Reply  # noqa: E402
@@ -42,7 +42,7 @@ async def until_finished(s, session_id, seconds=30):
         await anyio.sleep(0.1)
 
 
-async def test_session_run_works_in_a_new_worktree_and_is_followed_to_its_end(connect, repo, provider):
+async def test_session_run_works_in_a_new_worktree_and_is_followed_to_its_end(connect, repo, provider, home):
     write = {"path": "out.txt", "content": "from a run\n"}
     provider.push(Reply().tool("w1", "write_file", write))
     provider.push(Reply().text("Done ", "writing."))
@@ -70,9 +70,23 @@ async def test_session_run_works_in_a_new_worktree_and_is_followed_to_its_end(co
         # A session this server never ran is not found, said as such.
         other = await s.call_tool("session_status", {"session_identifier": "no-such-session"})
         assert other.is_error and other.structured_content["error"]["kind"] == "not_found"
+    # One model of a run: the CLI's `run list` and `run show` see the run MCP started, ended,
+    # with its session; and another server's `session_status` reads it too.
+    listed = json.loads(berth(home, "run", "list", "--json"))
+    kept = [r for r in listed if r["agents"][0]["session"] == started["session_id"]]
+    assert len(kept) == 1, listed
+    assert kept[0]["id"] == started["kept_run"] and kept[0]["state"] == "ended", kept
+    assert kept[0]["request"]["task"] == "Write out.txt"
+    shown = json.loads(berth(home, "run", "show", started["kept_run"], "--json"))
+    assert shown["agents"][0]["state"] == "done", shown
+    async with connect(repo) as other_server:
+        again = await other_server.call_tool("session_status", {"session_identifier": started["session_id"]})
+        assert not again.is_error, text(again)
+        assert again.structured_content["state"] == "done"
+        assert again.structured_content["answer"] == "Done writing."
 
 
-async def test_session_stop_cancels_a_run_and_refusals_are_reported(connect, repo, provider):
+async def test_session_stop_cancels_a_run_and_refusals_are_reported(connect, repo, provider, home):
     provider.push(Reply().text(*[f"w{i} " for i in range(400)]).slowly(0.02))
     async with connect(repo) as s:
         r = await s.call_tool("session_run", {"task": "Talk for a while", "name": "talker"})
@@ -84,6 +98,14 @@ async def test_session_stop_cancels_a_run_and_refusals_are_reported(connect, rep
         state = await until_finished(s, session_id)
         assert state["state"] == "stopped" and state["stop"] == "cancelled", state
         assert 0 < len(state["answer"]) < len("".join(f"w{i} " for i in range(400)))
+        # The CLI stops a run MCP started, as it stops its own: the server supervises it.
+        provider.push(Reply().text(*[f"v{i} " for i in range(400)]).slowly(0.02))
+        r = await s.call_tool("session_run", {"task": "Talk again", "name": "talker-two"})
+        assert not r.is_error, text(r)
+        await anyio.sleep(0.5)
+        berth(home, "run", "stop", r.structured_content["kept_run"])
+        state = await until_finished(s, r.structured_content["session_id"])
+        assert state["state"] == "stopped" and state["stop"] == "cancelled", state
         # A write without `allow` is refused, and the run says so.
         provider.push(Reply().tool("w1", "write_file", {"path": "x.txt", "content": "x"}))
         provider.push(Reply().text("Could not."))

@@ -459,3 +459,42 @@ def test_a_session_no_prompt_could_be_answered_in_is_not_made(home, provider):
         )
         assert status == 503 and "ANTHROPIC_API_KEY" in body, (status, body)
     assert berth_json(home, "session", "list") == []
+
+
+def test_a_run_started_over_mcp_is_on_the_runs_page(home, provider):
+    """One model of a run: `session_run` on the server's MCP endpoint makes a kept run, which
+    the runs page lists (and `berth run list` too) like one the CLI started."""
+    import anyio
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    berth_json(home, "workspace", "create", "orchestrated")
+    provider.push(Reply().text("Looked around."))
+
+    async def start_over_mcp(base):
+        headers = {"Authorization": f"Bearer {TOKEN}"}
+        async with create_mcp_http_client(headers=headers) as client:
+            async with streamable_http_client(f"{base}/mcp", http_client=client) as (read, write):
+                async with ClientSession(read, write) as s:
+                    await s.initialize()
+                    r = await s.call_tool(
+                        "session_run",
+                        {"task": "Look around the place", "workspace_identifier": "orchestrated"},
+                    )
+                    assert not r.is_error, r.content
+                    return r.structured_content
+
+    with serving(home, provider) as base:
+        started = anyio.run(start_over_mcp, base)
+        for _ in range(100):
+            status, _, table = fetch(f"{base}/runs/table", token=TOKEN)
+            assert status == 200
+            if "Look around the place" in table and "done" in table:
+                break
+            time.sleep(0.1)
+        else:
+            raise AssertionError(table)
+    listed = berth_json(home, "run", "list")
+    assert [r["id"] for r in listed] == [started["kept_run"]], listed
+    assert listed[0]["agents"][0]["session"] == started["session_id"]

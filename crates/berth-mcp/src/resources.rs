@@ -169,8 +169,8 @@ pub async fn session_json(cx: &Context, identifier: &str) -> Result<Value> {
     let mut v = session_item(&s);
     v["transcript_uri"] = json!(uri::child(&base, "transcript", None));
     v["storage_uri"] = json!(uri::child(&base, "storage", None));
-    // A run this server started in the session (`session_run`), where it is.
-    v["run"] = json!(cx.runs.status(s.id.as_str()));
+    // The kept run working in the session (`session_run`, `berth run`), where it is.
+    v["run"] = json!(crate::runs::status(&cx.ops, s.id.as_str())?);
     Ok(v)
 }
 

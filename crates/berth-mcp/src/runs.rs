@@ -1,24 +1,26 @@
 //! Runs an orchestrating agent starts over MCP (`session_run`, as amux's `session_run`): one
 //! agent on a task in a new git workspace of the server's repository, or in an existing
-//! workspace, through berth-run. The tool answers with the session at once; the run goes on in
-//! this server's process, `session_status` reads where it is (berth-run's `AgentStatus`),
-//! `session_stop` stops it, and `berth://session/{id}` shows its state. Runs live as long as
-//! this server: a client of another server sees the session and its transcript, not the run.
+//! workspace. They are kept runs, like the CLI's: recorded under the home, supervised by this
+//! server's process, so `berth run list`, `show`, `logs`, `stop` and the web page's runs see
+//! them. `session_status` and `session_stop` find the run by its session in the home's runs, in
+//! whichever process asks; a run whose server went away is found failed, and `berth run
+//! resume` continues it.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Instant;
+use std::sync::OnceLock;
 
 use berth_agent::{Agent, AgentBuilder};
-use berth_ops::Ops;
-use berth_run::{AgentStatus, RunEvent, Stopper};
+use berth_ops::{ErrorKind, Ops};
+use berth_run::{
+    AgentStatus, Host, Next, RunError, RunEvent, RunId, RunRequest, RunStore, StopRequest,
+    StoredRequest, Supervised,
+};
+use chrono::Utc;
 use serde::Serialize;
 
-/// The runs started through this server, by session id.
+/// berth's agent for this server's runs, made once.
 #[derive(Default)]
 pub struct Runs {
     agent: OnceLock<Agent>,
-    by_session: Mutex<HashMap<String, Arc<Entry>>>,
 }
 
 /// One run's state as status reports it.
@@ -26,16 +28,18 @@ pub struct Runs {
 pub struct RunState {
     pub session_id: String,
     pub workspace_id: String,
+    /// The kept run's id, as `berth run show` takes it.
+    pub kept_run: RunId,
     #[serde(flatten)]
     pub status: AgentStatus,
-    /// Whether the run is over (its summary came).
+    /// Whether the run is over (its summary came, or it failed as a whole).
     pub finished: bool,
 }
 
-struct Entry {
-    state: Mutex<RunState>,
-    stopper: Stopper,
-    started: Instant,
+/// A run's first news: its agent's session exists, or the run ended before it did.
+pub struct Started {
+    pub run: RunId,
+    pub event: RunEvent,
 }
 
 impl Runs {
@@ -50,76 +54,109 @@ impl Runs {
             .clone()
     }
 
-    /// Follows `run` from its `started` event (its session exists) until it ends.
-    pub fn follow(
-        self: &Arc<Self>,
-        mut run: berth_run::Run,
-        started: &RunEvent,
-        session_id: String,
-        workspace_id: String,
-    ) -> RunState {
-        let mut status = AgentStatus::default();
-        status.apply(started);
-        let entry = Arc::new(Entry {
-            state: Mutex::new(RunState {
-                session_id: session_id.clone(),
-                workspace_id,
-                status,
-                finished: false,
-            }),
-            stopper: run.stopper(),
-            started: Instant::now(),
-        });
-        self.by_session
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(session_id, entry.clone());
-        let first = entry.snapshot();
-        tokio::spawn(async move {
-            while let Some(event) = run.events.recv().await {
-                let mut state = entry.lock();
-                match event {
-                    RunEvent::Summary { .. } => state.finished = true,
-                    event => state.status.apply(&event),
+    /// Records `request` as a kept run, starts it supervised by this server, and waits for
+    /// its agent's `started` event; the rest of the run goes on in this process. A run whose
+    /// agent ends before its session exists is an error saying why.
+    pub async fn start(&self, ops: &Ops, request: RunRequest) -> Result<Started, berth_ops::Error> {
+        let store = RunStore::new(ops.home());
+        let record = store
+            .create(StoredRequest::of(&request))
+            .map_err(kept_error)?;
+        let supervision = store.supervise(&record.id).map_err(kept_error)?;
+        let agent = self.agent(ops);
+        let mut supervised =
+            Supervised::start(ops.clone(), agent, supervision, request, Host::Server)
+                .map_err(run_error)?;
+        let first = loop {
+            match supervised.next().await {
+                Some(Next::Event(event @ RunEvent::Started { .. })) => {
+                    // In the record before the tool answers: status reads it from there.
+                    supervised.keep().map_err(kept_error)?;
+                    break Ok(event);
+                }
+                Some(Next::Event(RunEvent::Ended {
+                    message: Some(m), ..
+                })) => break Err(berth_ops::Error::rule(ErrorKind::External, m)),
+                Some(Next::Event(_)) => {}
+                Some(Next::Unkept(e)) => eprintln!("berth mcp: run {}: {e}", record.id),
+                None => {
+                    break Err(berth_ops::Error::rule(
+                        ErrorKind::External,
+                        "the run ended before its session was made",
+                    ));
                 }
             }
-            entry.lock().finished = true;
+        };
+        // Driven to its end here whatever the first news was: a run that failed to start
+        // still checks nothing, sums up, and is kept so.
+        let id = record.id.clone();
+        tokio::spawn(async move {
+            while let Some(next) = supervised.next().await {
+                if let Next::Unkept(e) = next {
+                    eprintln!("berth mcp: run {id}: {e} (the run goes on)");
+                }
+            }
+            if let Err(e) = supervised.finish() {
+                eprintln!("berth mcp: run {id}: {e}");
+            }
         });
-        first
-    }
-
-    /// The state of the run of `session_id`, if this server started one.
-    pub fn status(&self, session_id: &str) -> Option<RunState> {
-        self.entry(session_id).map(|e| e.snapshot())
-    }
-
-    /// Stops the run of `session_id`; its state, if this server started one.
-    pub fn stop(&self, session_id: &str) -> Option<RunState> {
-        let entry = self.entry(session_id)?;
-        entry.stopper.stop();
-        Some(entry.snapshot())
-    }
-
-    fn entry(&self, session_id: &str) -> Option<Arc<Entry>> {
-        self.by_session
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(session_id)
-            .cloned()
+        Ok(Started {
+            run: record.id,
+            event: first?,
+        })
     }
 }
 
-impl Entry {
-    fn lock(&self) -> std::sync::MutexGuard<'_, RunState> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+/// The state of the kept run whose agent works in `session_id`, if any run has it: read
+/// from the run's record and events, in this process or any other.
+pub fn status(ops: &Ops, session_id: &str) -> Result<Option<RunState>, berth_ops::Error> {
+    let store = RunStore::new(ops.home());
+    let Some((record, agent)) = store.find_session(session_id).map_err(kept_error)? else {
+        return Ok(None);
+    };
+    let mut status = store.agent_status(&record.id, agent).map_err(kept_error)?;
+    let kept = &record.agents[agent];
+    // What only the record knows: an agent failed by a supervisor that went away.
+    if kept.status.state.is_final() && !status.state.is_final() {
+        status.state = kept.status.state;
+        status.stop = kept.status.stop.clone();
+        status.message = kept.status.message.clone();
     }
+    if status.stop.is_none() {
+        let so_far = Utc::now() - record.created_at;
+        status.elapsed_ms = u64::try_from(so_far.num_milliseconds()).unwrap_or(0);
+    }
+    Ok(Some(RunState {
+        session_id: session_id.to_owned(),
+        workspace_id: kept.workspace.clone().unwrap_or_default(),
+        kept_run: record.id.clone(),
+        status,
+        finished: record.state.is_over(),
+    }))
+}
 
-    /// The state, with the time so far while the agent works.
-    fn snapshot(&self) -> RunState {
-        let mut state = self.lock().clone();
-        if state.status.stop.is_none() {
-            state.status.elapsed_ms = self.started.elapsed().as_millis() as u64;
-        }
-        state
+/// Asks the run whose agent works in `session_id` to stop that agent, as `berth run stop`
+/// does; its state then. A run already over is left as it is.
+pub fn stop(ops: &Ops, session_id: &str) -> Result<Option<RunState>, berth_ops::Error> {
+    let store = RunStore::new(ops.home());
+    let Some((record, agent)) = store.find_session(session_id).map_err(kept_error)? else {
+        return Ok(None);
+    };
+    if !record.state.is_over() {
+        store
+            .request_stop(&record.id, StopRequest::Agent(agent))
+            .map_err(kept_error)?;
     }
+    status(ops, session_id)
+}
+
+pub fn run_error(e: RunError) -> berth_ops::Error {
+    match e {
+        RunError::Ops(e) => e,
+        other => berth_ops::Error::rule(other.kind(), other.to_string()),
+    }
+}
+
+fn kept_error(e: berth_run::KeptError) -> berth_ops::Error {
+    berth_ops::Error::rule(e.kind(), e.to_string())
 }

@@ -18,7 +18,7 @@ use crate::context::Context;
 use crate::notify::Hub;
 use crate::resources::{self, Body};
 use crate::uri::{self, Target};
-use crate::{BerthMcp, errors, prompts, schemas};
+use crate::{BerthMcp, errors, prompts, runs, schemas};
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct WorkspaceCreateArgs {
@@ -294,45 +294,31 @@ async fn session_run(cx: &Context, a: SessionRunArgs) -> Outcome {
     let request = berth_run::preflight(&cx.ops, &agent, request)
         .await
         .map_err(run_error)?;
-    let mut run = berth_run::start(cx.ops.clone(), agent, request).map_err(run_error)?;
-    // The run answers once its session exists; a run that cannot start says why.
-    let (started, session, workspace, worktree) = loop {
-        match run.events.recv().await {
-            Some(event) if matches!(event, berth_run::RunEvent::Started { .. }) => {
-                let berth_run::RunEvent::Started {
-                    session,
-                    workspace,
-                    worktree,
-                    ..
-                } = &event
-                else {
-                    unreachable!()
-                };
-                let (s, w, t) = (session.clone(), workspace.clone(), worktree.clone());
-                break (event, s, w, t);
-            }
-            Some(berth_run::RunEvent::Ended {
-                message: Some(m), ..
-            }) => return Err(Error::rule(berth_ops::ErrorKind::External, m)),
-            Some(_) => {}
-            None => {
-                return Err(Error::rule(
-                    berth_ops::ErrorKind::External,
-                    "the run ended before its session was made",
-                ));
-            }
-        }
+    // Kept as every run is, supervised by this server; it answers once its session exists.
+    let started = cx.runs.start(&cx.ops, request).await?;
+    let berth_run::RunEvent::Started {
+        session,
+        workspace,
+        worktree,
+        ..
+    } = &started.event
+    else {
+        unreachable!("start answers with the started event");
     };
-    let state = cx
-        .runs
-        .follow(run, &started, session.clone(), workspace.clone());
+    let state = runs::status(&cx.ops, session)?.ok_or_else(|| {
+        Error::rule(
+            berth_ops::ErrorKind::Io,
+            format!("run {} is not found in the home's runs", started.run),
+        )
+    })?;
     let mut value = serde_json::to_value(&state).unwrap_or(Value::Null);
     value["run_id"] = json!(session);
     value["worktree"] = json!(worktree);
-    value["uri"] = json!(uri::session(&berth_ops::SessionId::new(&session)?));
+    value["uri"] = json!(uri::session(&berth_ops::SessionId::new(session.as_str())?));
     let text = format!(
-        "started session {session} in workspace {workspace} ({}); follow it with session_status, stop it with session_stop",
-        worktree.display()
+        "started session {session} in workspace {workspace} ({}), run {}; follow it with session_status, stop it with session_stop",
+        worktree.display(),
+        started.run
     );
     Ok(said(value, text))
 }
@@ -341,15 +327,15 @@ async fn session_status(cx: &Context, a: SessionRunRef, stop: bool) -> Outcome {
     let session = cx.ops.resolve_session(&a.session_identifier).await?;
     let id = session.id.to_string();
     let state = if stop {
-        cx.runs.stop(&id)
+        runs::stop(&cx.ops, &id)?
     } else {
-        cx.runs.status(&id)
+        runs::status(&cx.ops, &id)?
     };
     let Some(state) = state else {
         return Err(Error::rule(
             berth_ops::ErrorKind::NotFound,
             format!(
-                "session {id} has no run in this server (runs live in the server that started them); its transcript is at {}",
+                "session {id} has no run (no kept run of this home works in it); its transcript is at {}",
                 uri::child(&uri::session(&session.id), "transcript", None)
             ),
         ));
@@ -365,10 +351,7 @@ async fn session_status(cx: &Context, a: SessionRunRef, stop: bool) -> Outcome {
 }
 
 fn run_error(e: berth_run::RunError) -> Error {
-    match e {
-        berth_run::RunError::Ops(e) => e,
-        other => Error::rule(other.kind(), other.to_string()),
-    }
+    runs::run_error(e)
 }
 
 /// A tool's outcome before it becomes a result: structured data and its content blocks.

@@ -492,6 +492,33 @@ impl RunStore {
         Ok(runs)
     }
 
+    /// The kept run one of whose agents works in session `session`, and that agent's index;
+    /// the newest, should two have (a run resumed in the same session is the same run).
+    pub fn find_session(&self, session: &str) -> Result<Option<(RunRecord, usize)>, KeptError> {
+        for run in self.list()? {
+            let Ok(run) = run else { continue };
+            if let Some(i) = run
+                .agents
+                .iter()
+                .position(|a| a.session.as_deref() == Some(session))
+            {
+                return Ok(Some((run, i)));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Where agent `agent` of run `id` is, its answer so far included: its events folded as
+    /// every watcher folds them. What a process that is not the run's supervisor shows.
+    pub fn agent_status(&self, id: &RunId, agent: usize) -> Result<AgentStatus, KeptError> {
+        let (events, _) = read_events(&self.events_path(id), 0)?;
+        let mut status = AgentStatus::default();
+        for event in events.iter().filter(|e| e.agent() == Some(agent)) {
+            status.apply(event);
+        }
+        Ok(status)
+    }
+
     /// The run as it is: one not over whose supervisor is gone is recorded failed first.
     /// Never takes the supervisor's lock.
     pub fn load(&self, id: &RunId) -> Result<RunRecord, KeptError> {

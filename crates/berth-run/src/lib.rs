@@ -47,7 +47,7 @@ pub use kept::{
     Supervision, read_events,
 };
 pub use preflight::preflight;
-pub use supervisor::{Next, Supervised};
+pub use supervisor::{Host, Next, Supervised};
 
 /// Seconds a check may take in each worktree unless the run says otherwise.
 pub const DEFAULT_CHECK_TIMEOUT_SECS: u64 = 600;
@@ -346,6 +346,9 @@ pub enum RunError {
     Agent(berth_agent::AgentError),
     #[error(transparent)]
     Ops(#[from] berth_ops::Error),
+    /// Its record could not be kept.
+    #[error(transparent)]
+    Kept(#[from] KeptError),
 }
 
 impl RunError {
@@ -359,6 +362,7 @@ impl RunError {
             RunError::AgentCannotStart { .. } => ErrorKind::NotConfigured,
             RunError::Agent(e) => e.kind(),
             RunError::Ops(e) => e.kind(),
+            RunError::Kept(e) => e.kind(),
         }
     }
 }

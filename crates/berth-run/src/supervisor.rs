@@ -10,8 +10,11 @@ use std::time::Duration;
 
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
+use berth_agent::Agent;
+use berth_ops::Ops;
+
 use crate::kept::{KeptError, RunRecord, StopRequest, Supervision};
-use crate::{Run, RunEvent};
+use crate::{Run, RunError, RunEvent, RunRequest};
 
 /// How often stop requests are looked for when no signal said so (one sent before the
 /// supervisor listened, or lost).
@@ -23,8 +26,9 @@ pub struct Supervised {
     supervision: Supervision,
     /// `berth run stop` writes its request, then sends SIGUSR1.
     stop_asked: Signal,
-    /// SIGTERM stops the whole run, as Ctrl-C does in the foreground.
-    terminate: Signal,
+    /// SIGTERM stops the whole run, as Ctrl-C does in the foreground; not listened for in a
+    /// server, whose own SIGTERM is its shutdown ([`Supervised::hosted`]).
+    terminate: Option<Signal>,
     poll: tokio::time::Interval,
     /// An event taken from the run whose keeping is still to do.
     unkept: Option<RunEvent>,
@@ -39,16 +43,68 @@ pub enum Next {
     Unkept(KeptError),
 }
 
+/// Who supervises a run: a process of its own, or a server that hosts it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Host {
+    /// The CLI in the foreground, or a detached `berth run supervise`: SIGTERM stops the run.
+    Own,
+    /// A server (MCP's `session_run`), whose SIGTERM is its own shutdown.
+    Server,
+}
+
 impl Supervised {
-    /// Supervises `run`; must be called within a tokio runtime.
+    /// Starts `request` under `supervision`: the one way every front end starts a kept run.
+    /// A run that cannot start is recorded failed, saying why.
+    pub fn start(
+        ops: Ops,
+        agent: Agent,
+        mut supervision: Supervision,
+        request: RunRequest,
+        host: Host,
+    ) -> Result<Supervised, RunError> {
+        let run = match crate::start(ops, agent, request) {
+            Ok(run) => run,
+            Err(e) => {
+                supervision.fail(&e.to_string())?;
+                return Err(e);
+            }
+        };
+        let supervised = match host {
+            Host::Own => Supervised::new(run, supervision),
+            Host::Server => Supervised::hosted(run, supervision),
+        };
+        supervised.map_err(|e| {
+            RunError::Ops(berth_ops::Error::rule(
+                berth_ops::ErrorKind::Io,
+                format!("cannot listen for the run's stop requests: {e}"),
+            ))
+        })
+    }
+
+    /// Supervises `run` in a process of its own (the CLI's, or a detached supervisor), where
+    /// SIGTERM stops the run; must be called within a tokio runtime.
     pub fn new(run: Run, supervision: Supervision) -> std::io::Result<Supervised> {
+        Supervised::with(run, supervision, Some(signal(SignalKind::terminate())?))
+    }
+
+    /// Supervises `run` in a server (MCP's `session_run`), which keeps SIGTERM for its own
+    /// shutdown; stop requests are honoured as everywhere.
+    pub fn hosted(run: Run, supervision: Supervision) -> std::io::Result<Supervised> {
+        Supervised::with(run, supervision, None)
+    }
+
+    fn with(
+        run: Run,
+        supervision: Supervision,
+        terminate: Option<Signal>,
+    ) -> std::io::Result<Supervised> {
         let mut poll = tokio::time::interval(STOP_POLL);
         poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         Ok(Supervised {
             run,
             supervision,
             stop_asked: signal(SignalKind::user_defined1())?,
-            terminate: signal(SignalKind::terminate())?,
+            terminate,
             poll,
             unkept: None,
             over: false,
@@ -95,9 +151,19 @@ impl Supervised {
                     return Some(Next::Event(event));
                 }
                 _ = self.stop_asked.recv() => self.honour_stops(),
-                _ = self.terminate.recv() => self.run.stop(),
+                _ = terminated(&mut self.terminate) => self.run.stop(),
                 _ = self.poll.tick() => self.honour_stops(),
             }
+        }
+    }
+
+    /// Keeps now the event [`Supervised::next`] last gave, rather than on the next call: for
+    /// a caller that answers from the record as soon as it has the event (MCP's
+    /// `session_run`, once its agent's session exists).
+    pub fn keep(&mut self) -> Result<(), KeptError> {
+        match self.unkept.take() {
+            Some(event) => self.supervision.take(&event),
+            None => Ok(()),
         }
     }
 
@@ -127,6 +193,16 @@ impl Supervised {
             self.supervision.take(&event)?;
         }
         Ok(self.supervision.record().clone())
+    }
+}
+
+/// The next SIGTERM, when it is listened for; never otherwise.
+async fn terminated(terminate: &mut Option<Signal>) {
+    match terminate {
+        Some(signal) => {
+            signal.recv().await;
+        }
+        None => std::future::pending().await,
     }
 }
 

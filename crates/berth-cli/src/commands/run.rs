@@ -12,7 +12,7 @@ use anyhow::{Context, bail};
 use berth_agent::AgentBuilder;
 use berth_ops::{Ops, Repository};
 use berth_run::{
-    AgentStatus, Next, Policy, RunEvent, RunId, RunRecord, RunRequest, RunState, RunStore,
+    AgentStatus, Host, Next, Policy, RunEvent, RunId, RunRecord, RunRequest, RunState, RunStore,
     StopRequest, StoredRequest, Supervised, Supervision,
 };
 
@@ -230,19 +230,19 @@ async fn foreground(
 /// The run started and supervised; a run that cannot start is recorded failed, with why.
 fn start_supervised(
     ops: Ops,
-    mut supervision: Supervision,
+    supervision: Supervision,
     request: RunRequest,
 ) -> anyhow::Result<Supervised> {
     let agent = AgentBuilder::new(ops.clone())
         .tools(berth_agent::tools::builtin())
         .build();
-    match berth_run::start(ops, agent, request) {
-        Ok(run) => Ok(Supervised::new(run, supervision)?),
-        Err(e) => {
-            supervision.fail(&e.to_string())?;
-            Err(e.into())
-        }
-    }
+    Ok(Supervised::start(
+        ops,
+        agent,
+        supervision,
+        request,
+        Host::Own,
+    )?)
 }
 
 /// The hidden `berth run supervise ID`: a detached run's supervisor.
