@@ -429,8 +429,11 @@ pub struct NewRunArgs {
     /// Workspace names start with this (default: from the task); each gets its index.
     #[arg(long, value_name = "NAME")]
     pub name: Option<String>,
-    /// The repository to make the workspaces in (default: the one containing this folder).
-    #[arg(long, value_name = "PATH")]
+    /// The repository to make the workspaces in (default: the one containing this folder):
+    /// a folder, or a URL (https://, ssh://, git://, file://, user@host:path). A URL's
+    /// repository is cloned under the home (once; fetched before each run), and each agent
+    /// that ends done has its work committed and its branch pushed back to the URL.
+    #[arg(long, value_name = "PATH|URL")]
     pub repo: Option<PathBuf>,
     /// Let these tools write or run (comma-separated, repeatable).
     #[arg(long, value_delimiter = ',', value_name = "TOOL")]
@@ -667,8 +670,9 @@ pub enum WorkspaceCmd {
         #[arg(long)]
         plain: bool,
         /// The repository to make a worktree of (default: the one containing this folder); a
-        /// bare repository too, whose HEAD is then the default base.
-        #[arg(long, value_name = "PATH")]
+        /// bare repository too, whose HEAD is then the default base; or a URL, whose clone
+        /// berth keeps under the home and fetches first.
+        #[arg(long, value_name = "PATH|URL")]
         repo: Option<PathBuf>,
         /// Create this new branch (fails if it exists) instead of `berth/<name>`; not with
         /// --checkout.

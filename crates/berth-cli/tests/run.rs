@@ -335,3 +335,108 @@ fn max_agents_keeps_the_others_queued_until_a_place_frees() {
     assert_eq!(states, ["done"; 4]);
     assert_eq!(server.pending_replies(), 0);
 }
+
+/// A bare repository with one commit on `main`, as a remote a pool fetches from; its URL.
+fn remote_repository(dir: &Path) -> String {
+    let seed = dir.join("seed");
+    std::fs::create_dir_all(&seed).unwrap();
+    berth_testkit::git(&seed, &["init", "--quiet", "-b", "main"]);
+    berth_testkit::commit(&seed, "README.md", "hello\n");
+    let remote = dir.join("remote.git");
+    berth_testkit::git(
+        dir,
+        &[
+            "clone",
+            "--bare",
+            "--quiet",
+            seed.to_str().unwrap(),
+            remote.to_str().unwrap(),
+        ],
+    );
+    format!("file://{}", remote.display())
+}
+
+#[test]
+fn a_repository_by_url_is_cloned_fetched_and_given_its_branches_back() {
+    let home = Home::new();
+    let server = ProviderServer::start_in_background();
+    let tmp = tempfile::tempdir().unwrap();
+    let url = remote_repository(tmp.path());
+    let remote = tmp.path().join("remote.git");
+    for _ in 0..2 {
+        server.push(Reply::anthropic(&write_call("from an agent\n")));
+    }
+    for _ in 0..2 {
+        server.push(Reply::anthropic(&Turn::new().text(["Done."])));
+    }
+    // Run from a folder in no repository: the URL names it.
+    let r = run(berth_run(
+        &home,
+        &server,
+        tmp.path(),
+        &[
+            "Write out.txt",
+            "--repo",
+            &url,
+            "--agents",
+            "2",
+            "--allow",
+            "write_file",
+            "--json",
+        ],
+    ));
+    assert_eq!(r.code, 0, "{}\n{}", r.stderr, r.stdout);
+    let pushed: Vec<String> = events(&r.stdout)
+        .iter()
+        .filter(|e| e["event"] == "pushed")
+        .map(|e| e["branch"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(pushed.len(), 2, "{}", r.stdout);
+    // Each branch is on the remote, holding its agent's file, committed on top of main.
+    for branch in &pushed {
+        let file = berth_testkit::git(&remote, &["show", &format!("{branch}:out.txt")]);
+        assert_eq!(file, "from an agent\n", "{branch}");
+        let main = berth_testkit::git(&remote, &["rev-parse", "main"]);
+        let parent = berth_testkit::git(&remote, &["rev-parse", &format!("{branch}^")]);
+        assert_eq!(parent, main, "{branch} starts at the remote's main");
+    }
+    // The clone is berth's, under the home; a new commit on the remote is fetched by the next
+    // run, whose worktree starts there.
+    let clones: Vec<_> = std::fs::read_dir(home.path().join("repos"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".git"))
+        .collect();
+    assert_eq!(clones.len(), 1, "one clone per URL");
+    let seed = tmp.path().join("seed");
+    berth_testkit::commit(&seed, "NEWS.md", "moved on\n");
+    berth_testkit::git(
+        &seed,
+        &["push", "--quiet", remote.to_str().unwrap(), "main"],
+    );
+    server.push(Reply::anthropic(&Turn::new().text(["Nothing to do."])));
+    let r = run(berth_run(
+        &home,
+        &server,
+        tmp.path(),
+        // git works in the worktree, confined: it reads berth's clone of the URL.
+        &[
+            "Look",
+            "--repo",
+            &url,
+            "--check",
+            "git log -1 --format=%s",
+            "--json",
+        ],
+    ));
+    assert_eq!(r.code, 0, "{}\n{}", r.stderr, r.stdout);
+    let started = events(&r.stdout)
+        .into_iter()
+        .find(|e| e["event"] == "started")
+        .unwrap();
+    let worktree = PathBuf::from(started["worktree"].as_str().unwrap());
+    assert!(
+        worktree.join("NEWS.md").exists(),
+        "the run started from the fetched main"
+    );
+}

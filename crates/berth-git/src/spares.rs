@@ -298,7 +298,7 @@ fn io(path: &Path, source: std::io::Error) -> GitError {
 }
 
 /// FNV-1a: a stable name for a repository's pool (std's hasher may change between releases).
-fn fnv1a(bytes: &OsStr) -> u64 {
+pub(crate) fn fnv1a(bytes: &OsStr) -> u64 {
     bytes
         .as_encoded_bytes()
         .iter()

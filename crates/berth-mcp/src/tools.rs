@@ -287,6 +287,7 @@ async fn session_run(cx: &Context, a: SessionRunArgs) -> Outcome {
         check_timeout: std::time::Duration::from_secs(berth_run::DEFAULT_CHECK_TIMEOUT_SECS),
         resume: Default::default(),
         agent_writable: Vec::new(),
+        push: false,
     };
     let agent = cx.runs.agent(&cx.ops);
     // A run that cannot start (no key, an agent command that is not there) is refused before

@@ -129,6 +129,12 @@ impl Ops {
                 .map(|b| (b.first..=b.last()).collect())
                 .unwrap_or_default(),
             protect,
+            readable: ws
+                .and_then(|w| w.git.as_ref())
+                .map(|git| git.repo.clone())
+                .filter(|repo| repo.starts_with(&*self.home))
+                .into_iter()
+                .collect(),
         };
         Ok(Sandbox::new(policy, place))
     }

@@ -106,6 +106,9 @@ pub struct StoredRequest {
     /// `--agent-writable` (absent in runs kept before it existed).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub agent_writable: Vec<PathBuf>,
+    /// The repository was named by URL: each agent's branch is pushed to it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub push: bool,
 }
 
 impl StoredRequest {
@@ -125,6 +128,7 @@ impl StoredRequest {
             check: request.check.clone(),
             check_timeout_secs: request.check_timeout.as_secs(),
             agent_writable: request.agent_writable.clone(),
+            push: request.push,
         }
     }
 
@@ -144,6 +148,7 @@ impl StoredRequest {
             check_timeout: Duration::from_secs(self.check_timeout_secs),
             resume,
             agent_writable: self.agent_writable.clone(),
+            push: self.push,
         }
     }
 }
@@ -884,6 +889,7 @@ impl StoredRequest {
             check: None,
             check_timeout_secs: 1,
             agent_writable: vec![],
+            push: false,
         }
     }
 }

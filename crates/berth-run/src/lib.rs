@@ -77,6 +77,10 @@ pub struct RunRequest {
     /// What an ACP agent's process may write besides its worktree (`--agent-writable`);
     /// empty: the state berth knows the agent keeps (`berth_sandbox::agent_profile`).
     pub agent_writable: Vec<PathBuf>,
+    /// Give the work back by pushing: each agent that ended done has its uncommitted work
+    /// committed and its branch pushed to the repository's `origin` (a repository named by
+    /// URL, whose clone berth keeps).
+    pub push: bool,
 }
 
 /// An agent continued where it stopped: its workspace and session, and an ACP agent's own
@@ -185,6 +189,8 @@ pub enum RunEvent {
     },
     /// The check command ran in the agent's worktree.
     Checked { agent: usize, check: CheckResult },
+    /// The agent's branch was pushed to the repository's `origin`.
+    Pushed { agent: usize, branch: String },
     /// The run is over: one entry per agent. Always the last event.
     Summary { agents: Vec<AgentSummary> },
 }
@@ -202,7 +208,8 @@ impl RunEvent {
             | RunEvent::Refused { agent, .. }
             | RunEvent::Notice { agent, .. }
             | RunEvent::Ended { agent, .. }
-            | RunEvent::Checked { agent, .. } => Some(*agent),
+            | RunEvent::Checked { agent, .. }
+            | RunEvent::Pushed { agent, .. } => Some(*agent),
             RunEvent::Summary { .. } => None,
         }
     }
@@ -291,6 +298,7 @@ impl AgentStatus {
                 let result = if check.passed { "passed" } else { "failed" };
                 self.latest = Some(format!("check {result}"));
             }
+            RunEvent::Pushed { branch, .. } => self.latest = Some(format!("pushed {branch}")),
             RunEvent::ToolDone { .. }
             | RunEvent::AgentSession { .. }
             | RunEvent::Notice { .. }
@@ -620,6 +628,9 @@ impl Running {
                 }
             }
         }
+        if self.request.push {
+            self.push(&summaries).await;
+        }
         for s in &mut summaries {
             if let Some(id) = &s.summary.workspace
                 && let Ok(d) = self.ops.workspace_diff(id, false).await
@@ -637,6 +648,33 @@ impl Running {
         }
         let agents = summaries.into_iter().map(|s| s.summary).collect();
         self.send(RunEvent::Summary { agents }).await;
+    }
+
+    /// Gives each agent's work back to the repository's `origin`: the uncommitted work of
+    /// each that ended done committed, its branch pushed. One that cannot be pushed is said,
+    /// and its work stays in its workspace.
+    async fn push(&self, summaries: &[Outcome]) {
+        for s in summaries {
+            let (Some(id), AgentState::Done) = (&s.summary.workspace, s.summary.state) else {
+                continue;
+            };
+            let agent = s.summary.agent;
+            let message = format!(
+                "{} (berth run, agent {})",
+                berth_ops::title_of(&self.request.task),
+                agent + 1
+            );
+            match self.ops.push_workspace(id, &message).await {
+                Ok(branch) => self.send(RunEvent::Pushed { agent, branch }).await,
+                Err(e) => {
+                    self.send(RunEvent::Notice {
+                        agent,
+                        message: format!("its branch could not be pushed, and stays here: {e}"),
+                    })
+                    .await
+                }
+            }
+        }
     }
 
     /// Agent `i`: a place among the run's `max_agents`, then its workspace and session, its

@@ -333,6 +333,7 @@ mod tests {
                 workspace_dir: None,
                 ports: vec![],
                 protect: vec![],
+                readable: vec![],
             },
         )
     }

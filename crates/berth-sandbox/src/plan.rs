@@ -43,6 +43,8 @@ pub(crate) struct Request<'a> {
     pub cwd: &'a Path,
     pub berth_home: &'a Path,
     pub keep: Option<&'a Path>,
+    /// Visible, not writable (nothing outside the work folder and `writable` is).
+    pub readable: &'a [PathBuf],
     pub protect: &'a [PathBuf],
     pub writable: &'a [PathBuf],
     pub deny: &'a [PathBuf],
@@ -268,9 +270,11 @@ impl Confinement {
         let writable: Vec<PathBuf> = req.writable.iter().filter_map(|p| resolved(p)).collect();
         let deny: Vec<PathBuf> = req.deny.iter().filter_map(|p| resolved(p)).collect();
         let keep_dir = req.keep.and_then(resolved);
+        let readable: Vec<PathBuf> = req.readable.iter().filter_map(|p| resolved(p)).collect();
 
         let mut kept: Vec<&Path> = vec![&work];
         kept.extend(keep_dir.as_deref());
+        kept.extend(readable.iter().map(PathBuf::as_path));
         kept.extend(writable.iter().map(PathBuf::as_path));
         for d in &deny {
             if let Some(k) = kept.iter().find(|k| k.starts_with(d)) {

@@ -71,6 +71,9 @@ pub struct Place {
     /// Paths inside the work folder that stay read-only: berth's own files, where a plain
     /// workspace's folder holds them beside the agent's work.
     pub protect: Vec<PathBuf>,
+    /// Folders in berth's home a process may read, though the rest of the home is hidden:
+    /// the clone of a repository named by URL, which a worktree's git reads.
+    pub readable: Vec<PathBuf>,
 }
 
 impl Policy {
@@ -194,6 +197,7 @@ impl Policy {
             cwd: &place.cwd,
             berth_home: &self.berth_home,
             keep: place.workspace_dir.as_deref(),
+            readable: &place.readable,
             protect: &place.protect,
             writable: &writable,
             deny: &deny,

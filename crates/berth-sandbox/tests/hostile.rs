@@ -112,6 +112,7 @@ impl World {
             workspace_dir: Some(self.workspace.clone()),
             ports: vec![],
             protect: vec![],
+            readable: vec![],
         };
         policy
             .confine(&place, subject)

@@ -66,9 +66,17 @@ async fn new_run(ops: Ops, store: RunStore, args: NewRunArgs) -> anyhow::Result<
         args.model.as_deref(),
         args.agent_cmd.as_deref(),
     )?;
-    let repository = match &args.repo {
-        Some(repo) => Repository::Named(repo.clone()),
-        None => {
+    // A repository by URL: berth's clone of it, fetched now, and the work given back by
+    // pushing each agent's branch there.
+    let url = args
+        .repo
+        .as_ref()
+        .and_then(|r| r.to_str())
+        .filter(|r| berth_ops::is_url(r));
+    let repository = match (&args.repo, url) {
+        (_, Some(url)) => Repository::Named(ops.fetched_repository(url).await?),
+        (Some(repo), None) => Repository::Named(repo.clone()),
+        (None, None) => {
             Repository::Around(std::env::current_dir().context("cannot read the current folder")?)
         }
     };
@@ -88,6 +96,7 @@ async fn new_run(ops: Ops, store: RunStore, args: NewRunArgs) -> anyhow::Result<
             check_timeout: Duration::from_secs(args.check_timeout),
             resume: BTreeMap::new(),
             agent_writable: args.agent_writable.clone(),
+            push: url.is_some(),
         },
     )
     .await?;
@@ -561,6 +570,9 @@ impl View for Lines {
                     Some(m) => format!("[{}] {ended}: {m}", agent + 1),
                     None => format!("[{}] {ended}", agent + 1),
                 }
+            }
+            RunEvent::Pushed { agent, branch } => {
+                format!("[{}] pushed {branch} to origin", agent + 1)
             }
             RunEvent::Checked { agent, check } => format!(
                 "[{}] check `{}` {}",
