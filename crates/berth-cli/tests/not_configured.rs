@@ -120,6 +120,52 @@ fn an_agent_command_that_is_not_installed_is_named_before_anything_is_made() {
 }
 
 #[test]
+fn an_agent_the_sandbox_would_hide_is_named_before_anything_is_made() {
+    let home = Home::new();
+    let (_tmp, repo) = project();
+    // A program in /tmp, outside the repository: found now, but a confined agent process
+    // gets a private /tmp and would not find it (it used to end with exit status 127).
+    let outside = tempfile::Builder::new().tempdir_in("/tmp").unwrap();
+    let agent = outside.path().join("my-agent");
+    std::fs::write(&agent, "#!/bin/sh\nexit 0\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let before = made(&home, Some(&repo));
+    let mut cmd = home.cmd(&["run", "Fix it", "--agent-cmd", agent.to_str().unwrap()]);
+    cmd.current_dir(&repo);
+    let r = run(cmd);
+    assert_eq!(r.code, 7, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("which the sandbox hides") && r.stderr.contains("/tmp"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(made(&home, Some(&repo)), before);
+    // With the sandbox off, nothing hides it: the check lets the run start.
+    std::fs::write(
+        home.path().join("config.toml"),
+        "[sandbox]\nmode = \"off\"\n",
+    )
+    .unwrap();
+    let mut cmd = home.cmd(&[
+        "run",
+        "Fix it",
+        "--agent-cmd",
+        agent.to_str().unwrap(),
+        "--json",
+    ]);
+    cmd.current_dir(&repo);
+    let r = run(cmd);
+    assert!(!r.stderr.contains("sandbox hides"), "{}", r.stderr);
+    assert!(
+        r.stdout.contains("\"started\""),
+        "{}\n{}",
+        r.stdout,
+        r.stderr
+    );
+}
+
+#[test]
 fn a_repo_that_is_no_repository_is_refused_before_the_run_is_recorded() {
     let home = Home::new();
     let plain = tempfile::tempdir().unwrap();

@@ -349,6 +349,16 @@ pub enum RunError {
         "the agent command {command:?} cannot start: {program:?} is not a program on PATH (or, with a '/', a file that can run); install it, or name another agent command"
     )]
     AgentCannotStart { command: String, program: String },
+    #[error(
+        "the agent command {command:?} cannot start confined: its program {} is in {}, which the sandbox hides from agent processes; install it elsewhere (on PATH outside that folder, or in the repository), or run unconfined with [sandbox] mode = \"off\"",
+        .program.display(),
+        .hidden_by.display()
+    )]
+    AgentHidden {
+        command: String,
+        program: PathBuf,
+        hidden_by: PathBuf,
+    },
     /// berth's own agent cannot call its model (no key for its provider).
     #[error(transparent)]
     Agent(berth_agent::AgentError),
@@ -367,7 +377,9 @@ impl RunError {
             | RunError::OneAgentPerWorkspace(_)
             | RunError::NoRepository(_)
             | RunError::NoSuchAgent(_) => ErrorKind::Invalid,
-            RunError::AgentCannotStart { .. } => ErrorKind::NotConfigured,
+            RunError::AgentCannotStart { .. } | RunError::AgentHidden { .. } => {
+                ErrorKind::NotConfigured
+            }
             RunError::Agent(e) => e.kind(),
             RunError::Ops(e) => e.kind(),
             RunError::Kept(e) => e.kind(),

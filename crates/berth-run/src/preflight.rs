@@ -3,7 +3,7 @@
 //! command. A run that cannot start leaves no run record, workspace, worktree, session or
 //! check behind, and says why with one kind (`not_configured`) on every front end.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use berth_agent::Agent;
 use berth_ops::{Ops, Repository};
@@ -34,13 +34,28 @@ pub async fn preflight(
         Repository::Named(dir) => Some(dir.clone()),
         _ => None,
     };
+    let policy = ops.sandbox_policy(&ops.config(None).await?.config)?;
     for spec in &request.agents {
         match spec {
             AgentSpec::Berth { model } => agent
                 .preflight(workspace.as_ref(), model.as_deref())
                 .await
                 .map_err(RunError::Agent)?,
-            AgentSpec::Acp { command } => check_command(command, root.as_deref())?,
+            AgentSpec::Acp { command } => {
+                // Found here, it may still be hidden from the confined agent process (berth
+                // itself is not confined as an agent: it confines what it runs).
+                if let Some(program) = check_command(command, root.as_deref())?
+                    && !berth_sandbox::runs_berth(command)
+                    && !root.as_deref().is_some_and(|r| program.starts_with(r))
+                    && let Some(hidden_by) = policy.hides(&program)
+                {
+                    return Err(RunError::AgentHidden {
+                        command: command.clone(),
+                        program,
+                        hidden_by,
+                    });
+                }
+            }
         }
     }
     Ok(request)
@@ -52,12 +67,16 @@ pub async fn preflight(
 /// first word is looked for as the shell would: on `PATH` when it has no `/`, else as a path
 /// (relative ones in the repository, which each worktree checks out). A command the shell
 /// must expand first (`$VAR`, quotes, `(`) is left to the shell.
-pub(crate) fn check_command(command: &str, repository: Option<&Path>) -> Result<(), RunError> {
+/// The program found, or `None` when the command is left to the shell.
+pub(crate) fn check_command(
+    command: &str,
+    repository: Option<&Path>,
+) -> Result<Option<PathBuf>, RunError> {
     let Some(program) = command.split_whitespace().find(|word| !is_assignment(word)) else {
-        return Ok(()); // an empty command is `parse_agents`' refusal
+        return Ok(None); // an empty command is `parse_agents`' refusal
     };
     if program.contains(['$', '`', '"', '\'', '(', '{', '\\', '~', '*', '?']) {
-        return Ok(());
+        return Ok(None);
     }
     let found = if program.contains('/') {
         let path = Path::new(program);
@@ -74,7 +93,7 @@ pub(crate) fn check_command(command: &str, repository: Option<&Path>) -> Result<
         })
     };
     match found {
-        Some(_) => Ok(()),
+        Some(path) => Ok(Some(path)),
         None => Err(RunError::AgentCannotStart {
             command: command.to_owned(),
             program: program.to_owned(),

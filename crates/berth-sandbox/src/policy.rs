@@ -139,6 +139,23 @@ impl Policy {
         self.mode == SandboxMode::On
     }
 
+    /// The folder that hides `path` from every confined process, if one does: the host's
+    /// `/tmp` (a process gets a private one), berth's home, or an entry of the deny list.
+    /// `None` with the sandbox off. For a check made before anything starts (an agent's
+    /// program that would not be found once confined).
+    pub fn hides(&self, path: &Path) -> Option<PathBuf> {
+        if !self.is_on() {
+            return None;
+        }
+        let path = path.canonicalize().unwrap_or_else(|_| path.to_owned());
+        let resolve = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_owned());
+        std::iter::once(PathBuf::from("/tmp"))
+            .chain(std::iter::once(self.berth_home.clone()))
+            .chain(self.deny.iter().cloned())
+            .map(|p| resolve(&p))
+            .find(|hiding| path.starts_with(hiding))
+    }
+
     /// The deny list, defaults first, as configured (some may not exist).
     pub fn deny_list(&self) -> &[PathBuf] {
         &self.deny
