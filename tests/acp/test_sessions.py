@@ -79,6 +79,13 @@ async def test_acp_and_mcp_errors_carry_the_same_kind(home, work, provider):
             await conn.prompt(session_id=sid, prompt=[text_block("hi")])
         acp_kinds["no key"] = e.value.data["kind"]
         assert "ANTHROPIC_API_KEY" in str(e.value)
+        # A new session no prompt could be answered in is refused at once, and not made.
+        before = berth(home, "session", "list", "--all", "--json")
+        with pytest.raises(RequestError) as e:
+            await conn.new_session(cwd=str(work))
+        assert e.value.data["kind"] == "not_configured", e.value
+        assert "ANTHROPIC_API_KEY" in str(e.value)
+        assert berth(home, "session", "list", "--all", "--json") == before
     mcp_kinds = {}
     params = StdioServerParameters(
         command=BERTH, args=["mcp"], env={**os.environ, "BERTH_HOME": str(home)}, cwd=str(work)

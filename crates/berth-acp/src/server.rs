@@ -205,6 +205,14 @@ impl Server {
         if key.is_none() && device.is_none() {
             check_cwd(&request.cwd)?;
         }
+        // A session no prompt could be answered in is not made: said now, as `chat` says it,
+        // rather than at the first prompt, with a workspace and a session left behind. A
+        // device's or a keyed session's workspace may not exist yet: the global config says.
+        let checked = match (&key, &device) {
+            (None, None) => self.agent.preflight_in(None, &request.cwd, None).await,
+            _ => self.agent.preflight(None, None).await,
+        };
+        checked.map_err(errors::agent)?;
         let mcp = self.client_mcp(&request.mcp_servers).await?;
         let got = self
             .ops
