@@ -510,6 +510,26 @@ pub enum RunCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Tell an agent of a run that is over something more, in its own workspace and session,
+    /// with the same agent and policy: a follow-up ("also add a test"), a fix after review.
+    /// The run goes back to running for that agent, then checks and sums it up again; its
+    /// other agents stay as they ended. Refused while the run is running (wait for it, or
+    /// stop it).
+    Tell {
+        #[arg(value_name = "RUN")]
+        id: String,
+        /// The agent to tell (1 is the first); needed when the run has several.
+        #[arg(long, value_name = "N")]
+        agent: Option<usize>,
+        /// What to tell it; `-` reads it from standard input.
+        #[arg(value_name = "TEXT", required_unless_present = "task_file")]
+        text: Option<String>,
+        /// Read what to tell it from this file.
+        #[arg(long, value_name = "PATH", conflicts_with = "text")]
+        task_file: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
     /// Continue the agents of a run that failed or was stopped (its supervisor killed, the
     /// machine restarted), each in its workspace and session: berth's own agent always; an
     /// ACP agent when it can load its session. Agents that were done stay done.

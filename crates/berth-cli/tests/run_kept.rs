@@ -501,6 +501,10 @@ fn a_queued_agent_stopped_ends_without_starting_and_the_run_goes_on() {
                 .then_some(())
         },
     );
+    // A running run takes no follow-up: it says so, and changes nothing.
+    let early = home.run(&["run", "tell", &id, "--agent", "1", "hi"]);
+    assert_eq!(early.code, 4, "{}", early.stderr);
+    assert!(early.stderr.contains("still running"), "{}", early.stderr);
     // The queued one is stopped: it ends, having made nothing, and the other works on.
     let stopped = home.ok(&["run", "stop", &id, "--agent", "2"]);
     assert_eq!(stopped.trim(), "[2] stopped", "{stopped}");
@@ -525,4 +529,61 @@ fn a_queued_agent_stopped_ends_without_starting_and_the_run_goes_on() {
     assert_eq!(states(&ended), ["stopped", "stopped"], "{ended:#}");
     let workspaces = home.json(&["workspace", "list", "--json"]);
     assert_eq!(workspaces.as_array().unwrap().len(), 1, "{workspaces:#}");
+}
+
+#[test]
+fn tell_gives_an_ended_agent_a_follow_up_in_its_own_session() {
+    let home = Home::new();
+    let server = ProviderServer::start_in_background();
+    let (_tmp, root) = project();
+    server.push(Reply::anthropic(&write_call("first\n")));
+    server.push(Reply::anthropic(&Turn::new().text(["Done."])));
+    let r = run(berth_run(
+        &home,
+        &server,
+        &root,
+        &["Write out.txt", "--allow", "write_file", "--json"],
+    ));
+    assert_eq!(r.code, 0, "{}\n{}", r.stderr, r.stdout);
+    let id = home.json(&["run", "list", "--json"])[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let ended = show(&home, &id);
+    let session = ended["agents"][0]["session"].as_str().unwrap().to_owned();
+    let worktree = PathBuf::from(ended["agents"][0]["worktree"].as_str().unwrap());
+
+    // The follow-up: the same agent, workspace, session and policy.
+    server.push(Reply::anthropic(&write_call("second\n")));
+    server.push(Reply::anthropic(&Turn::new().text(["Changed it."])));
+    let mut tell = berth_run(&home, &server, &root, &[]);
+    tell.args(["tell", &id, "Make it say second", "--json"]);
+    let told = run(tell);
+    assert_eq!(told.code, 0, "{}\n{}", told.stderr, told.stdout);
+    assert_eq!(
+        std::fs::read_to_string(worktree.join("out.txt")).unwrap(),
+        "second\n"
+    );
+    let kept = transcript(&home, &session);
+    assert_eq!(kept[0], "user: Write out.txt", "{kept:#?}");
+    assert_eq!(kept[2], "assistant: Done.", "{kept:#?}");
+    assert_eq!(kept[3], "user: Make it say second", "{kept:#?}");
+    assert_eq!(kept.last().unwrap(), "assistant: Changed it.", "{kept:#?}");
+    let after = show(&home, &id);
+    assert_eq!(after["state"], "ended", "{after:#}");
+    assert_eq!(states(&after), ["done"]);
+    assert_eq!(after["agents"][0]["session"], session.as_str());
+    assert_eq!(
+        home.json(&["run", "list", "--json"])
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    // Nothing to say, or an agent the run does not have, is refused.
+    let empty = home.run(&["run", "tell", &id, " "]);
+    assert_eq!(empty.code, 2, "{}", empty.stderr);
+    let none = home.run(&["run", "tell", &id, "--agent", "2", "hi"]);
+    assert_eq!(none.code, 2, "{}", none.stderr);
+    assert!(none.stderr.contains("has no agent 2"), "{}", none.stderr);
 }

@@ -267,6 +267,7 @@ impl RunRecord {
                         workspace: a.workspace.clone()?,
                         session: a.session.clone()?,
                         acp_session: a.acp_session.clone(),
+                        prompt: None,
                     },
                 ))
             })
@@ -352,6 +353,10 @@ pub enum KeptError {
     StillRunning { id: RunId, state: RunState },
     #[error("run {0} has nothing to resume: every agent is done, or never got a session")]
     NothingToResume(RunId),
+    #[error("run {id} has {count} agents: say which with --agent N (1 is the first)")]
+    WhichAgent { id: RunId, count: usize },
+    #[error("agent {agent} of run {id} never started (it has no session): there is no one to tell")]
+    NeverStarted { id: RunId, agent: usize },
     #[error("run {id} has no agent {agent}: it has {count}")]
     NoSuchAgent {
         id: RunId,
@@ -365,15 +370,17 @@ pub enum KeptError {
 impl KeptError {
     pub fn kind(&self) -> ErrorKind {
         match self {
-            KeptError::BadId(_) | KeptError::Ambiguous { .. } | KeptError::NoSuchAgent { .. } => {
-                ErrorKind::Invalid
-            }
+            KeptError::BadId(_)
+            | KeptError::Ambiguous { .. }
+            | KeptError::NoSuchAgent { .. }
+            | KeptError::WhichAgent { .. } => ErrorKind::Invalid,
             KeptError::NotFound(_) => ErrorKind::NotFound,
             KeptError::Corrupt { .. } => ErrorKind::Corrupt,
             KeptError::Busy { .. }
             | KeptError::NotRunning { .. }
             | KeptError::StillRunning { .. }
-            | KeptError::NothingToResume(_) => ErrorKind::Refused,
+            | KeptError::NothingToResume(_)
+            | KeptError::NeverStarted { .. } => ErrorKind::Refused,
             KeptError::Io { .. } => ErrorKind::Io,
         }
     }
@@ -633,6 +640,58 @@ impl RunStore {
             return Err(KeptError::NothingToResume(id.clone()));
         }
         Ok(again)
+    }
+
+    /// Agent `agent` of a run that is over (the only one when `None`), to be told `text` in
+    /// its workspace and session (`berth run tell`), whatever way it ended. Refused while the
+    /// run is running, and for an agent that never got a session.
+    pub fn tellable(
+        &self,
+        id: &RunId,
+        agent: Option<usize>,
+        text: &str,
+    ) -> Result<BTreeMap<usize, Resume>, KeptError> {
+        let record = self.load(id)?;
+        if !record.state.is_over() {
+            return Err(KeptError::StillRunning {
+                id: id.clone(),
+                state: record.state,
+            });
+        }
+        let count = record.agents.len();
+        let i = match agent {
+            Some(i) if i < count => i,
+            Some(i) => {
+                return Err(KeptError::NoSuchAgent {
+                    id: id.clone(),
+                    agent: i + 1,
+                    count,
+                });
+            }
+            None if count == 1 => 0,
+            None => {
+                return Err(KeptError::WhichAgent {
+                    id: id.clone(),
+                    count,
+                });
+            }
+        };
+        let a = &record.agents[i];
+        let (Some(workspace), Some(session)) = (&a.workspace, &a.session) else {
+            return Err(KeptError::NeverStarted {
+                id: id.clone(),
+                agent: i + 1,
+            });
+        };
+        Ok(BTreeMap::from([(
+            i,
+            Resume {
+                workspace: workspace.clone(),
+                session: session.clone(),
+                acp_session: a.acp_session.clone(),
+                prompt: Some(text.to_owned()),
+            },
+        )]))
     }
 
     /// Asks the run's supervisor to stop the run or one agent: a request file, then

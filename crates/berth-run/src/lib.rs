@@ -90,6 +90,9 @@ pub struct Resume {
     pub workspace: String,
     pub session: String,
     pub acp_session: Option<String>,
+    /// What the agent is told (`berth run tell`); without it, to carry on with the task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<String>,
 }
 
 /// What a resumed agent is told: the task again, and that its work so far is in the
@@ -761,6 +764,9 @@ impl Running {
         })
         .await;
         let prompt = match resume {
+            Some(Resume {
+                prompt: Some(told), ..
+            }) => told.clone(),
             Some(_) => resume_prompt(&self.request.task),
             None => self.request.task.clone(),
         };

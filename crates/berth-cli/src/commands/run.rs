@@ -40,6 +40,16 @@ pub async fn run(ops: Ops, args: RunArgs) -> anyhow::Result<()> {
         }) => logs(&store, &id, follow, agent, json).await,
         Some(RunCommand::Stop { id, agent, json }) => stop(&store, &id, agent, json).await,
         Some(RunCommand::Wait { id, json }) => wait(&store, &id, json).await,
+        Some(RunCommand::Tell {
+            id,
+            agent,
+            text,
+            task_file,
+            json,
+        }) => {
+            let text = read_task(text.as_deref(), task_file.as_deref())?;
+            tell(ops, store, &id, agent, &text, json).await
+        }
         Some(RunCommand::Resume { id, detach, json }) => {
             resume(ops, store, &id, detach, json).await
         }
@@ -48,19 +58,7 @@ pub async fn run(ops: Ops, args: RunArgs) -> anyhow::Result<()> {
 }
 
 async fn new_run(ops: Ops, store: RunStore, args: NewRunArgs) -> anyhow::Result<()> {
-    let task = match (&args.task, &args.task_file) {
-        (Some(t), _) if t == "-" => {
-            let mut text = String::new();
-            std::io::stdin()
-                .read_to_string(&mut text)
-                .context("cannot read the task from standard input")?;
-            text
-        }
-        (Some(t), _) => t.clone(),
-        (None, Some(path)) => std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read the task from {}", path.display()))?,
-        (None, None) => bail!("give the task as an argument, - for standard input, or --task-file"),
-    };
+    let task = read_task(args.task.as_deref(), args.task_file.as_deref())?;
     let agents = berth_run::parse_agents(
         &args.agents,
         args.model.as_deref(),
@@ -106,6 +104,55 @@ async fn new_run(ops: Ops, store: RunStore, args: NewRunArgs) -> anyhow::Result<
     }
     let supervision = store.supervise(&record.id)?;
     foreground(ops, supervision, request, args.json).await
+}
+
+/// A task (or what `tell` says): the argument, standard input for `-`, or the file.
+fn read_task(arg: Option<&str>, file: Option<&std::path::Path>) -> anyhow::Result<String> {
+    Ok(match (arg, file) {
+        (Some("-"), _) => {
+            let mut text = String::new();
+            std::io::stdin()
+                .read_to_string(&mut text)
+                .context("cannot read the task from standard input")?;
+            text
+        }
+        (Some(t), _) => t.to_owned(),
+        (None, Some(path)) => std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read the task from {}", path.display()))?,
+        (None, None) => bail!("give the task as an argument, - for standard input, or --task-file"),
+    })
+}
+
+/// `berth run tell`: one agent of a run that is over, told `text` in its workspace and
+/// session, under this process's supervision, shown as a run is.
+async fn tell(
+    ops: Ops,
+    store: RunStore,
+    id: &str,
+    agent: Option<usize>,
+    text: &str,
+    json: bool,
+) -> anyhow::Result<()> {
+    if text.trim().is_empty() {
+        return Err(
+            berth_ops::Error::invalid("there is nothing to tell: the text is empty").into(),
+        );
+    }
+    let agent = match agent {
+        Some(0) => return Err(berth_ops::Error::invalid("--agent counts from 1").into()),
+        Some(n) => Some(n - 1),
+        None => None,
+    };
+    let id = store.resolve(id)?;
+    let again = store.tellable(&id, agent, text)?;
+    // What a new run checks: the agent can start (a key, its command).
+    let checker = AgentBuilder::new(ops.clone()).build();
+    let request = store.load(&id)?.request.request(again.clone());
+    berth_run::preflight(&ops, &checker, request).await?;
+    let mut supervision = store.supervise(&id)?;
+    supervision.resuming(&again)?;
+    let request = supervision.record().request.request(again);
+    foreground(ops, supervision, request, json).await
 }
 
 /// Starts `berth run supervise ID` as a process of its own (its own process group, so a
