@@ -84,6 +84,20 @@ async def test_session_run_works_in_a_new_worktree_and_is_followed_to_its_end(co
         assert not again.is_error, text(again)
         assert again.structured_content["state"] == "done"
         assert again.structured_content["answer"] == "Done writing."
+        # A follow-up to the agent that ended, in its own session, from any server.
+        provider.push(Reply().text("Also ", "done."))
+        told = await other_server.call_tool(
+            "session_tell", {"session_identifier": started["session_id"], "text": "Say it again"}
+        )
+        assert not told.is_error, text(told)
+        state = await until_finished(other_server, started["session_id"])
+        assert state["state"] == "done" and state["answer"] == "Also done.", state
+        transcript = (await other_server.read_resource(f"{started['uri']}/transcript")).contents[0].text
+        assert transcript.index("Done writing.") < transcript.index("Say it again") < transcript.index("Also done.")
+        empty = await other_server.call_tool(
+            "session_tell", {"session_identifier": started["session_id"], "text": " "}
+        )
+        assert empty.is_error and empty.structured_content["error"]["kind"] == "invalid"
 
 
 async def test_session_stop_cancels_a_run_and_refusals_are_reported(connect, repo, provider, home):

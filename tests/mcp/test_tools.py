@@ -37,10 +37,11 @@ WRITING = {
     "session_storage_write",
     "session_run",
     "session_stop",
+    "session_tell",
 }
 TOOLS = READ_ONLY | WRITING
 # Called with an agent at work, in test_runs.py.
-RUN_TOOLS = {"session_run", "session_status", "session_stop"}
+RUN_TOOLS = {"session_run", "session_status", "session_stop", "session_tell"}
 
 
 async def test_tools_are_listed_with_precise_schemas(connect, home, tmp_path):

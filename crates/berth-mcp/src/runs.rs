@@ -89,22 +89,61 @@ impl Runs {
         };
         // Driven to its end here whatever the first news was: a run that failed to start
         // still checks nothing, sums up, and is kept so.
-        let id = record.id.clone();
-        tokio::spawn(async move {
-            while let Some(next) = supervised.next().await {
-                if let Next::Unkept(e) = next {
-                    eprintln!("berth mcp: run {id}: {e} (the run goes on)");
-                }
-            }
-            if let Err(e) = supervised.finish() {
-                eprintln!("berth mcp: run {id}: {e}");
-            }
-        });
+        drive(record.id.clone(), supervised);
         Ok(Started {
             run: record.id,
             event: first?,
         })
     }
+
+    /// Tells the agent of the kept run that works in `session_id` `text`, as `berth run
+    /// tell` does, supervised by this server; the run's state once it is under way. `None`
+    /// when no run works in that session.
+    pub async fn tell(
+        &self,
+        ops: &Ops,
+        session_id: &str,
+        text: &str,
+    ) -> Result<Option<RunState>, berth_ops::Error> {
+        if text.trim().is_empty() {
+            return Err(berth_ops::Error::invalid(
+                "there is nothing to tell: the text is empty",
+            ));
+        }
+        let store = RunStore::new(ops.home());
+        let Some((record, agent)) = store.find_session(session_id).map_err(kept_error)? else {
+            return Ok(None);
+        };
+        let again = store
+            .tellable(&record.id, Some(agent), text)
+            .map_err(kept_error)?;
+        let checker = self.agent(ops);
+        berth_run::preflight(ops, &checker, record.request.request(again.clone()))
+            .await
+            .map_err(run_error)?;
+        let mut supervision = store.supervise(&record.id).map_err(kept_error)?;
+        supervision.resuming(&again).map_err(kept_error)?;
+        let request = supervision.record().request.request(again);
+        let supervised =
+            Supervised::start(ops.clone(), checker, supervision, request, Host::Server)
+                .map_err(run_error)?;
+        drive(record.id.clone(), supervised);
+        status(ops, session_id)
+    }
+}
+
+/// Drives a supervised run to its end in this server, its events kept as they pass.
+fn drive(id: RunId, mut supervised: Supervised) {
+    tokio::spawn(async move {
+        while let Some(next) = supervised.next().await {
+            if let Next::Unkept(e) = next {
+                eprintln!("berth mcp: run {id}: {e} (the run goes on)");
+            }
+        }
+        if let Err(e) = supervised.finish() {
+            eprintln!("berth mcp: run {id}: {e}");
+        }
+    });
 }
 
 /// The state of the kept run whose agent works in `session_id`, if any run has it: read

@@ -264,6 +264,14 @@ pub struct SessionRunArgs {
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
+pub struct SessionTellArgs {
+    /// The session of the run (its id or a 4+ character prefix).
+    pub session_identifier: String,
+    /// What to tell its agent: a follow-up, a fix after review.
+    pub text: String,
+}
+
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct SessionRunRef {
     /// The session `session_run` answered with (its id or a 4+ character prefix).
     pub session_identifier: String,
@@ -347,6 +355,23 @@ async fn session_status(cx: &Context, a: SessionRunRef, stop: bool) -> Outcome {
         "session {id}: {}{}",
         state.status.state.as_str(),
         if state.finished { " (finished)" } else { "" }
+    );
+    Ok(said(value, text))
+}
+
+async fn session_tell(cx: &Context, a: SessionTellArgs) -> Outcome {
+    let session = cx.ops.resolve_session(&a.session_identifier).await?;
+    let id = session.id.to_string();
+    let Some(state) = cx.runs.tell(&cx.ops, &id, &a.text).await? else {
+        return Err(Error::rule(
+            berth_ops::ErrorKind::NotFound,
+            format!("session {id} has no run (no kept run of this home works in it)"),
+        ));
+    };
+    let mut value = serde_json::to_value(&state).unwrap_or(Value::Null);
+    value["run_id"] = json!(id);
+    let text = format!(
+        "told session {id}'s agent; follow it with session_status, stop it with session_stop"
     );
     Ok(said(value, text))
 }
@@ -780,5 +805,17 @@ impl BerthMcp {
         Parameters(a): Parameters<SessionRunRef>,
     ) -> Result<CallToolResult, ErrorData> {
         result(session_status(&self.cx, a, true).await)
+    }
+
+    #[tool(
+        description = "Tell the agent of a run that is over something more (a follow-up, a fix after review), in its own workspace and session, with the same agent and policy, as `berth run tell` does: the run goes back to running for it. Refused while the run is running. Answers with the run's state; follow it with session_status.",
+        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false),
+        output_schema = schemas::run_state()
+    )]
+    async fn session_tell(
+        &self,
+        Parameters(a): Parameters<SessionTellArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        result(session_tell(&self.cx, a).await)
     }
 }

@@ -520,13 +520,28 @@ impl RunStore {
         Ok(None)
     }
 
-    /// Where agent `agent` of run `id` is, its answer so far included: its events folded as
-    /// every watcher folds them. What a process that is not the run's supervisor shows.
+    /// Where agent `agent` of run `id` is in its latest turn, its answer so far included:
+    /// the events since its last start folded as every watcher folds them. What a process
+    /// that is not the run's supervisor shows. An agent resumed or told, whose new turn has
+    /// not started yet, is as the record has it (starting).
     pub fn agent_status(&self, id: &RunId, agent: usize) -> Result<AgentStatus, KeptError> {
+        let record = self.load(id)?;
         let (events, _) = read_events(&self.events_path(id), 0)?;
+        let mine: Vec<&RunEvent> = events.iter().filter(|e| e.agent() == Some(agent)).collect();
+        let latest = mine
+            .iter()
+            .rposition(|e| matches!(e, RunEvent::Started { .. }))
+            .unwrap_or(0);
         let mut status = AgentStatus::default();
-        for event in events.iter().filter(|e| e.agent() == Some(agent)) {
+        for event in &mine[latest..] {
             status.apply(event);
+        }
+        let kept = record.agents.get(agent).map(|a| &a.status);
+        if let Some(kept) = kept
+            && !kept.state.is_final()
+            && status.state.is_final()
+        {
+            return Ok(kept.clone());
         }
         Ok(status)
     }
