@@ -71,7 +71,9 @@ impl Runs {
             match supervised.next().await {
                 Some(Next::Event(event @ RunEvent::Started { .. })) => {
                     // In the record before the tool answers: status reads it from there.
-                    supervised.keep().map_err(kept_error)?;
+                    if let Err(e) = supervised.keep() {
+                        eprintln!("berth mcp: run {}: {e} (the run goes on)", record.id);
+                    }
                     break Ok(event);
                 }
                 Some(Next::Event(RunEvent::Ended {
@@ -105,28 +107,22 @@ impl Runs {
         session_id: &str,
         text: &str,
     ) -> Result<Option<RunState>, berth_ops::Error> {
-        if text.trim().is_empty() {
-            return Err(berth_ops::Error::invalid(
-                "there is nothing to tell: the text is empty",
-            ));
-        }
         let store = RunStore::new(ops.home());
         let Some((record, agent)) = store.find_session(session_id).map_err(kept_error)? else {
             return Ok(None);
         };
-        let again = store
-            .tellable(&record.id, Some(agent), text)
-            .map_err(kept_error)?;
-        let checker = self.agent(ops);
-        berth_run::preflight(ops, &checker, record.request.request(again.clone()))
-            .await
-            .map_err(run_error)?;
-        let mut supervision = store.supervise(&record.id).map_err(kept_error)?;
-        supervision.resuming(&again).map_err(kept_error)?;
-        let request = supervision.record().request.request(again);
-        let supervised =
-            Supervised::start(ops.clone(), checker, supervision, request, Host::Server)
-                .map_err(run_error)?;
+        let runner = self.agent(ops);
+        let supervised = Supervised::tell(
+            ops.clone(),
+            runner,
+            &store,
+            &record.id,
+            Some(agent),
+            text,
+            Host::Server,
+        )
+        .await
+        .map_err(run_error)?;
         drive(record.id.clone(), supervised);
         status(ops, session_id)
     }

@@ -13,7 +13,7 @@ use tokio::signal::unix::{Signal, SignalKind, signal};
 use berth_agent::Agent;
 use berth_ops::Ops;
 
-use crate::kept::{KeptError, RunRecord, StopRequest, Supervision};
+use crate::kept::{KeptError, RunId, RunRecord, RunStore, StopRequest, Supervision};
 use crate::{Run, RunError, RunEvent, RunRequest};
 
 /// How often stop requests are looked for when no signal said so (one sent before the
@@ -79,6 +79,31 @@ impl Supervised {
                 format!("cannot listen for the run's stop requests: {e}"),
             ))
         })
+    }
+
+    /// Tells agent `which` (0-based; the only one when `None`) of the kept run `id` `text`,
+    /// in its workspace and session, with the run's agent and policy: the one way `berth run
+    /// tell` and MCP's `session_tell` do it. Checked first as a new run is (a key, the agent's
+    /// command); refused while the run is running.
+    pub async fn tell(
+        ops: Ops,
+        agent: Agent,
+        store: &RunStore,
+        id: &RunId,
+        which: Option<usize>,
+        text: &str,
+        host: Host,
+    ) -> Result<Supervised, RunError> {
+        if text.trim().is_empty() {
+            return Err(RunError::EmptyTask);
+        }
+        let again = store.tellable(id, which, text)?;
+        let request = store.load(id)?.request.request(again.clone());
+        crate::preflight(&ops, &agent, request).await?;
+        let mut supervision = store.supervise(id)?;
+        supervision.resuming(&again)?;
+        let request = supervision.record().request.request(again);
+        Supervised::start(ops, agent, supervision, request, host)
     }
 
     /// Supervises `run` in a process of its own (the CLI's, or a detached supervisor), where

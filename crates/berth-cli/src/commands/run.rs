@@ -133,26 +133,18 @@ async fn tell(
     text: &str,
     json: bool,
 ) -> anyhow::Result<()> {
-    if text.trim().is_empty() {
-        return Err(
-            berth_ops::Error::invalid("there is nothing to tell: the text is empty").into(),
-        );
-    }
     let agent = match agent {
         Some(0) => return Err(berth_ops::Error::invalid("--agent counts from 1").into()),
         Some(n) => Some(n - 1),
         None => None,
     };
     let id = store.resolve(id)?;
-    let again = store.tellable(&id, agent, text)?;
-    // What a new run checks: the agent can start (a key, its command).
-    let checker = AgentBuilder::new(ops.clone()).build();
-    let request = store.load(&id)?.request.request(again.clone());
-    berth_run::preflight(&ops, &checker, request).await?;
-    let mut supervision = store.supervise(&id)?;
-    supervision.resuming(&again)?;
-    let request = supervision.record().request.request(again);
-    foreground(ops, supervision, request, json).await
+    let interrupts = interrupts()?;
+    let runner = AgentBuilder::new(ops.clone())
+        .tools(berth_agent::tools::builtin())
+        .build();
+    let supervised = Supervised::tell(ops, runner, &store, &id, agent, text, Host::Own).await?;
+    shown(supervised, interrupts, json).await
 }
 
 /// Starts `berth run supervise ID` as a process of its own (its own process group, so a
@@ -224,18 +216,33 @@ async fn foreground(
     request: RunRequest,
     json: bool,
 ) -> anyhow::Result<()> {
+    let interrupts = interrupts()?;
+    let supervised = start_supervised(ops, supervision, request)?;
+    shown(supervised, interrupts, json).await
+}
+
+/// Ctrl-C, listened for before the run starts, for the whole run: `ctrl_c()` made afresh in
+/// each turn of the loop would miss one that lands while an event is shown, and a second one
+/// would be lost.
+fn interrupts() -> std::io::Result<tokio::signal::unix::Signal> {
+    tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+}
+
+/// Shows a run supervised in this process until it ends: a table on a terminal, else a line
+/// per event, or JSON. Ctrl-C stops every agent; a second one ends the run at once.
+async fn shown(
+    mut supervised: Supervised,
+    mut interrupts: tokio::signal::unix::Signal,
+    json: bool,
+) -> anyhow::Result<()> {
     let mut view: Box<dyn View> = if json {
         Box::new(Json)
     } else if std::io::stdout().is_terminal() {
-        Box::new(Table::new(supervision.record()))
+        Box::new(Table::new(supervised.record()))
     } else {
         Box::new(Lines::default())
     };
-    let id = supervision.record().id.clone();
-    // One listener for the whole run: `ctrl_c()` made afresh in each turn of the loop would
-    // miss a Ctrl-C that lands while an event is shown, and the second one would be lost.
-    let mut interrupts = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
-    let mut supervised = start_supervised(ops, supervision, request)?;
+    let id = supervised.record().id.clone();
     let mut ticks = tokio::time::interval(Duration::from_millis(500));
     let mut stopping = false;
     loop {
