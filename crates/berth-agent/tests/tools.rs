@@ -854,8 +854,10 @@ async fn builtin_has_every_tool_with_an_object_schema() {
         names,
         [
             "edit_file",
+            "forget",
             "list_dir",
             "read_file",
+            "remember",
             "run_command",
             "search",
             "session_storage_list",
@@ -894,6 +896,8 @@ async fn builtin_has_every_tool_with_an_object_schema() {
             "write_file",
             "edit_file",
             "run_command",
+            "remember",
+            "forget",
             "workspace_storage_write",
             "session_storage_write"
         ]

@@ -109,7 +109,8 @@ pub enum Command {
     /// else `default`. Which session: --session, --continue (the workspace's latest), else a
     /// new one. File tools and commands work in this folder and cannot leave it. With -p,
     /// writing files and running commands are refused unless --allow names the tool
-    /// (write_file, edit_file, run_command, workspace_storage_write, session_storage_write) or
+    /// (write_file, edit_file, run_command, workspace_storage_write, session_storage_write,
+    /// remember, forget) or
     /// --allow-all is given; in the conversation, the tools those name run without asking.
     ///
     /// The provider and model come from berth's config for the workspace (`berth config show`);
@@ -879,6 +880,26 @@ pub enum WorkspaceCmd {
     /// Read, write, list and remove files in a workspace's storage.
     #[command(subcommand)]
     Storage(StorageCmd),
+    /// Show a workspace's memory: the dated notes its agents keep with `remember` (and
+    /// remove with `forget`), which every new turn in the workspace starts with, newest
+    /// first when they are many. It is a Markdown file, memory/MEMORY.md in the workspace's
+    /// folder: --edit opens it in $VISUAL or $EDITOR, --clear removes every note.
+    #[command(verbatim_doc_comment)]
+    Memory {
+        /// Id, name or id prefix (default: the workspace whose worktree holds this folder).
+        #[arg(add = ArgValueCompleter::new(completion::workspaces))]
+        workspace: Option<String>,
+        /// Open the file in $VISUAL or $EDITOR (default vi).
+        #[arg(long, conflicts_with = "clear")]
+        edit: bool,
+        /// Remove every note (asks first; --yes does not).
+        #[arg(long)]
+        clear: bool,
+        #[command(flatten)]
+        confirm: ConfirmFlag,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
     /// Reattach the workspaces of a repository that was moved.
     ///
     /// Run it with the repository's new place (default: the repository containing this

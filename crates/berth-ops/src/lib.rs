@@ -23,6 +23,7 @@ pub mod doctor;
 mod error;
 mod git_workspace;
 mod interrupted;
+pub mod memory;
 mod merge;
 mod models;
 mod page;

@@ -31,6 +31,9 @@ pub(super) struct Setup {
     pub(super) model_warning: Option<String>,
 }
 
+/// How much of the workspace's memory goes into a turn's instructions, in characters.
+const MEMORY_CHARS: usize = 8_000;
+
 impl Inner {
     /// The servers of one `[[mcp_servers]]` list, made once per distinct list.
     pub(super) fn mcp_servers(&self, settings: &[McpServerSettings]) -> Arc<McpServers> {
@@ -110,6 +113,7 @@ impl Inner {
             .resolve_workspace(session.workspace_id.as_str())
             .await?;
         let workspace_context = self.ops.context(&ws).await?;
+        let memory = self.ops.memory(&ws).await?;
         let transcript = self.ops.transcript(session).await?;
         let transcript_len = transcript.messages.len();
         let mut system = self
@@ -135,6 +139,20 @@ impl Inner {
         if let Some(text) = workspace_context {
             system.push_str("\n\n## Workspace context (context.md)\n\n");
             system.push_str(&text);
+        }
+        if !memory.notes.is_empty() {
+            // The newest notes, within a bound: an old workspace's memory never crowds out
+            // the conversation.
+            let (kept, left_out) = memory.newest(MEMORY_CHARS);
+            system.push_str(
+                "\n\n## Workspace memory (notes kept with `remember`; `forget` removes one)\n\n",
+            );
+            if left_out > 0 {
+                system.push_str(&format!("({left_out} older notes are not shown.)\n"));
+            }
+            for note in kept {
+                system.push_str(&format!("- {}: {}\n", note.date, note.text));
+            }
         }
         Ok(Setup {
             provider,

@@ -13,6 +13,7 @@
 
 pub mod command;
 pub mod files;
+pub mod memory;
 pub mod plan;
 pub mod search;
 pub mod storage;
@@ -325,7 +326,9 @@ pub fn builtin() -> Toolbox {
         .with(Arc::new(files::ListDir))
         .with(Arc::new(search::Search))
         .with(Arc::new(command::RunCommand::new()))
-        .with(Arc::new(plan::UpdatePlan));
+        .with(Arc::new(plan::UpdatePlan))
+        .with(Arc::new(memory::Remember))
+        .with(Arc::new(memory::Forget));
     for tool in storage::StorageTool::all() {
         tools = tools.with(Arc::new(tool));
     }

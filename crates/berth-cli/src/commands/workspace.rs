@@ -169,6 +169,16 @@ pub async fn run(ops: &Ops, cmd: WorkspaceCmd) -> anyhow::Result<()> {
             ))?)
         }
         WorkspaceCmd::Storage(cmd) => super::storage::run(ops, Owner::Workspace, cmd).await,
+        WorkspaceCmd::Memory {
+            workspace,
+            edit,
+            clear,
+            confirm: c,
+            json,
+        } => {
+            let workspace = meant(ops, workspace.as_deref()).await?;
+            memory(ops, &workspace, edit, clear, c.yes, json.json).await
+        }
     }
 }
 
@@ -655,4 +665,61 @@ fn git_summary(status: &WorktreeStatus) -> String {
         ),
         health => format!("{} {}", status.branch, health.as_str()),
     }
+}
+
+/// `berth workspace memory`: show, edit or clear a workspace's memory.
+async fn memory(
+    ops: &Ops,
+    identifier: &str,
+    edit: bool,
+    clear: bool,
+    yes: bool,
+    json: bool,
+) -> anyhow::Result<()> {
+    let ws = ops.resolve_workspace(identifier).await?;
+    if clear {
+        confirm(
+            yes,
+            &format!("Forget every note of workspace {}'s memory?", ws.label()),
+        )?;
+        ops.clear_memory(&ws).await?;
+        eprintln!("cleared the memory of {}", ws.label());
+        return Ok(());
+    }
+    if edit {
+        let path = ops.memory_file(&ws).await?;
+        let editor = std::env::var_os("VISUAL")
+            .or_else(|| std::env::var_os("EDITOR"))
+            .unwrap_or_else(|| "vi".into());
+        // As git runs it: the variable is a shell command line, the file its argument.
+        let line = format!("{} \"$@\"", editor.to_string_lossy());
+        let status = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(line)
+            .arg("sh")
+            .arg(&path)
+            .status()
+            .with_context(|| format!("cannot start {}", editor.to_string_lossy()))?;
+        if !status.success() {
+            anyhow::bail!("{} ended with {status}", editor.to_string_lossy());
+        }
+        return Ok(());
+    }
+    let memory = ops.memory(&ws).await?;
+    if json {
+        return Ok(render::json(&memory)?);
+    }
+    if memory.notes.is_empty() {
+        eprintln!(
+            "no notes in {}'s memory yet: its agents keep them with `remember` (or edit {})",
+            ws.label(),
+            memory.path.display()
+        );
+        return Ok(());
+    }
+    let mut out = std::io::stdout().lock();
+    for note in &memory.notes {
+        writeln!(out, "{}  {}", note.date, render::cell(&note.text))?;
+    }
+    Ok(())
 }
