@@ -363,8 +363,13 @@ fn a_repository_by_url_is_cloned_fetched_and_given_its_branches_back() {
     let tmp = tempfile::tempdir().unwrap();
     let url = remote_repository(tmp.path());
     let remote = tmp.path().join("remote.git");
+    // Each agent's first request gets a write (answered slowly, so both first requests arrive
+    // before either second one), then each gets its closing text.
     for _ in 0..2 {
-        server.push(Reply::anthropic(&write_call("from an agent\n")));
+        server.push(
+            Reply::anthropic(&write_call("from an agent\n"))
+                .delay_head(Duration::from_millis(1500)),
+        );
     }
     for _ in 0..2 {
         server.push(Reply::anthropic(&Turn::new().text(["Done."])));

@@ -12,10 +12,14 @@ use crate::{GitError, Repo, Result};
 /// Tries after the first when `git worktree add` or `move` lost a race with another add.
 const WORKTREE_RACE_RETRIES: u32 = 5;
 
-/// Whether git failed only because another worktree's record was half-written when it read it.
+/// Whether git failed only because another add or its rollback was changing the worktrees'
+/// records at the same moment.
 fn lost_race(e: &GitError) -> bool {
+    // Also "could not open '.git/worktrees/<name>/gitdir' for writing": a `worktree prune`
+    // (another add's rollback) took the admin folder this add had just made.
     matches!(e, GitError::Command { message, .. }
-        if message.contains("failed to read") && message.contains("worktrees/"))
+        if message.contains("worktrees/")
+            && (message.contains("failed to read") || message.contains("could not open")))
 }
 
 /// Parallel checkout instead of one file at a time. Writing files is bound by the kernel and
