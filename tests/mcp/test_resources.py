@@ -8,7 +8,7 @@ import os
 import pytest
 from mcp import MCPError
 
-from conftest import berth, git, text
+from conftest import BERTH, berth, git, text
 
 pytestmark = pytest.mark.anyio
 
@@ -193,3 +193,28 @@ async def test_sessions_and_transcripts(connect, home, tmp_path):
         assert r.is_error
         await refused(s, "berth://session/nope", "session")
         await refused(s, "berth://session/../x/transcript")
+
+
+async def test_a_workspaces_memory_is_a_resource(connect, home, tmp_path):
+    """The notes berth's agent keeps (`remember`) read as berth://workspace/{id}/memory: a
+    placeholder before the first, then the Markdown file as a person edits it too."""
+    import os
+    import subprocess
+
+    async with connect(tmp_path) as s:
+        r = await s.call_tool("workspace_create", {"name": "w"})
+        assert not r.is_error, text(r)
+        empty = await read(s, "berth://workspace/w/memory")
+        assert empty.mime_type == "text/markdown" and "No notes yet" in empty.text
+        # A person adds a note with `berth workspace memory --edit` (an editor that appends).
+        editor = "sh -c 'echo \"- 2026-01-01: deploys go through staging\" >> \"$1\"' sh"
+        subprocess.run(
+            [BERTH, "workspace", "memory", "w", "--edit"],
+            env={**os.environ, "BERTH_HOME": str(home), "EDITOR": editor, "VISUAL": ""},
+            check=True,
+            capture_output=True,
+        )
+        kept = await read(s, "berth://workspace/w/memory")
+        assert "- 2026-01-01: deploys go through staging" in kept.text, kept.text
+        templates = {t.uri_template for t in (await s.list_resource_templates()).resource_templates}
+        assert "berth://workspace/{id}/memory" in templates

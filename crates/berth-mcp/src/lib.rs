@@ -144,7 +144,7 @@ impl BerthMcp {
 
 fn unknown_resource(uri: &str) -> String {
     format!(
-        "unknown resource {uri:?}: resources are berth://workspace, berth://workspace/{{id}} (with /files, /context and /storage below it), berth://session and berth://session/{{id}} (with /transcript and /storage)"
+        "unknown resource {uri:?}: resources are berth://workspace, berth://workspace/{{id}} (with /files, /context, /memory and /storage below it), berth://session and berth://session/{{id}} (with /transcript and /storage)"
     )
 }
 
@@ -268,6 +268,12 @@ impl ServerHandler for BerthMcp {
                 "workspace/{id}/context",
                 "workspace context",
                 "The workspace's context.md (task, plan, progress), or a placeholder when none was written",
+                "text/markdown",
+            ),
+            t(
+                "workspace/{id}/memory",
+                "workspace memory",
+                "The workspace's memory (memory/MEMORY.md): the dated notes its agents keep with `remember`, which every new turn starts with",
                 "text/markdown",
             ),
             t(

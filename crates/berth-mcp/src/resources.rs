@@ -70,6 +70,10 @@ const NO_CONTEXT: &str = "# Context\n\nNo context has been written for this work
 Keep the task, decisions and progress here with `workspace_storage_write` \
 (path `context.md`), so the next session can pick up where this one stopped.\n";
 
+/// What a workspace's memory reads as before any note is kept.
+const NO_MEMORY: &str = "# Memory\n\nNo notes yet. berth's agent keeps notes here with its `remember` tool; \
+every new turn in the workspace starts with them.\n";
+
 pub async fn read(cx: &Context, target: Target) -> Result<Body> {
     match target {
         Target::Workspaces => workspaces_json(cx).await.map(Body::Json),
@@ -80,6 +84,18 @@ pub async fn read(cx: &Context, target: Target) -> Result<Body> {
             let text = cx.ops.context(&ws).await?;
             Ok(Body::Text {
                 text: text.unwrap_or_else(|| NO_CONTEXT.to_owned()),
+                mime: "text/markdown".to_owned(),
+            })
+        }
+        Target::Memory(id) => {
+            let ws = cx.ops.resolve_workspace(&id).await?;
+            let memory = cx.ops.memory(&ws).await?;
+            let text = match memory.text.trim() {
+                "" => NO_MEMORY.to_owned(),
+                _ => memory.text,
+            };
+            Ok(Body::Text {
+                text,
                 mime: "text/markdown".to_owned(),
             })
         }

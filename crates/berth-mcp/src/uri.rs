@@ -40,6 +40,8 @@ pub enum Target {
     /// A file or folder of a workspace's worktree; `None` is its root.
     Files(String, Option<String>),
     Context(String),
+    /// A workspace's memory: the notes its agents keep (`memory/MEMORY.md`).
+    Memory(String),
     Sessions,
     Session(String),
     Transcript(String),
@@ -81,6 +83,7 @@ pub fn parse(uri: &str) -> Option<Target> {
         ("workspace", None, None) => Some(Target::Workspace(id)),
         ("workspace", Some("files"), path) => Some(Target::Files(id, path)),
         ("workspace", Some("context"), None) => Some(Target::Context(id)),
+        ("workspace", Some("memory"), None) => Some(Target::Memory(id)),
         ("workspace", Some("storage"), path) => Some(Target::Storage(Owner::Workspace, id, path)),
         ("session", None, None) => Some(Target::Session(id)),
         ("session", Some("transcript"), None) => Some(Target::Transcript(id)),
@@ -160,6 +163,7 @@ mod tests {
                 Some(Files("x".into(), Some("src/a b.rs".into()))),
             ),
             ("berth://workspace/x/context", Some(Context("x".into()))),
+            ("berth://workspace/x/memory", Some(Memory("x".into()))),
             (
                 "berth://workspace/x/storage/notes/a.md",
                 Some(Storage(

@@ -34,6 +34,9 @@ pub struct Memory {
     pub path: PathBuf,
     /// Oldest first, as the file has them.
     pub notes: Vec<Note>,
+    /// The file as it is, the person's own lines too; empty when there is none.
+    #[serde(skip)]
+    pub text: String,
 }
 
 impl Memory {
@@ -96,6 +99,7 @@ impl Ops {
             Ok(Memory {
                 notes: parse(&text),
                 path,
+                text,
             })
         })
         .await
@@ -274,6 +278,7 @@ mod tests {
         let memory = Memory {
             path: PathBuf::new(),
             notes,
+            text: text.to_owned(),
         };
         let (kept, left_out) = memory.newest(20);
         assert_eq!(kept.len(), 1);

@@ -688,8 +688,9 @@ async fn memory(
     }
     if edit {
         let path = ops.memory_file(&ws).await?;
-        let editor = std::env::var_os("VISUAL")
-            .or_else(|| std::env::var_os("EDITOR"))
+        let set = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+        let editor = set("VISUAL")
+            .or_else(|| set("EDITOR"))
             .unwrap_or_else(|| "vi".into());
         // As git runs it: the variable is a shell command line, the file its argument.
         let line = format!("{} \"$@\"", editor.to_string_lossy());
