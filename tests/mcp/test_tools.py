@@ -298,6 +298,7 @@ async def test_workspace_resources_and_their_bridge_tools(connect, home, repo):
             "berth://workspace/{id}",
             "berth://workspace/{id}/files{/path*}",
             "berth://workspace/{id}/context",
+            "berth://workspace/{id}/memory",
             "berth://workspace/{id}/storage{/path*}",
             "berth://session/{id}",
             "berth://session/{id}/transcript",
