@@ -14,7 +14,9 @@ fn chat(home: &Home, server: &ProviderServer, prompt: &str) -> berth_testkit::Ru
     let mut cmd = home.cmd(&[
         "chat", "-p", prompt, "-w", "w", "--allow", "remember", "--allow", "forget",
     ]);
-    cmd.env("BERTH_PROVIDER", "claude")
+    // The person's own memory lives in their config folder, here one of the test's.
+    cmd.env("XDG_CONFIG_HOME", home.path().join("xdg"))
+        .env("BERTH_PROVIDER", "claude")
         .env("BERTH_PROVIDERS__CLAUDE__BASE_URL", server.url())
         .env("BERTH_PROVIDERS__CLAUDE__MODEL", "test-model")
         .env("ANTHROPIC_API_KEY", "test-key");
@@ -61,7 +63,10 @@ fn a_note_remembered_is_in_every_later_session_until_forgotten() {
         "{shown}"
     );
 
-    // A new session starts with it.
+    // A new session starts with it, and with the person's own memory, which no tool writes.
+    let mine = home.path().join("xdg/berth/memory.md");
+    std::fs::create_dir_all(mine.parent().unwrap()).unwrap();
+    std::fs::write(&mine, "I prefer small commits.\n").unwrap();
     server.push(Reply::anthropic(&Turn::new().text(["Hi."])));
     let r = chat(&home, &server, "Hello");
     assert_eq!(r.code, 0, "{}", r.stderr);
@@ -69,6 +74,14 @@ fn a_note_remembered_is_in_every_later_session_until_forgotten() {
     assert!(
         seen.contains("Workspace memory") && seen.contains("make check"),
         "{seen}"
+    );
+    assert!(
+        seen.contains("The person's memory") && seen.contains("I prefer small commits."),
+        "{seen}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&mine).unwrap(),
+        "I prefer small commits.\n"
     );
 
     // Forgotten: gone from the file and from the next session.

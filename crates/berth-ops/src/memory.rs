@@ -230,6 +230,42 @@ impl Ops {
     }
 }
 
+/// The person's own memory for every workspace, `$XDG_CONFIG_HOME/berth/memory.md` (else
+/// `~/.config/berth/memory.md`): read into every turn, never written by an agent. Its path
+/// and text; `None` when there is no such file (or no home to look in).
+pub fn user_memory() -> Result<Option<(PathBuf, String)>> {
+    let set = |name: &str| {
+        std::env::var_os(name)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    let Some(config) = set("XDG_CONFIG_HOME").or_else(|| set("HOME").map(|h| h.join(".config")))
+    else {
+        return Ok(None);
+    };
+    let path = config.join("berth").join("memory.md");
+    let text = read(&path)?;
+    Ok((!text.trim().is_empty()).then_some((path, text)))
+}
+
+/// The end of `text` within `bound` characters, cut at a line: the newest lines of a file
+/// kept oldest first.
+pub fn tail(text: &str, bound: usize) -> &str {
+    let count = text.chars().count();
+    if count <= bound {
+        return text;
+    }
+    let (cut, _) = text.char_indices().nth(count - bound).unwrap_or((0, ' '));
+    // A cut at the start of a line keeps it; one inside a line drops the rest of that line.
+    if text[..cut].ends_with('\n') {
+        return &text[cut..];
+    }
+    match text[cut..].find('\n') {
+        Some(line) => &text[cut + line + 1..],
+        None => &text[cut..],
+    }
+}
+
 fn read(path: &Path) -> Result<String> {
     match std::fs::read_to_string(path) {
         Ok(text) => Ok(text),
@@ -266,6 +302,18 @@ fn io(path: &Path, e: std::io::Error) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tail_keeps_whole_newest_lines() {
+        assert_eq!(tail("a\nbb\nccc\n", 100), "a\nbb\nccc\n");
+        assert_eq!(tail("a\nbb\nccc\n", 5), "ccc\n");
+        assert_eq!(
+            tail("a\nbb\nccc\n", 4),
+            "ccc\n",
+            "a cut at a line's start keeps it"
+        );
+        assert_eq!(tail("a\nbb\nccc\n", 3), "", "no whole line fits");
+    }
 
     #[test]
     fn notes_are_read_from_list_items_and_the_newest_fit_the_bound() {

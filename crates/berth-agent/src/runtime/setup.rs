@@ -114,6 +114,7 @@ impl Inner {
             .await?;
         let workspace_context = self.ops.context(&ws).await?;
         let memory = self.ops.memory(&ws).await?;
+        let user_memory = berth_ops::blocking(berth_ops::memory::user_memory).await?;
         let transcript = self.ops.transcript(session).await?;
         let transcript_len = transcript.messages.len();
         let mut system = self
@@ -153,6 +154,13 @@ impl Inner {
             for note in kept {
                 system.push_str(&format!("- {}: {}\n", note.date, note.text));
             }
+        }
+        if let Some((path, text)) = user_memory {
+            system.push_str(&format!(
+                "\n\n## The person's memory ({}; theirs to edit, never written by you)\n\n",
+                path.display()
+            ));
+            system.push_str(berth_ops::memory::tail(&text, MEMORY_CHARS));
         }
         Ok(Setup {
             provider,
