@@ -296,25 +296,24 @@ fn chat_without_a_key_says_so_at_a_terminal_and_makes_nothing() {
     );
 }
 
+/// `berth ARGS` on `home`, run in `dir`.
+fn in_dir(home: &Home, dir: &Path, args: &[&str]) -> berth_testkit::Run {
+    let mut cmd = home.cmd(args);
+    cmd.current_dir(dir);
+    run(cmd)
+}
+
 #[test]
 fn the_folder_chooses_the_workspace_and_dot_names_it() {
     let home = Home::new();
     let (_tmp, repo) = project();
-    let in_repo = |args: &[&str]| {
-        let mut cmd = home.cmd(args);
-        cmd.current_dir(&repo);
-        run(cmd)
-    };
+    let in_repo = |args: &[&str]| in_dir(&home, &repo, args);
     assert_eq!(in_repo(&["workspace", "create", "auth"]).code, 0);
     assert_eq!(in_repo(&["workspace", "create", "other"]).code, 0);
     let worktree = PathBuf::from(home.ok(&["workspace", "path", "auth"]).trim());
     let nested = worktree.join("src");
     std::fs::create_dir(&nested).unwrap();
-    let here = |args: &[&str]| {
-        let mut cmd = home.cmd(args);
-        cmd.current_dir(&nested);
-        run(cmd)
-    };
+    let here = |args: &[&str]| in_dir(&home, &nested, args);
 
     // Sessions: made in, and listed from, the workspace this folder is in.
     let made = here(&["session", "new", "--title", "from inside", "--json"]);
@@ -423,11 +422,7 @@ fn the_folder_chooses_the_workspace_and_dot_names_it() {
 fn messages_name_the_real_problem_and_the_next_step() {
     let home = Home::new();
     let (_tmp, repo) = project();
-    let in_repo = |args: &[&str]| {
-        let mut cmd = home.cmd(args);
-        cmd.current_dir(&repo);
-        run(cmd)
-    };
+    let in_repo = |args: &[&str]| in_dir(&home, &repo, args);
     assert_eq!(in_repo(&["workspace", "create", "feature-auth"]).code, 0);
     let before = (
         git(&repo, &["branch", "--list"]),

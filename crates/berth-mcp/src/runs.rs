@@ -149,7 +149,7 @@ pub fn status(ops: &Ops, session_id: &str) -> Result<Option<RunState>, berth_ops
     let Some((record, agent)) = store.find_session(session_id).map_err(kept_error)? else {
         return Ok(None);
     };
-    let mut status = store.agent_status(&record.id, agent).map_err(kept_error)?;
+    let mut status = store.agent_status(&record, agent).map_err(kept_error)?;
     let kept = &record.agents[agent];
     // What only the record knows: an agent failed by a supervisor that went away.
     if kept.status.state.is_final() && !status.state.is_final() {

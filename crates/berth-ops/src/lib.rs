@@ -48,7 +48,7 @@ use berth_store_sql::SqlStore;
 
 /// Progress of checkouts and of the operations' loops, for a front end on a terminal.
 pub use berth_git::progress;
-pub use berth_git::{FileDiff, MergeMode, Merged, WorktreeDiff, is_url};
+pub use berth_git::{FileDiff, MergeMode, Merged, WorktreeDiff};
 pub use error::{Error, ErrorKind, Result, blocking};
 pub use git_workspace::{DEFAULT_SETUP_TIMEOUT, adoption};
 pub use merge::{MergeReport, MergeWorkspace};
@@ -63,7 +63,8 @@ pub use storage::{Node, Owner, StorageRef, context_path};
 pub use view::{GitView, KeptView, PortsView, SessionView, WorkspaceView, session_label};
 pub use workspaces::{
     AdoptWorkspace, CreateWarning, CreateWorkspace, Created, DeletePlan, Deleted, GcPlan, GcReport,
-    HERE, Reattached, RepairReport, Repository, SparesReport, StartPoint, WorkspacePorts,
+    HERE, NamedRepository, Reattached, RepairReport, Repository, SparesReport, StartPoint,
+    WorkspacePorts,
 };
 
 /// The platform's default berth home: `~/.local/share/berth` on Linux,

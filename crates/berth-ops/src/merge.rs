@@ -105,19 +105,6 @@ impl Ops {
 }
 
 impl Ops {
-    /// The clone of the repository at `url`, under the home's `repos/`, fetched now: what a
-    /// workspace or a run names by URL is made from it (see `berth_git::clone_dir`).
-    pub async fn fetched_repository(&self, url: &str) -> Result<std::path::PathBuf> {
-        if berth_git::has_password(url) {
-            return Err(Error::invalid(
-                "the repository's URL carries a password, which its clone would keep where agents can read it: give git the credential another way (a credential helper, an SSH key) and leave it out of the URL",
-            ));
-        }
-        let dir = berth_git::clone_dir(&self.home.join("repos"), url);
-        let url = url.to_owned();
-        blocking(move || Ok(Repo::clone_or_fetch(&url, &dir)?.root().to_owned())).await
-    }
-
     /// Gives a git workspace's work back to its repository's `origin`: its uncommitted work
     /// committed with `message`, then its branch pushed under the same name. The branch.
     pub async fn push_workspace(&self, identifier: &str, message: &str) -> Result<String> {

@@ -28,6 +28,16 @@ pub enum Repository {
     None,
 }
 
+/// What a front end's `--repo` named: a folder, or a URL, whose clone under the home is made
+/// from and given back to (see [`Ops::named_repository`]).
+#[derive(Debug, Clone)]
+pub struct NamedRepository {
+    /// The repository to make worktrees of: the folder named, or berth's clone of the URL.
+    pub path: PathBuf,
+    /// The URL, when one was named: work made from it goes back to it as pushed branches.
+    pub url: Option<String>,
+}
+
 /// A request to create a workspace, as a front end received it. [`Ops::create_workspace`]
 /// checks every rule, in one place for every front end.
 #[derive(Debug, Clone)]
@@ -255,6 +265,32 @@ impl Ops {
     /// The well-known `default` workspace, created on first use and never collected.
     pub async fn default_workspace(&self) -> Result<Workspace> {
         Ok(self.manager.default_workspace().await?)
+    }
+
+    /// The repository `repo` names: a folder as it is, or, for a URL (`https://`, `ssh://`,
+    /// `git://`, `file://`, `user@host:path`), berth's bare clone of it under the home's
+    /// `repos/`, made on first use and fetched now. A URL carrying a password is refused: the
+    /// clone's config keeps the URL, where agents read it.
+    pub async fn named_repository(&self, repo: &Path) -> Result<NamedRepository> {
+        let Some(url) = repo.to_str().filter(|r| berth_git::is_url(r)) else {
+            return Ok(NamedRepository {
+                path: repo.to_owned(),
+                url: None,
+            });
+        };
+        if berth_git::has_password(url) {
+            return Err(Error::invalid(
+                "the repository's URL carries a password, which its clone would keep where agents can read it: give git the credential another way (a credential helper, an SSH key) and leave it out of the URL",
+            ));
+        }
+        let dir = berth_git::clone_dir(&self.home.join("repos"), url);
+        let fetched = url.to_owned();
+        let path =
+            blocking(move || Ok(Repo::clone_or_fetch(&fetched, &dir)?.root().to_owned())).await?;
+        Ok(NamedRepository {
+            path,
+            url: Some(url.to_owned()),
+        })
     }
 
     /// The workspace a command means: the one `identifier` names (an id, a name, a prefix, or

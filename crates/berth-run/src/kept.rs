@@ -507,26 +507,37 @@ impl RunStore {
     /// The kept run one of whose agents works in session `session`, and that agent's index;
     /// the newest, should two have (a run resumed in the same session is the same run).
     pub fn find_session(&self, session: &str) -> Result<Option<(RunRecord, usize)>, KeptError> {
-        for run in self.list()? {
-            let Ok(run) = run else { continue };
-            if let Some(i) = run
+        // The records as written, matched first: only the run found is loaded, with the look
+        // for a live supervisor `load` makes (MCP asks this at every status poll).
+        let mut found: Option<(RunRecord, usize)> = None;
+        for id in self.ids()? {
+            let Ok(run) = self.read(&id) else { continue };
+            let Some(i) = run
                 .agents
                 .iter()
                 .position(|a| a.session.as_deref() == Some(session))
+            else {
+                continue;
+            };
+            if found
+                .as_ref()
+                .is_none_or(|(newest, _)| run.created_at > newest.created_at)
             {
-                return Ok(Some((run, i)));
+                found = Some((run, i));
             }
         }
-        Ok(None)
+        match found {
+            Some((run, i)) => Ok(Some((self.load(&run.id)?, i))),
+            None => Ok(None),
+        }
     }
 
-    /// Where agent `agent` of run `id` is in its latest turn, its answer so far included:
+    /// Where agent `agent` of `record` is in its latest turn, its answer so far included:
     /// the events since its last start folded as every watcher folds them. What a process
     /// that is not the run's supervisor shows. An agent resumed or told, whose new turn has
     /// not started yet, is as the record has it (starting).
-    pub fn agent_status(&self, id: &RunId, agent: usize) -> Result<AgentStatus, KeptError> {
-        let record = self.load(id)?;
-        let (events, _) = read_events(&self.events_path(id), 0)?;
+    pub fn agent_status(&self, record: &RunRecord, agent: usize) -> Result<AgentStatus, KeptError> {
+        let (events, _) = read_events(&self.events_path(&record.id), 0)?;
         let mine: Vec<&RunEvent> = events.iter().filter(|e| e.agent() == Some(agent)).collect();
         let latest = mine
             .iter()

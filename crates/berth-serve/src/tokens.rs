@@ -102,6 +102,22 @@ type Stamp = Option<(u64, u64, u64, i64, i64)>;
 /// The tokens as read, and the stamp of the file they were read from.
 type Cached = (Stamp, Arc<TokenFile>);
 
+impl TokenRecord {
+    /// A record of a new secret named `name`, and the secret, which is shown this once.
+    fn fresh(name: &str, role: Role, expires_in: Option<Duration>) -> (TokenRecord, String) {
+        let secret = new_token();
+        let now = Utc::now();
+        let record = TokenRecord {
+            name: name.to_owned(),
+            role,
+            created_at: now,
+            expires_at: expires_in.map(|d| now + d),
+            hash: hash(&secret),
+        };
+        (record, secret)
+    }
+}
+
 impl TokenStore {
     pub fn new(home: &Path) -> TokenStore {
         TokenStore {
@@ -126,15 +142,7 @@ impl TokenStore {
         if file.tokens.iter().any(|t| t.name == name) {
             return Err(TokenError::Exists(name.to_owned()));
         }
-        let secret = new_token();
-        let now = Utc::now();
-        let record = TokenRecord {
-            name: name.to_owned(),
-            role,
-            created_at: now,
-            expires_at: expires_in.map(|d| now + d),
-            hash: hash(&secret),
-        };
+        let (record, secret) = TokenRecord::fresh(name, role, expires_in);
         file.tokens.push(record.clone());
         self.write(&file)?;
         Ok((record, secret))
@@ -160,15 +168,7 @@ impl TokenStore {
         if file.tokens[at].role != role {
             return Err(TokenError::Exists(name.to_owned()));
         }
-        let secret = new_token();
-        let now = Utc::now();
-        let record = TokenRecord {
-            name: name.to_owned(),
-            role,
-            created_at: now,
-            expires_at: expires_in.map(|d| now + d),
-            hash: hash(&secret),
-        };
+        let (record, secret) = TokenRecord::fresh(name, role, expires_in);
         file.tokens[at] = record.clone();
         self.write(&file)?;
         Ok((record, secret))

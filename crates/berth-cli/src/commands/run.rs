@@ -66,15 +66,14 @@ async fn new_run(ops: Ops, store: RunStore, args: NewRunArgs) -> anyhow::Result<
     )?;
     // A repository by URL: berth's clone of it, fetched now, and the work given back by
     // pushing each agent's branch there.
-    let url = args
-        .repo
-        .as_ref()
-        .and_then(|r| r.to_str())
-        .filter(|r| berth_ops::is_url(r));
-    let repository = match (&args.repo, url) {
-        (_, Some(url)) => Repository::Named(ops.fetched_repository(url).await?),
-        (Some(repo), None) => Repository::Named(repo.clone()),
-        (None, None) => {
+    let named = match &args.repo {
+        Some(repo) => Some(ops.named_repository(repo).await?),
+        None => None,
+    };
+    let push = named.as_ref().is_some_and(|n| n.url.is_some());
+    let repository = match named {
+        Some(named) => Repository::Named(named.path),
+        None => {
             Repository::Around(std::env::current_dir().context("cannot read the current folder")?)
         }
     };
@@ -94,7 +93,7 @@ async fn new_run(ops: Ops, store: RunStore, args: NewRunArgs) -> anyhow::Result<
             check_timeout: Duration::from_secs(args.check_timeout),
             resume: BTreeMap::new(),
             agent_writable: args.agent_writable.clone(),
-            push: url.is_some(),
+            push,
         },
     )
     .await?;

@@ -30,11 +30,7 @@ pub async fn run(ops: &Ops, cmd: WorkspaceCmd) -> anyhow::Result<()> {
         } => {
             let repository = match repo {
                 // A URL: berth's clone of it under the home, fetched now.
-                Some(r) if r.to_str().is_some_and(berth_ops::is_url) => {
-                    let url = r.to_str().unwrap_or_default();
-                    Repository::Named(ops.fetched_repository(url).await?)
-                }
-                Some(r) => Repository::Named(r),
+                Some(r) => Repository::Named(ops.named_repository(&r).await?.path),
                 None => Repository::Around(current_dir()?),
             };
             let request = CreateWorkspace {
