@@ -863,6 +863,7 @@ async fn builtin_has_every_tool_with_an_object_schema() {
             "session_storage_list",
             "session_storage_read",
             "session_storage_write",
+            "skill",
             "update_plan",
             "workspace_storage_list",
             "workspace_storage_read",

@@ -184,6 +184,23 @@ pub enum Command {
     /// standard error.
     #[command(verbatim_doc_comment)]
     Serve(ServeArgs),
+    /// The skills berth's agent is offered: what it sees, and each skill's instructions.
+    ///
+    /// A skill is a folder with a SKILL.md: YAML front matter with `name` (the folder's name:
+    /// lowercase letters, digits and hyphens) and `description`, then the instructions. The
+    /// agent's instructions list each skill's name and description (within a bound; the
+    /// project's first); the agent reads a skill's instructions with its `skill` tool when a
+    /// task matches. Skills come from, in order, a later one of a name replacing an earlier:
+    ///
+    ///   ~/.config/berth/skills/ ($XDG_CONFIG_HOME/berth/skills/)   the person's own
+    ///   skills/ in the workspace's folder                          the workspace's
+    ///   .agents/skills/ and .claude/skills/ in the worktree        the project's
+    ///
+    /// A malformed SKILL.md is skipped with a warning (on standard error here, and at the start
+    /// of the agent's turn) that names the file and the problem. Skills are read afresh at
+    /// every turn: an edit is seen by the next one.
+    #[command(subcommand, verbatim_doc_comment)]
+    Skill(SkillCmd),
     /// Tokens for `berth serve`: a device's acts as that device, an admin's sees everything.
     ///
     /// A token is printed once, when it is made; the home keeps only its SHA-256
@@ -635,6 +652,33 @@ pub enum ImportCmd {
         /// Print what would be adopted, and write nothing.
         #[arg(long)]
         dry_run: bool,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum SkillCmd {
+    /// The skills of a workspace (default: the one whose worktree holds this folder; outside
+    /// every workspace, the person's own): name, source and description, by name.
+    ///
+    /// --json prints {"skills": [{"name", "description", "source", "dir", "files", ...}],
+    /// "warnings": [{"path", "problem"}], "listed": N}; `listed` is how many fit the list the
+    /// agent's instructions carry.
+    #[command(verbatim_doc_comment)]
+    List {
+        /// Id, name or id prefix.
+        #[arg(long, short, add = ArgValueCompleter::new(completion::workspaces))]
+        workspace: Option<String>,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
+    /// A skill's instructions, as the agent's `skill` tool gives them, and its other files.
+    Show {
+        name: String,
+        /// Id, name or id prefix (default: as for `list`).
+        #[arg(long, short, add = ArgValueCompleter::new(completion::workspaces))]
+        workspace: Option<String>,
         #[command(flatten)]
         json: JsonFlag,
     },

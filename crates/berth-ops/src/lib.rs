@@ -32,6 +32,7 @@ mod reach;
 pub mod review;
 mod sandbox;
 mod sessions;
+pub mod skills;
 mod storage;
 pub mod toolchain;
 mod view;

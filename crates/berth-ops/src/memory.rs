@@ -234,13 +234,7 @@ impl Ops {
 /// `~/.config/berth/memory.md`): read into every turn, never written by an agent. Its path
 /// and text; `None` when there is no such file (or no home to look in).
 pub fn user_memory() -> Result<Option<(PathBuf, String)>> {
-    let set = |name: &str| {
-        std::env::var_os(name)
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-    };
-    let Some(config) = set("XDG_CONFIG_HOME").or_else(|| set("HOME").map(|h| h.join(".config")))
-    else {
+    let Some(config) = crate::skills::user_config_dir() else {
         return Ok(None);
     };
     let path = config.join("berth").join("memory.md");

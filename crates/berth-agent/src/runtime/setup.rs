@@ -27,8 +27,9 @@ pub(super) struct Setup {
     pub(super) transcript_len: usize,
     /// The workspace's `[[mcp_servers]]`.
     pub(super) mcp: Arc<McpServers>,
-    /// Why the session's kept model was set aside, said at the turn's start.
-    pub(super) model_warning: Option<String>,
+    /// Said at the turn's start: why the session's kept model was set aside, which skills
+    /// were skipped and why.
+    pub(super) notices: Vec<String>,
 }
 
 /// How much of the workspace's memory goes into a turn's instructions, in characters.
@@ -115,6 +116,7 @@ impl Inner {
         let workspace_context = self.ops.context(&ws).await?;
         let memory = self.ops.memory(&ws).await?;
         let user_memory = berth_ops::blocking(berth_ops::memory::user_memory).await?;
+        let skills = self.ops.skills(Some(&ws)).await?;
         let transcript = self.ops.transcript(session).await?;
         let transcript_len = transcript.messages.len();
         let mut system = self
@@ -162,6 +164,9 @@ impl Inner {
             ));
             system.push_str(berth_ops::memory::tail(&text, MEMORY_CHARS));
         }
+        system.push_str(&skills.instructions());
+        let mut notices: Vec<String> = model_warning.into_iter().collect();
+        notices.extend(skills.warnings.iter().map(|w| format!("skill {w}")));
         Ok(Setup {
             provider,
             model: config.model().to_owned(),
@@ -175,7 +180,7 @@ impl Inner {
             history,
             transcript_len,
             mcp: self.mcp_servers(&config.mcp_servers),
-            model_warning,
+            notices,
         })
     }
 }

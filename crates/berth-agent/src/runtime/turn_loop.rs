@@ -86,7 +86,7 @@ impl Inner {
     ) -> (TurnStop, Usage) {
         let mut first_answered = Some(first_answered);
         let mut usage = Usage::default();
-        if let Some(message) = setup.model_warning.take() {
+        for message in std::mem::take(&mut setup.notices) {
             out.send(AgentEvent::Notice { message }).await;
         }
         let session = &request.session;

@@ -16,6 +16,7 @@ pub mod files;
 pub mod memory;
 pub mod plan;
 pub mod search;
+pub mod skill;
 pub mod storage;
 
 use std::path::PathBuf;
@@ -316,8 +317,8 @@ impl Toolbox {
 }
 
 /// Every built-in tool: the file tools, search, run_command (with this process's environment
-/// minus its secrets), update_plan, and the storage tools of the session's workspace and of
-/// the session.
+/// minus its secrets), update_plan, remember and forget (the workspace's memory), skill, and
+/// the storage tools of the session's workspace and of the session.
 pub fn builtin() -> Toolbox {
     let mut tools = Toolbox::new()
         .with(Arc::new(files::ReadFile))
@@ -328,7 +329,8 @@ pub fn builtin() -> Toolbox {
         .with(Arc::new(command::RunCommand::new()))
         .with(Arc::new(plan::UpdatePlan))
         .with(Arc::new(memory::Remember))
-        .with(Arc::new(memory::Forget));
+        .with(Arc::new(memory::Forget))
+        .with(Arc::new(skill::UseSkill));
     for tool in storage::StorageTool::all() {
         tools = tools.with(Arc::new(tool));
     }

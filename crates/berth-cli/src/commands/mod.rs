@@ -11,6 +11,7 @@ mod mcp;
 mod run;
 mod serve;
 mod session;
+mod skill;
 mod storage;
 mod store;
 mod token;
@@ -60,6 +61,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Acp => acp::run(ops).await,
         Command::Serve(args) => serve::run(ops, args).await,
         Command::Token(cmd) => token::run(&ops, cmd).await,
+        Command::Skill(cmd) => skill::run(&ops, cmd).await,
         // Answered in main, before a home is opened; the doctor above, before a store is.
         Command::Completions { .. } | Command::Man { .. } | Command::Doctor { .. } => Ok(()),
     }

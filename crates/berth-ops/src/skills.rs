@@ -1,0 +1,70 @@
+//! Which skills a workspace's agent is offered: the roots of [`berth_skills`] for one
+//! workspace, in the order a later one replaces an earlier. The rules of a skill itself (its
+//! `SKILL.md`, its files, the bound of a listing) are `berth_skills`'s.
+
+use std::path::PathBuf;
+
+use berth_core::Workspace;
+pub use berth_skills::{LISTING_CHARS, Listing, Root, Skill, SkillError, Skills, Source, Warning};
+
+use crate::Ops;
+use crate::error::{Error, ErrorKind, Result, blocking};
+
+impl Ops {
+    /// The roots of a workspace's skills: the person's, the workspace's `skills/` folder (in
+    /// a store that keeps folders), then its worktree's `.agents/skills/` and `.claude/skills/`.
+    /// With no workspace, the person's alone.
+    pub fn skill_roots(&self, ws: Option<&Workspace>) -> Vec<Root> {
+        let mut roots = Vec::new();
+        if let Some(config) = user_config_dir() {
+            roots.push(Root {
+                source: Source::User,
+                path: config.join("berth").join("skills"),
+            });
+        }
+        let Some(ws) = ws else { return roots };
+        if let Some(dir) = self.manager.workspaces().workspace_dir(&ws.id) {
+            roots.push(Root {
+                source: Source::Workspace,
+                path: dir.join("skills"),
+            });
+        }
+        if let Some(git) = &ws.git {
+            for folder in [".agents/skills", ".claude/skills"] {
+                roots.push(Root {
+                    source: Source::Worktree,
+                    path: git.worktree.join(folder),
+                });
+            }
+        }
+        roots
+    }
+
+    /// The skills a workspace's agent is offered, read now (a changed skill is seen at once).
+    pub async fn skills(&self, ws: Option<&Workspace>) -> Result<Skills> {
+        let roots = self.skill_roots(ws);
+        blocking(move || Ok(berth_skills::gather(&roots))).await
+    }
+}
+
+impl From<SkillError> for Error {
+    fn from(e: SkillError) -> Self {
+        let kind = match &e {
+            SkillError::NotFound { .. } | SkillError::NoSuchFile { .. } => ErrorKind::NotFound,
+            SkillError::Malformed { .. } => ErrorKind::Invalid,
+            SkillError::Io { .. } => ErrorKind::Io,
+        };
+        Error::rule(kind, e.to_string())
+    }
+}
+
+/// `$XDG_CONFIG_HOME`, else `~/.config`: where the person's own berth files are (their memory,
+/// their skills); `None` with neither set.
+pub fn user_config_dir() -> Option<PathBuf> {
+    let set = |name: &str| {
+        std::env::var_os(name)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    set("XDG_CONFIG_HOME").or_else(|| set("HOME").map(|h| h.join(".config")))
+}
