@@ -6,7 +6,8 @@
 # It installs whatever the tests need first: the Rust toolchain comes with the machine; the
 # official MCP Python SDK (the independent client of `berth mcp`) and the official ACP Python
 # SDK (the independent client of `berth acp`) go into .venv from PyPI;
-# Node 22 and the MCP conformance suite go into .tools from npm (tests/conformance.sh); tmux,
+# Node 22, the MCP conformance suite and the MCP Inspector go into .tools from npm
+# (tests/node_tools.sh); tmux,
 # for the terminal tests, comes from apt-get when it is missing, and so does Debian's postgresql
 # package: a throwaway Postgres server (tests/postgres.sh) runs for the tests of the Postgres
 # store, and the run fails when it cannot be started.
@@ -45,6 +46,10 @@ trap 'rm -f "$log"; tests/postgres.sh stop "$TEST_BERTH_POSTGRES_DIR"' EXIT
 status=0
 # --no-fail-fast: a failing test binary must not hide the results of the ones after it.
 cargo test --workspace --locked --no-fail-fast 2>&1 | tee "$log" || status=$?
+# Node 22, the MCP conformance suite and the MCP Inspector (whose CLI tests/mcp drives too).
+node_tools=$(tests/node_tools.sh) || { echo "test.sh: cannot install Node and the MCP tools from npm" >&2; exit 1; }
+eval "$node_tools"
+export TEST_NODE="$NODE" TEST_MCP_INSPECTOR="$INSPECTOR"
 # The MCP server against the official Python SDK; cargo test has built the binary.
 TEST_BERTH_BIN="$(cd "${CARGO_TARGET_DIR:-target}" && pwd)/debug/berth" .venv/bin/python -m pytest tests/mcp -q -p no:cacheprovider --timeout=120 2>&1 | tee -a "$log" || status=$?
 # A third-party ACP agent from npm for `berth run` (tests/acp/test_run.py): Zed's Claude Agent

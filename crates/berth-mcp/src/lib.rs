@@ -6,6 +6,7 @@
 //! - tools (`tools`): workspace create and remove, the six split storage tools, and bridge
 //!   tools that return resources and prompts to clients that cannot read them;
 //! - prompts (`prompts`): guided workflows rendered from the real state (`berth_ops::review`);
+//! - skills (`skills`): each workspace's Agent Skills over the skills extension (SEP-2640);
 //! - completions of workspace and session identifiers;
 //! - notifications (`notify`): `list_changed` on create and remove, `updated` on a subscribed
 //!   storage file written through this server;
@@ -24,10 +25,12 @@ use berth_ops::{ErrorKind, Listed, Ops, Owner, StoragePath};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::model::{
     CompleteRequestParams, CompleteResult, CompletionInfo, GetPromptRequestParams,
-    GetPromptResponse, Implementation, ListPromptsResult, ListResourceTemplatesResult,
-    ListResourcesResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
-    ReadResourceResult, Reference, Resource, ResourceContents, ResourceTemplate,
-    ServerCapabilities, ServerConfig, SubscribeRequestParams, UnsubscribeRequestParams,
+    GetPromptResponse, GetSkillRequestParams, GetSkillResult, Implementation, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListSkillsResult, PaginatedRequestParams,
+    ReadResourceDirectoryRequestParams, ReadResourceDirectoryResult, ReadResourceRequestParams,
+    ReadResourceResponse, ReadResourceResult, Reference, Resource, ResourceContents,
+    ResourceTemplate, ServerCapabilities, ServerConfig, SubscribeRequestParams,
+    UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt, tool_handler};
@@ -41,6 +44,7 @@ mod resources;
 mod runs;
 mod schemas;
 mod sessions;
+mod skills;
 mod tools;
 mod uri;
 
@@ -163,6 +167,7 @@ impl ServerHandler for BerthMcp {
                 .enable_resources_list_changed()
                 .enable_prompts()
                 .enable_completions()
+                .enable_skills_with_directory_read()
                 .build(),
         )
         .with_server_info(
@@ -309,11 +314,15 @@ impl ServerHandler for BerthMcp {
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         let uri = request.uri;
-        let target = uri::parse(&uri)
-            .ok_or_else(|| errors::of_kind(ErrorKind::NotFound, unknown_resource(&uri)))?;
-        let body = resources::read(&self.cx, target)
-            .await
-            .map_err(|e| errors::protocol(&e))?;
+        let body = if uri.starts_with(uri::SKILL_SCHEME) {
+            skills::read(&self.cx, &uri).await?
+        } else {
+            let target = uri::parse(&uri)
+                .ok_or_else(|| errors::of_kind(ErrorKind::NotFound, unknown_resource(&uri)))?;
+            resources::read(&self.cx, target)
+                .await
+                .map_err(|e| errors::protocol(&e))?
+        };
         let contents = match body {
             Body::Json(value) => {
                 let text = serde_json::to_string_pretty(&value)
@@ -328,6 +337,31 @@ impl ServerHandler for BerthMcp {
             }
         };
         Ok(ReadResourceResult::new(vec![contents]).into())
+    }
+
+    async fn list_skills(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListSkillsResult, ErrorData> {
+        let cursor = request.and_then(|r| r.cursor);
+        skills::list(&self.cx, cursor.as_deref()).await
+    }
+
+    async fn get_skill(
+        &self,
+        request: GetSkillRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetSkillResult, ErrorData> {
+        skills::get(&self.cx, &request.uri).await
+    }
+
+    async fn read_resource_directory(
+        &self,
+        request: ReadResourceDirectoryRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceDirectoryResult, ErrorData> {
+        skills::directory(&self.cx, &request.uri).await
     }
 
     async fn subscribe(

@@ -120,6 +120,53 @@ fn encode_path(path: &str) -> String {
         .join("/")
 }
 
+/// The scheme of the skills extension (SEP-2640): `skill://{workspace id}/{name}/{path}`.
+pub const SKILL_SCHEME: &str = "skill://";
+
+/// What a `skill://` URI names: a skill of a workspace, and a file or folder of it (`None`:
+/// the skill's folder).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkillTarget {
+    pub workspace: String,
+    pub name: String,
+    pub path: Option<String>,
+}
+
+/// Parses a `skill://` URI; `None` when it is not one this server could have made.
+pub fn parse_skill(uri: &str) -> Option<SkillTarget> {
+    let rest = uri.strip_prefix(SKILL_SCHEME)?;
+    if rest.contains(['?', '#']) {
+        return None;
+    }
+    let mut parts = rest.splitn(3, '/');
+    let workspace = decode(parts.next()?)?;
+    let name = decode(parts.next()?)?;
+    if workspace.is_empty() || name.is_empty() || name.contains('/') {
+        return None;
+    }
+    let path = match parts.next() {
+        None | Some("") => None,
+        Some(p) => Some(decode_path(p.trim_end_matches('/'))?),
+    };
+    Some(SkillTarget {
+        workspace,
+        name,
+        path,
+    })
+}
+
+/// The URI of a skill's folder (`path` `None`) or of a file or folder in it.
+pub fn skill(workspace: &impl std::fmt::Display, name: &str, path: Option<&str>) -> String {
+    let base = format!(
+        "{SKILL_SCHEME}{workspace}/{}",
+        utf8_percent_encode(name, SEGMENT)
+    );
+    match path {
+        Some(p) => format!("{base}/{}", encode_path(p)),
+        None => base,
+    }
+}
+
 pub fn workspaces() -> String {
     format!("{SCHEME}workspace")
 }
@@ -148,6 +195,31 @@ pub fn child(base: &str, sub: &str, path: Option<&str>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn skill_uris_parse_and_round_trip() {
+        let uri = skill(&"ws1", "pdf", Some("refs/a b.md"));
+        assert_eq!(uri, "skill://ws1/pdf/refs/a%20b.md");
+        assert_eq!(
+            parse_skill(&uri),
+            Some(SkillTarget {
+                workspace: "ws1".into(),
+                name: "pdf".into(),
+                path: Some("refs/a b.md".into())
+            })
+        );
+        assert_eq!(parse_skill("skill://ws1/pdf/").unwrap().path, None);
+        assert_eq!(parse_skill("skill://ws1/pdf").unwrap().path, None);
+        for bad in [
+            "skill://ws1",
+            "skill:///pdf",
+            "skill://ws1/pdf?x",
+            "skill://ws1/pdf/a%2Fb",
+            "berth://ws1/pdf",
+        ] {
+            assert_eq!(parse_skill(bad), None, "{bad}");
+        }
+    }
 
     #[test]
     fn every_shape_parses() {

@@ -5,7 +5,9 @@
 use std::path::PathBuf;
 
 use berth_core::Workspace;
-pub use berth_skills::{LISTING_CHARS, Listing, Root, Skill, SkillError, Skills, Source, Warning};
+pub use berth_skills::{
+    LISTING_CHARS, Listing, Root, SKILL_MD, Skill, SkillError, Skills, Source, Warning,
+};
 
 use crate::Ops;
 use crate::error::{Error, ErrorKind, Result, blocking};
