@@ -220,6 +220,8 @@ def agent_env(home, provider, extra=None):
         "PATH": os.environ.get("PATH", ""),
         "HOME": os.environ.get("HOME", str(home)),
         "BERTH_HOME": str(home),
+        # The person's own skills and memory: the test's, never the machine's.
+        "XDG_CONFIG_HOME": str(Path(home) / "xdg"),
         "ANTHROPIC_API_KEY": "test-key",
         "BERTH_PROVIDER": "claude",
         "BERTH_PROVIDERS__CLAUDE__BASE_URL": provider.url,

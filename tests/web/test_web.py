@@ -498,3 +498,21 @@ def test_a_run_started_over_mcp_is_on_the_runs_page(home, provider):
     listed = berth_json(home, "run", "list")
     assert [r["id"] for r in listed] == [started["kept_run"]], listed
     assert listed[0]["agents"][0]["session"] == started["session_id"]
+
+
+def test_fork_on_the_session_page_opens_a_copy_and_leaves_the_first(home, provider, browser):
+    berth(home, "workspace", "create", "forked")
+    session = berth_json(home, "session", "new", "-w", "forked", "-t", "plan")["id"]
+    berth(home, "session", "append", session, "Make a plan")
+    berth(home, "session", "append", session, "--role", "assistant", "Step one")
+    with serving(home, provider) as base:
+        sign_in(browser, base)
+        browser.get(f"{base}/s/{session}")
+        by_css(browser, "#fork")[0].click()
+        wait_for(browser, lambda d: f"/s/{session}" not in d.current_url and "/s/" in d.current_url)
+        fork = browser.current_url.rsplit("/s/", 1)[1]
+        assert "fork of plan" in by_css(browser, "h1")[0].text
+        assert "Step one" in by_css(browser, "#transcript")[0].text
+    shown = berth_json(home, "session", "show", fork)
+    assert [m["content"] for m in shown["messages"]] == ["Make a plan", "Step one"]
+    assert len(berth_json(home, "session", "show", session)["messages"]) == 2

@@ -7,10 +7,13 @@ use agent_client_protocol::v1::schema::{
     TextContent, UnstructuredCommandInput,
 };
 use berth_agent::slash::{self, Command, Input};
+use berth_ops::skills::Skills;
 
-/// The commands an editor offers in its prompt (`/` completes them).
-pub fn available() -> SessionUpdate {
-    let commands = slash::editor_commands()
+/// The commands an editor offers in its prompt (`/` completes them): berth's own, then the
+/// workspace's skills (`/name what to do`; the agent reads the skill into the turn), but for
+/// a skill whose name is one of berth's commands.
+pub fn available(skills: &Skills) -> SessionUpdate {
+    let mut commands: Vec<AvailableCommand> = slash::editor_commands()
         .map(|c| {
             let command = AvailableCommand::new(c.name(), c.what);
             match c.argument() {
@@ -21,6 +24,18 @@ pub fn available() -> SessionUpdate {
             }
         })
         .collect();
+    for skill in &skills.skills {
+        let line = format!("/{}", skill.name);
+        if slash::invoked_skill(skills, &line).is_none() {
+            continue;
+        }
+        commands.push(
+            AvailableCommand::new(skill.name.clone(), format!("skill: {}", skill.description))
+                .input(AvailableCommandInput::Unstructured(
+                    UnstructuredCommandInput::new("what to do (optional)"),
+                )),
+        );
+    }
     SessionUpdate::AvailableCommandsUpdate(AvailableCommandsUpdate::new(commands))
 }
 

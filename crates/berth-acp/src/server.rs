@@ -14,13 +14,14 @@ use std::sync::{Arc, Mutex};
 use agent_client_protocol::v1::schema::{
     AgentCapabilities, CancelNotification, ClientCapabilities, ClientRequest, CloseSessionRequest,
     CloseSessionResponse, ConfigOptionUpdate, ContentBlock, ContentChunk, DeleteSessionRequest,
-    DeleteSessionResponse, Implementation, InitializeRequest, InitializeResponse,
-    ListSessionsRequest, ListSessionsResponse, LoadSessionRequest, LoadSessionResponse,
-    McpCapabilities, McpServer, NewSessionRequest, NewSessionResponse, PromptCapabilities,
-    PromptRequest, PromptResponse, ResumeSessionRequest, ResumeSessionResponse,
-    SessionCapabilities, SessionCloseCapabilities, SessionConfigOption, SessionConfigOptionValue,
-    SessionDeleteCapabilities, SessionId, SessionInfo, SessionInfoUpdate, SessionListCapabilities,
-    SessionNotification, SessionResumeCapabilities, SessionUpdate, SetSessionConfigOptionRequest,
+    DeleteSessionResponse, ForkSessionRequest, ForkSessionResponse, Implementation,
+    InitializeRequest, InitializeResponse, ListSessionsRequest, ListSessionsResponse,
+    LoadSessionRequest, LoadSessionResponse, McpCapabilities, McpServer, NewSessionRequest,
+    NewSessionResponse, PromptCapabilities, PromptRequest, PromptResponse, ResumeSessionRequest,
+    ResumeSessionResponse, SessionCapabilities, SessionCloseCapabilities, SessionConfigOption,
+    SessionConfigOptionValue, SessionDeleteCapabilities, SessionForkCapabilities, SessionId,
+    SessionInfo, SessionInfoUpdate, SessionListCapabilities, SessionNotification,
+    SessionResumeCapabilities, SessionUpdate, SetSessionConfigOptionRequest,
     SetSessionConfigOptionResponse, StopReason, TextContent,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
@@ -161,7 +162,8 @@ impl Server {
             .list(SessionListCapabilities::new())
             .resume(SessionResumeCapabilities::new())
             .close(SessionCloseCapabilities::new())
-            .delete(SessionDeleteCapabilities::new());
+            .delete(SessionDeleteCapabilities::new())
+            .fork(SessionForkCapabilities::new());
         let capabilities = AgentCapabilities::new()
             .load_session(true)
             // Claude, GPT and Gemini all take images; an OpenAI-compatible server that does not
@@ -341,7 +343,7 @@ impl Server {
         }
         cx.send_notification(SessionNotification::new(
             request.session_id.clone(),
-            commands::available(),
+            self.commands_for(&open.session).await,
         ))?;
         if let Some(turn) = following {
             let relay = Relay {
@@ -394,6 +396,46 @@ impl Server {
     /// Deletes a berth session, its transcript and storage, as `berth session rm` does (the
     /// editor's own question is the confirmation); never its workspace. A device deletes
     /// only its workspace's sessions; a session answering a prompt is not deleted.
+    /// `session/fork`: a new session whose history is a copy of the first one's
+    /// ([`Ops::fork_session`]), open on this connection; the first is left as it was. The fork
+    /// stays in the first one's workspace (a device's, in its own); it works where a reopened
+    /// session would, else in the client's `cwd`.
+    async fn fork_session(&self, request: ForkSessionRequest) -> Result<ForkSessionResponse> {
+        let not_found = || {
+            agent_client_protocol::v1::schema::Error::session_not_found(request.session_id.clone())
+        };
+        let from = self
+            .ops
+            .session(&request.session_id.0)
+            .await
+            .map_err(errors::ops)?;
+        let held = self.held().await?;
+        if !held.reaches(&from.workspace_id) {
+            return Err(not_found().into());
+        }
+        let mcp = self.client_mcp(&request.mcp_servers).await?;
+        let forked = self
+            .ops
+            .fork_session(&from, None, None, None)
+            .await
+            .map_err(errors::ops)?;
+        let work_dir = match self
+            .ops
+            .turn_folder(&held, &forked)
+            .await
+            .map_err(errors::ops)?
+        {
+            Some(dir) => dir,
+            None => {
+                check_cwd(&request.cwd)?;
+                request.cwd.clone()
+            }
+        };
+        let open = self.register(forked, work_dir, mcp);
+        let options = self.config_options(&open).await?;
+        Ok(ForkSessionResponse::new(open.session.id.to_string()).config_options(options))
+    }
+
     async fn delete_session(&self, request: DeleteSessionRequest) -> Result<DeleteSessionResponse> {
         let not_found = || {
             agent_client_protocol::v1::schema::Error::session_not_found(request.session_id.clone())
@@ -535,6 +577,26 @@ impl Server {
 
     /// Marks the session busy, in the dispatch loop, so a second prompt read after this one is
     /// refused; the turn itself runs on its own task.
+    /// The commands a session's prompt offers: berth's own, then its workspace's skills (read
+    /// now; one that cannot be read offers none).
+    async fn commands_for(&self, session: &Session) -> SessionUpdate {
+        let skills = match self
+            .ops
+            .resolve_workspace(session.workspace_id.as_str())
+            .await
+        {
+            Ok(ws) => self.ops.skills(Some(&ws)).await.unwrap_or_default(),
+            Err(_) => Default::default(),
+        };
+        commands::available(&skills)
+    }
+
+    /// [`Server::commands_for`] the session open as `id`, with the id, for a client to be told.
+    async fn commands_of(&self, id: &SessionId) -> Option<(SessionId, SessionUpdate)> {
+        let open = self.open(id).ok()?;
+        Some((id.clone(), self.commands_for(&open.session).await))
+    }
+
     fn begin_prompt(&self, id: &SessionId) -> Result<(Arc<Open>, CancellationToken)> {
         let open = self.open(id)?;
         let mut running = open.running.lock().unwrap_or_else(|e| e.into_inner());
@@ -805,8 +867,21 @@ impl Server {
                 answer_later(&cx, responder, move |_| async move {
                     let answer = s.new_session(r).await;
                     // Once the editor knows the session: the commands its prompt offers.
-                    let id = answer.as_ref().ok().map(|a| a.session_id.clone());
-                    (answer, id)
+                    let tell = match &answer {
+                        Ok(a) => s.commands_of(&a.session_id).await,
+                        Err(_) => None,
+                    };
+                    (answer, tell)
+                })
+            }
+            ClientRequest::ForkSessionRequest(r) => {
+                answer_later(&cx, responder, move |_| async move {
+                    let answer = s.fork_session(r).await;
+                    let tell = match &answer {
+                        Ok(a) => s.commands_of(&a.session_id).await,
+                        Err(_) => None,
+                    };
+                    (answer, tell)
                 })
             }
             ClientRequest::LoadSessionRequest(r) => {
@@ -818,8 +893,11 @@ impl Server {
                 answer_later(&cx, responder, move |_| async move {
                     let id = r.session_id.clone();
                     let answer = s.resume_session(r).await;
-                    let resumed = answer.is_ok().then_some(id);
-                    (answer, resumed)
+                    let tell = match answer.is_ok() {
+                        true => s.commands_of(&id).await,
+                        false => None,
+                    };
+                    (answer, tell)
                 })
             }
             ClientRequest::DeleteSessionRequest(r) => {
@@ -866,7 +944,7 @@ fn answer<T: serde::Serialize>(responder: Responder<Value>, answer: Result<T>) -
 }
 
 /// Answers a request from a task of its own: `work` gives the answer and, when the client
-/// should then be told the commands a session's prompt offers, that session's id.
+/// should then be told the commands a session's prompt offers, that session's id and them.
 fn answer_later<T, F, Fut>(
     cx: &ConnectionTo<Client>,
     responder: Responder<Value>,
@@ -875,15 +953,17 @@ fn answer_later<T, F, Fut>(
 where
     T: serde::Serialize,
     F: FnOnce(ConnectionTo<Client>) -> Fut,
-    Fut: std::future::Future<Output = (Result<T>, Option<SessionId>)> + Send + 'static,
+    Fut: std::future::Future<Output = (Result<T>, Option<(SessionId, SessionUpdate)>)>
+        + Send
+        + 'static,
 {
     let cx2 = cx.clone();
     let work = work(cx.clone());
     cx.spawn(async move {
         let (result, tell_commands) = work.await;
         let _ = responder.respond_with_result(result.and_then(to_value));
-        if let Some(id) = tell_commands {
-            let _ = cx2.send_notification(SessionNotification::new(id, commands::available()));
+        if let Some((id, commands)) = tell_commands {
+            let _ = cx2.send_notification(SessionNotification::new(id, commands));
         }
         // An error here would close the connection; the request was answered.
         Ok(())

@@ -100,6 +100,40 @@ pub fn editor_commands() -> impl Iterator<Item = &'static Spec> {
     COMMANDS.iter().filter(|c| c.in_editors)
 }
 
+/// The skill a prompt invokes, `/name` or `/name what to do`, with what follows the name: a
+/// skill of the workspace is a command of every front end. berth's own commands come first (a
+/// skill named `clear` is read with the `skill` tool only), and `//name` is a prompt.
+pub fn invoked_skill<'a>(
+    skills: &'a berth_ops::skills::Skills,
+    prompt: &str,
+) -> Option<(&'a berth_ops::skills::Skill, String)> {
+    let Input::Unknown(name) = parse(prompt) else {
+        return None;
+    };
+    let skill = skills.get(name.trim_start_matches('/'))?;
+    let rest = prompt.trim().strip_prefix(name.as_str()).unwrap_or("");
+    Some((skill, rest.trim().to_owned()))
+}
+
+/// The prompt a skill's invocation becomes: the line as typed (so the transcript and the
+/// session's title read as the person wrote), then the skill's instructions for the model.
+pub fn skill_prompt(typed: &str, skill: &berth_ops::skills::Skill, body: &str) -> String {
+    format!(
+        "{}\n\n---\nThe person invoked the skill \"{}\" ({} skills){}. Its instructions:\n\n{}",
+        typed.trim(),
+        skill.name,
+        skill.source,
+        match skill.files.is_empty() {
+            true => String::new(),
+            false => format!(
+                "; its other files, read with the `skill` tool's `file`: {}",
+                skill.files.join(", ")
+            ),
+        },
+        body.trim_end()
+    )
+}
+
 /// Which front end a command is typed in: what `/help` lists.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FrontEnd {

@@ -1069,6 +1069,27 @@ pub enum SessionCmd {
         #[command(flatten)]
         json: JsonFlag,
     },
+    /// Fork a session: a new session whose transcript starts as a copy of this one's, calling
+    /// the same model, and goes its own way from the next prompt. The first session is left
+    /// as it was. Prints the new session's id.
+    ///
+    /// The fork is in the same workspace, working where the first one does, unless
+    /// --workspace names another. A session answering a prompt is forked once the answer is in
+    /// (refused until then).
+    #[command(verbatim_doc_comment)]
+    Fork {
+        /// Session id or id prefix.
+        #[arg(add = ArgValueCompleter::new(completion::sessions))]
+        session: String,
+        /// Workspace id, name or id prefix for the fork (default: the first session's).
+        #[arg(long, short, add = ArgValueCompleter::new(completion::workspaces))]
+        workspace: Option<String>,
+        /// The fork's title (default: "fork of" the first one's).
+        #[arg(long, short)]
+        title: Option<String>,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
     /// Append one message to the transcript; content from the argument or standard input.
     Append {
         session: String,

@@ -614,3 +614,51 @@ fn clearing_in_one_process_while_another_lists() {
         vec![("user".into(), "keep me".into())]
     );
 }
+
+#[test]
+fn a_fork_starts_with_a_copy_and_leaves_the_first_alone() {
+    let home = Home::new();
+    home.ok(&["workspace", "create", "alpha"]);
+    home.ok(&["workspace", "create", "beta"]);
+    let first = new_session(&home, "alpha", "plan");
+    home.ok(&["session", "append", &first, "-r", "user", "Make a plan"]);
+    home.ok(&["session", "append", &first, "-r", "assistant", "Step one"]);
+    let fork = home.json(&["session", "fork", &first[..8], "--json"]);
+    let fork_id = fork["id"].as_str().unwrap().to_owned();
+    assert_ne!(fork_id, first);
+    assert_eq!(fork["title"], "fork of plan");
+    assert_eq!(fork["workspace_name"], "alpha");
+    assert_eq!(messages(&home, &fork_id), messages(&home, &first));
+
+    // Each goes its own way.
+    home.ok(&[
+        "session",
+        "append",
+        &fork_id,
+        "-r",
+        "user",
+        "Only in the fork",
+    ]);
+    assert_eq!(messages(&home, &first).len(), 2);
+    assert_eq!(messages(&home, &fork_id).len(), 3);
+
+    // Into another workspace, with a title.
+    let other = home.json(&[
+        "session",
+        "fork",
+        &first,
+        "-w",
+        "beta",
+        "-t",
+        "elsewhere",
+        "--json",
+    ]);
+    assert_eq!(other["workspace_name"], "beta");
+    assert_eq!(other["title"], "elsewhere");
+    assert_eq!(
+        messages(&home, other["id"].as_str().unwrap()),
+        messages(&home, &first)
+    );
+    let missing = home.fails(&["session", "fork", "nope-nope"]);
+    assert!(missing.contains("nope-nope"), "{missing}");
+}

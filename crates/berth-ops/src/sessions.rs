@@ -338,6 +338,63 @@ impl Ops {
         Ok(session)
     }
 
+    /// A new session whose transcript starts as a copy of `from`'s, calling the model `from`
+    /// called: in `workspace` (default: `from`'s), working in `cwd` (default: where `from`
+    /// works, in `from`'s workspace; else as [`Ops::create_session`] says), titled `title` (default: "fork of …"). `from` is left
+    /// as it was. Refused while `from` answers a prompt: half a turn is no history to go on
+    /// from. A fork whose history cannot be written is removed, not left empty.
+    pub async fn fork_session(
+        &self,
+        from: &Session,
+        workspace: Option<&str>,
+        cwd: Option<PathBuf>,
+        title: Option<String>,
+    ) -> Result<Session> {
+        let Some(hold) = self.try_hold_turn(from).await? else {
+            return Err(Error::refused(format!(
+                "session {} is answering a prompt; fork it once the answer is in",
+                from.id
+            )));
+        };
+        let forked = async {
+            // What a killed process left of its last answer joins the history first.
+            self.recover_partial_answer(from, &hold).await?;
+            let transcript = self.transcript(from).await?;
+            let title = title.unwrap_or_else(|| match from.title.as_str() {
+                "" => format!("fork of {}", from.id),
+                t => title_of(&format!("fork of {t}")),
+            });
+            // In `from`'s workspace, the fork works where `from` did.
+            let cwd = match workspace {
+                None => cwd.or_else(|| from.cwd.as_ref().map(PathBuf::from)),
+                Some(_) => cwd,
+            };
+            let session = self
+                .create_session(CreateSession {
+                    workspace: workspace
+                        .map_or_else(|| from.workspace_id.to_string(), str::to_owned),
+                    title,
+                    provider: Some(from.provider),
+                    model: Some(from.model.clone()),
+                    id: None,
+                    cwd,
+                })
+                .await?;
+            let sessions = self.manager.sessions();
+            if let Err(e) = sessions
+                .write_transcript(&session.id, &transcript.messages)
+                .await
+            {
+                let _ = self.delete_session(&session).await;
+                return Err(e.into());
+            }
+            Ok(session)
+        }
+        .await;
+        hold.release().await;
+        forked
+    }
+
     /// The session an identifier names: its id or an unambiguous id prefix.
     pub async fn resolve_session(&self, identifier: &str) -> Result<Session> {
         Ok(self.manager.resolve_session(identifier).await?)

@@ -107,6 +107,7 @@ pub fn router(web: Web) -> Router {
         .route("/s/{id}/events", get(pages::sessions::events))
         .route("/s/{id}/prompt", post(pages::sessions::prompt))
         .route("/s/{id}/cancel", post(pages::sessions::cancel))
+        .route("/s/{id}/fork", post(pages::sessions::fork))
         .route("/s/{id}/permission", post(pages::sessions::permission))
         .route("/runs", get(pages::runs::list))
         .route("/runs/table", get(pages::runs::table))

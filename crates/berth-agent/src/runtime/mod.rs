@@ -325,7 +325,10 @@ impl Agent {
     /// Starts a turn. What can fail before anything is sent (the session answers a prompt
     /// elsewhere, its config names no usable provider, a key is missing, the transcript cannot
     /// be read) fails here; after that, failures end the turn with [`TurnStop::Failed`].
-    pub async fn start_turn(&self, request: TurnRequest) -> Result<Turn, AgentError> {
+    pub async fn start_turn(&self, mut request: TurnRequest) -> Result<Turn, AgentError> {
+        if let Some(prompt) = self.skill_prompt(&request).await? {
+            request.prompt = prompt;
+        }
         // One turn at a time in a session, whichever process or server runs it: held before
         // the history is read, so no turn starts from a history another is writing.
         let hold = self.inner.ops.hold_turn(&request.session).await?;
@@ -389,6 +392,31 @@ impl Agent {
             .await;
         });
         Ok(turn)
+    }
+
+    /// The prompt a turn's `/name` becomes when `name` is one of the workspace's skills
+    /// ([`slash::invoked_skill`]); `None` for any other prompt.
+    async fn skill_prompt(&self, request: &TurnRequest) -> Result<Option<String>, AgentError> {
+        if !request.prompt.trim_start().starts_with('/') {
+            return Ok(None);
+        }
+        let ws = self
+            .inner
+            .ops
+            .resolve_workspace(request.session.workspace_id.as_str())
+            .await?;
+        let skills = self.inner.ops.skills(Some(&ws)).await?;
+        let Some((skill, _)) = crate::slash::invoked_skill(&skills, &request.prompt) else {
+            return Ok(None);
+        };
+        let skill = skill.clone();
+        let typed = request.prompt.clone();
+        let prompt = berth_ops::blocking(move || {
+            let body = skill.body()?;
+            Ok(crate::slash::skill_prompt(&typed, &skill, &body))
+        })
+        .await?;
+        Ok(Some(prompt))
     }
 
     /// The turn this agent runs in `session` now, as someone else than its client sees it:

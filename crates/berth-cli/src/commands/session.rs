@@ -29,15 +29,19 @@ pub async fn run(ops: &Ops, cmd: SessionCmd) -> anyhow::Result<()> {
                 cwd: None,
             };
             let session = ops.create_session(request).await?;
-            if json.json {
-                let workspace = ops.resolve_workspace(session.workspace_id.as_str()).await?;
-                render::json(&SessionView::in_workspace(
-                    &session,
-                    workspace.name.as_ref(),
-                ))?;
-            } else {
-                render::line(&session.id)?;
-            }
+            made(ops, &session, json.json).await?;
+        }
+        SessionCmd::Fork {
+            session,
+            workspace,
+            title,
+            json,
+        } => {
+            let from = ops.resolve_session(&session).await?;
+            let forked = ops
+                .fork_session(&from, workspace.as_deref(), None, title)
+                .await?;
+            made(ops, &forked, json.json).await?;
         }
         SessionCmd::List {
             workspace,
@@ -209,4 +213,15 @@ fn recovery_path(t: &berth_ops::Transcript) -> String {
         || "session.recovered.md beside the transcript".to_owned(),
         |p| p.display().to_string(),
     )
+}
+
+/// A session just made: its id, or with --json its view.
+async fn made(ops: &Ops, session: &berth_ops::Session, json: bool) -> anyhow::Result<()> {
+    if json {
+        let workspace = ops.resolve_workspace(session.workspace_id.as_str()).await?;
+        render::json(&SessionView::in_workspace(session, workspace.name.as_ref()))?;
+    } else {
+        render::line(&session.id)?;
+    }
+    Ok(())
 }

@@ -75,6 +75,8 @@ pub async fn show(
             div.actions {
                 button type="submit" { "Send" }
                 button.js-post.secondary type="button" data-action={ "/s/" (id) "/cancel" } { "Stop" }
+                button.js-post.secondary #fork type="button" data-action={ "/s/" (id) "/fork" }
+                    title="A new session that starts with this conversation; this one stays as it is" { "Fork" }
             }
         }
     };
@@ -387,4 +389,23 @@ pub async fn create(
         })
         .await?;
     Ok(done(Some(format!("/s/{}", session.id.as_str()))))
+}
+
+/// `POST /s/{id}/fork`: a new session whose transcript starts as a copy of this one's
+/// (`Ops::fork_session`, as `berth session fork` and ACP's `session/fork`), opened next.
+pub async fn fork(
+    State(web): State<Web>,
+    Extension(viewer): Extension<Viewer>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> PageResult<axum::Json<serde_json::Value>> {
+    check_csrf(&viewer, &headers)?;
+    let held = web.held(&viewer).await?;
+    let session = web.visible_session(&held, &id).await?;
+    let forked = web
+        .inner
+        .ops
+        .fork_session(&session, None, None, None)
+        .await?;
+    Ok(done(Some(format!("/s/{}", forked.id.as_str()))))
 }

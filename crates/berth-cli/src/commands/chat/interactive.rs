@@ -159,10 +159,16 @@ impl Chat {
                 Input::Command(Command::Quit) => return Ok(()),
                 Input::Command(command) => self.command(command).await,
                 Input::Usage(message) => Err(anyhow::anyhow!(message)),
-                Input::Unknown(name) => Err(anyhow::anyhow!(
-                    "unknown command {name}; the commands are {} (/help says what they do; // starts a prompt with /)",
-                    slash::names()
-                )),
+                // A skill of the workspace is a command too: the agent reads it into the turn.
+                Input::Unknown(name) => match self.ops.skills(Some(&self.workspace)).await {
+                    Ok(skills) if slash::invoked_skill(&skills, &line).is_some() => {
+                        self.turn(line.trim().to_owned()).await
+                    }
+                    _ => Err(anyhow::anyhow!(
+                        "unknown command {name}; the commands are {} and the workspace's skills (`berth skill list`) (/help says what they do; // starts a prompt with /)",
+                        slash::names()
+                    )),
+                },
             };
             if let Err(e) = done {
                 self.screen.error(&format!("{e:#}"))?;
