@@ -32,11 +32,11 @@ mod turn;
 
 use std::sync::Arc;
 
-use agent_client_protocol::{Agent as AcpAgent, ConnectTo};
+use agent_client_protocol::{Agent as AcpAgent, Client, ConnectTo};
 use berth_agent::Agent;
 use berth_ops::Ops;
 
-pub use server::{Caller, Server};
+pub use server::{Caller, PromptGate, Server};
 pub use turn::MERGE_WINDOW;
 
 /// Serves one ACP client over standard input and output until it closes standard input.
@@ -55,17 +55,28 @@ pub async fn serve(
     agent: Agent,
     transport: impl ConnectTo<AcpAgent> + 'static,
 ) -> Result<(), agent_client_protocol::Error> {
-    serve_as(ops, agent, Caller::Trusted, transport).await
+    serve_connection(Server::new(ops, agent), transport).await
 }
 
-/// Serves one ACP client that acts for `caller` over `transport` (`berth serve`: a device's
-/// token, or the admin's).
-pub async fn serve_as(
-    ops: Ops,
-    agent: Agent,
-    caller: Caller,
+/// Serves one ACP client with `server` (`berth serve`: one acting for a device's token or
+/// the admin, its prompts held to the token's rate) over `transport`.
+pub async fn serve_connection(
+    server: Server,
     transport: impl ConnectTo<AcpAgent> + 'static,
 ) -> Result<(), agent_client_protocol::Error> {
-    let server = Arc::new(Server::for_caller(ops, agent, caller));
-    server::builder(server).connect_to(transport).await
+    server::builder(Arc::new(server))
+        .connect_to(transport)
+        .await
+}
+
+/// One connection of `server`, for a transport that runs connections itself (the HTTP
+/// transport's server, which calls a factory per connection). `watch` runs beside it; when it
+/// ends with an error, the connection closes (a revoked token, a client gone silent).
+pub fn connection<W, F>(server: Arc<Server>, watch: W) -> impl ConnectTo<Client> + 'static
+where
+    W: FnOnce(Arc<Server>) -> F + Send + 'static,
+    F: std::future::Future<Output = Result<(), agent_client_protocol::Error>> + Send + 'static,
+{
+    let watched = server.clone();
+    server::builder(server).with_spawned(move |_cx| watch(watched))
 }

@@ -10,6 +10,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use agent_client_protocol::v1::schema::{
     AgentCapabilities, CancelNotification, ClientCapabilities, ClientRequest, CloseSessionRequest,
@@ -62,7 +63,15 @@ pub struct Server {
     caller: Caller,
     client: Mutex<ClientCapabilities>,
     sessions: Mutex<HashMap<String, Arc<Open>>>,
+    /// Asked before each prompt goes to the agent (`berth serve`'s prompt rate).
+    gate: Option<PromptGate>,
+    /// When the client last sent a request or a notification.
+    last_heard: Mutex<Instant>,
 }
+
+/// Whether a prompt may go to the agent now; `Err` says why not, and the prompt is answered
+/// with it (kind `refused`) without reaching the agent.
+pub type PromptGate = Arc<dyn Fn() -> std::result::Result<(), String> + Send + Sync>;
 
 /// A session open on this connection.
 struct Open {
@@ -100,7 +109,41 @@ impl Server {
             caller,
             client: Mutex::default(),
             sessions: Mutex::default(),
+            gate: None,
+            last_heard: Mutex::new(Instant::now()),
         }
+    }
+
+    /// This connection with `gate` asked before each prompt.
+    pub fn with_prompt_gate(mut self, gate: PromptGate) -> Server {
+        self.gate = Some(gate);
+        self
+    }
+
+    /// How long the client has been silent while no prompt of its runs; `None` while one
+    /// runs (a long turn sends, and the client need say nothing). For a transport whose
+    /// connections outlive their requests, to end one its client left.
+    pub fn idle_for(&self) -> Option<Duration> {
+        let sessions = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        let running = sessions.values().any(|open| {
+            open.running
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .is_some()
+        });
+        if running {
+            return None;
+        }
+        Some(
+            self.last_heard
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .elapsed(),
+        )
+    }
+
+    fn heard(&self) {
+        *self.last_heard.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
     }
 
     /// What this connection is held to (berth-ops' rule of reach): a device's workspace.
@@ -841,6 +884,7 @@ pub fn builder(
         )
         .on_receive_notification(
             async move |notification: CancelNotification, _cx: ConnectionTo<Client>| {
+                cancels.heard();
                 cancels.cancel(&notification);
                 Ok(())
             },
@@ -859,6 +903,7 @@ impl Server {
         responder: Responder<Value>,
         cx: ConnectionTo<Client>,
     ) -> Result<()> {
+        self.heard();
         let s = self.clone();
         match request {
             ClientRequest::InitializeRequest(r) => answer(responder, Ok(self.initialize(r))),
@@ -916,6 +961,11 @@ impl Server {
                 })
             }
             ClientRequest::PromptRequest(r) => {
+                if let Some(gate) = &self.gate
+                    && let Err(why) = gate()
+                {
+                    return responder.respond_with_error(errors::refused(why));
+                }
                 // Busy from now: a prompt read next is refused, not queued.
                 let (open, cancel) = match self.begin_prompt(&r.session_id) {
                     Ok(begun) => begun,

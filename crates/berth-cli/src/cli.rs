@@ -169,7 +169,9 @@ pub enum Command {
     ///
     /// ws://<listen>/acp   berth's agent, as `berth acp` serves it on stdio (one JSON-RPC
     ///                     message per text frame): streaming, permissions, cancel, load,
-    ///                     list, resume, images, the model option, the device flow
+    ///                     list, resume, fork, images, the model option, the device flow
+    /// http://<listen>/acp the same over plain HTTP: POST for the client's messages,
+    ///                     server-sent events for the agent's (ACP's HTTP transport)
     /// http://<listen>/mcp the MCP server, as `berth mcp --transport http` serves it
     /// http://<listen>/    the web page: workspaces, sessions and runs, from a browser
     /// /healthz            {"status":"ok"}, with no token, for load balancers
@@ -353,6 +355,10 @@ pub struct ServeArgs {
     /// Seconds between pings of a WebSocket peer; one silent for three is dropped.
     #[arg(long, value_name = "SECS", default_value_t = berth_serve::DEFAULT_PING_EVERY.as_secs())]
     pub ping_every: u64,
+    /// Seconds a client of /acp over plain HTTP (POST and server-sent events) may be silent,
+    /// no prompt of its running, before its connection ends.
+    #[arg(long, value_name = "SECS", default_value_t = berth_serve::DEFAULT_ACP_HTTP_IDLE.as_secs())]
+    pub acp_http_idle: u64,
     /// The repository MCP's `workspace_create` makes worktrees of (default: the one
     /// containing this folder).
     #[arg(long, value_name = "PATH")]

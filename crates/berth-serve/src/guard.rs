@@ -374,6 +374,7 @@ mod tests {
                 tls: None,
                 max_mcp_sessions: 1,
                 mcp_session_idle: std::time::Duration::from_secs(1),
+                acp_http_idle: std::time::Duration::from_secs(1),
             },
             TokenStore::new(&home),
         )

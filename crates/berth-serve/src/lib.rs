@@ -1,12 +1,13 @@
 //! berth-serve: berth on the network, for phones, editors on other machines, and teams. One
 //! listener serves:
 //!
-//! - `/acp`: berth's agent over the Agent Client Protocol on a WebSocket, one JSON-RPC
-//!   message per text frame (`websocket.rs`). The ACP server is berth-acp's, the one `berth
-//!   acp` serves on stdio, handed this transport instead: everything it does there (streaming,
-//!   permissions, cancel, load, list, resume, images, the model option, the device flow) it
-//!   does here. A client that does not offer `fs/*` or `terminal/*` gets berth's own tools,
-//!   confined to the session's folder or worktree;
+//! - `/acp`: berth's agent over the Agent Client Protocol, on a WebSocket, one JSON-RPC
+//!   message per text frame (`websocket.rs`), or over plain HTTP, POST and server-sent events
+//!   (`acp_http.rs`, the official transport's server). The ACP server is berth-acp's, the one
+//!   `berth acp` serves on stdio, handed these transports instead: everything it does there
+//!   (streaming, permissions, cancel, load, list, resume, fork, images, the model option, the
+//!   device flow) it does here. A client that does not offer `fs/*` or `terminal/*` gets
+//!   berth's own tools, confined to the session's folder or worktree;
 //! - `/mcp`: berth's MCP server over Streamable HTTP, as `berth mcp --transport http` serves it
 //!   (berth-mcp's router);
 //! - `/healthz`: `{"status":"ok"}`, for load balancers; it says nothing else and needs no token;
@@ -20,6 +21,7 @@
 //! frame or message over the limit closes its connection; a peer that answers no ping is
 //! dropped.
 
+mod acp_http;
 mod guard;
 pub mod pairing;
 mod rate;
@@ -67,6 +69,9 @@ pub struct ServeOptions {
     /// MCP sessions kept at once, and how long an unused one lives (as `berth mcp`).
     pub max_mcp_sessions: usize,
     pub mcp_session_idle: Duration,
+    /// How long a client of `/acp` over plain HTTP may be silent, no prompt of its running,
+    /// before its connection ends (it may have vanished without saying so).
+    pub acp_http_idle: Duration,
     /// A PEM certificate chain and private key: serve `wss://` and `https://` instead.
     pub tls: Option<(std::path::PathBuf, std::path::PathBuf)>,
 }
@@ -77,6 +82,8 @@ pub const DEFAULT_MAX_CONNECTIONS: usize = 256;
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
 /// Unless told otherwise: more than a person types, fewer than a runaway loop sends.
 pub const DEFAULT_MAX_PROMPTS_PER_MINUTE: usize = 60;
+/// Unless told otherwise: an editor left open over lunch keeps its connection.
+pub const DEFAULT_ACP_HTTP_IDLE: Duration = Duration::from_secs(30 * 60);
 /// Unless told otherwise: a dead peer is found within a minute and a half.
 pub const DEFAULT_PING_EVERY: Duration = Duration::from_secs(30);
 
@@ -166,7 +173,7 @@ pub async fn serve(
     let prompts = Arc::new(rate::PromptRate::new(options.max_prompts_per_minute));
     let acp = websocket::AcpEndpoint::new(ops, agent, tokens, prompts.clone(), &options);
     let app = Router::new()
-        .route("/acp", get(websocket::upgrade).with_state(acp))
+        .merge(acp_http::router(acp.clone()))
         .merge(mcp_routes)
         .merge(
             berth_web::router(web.clone()).layer(axum::middleware::from_fn_with_state(
@@ -202,6 +209,7 @@ pub async fn serve(
         // Open MCP and page event streams would keep a graceful shutdown waiting forever.
         mcp_done.cancel();
         web.close();
+        acp.close();
     };
     if let Some((cert, key)) = &options.tls {
         let listener =

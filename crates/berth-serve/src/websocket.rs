@@ -1,4 +1,4 @@
-//! `/acp`: one ACP connection per WebSocket, one JSON-RPC message per text frame, served by
+//! `/acp` over a WebSocket (plain HTTP is `acp_http`'s): one ACP connection per WebSocket, one JSON-RPC message per text frame, served by
 //! berth-acp exactly as `berth acp` serves standard I/O (the crate's `Lines` transport over
 //! the socket's frames instead of the lines of a pipe).
 //!
@@ -17,17 +17,19 @@ use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use berth_agent::Agent;
+use berth_agent::CancellationToken;
 use berth_ops::Ops;
 use futures::{SinkExt, StreamExt};
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 
 use crate::ServeOptions;
+use crate::acp_http::Connections;
 use crate::guard::Principal;
-use crate::rate::{PromptRate, requests};
-use crate::tokens::{Role, TokenStore};
+use crate::rate::PromptRate;
+use crate::tokens::{Role, TokenRecord, TokenStore};
 
 /// How often an open connection of a device looks whether its token is still live.
-const TOKEN_RECHECK: Duration = Duration::from_secs(1);
+pub(crate) const TOKEN_RECHECK: Duration = Duration::from_secs(1);
 
 /// What every `/acp` connection shares.
 #[derive(Clone)]
@@ -40,6 +42,11 @@ pub struct AcpEndpoint {
     prompts: Arc<PromptRate>,
     max_message_bytes: usize,
     ping_every: Duration,
+    /// The connections over plain HTTP (`acp_http`), and how long one's client may be silent.
+    connections: Arc<Connections>,
+    http_idle: Duration,
+    /// Cancelled when the server shuts down: the connections over HTTP end.
+    closing: CancellationToken,
 }
 
 impl AcpEndpoint {
@@ -59,24 +66,76 @@ impl AcpEndpoint {
             prompts,
             max_message_bytes: options.max_message_bytes,
             ping_every: options.ping_every,
+            connections: Arc::default(),
+            http_idle: options.acp_http_idle,
+            closing: CancellationToken::new(),
         }
+    }
+
+    /// Ends every connection over plain HTTP: the server is shutting down.
+    pub fn close(&self) {
+        self.closing.cancel();
+    }
+
+    pub(crate) async fn closing(&self) {
+        self.closing.cancelled().await
+    }
+
+    pub(crate) fn tokens(&self) -> &TokenStore {
+        &self.tokens
+    }
+
+    pub(crate) fn http_idle(&self) -> Duration {
+        self.http_idle
+    }
+
+    pub(crate) fn max_message_bytes(&self) -> usize {
+        self.max_message_bytes
+    }
+
+    pub(crate) fn connections(&self) -> &Connections {
+        &self.connections
+    }
+
+    /// A connection slot, when one is free.
+    pub(crate) fn slot(&self) -> Option<OwnedSemaphorePermit> {
+        self.slots.clone().try_acquire_owned().ok()
+    }
+
+    /// The ACP server of one connection for `principal`: acting for its device, or as the
+    /// admin; its prompts held to the token's rate (answered with an error, never reaching
+    /// the agent, over it). With the token of the store to look up again while it lasts: an
+    /// admin token of `token create --admin` as a device's, so revoking it cuts its open
+    /// connections.
+    pub(crate) fn server_for(
+        &self,
+        principal: &Principal,
+    ) -> (berth_acp::Server, Option<TokenRecord>) {
+        let counted_as = principal.counted_as();
+        let (caller, token) = match principal {
+            Principal::Admin(record) => (berth_acp::Caller::Trusted, record.clone()),
+            Principal::Device(record) => match &record.role {
+                Role::Device { device } => (
+                    berth_acp::Caller::Device(device.clone()),
+                    Some(record.clone()),
+                ),
+                Role::Admin => (berth_acp::Caller::Trusted, Some(record.clone())),
+            },
+        };
+        let prompts = self.prompts.clone();
+        let gate: berth_acp::PromptGate = Arc::new(move || match prompts.admit(&counted_as) {
+            true => Ok(()),
+            false => Err(prompts.refusal()),
+        });
+        let server = berth_acp::Server::for_caller(self.ops.clone(), self.agent.clone(), caller)
+            .with_prompt_gate(gate);
+        (server, token)
     }
 
     /// Serves one connection for `principal` until the peer closes it, goes silent, or
     /// breaks it, or (a device's) its token is revoked or expires.
     async fn connection(self, socket: WebSocket, principal: Principal) {
-        let counted_as = principal.counted_as();
-        // A token of the store, an admin's (`token create --admin`) as a device's, is looked
-        // up again every second: revoking it cuts its open connections.
-        let (caller, token) = match principal {
-            Principal::Admin(record) => (berth_acp::Caller::Trusted, record),
-            Principal::Device(record) => match &record.role {
-                Role::Device { device } => {
-                    (berth_acp::Caller::Device(device.clone()), Some(record))
-                }
-                Role::Admin => (berth_acp::Caller::Trusted, Some(record)),
-            },
-        };
+        let (server, token) = self.server_for(&principal);
         let (mut to_peer, mut from_peer) = socket.split();
         let (out_tx, mut out_rx) = mpsc::channel::<Message>(256);
         let writer = tokio::spawn(async move {
@@ -91,8 +150,6 @@ impl AcpEndpoint {
         let pings = out_tx.clone();
         let ping_every = self.ping_every;
         let tokens = self.tokens.clone();
-        let prompts = self.prompts.clone();
-        let refusals = out_tx.clone();
         let reader = tokio::spawn(async move {
             let mut ticks = tokio::time::interval(ping_every);
             ticks.tick().await;
@@ -110,29 +167,6 @@ impl AcpEndpoint {
                     frame = from_peer.next() => match frame {
                         Some(Ok(Message::Text(text))) => {
                             heard = Instant::now();
-                            let asked = requests(text.as_str());
-                            // Every prompt of the frame is counted; one over the rate holds back
-                            // the whole frame, and each of its requests is answered here: the
-                            // agent never sees a prompt over the rate.
-                            let over = asked.prompts.iter().filter(|_| !prompts.admit(&counted_as)).count();
-                            if over > 0 {
-                                for id in &asked.all {
-                                    let refusal = serde_json::json!({
-                                        "jsonrpc": "2.0",
-                                        "id": id,
-                                        "error": {
-                                            "code": -32602,
-                                            "message": format!(
-                                                "this token has sent its {} prompts of the last minute (--max-prompts-per-minute); wait a little",
-                                                prompts.per_minute()
-                                            ),
-                                            "data": { "kind": "refused" },
-                                        },
-                                    });
-                                    let _ = refusals.send(Message::Text(refusal.to_string().into())).await;
-                                }
-                                continue;
-                            }
                             if in_tx.send(Ok(text.as_str().to_owned())).await.is_err() {
                                 return;
                             }
@@ -163,7 +197,7 @@ impl AcpEndpoint {
         });
         let incoming = futures::stream::poll_fn(move |cx| in_rx.poll_recv(cx));
         let transport = agent_client_protocol::Lines::new(outgoing, incoming);
-        let _ = berth_acp::serve_as(self.ops, self.agent, caller, transport).await;
+        let _ = berth_acp::serve_connection(server, transport).await;
         // The connection is over: stop reading (its ping sender with it), so the writer,
         // its last sender gone, sends what is queued and closes the socket.
         reader.abort();
@@ -178,7 +212,7 @@ pub async fn upgrade(
     Extension(principal): Extension<Principal>,
     ws: WebSocketUpgrade,
 ) -> Response {
-    let Ok(slot) = acp.slots.clone().try_acquire_owned() else {
+    let Some(slot) = acp.slot() else {
         return (
             StatusCode::SERVICE_UNAVAILABLE,
             "this berth server has as many ACP connections as it takes (--max-connections)\n",

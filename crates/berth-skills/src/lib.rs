@@ -41,8 +41,8 @@ const MAX_DEPTH: usize = 8;
 /// characters; a listing of many skills needs the gist).
 pub const LISTED_DESCRIPTION_CHARS: usize = 200;
 
-/// How much of a turn's instructions the list of skills may take, in characters (about
-/// 1,500 tokens): however many skills are installed, a turn costs no more.
+/// How much of a turn's instructions the section of skills may take, in characters (about
+/// 1,700 tokens): however many skills are installed, a turn costs no more.
 pub const LISTING_CHARS: usize = 6_000;
 
 /// Where a root of skills is.
@@ -244,11 +244,14 @@ impl Skills {
         if self.skills.is_empty() {
             return String::new();
         }
-        let listing = self.listing(LISTING_CHARS);
         let mut out = String::from(
             "\n\n## Skills\n\nInstructions for kinds of tasks. When a task matches a skill's \
              description, call the `skill` tool with its name first and follow what it says.\n\n",
         );
+        // The whole section within the bound: the header, the lines, and room for the note
+        // on those left out.
+        const NOTE: usize = 140;
+        let listing = self.listing(LISTING_CHARS - out.chars().count() - NOTE);
         for skill in &listing.shown {
             out.push_str(&skill.line());
             out.push('\n');
@@ -660,6 +663,23 @@ mod tests {
         for bad in ["../pdf/forms.md", "/etc/passwd", ".hidden", ""] {
             assert!(pdf.read(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn the_instructions_stay_within_the_bound_however_many_skills() {
+        let root = tempfile::tempdir().unwrap();
+        for i in 0..300 {
+            let name = format!("s-{i:03}");
+            skill(root.path(), &name, &md(&name, &"d".repeat(150), ""));
+        }
+        let found = gather(&[Root {
+            source: Source::Workspace,
+            path: root.path().into(),
+        }]);
+        let text = found.instructions();
+        assert!(text.chars().count() <= LISTING_CHARS, "{}", text.len());
+        assert!(text.contains("more skills are installed but not listed"));
+        assert!(Skills::default().instructions().is_empty());
     }
 
     #[test]

@@ -33,6 +33,7 @@ pub async fn run(ops: Ops, args: ServeArgs) -> anyhow::Result<()> {
         max_connections: args.max_connections,
         max_message_bytes: args.max_message_bytes,
         ping_every: Duration::from_secs(args.ping_every.max(1)),
+        acp_http_idle: Duration::from_secs(args.acp_http_idle.max(1)),
         max_prompts_per_minute: args.max_prompts_per_minute,
         tls: args.tls_cert.clone().zip(args.tls_key.clone()),
         max_mcp_sessions: mcp_config
@@ -50,7 +51,7 @@ pub async fn run(ops: Ops, args: ServeArgs) -> anyhow::Result<()> {
     berth_serve::serve(ops, agent, mcp, options, |listening| {
         let addr = listening.addr;
         let (ws, http) = if tls { ("wss", "https") } else { ("ws", "http") };
-        eprintln!("berth serve: ACP at {ws}://{addr}/acp, MCP at {http}://{addr}/mcp, health at {http}://{addr}/healthz, web page at {http}://{addr}/");
+        eprintln!("berth serve: ACP at {ws}://{addr}/acp (and {http}://{addr}/acp), MCP at {http}://{addr}/mcp, health at {http}://{addr}/healthz, web page at {http}://{addr}/");
         if let Some(token) = &listening.made_token {
             eprintln!(
                 "berth serve: no token was set, so this run's is {token} (clients send `Authorization: Bearer <token>`); the web page, signed in: {}",
