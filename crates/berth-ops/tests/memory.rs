@@ -1,13 +1,14 @@
-//! A workspace's memory between two processes (two `Ops` on one home, as two berth
-//! processes are): every note either one keeps is there, none lost to the other's write.
+//! A workspace's memory between two processes on one home: every note either one keeps is
+//! there, none lost to the other's write. The writers are this test binary run again as
+//! children (berth-testkit's `child`), each keeping its notes as fast as it can.
 
 use berth_ops::{CreateWorkspace, Repository};
+use berth_testkit::{child, child_role, wait_ok};
 
 #[tokio::test]
 async fn notes_kept_at_once_by_two_processes_are_all_kept() {
     let home = tempfile::tempdir().unwrap();
     let one = berth_ops::open(home.path(), &[]).unwrap();
-    let two = berth_ops::open(home.path(), &[]).unwrap();
     one.create_workspace(CreateWorkspace {
         name: Some("shared".into()),
         ..CreateWorkspace::new(Repository::None)
@@ -15,19 +16,21 @@ async fn notes_kept_at_once_by_two_processes_are_all_kept() {
     .await
     .unwrap();
     let ws = one.resolve_workspace("shared").await.unwrap();
-    let mut writers = Vec::new();
-    for (who, ops) in [("one", one.clone()), ("two", two.clone())] {
-        let ws = ws.clone();
-        writers.push(tokio::spawn(async move {
-            for i in 0..25 {
-                ops.remember(&ws, &format!("{who} note {i}")).await.unwrap();
-            }
-        }));
-    }
+    let writers: Vec<_> = ["one", "two"]
+        .into_iter()
+        .map(|who| {
+            child("remember_child", who)
+                .env("BERTH_HOME", home.path())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
     for w in writers {
-        w.await.unwrap();
+        wait_ok(w);
     }
-    let memory = two.memory(&ws).await.unwrap();
+    let memory = one.memory(&ws).await.unwrap();
     assert_eq!(memory.notes.len(), 50, "{:?}", memory.notes);
     for who in ["one", "two"] {
         for i in 0..25 {
@@ -45,4 +48,21 @@ async fn notes_kept_at_once_by_two_processes_are_all_kept() {
     let gone = one.forget(&ws, "one note 24").await.unwrap();
     assert_eq!(gone.text, "one note 24");
     assert_eq!(one.memory(&ws).await.unwrap().notes.len(), 50);
+}
+
+#[test]
+#[ignore = "a child role: run by its parent test"]
+fn remember_child() {
+    let who = child_role();
+    let home = std::path::PathBuf::from(std::env::var("BERTH_HOME").unwrap());
+    let ops = berth_ops::open(&home, &[]).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let ws = ops.resolve_workspace("shared").await.unwrap();
+        for i in 0..25 {
+            ops.remember(&ws, &format!("{who} note {i}")).await.unwrap();
+        }
+    });
 }
