@@ -436,9 +436,6 @@ impl Server {
         }
     }
 
-    /// Deletes a berth session, its transcript and storage, as `berth session rm` does (the
-    /// editor's own question is the confirmation); never its workspace. A device deletes
-    /// only its workspace's sessions; a session answering a prompt is not deleted.
     /// `session/fork`: a new session whose history is a copy of the first one's
     /// ([`Ops::fork_session`]), open on this connection; the first is left as it was. The fork
     /// stays in the first one's workspace (a device's, in its own); it works where a reopened
@@ -479,6 +476,9 @@ impl Server {
         Ok(ForkSessionResponse::new(open.session.id.to_string()).config_options(options))
     }
 
+    /// Deletes a berth session, its transcript and storage, as `berth session rm` does (the
+    /// editor's own question is the confirmation); never its workspace. A device deletes
+    /// only its workspace's sessions; a session answering a prompt is not deleted.
     async fn delete_session(&self, request: DeleteSessionRequest) -> Result<DeleteSessionResponse> {
         let not_found = || {
             agent_client_protocol::v1::schema::Error::session_not_found(request.session_id.clone())
@@ -618,8 +618,6 @@ impl Server {
         ))
     }
 
-    /// Marks the session busy, in the dispatch loop, so a second prompt read after this one is
-    /// refused; the turn itself runs on its own task.
     /// The commands a session's prompt offers: berth's own, then its workspace's skills (read
     /// now; one that cannot be read offers none).
     async fn commands_for(&self, session: &Session) -> SessionUpdate {
@@ -640,6 +638,8 @@ impl Server {
         Some((id.clone(), self.commands_for(&open.session).await))
     }
 
+    /// Marks the session busy, in the dispatch loop, so a second prompt read after this one is
+    /// refused; the turn itself runs on its own task.
     fn begin_prompt(&self, id: &SessionId) -> Result<(Arc<Open>, CancellationToken)> {
         let open = self.open(id)?;
         let mut running = open.running.lock().unwrap_or_else(|e| e.into_inner());

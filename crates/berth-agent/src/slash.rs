@@ -100,19 +100,17 @@ pub fn editor_commands() -> impl Iterator<Item = &'static Spec> {
     COMMANDS.iter().filter(|c| c.in_editors)
 }
 
-/// The skill a prompt invokes, `/name` or `/name what to do`, with what follows the name: a
-/// skill of the workspace is a command of every front end. berth's own commands come first (a
-/// skill named `clear` is read with the `skill` tool only), and `//name` is a prompt.
+/// The skill a prompt invokes, `/name` or `/name what to do`: a skill of the workspace is a
+/// command of every front end. berth's own commands come first (a skill named `clear` is read
+/// with the `skill` tool only), and `//name` is a prompt.
 pub fn invoked_skill<'a>(
     skills: &'a berth_ops::skills::Skills,
     prompt: &str,
-) -> Option<(&'a berth_ops::skills::Skill, String)> {
+) -> Option<&'a berth_ops::skills::Skill> {
     let Input::Unknown(name) = parse(prompt) else {
         return None;
     };
-    let skill = skills.get(name.trim_start_matches('/'))?;
-    let rest = prompt.trim().strip_prefix(name.as_str()).unwrap_or("");
-    Some((skill, rest.trim().to_owned()))
+    skills.get(name.trim_start_matches('/'))
 }
 
 /// The prompt a skill's invocation becomes: the line as typed (so the transcript and the

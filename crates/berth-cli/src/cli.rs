@@ -833,6 +833,48 @@ pub enum WorkspaceCmd {
         #[command(flatten)]
         json: JsonFlag,
     },
+    /// Push a git workspace's branch: its uncommitted work is committed first, with a message
+    /// naming its latest session, then the branch is pushed under its name to the remote.
+    /// Credentials are git's own; berth stores none.
+    ///
+    /// --json prints {"workspace", "branch", "base", "remote", "commit", "compare_url"}.
+    #[command(verbatim_doc_comment)]
+    Push {
+        /// Id, name or id prefix (default: the workspace whose worktree holds this folder).
+        #[arg(add = ArgValueCompleter::new(completion::workspaces))]
+        workspace: Option<String>,
+        /// The remote to push to.
+        #[arg(long, value_name = "NAME", default_value = "origin")]
+        remote: String,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
+    /// Open or update the pull request of a git workspace's branch.
+    ///
+    /// Pushes first, as `push` does. Then, with gh (GitHub) or glab (GitLab) installed and
+    /// signed in, opens a pull request of the branch into the workspace's base, or updates
+    /// the one the branch has. Its title is the latest session's (or --title); its body the
+    /// task (the session's first prompt), the agent's summary (its last answer) and, for an
+    /// agent of a `berth run` with --check, the check's result. With neither tool, it prints
+    /// the page where the pull request is opened (GitHub and GitLab remotes) and what is
+    /// missing.
+    ///
+    /// --json prints {"pushed": {…as push…}, "pull_request": {"outcome": "opened" | "updated"
+    /// | "not_opened", "tool", "url" | "why", "compare_url"}}.
+    #[command(verbatim_doc_comment)]
+    Pr {
+        /// Id, name or id prefix (default: the workspace whose worktree holds this folder).
+        #[arg(add = ArgValueCompleter::new(completion::workspaces))]
+        workspace: Option<String>,
+        /// The remote to push to.
+        #[arg(long, value_name = "NAME", default_value = "origin")]
+        remote: String,
+        /// The pull request's title (default: the latest session's title).
+        #[arg(long)]
+        title: Option<String>,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
     /// Delete a workspace with its storage and sessions, and unbind its devices.
     ///
     /// A git workspace's worktree is removed too, and its branch if berth created it. This is

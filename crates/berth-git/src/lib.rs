@@ -34,7 +34,9 @@ pub use error::{GitError, Result};
 pub use linked::{LinkedWorktree, ListedWorktree, linked_worktree};
 pub use merge::{MergeMode, MergeRequest, Merged};
 pub use refs::BranchMerged;
-pub use remote::{clone_dir, commit_all, has_password, is_url, push_branch};
+pub use remote::{
+    clone_dir, commit_all, compare_url, has_password, is_url, push_branch, remote_url,
+};
 pub use remove::KeptWork;
 pub use setup::{Copied, SetupError, copy_files, run_one, run_setup};
 pub use status::{Health, LastCommit, WorktreeStatus, changed_paths};

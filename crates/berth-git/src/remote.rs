@@ -157,13 +157,64 @@ pub fn commit_all(worktree: &Path, message: &str) -> Result<Option<String>> {
     ))
 }
 
-/// Pushes `branch` from `worktree` to `origin`, as a branch of the same name.
-pub fn push_branch(worktree: &Path, branch: &str) -> Result<()> {
+/// Pushes `branch` from `worktree` to `remote` (a remote's name), as a branch of the same
+/// name.
+pub fn push_branch(worktree: &Path, remote: &str, branch: &str) -> Result<()> {
+    if remote.starts_with('-') || remote.is_empty() {
+        return Err(GitError::Command {
+            command: "push".to_owned(),
+            message: format!("{remote:?} is not a remote's name"),
+        });
+    }
     let refspec = format!("refs/heads/{branch}:refs/heads/{branch}");
     let mut push = command(worktree);
     push.env("GIT_ALLOW_PROTOCOL", ALLOWED_PROTOCOLS)
-        .args(["push", "--quiet", "origin", &refspec]);
-    checked(push, &format!("push {branch} to origin"))
+        .args(["push", "--quiet", remote, &refspec]);
+    checked(push, &format!("push {branch} to {remote}"))
+}
+
+/// The URL of the remote `remote` of the repository at `dir`; `None` when there is no such
+/// remote.
+pub fn remote_url(dir: &Path, remote: &str) -> Result<Option<String>> {
+    let key = format!("remote.{remote}.url");
+    let out = git_output(dir, ["config", "--get", key.as_str()])?;
+    Ok(out
+        .status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+        .filter(|u| !u.is_empty()))
+}
+
+/// The page where a pull (merge) request of `branch` into `base` is opened, for a remote on
+/// GitHub or GitLab (or a host of theirs whose name says so); `None` for any other host.
+pub fn compare_url(remote: &str, base: &str, branch: &str) -> Option<String> {
+    // `git@host:owner/repo.git`, `ssh://git@host[:port]/owner/repo.git`, `https://host/owner/repo`.
+    let (host, path) = match remote.split_once("://") {
+        Some((_, rest)) => {
+            let (authority, path) = rest.split_once('/')?;
+            let host = authority.rsplit('@').next()?;
+            (host.split(':').next()?, path)
+        }
+        None => {
+            let (authority, path) = remote.split_once(':')?;
+            (authority.rsplit('@').next()?, path)
+        }
+    };
+    let path = path.trim_end_matches('/').trim_end_matches(".git");
+    if host.is_empty() || path.is_empty() {
+        return None;
+    }
+    if host.contains("github") {
+        Some(format!(
+            "https://{host}/{path}/compare/{base}...{branch}?expand=1"
+        ))
+    } else if host.contains("gitlab") {
+        Some(format!(
+            "https://{host}/{path}/-/merge_requests/new?merge_request%5Bsource_branch%5D={branch}&merge_request%5Btarget_branch%5D={base}"
+        ))
+    } else {
+        None
+    }
 }
 
 /// Runs `cmd`; git's own message when it fails.
@@ -188,6 +239,33 @@ fn io(path: &Path, source: std::io::Error) -> GitError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn compare_urls_of_github_and_gitlab_remotes() {
+        let github = "https://github.com/acme/app/compare/main...berth/fix?expand=1";
+        for remote in [
+            "git@github.com:acme/app.git",
+            "https://github.com/acme/app",
+            "https://token@github.com/acme/app.git",
+            "ssh://git@github.com:22/acme/app.git",
+        ] {
+            assert_eq!(
+                compare_url(remote, "main", "berth/fix").as_deref(),
+                Some(github),
+                "{remote}"
+            );
+        }
+        assert!(
+            compare_url("git@gitlab.example.com:team/app.git", "main", "b")
+                .unwrap()
+                .starts_with("https://gitlab.example.com/team/app/-/merge_requests/new?")
+        );
+        assert_eq!(compare_url("/srv/git/app.git", "main", "b"), None);
+        assert_eq!(
+            compare_url("https://example.com/app.git", "main", "b"),
+            None
+        );
+    }
 
     #[test]
     fn urls_are_told_from_folders() {

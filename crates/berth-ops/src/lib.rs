@@ -31,6 +31,7 @@ mod prune;
 mod reach;
 pub mod review;
 mod sandbox;
+pub mod send_on;
 mod sessions;
 pub mod skills;
 mod storage;

@@ -104,22 +104,6 @@ impl Ops {
     }
 }
 
-impl Ops {
-    /// Gives a git workspace's work back to its repository's `origin`: its uncommitted work
-    /// committed with `message`, then its branch pushed under the same name. The branch.
-    pub async fn push_workspace(&self, identifier: &str, message: &str) -> Result<String> {
-        let ws = self.manager.resolve(identifier).await?;
-        let git = git_of(&ws)?;
-        let message = message.to_owned();
-        blocking(move || {
-            berth_git::commit_all(&git.worktree, &message)?;
-            berth_git::push_branch(&git.worktree, &git.branch)?;
-            Ok(git.branch)
-        })
-        .await
-    }
-}
-
 fn git_of(ws: &berth_core::Workspace) -> Result<GitInfo> {
     ws.git.clone().ok_or_else(|| {
         Error::invalid(format!(

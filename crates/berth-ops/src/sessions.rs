@@ -340,9 +340,10 @@ impl Ops {
 
     /// A new session whose transcript starts as a copy of `from`'s, calling the model `from`
     /// called: in `workspace` (default: `from`'s), working in `cwd` (default: where `from`
-    /// works, in `from`'s workspace; else as [`Ops::create_session`] says), titled `title` (default: "fork of …"). `from` is left
-    /// as it was. Refused while `from` answers a prompt: half a turn is no history to go on
-    /// from. A fork whose history cannot be written is removed, not left empty.
+    /// works, in `from`'s workspace; else as [`Ops::create_session`] says), titled `title`
+    /// (default: "fork of …"). `from` is left as it was. Refused while `from` answers a
+    /// prompt: half a turn is no history to go on from. A fork whose history cannot be
+    /// written is removed, not left empty.
     pub async fn fork_session(
         &self,
         from: &Session,

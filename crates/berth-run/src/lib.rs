@@ -679,8 +679,11 @@ impl Running {
                 berth_ops::title_of(&self.request.task),
                 agent + 1
             );
-            match self.ops.push_workspace(id, &message).await {
-                Ok(branch) => self.send(RunEvent::Pushed { agent, branch }).await,
+            match self.ops.push_workspace(id, "origin", &message).await {
+                Ok(pushed) => {
+                    let branch = pushed.branch;
+                    self.send(RunEvent::Pushed { agent, branch }).await
+                }
                 Err(e) => {
                     self.send(RunEvent::Notice {
                         agent,

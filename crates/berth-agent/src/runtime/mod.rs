@@ -406,7 +406,7 @@ impl Agent {
             .resolve_workspace(request.session.workspace_id.as_str())
             .await?;
         let skills = self.inner.ops.skills(Some(&ws)).await?;
-        let Some((skill, _)) = crate::slash::invoked_skill(&skills, &request.prompt) else {
+        let Some(skill) = crate::slash::invoked_skill(&skills, &request.prompt) else {
             return Ok(None);
         };
         let skill = skill.clone();

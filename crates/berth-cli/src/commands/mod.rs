@@ -9,6 +9,7 @@ mod doctor;
 mod import;
 mod mcp;
 mod run;
+mod send_on;
 mod serve;
 mod session;
 mod skill;

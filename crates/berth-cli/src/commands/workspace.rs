@@ -165,6 +165,23 @@ pub async fn run(ops: &Ops, cmd: WorkspaceCmd) -> anyhow::Result<()> {
             ))?)
         }
         WorkspaceCmd::Storage(cmd) => super::storage::run(ops, Owner::Workspace, cmd).await,
+        WorkspaceCmd::Push {
+            workspace,
+            remote,
+            json,
+        } => {
+            let workspace = meant(ops, workspace.as_deref()).await?;
+            super::send_on::push(ops, &workspace, &remote, json.json).await
+        }
+        WorkspaceCmd::Pr {
+            workspace,
+            remote,
+            title,
+            json,
+        } => {
+            let workspace = meant(ops, workspace.as_deref()).await?;
+            super::send_on::pull_request(ops, &workspace, &remote, title, json.json).await
+        }
         WorkspaceCmd::Memory {
             workspace,
             edit,
