@@ -76,12 +76,18 @@ pub struct ClientPermissions {
     /// this machine or with the admin token, never a device (its token must not lift the
     /// sandbox the server's owner set).
     pub may_lift_sandbox: bool,
+    /// Whose `[[notify]]` entries hear that a request waits (only those that say `always`:
+    /// the editor shows it), and for which session.
+    pub ops: berth_ops::Ops,
+    pub session: berth_ops::Session,
 }
 
 #[async_trait]
 impl Permissions for ClientPermissions {
     async fn decide(&self, request: &PermissionRequest) -> Decision {
         self.relayed.wait(&request.call_id).await;
+        self.ops
+            .notify(request.needs_input(&self.session, &request.call_id, true));
         let fields = ToolCallUpdateFields::new()
             .title(
                 request

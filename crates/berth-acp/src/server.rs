@@ -709,6 +709,8 @@ impl Server {
                     session_id: session_id.clone(),
                     relayed: relayed.clone(),
                     may_lift_sandbox: self.reach().may_lift_sandbox(),
+                    ops: self.ops.clone(),
+                    session: open.session.clone(),
                 }),
                 cancel,
                 options: TurnOptions {

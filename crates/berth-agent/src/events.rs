@@ -106,6 +106,48 @@ pub struct PermissionRequest {
     pub change: Option<FileChange>,
 }
 
+impl PermissionRequest {
+    /// The call in one line, for a notification: the tool and what it works on (a path, a
+    /// command's first line), never a file's contents or a diff.
+    pub fn headline(&self) -> String {
+        let arg = |key: &str| self.arguments.get(key).and_then(Value::as_str);
+        match (arg("path"), arg("command")) {
+            (Some(path), _) => format!("{} {path}", self.tool),
+            (None, Some(command)) => {
+                let line = command.lines().next().unwrap_or_default();
+                let cut: String = line.chars().take(120).collect();
+                let more = if cut.len() < command.len() { "…" } else { "" };
+                format!("{}: {cut}{more}", self.tool)
+            }
+            _ => self.tool.clone(),
+        }
+    }
+
+    /// The `needs_input` notice of this request, waiting as `id` in `session`; `watched` when
+    /// a person already sees it (an editor, a page).
+    pub fn needs_input(
+        &self,
+        session: &berth_ops::Session,
+        id: &str,
+        watched: bool,
+    ) -> berth_ops::notices::Notice {
+        let name = match session.title.as_str() {
+            "" => session.id.to_string(),
+            t => t.to_owned(),
+        };
+        let mut notice = berth_ops::notices::Notice::new(
+            berth_ops::notices::NotifyEvent::NeedsInput,
+            format!("berth: {name} needs you"),
+            format!("allow {}?", self.headline()),
+        );
+        notice.session = Some(session.id.to_string());
+        notice.workspace = Some(session.workspace_id.to_string());
+        notice.request = Some(format!("{}/{id}", session.id));
+        notice.watched = watched;
+        notice
+    }
+}
+
 /// The front end's answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]

@@ -372,6 +372,79 @@ pub struct SandboxSettings {
     pub deny_read: Vec<String>,
 }
 
+/// What a notification is about (`[[notify]] events`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NotifyEvent {
+    /// A permission request waits for a person's answer.
+    NeedsInput,
+    /// A run, or one agent of it, finished its answer.
+    Done,
+    /// A run, or one agent of it, failed or was stopped.
+    Failed,
+    /// A run's agent was stopped at its budget.
+    Budget,
+    /// A run's check failed in an agent's worktree.
+    CheckFailed,
+}
+
+impl NotifyEvent {
+    pub const ALL: [NotifyEvent; 5] = [
+        NotifyEvent::NeedsInput,
+        NotifyEvent::Done,
+        NotifyEvent::Failed,
+        NotifyEvent::Budget,
+        NotifyEvent::CheckFailed,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NotifyEvent::NeedsInput => "needs_input",
+            NotifyEvent::Done => "done",
+            NotifyEvent::Failed => "failed",
+            NotifyEvent::Budget => "budget",
+            NotifyEvent::CheckFailed => "check_failed",
+        }
+    }
+}
+
+/// The shape of a `url` notification's body.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NotifyFormat {
+    /// berth's own JSON object (docs/notify.md).
+    #[default]
+    Json,
+    /// ntfy's: the summary as the body, the title, link and event as headers.
+    Ntfy,
+    /// A Slack incoming webhook's `{"text": …}`.
+    Slack,
+}
+
+/// One `[[notify]]` entry: where to tell a person what happened, and what.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct NotifySettings {
+    /// POST the notification here.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<Secret>,
+    /// Run this shell command with the notification's JSON on its standard input.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    pub format: NotifyFormat,
+    /// The events this entry sends; empty for all.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub events: Vec<NotifyEvent>,
+    /// Send even when a person watches (a page or an editor shows the session).
+    pub always: bool,
+}
+
+impl NotifySettings {
+    pub fn wants(&self, event: NotifyEvent) -> bool {
+        self.events.is_empty() || self.events.contains(&event)
+    }
+}
+
 /// `berth serve`'s settings that belong in the config rather than on its command line.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -385,6 +458,10 @@ pub struct ServeSettings {
     /// answered "no" (and the turn goes on); default 300.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub permission_timeout_secs: Option<u64>,
+    /// The address people reach the web page at (`https://berth.example.com`): a
+    /// notification links to the run or session there.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub public_url: Option<String>,
 }
 
 impl ServeSettings {
@@ -426,6 +503,10 @@ pub struct Config {
     /// list replaces a lower one's.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub mcp_servers: Vec<McpServerSettings>,
+    /// Where to tell people what needs them and what is done (`[[notify]]`). An array: a
+    /// higher layer's list replaces a lower one's.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notify: Vec<NotifySettings>,
 }
 
 impl Config {
@@ -731,6 +812,15 @@ pub const TEMPLATE: &str = r#"# berth configuration. Layers: this file -> worksp
 # url = "http://127.0.0.1:8080/mcp"   # ...or a Streamable HTTP server
 # headers = { Authorization = "Bearer ..." }
 
+# Where to tell you when an agent needs you or is done (docs/notify.md). Any number.
+# [[notify]]
+# url = "https://ntfy.sh/my-secret-topic"   # a POST of each event...
+# format = "ntfy"                            # json (default), ntfy or slack
+# events = ["needs_input", "done", "failed", "check_failed"]   # default: all
+# always = false                             # true: even while a page or an editor shows it
+# [[notify]]
+# command = "my-notifier"                    # ...or a command, the event's JSON on its stdin
+
 [git]
 # worktree_dir = "/path/for/worktrees"   # default: workspaces/<id>/worktree
 # copy = [".env"]                        # untracked files copied into new worktrees
@@ -763,6 +853,7 @@ pub const TEMPLATE: &str = r#"# berth configuration. Layers: this file -> worksp
 [serve]
 # device_mcp_servers = ["docs"]     # [[mcp_servers]] a paired device may ask for by command
 # permission_timeout_secs = 300     # a permission on the web page unanswered this long is a no
+# public_url = "https://berth.example.com"   # where notifications link to
 
 [store]
 # url = "sqlite:///path/berth.db"   # or "postgres://user:password@host:5432/db"; default: files in the home

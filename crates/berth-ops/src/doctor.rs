@@ -194,6 +194,7 @@ pub async fn diagnose(home: &Path, env: &[(String, String)]) -> Report {
     }
     findings.extend(providers(&config, &home));
     findings.push(sandbox(&config, &home));
+    findings.extend(notifications(&config, &home));
     match &ops {
         Some(ops) => findings.extend(workspaces(ops).await),
         None => findings.push(Finding::not_run("workspaces", "the store cannot be opened")),
@@ -203,6 +204,48 @@ pub async fn diagnose(home: &Path, env: &[(String, String)]) -> Report {
         findings,
         mcp_servers: Some(config.mcp_servers),
     }
+}
+
+/// Each `[[notify]]` entry, with how its last delivery went (`notify.log` in the home).
+fn notifications(config: &Config, home: &Path) -> Vec<Finding> {
+    let kept = crate::notices::deliveries(&home.join(crate::notices::LOG));
+    config
+        .notify
+        .iter()
+        .map(|entry| {
+            let sink = crate::notices::sink_label(entry);
+            let check = format!("notify {sink}");
+            if entry.url.is_none() && entry.command.is_none() {
+                return Finding::warn(
+                    check,
+                    "a [[notify]] entry with neither url nor command sends nothing",
+                    "give it a url or a command, or remove it",
+                );
+            }
+            match kept.iter().rev().find(|d| d.sink == sink) {
+                None => Finding::ok(check, "nothing sent yet"),
+                Some(d) => match &d.error {
+                    None => Finding::ok(
+                        check,
+                        format!(
+                            "the last ({}) was delivered at {}",
+                            d.event,
+                            d.time.format("%Y-%m-%d %H:%M UTC")
+                        ),
+                    ),
+                    Some(why) => Finding::warn(
+                        check,
+                        format!(
+                            "the last ({}) failed at {}: {why}",
+                            d.event,
+                            d.time.format("%Y-%m-%d %H:%M UTC")
+                        ),
+                        "check that the URL answers (or the command runs) from this machine",
+                    ),
+                },
+            }
+        })
+        .collect()
 }
 
 /// What this kernel can enforce of `[sandbox]`, and whether it is on.

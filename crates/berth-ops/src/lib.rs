@@ -26,6 +26,7 @@ mod interrupted;
 pub mod memory;
 mod merge;
 mod models;
+pub mod notices;
 mod page;
 mod prune;
 mod reach;
@@ -96,6 +97,8 @@ pub struct Ops {
     /// The environment layer of the config, as it was when the home was opened.
     env: Arc<Vec<(String, String)>>,
     refill: Arc<Refill>,
+    /// The home's `[[notify]]` entries, and their notifier once a notice is sent.
+    notices: Arc<notices::Notices>,
 }
 
 /// How spare checkouts are topped up after a git workspace took one.
@@ -127,6 +130,7 @@ pub fn open(home: &Path, env: &[(String, String)]) -> Result<Ops> {
     Ok(Ops {
         manager: store.open(&home)?,
         store: Arc::new(store),
+        notices: Arc::new(notices::Notices::new(&home, &loaded.config)),
         home: Arc::new(home),
         env: Arc::new(env.to_vec()),
         refill: Arc::new(Refill::InProcess),

@@ -21,6 +21,7 @@ mod acp_agent;
 mod agents;
 mod check;
 mod kept;
+mod notices;
 mod preflight;
 mod supervisor;
 mod terminals;
@@ -393,6 +394,8 @@ impl RunError {
 /// A run under way: its events, and the way to stop it.
 pub struct Run {
     pub events: mpsc::Receiver<RunEvent>,
+    /// Whose `[[notify]]` entries hear of the run's events.
+    ops: Ops,
     stopper: Stopper,
     task: Option<tokio::task::JoinHandle<()>>,
 }
@@ -475,7 +478,7 @@ pub fn start(ops: Ops, agent: Agent, request: RunRequest) -> Result<Run, RunErro
     let agents = request.agents.iter().map(|_| all.child_token()).collect();
     let stopper = Stopper { all, agents };
     let run = Arc::new(Running {
-        ops,
+        ops: ops.clone(),
         agent,
         request,
         tx,
@@ -484,6 +487,7 @@ pub fn start(ops: Ops, agent: Agent, request: RunRequest) -> Result<Run, RunErro
     let task = tokio::spawn(async move { run.run().await });
     Ok(Run {
         events: rx,
+        ops,
         stopper,
         task: Some(task),
     })

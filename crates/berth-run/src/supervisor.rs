@@ -171,6 +171,11 @@ impl Supervised {
                     if matches!(event, RunEvent::Summary { .. }) {
                         self.over = true;
                     }
+                    if self.run.ops.notifications_on() {
+                        for notice in crate::notices::of(self.supervision.record(), &event) {
+                            self.run.ops.notify(notice);
+                        }
+                    }
                     // Handed on now; kept on the next call, before anything else happens.
                     self.unkept = Some(event.clone());
                     return Some(Next::Event(event));
@@ -255,6 +260,7 @@ mod tests {
         let all = CancellationToken::new();
         let run = Run {
             events,
+            ops: berth_ops::open(&tmp.path().join("home"), &[]).unwrap(),
             stopper: Stopper {
                 agents: vec![all.child_token()],
                 all,

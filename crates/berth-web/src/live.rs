@@ -227,6 +227,9 @@ pub struct PagePermissions {
     pub live: Arc<SessionLive>,
     pub cancel: CancellationToken,
     pub timeout: std::time::Duration,
+    /// Whose `[[notify]]` entries hear that a request waits, and for which session.
+    pub ops: berth_ops::Ops,
+    pub session: berth_ops::Session,
 }
 
 #[async_trait]
@@ -251,6 +254,10 @@ impl Permissions for PagePermissions {
                 },
             );
         self.live.send(shown);
+        // Somebody is told, unless a page shows it already.
+        let watched = self.live.tx.receiver_count() > 0;
+        self.ops
+            .notify(request.needs_input(&self.session, &id, watched));
         tokio::select! {
             decision = answered => decision.unwrap_or(Decision::Reject),
             _ = self.cancel.cancelled() => {
@@ -301,6 +308,26 @@ mod tests {
         assert_eq!(known(&hub), ["other", "watched"]);
     }
 
+    /// A home with a session, for the asker's notices (none are set up: nothing is sent).
+    async fn session() -> (tempfile::TempDir, berth_ops::Ops, berth_ops::Session) {
+        let home = tempfile::tempdir().unwrap();
+        let ops = berth_ops::open(home.path(), &[]).unwrap();
+        ops.create_workspace(berth_ops::CreateWorkspace {
+            name: Some("w".into()),
+            ..berth_ops::CreateWorkspace::new(berth_ops::Repository::None)
+        })
+        .await
+        .unwrap();
+        let session = ops
+            .create_session(berth_ops::CreateSession {
+                workspace: "w".into(),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        (home, ops, session)
+    }
+
     fn asked(call_id: &str, tool: &str, description: &str) -> PermissionRequest {
         PermissionRequest {
             call_id: call_id.into(),
@@ -314,12 +341,15 @@ mod tests {
     /// A request nobody answers no longer holds the session's turn forever.
     #[tokio::test]
     async fn a_permission_nobody_answers_expires() {
+        let (_home, ops, session) = session().await;
         let hub = Hub::default();
         let live = hub.session("s");
         let asker = PagePermissions {
             live: live.clone(),
             cancel: CancellationToken::new(),
             timeout: std::time::Duration::from_millis(50),
+            ops,
+            session,
         };
         let request = asked("c", "write_file", "write a.txt");
         let decided =
@@ -332,6 +362,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_permission_waits_for_the_first_answer_or_the_cancel() {
+        let (_home, ops, session) = session().await;
         let hub = Hub::default();
         let live = hub.session("s");
         let mut seen = live.subscribe();
@@ -340,6 +371,8 @@ mod tests {
             live: live.clone(),
             cancel: cancel.clone(),
             timeout: std::time::Duration::from_secs(600),
+            ops: ops.clone(),
+            session: session.clone(),
         };
         let request = asked("c", "write_file", "write a.txt");
         let asking = tokio::spawn(async move { asker.decide(&request).await });
@@ -356,6 +389,8 @@ mod tests {
             live: live.clone(),
             cancel: cancel.clone(),
             timeout: std::time::Duration::from_secs(600),
+            ops,
+            session,
         };
         let request = asked("d", "run_command", "rm -rf");
         let asking = tokio::spawn(async move { asker.decide(&request).await });

@@ -49,7 +49,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         }),
         Err(_) => ops,
     };
-    match cli.command {
+    let notices = ops.clone();
+    let done = match cli.command {
         Command::Workspace(cmd) => workspace::run(&ops, cmd).await,
         Command::Session(cmd) => session::run(&ops, cmd).await,
         Command::Binding(cmd) => binding::run(&ops, cmd).await,
@@ -65,8 +66,15 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Skill(cmd) => skill::run(&ops, cmd).await,
         // Answered in main, before a home is opened; the doctor above, before a store is.
         Command::Completions { .. } | Command::Man { .. } | Command::Doctor { .. } => Ok(()),
-    }
+    };
+    // What this process told `[[notify]]` (a run's end) reaches it before the process exits,
+    // or is given up after a few seconds: a dead sink never holds a command for long.
+    notices.flush_notices(NOTICE_FLUSH).await;
+    done
 }
+
+/// How long a command waits at its end for its notifications to be delivered.
+const NOTICE_FLUSH: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The home a command works in: `--home`, else `$BERTH_HOME` (when set and not empty), else
 /// the platform's data folder.

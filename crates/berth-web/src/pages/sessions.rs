@@ -278,7 +278,7 @@ pub async fn prompt(
         .inner
         .agent
         .start_turn(TurnRequest {
-            session,
+            session: session.clone(),
             prompt: text.to_owned(),
             images: Vec::new(),
             cwd,
@@ -286,6 +286,8 @@ pub async fn prompt(
                 live: live.clone(),
                 cancel: cancel.clone(),
                 timeout,
+                ops: web.inner.ops.clone(),
+                session,
             }),
             cancel,
             options: TurnOptions::default(),
