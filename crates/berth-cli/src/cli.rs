@@ -526,6 +526,21 @@ pub enum RunCommand {
         #[arg(long)]
         json: bool,
     },
+    /// A run's agents side by side, to pick the best: how each ended, its check, tokens, cost
+    /// and time, and the files each changed (+added -removed lines). `berth workspace diff`
+    /// shows one agent's diff; `berth workspace merge` brings the chosen work back.
+    ///
+    /// --json prints {"run", "task", "state", "check", "agents": [{"agent", "label",
+    /// "workspace", "workspace_name", "session", "state", "check_passed", "check_outcome",
+    /// "input_tokens", "output_tokens", "cost_usd", "elapsed_ms", "files", "added",
+    /// "removed"}]}; each file is {"path", "status", "added", "removed"}.
+    #[command(verbatim_doc_comment)]
+    Compare {
+        #[arg(value_name = "RUN")]
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
     /// Wait until a run is over, then print its summary. Exits 0 when every agent finished
     /// its answer and every check passed, 1 otherwise.
     Wait {

@@ -445,3 +445,72 @@ fn a_repository_by_url_is_cloned_fetched_and_given_its_branches_back() {
         "the run started from the fetched main"
     );
 }
+
+#[test]
+fn compare_shows_the_agents_side_by_side() {
+    let home = Home::new();
+    let server = ProviderServer::start_in_background();
+    let (_tmp, root) = project();
+    // Two agents: one writes one line, the other two (which gets which is the race's).
+    for content in ["one\n", "one\ntwo\n"] {
+        server.push(Reply::anthropic(&write_call(content)).delay_head(Duration::from_millis(1500)));
+    }
+    for _ in 0..2 {
+        server.push(Reply::anthropic(&Turn::new().text(["Done."]).usage(10, 5)));
+    }
+    let r = run(berth_run(
+        &home,
+        &server,
+        &root,
+        &[
+            "Write out.txt",
+            "--agents",
+            "2",
+            "--allow",
+            "write_file",
+            "--check",
+            "test -f out.txt",
+        ],
+    ));
+    assert_eq!(r.code, 0, "{}\n{}", r.stderr, r.stdout);
+    let runs = home.json(&["run", "list", "--json"]);
+    let id = runs[0]["id"].as_str().unwrap();
+    let compared = home.json(&["run", "compare", id, "--json"]);
+    assert_eq!(compared["state"], "ended", "{compared:#}");
+    let agents = compared["agents"].as_array().unwrap();
+    assert_eq!(agents.len(), 2);
+    let mut added: Vec<u64> = agents
+        .iter()
+        .map(|a| {
+            assert_eq!(a["state"], "done");
+            assert_eq!(a["check_passed"], true);
+            // Both requests' tokens: the write's and the closing text's (10 + 5).
+            let tokens = a["input_tokens"].as_u64().unwrap() + a["output_tokens"].as_u64().unwrap();
+            assert!(tokens > 15, "{a:#}");
+            let files = a["files"].as_array().unwrap();
+            assert_eq!(files.len(), 1, "{a:#}");
+            assert_eq!(files[0]["path"], "out.txt");
+            assert_eq!(files[0]["status"], "added");
+            a["added"].as_u64().unwrap()
+        })
+        .collect();
+    added.sort();
+    assert_eq!(added, [1, 2]);
+    // On a terminal: the agents as columns, a row per measure and per file.
+    let table = home.ok(&["run", "compare", &id[..6]]);
+    assert!(
+        table.contains("1 write-out-txt-1") && table.contains("2 write-out-txt-2"),
+        "{table}"
+    );
+    let file_row = table.lines().find(|l| l.starts_with("out.txt")).unwrap();
+    assert!(
+        file_row.contains("+1 -0") && file_row.contains("+2 -0"),
+        "{table}"
+    );
+    assert!(
+        table
+            .lines()
+            .any(|l| l.starts_with("check") && l.matches("passed").count() == 2),
+        "{table}"
+    );
+}

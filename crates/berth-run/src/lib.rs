@@ -20,6 +20,7 @@
 mod acp_agent;
 mod agents;
 mod check;
+mod compare;
 mod kept;
 mod notices;
 mod preflight;
@@ -43,6 +44,7 @@ use tokio::sync::mpsc;
 pub use agents::{AgentSpec, parse_agents};
 pub use berth_agent::Policy;
 pub use check::CheckResult;
+pub use compare::{Compared, Comparison, compare};
 pub use kept::{
     AgentRecord, KeptError, RunId, RunRecord, RunState, RunStore, StopRequest, StoredRequest,
     Supervision, read_events,

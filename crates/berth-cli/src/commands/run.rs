@@ -40,6 +40,7 @@ pub async fn run(ops: Ops, args: RunArgs) -> anyhow::Result<()> {
         }) => logs(&store, &id, follow, agent, json).await,
         Some(RunCommand::Stop { id, agent, json }) => stop(&store, &id, agent, json).await,
         Some(RunCommand::Wait { id, json }) => wait(&store, &id, json).await,
+        Some(RunCommand::Compare { id, json }) => compare(&ops, &store, &id, json).await,
         Some(RunCommand::Tell {
             id,
             agent,
@@ -813,3 +814,80 @@ fn ended_as(state: &str, stop: Option<&str>) -> String {
 
 /// What the FILES column's symbols mean.
 const FILES_LEGEND: &str = "FILES: files changed  +lines added  -lines removed";
+
+/// `berth run compare`: the agents as columns, a row per measure, then a row per file.
+async fn compare(ops: &Ops, store: &RunStore, id: &str, json: bool) -> anyhow::Result<()> {
+    let id = store.resolve(id)?;
+    let compared = berth_run::compare(ops, store, &id, false).await?;
+    if json {
+        return Ok(render::json(&compared)?);
+    }
+    render::line(format!(
+        "run {}  {}  task: {}",
+        compared.run,
+        compared.state,
+        render::cell(&berth_ops::title_of(&compared.task))
+    ))?;
+    let agents = &compared.agents;
+    let mut headers = vec![String::new()];
+    headers.extend(agents.iter().map(|a| {
+        format!(
+            "{} {}",
+            a.agent,
+            a.workspace_name.clone().unwrap_or_else(|| a.label.clone())
+        )
+    }));
+    let row = |name: &str, cell: &dyn Fn(&berth_run::Compared) -> String| {
+        let mut row = vec![name.to_owned()];
+        row.extend(agents.iter().map(cell));
+        row
+    };
+    let mut rows = vec![
+        row("state", &|a| a.state.clone()),
+        row("check", &|a| match a.check_passed {
+            Some(true) => "passed".to_owned(),
+            Some(false) => "failed".to_owned(),
+            None => "-".to_owned(),
+        }),
+        row("changed", &|a| match &a.unreadable {
+            Some(_) => "?".to_owned(),
+            None => format!("{} file(s) +{} -{}", a.files.len(), a.added, a.removed),
+        }),
+        row("tokens", &|a| {
+            (a.input_tokens + a.output_tokens).to_string()
+        }),
+        row("cost", &|a| {
+            a.cost_usd.map_or("-".to_owned(), |c| format!("${c:.2}"))
+        }),
+        row("time", &|a| format!("{}s", a.elapsed_ms / 1000)),
+    ];
+    let mut paths: Vec<&str> = agents
+        .iter()
+        .flat_map(|a| a.files.iter().map(|f| f.path.as_str()))
+        .collect();
+    paths.sort();
+    paths.dedup();
+    for path in paths {
+        rows.push(row(
+            path,
+            &|a| match a.files.iter().find(|f| f.path == path) {
+                Some(f) => match (f.added, f.removed) {
+                    (Some(add), Some(rm)) => format!("+{add} -{rm}"),
+                    _ => "binary".to_owned(),
+                },
+                None => "-".to_owned(),
+            },
+        ));
+    }
+    let headers: Vec<&str> = headers.iter().map(String::as_str).collect();
+    render::table(&headers, &rows)?;
+    for a in agents {
+        if let Some(why) = &a.unreadable {
+            eprintln!("berth: agent {}'s changes cannot be shown: {why}", a.agent);
+        }
+    }
+    render::legend(
+        "per file: +lines added -lines removed against the base; `berth workspace diff NAME` shows one agent's diff",
+    );
+    Ok(())
+}

@@ -1,0 +1,101 @@
+//! A run's agents side by side: for each, how it ended, its check, tokens, cost and time, and
+//! what it changed (each file, with its diff when asked for). The one model of a review that
+//! `berth run compare` prints and the web page's `/runs/ID` shows.
+
+use berth_ops::{FileDiff, Ops};
+use serde::Serialize;
+
+use crate::kept::{KeptError, RunId, RunStore};
+
+/// A run, its agents side by side.
+#[derive(Debug, Clone, Serialize)]
+pub struct Comparison {
+    pub run: String,
+    pub task: String,
+    pub state: String,
+    pub check: Option<String>,
+    pub agents: Vec<Compared>,
+}
+
+/// One agent of a compared run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Compared {
+    /// Counted from 1, as `berth run` shows them.
+    pub agent: usize,
+    pub label: String,
+    pub workspace: Option<String>,
+    pub workspace_name: Option<String>,
+    pub session: Option<String>,
+    pub state: String,
+    /// Whether its check passed; `None` when none ran.
+    pub check_passed: Option<bool>,
+    /// How its check failed, when it did.
+    pub check_outcome: Option<String>,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cost_usd: Option<f64>,
+    pub elapsed_ms: u64,
+    /// What it changed against its base.
+    pub files: Vec<FileDiff>,
+    pub added: u64,
+    pub removed: u64,
+    /// The unified diff, when asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub patch: Option<String>,
+    /// Why its changes cannot be shown (its workspace deleted, say).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unreadable: Option<String>,
+}
+
+/// The run `id` side by side, with each agent's unified diff when `patches`.
+pub async fn compare(
+    ops: &Ops,
+    store: &RunStore,
+    id: &RunId,
+    patches: bool,
+) -> Result<Comparison, KeptError> {
+    let record = store.load(id)?;
+    let mut agents = Vec::new();
+    for (i, a) in record.agents.iter().enumerate() {
+        let summary = a.summary.as_ref();
+        let check = summary.and_then(|s| s.check.as_ref());
+        let mut compared = Compared {
+            agent: i + 1,
+            label: a.label.clone(),
+            workspace: a.workspace.clone(),
+            workspace_name: a.status.workspace_name.clone(),
+            session: a.session.clone(),
+            state: a.status.state.as_str().to_owned(),
+            check_passed: check.map(|c| c.passed).or(a.status.check_passed),
+            check_outcome: check.and_then(|c| c.outcome.clone()),
+            input_tokens: a.status.input_tokens,
+            output_tokens: a.status.output_tokens,
+            cost_usd: summary.and_then(|s| s.cost_usd),
+            elapsed_ms: a.status.elapsed_ms,
+            files: Vec::new(),
+            added: 0,
+            removed: 0,
+            patch: None,
+            unreadable: None,
+        };
+        match &a.workspace {
+            Some(ws) => match ops.workspace_diff(ws, patches).await {
+                Ok(diff) => {
+                    (compared.added, compared.removed) = diff.totals();
+                    compared.files = diff.files;
+                    compared.patch = diff.patch;
+                }
+                Err(e) => compared.unreadable = Some(e.to_string()),
+            },
+            None => compared.unreadable = Some("it never got a workspace".to_owned()),
+        }
+        agents.push(compared);
+    }
+    Ok(Comparison {
+        run: record.id.to_string(),
+        task: record.request.task.clone(),
+        state: record.state.as_str().to_owned(),
+        check: record.request.check.clone(),
+        agents,
+    })
+}
