@@ -91,7 +91,7 @@ impl Runs {
         };
         // Driven to its end here whatever the first news was: a run that failed to start
         // still checks nothing, sums up, and is kept so.
-        drive(record.id.clone(), supervised);
+        supervised.spawn_hosted("berth mcp");
         Ok(Started {
             run: record.id,
             event: first?,
@@ -123,23 +123,9 @@ impl Runs {
         )
         .await
         .map_err(run_error)?;
-        drive(record.id.clone(), supervised);
+        supervised.spawn_hosted("berth mcp");
         status(ops, session_id)
     }
-}
-
-/// Drives a supervised run to its end in this server, its events kept as they pass.
-fn drive(id: RunId, mut supervised: Supervised) {
-    tokio::spawn(async move {
-        while let Some(next) = supervised.next().await {
-            if let Next::Unkept(e) = next {
-                eprintln!("berth mcp: run {id}: {e} (the run goes on)");
-            }
-        }
-        if let Err(e) = supervised.finish() {
-            eprintln!("berth mcp: run {id}: {e}");
-        }
-    });
 }
 
 /// The state of the kept run whose agent works in `session_id`, if any run has it: read

@@ -136,6 +136,23 @@ impl Supervised {
         })
     }
 
+    /// Supervises the run to its end on a task of its own, every event kept and none shown:
+    /// for a server that hosts it (MCP's `session_run` and `session_tell`, the web page's
+    /// Tell). What cannot be kept is said on standard error, naming `who`.
+    pub fn spawn_hosted(mut self, who: &'static str) {
+        let id = self.record().id.clone();
+        tokio::spawn(async move {
+            while let Some(next) = self.next().await {
+                if let Next::Unkept(e) = next {
+                    eprintln!("{who}: run {id}: {e} (the run goes on)");
+                }
+            }
+            if let Err(e) = self.finish() {
+                eprintln!("{who}: run {id}: {e}");
+            }
+        });
+    }
+
     /// The run's record as kept so far.
     pub fn record(&self) -> &RunRecord {
         self.supervision.record()

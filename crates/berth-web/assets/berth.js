@@ -206,6 +206,64 @@ function runs() {
   }, 1000);
 }
 
+// A run's review: Tell forms, and a comment on a line of a diff, told to that agent.
+function review() {
+  for (const form of document.querySelectorAll("form.tell")) {
+    form.addEventListener("submit", async (event) => {
+      event.preventDefault();
+      const text = form.querySelector("textarea").value.trim();
+      if (!text) return;
+      try {
+        const answer = await post(form.dataset.action, { text });
+        if (answer.location) window.location.assign(answer.location);
+      } catch (e) {
+        say(e.message);
+      }
+    });
+  }
+  const open = (line) => {
+    if (line.nextElementSibling?.classList.contains("comment-box")) return;
+    const diff = line.closest(".diff");
+    const box = document.createElement("form");
+    box.className = "comment-box";
+    const text = document.createElement("textarea");
+    text.rows = 2;
+    text.required = true;
+    text.placeholder = `Comment on ${line.dataset.file} line ${line.dataset.line}…`;
+    const send = document.createElement("button");
+    send.type = "submit";
+    send.textContent = "Comment";
+    box.append(text, send);
+    line.after(box);
+    text.focus();
+    box.addEventListener("submit", async (event) => {
+      event.preventDefault();
+      if (!text.value.trim()) return;
+      send.disabled = true;
+      try {
+        const answer = await post(diff.dataset.comment, {
+          file: line.dataset.file,
+          line: line.dataset.line,
+          quoted: line.querySelector(".text").textContent,
+          text: text.value,
+        });
+        if (answer.location) window.location.assign(answer.location);
+      } catch (e) {
+        say(e.message);
+        send.disabled = false;
+      }
+    });
+  };
+  document.addEventListener("click", (event) => {
+    const line = event.target.closest(".diff .line[data-line]");
+    if (line) open(line);
+  });
+  document.addEventListener("keydown", (event) => {
+    const line = event.target.closest?.(".diff .line[data-line]");
+    if (line && event.key === "Enter") open(line);
+  });
+}
+
 async function pair() {
   const status = document.getElementById("pair-status");
   const token = new URLSearchParams(window.location.hash.slice(1)).get("token");
@@ -225,5 +283,5 @@ async function pair() {
   else status.textContent = "This link's token is not valid any more; ask for a new one.";
 }
 
-const pages = { workspaces, session, runs, pair };
+const pages = { workspaces, session, runs, review, pair };
 pages[document.body.dataset.page]?.();

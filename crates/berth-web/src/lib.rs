@@ -112,6 +112,17 @@ pub fn router(web: Web) -> Router {
         .route("/runs", get(pages::runs::list))
         .route("/runs/table", get(pages::runs::table))
         .route("/runs/{id}/stop", post(pages::runs::stop))
+        .route("/runs/{id}", get(pages::review::show))
+        .route("/runs/{id}/agents/{n}/merge", post(pages::review::merge))
+        .route(
+            "/runs/{id}/agents/{n}/discard",
+            post(pages::review::discard),
+        )
+        .route("/runs/{id}/agents/{n}/tell", post(pages::review::tell))
+        .route(
+            "/runs/{id}/agents/{n}/comment",
+            post(pages::review::comment),
+        )
         .with_state(web)
 }
 
@@ -123,7 +134,8 @@ pub fn public_router() -> Router {
 
 /// Whether a POST to `path` sends a prompt to the agent (for the server's prompt rate).
 pub fn is_prompt(path: &str) -> bool {
-    path.starts_with("/s/") && path.ends_with("/prompt")
+    (path.starts_with("/s/") && path.ends_with("/prompt"))
+        || (path.starts_with("/runs/") && (path.ends_with("/tell") || path.ends_with("/comment")))
 }
 
 /// Paths the page serves that need no token: the assets, and the pages that ask for one.

@@ -18,7 +18,7 @@ use crate::{Reach, Viewer, Web};
 /// Runs the table shows, newest first.
 const SHOWN: usize = 50;
 
-fn admin_only(viewer: &Viewer) -> PageResult<()> {
+pub(super) fn admin_only(viewer: &Viewer) -> PageResult<()> {
     match viewer.reach {
         Reach::All => Ok(()),
         Reach::Device(_) => Err(PageError::new(
@@ -94,7 +94,7 @@ fn run_view(run: &RunRecord) -> Markup {
         section.run data-run=(id) data-state=(run.state.as_str()) {
             div.bar {
                 h2 {
-                    code { (id.get(..8).unwrap_or(id)) } " "
+                    a href={ "/runs/" (id) } { code { (id.get(..8).unwrap_or(id)) } } " "
                     span class={ "state " (run.state.as_str()) } { (run.state.as_str()) }
                 }
                 @if !run.state.is_over() {

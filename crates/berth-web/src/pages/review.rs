@@ -1,0 +1,297 @@
+//! A run's review (`/runs/{id}`): its agents side by side (`berth_run::compare`, the model
+//! `berth run compare` prints), each with its state, check, tokens, cost, time, changes and
+//! diff; and the actions that finish the work, each the library call the CLI makes:
+//!
+//! - Merge (`Ops::merge_workspace`, as `berth workspace merge`), optionally deleting the other
+//!   agents' workspaces (`plan_delete` + `delete_workspace` with force: their work is not
+//!   wanted);
+//! - Tell (`Supervised::tell`, as `berth run tell`), the run supervised by this server;
+//! - a comment on a line of a diff, which becomes a Tell quoting the file and the line;
+//! - Discard (the agent's workspace deleted, as `berth workspace delete --force`).
+//!
+//! Runs are this machine's: the admin's only, as `/runs` is.
+
+use axum::Extension;
+use axum::extract::{Path, State};
+use axum::http::HeaderMap;
+use berth_ops::{MergeMode, MergeWorkspace};
+use berth_run::{Compared, Host, RunId, Supervised};
+use maud::{Markup, html};
+use serde::Deserialize;
+
+use super::runs::admin_only;
+use super::{check_csrf, done};
+use crate::error::{PageError, PageResult};
+use crate::page::{Page, page};
+use crate::{Viewer, Web};
+
+/// `/runs/{id}`: the agents side by side.
+pub async fn show(
+    State(web): State<Web>,
+    Extension(viewer): Extension<Viewer>,
+    Path(id): Path<String>,
+) -> PageResult<Page> {
+    admin_only(&viewer)?;
+    let runs = &web.inner.runs;
+    let id = runs.resolve(&id)?;
+    let compared = berth_run::compare(&web.inner.ops, runs, &id, true).await?;
+    let title = format!("Run {}", &compared.run);
+    let body = html! {
+        p.crumbs { a href="/runs" { "Runs" } " / " }
+        div.bar {
+            h1 { "Run " code { (compared.run) } " " span class={ "state " (compared.state) } { (compared.state) } }
+        }
+        p.task { (compared.task.chars().take(600).collect::<String>()) }
+        @if let Some(check) = &compared.check { p.meta { "check: " code { (check) } } }
+        div.compare data-run=(compared.run) {
+            @for agent in &compared.agents { (agent_view(&compared.run, agent)) }
+        }
+        p #turn-status role="status" {}
+    };
+    Ok(page(&viewer, "review", &title, body))
+}
+
+fn agent_view(run: &str, a: &Compared) -> Markup {
+    let base = format!("/runs/{run}/agents/{}", a.agent);
+    let name = a.workspace_name.clone().unwrap_or_else(|| a.label.clone());
+    let others =
+        "Merge this agent's work and delete the other agents' workspaces (their work is dropped)?";
+    html! {
+        section.agent data-agent=(a.agent) {
+            h2 { "Agent " (a.agent) " " small { (name) } }
+            dl.facts {
+                dt { "State" } dd { span class={ "state " (a.state) } { (a.state) } }
+                dt { "Check" } dd.check { @match a.check_passed {
+                    Some(true) => span.add { "passed" },
+                    Some(false) => span.del { "failed" @if let Some(o) = &a.check_outcome { " (" (o) ")" } },
+                    None => "—",
+                } }
+                dt { "Changed" } dd.changed { (a.files.len()) @if a.files.len() == 1 { " file " } @else { " files " } span.add { "+" (a.added) } " " span.del { "−" (a.removed) } }
+                dt { "Tokens" } dd { (a.input_tokens + a.output_tokens) }
+                dt { "Cost" } dd { @match a.cost_usd { Some(c) => { "$" (format!("{c:.2}")) }, None => "—" } }
+                dt { "Time" } dd { (a.elapsed_ms / 1000) "s" }
+                @if let Some(s) = &a.session { dt { "Session" } dd { a href={ "/s/" (s) } { "transcript" } } }
+            }
+            @if a.workspace.is_some() && a.unreadable.is_none() {
+                div.actions {
+                    button.js-post.merge type="button" data-action={ (base) "/merge" } data-confirm="Merge this agent's work into its base branch?" { "Merge" }
+                    button.js-post.secondary.merge-only type="button" data-action={ (base) "/merge?others=delete" } data-confirm=(others) { "Merge and delete the others" }
+                    button.js-post.secondary.discard type="button" data-action={ (base) "/discard" } data-confirm="Delete this agent's workspace and its work?" { "Discard" }
+                }
+            }
+            form.tell data-action={ (base) "/tell" } {
+                label for={ "tell-" (a.agent) } .visually-hidden { "Tell agent " (a.agent) }
+                textarea id={ "tell-" (a.agent) } name="text" rows="2" placeholder="Tell this agent something more…" required {}
+                div.actions { button type="submit" { "Tell" } }
+            }
+            @if let Some(why) = &a.unreadable {
+                p.problem { "Its changes cannot be shown: " (why) }
+            }
+            @if let Some(patch) = &a.patch { (diff_view(&base, patch)) }
+        }
+    }
+}
+
+/// A unified diff with its new side's line numbers; each added or unchanged line can be
+/// commented on (the page's script opens a box under it).
+fn diff_view(base: &str, patch: &str) -> Markup {
+    let mut file = String::new();
+    let mut line = 0u64;
+    html! {
+        div.diff data-comment={ (base) "/comment" } {
+            @for text in patch.lines() {
+                @if let Some(path) = text.strip_prefix("+++ b/") {
+                    ({ file = path.to_owned(); html! { div.file { (path) } } })
+                } @else if text.starts_with("+++") || text.starts_with("---") || text.starts_with("diff ") || text.starts_with("index ") || text.starts_with("new file") || text.starts_with("deleted file") {
+                } @else if let Some(hunk) = text.strip_prefix("@@") {
+                    ({
+                        line = hunk_start(hunk);
+                        html! { div.hunk { "@@" (hunk) } }
+                    })
+                } @else if let Some(rest) = text.strip_prefix('-') {
+                    div.line.del { span.no {} span.text { "-" (rest) } }
+                } @else {
+                    @let (class, shown) = match text.strip_prefix('+') {
+                        Some(rest) => ("line add", format!("+{rest}")),
+                        None => ("line ctx", text.to_owned()),
+                    };
+                    ({
+                        let n = line;
+                        line += 1;
+                        html! {
+                            div class=(class) data-file=(file) data-line=(n) tabindex="0" title="Comment on this line" {
+                                span.no { (n) } span.text { (shown) }
+                            }
+                        }
+                    })
+                }
+            }
+        }
+    }
+}
+
+/// The first new-side line of a hunk header (` -a,b +c,d @@ …`).
+fn hunk_start(hunk: &str) -> u64 {
+    hunk.split_whitespace()
+        .find_map(|part| part.strip_prefix('+'))
+        .and_then(|range| range.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(1)
+}
+
+/// The workspace of agent `n` (from 1) of the run `id`.
+async fn workspace_of(web: &Web, id: &str, n: usize) -> PageResult<(RunId, String)> {
+    let runs = &web.inner.runs;
+    let id = runs.resolve(id)?;
+    let record = runs.load(&id)?;
+    let agent = n
+        .checked_sub(1)
+        .and_then(|i| record.agents.get(i))
+        .ok_or_else(|| PageError::not_found("agent"))?;
+    let ws = agent.workspace.clone().ok_or_else(|| {
+        PageError::new(
+            axum::http::StatusCode::CONFLICT,
+            "this agent never got a workspace",
+        )
+    })?;
+    Ok((id, ws))
+}
+
+#[derive(Deserialize)]
+pub struct MergeQuery {
+    /// `delete`: the other agents' workspaces are deleted once this one is merged.
+    others: Option<String>,
+}
+
+/// `POST /runs/{id}/agents/{n}/merge`: the agent's work merged into its base, as `berth
+/// workspace merge` does; with `?others=delete`, the other agents' workspaces deleted after.
+pub async fn merge(
+    State(web): State<Web>,
+    Extension(viewer): Extension<Viewer>,
+    headers: HeaderMap,
+    Path((id, n)): Path<(String, usize)>,
+    axum::extract::Query(query): axum::extract::Query<MergeQuery>,
+) -> PageResult<axum::Json<serde_json::Value>> {
+    admin_only(&viewer)?;
+    check_csrf(&viewer, &headers)?;
+    let (run, ws) = workspace_of(&web, &id, n).await?;
+    let ops = &web.inner.ops;
+    ops.merge_workspace(MergeWorkspace {
+        workspace: ws.clone(),
+        into: None,
+        mode: MergeMode::Merge,
+        delete: false,
+    })
+    .await?;
+    if query.others.as_deref() == Some("delete") {
+        let record = web.inner.runs.load(&run)?;
+        for other in record.agents.iter().filter_map(|a| a.workspace.as_ref()) {
+            if *other != ws {
+                let plan = ops.plan_delete(other, true).await?;
+                ops.delete_workspace(plan).await?;
+            }
+        }
+    }
+    Ok(done(Some(format!("/runs/{run}"))))
+}
+
+/// `POST /runs/{id}/agents/{n}/discard`: the agent's workspace deleted with its work.
+pub async fn discard(
+    State(web): State<Web>,
+    Extension(viewer): Extension<Viewer>,
+    headers: HeaderMap,
+    Path((id, n)): Path<(String, usize)>,
+) -> PageResult<axum::Json<serde_json::Value>> {
+    admin_only(&viewer)?;
+    check_csrf(&viewer, &headers)?;
+    let (run, ws) = workspace_of(&web, &id, n).await?;
+    let ops = &web.inner.ops;
+    let plan = ops.plan_delete(&ws, true).await?;
+    ops.delete_workspace(plan).await?;
+    Ok(done(Some(format!("/runs/{run}"))))
+}
+
+#[derive(Deserialize)]
+pub struct TellForm {
+    text: String,
+}
+
+/// `POST /runs/{id}/agents/{n}/tell`: the agent told more, in its own workspace and session,
+/// as `berth run tell` does; the run supervised by this server.
+pub async fn tell(
+    State(web): State<Web>,
+    Extension(viewer): Extension<Viewer>,
+    headers: HeaderMap,
+    Path((id, n)): Path<(String, usize)>,
+    axum::Form(form): axum::Form<TellForm>,
+) -> PageResult<axum::Json<serde_json::Value>> {
+    admin_only(&viewer)?;
+    check_csrf(&viewer, &headers)?;
+    let run = tell_agent(&web, &id, n, &form.text).await?;
+    Ok(done(Some(format!("/runs/{run}"))))
+}
+
+#[derive(Deserialize)]
+pub struct CommentForm {
+    file: String,
+    line: u64,
+    /// The line as the diff shows it.
+    quoted: String,
+    text: String,
+}
+
+/// `POST /runs/{id}/agents/{n}/comment`: a comment on a line of the agent's diff, told to
+/// the agent quoting the file and the line.
+pub async fn comment(
+    State(web): State<Web>,
+    Extension(viewer): Extension<Viewer>,
+    headers: HeaderMap,
+    Path((id, n)): Path<(String, usize)>,
+    axum::Form(form): axum::Form<CommentForm>,
+) -> PageResult<axum::Json<serde_json::Value>> {
+    admin_only(&viewer)?;
+    check_csrf(&viewer, &headers)?;
+    let quoted: String = form.quoted.chars().take(500).collect();
+    let text = format!(
+        "A review comment on {} line {}:\n\n> {}\n\n{}",
+        form.file,
+        form.line,
+        quoted.trim_end(),
+        form.text.trim()
+    );
+    let run = tell_agent(&web, &id, n, &text).await?;
+    Ok(done(Some(format!("/runs/{run}"))))
+}
+
+async fn tell_agent(web: &Web, id: &str, n: usize, text: &str) -> PageResult<RunId> {
+    let runs = &web.inner.runs;
+    let id = runs.resolve(id)?;
+    let which = n
+        .checked_sub(1)
+        .ok_or_else(|| PageError::not_found("agent"))?;
+    let supervised = Supervised::tell(
+        web.inner.ops.clone(),
+        web.inner.agent.clone(),
+        runs,
+        &id,
+        Some(which),
+        text,
+        Host::Server,
+    )
+    .await
+    .map_err(|e| PageError::new(crate::error::status_of(e.kind()), e.to_string()))?;
+    supervised.spawn_hosted("berth serve");
+    Ok(id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_hunk_header_gives_its_first_new_line() {
+        assert_eq!(hunk_start(" -0,0 +1,3 @@"), 1);
+        assert_eq!(hunk_start(" -10,4 +12,6 @@ fn main() {"), 12);
+        assert_eq!(hunk_start(" nonsense"), 1);
+    }
+}

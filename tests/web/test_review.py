@@ -1,0 +1,118 @@
+"""A run's review page (`/runs/ID`) in a real headless Chromium: two agents' diffs side by
+side, a comment on a line of one diff that reaches that agent (quoting the file and the line)
+and lands its change in the same worktree, and Merge, which merges the chosen agent's work
+into the base branch and deletes the other's workspace. Screenshots at a phone's and a
+desktop's width land in target/web-screenshots/ (review-desktop.png, review-phone.png).
+"""
+
+import json
+import subprocess
+
+from conftest import (
+    BERTH,
+    DESKTOP,
+    PHONE,
+    Reply,
+    berth_json,
+    env_for,
+    screenshot,
+    serving,
+    sign_in,
+    wait_for,
+)
+from test_web import by_css, git_repo
+
+
+def write(call_id, content, path="out.txt"):
+    return Reply().tool(call_id, "write_file", {"path": path, "content": content}).slowly(0.2)
+
+
+def test_two_agents_side_by_side_a_line_comment_and_merge(home, provider, browser, tmp_path):
+    repo = git_repo(tmp_path / "repo")
+    # Both first requests arrive before either write is answered (they stream slowly); then
+    # each agent's closing text.
+    provider.push(write("w1", "alpha\n"))
+    provider.push(write("w2", "beta\nbeta two\n"))
+    provider.push(Reply().text("Done."))
+    provider.push(Reply().text("Done."))
+    ran = subprocess.run(
+        [BERTH, "run", "Write out.txt", "--agents", "2", "--allow", "write_file", "--check", "test -f out.txt"],
+        cwd=repo,
+        env=env_for(home, provider),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert ran.returncode == 0, ran.stderr
+    [run] = berth_json(home, "run", "list")
+    run_id = run["id"]
+    compared = berth_json(home, "run", "compare", run_id)
+    by_lines = {a["added"]: a for a in compared["agents"]}
+    assert sorted(by_lines) == [1, 2], compared
+    one_line, two_lines = by_lines[1], by_lines[2]
+
+    with serving(home, provider) as base:
+        sign_in(browser, base)
+        browser.get(f"{base}/runs/{run_id}")
+        agents = wait_for(browser, lambda d: by_css(d, ".compare section.agent"))
+        assert len(agents) == 2
+        # Side by side on a desktop: the second column starts to the right of the first.
+        first, second = (a.rect for a in agents)
+        assert second["x"] > first["x"] + first["width"] / 2 and abs(second["y"] - first["y"]) < 5
+        texts = [a.text for a in agents]
+        assert any("alpha" in t for t in texts) and any("beta two" in t for t in texts)
+        for a in agents:
+            assert "passed" in a.find_element("css selector", "dd.check").text
+        screenshot(browser, "review-desktop", DESKTOP)
+        screenshot(browser, "review-phone", PHONE)
+        # Stacked on a phone, each column the page's width.
+        browser.set_window_size(*PHONE)
+        agents = by_css(browser, ".compare section.agent")
+        assert agents[1].rect["y"] > agents[0].rect["y"] + agents[0].rect["height"] - 5
+        assert browser.execute_script("return document.documentElement.scrollWidth") <= PHONE[0]
+        browser.set_window_size(*DESKTOP)
+
+        # A comment on the one-line agent's line 1 reaches that agent, quoting file and line.
+        provider.push(write("w3", "alpha\nfixed after review\n"))
+        provider.push(Reply().text("Fixed."))
+        column = next(
+            a for a in by_css(browser, ".compare section.agent") if a.get_attribute("data-agent") == str(one_line["agent"])
+        )
+        line = column.find_element("css selector", '.diff .line[data-file="out.txt"][data-line="1"]')
+        line.click()
+        box = wait_for(browser, lambda d: by_css(d, ".comment-box textarea"))[0]
+        box.send_keys("Say why on this line.")
+        by_css(browser, ".comment-box button")[0].click()
+        wait_for(browser, lambda d: len(provider.requests) >= 6, timeout=30)
+        told = json.dumps(provider.requests[4]["messages"])
+        assert "out.txt line 1" in told and "> +alpha" in told and "Say why on this line." in told
+        # Same session and workspace: the change lands in the same worktree.
+        def fixed(_):
+            shown = berth_json(home, "workspace", "show", one_line["workspace"])
+            path = shown["git"]["worktree"] + "/out.txt"
+            with open(path) as f:
+                return "fixed after review" in f.read()
+
+        wait_for(browser, fixed, timeout=30)
+        session = berth_json(home, "session", "show", one_line["session"])
+        asked = [m for m in session["messages"] if m["role"] == "user"]
+        assert asked[0]["content"] == "Write out.txt" and "Say why on this line." in asked[1]["content"], asked
+
+        # Merge the two-line agent's work and delete the other's workspace.
+        wait_for(browser, lambda d: berth_json(home, "run", "list")[0]["state"] == "ended", timeout=30)
+        browser.get(f"{base}/runs/{run_id}")
+        column = next(
+            a
+            for a in wait_for(browser, lambda d: by_css(d, ".compare section.agent"))
+            if a.get_attribute("data-agent") == str(two_lines["agent"])
+        )
+        column.find_element("css selector", "button.merge-only").click()
+        browser.switch_to.alert.accept()
+        wait_for(
+            browser,
+            lambda d: subprocess.run(["git", "show", "main:out.txt"], cwd=repo, capture_output=True, text=True).stdout
+            == "beta\nbeta two\n",
+            timeout=30,
+        )
+    names = [w["name"] for w in berth_json(home, "workspace", "list")]
+    assert two_lines["workspace_name"] in names and one_line["workspace_name"] not in names, names
