@@ -294,3 +294,45 @@ def test_dead_and_slow_sinks_add_nothing_to_a_turn_and_the_doctor_says_so(home, 
             time.sleep(0.5)
     finally:
         slow.stop()
+
+
+def test_the_page_notifies_when_allowed_and_out_of_sight(home, provider, browser):
+    from conftest import sign_in, wait_for
+
+    (home / "config.toml").write_text("[serve]\npermission_timeout_secs = 5\n")
+    berth_json(home, "workspace", "create", "seen")
+    session = berth_json(home, "session", "new", "-w", "seen", "-t", "Page plan")["id"]
+    provider.push(write_calls(1))
+    provider.push(Reply().text("Nobody answered."))
+    with serving(home, provider) as base:
+        sign_in(browser, base)
+        browser.get(f"{base}/s/{session}")
+        # Offered while the browser has not been asked.
+        button = browser.find_element("id", "notify-me")
+        assert button.is_displayed()
+        # The person allows it (granted through the driver, as the browser's prompt would).
+        browser.execute_cdp_cmd("Browser.grantPermissions", {"origin": base, "permissions": ["notifications"]})
+        browser.get(f"{base}/s/{session}")
+        assert browser.execute_script("return Notification.permission") == "granted"
+        assert not browser.find_element("id", "notify-me").is_displayed()
+        # Every notification the page makes is recorded, and still made.
+        browser.execute_script(
+            """
+            window.__notified = [];
+            const Real = window.Notification;
+            window.Notification = new Proxy(Real, {
+              construct(target, args) { window.__notified.push(args[0]); return new target(...args); },
+              get(target, prop) { return target[prop]; },
+            });
+            """
+        )
+        page = browser.current_window_handle
+        time.sleep(0.5)  # its event stream is open
+        # Out of sight: another tab in front.
+        browser.switch_to.new_window("tab")
+        assert page_prompt(base, session, "write")[0] == 202
+        time.sleep(2)
+        browser.close()
+        browser.switch_to.window(page)
+        notified = wait_for(browser, lambda d: d.execute_script("return window.__notified"))
+        assert any(title.endswith("needs you") for title in notified), notified

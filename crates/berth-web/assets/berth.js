@@ -27,6 +27,29 @@ function say(message) {
   else window.alert(message);
 }
 
+// The browser's own notifications, once the person allowed them ("Notify me"): a session the
+// page watches needs an answer or has answered, a run the page shows ended. Only while the
+// page is out of sight: what is on screen needs no notification.
+function notifyPerson(title, body, tag) {
+  if (!("Notification" in window) || Notification.permission !== "granted") return;
+  if (document.visibilityState === "visible" && document.hasFocus()) return;
+  new Notification(title, { body, tag });
+}
+
+function offerNotifications() {
+  const button = document.getElementById("notify-me");
+  if (!button || !("Notification" in window)) return;
+  const show = () => {
+    button.hidden = Notification.permission !== "default";
+  };
+  show();
+  button.addEventListener("click", async () => {
+    await Notification.requestPermission();
+    show();
+  });
+}
+offerNotifications();
+
 // Buttons that POST (new session, stop a turn, stop a run).
 document.addEventListener("click", async (event) => {
   const button = event.target.closest(".js-post");
@@ -120,6 +143,7 @@ function session() {
     },
     permission(data) {
       if (document.getElementById(`permission-${data.id}`)) return;
+      notifyPerson(`berth: ${document.title} needs you`, `allow ${data.tool}?`, `permission-${data.id}`);
       const box = document.createElement("div");
       box.className = "permission";
       box.id = `permission-${data.id}`;
@@ -155,6 +179,7 @@ function session() {
       document.getElementById(`permission-${data.id}`)?.remove();
     },
     ended(data) {
+      notifyPerson(`berth: ${document.title}`, data.stop === "end_turn" ? "answered" : `the turn ended: ${data.stop}`, `ended-${id}`);
       say(data.message ? `The turn ${data.stop === "failed" ? "failed" : "ended"}: ${data.message}` : data.stop === "end_turn" ? "" : `The turn ended: ${data.stop}`);
     },
   };
@@ -200,9 +225,19 @@ function session() {
 
 function runs() {
   const holder = document.getElementById("runs");
+  const states = () =>
+    new Map([...holder.querySelectorAll("section.run")].map((r) => [r.dataset.run, r.dataset.state]));
   setInterval(async () => {
     const response = await fetch(holder.dataset.refresh, { credentials: "same-origin" });
-    if (response.ok) holder.innerHTML = await response.text();
+    if (!response.ok) return;
+    const before = states();
+    holder.innerHTML = await response.text();
+    for (const [run, state] of states()) {
+      if (before.get(run) === "running" && state !== "running") {
+        const task = holder.querySelector(`section.run[data-run="${run}"] .task`)?.textContent ?? "";
+        notifyPerson(`berth run ${state}`, task, `run-${run}`);
+      }
+    }
   }, 1000);
 }
 

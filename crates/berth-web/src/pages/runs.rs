@@ -36,7 +36,11 @@ pub async fn list(
     admin_only(&viewer)?;
     let table = table_of(web).await?;
     let body = html! {
-        h1 { "Runs" }
+        div.bar {
+            h1 { "Runs" }
+            button.secondary #notify-me type="button" hidden
+                title="Let the browser tell you when a run ends, while the page is out of sight" { "Notify me" }
+        }
         div #runs data-refresh="/runs/table" { (table) }
     };
     Ok(page(&viewer, "runs", "Runs", body))

@@ -75,6 +75,8 @@ pub async fn show(
             div.actions {
                 button type="submit" { "Send" }
                 button.js-post.secondary type="button" data-action={ "/s/" (id) "/cancel" } { "Stop" }
+                button.secondary #notify-me type="button" hidden
+                    title="Let the browser tell you when this session needs you or has answered, while the page is out of sight" { "Notify me" }
                 button.js-post.secondary #fork type="button" data-action={ "/s/" (id) "/fork" }
                     title="A new session that starts with this conversation; this one stays as it is" { "Fork" }
             }
