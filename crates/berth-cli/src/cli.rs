@@ -549,11 +549,13 @@ pub enum RunCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Tell an agent of a run that is over something more, in its own workspace and session,
-    /// with the same agent and policy: a follow-up ("also add a test"), a fix after review.
-    /// The run goes back to running for that agent, then checks and sums it up again; its
-    /// other agents stay as they ended. Refused while the run is running (wait for it, or
-    /// stop it).
+    /// Tell an agent of a run something more, in its own workspace and session, with the
+    /// same agent and policy: a follow-up ("also add a test"), a fix after review.
+    ///
+    /// A run that is over goes back to running for that agent, then checks and sums it up
+    /// again; its other agents stay as they ended. In a run still running, the agent is told
+    /// once its current turn ends (the command returns at once; `berth run logs -f` follows
+    /// it), unless it has ended already or runs an ACP agent (tell it once the run is over).
     Tell {
         #[arg(value_name = "RUN")]
         id: String,

@@ -501,10 +501,10 @@ fn a_queued_agent_stopped_ends_without_starting_and_the_run_goes_on() {
                 .then_some(())
         },
     );
-    // A running run takes no follow-up: it says so, and changes nothing.
-    let early = home.run(&["run", "tell", &id, "--agent", "1", "hi"]);
+    // A queued agent has no session yet: there is no one to tell; nothing changes.
+    let early = home.run(&["run", "tell", &id, "--agent", "2", "hi"]);
     assert_eq!(early.code, 4, "{}", early.stderr);
-    assert!(early.stderr.contains("still running"), "{}", early.stderr);
+    assert!(early.stderr.contains("never started"), "{}", early.stderr);
     // The queued one is stopped: it ends, having made nothing, and the other works on.
     let stopped = home.ok(&["run", "stop", &id, "--agent", "2"]);
     assert_eq!(stopped.trim(), "[2] stopped", "{stopped}");
@@ -586,4 +586,67 @@ fn tell_gives_an_ended_agent_a_follow_up_in_its_own_session() {
     let none = home.run(&["run", "tell", &id, "--agent", "2", "hi"]);
     assert_eq!(none.code, 2, "{}", none.stderr);
     assert!(none.stderr.contains("has no agent 2"), "{}", none.stderr);
+}
+
+#[test]
+fn tell_on_a_running_run_is_taken_after_the_agents_current_turn() {
+    let home = Home::new();
+    let server = ProviderServer::start_in_background();
+    let (_tmp, root) = project();
+    // The first answer streams slowly: the tell comes while the agent works.
+    server.push(
+        Reply::anthropic(&Turn::new().text(["Working", " on", " it."]))
+            .delay_head(Duration::from_millis(2500)),
+    );
+    server.push(Reply::anthropic(&write_call("told\n")));
+    server.push(Reply::anthropic(
+        &Turn::new().text(["Did what I was told."]),
+    ));
+    let r = run(berth_run(
+        &home,
+        &server,
+        &root,
+        &[
+            "Write out.txt",
+            "--allow",
+            "write_file",
+            "--detach",
+            "--json",
+        ],
+    ));
+    assert_eq!(r.code, 0, "{}\n{}", r.stderr, r.stdout);
+    let detached: Value = serde_json::from_str(&r.stdout).unwrap();
+    let id = detached["run"].as_str().unwrap().to_owned();
+    until("the agent working", Duration::from_secs(30), || {
+        (states(&show(&home, &id)) == ["working"]).then_some(())
+    });
+    let told = home.run(&["run", "tell", &id, "Also write told into out.txt", "--json"]);
+    assert_eq!(told.code, 0, "{}", told.stderr);
+    let queued: Value = serde_json::from_str(&told.stdout).unwrap();
+    assert_eq!(queued["queued"], true, "{queued:#}");
+    assert_eq!(queued["agent"], 1);
+    // The run ends once the told turn has: one session, both prompts, both answers.
+    let ended = until("the run over", Duration::from_secs(60), || {
+        let run = show(&home, &id);
+        (run["state"] == "ended").then_some(run)
+    });
+    assert_eq!(states(&ended), ["done"]);
+    let session = ended["agents"][0]["session"].as_str().unwrap();
+    let kept = transcript(&home, session);
+    assert_eq!(kept[0], "user: Write out.txt", "{kept:#?}");
+    assert_eq!(kept[1], "assistant: Working on it.", "{kept:#?}");
+    assert_eq!(kept[2], "user: Also write told into out.txt", "{kept:#?}");
+    assert_eq!(
+        kept.last().unwrap(),
+        "assistant: Did what I was told.",
+        "{kept:#?}"
+    );
+    let worktree = PathBuf::from(ended["agents"][0]["worktree"].as_str().unwrap());
+    assert_eq!(
+        std::fs::read_to_string(worktree.join("out.txt")).unwrap(),
+        "told\n"
+    );
+    // An agent that has ended cannot be told while the run goes on; once over, it can.
+    let over = home.run(&["run", "tell", &id, " "]);
+    assert_eq!(over.code, 2, "{}", over.stderr);
 }

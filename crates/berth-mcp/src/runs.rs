@@ -112,7 +112,7 @@ impl Runs {
             return Ok(None);
         };
         let runner = self.agent(ops);
-        let supervised = Supervised::tell(
+        let told = Supervised::tell_or_queue(
             ops.clone(),
             runner,
             &store,
@@ -123,7 +123,9 @@ impl Runs {
         )
         .await
         .map_err(run_error)?;
-        supervised.spawn_hosted("berth mcp");
+        if let berth_run::Told::Started(supervised) = told {
+            supervised.spawn_hosted("berth mcp");
+        }
         status(ops, session_id)
     }
 }

@@ -357,6 +357,10 @@ pub enum KeptError {
     WhichAgent { id: RunId, count: usize },
     #[error("agent {agent} of run {id} never started (it has no session): there is no one to tell")]
     NeverStarted { id: RunId, agent: usize },
+    #[error(
+        "agent {agent} of run {id} has ended while the others work: tell it once the run is over (`berth run wait {id}`)"
+    )]
+    AgentEnded { id: RunId, agent: usize },
     #[error("run {id} has no agent {agent}: it has {count}")]
     NoSuchAgent {
         id: RunId,
@@ -380,6 +384,7 @@ impl KeptError {
             | KeptError::NotRunning { .. }
             | KeptError::StillRunning { .. }
             | KeptError::NothingToResume(_)
+            | KeptError::AgentEnded { .. }
             | KeptError::NeverStarted { .. } => ErrorKind::Refused,
             KeptError::Io { .. } => ErrorKind::Io,
         }
@@ -671,6 +676,54 @@ impl RunStore {
     /// Agent `agent` of a run that is over (the only one when `None`), to be told `text` in
     /// its workspace and session (`berth run tell`), whatever way it ended. Refused while the
     /// run is running, and for an agent that never got a session.
+    /// Queues `text` for agent `agent` (the only one when `None`) of the running run `id`:
+    /// its supervisor tells the agent once its current turn ends, in the same session. The
+    /// agent's index. Refused for an agent that has ended already (the run goes on without
+    /// it), or one with no session yet.
+    pub fn queue_tell(
+        &self,
+        id: &RunId,
+        agent: Option<usize>,
+        text: &str,
+    ) -> Result<usize, KeptError> {
+        let record = self.load(id)?;
+        let pid = match (record.state, record.supervisor) {
+            (RunState::Running, Some(pid)) => pid,
+            (state, _) => {
+                return Err(KeptError::NotRunning {
+                    id: id.clone(),
+                    state,
+                });
+            }
+        };
+        let i = which_agent(id, &record, agent)?;
+        let a = &record.agents[i];
+        // An ACP agent's process answers one prompt: it is told once the run is over.
+        if matches!(
+            record.request.agents.get(i),
+            Some(crate::AgentSpec::Acp { .. })
+        ) {
+            return Err(KeptError::StillRunning {
+                id: id.clone(),
+                state: record.state,
+            });
+        }
+        if a.status.state.is_final() {
+            return Err(KeptError::AgentEnded {
+                id: id.clone(),
+                agent: i + 1,
+            });
+        }
+        // Named so that the supervisor takes them in the order they came.
+        let stamp = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let path = self.dir(id).join(format!("tell-{i}-{stamp:032}"));
+        berth_confined::write_atomic(&path, text.as_bytes()).map_err(io_at(&path))?;
+        self.signal_supervisor(id, pid)?;
+        Ok(i)
+    }
+
     pub fn tellable(
         &self,
         id: &RunId,
@@ -684,24 +737,7 @@ impl RunStore {
                 state: record.state,
             });
         }
-        let count = record.agents.len();
-        let i = match agent {
-            Some(i) if i < count => i,
-            Some(i) => {
-                return Err(KeptError::NoSuchAgent {
-                    id: id.clone(),
-                    agent: i + 1,
-                    count,
-                });
-            }
-            None if count == 1 => 0,
-            None => {
-                return Err(KeptError::WhichAgent {
-                    id: id.clone(),
-                    count,
-                });
-            }
-        };
+        let i = which_agent(id, &record, agent)?;
         let a = &record.agents[i];
         let (Some(workspace), Some(session)) = (&a.workspace, &a.session) else {
             return Err(KeptError::NeverStarted {
@@ -907,6 +943,33 @@ impl Supervision {
         Ok(())
     }
 
+    /// The tells queued since the last look (`RunStore::queue_tell`), taken in the order
+    /// they came: each agent's index and text.
+    pub fn tell_requests(&self) -> Vec<(usize, String)> {
+        let dir = self.store.dir(&self.record.id);
+        let Ok(entries) = fs::read_dir(&dir) else {
+            return Vec::new();
+        };
+        let mut found: Vec<(String, usize, PathBuf)> = entries
+            .flatten()
+            .filter_map(|e| {
+                let name = e.file_name().into_string().ok()?;
+                let (agent, _) = name.strip_prefix("tell-")?.split_once('-')?;
+                let agent = agent.parse().ok()?;
+                Some((name, agent, e.path()))
+            })
+            .collect();
+        found.sort();
+        found
+            .into_iter()
+            .filter_map(|(_, agent, path)| {
+                let text = fs::read_to_string(&path).ok()?;
+                fs::remove_file(&path).ok()?;
+                Some((agent, text))
+            })
+            .collect()
+    }
+
     /// The stop requests made since the last look, taken (their files removed).
     pub fn stop_requests(&self) -> Vec<StopRequest> {
         let dir = self.store.dir(&self.record.id);
@@ -930,6 +993,36 @@ impl Supervision {
         }
         requests
     }
+}
+
+/// The agent a tell names: `agent` (0-based) when the run has it, else the only one; one
+/// with no session yet has no one to tell.
+fn which_agent(id: &RunId, record: &RunRecord, agent: Option<usize>) -> Result<usize, KeptError> {
+    let count = record.agents.len();
+    let i = match agent {
+        Some(i) if i < count => i,
+        Some(i) => {
+            return Err(KeptError::NoSuchAgent {
+                id: id.clone(),
+                agent: i + 1,
+                count,
+            });
+        }
+        None if count == 1 => 0,
+        None => {
+            return Err(KeptError::WhichAgent {
+                id: id.clone(),
+                count,
+            });
+        }
+    };
+    if record.agents[i].session.is_none() {
+        return Err(KeptError::NeverStarted {
+            id: id.clone(),
+            agent: i + 1,
+        });
+    }
+    Ok(i)
 }
 
 /// Reads a run's event log from `offset`: the whole events after it, and the offset after

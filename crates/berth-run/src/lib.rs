@@ -50,7 +50,7 @@ pub use kept::{
     Supervision, read_events,
 };
 pub use preflight::preflight;
-pub use supervisor::{Host, Next, Supervised};
+pub use supervisor::{Host, Next, Supervised, Told};
 
 /// Seconds a check may take in each worktree unless the run says otherwise.
 pub const DEFAULT_CHECK_TIMEOUT_SECS: u64 = 600;
@@ -398,6 +398,7 @@ pub struct Run {
     pub events: mpsc::Receiver<RunEvent>,
     /// Whose `[[notify]]` entries hear of the run's events.
     ops: Ops,
+    told: Arc<Tellings>,
     stopper: Stopper,
     task: Option<tokio::task::JoinHandle<()>>,
 }
@@ -412,6 +413,12 @@ impl Run {
     /// Cancels agent `i`'s turn (0-based); the others go on.
     pub fn stop_agent(&self, i: usize) {
         self.stopper.stop_agent(i);
+    }
+
+    /// Tells agent `i` (0-based) `text` once its current turn ends, in the same session;
+    /// `false` when its turns are over already (it ended, or never started).
+    pub fn tell(&self, i: usize, text: String) -> bool {
+        self.told.push(i, text)
     }
 
     /// A handle that stops the run, for whoever does not hold its events.
@@ -479,17 +486,20 @@ pub fn start(ops: Ops, agent: Agent, request: RunRequest) -> Result<Run, RunErro
     let all = CancellationToken::new();
     let agents = request.agents.iter().map(|_| all.child_token()).collect();
     let stopper = Stopper { all, agents };
+    let told = Arc::new(Tellings::default());
     let run = Arc::new(Running {
         ops: ops.clone(),
         agent,
         request,
         tx,
         stopper: stopper.clone(),
+        told: told.clone(),
     });
     let task = tokio::spawn(async move { run.run().await });
     Ok(Run {
         events: rx,
         ops,
+        told,
         stopper,
         task: Some(task),
     })
@@ -550,6 +560,46 @@ struct Running {
     request: RunRequest,
     tx: mpsc::Sender<RunEvent>,
     stopper: Stopper,
+    told: Arc<Tellings>,
+}
+
+/// What agents of a running run were told while they worked (`berth run tell`), each taken
+/// after the agent's current turn; an agent whose last turn ended takes no more.
+#[derive(Default)]
+struct Tellings {
+    queues: std::sync::Mutex<BTreeMap<usize, (std::collections::VecDeque<String>, bool)>>,
+}
+
+impl Tellings {
+    /// Queues `text` for agent `i`; `false` when its turns are over.
+    fn push(&self, i: usize, text: String) -> bool {
+        let mut queues = self.queues.lock().unwrap_or_else(|e| e.into_inner());
+        let (texts, closed) = queues.entry(i).or_default();
+        if *closed {
+            return false;
+        }
+        texts.push_back(text);
+        true
+    }
+
+    /// The next text for agent `i`, else its turns are over from now.
+    fn next_or_close(&self, i: usize) -> Option<String> {
+        let mut queues = self.queues.lock().unwrap_or_else(|e| e.into_inner());
+        let (texts, closed) = queues.entry(i).or_default();
+        let next = texts.pop_front();
+        if next.is_none() {
+            *closed = true;
+        }
+        next
+    }
+
+    /// Agent `i` takes no more; what was queued for it is dropped and given back.
+    fn close(&self, i: usize) -> Vec<String> {
+        let mut queues = self.queues.lock().unwrap_or_else(|e| e.into_inner());
+        let (texts, closed) = queues.entry(i).or_default();
+        *closed = true;
+        texts.drain(..).collect()
+    }
 }
 
 /// One agent's workspace and session, once made.
@@ -772,31 +822,72 @@ impl Running {
             worktree: placed.worktree.clone(),
         })
         .await;
-        let prompt = match resume {
+        let mut prompt = match resume {
             Some(Resume {
                 prompt: Some(told), ..
             }) => told.clone(),
             Some(_) => resume_prompt(&self.request.task),
             None => self.request.task.clone(),
         };
-        let (stop, usage) = match spec {
-            AgentSpec::Berth { .. } => self.turn(i, &placed, prompt).await,
-            AgentSpec::Acp { command } => {
-                acp_agent::turn(acp_agent::AcpTurn {
-                    command,
-                    agent: i,
-                    prompt: &prompt,
-                    resume: resume.and_then(|r| r.acp_session.clone()),
-                    worktree: &placed.worktree,
-                    session: &placed.session,
-                    env: &placed.env,
-                    ops: &self.ops,
-                    policy: &self.request.policy,
-                    tx: &self.tx,
-                    cancel: self.stopper.agents[i].clone(),
-                    writable: &self.request.agent_writable,
-                })
-                .await
+        let mut acp_session = resume.and_then(|r| r.acp_session.clone());
+        if matches!(spec, AgentSpec::Acp { .. }) {
+            // An ACP agent's process answers one prompt; it is told more once the run is
+            // over (`berth run tell` then resumes its session).
+            self.told.close(i);
+        }
+        let mut usage = berth_agent::Usage::default();
+        // A turn, then one more for each thing the agent was told while it worked.
+        let stop = loop {
+            let (stop, used) = match spec {
+                AgentSpec::Berth { .. } => self.turn(i, &placed, prompt).await,
+                AgentSpec::Acp { command } => {
+                    acp_agent::turn(acp_agent::AcpTurn {
+                        command,
+                        agent: i,
+                        prompt: &prompt,
+                        resume: acp_session.take(),
+                        worktree: &placed.worktree,
+                        session: &placed.session,
+                        env: &placed.env,
+                        ops: &self.ops,
+                        policy: &self.request.policy,
+                        tx: &self.tx,
+                        cancel: self.stopper.agents[i].clone(),
+                        writable: &self.request.agent_writable,
+                    })
+                    .await
+                }
+            };
+            usage.input_tokens += used.input_tokens;
+            usage.output_tokens += used.output_tokens;
+            let went_on = matches!(
+                stop,
+                TurnStop::EndTurn | TurnStop::MaxTokens | TurnStop::MaxToolIterations
+            );
+            if !went_on {
+                for dropped in self.told.close(i) {
+                    self.send(RunEvent::Notice {
+                        agent: i,
+                        message: format!(
+                            "it was not told {:?}: its turn ended {}",
+                            berth_ops::title_of(&dropped),
+                            stop.as_str()
+                        ),
+                    })
+                    .await;
+                }
+                break stop;
+            }
+            match self.told.next_or_close(i) {
+                Some(text) => {
+                    self.send(RunEvent::Notice {
+                        agent: i,
+                        message: format!("told: {}", berth_ops::title_of(&text)),
+                    })
+                    .await;
+                    prompt = text;
+                }
+                None => break stop,
             }
         };
         summary.elapsed_ms = started.elapsed().as_millis() as u64;

@@ -43,6 +43,14 @@ pub enum Next {
     Unkept(KeptError),
 }
 
+/// What telling an agent of a kept run did.
+pub enum Told {
+    /// The run is running: the agent (0-based) is told after its current turn.
+    Queued { agent: usize },
+    /// The run was over: it runs again for the agent, supervised here.
+    Started(Box<Supervised>),
+}
+
 /// Who supervises a run: a process of its own, or a server that hosts it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Host {
@@ -104,6 +112,34 @@ impl Supervised {
         supervision.resuming(&again)?;
         let request = supervision.record().request.request(again);
         Supervised::start(ops, agent, supervision, request, host)
+    }
+
+    /// [`Supervised::tell`], or for a run still running, `text` queued for the agent: its
+    /// supervisor tells it once its current turn ends (`RunStore::queue_tell`). The one way
+    /// `berth run tell`, MCP's `session_tell` and the web page's Tell do it.
+    pub async fn tell_or_queue(
+        ops: Ops,
+        agent: Agent,
+        store: &RunStore,
+        id: &RunId,
+        which: Option<usize>,
+        text: &str,
+        host: Host,
+    ) -> Result<Told, RunError> {
+        if text.trim().is_empty() {
+            return Err(RunError::EmptyTask);
+        }
+        if !store.load(id)?.state.is_over() {
+            match store.queue_tell(id, which, text) {
+                Ok(agent) => return Ok(Told::Queued { agent }),
+                // It ended meanwhile: told as a run that is over.
+                Err(KeptError::NotRunning { .. }) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Supervised::tell(ops, agent, store, id, which, text, host)
+            .await
+            .map(|s| Told::Started(Box::new(s)))
     }
 
     /// Supervises `run` in a process of its own (the CLI's, or a detached supervisor), where
@@ -214,11 +250,21 @@ impl Supervised {
         }
     }
 
+    /// Stop requests, and tells queued for agents at work (`RunStore::queue_tell`).
     fn honour_stops(&self) {
         for request in self.supervision.stop_requests() {
             match request {
                 StopRequest::All => self.run.stop(),
                 StopRequest::Agent(i) => self.run.stop_agent(i),
+            }
+        }
+        for (agent, text) in self.supervision.tell_requests() {
+            if !self.run.tell(agent, text) {
+                eprintln!(
+                    "berth: run {}: agent {} was told something after its last turn ended; tell it again once the run is over",
+                    self.record().id,
+                    agent + 1
+                );
             }
         }
     }
@@ -278,6 +324,7 @@ mod tests {
         let run = Run {
             events,
             ops: berth_ops::open(&tmp.path().join("home"), &[]).unwrap(),
+            told: Default::default(),
             stopper: Stopper {
                 agents: vec![all.child_token()],
                 all,

@@ -143,8 +143,22 @@ async fn tell(
     let runner = AgentBuilder::new(ops.clone())
         .tools(berth_agent::tools::builtin())
         .build();
-    let supervised = Supervised::tell(ops, runner, &store, &id, agent, text, Host::Own).await?;
-    shown(supervised, interrupts, json).await
+    match Supervised::tell_or_queue(ops, runner, &store, &id, agent, text, Host::Own).await? {
+        berth_run::Told::Started(supervised) => shown(*supervised, interrupts, json).await,
+        berth_run::Told::Queued { agent } => {
+            if json {
+                render::json(
+                    &serde_json::json!({ "run": id, "agent": agent + 1, "queued": true }),
+                )?;
+            } else {
+                eprintln!(
+                    "run {id} is running: agent {} is told once its current turn ends (`berth run logs -f {id}` follows it)",
+                    agent + 1
+                );
+            }
+            Ok(())
+        }
+    }
 }
 
 /// Starts `berth run supervise ID` as a process of its own (its own process group, so a

@@ -5,7 +5,8 @@
 //! - Merge (`Ops::merge_workspace`, as `berth workspace merge`), optionally deleting the other
 //!   agents' workspaces (`plan_delete` + `delete_workspace` with force: their work is not
 //!   wanted);
-//! - Tell (`Supervised::tell`, as `berth run tell`), the run supervised by this server;
+//! - Tell (`Supervised::tell_or_queue`, as `berth run tell`): after the agent's current turn
+//!   in a running run, else the run runs again, supervised by this server;
 //! - a comment on a line of a diff, which becomes a Tell quoting the file and the line;
 //! - Discard (the agent's workspace deleted, as `berth workspace delete --force`).
 //!
@@ -269,7 +270,7 @@ async fn tell_agent(web: &Web, id: &str, n: usize, text: &str) -> PageResult<Run
     let which = n
         .checked_sub(1)
         .ok_or_else(|| PageError::not_found("agent"))?;
-    let supervised = Supervised::tell(
+    let told = Supervised::tell_or_queue(
         web.inner.ops.clone(),
         web.inner.agent.clone(),
         runs,
@@ -280,7 +281,10 @@ async fn tell_agent(web: &Web, id: &str, n: usize, text: &str) -> PageResult<Run
     )
     .await
     .map_err(|e| PageError::new(crate::error::status_of(e.kind()), e.to_string()))?;
-    supervised.spawn_hosted("berth serve");
+    // A running run's agent is told after its current turn, by the run's own supervisor.
+    if let berth_run::Told::Started(supervised) = told {
+        supervised.spawn_hosted("berth serve");
+    }
     Ok(id)
 }
 
