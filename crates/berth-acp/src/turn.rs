@@ -233,7 +233,8 @@ impl Relay {
                         .raw_output(json!({ "output": output, "is_error": is_error })),
                 )));
             }
-            AgentEvent::TurnEnded { .. } => {}
+            // The turn's end says its usage (`usage_update`); a request's alone, nothing.
+            AgentEvent::TurnEnded { .. } | AgentEvent::Usage { .. } => {}
         }
     }
 }

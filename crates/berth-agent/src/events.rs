@@ -51,6 +51,8 @@ pub enum AgentEvent {
     /// Something a person should know that is not part of the answer: an external MCP
     /// server that could not start, so its tools are left out of this turn.
     Notice { message: String },
+    /// A request to the model answered: the turn's tokens so far (for a run's budget).
+    Usage { usage: Usage },
     /// The turn is over. This is always the last event. `usage` is every request's tokens
     /// added up; `in_context` what the last request read and wrote, i.e. how much of the
     /// context window the conversation now fills (0 when no request answered).

@@ -471,6 +471,15 @@ pub struct NewRunArgs {
     /// Seconds the check may take in each worktree.
     #[arg(long, default_value_t = berth_run::DEFAULT_CHECK_TIMEOUT_SECS, value_name = "SECS")]
     pub check_timeout: u64,
+    /// Tokens each agent may use (read and written, every turn); past them it is stopped at
+    /// once, recorded as `budget` (default: `[run] max_tokens`, else no limit). An ACP
+    /// agent says its tokens when its turn ends, and is held to the limit then.
+    #[arg(long, value_name = "N")]
+    pub max_tokens: Option<u64>,
+    /// US dollars each agent may spend, by `[prices]` of its model; past them it is stopped,
+    /// recorded as `budget` (default: `[run] max_cost`, else no limit).
+    #[arg(long, value_name = "USD")]
+    pub max_cost: Option<f64>,
     /// Print the run's id and return at once; the run goes on under a supervisor process of
     /// its own (`berth run show ID`, `logs ID -f`, `wait ID`, `stop ID`).
     #[arg(long)]

@@ -514,3 +514,63 @@ fn compare_shows_the_agents_side_by_side() {
         "{table}"
     );
 }
+
+#[test]
+fn an_agent_past_its_token_budget_is_stopped_and_recorded_as_budget() {
+    let home = Home::new();
+    let server = ProviderServer::start_in_background();
+    let (tmp, root) = project();
+    let told = tmp.path().join("notified.json");
+    std::fs::write(
+        home.path().join("config.toml"),
+        format!(
+            "[[notify]]\ncommand = \"cat > '{}'\"\nevents = [\"budget\"]\n",
+            told.display()
+        ),
+    )
+    .unwrap();
+    // The first answer costs 30 tokens and asks for a tool: past a budget of 20, the agent is
+    // stopped before the tool runs or the model is asked again.
+    server.push(Reply::anthropic(&write_call("never\n").usage(20, 10)));
+    server.push(Reply::anthropic(&Turn::new().text(["Not reached."])));
+    let r = run(berth_run(
+        &home,
+        &server,
+        &root,
+        &[
+            "Write out.txt",
+            "--allow",
+            "write_file",
+            "--max-tokens",
+            "20",
+            "--json",
+        ],
+    ));
+    assert_eq!(r.code, 1, "{}\n{}", r.stderr, r.stdout);
+    let events = events(&r.stdout);
+    let ended = events.iter().find(|e| e["event"] == "ended").unwrap();
+    assert_eq!(ended["state"], "budget", "{ended:#}");
+    assert!(
+        ended["message"]
+            .as_str()
+            .unwrap()
+            .contains("30 tokens, over the 20 allowed"),
+        "{ended:#}"
+    );
+    assert_eq!(server.request_count(), 1);
+    let worktree = PathBuf::from(
+        events.iter().find(|e| e["event"] == "started").unwrap()["worktree"]
+            .as_str()
+            .unwrap(),
+    );
+    assert!(!worktree.join("out.txt").exists());
+    let runs = home.json(&["run", "list", "--json"]);
+    assert_eq!(runs[0]["agents"][0]["state"], "budget", "{runs:#}");
+    // The run's end said so, as `budget`.
+    let notice: Value = serde_json::from_str(&std::fs::read_to_string(&told).unwrap()).unwrap();
+    assert_eq!(notice["event"], "budget", "{notice:#}");
+    assert!(
+        notice["summary"].as_str().unwrap().starts_with("0 of 1"),
+        "{notice:#}"
+    );
+}

@@ -293,6 +293,14 @@ pub struct RunSettings {
     /// no limit.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_agents: Option<NonZeroUsize>,
+    /// Tokens one agent of a run may use (read and written, all its turns); past them it is
+    /// stopped, recorded as `budget`. Default: no limit. `--max-tokens` overrides it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u64>,
+    /// US dollars one agent of a run may spend, by `[prices]`; past them it is stopped,
+    /// recorded as `budget`. Default: no limit. `--max-cost` overrides it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_cost: Option<f64>,
 }
 
 /// A model's price in US dollars per million tokens.

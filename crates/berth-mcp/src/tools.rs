@@ -296,6 +296,8 @@ async fn session_run(cx: &Context, a: SessionRunArgs) -> Outcome {
         resume: Default::default(),
         agent_writable: Vec::new(),
         push: false,
+        // `[run]`'s limits, as for `berth run` without flags.
+        budget: Default::default(),
     };
     let agent = cx.runs.agent(&cx.ops);
     // A run that cannot start (no key, an agent command that is not there) is refused before

@@ -109,6 +109,9 @@ pub struct StoredRequest {
     /// The repository was named by URL: each agent's branch is pushed to it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub push: bool,
+    /// `--max-tokens`, `--max-cost` (absent in runs kept before budgets existed).
+    #[serde(default)]
+    pub budget: crate::Budget,
 }
 
 impl StoredRequest {
@@ -129,6 +132,7 @@ impl StoredRequest {
             check_timeout_secs: request.check_timeout.as_secs(),
             agent_writable: request.agent_writable.clone(),
             push: request.push,
+            budget: request.budget,
         }
     }
 
@@ -149,6 +153,7 @@ impl StoredRequest {
             resume,
             agent_writable: self.agent_writable.clone(),
             push: self.push,
+            budget: self.budget,
         }
     }
 }

@@ -44,6 +44,7 @@ use tokio::sync::mpsc;
 pub use agents::{AgentSpec, parse_agents};
 pub use berth_agent::Policy;
 pub use check::CheckResult;
+
 pub use compare::{Compared, Comparison, compare};
 pub use kept::{
     AgentRecord, KeptError, RunId, RunRecord, RunState, RunStore, StopRequest, StoredRequest,
@@ -84,6 +85,50 @@ pub struct RunRequest {
     /// committed and its branch pushed to the repository's `origin` (a repository named by
     /// URL, whose clone berth keeps).
     pub push: bool,
+    /// What each agent may use before it is stopped (`--max-tokens`, `--max-cost`; else
+    /// `[run]`'s).
+    pub budget: Budget,
+}
+
+/// What one agent of a run may use; past it the agent is stopped, recorded as `budget`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Budget {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u64>,
+    /// US dollars, by the session's model's `[prices]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_cost: Option<f64>,
+}
+
+impl Budget {
+    /// This budget, where it is silent `[run]`'s of `loaded`.
+    fn or(self, loaded: &berth_ops::LoadedConfig) -> Budget {
+        let run = &loaded.config.run;
+        Budget {
+            max_tokens: self.max_tokens.or(run.max_tokens),
+            max_cost: self.max_cost.or(run.max_cost),
+        }
+    }
+
+    /// Why `usage` (costing `cost`, where the price is known) is over the budget.
+    fn crossed(&self, usage: berth_agent::Usage, cost: Option<f64>) -> Option<String> {
+        let tokens = usage.input_tokens + usage.output_tokens;
+        if let Some(max) = self.max_tokens
+            && tokens > max
+        {
+            return Some(format!(
+                "stopped at its budget: {tokens} tokens, over the {max} allowed (--max-tokens)"
+            ));
+        }
+        if let (Some(max), Some(cost)) = (self.max_cost, cost)
+            && cost > max
+        {
+            return Some(format!(
+                "stopped at its budget: ${cost:.2}, over the ${max:.2} allowed (--max-cost)"
+            ));
+        }
+        None
+    }
 }
 
 /// An agent continued where it stopped: its workspace and session, and an ACP agent's own
@@ -119,6 +164,8 @@ pub enum AgentState {
     Done,
     Failed,
     Stopped,
+    /// Stopped at the run's budget (`--max-tokens`, `--max-cost`).
+    Budget,
 }
 
 impl AgentState {
@@ -130,6 +177,7 @@ impl AgentState {
             AgentState::Done => "done",
             AgentState::Failed => "failed",
             AgentState::Stopped => "stopped",
+            AgentState::Budget => "budget",
         }
     }
 
@@ -494,6 +542,7 @@ pub fn start(ops: Ops, agent: Agent, request: RunRequest) -> Result<Run, RunErro
         tx,
         stopper: stopper.clone(),
         told: told.clone(),
+        over_budget: Default::default(),
     });
     let task = tokio::spawn(async move { run.run().await });
     Ok(Run {
@@ -561,6 +610,32 @@ struct Running {
     tx: mpsc::Sender<RunEvent>,
     stopper: Stopper,
     told: Arc<Tellings>,
+    /// Why an agent was stopped at its budget, once it was.
+    over_budget: std::sync::Mutex<BTreeMap<usize, String>>,
+}
+
+/// What an agent has spent, and may: its budget, its model's price (per million tokens read
+/// and written), and the tokens of its turns before this one.
+#[derive(Clone, Copy)]
+struct Spending {
+    budget: Budget,
+    price: Option<(f64, f64)>,
+    before: berth_agent::Usage,
+}
+
+impl Spending {
+    /// Why the agent is over its budget, having used `usage` in this turn.
+    fn crossed(&self, usage: berth_agent::Usage) -> Option<String> {
+        let total = berth_agent::Usage {
+            input_tokens: self.before.input_tokens + usage.input_tokens,
+            output_tokens: self.before.output_tokens + usage.output_tokens,
+            ..usage
+        };
+        let cost = self.price.map(|(input, output)| {
+            (total.input_tokens as f64 * input + total.output_tokens as f64 * output) / 1_000_000.0
+        });
+        self.budget.crossed(total, cost)
+    }
 }
 
 /// What agents of a running run were told while they worked (`berth run tell`), each taken
@@ -836,10 +911,12 @@ impl Running {
             self.told.close(i);
         }
         let mut usage = berth_agent::Usage::default();
+        let mut spending = self.spending(i, &placed).await;
         // A turn, then one more for each thing the agent was told while it worked.
         let stop = loop {
+            spending.before = usage;
             let (stop, used) = match spec {
-                AgentSpec::Berth { .. } => self.turn(i, &placed, prompt).await,
+                AgentSpec::Berth { .. } => self.turn(i, &placed, prompt, spending).await,
                 AgentSpec::Acp { command } => {
                     acp_agent::turn(acp_agent::AcpTurn {
                         command,
@@ -858,6 +935,14 @@ impl Running {
                     .await
                 }
             };
+            // An ACP agent says what it used when its turn ends: held to its budget then.
+            if let Some(why) = spending.crossed(used) {
+                self.over_budget
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .entry(i)
+                    .or_insert(why);
+            }
             usage.input_tokens += used.input_tokens;
             usage.output_tokens += used.output_tokens;
             let went_on = matches!(
@@ -894,7 +979,13 @@ impl Running {
         summary.input_tokens = usage.input_tokens;
         summary.output_tokens = usage.output_tokens;
         summary.stop = stop.as_str().to_owned();
+        let over_budget = self
+            .over_budget
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&i);
         (summary.state, summary.message) = match stop {
+            _ if over_budget.is_some() => (AgentState::Budget, over_budget),
             TurnStop::Cancelled => (AgentState::Stopped, None),
             TurnStop::Failed { message } => (AgentState::Failed, Some(message)),
             TurnStop::EndTurn
@@ -997,12 +1088,53 @@ impl Running {
         Ok((workspace, worktree))
     }
 
+    /// Agent `i`'s budget (the run's, else `[run]`'s) and its model's price. A cost limit
+    /// with no price for the model cannot be held: said, and the token limit still holds.
+    async fn spending(&self, i: usize, placed: &Placed) -> Spending {
+        let global = self.ops.config(None).await;
+        let budget = match &global {
+            Ok(loaded) => self.request.budget.or(loaded),
+            Err(_) => self.request.budget,
+        };
+        let mut price = None;
+        if budget.max_cost.is_some() {
+            let model = self
+                .ops
+                .session_model(&placed.session)
+                .await
+                .map(|m| m.choice.model);
+            let config = self.ops.config(Some(&placed.session.workspace_id)).await;
+            if let (Ok(model), Ok(config)) = (model, config) {
+                price = config
+                    .config
+                    .prices
+                    .get(&model)
+                    .map(|p| (p.input, p.output));
+                if price.is_none() {
+                    self.send(RunEvent::Notice {
+                        agent: i,
+                        message: format!(
+                            "--max-cost cannot be held: [prices] has no entry for {model} (--max-tokens still is)"
+                        ),
+                    })
+                    .await;
+                }
+            }
+        }
+        Spending {
+            budget,
+            price,
+            before: berth_agent::Usage::default(),
+        }
+    }
+
     /// The agent's turn on the task, its events relayed as the run's.
     async fn turn(
         &self,
         i: usize,
         placed: &Placed,
         prompt: String,
+        spending: Spending,
     ) -> (TurnStop, berth_agent::Usage) {
         let permissions = Arc::new(PolicyPermissions {
             policy: self.request.policy.clone(),
@@ -1044,6 +1176,18 @@ impl Running {
                 },
                 AgentEvent::Notice { message } => RunEvent::Notice { agent: i, message },
                 AgentEvent::TurnEnded { stop, usage, .. } => return (stop, usage),
+                AgentEvent::Usage { usage } => {
+                    // Over its budget: stopped at once, as a stop stops it.
+                    if let Some(why) = spending.crossed(usage) {
+                        self.over_budget
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .entry(i)
+                            .or_insert(why);
+                        self.stopper.stop_agent(i);
+                    }
+                    continue;
+                }
                 AgentEvent::Thought { .. }
                 | AgentEvent::PermissionAsked { .. }
                 | AgentEvent::Plan { .. } => continue,

@@ -1,6 +1,7 @@
-//! What a run tells people (`[[notify]]`): an agent done or failed, a check failed, and the
-//! run's end. Made by the run's supervisor from its events, whatever shows the run (a table,
-//! nothing when detached, MCP). A one-agent run says its end once, as the run's.
+//! What a run tells people (`[[notify]]`): an agent done, failed or stopped at its budget, a
+//! check failed, and the run's end. Made by the run's supervisor from its events, whatever
+//! shows the run (a table, nothing when detached, MCP). A one-agent run says its end once, as
+//! the run's.
 
 use berth_ops::notices::{Notice, NotifyEvent};
 
@@ -44,6 +45,12 @@ pub(crate) fn of(record: &RunRecord, event: &RunEvent) -> Vec<Notice> {
             let (kind, how) = match state {
                 AgentState::Done => (NotifyEvent::Done, "done".to_owned()),
                 AgentState::Stopped => (NotifyEvent::Failed, "stopped".to_owned()),
+                AgentState::Budget => (
+                    NotifyEvent::Budget,
+                    message
+                        .clone()
+                        .unwrap_or_else(|| "stopped at its budget".to_owned()),
+                ),
                 _ => (
                     NotifyEvent::Failed,
                     format!(
@@ -81,9 +88,12 @@ pub(crate) fn of(record: &RunRecord, event: &RunEvent) -> Vec<Notice> {
                 .iter()
                 .filter(|a| a.check.as_ref().is_some_and(|c| !c.passed))
                 .count();
-            let kind = match done == agents.len() && failed_checks == 0 {
-                true => NotifyEvent::Done,
-                false => NotifyEvent::Failed,
+            let budget = agents.iter().any(|a| a.state == AgentState::Budget);
+            let kind = match (done == agents.len() && failed_checks == 0, budget) {
+                (true, _) => NotifyEvent::Done,
+                // One agent's run stopped at its budget says so; several say it per agent.
+                (false, true) if agents.len() == 1 => NotifyEvent::Budget,
+                (false, _) => NotifyEvent::Failed,
             };
             let mut summary = format!("{done} of {} agent(s) done", agents.len());
             if failed_checks > 0 {

@@ -196,6 +196,7 @@ impl SessionLive {
                     });
                 }
                 AgentEvent::Thought { .. }
+                | AgentEvent::Usage { .. }
                 | AgentEvent::PermissionAsked { .. }
                 | AgentEvent::ToolFinished { .. }
                 | AgentEvent::Plan { .. } => {}

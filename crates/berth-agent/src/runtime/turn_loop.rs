@@ -161,6 +161,7 @@ impl Inner {
             };
             usage.add(used);
             out.in_context = used.input_tokens + used.output_tokens;
+            out.send(AgentEvent::Usage { usage }).await;
             let text = message.text();
             let calls: Vec<ToolCall> = message.tool_calls().cloned().collect();
             let append = async {

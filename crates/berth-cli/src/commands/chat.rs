@@ -119,7 +119,7 @@ pub async fn run(ops: Ops, args: ChatArgs) -> anyhow::Result<()> {
             AgentEvent::ToolStarted {
                 name, arguments, ..
             } => eprintln!("{}", dim(&format!("→ {name} {arguments}"))),
-            AgentEvent::PermissionAsked { .. } => {}
+            AgentEvent::PermissionAsked { .. } | AgentEvent::Usage { .. } => {}
             AgentEvent::Notice { message } => eprintln!("berth: {message}"),
             AgentEvent::Plan { steps } => eprintln!("{}", screen::plan_text(&steps)),
             AgentEvent::ToolFinished {

@@ -95,6 +95,10 @@ async fn new_run(ops: Ops, store: RunStore, args: NewRunArgs) -> anyhow::Result<
             resume: BTreeMap::new(),
             agent_writable: args.agent_writable.clone(),
             push,
+            budget: berth_run::Budget {
+                max_tokens: args.max_tokens,
+                max_cost: args.max_cost,
+            },
         },
     )
     .await?;

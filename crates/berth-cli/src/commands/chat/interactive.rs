@@ -281,7 +281,7 @@ impl Chat {
             } => self.screen.tool_finished(&name, &output, is_error),
             AgentEvent::Notice { message } => self.screen.say(&format!("berth: {message}")),
             AgentEvent::Plan { steps } => self.screen.plan(&steps),
-            AgentEvent::TurnEnded { .. } => Ok(()),
+            AgentEvent::TurnEnded { .. } | AgentEvent::Usage { .. } => Ok(()),
         }
     }
 
