@@ -629,7 +629,6 @@ impl Spending {
         let total = berth_agent::Usage {
             input_tokens: self.before.input_tokens + usage.input_tokens,
             output_tokens: self.before.output_tokens + usage.output_tokens,
-            ..usage
         };
         let cost = self.price.map(|(input, output)| {
             (total.input_tokens as f64 * input + total.output_tokens as f64 * output) / 1_000_000.0
