@@ -229,13 +229,15 @@ async fn tools_run_and_their_results_go_back_with_their_call_ids() {
             AgentEvent::ToolFinished { .. } => "finished",
             AgentEvent::Notice { .. } => "notice",
             AgentEvent::Plan { .. } => "plan",
+            AgentEvent::Usage { .. } => "usage",
             AgentEvent::TurnEnded { .. } => "ended",
         })
         .collect();
+    // Each answer of the model says the turn's tokens so far, before its tools run.
     assert_eq!(
         kinds,
         [
-            "text", "started", "started", "finished", "finished", "text", "ended"
+            "text", "usage", "started", "started", "finished", "finished", "text", "usage", "ended"
         ]
     );
 

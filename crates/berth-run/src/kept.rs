@@ -1073,6 +1073,7 @@ impl StoredRequest {
             check_timeout_secs: 1,
             agent_writable: vec![],
             push: false,
+            budget: Default::default(),
         }
     }
 }
