@@ -26,13 +26,19 @@ if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; the
   { command -v apt-get >/dev/null && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; } \
     || echo "test.sh: cannot install chromium and chromium-driver; the web page's tests will fail" >&2
 fi
+# The desktop notification test (tests/web/test_notify.py) starts its own D-Bus session bus and
+# has berth call notify-send on it.
+if ! command -v dbus-daemon >/dev/null || ! command -v notify-send >/dev/null; then
+  { command -v apt-get >/dev/null && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dbus-daemon libnotify-bin >/dev/null; } \
+    || echo "test.sh: cannot install dbus-daemon and libnotify-bin; the desktop notification test will fail" >&2
+fi
 # The sandbox's tests (crates/berth-sandbox/tests, tests/acp/test_sandbox.py) also run berth as an
 # unprivileged user when this is root; this makes that user.
 if [ "$(id -u)" = 0 ] && ! id berth-sandbox-test >/dev/null 2>&1; then
   useradd --system --no-create-home --shell /usr/sbin/nologin berth-sandbox-test \
     || { echo "test.sh: cannot make the user berth-sandbox-test the sandbox's tests run as" >&2; exit 1; }
 fi
-if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import mcp, acp, websockets, pytest, pytest_timeout, selenium' 2>/dev/null; then
+if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import mcp, acp, websockets, pytest, pytest_timeout, selenium, jeepney' 2>/dev/null; then
   python3 -m venv .venv
   .venv/bin/pip install --quiet --disable-pip-version-check -r tests/mcp/requirements.txt -r tests/acp/requirements.txt -r tests/web/requirements.txt
 fi

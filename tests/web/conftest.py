@@ -76,10 +76,11 @@ def berth_json(home, *args, cwd=None):
 
 
 @contextlib.contextmanager
-def serving(home, provider, *args, token=TOKEN, keyless=False):
+def serving(home, provider, *args, token=TOKEN, keyless=False, extra_env=None):
     """`berth serve` on a free loopback port (more flags in `args`; `keyless`: without the
-    provider's API key); yields its base URL (`http://127.0.0.1:PORT`)."""
-    env = env_for(home, provider)
+    provider's API key; `extra_env`: more variables); yields its base URL
+    (`http://127.0.0.1:PORT`)."""
+    env = {**env_for(home, provider), **(extra_env or {})}
     if keyless:
         del env["ANTHROPIC_API_KEY"]
     if token:

@@ -336,3 +336,51 @@ def test_the_page_notifies_when_allowed_and_out_of_sight(home, provider, browser
         browser.switch_to.window(page)
         notified = wait_for(browser, lambda d: d.execute_script("return window.__notified"))
         assert any(title.endswith("needs you") for title in notified), notified
+
+
+def test_a_desktop_entry_shows_on_the_session_bus(home, provider, tmp_path):
+    """A real D-Bus session bus (dbus-daemon) with a notification service on it: a
+    `desktop = true` entry's notices arrive as the desktop's notifications, a waiting request
+    as critical."""
+    import os
+    import sys
+
+    bus = subprocess.Popen(
+        ["dbus-daemon", "--session", "--nofork", "--print-address=1"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    service = None
+    try:
+        address = bus.stdout.readline().strip()
+        assert address, "dbus-daemon printed no address"
+        env = {**os.environ, "DBUS_SESSION_BUS_ADDRESS": address}
+        service = subprocess.Popen(
+            [sys.executable, str(Path(__file__).parent / "fake_notifications.py")],
+            env=env,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert service.stdout.readline().strip() == "ready"
+        (home / "config.toml").write_text(
+            "[serve]\npermission_timeout_secs = 2\n[[notify]]\ndesktop = true\nevents = [\"needs_input\"]\n"
+        )
+        berth_json(home, "workspace", "create", "desk")
+        session = berth_json(home, "session", "new", "-w", "desk", "-t", "Desk work")["id"]
+        provider.push(write_calls(1))
+        provider.push(Reply().text("Nobody answered."))
+        env_serve = {"DBUS_SESSION_BUS_ADDRESS": address}
+        with serving(home, provider, extra_env=env_serve) as base:
+            assert page_prompt(base, session, "write")[0] == 202
+            line = service.stdout.readline()
+        shown = json.loads(line)
+        assert shown == {
+            "app": "berth",
+            "summary": "berth: Desk work needs you",
+            "body": "allow write_file f0.txt?",
+            "urgency": 2,
+        }, shown
+    finally:
+        if service:
+            service.kill()
+        bus.kill()

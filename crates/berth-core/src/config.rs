@@ -439,6 +439,10 @@ pub struct NotifySettings {
     /// Run this shell command with the notification's JSON on its standard input.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
+    /// Show it on this machine's desktop (the freedesktop notification service over the
+    /// session's D-Bus, through `notify-send`), when there is a session bus.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub desktop: bool,
     pub format: NotifyFormat,
     /// The events this entry sends; empty for all.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -828,6 +832,8 @@ pub const TEMPLATE: &str = r#"# berth configuration. Layers: this file -> worksp
 # always = false                             # true: even while a page or an editor shows it
 # [[notify]]
 # command = "my-notifier"                    # ...or a command, the event's JSON on its stdin
+# [[notify]]
+# desktop = true                             # ...or this machine's desktop (notify-send)
 
 [git]
 # worktree_dir = "/path/for/worktrees"   # default: workspaces/<id>/worktree

@@ -141,7 +141,7 @@ impl Notifier {
     pub fn new(entries: Vec<NotifySettings>, public_url: Option<String>, log: PathBuf) -> Notifier {
         let entries: Vec<NotifySettings> = entries
             .into_iter()
-            .filter(|e| e.url.is_some() || e.command.is_some())
+            .filter(|e| e.url.is_some() || e.command.is_some() || e.desktop)
             .collect();
         if entries.is_empty() {
             return Notifier::default();
@@ -294,6 +294,7 @@ impl Worker {
             outcome = match (&e.url, &e.command) {
                 (Some(url), _) => self.post(url.expose(), e.format, notice).await,
                 (None, Some(command)) => run_command(command, notice).await,
+                (None, None) if e.desktop => show_on_desktop(notice).await,
                 (None, None) => return,
             };
             if outcome.is_ok() || attempt == ATTEMPTS {
@@ -418,6 +419,63 @@ async fn run_command(command: &str, notice: &Notice) -> Result<(), String> {
     }
 }
 
+/// The notice on this machine's desktop: the freedesktop notification service, over the
+/// session's D-Bus, through `notify-send` (libnotify's); a waiting request is critical.
+async fn show_on_desktop(notice: &Notice) -> Result<(), String> {
+    let bus = std::env::var_os("DBUS_SESSION_BUS_ADDRESS").filter(|a| !a.is_empty());
+    let uid = uid_of_this_process();
+    let user_bus = std::path::Path::new("/run/user").join(uid).join("bus");
+    if bus.is_none() && !user_bus.exists() {
+        return Err("there is no D-Bus session bus here (a desktop session starts one)".into());
+    }
+    let urgency = match notice.event {
+        NotifyEvent::NeedsInput => "critical",
+        _ => "normal",
+    };
+    let mut command = tokio::process::Command::new("notify-send");
+    command
+        .args(["--app-name=berth", &format!("--urgency={urgency}"), "--"])
+        .arg(&notice.title)
+        .arg(&notice.summary)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    let child = command.spawn().map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => {
+            "notify-send is not installed (Debian's libnotify-bin has it)".to_owned()
+        }
+        _ => format!("cannot start notify-send: {e}"),
+    })?;
+    match tokio::time::timeout(TIMEOUT, child.wait_with_output()).await {
+        Err(_) => Err(format!(
+            "notify-send did not end within {}s",
+            TIMEOUT.as_secs()
+        )),
+        Ok(Err(e)) => Err(e.to_string()),
+        Ok(Ok(out)) if out.status.success() => Ok(()),
+        Ok(Ok(out)) => Err(format!(
+            "notify-send ended with {}: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        )),
+    }
+}
+
+/// This process's user id, as the name of its runtime folder (`/run/user/UID`), read from
+/// `/proc` rather than with a system call.
+fn uid_of_this_process() -> String {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix("Uid:"))
+                .and_then(|ids| ids.split_whitespace().next().map(str::to_owned))
+        })
+        .unwrap_or_default()
+}
+
 /// How a sink is named in the log and by the doctor: a URL's scheme and host (its path, a
 /// topic or a webhook, is a secret), or a command's program.
 pub fn sink_label(entry: &NotifySettings) -> String {
@@ -433,6 +491,7 @@ pub fn sink_label(entry: &NotifySettings) -> String {
             let program = command.split_whitespace().next().unwrap_or(command);
             format!("command {program}")
         }
+        (None, None) if entry.desktop => "desktop".to_owned(),
         (None, None) => "nothing".to_owned(),
     }
 }

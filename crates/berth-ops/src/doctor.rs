@@ -215,11 +215,11 @@ fn notifications(config: &Config, home: &Path) -> Vec<Finding> {
         .map(|entry| {
             let sink = crate::notices::sink_label(entry);
             let check = format!("notify {sink}");
-            if entry.url.is_none() && entry.command.is_none() {
+            if entry.url.is_none() && entry.command.is_none() && !entry.desktop {
                 return Finding::warn(
                     check,
-                    "a [[notify]] entry with neither url nor command sends nothing",
-                    "give it a url or a command, or remove it",
+                    "a [[notify]] entry with no url, command or desktop sends nothing",
+                    "give it a url, a command or desktop = true, or remove it",
                 );
             }
             match kept.iter().rev().find(|d| d.sink == sink) {
