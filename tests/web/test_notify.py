@@ -43,6 +43,8 @@ class Hook:
 
     def __init__(self, delay=0.0):
         self.bodies = []
+        # Every request as it came: (headers, raw body), for the ntfy and Slack forms.
+        self.raw = []
         hook = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -52,7 +54,11 @@ class Hook:
             def do_POST(self):
                 data = self.rfile.read(int(self.headers.get("content-length", 0)))
                 time.sleep(delay)
-                hook.bodies.append(json.loads(data))
+                hook.raw.append((dict(self.headers), data.decode()))
+                try:
+                    hook.bodies.append(json.loads(data))
+                except ValueError:
+                    hook.bodies.append(None)
                 self.send_response(204)
                 self.end_headers()
 
@@ -247,6 +253,43 @@ def answering(base, session, csrf):
     thread = threading.Thread(target=watch, daemon=True)
     thread.start()
     return thread
+
+
+def test_the_ntfy_and_slack_forms(home, provider, tmp_path):
+    ntfy, slack = Hook(), Hook()
+    try:
+        (home / "config.toml").write_text(
+            '[serve]\npublic_url = "https://berth.example.com"\n'
+            f'[[notify]]\nurl = "{ntfy.url}"\nformat = "ntfy"\n'
+            f'[[notify]]\nurl = "{slack.url}"\nformat = "slack"\n'
+        )
+        repo = tmp_path / "repo"
+        repo.mkdir()
+        for args in (["init", "-q", "-b", "main"], ["config", "user.email", "t@e.x"], ["config", "user.name", "T"]):
+            subprocess.run(["git", *args], cwd=repo, check=True)
+        (repo / "README.md").write_text("hi\n")
+        subprocess.run(["git", "add", "."], cwd=repo, check=True)
+        subprocess.run(["git", "commit", "-qm", "first"], cwd=repo, check=True)
+        provider.push(Reply().text("All done."))
+        done = subprocess.run(
+            [BERTH, "run", "Tidy the README"], env=env_for(home, provider), cwd=str(repo),
+            capture_output=True, text=True, timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        [run] = berth_json(home, "run", "list")
+        ntfy.wait_for(1)
+        [(headers, body)] = ntfy.raw
+        headers = {k.lower(): v for k, v in headers.items()}
+        assert headers["title"] == "berth run: Tidy the README"
+        assert headers["tags"] == "done"
+        assert headers["click"] == f"https://berth.example.com/runs/{run['id']}"
+        assert body.startswith("1 of 1 agent(s) done")
+        [text] = [b["text"] for b in slack.wait_for(1)]
+        assert text.startswith("*berth run: Tidy the README*\n1 of 1 agent(s) done")
+        assert text.endswith(f"<https://berth.example.com/runs/{run['id']}|open>")
+    finally:
+        ntfy.stop()
+        slack.stop()
 
 
 def test_dead_and_slow_sinks_add_nothing_to_a_turn_and_the_doctor_says_so(home, provider):

@@ -279,7 +279,7 @@ impl Worker {
     fn link(&self, notice: &Notice) -> Option<String> {
         let base = self.public_url.as_ref()?;
         match (&notice.run, &notice.session) {
-            (Some(run), _) => Some(format!("{base}/runs#{run}")),
+            (Some(run), _) => Some(format!("{base}/runs/{run}")),
             (None, Some(session)) => Some(format!("{base}/s/{session}")),
             _ => Some(format!("{base}/")),
         }
