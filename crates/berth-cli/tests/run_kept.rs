@@ -552,6 +552,11 @@ fn tell_gives_an_ended_agent_a_follow_up_in_its_own_session() {
     let ended = show(&home, &id);
     let session = ended["agents"][0]["session"].as_str().unwrap().to_owned();
     let worktree = PathBuf::from(ended["agents"][0]["worktree"].as_str().unwrap());
+    // The machine that ran it is kept, and shown.
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    assert_eq!(ended["agents"][0]["node"], host.trim(), "{ended:#}");
+    let shown = home.ok(&["run", "show", &id]);
+    assert!(shown.contains(&format!("node: {}", host.trim())), "{shown}");
 
     // The follow-up: the same agent, workspace, session and policy.
     server.push(Reply::anthropic(&write_call("second\n")));

@@ -192,6 +192,9 @@ impl RunState {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct AgentRecord {
     pub label: String,
+    /// The machine its supervisor ran it on (its host name), once it started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
     pub workspace: Option<String>,
     pub session: Option<String>,
     pub worktree: Option<PathBuf>,
@@ -226,6 +229,7 @@ impl RunRecord {
             .iter()
             .map(|spec| AgentRecord {
                 label: spec.label(),
+                node: None,
                 workspace: None,
                 session: None,
                 worktree: None,
@@ -307,6 +311,8 @@ impl RunRecord {
                 a.workspace = Some(workspace.clone());
                 a.session = Some(session.clone());
                 a.worktree = Some(worktree.clone());
+                // Kept by the supervisor, on the machine that runs the agent.
+                a.node = Some(berth_ops::notices::node_name());
             }
             RunEvent::AgentSession { id, .. } => a.acp_session = Some(id.clone()),
             _ => {}

@@ -44,7 +44,6 @@ use tokio::sync::mpsc;
 pub use agents::{AgentSpec, parse_agents};
 pub use berth_agent::Policy;
 pub use check::CheckResult;
-
 pub use compare::{Compared, Comparison, compare};
 pub use kept::{
     AgentRecord, KeptError, RunId, RunRecord, RunState, RunStore, StopRequest, StoredRequest,

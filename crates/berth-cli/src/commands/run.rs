@@ -431,6 +431,27 @@ fn show(store: &RunStore, id: &str, json: bool) -> anyhow::Result<()> {
         render::cell(&berth_ops::title_of(&record.request.task))
     ))?;
     render::line(format!("started {}", render::time(record.created_at)))?;
+    // Where each agent ran: one machine named once, several per agent.
+    let mut nodes: Vec<&str> = record
+        .agents
+        .iter()
+        .filter_map(|a| a.node.as_deref())
+        .collect();
+    nodes.dedup();
+    match nodes.as_slice() {
+        [] => {}
+        [one] => render::line(format!("node: {one}"))?,
+        _ => render::line(format!(
+            "nodes: {}",
+            record
+                .agents
+                .iter()
+                .enumerate()
+                .map(|(i, a)| format!("{} on {}", i + 1, a.node.as_deref().unwrap_or("-")))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))?,
+    }
     if let Some(m) = &record.message {
         render::line(format!("why: {}", render::cell(m)))?;
     }
