@@ -3,6 +3,7 @@ Python SDK as the client: a fork starts with a copy of the first session's histo
 its own way, the first left as it was; each skill is offered as `/name` with its description,
 and a prompt `/name …` reaches the model with the skill's instructions."""
 
+import asyncio
 import json
 
 import pytest
@@ -80,3 +81,16 @@ async def test_skills_are_offered_as_commands_and_run_with_their_instructions(ho
         shown = berth_json(home, "session", "show", sid)
         assert "DEPLOY-BODY" in shown["messages"][0]["content"]
         assert shown["session"]["title"].startswith("/deploy to staging")
+
+        # A skill added during the session: the menu follows after the next prompt.
+        (skills / "review").mkdir()
+        (skills / "review" / "SKILL.md").write_text("---\nname: review\ndescription: Review it\n---\nR\n")
+        provider.push(Reply().text("ok"))
+        await conn.prompt(session_id=sid, prompt=[text_block("hello")])
+        updates = await offered(editor, sid)
+        for _ in range(100):
+            updates = await offered(editor, sid)
+            if len(updates) == 2:
+                break
+            await asyncio.sleep(0.05)
+        assert [c.name for c in updates[-1].available_commands] == [*OFFERED, "deploy", "review"]

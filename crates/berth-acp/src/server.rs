@@ -84,6 +84,8 @@ struct Open {
     mcp: Option<Arc<McpServers>>,
     /// Whether the client knows the session's title (it had one, or was told it).
     title_told: std::sync::atomic::AtomicBool,
+    /// The skills its `/` menu was last offered, by name.
+    offered: Mutex<Vec<String>>,
 }
 
 /// What reopening a session found of its turn.
@@ -184,6 +186,7 @@ impl Server {
             running: Mutex::default(),
             mcp,
             title_told: std::sync::atomic::AtomicBool::new(titled),
+            offered: Mutex::default(),
         });
         self.sessions
             .lock()
@@ -386,7 +389,7 @@ impl Server {
         }
         cx.send_notification(SessionNotification::new(
             request.session_id.clone(),
-            self.commands_for(&open.session).await,
+            self.commands_for(&open).await,
         ))?;
         if let Some(turn) = following {
             let relay = Relay {
@@ -619,23 +622,44 @@ impl Server {
     }
 
     /// The commands a session's prompt offers: berth's own, then its workspace's skills (read
-    /// now; one that cannot be read offers none).
-    async fn commands_for(&self, session: &Session) -> SessionUpdate {
-        let skills = match self
-            .ops
-            .resolve_workspace(session.workspace_id.as_str())
-            .await
-        {
-            Ok(ws) => self.ops.skills(Some(&ws)).await.unwrap_or_default(),
-            Err(_) => Default::default(),
-        };
+    /// now; one that cannot be read offers none). Which skills it offered is kept with it.
+    async fn commands_for(&self, open: &Open) -> SessionUpdate {
+        let skills = self.skills_of(&open.session).await;
+        *open.offered.lock().unwrap_or_else(|e| e.into_inner()) = skill_names(&skills);
         commands::available(&skills)
     }
 
     /// [`Server::commands_for`] the session open as `id`, with the id, for a client to be told.
     async fn commands_of(&self, id: &SessionId) -> Option<(SessionId, SessionUpdate)> {
         let open = self.open(id).ok()?;
-        Some((id.clone(), self.commands_for(&open.session).await))
+        Some((id.clone(), self.commands_for(&open).await))
+    }
+
+    /// The commands again when the workspace's skills changed since they were offered (a skill
+    /// added or removed during the session): after each prompt.
+    async fn commands_if_changed(&self, open: &Open) -> Option<(SessionId, SessionUpdate)> {
+        let skills = self.skills_of(&open.session).await;
+        let names = skill_names(&skills);
+        let mut offered = open.offered.lock().unwrap_or_else(|e| e.into_inner());
+        if *offered == names {
+            return None;
+        }
+        *offered = names;
+        Some((
+            open.session.id.to_string().into(),
+            commands::available(&skills),
+        ))
+    }
+
+    async fn skills_of(&self, session: &Session) -> berth_ops::skills::Skills {
+        match self
+            .ops
+            .resolve_workspace(session.workspace_id.as_str())
+            .await
+        {
+            Ok(ws) => self.ops.skills(Some(&ws)).await.unwrap_or_default(),
+            Err(_) => Default::default(),
+        }
     }
 
     /// Marks the session busy, in the dispatch loop, so a second prompt read after this one is
@@ -978,7 +1002,9 @@ impl Server {
                     // Free before answering: the client may send its next prompt the moment
                     // it reads this answer.
                     *open.running.lock().unwrap_or_else(|e| e.into_inner()) = None;
-                    (answer, None)
+                    // A skill added or removed meanwhile: the editor's menu follows.
+                    let tell = s.commands_if_changed(&open).await;
+                    (answer, tell)
                 })
             }
             other => responder.respond_with_error(
@@ -1035,4 +1061,9 @@ fn request_method(request: &ClientRequest) -> String {
 /// The ACP session id of a berth session (they are one id).
 fn acp_id(session: &Session) -> SessionId {
     SessionId::new(session.id.to_string())
+}
+
+/// The names of `skills`, as a menu offered them.
+fn skill_names(skills: &berth_ops::skills::Skills) -> Vec<String> {
+    skills.skills.iter().map(|s| s.name.clone()).collect()
 }
