@@ -1,7 +1,8 @@
 //! Benchmark: what installed skills cost a turn. For 0, 200 and 2,000 skills in a workspace's
 //! `skills/` folder (each with a description of about 150 characters, as real ones are):
 //!
-//! 1. the time to gather them (`Ops::skills`, done at every turn's setup), median and p90;
+//! 1. the time to gather them (`Ops::skills`, done at every turn's setup), median and p90:
+//!    the first gather reads and parses every `SKILL.md`, the later ones only those changed;
 //! 2. the tokens they add to a turn's request: the instructions' "Skills" section, as
 //!    `context_fill` estimates the request, and as the provider stand-in saw the request of a
 //!    real turn (its `system` field, in characters and in tokens at the Claude window's rate);
@@ -133,6 +134,13 @@ async fn measure(server: &ProviderServer, skills: usize, rounds: usize) -> Figur
         )
         .unwrap();
         std::fs::write(folder.join(&name).join("reference.md"), "details").unwrap();
+        // Installed a while ago, as skills are: not just written.
+        std::fs::File::options()
+            .write(true)
+            .open(folder.join(&name).join("SKILL.md"))
+            .unwrap()
+            .set_modified(std::time::SystemTime::now() - Duration::from_secs(3600))
+            .unwrap();
     }
     let session = ops
         .create_session(CreateSession {

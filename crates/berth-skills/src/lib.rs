@@ -11,8 +11,9 @@
 //! Every read happens beneath an open handle on the skill's folder, so a symlink or `..`
 //! cannot lead a skill to a file outside it (`~/.ssh` linked as a "reference"). A skill that
 //! cannot be read or whose `SKILL.md` is malformed is skipped with a [`Warning`] naming the
-//! file and the problem: a bad skill never fails a turn. Nothing is cached: every gather reads
-//! the folders again, so a changed skill is seen by the next turn without a restart.
+//! file and the problem: a bad skill never fails a turn. Every gather reads the folders again,
+//! so a changed skill is seen by the next turn without a restart; only the parsed front matter
+//! of a `SKILL.md` unchanged since (`parsed`) is kept.
 
 use std::fmt;
 use std::io;
@@ -471,32 +472,50 @@ fn read_root(root: &Root, warnings: &mut Vec<Warning>) -> Vec<Skill> {
             }
         };
         let manifest = path.join(SKILL_MD);
-        let text = match read_skill_md(&folder, &manifest) {
-            Ok(text) => text,
-            Err(SkillError::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
-                continue;
-            }
-            Err(SkillError::Io { source, .. }) if berth_confined::is_escape(&source) => {
-                warn(
-                    manifest,
-                    "it is a symlink that leads outside its skill's folder".into(),
-                );
-                continue;
-            }
-            Err(SkillError::Malformed { path, problem }) => {
-                warn(path, problem);
-                continue;
-            }
-            Err(e) => {
-                warn(manifest, e.to_string());
-                continue;
-            }
-        };
-        let front = match front_matter(&text, &name) {
-            Ok(front) => front,
-            Err(problem) => {
-                warn(manifest, problem);
-                continue;
+        // Unchanged since it was last read (same size, same modification time): its front
+        // matter as it was parsed then; a turn reads every skill, and most never change.
+        let stamp = folder
+            .metadata(SKILL_MD)
+            .ok()
+            .and_then(|m| Some((m.len(), m.modified().ok()?.into_std())));
+        let cached = stamp.and_then(|stamp| parsed::get(&manifest, stamp));
+        let front = match cached {
+            Some(front) => front,
+            None => {
+                let text = match read_skill_md(&folder, &manifest) {
+                    Ok(text) => text,
+                    Err(SkillError::Io { source, .. })
+                        if source.kind() == io::ErrorKind::NotFound =>
+                    {
+                        continue;
+                    }
+                    Err(SkillError::Io { source, .. }) if berth_confined::is_escape(&source) => {
+                        warn(
+                            manifest,
+                            "it is a symlink that leads outside its skill's folder".into(),
+                        );
+                        continue;
+                    }
+                    Err(SkillError::Malformed { path, problem }) => {
+                        warn(path, problem);
+                        continue;
+                    }
+                    Err(e) => {
+                        warn(manifest, e.to_string());
+                        continue;
+                    }
+                };
+                let front = match front_matter(&text, &name) {
+                    Ok(front) => front,
+                    Err(problem) => {
+                        warn(manifest, problem);
+                        continue;
+                    }
+                };
+                if let Some(stamp) = stamp {
+                    parsed::keep(&manifest, stamp, &front);
+                }
+                front
             }
         };
         let mut files = Vec::new();
@@ -513,6 +532,61 @@ fn read_root(root: &Root, warnings: &mut Vec<Warning>) -> Vec<Skill> {
         });
     }
     skills
+}
+
+/// The front matter of each `SKILL.md` this process parsed, with the size and modification
+/// time it had then: read again only when one of them changed. As git does for its index, an
+/// entry whose file was modified less than a second before it was read is not trusted (a
+/// file's time is coarse: an edit in the same tick would keep it), so such a file is read
+/// again until it has been left alone that long.
+mod parsed {
+    use std::collections::HashMap;
+    use std::path::{Path, PathBuf};
+    use std::sync::{Mutex, OnceLock};
+    use std::time::{Duration, SystemTime};
+
+    use rmcp::model::SkillFrontmatter;
+
+    /// A file's size and modification time.
+    pub(super) type Stamp = (u64, SystemTime);
+
+    /// Bounded: a process that met more skills than this starts its cache afresh.
+    const MAX: usize = 20_000;
+    const RACY: Duration = Duration::from_secs(1);
+
+    struct Kept {
+        stamp: Stamp,
+        front: SkillFrontmatter,
+        read_at: SystemTime,
+    }
+
+    fn cache() -> &'static Mutex<HashMap<PathBuf, Kept>> {
+        static CACHE: OnceLock<Mutex<HashMap<PathBuf, Kept>>> = OnceLock::new();
+        CACHE.get_or_init(Mutex::default)
+    }
+
+    pub(super) fn get(path: &Path, stamp: Stamp) -> Option<SkillFrontmatter> {
+        let cache = cache().lock().unwrap_or_else(|e| e.into_inner());
+        let kept = cache.get(path)?;
+        let settled = kept
+            .read_at
+            .duration_since(stamp.1)
+            .is_ok_and(|age| age >= RACY);
+        (kept.stamp == stamp && settled).then(|| kept.front.clone())
+    }
+
+    pub(super) fn keep(path: &Path, stamp: Stamp, front: &SkillFrontmatter) {
+        let mut cache = cache().lock().unwrap_or_else(|e| e.into_inner());
+        if cache.len() >= MAX {
+            cache.clear();
+        }
+        let kept = Kept {
+            stamp,
+            front: front.clone(),
+            read_at: SystemTime::now(),
+        };
+        cache.insert(path.to_path_buf(), kept);
+    }
 }
 
 /// The files beneath `dir` (at `prefix`), hidden ones and symlinks left out, at most
@@ -663,6 +737,33 @@ mod tests {
         for bad in ["../pdf/forms.md", "/etc/passwd", ".hidden", ""] {
             assert!(pdf.read(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn an_edited_skill_is_read_again_even_at_the_same_size() {
+        let root = tempfile::tempdir().unwrap();
+        let roots = [Root {
+            source: Source::Workspace,
+            path: root.path().into(),
+        }];
+        skill(root.path(), "edit", &md("edit", "first", ""));
+        assert_eq!(gather(&roots).skills[0].description, "first");
+        // Same length, written at once: the file's time may not have moved.
+        skill(root.path(), "edit", &md("edit", "again", ""));
+        assert_eq!(gather(&roots).skills[0].description, "again");
+        // Left alone, then changed with its time set back as it was: a settled entry is kept
+        // (what the cache is for), and a change of size is always seen.
+        let manifest = root.path().join("edit").join(SKILL_MD);
+        let old = std::time::SystemTime::now() - std::time::Duration::from_secs(60);
+        std::fs::File::options()
+            .write(true)
+            .open(&manifest)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        assert_eq!(gather(&roots).skills[0].description, "again");
+        skill(root.path(), "edit", &md("edit", "a longer one", ""));
+        assert_eq!(gather(&roots).skills[0].description, "a longer one");
     }
 
     #[test]
