@@ -8,6 +8,9 @@
 //! cannot all be read at listing time is listed with `"dynamic"` resources instead of a
 //! manifest of digests.
 
+use std::collections::HashMap;
+use std::path::PathBuf;
+
 use berth_ops::skills::{Skill as Found, Skills};
 use berth_ops::{ErrorKind, Workspace};
 use rmcp::ErrorData;
@@ -41,21 +44,25 @@ pub async fn list(cx: &Context, cursor: Option<&str>) -> Result<ListSkillsResult
     let page: Vec<Workspace> = all.into_iter().skip(from).collect();
     let more = page.len() > WORKSPACES_PER_PAGE;
     let page: Vec<Workspace> = page.into_iter().take(WORKSPACES_PER_PAGE).collect();
-    let mut skills = Vec::new();
+    let mut found = Vec::new();
     for ws in &page {
-        let found = gather(cx, ws).await?;
-        let ws = ws.clone();
-        let entries = berth_ops::blocking(move || {
-            Ok(found
-                .skills
-                .iter()
-                .map(|s| entry(&ws, s))
-                .collect::<Vec<_>>())
-        })
-        .await
-        .map_err(|e| errors::protocol(&e))?;
-        skills.extend(entries);
+        found.push((ws.clone(), gather(cx, ws).await?));
     }
+    let skills = berth_ops::blocking(move || {
+        let mut made: HashMap<PathBuf, Manifest> = HashMap::new();
+        let mut skills = Vec::new();
+        for (ws, found) in &found {
+            for skill in &found.skills {
+                let manifest = made
+                    .entry(skill.dir.clone())
+                    .or_insert_with(|| manifest(skill));
+                skills.push(entry_of(ws, skill, manifest));
+            }
+        }
+        Ok(skills)
+    })
+    .await
+    .map_err(|e| errors::protocol(&e))?;
     let mut result = ListSkillsResult::with_all_items(skills);
     if more {
         result.next_cursor = page.last().map(|ws| ws.id.to_string());
@@ -174,31 +181,55 @@ async fn find(cx: &Context, uri: &str) -> Result<(Workspace, Found, Option<Strin
     Ok((ws, skill, path))
 }
 
-/// A skill as the extension lists it: its `SKILL.md` URI, its front matter, and the manifest
-/// of its files (digest and size), or `"dynamic"` when one could not be read.
-fn entry(ws: &Workspace, skill: &Found) -> Skill {
-    let mut front = SkillFrontmatter::new(&skill.name, &skill.description);
-    front.extra = skill.extra.clone();
-    let md = uri::skill(&ws.id, &skill.name, Some(berth_ops::skills::SKILL_MD));
-    let mut files = Vec::new();
+/// The digest and size of each file of a skill (`SKILL.md` first), by its path in the skill's
+/// folder; `None` when one could not be read. Made once per folder in a listing: the person's
+/// own skills are every workspace's.
+type Manifest = Option<Vec<(String, String, u64)>>;
+
+fn manifest(skill: &Found) -> Manifest {
     let all =
         std::iter::once(berth_ops::skills::SKILL_MD).chain(skill.files.iter().map(String::as_str));
-    let mut complete = true;
+    let mut files = Vec::new();
     for file in all {
         match skill.read(file) {
-            Ok(bytes) => files.push(SkillResource::from_bytes(
-                uri::skill(&ws.id, &skill.name, Some(file)),
-                &bytes,
+            Ok(bytes) => files.push((
+                file.to_owned(),
+                rmcp::model::sha256_digest(&bytes),
+                bytes.len() as u64,
             )),
             Err(e) => {
                 eprintln!("berth mcp: skill {}: {e}", skill.name);
-                complete = false;
+                return None;
             }
         }
     }
-    let resources = match complete {
-        true => SkillResources::Files(files),
-        false => SkillResources::Dynamic,
+    Some(files)
+}
+
+/// A skill as the extension lists it: its `SKILL.md` URI, its front matter, and the manifest
+/// of its files (digest and size), or `"dynamic"` when one could not be read.
+fn entry(ws: &Workspace, skill: &Found) -> Skill {
+    entry_of(ws, skill, &manifest(skill))
+}
+
+fn entry_of(ws: &Workspace, skill: &Found, manifest: &Manifest) -> Skill {
+    let mut front = SkillFrontmatter::new(&skill.name, &skill.description);
+    front.extra = skill.extra.clone();
+    let md = uri::skill(&ws.id, &skill.name, Some(berth_ops::skills::SKILL_MD));
+    let resources = match manifest {
+        Some(files) => SkillResources::Files(
+            files
+                .iter()
+                .map(|(path, digest, size)| {
+                    SkillResource::new(
+                        uri::skill(&ws.id, &skill.name, Some(path)),
+                        digest.clone(),
+                        *size,
+                    )
+                })
+                .collect(),
+        ),
+        None => SkillResources::Dynamic,
     };
     let mut meta = serde_json::Map::new();
     meta.insert(
