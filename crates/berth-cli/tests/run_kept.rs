@@ -557,6 +557,10 @@ fn tell_gives_an_ended_agent_a_follow_up_in_its_own_session() {
     assert_eq!(ended["agents"][0]["node"], host.trim(), "{ended:#}");
     let shown = home.ok(&["run", "show", &id]);
     assert!(shown.contains(&format!("node: {}", host.trim())), "{shown}");
+    // The session's run is indexed: MCP's status finds it without reading every run.
+    let indexed =
+        std::fs::read_to_string(home.path().join("runs/sessions").join(&session)).unwrap();
+    assert_eq!(indexed, id);
 
     // The follow-up: the same agent, workspace, session and policy.
     server.push(Reply::anthropic(&write_call("second\n")));

@@ -523,6 +523,43 @@ impl RunStore {
     /// The kept run one of whose agents works in session `session`, and that agent's index;
     /// the newest, should two have (a run resumed in the same session is the same run).
     pub fn find_session(&self, session: &str) -> Result<Option<(RunRecord, usize)>, KeptError> {
+        // The index the supervisor keeps (`runs/sessions/<session>`: the run's id), checked
+        // against the run it names; else, for runs kept before it, every record looked at.
+        if let Some(path) = self.session_index(session)
+            && let Ok(text) = fs::read_to_string(&path)
+            && let Ok(id) = RunId::try_from(text.trim().to_owned())
+            && let Ok(run) = self.read(&id)
+            && let Some(i) = run
+                .agents
+                .iter()
+                .position(|a| a.session.as_deref() == Some(session))
+        {
+            return Ok(Some((self.load(&id)?, i)));
+        }
+        let found = self.scan_for_session(session)?;
+        if let Some((run, _)) = &found {
+            self.index_session(session, &run.id);
+        }
+        Ok(found)
+    }
+
+    /// Where the index names the run of `session`; `None` for a session id that cannot be a
+    /// file's name.
+    fn session_index(&self, session: &str) -> Option<PathBuf> {
+        berth_ops::SessionId::new(session).ok()?;
+        Some(self.root.join("sessions").join(session))
+    }
+
+    /// Keeps `id` as the run of `session`, for [`RunStore::find_session`]; an index that
+    /// cannot be written is only slower to find.
+    fn index_session(&self, session: &str, id: &RunId) {
+        if let Some(path) = self.session_index(session) {
+            let _ = fs::create_dir_all(self.root.join("sessions"));
+            let _ = berth_confined::write_atomic(&path, id.as_str().as_bytes());
+        }
+    }
+
+    fn scan_for_session(&self, session: &str) -> Result<Option<(RunRecord, usize)>, KeptError> {
         // The records as written, matched first: only the run found is loaded, with the look
         // for a live supervisor `load` makes (MCP asks this at every status poll).
         let mut found: Option<(RunRecord, usize)> = None;
@@ -941,6 +978,9 @@ impl Supervision {
 
     /// Keeps one event: appended to the log, and the record rewritten when it changed.
     pub fn take(&mut self, event: &RunEvent) -> Result<(), KeptError> {
+        if let RunEvent::Started { session, .. } = event {
+            self.store.index_session(session, &self.record.id);
+        }
         let mut line = serde_json::to_vec(event).expect("a run event serializes");
         line.push(b'\n');
         let path = self.store.events_path(&self.record.id);
