@@ -509,3 +509,17 @@ fn exit_statuses_say_what_kind_of_failure() {
         assert_eq!(r.code, *code, "berth {args:?}: {}", r.stderr);
     }
 }
+
+#[test]
+fn a_storage_error_names_the_workspace_by_its_name() {
+    let home = Home::new();
+    let id = home.ok(&["workspace", "create", "notes"]).trim().to_owned();
+    let r = home.run(&["workspace", "storage", "read", "notes", "missing.md"]);
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains(&format!("'missing.md' in workspace notes ({id}) storage")),
+        "{}",
+        r.stderr
+    );
+}

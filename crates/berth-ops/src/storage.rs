@@ -73,11 +73,12 @@ impl Ops {
     }
 
     async fn read_path(&self, at: &StorageRef, path: &StoragePath) -> Result<Vec<u8>> {
-        Ok(match &at.workspace {
+        match &at.workspace {
             // The hot path of agents' notes: the record just resolved also records the use.
-            Some(ws) => self.manager.read_storage_of(ws, &at.scope, path).await?,
-            None => self.manager.read_storage(&at.scope, path).await?,
-        })
+            Some(ws) => self.manager.read_storage_of(ws, &at.scope, path).await,
+            None => self.manager.read_storage(&at.scope, path).await,
+        }
+        .map_err(|e| named(e, at))
     }
 
     /// Replaces a file whole and atomically, creating its folders; returns the validated path.
@@ -90,7 +91,8 @@ impl Ops {
         let path = StoragePath::new(path)?;
         self.manager
             .write_storage(&at.scope, &path, contents)
-            .await?;
+            .await
+            .map_err(|e| named(e, at))?;
         Ok(path)
     }
 
@@ -101,7 +103,10 @@ impl Ops {
         dir: Option<&str>,
     ) -> Result<Vec<StorageEntry>> {
         let dir = folder(dir)?;
-        Ok(self.manager.list_storage(&at.scope, dir.as_ref()).await?)
+        self.manager
+            .list_storage(&at.scope, dir.as_ref())
+            .await
+            .map_err(|e| named(e, at))
     }
 
     /// Removes a file or an empty folder; a folder with contents only with `recursive`.
@@ -114,7 +119,8 @@ impl Ops {
         let path = StoragePath::new(path)?;
         self.manager
             .remove_storage(&at.scope, &path, recursive)
-            .await?;
+            .await
+            .map_err(|e| named(e, at))?;
         Ok(path)
     }
 
@@ -169,5 +175,24 @@ impl Ops {
         let shown = path.clone();
         let node = blocking(move || worktree::read(&root, shown.as_ref(), max_bytes)).await?;
         Ok((path, node))
+    }
+}
+
+/// A store's error about the storage `at`, its workspace named as people name it (`name
+/// (id)`), not by its id alone: the stores know scopes by id only.
+fn named(e: berth_core::Error, at: &StorageRef) -> crate::Error {
+    match &at.workspace {
+        Some(ws) if ws.name.is_some() => {
+            let by_id = format!("workspace '{}'", ws.id);
+            let message = e.to_string();
+            if !message.contains(&by_id) {
+                return e.into();
+            }
+            crate::Error::rule(
+                e.kind(),
+                message.replace(&by_id, &format!("workspace {}", ws.label())),
+            )
+        }
+        _ => e.into(),
     }
 }
