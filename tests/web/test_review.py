@@ -24,7 +24,8 @@ from test_web import by_css, git_repo
 
 
 def write(call_id, content, path="out.txt"):
-    return Reply().tool(call_id, "write_file", {"path": path, "content": content}).slowly(0.2)
+    # Slow enough that both agents' first requests arrive before either write is answered.
+    return Reply().tool(call_id, "write_file", {"path": path, "content": content}).slowly(0.5)
 
 
 def test_two_agents_side_by_side_a_line_comment_and_merge(home, provider, browser, tmp_path):

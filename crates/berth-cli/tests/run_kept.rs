@@ -605,7 +605,7 @@ fn tell_on_a_running_run_is_taken_after_the_agents_current_turn() {
     // The first answer streams slowly: the tell comes while the agent works.
     server.push(
         Reply::anthropic(&Turn::new().text(["Working", " on", " it."]))
-            .delay_head(Duration::from_millis(2500)),
+            .delay_head(Duration::from_millis(4000)),
     );
     server.push(Reply::anthropic(&write_call("told\n")));
     server.push(Reply::anthropic(
