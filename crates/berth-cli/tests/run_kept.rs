@@ -558,8 +558,7 @@ fn tell_gives_an_ended_agent_a_follow_up_in_its_own_session() {
     let shown = home.ok(&["run", "show", &id]);
     assert!(shown.contains(&format!("node: {}", host.trim())), "{shown}");
     // The session's run is indexed: MCP's status finds it without reading every run.
-    let indexed =
-        std::fs::read_to_string(home.path().join("runs/sessions").join(&session)).unwrap();
+    let indexed = std::fs::read_to_string(home.path().join("run-sessions").join(&session)).unwrap();
     assert_eq!(indexed, id);
 
     // The follow-up: the same agent, workspace, session and policy.

@@ -168,11 +168,6 @@ impl Notifier {
         }
     }
 
-    /// Whether any entry is set: a caller may skip making notices otherwise.
-    pub fn is_on(&self) -> bool {
-        self.inner.is_some()
-    }
-
     /// Queues `notice` and returns at once. A full queue drops it, saying so.
     pub fn send(&self, notice: Notice) {
         let Some(inner) = &self.inner else { return };
@@ -407,12 +402,18 @@ async fn run_command(command: &str, notice: &Notice) -> Result<(), String> {
     if let Some(mut stdin) = child.stdin.take() {
         let _ = stdin.write_all(json.as_bytes()).await;
     }
+    finished(child, "it").await
+}
+
+/// Waits for `child` (`what` names it in a failure) within the timeout: a success, or what
+/// went wrong with what it said on standard error.
+async fn finished(child: tokio::process::Child, what: &str) -> Result<(), String> {
     match tokio::time::timeout(TIMEOUT, child.wait_with_output()).await {
-        Err(_) => Err(format!("it did not end within {}s", TIMEOUT.as_secs())),
+        Err(_) => Err(format!("{what} did not end within {}s", TIMEOUT.as_secs())),
         Ok(Err(e)) => Err(e.to_string()),
         Ok(Ok(out)) if out.status.success() => Ok(()),
         Ok(Ok(out)) => Err(format!(
-            "it ended with {}: {}",
+            "{what} ended with {}: {}",
             out.status,
             String::from_utf8_lossy(&out.stderr).trim()
         )),
@@ -447,33 +448,14 @@ async fn show_on_desktop(notice: &Notice) -> Result<(), String> {
         }
         _ => format!("cannot start notify-send: {e}"),
     })?;
-    match tokio::time::timeout(TIMEOUT, child.wait_with_output()).await {
-        Err(_) => Err(format!(
-            "notify-send did not end within {}s",
-            TIMEOUT.as_secs()
-        )),
-        Ok(Err(e)) => Err(e.to_string()),
-        Ok(Ok(out)) if out.status.success() => Ok(()),
-        Ok(Ok(out)) => Err(format!(
-            "notify-send ended with {}: {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        )),
-    }
+    finished(child, "notify-send").await
 }
 
-/// This process's user id, as the name of its runtime folder (`/run/user/UID`), read from
-/// `/proc` rather than with a system call.
+/// This process's user id, as the name of its runtime folder (`/run/user/UID`): the owner of
+/// its own `/proc` entry.
 fn uid_of_this_process() -> String {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|status| {
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix("Uid:"))
-                .and_then(|ids| ids.split_whitespace().next().map(str::to_owned))
-        })
-        .unwrap_or_default()
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self").map_or_else(|_| String::new(), |m| m.uid().to_string())
 }
 
 /// How a sink is named in the log and by the doctor: a URL's scheme and host (its path, a

@@ -55,7 +55,7 @@ impl Ops {
         let ws = self.manager.resolve(&request.workspace).await?;
         let git = git_of(&ws)?;
         let label = ws.label();
-        let session = self.session_records(Some(&ws.id)).await?.pop();
+        let session = self.latest_session(&ws).await?;
         let uncommitted_message = match &session {
             Some(s) if !s.title.is_empty() => format!(
                 "berth: uncommitted work of workspace {label}\n\nSession {} ({:?}).",

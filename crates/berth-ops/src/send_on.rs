@@ -11,6 +11,8 @@ use std::process::Command;
 
 use serde::Serialize;
 
+use berth_core::Workspace;
+
 use crate::Ops;
 use crate::error::{Error, ErrorKind, Result, blocking};
 
@@ -186,21 +188,39 @@ impl Tool {
 
 impl Ops {
     /// Gives a git workspace's work to `remote`: its uncommitted work committed with
-    /// `message`, then its branch pushed under the same name.
+    /// `message` (`None`: one naming its latest session, as [`Ops::work_message`] says), then
+    /// its branch pushed under the same name.
     pub async fn push_workspace(
         &self,
         identifier: &str,
         remote: &str,
-        message: &str,
+        message: Option<&str>,
     ) -> Result<Pushed> {
         let ws = self.manager.resolve(identifier).await?;
+        self.push(&ws, remote, message).await
+    }
+
+    /// The message a workspace's uncommitted work is committed with when it is pushed: its
+    /// latest session's title and id, which a reviewer finds it by.
+    pub async fn work_message(&self, ws: &Workspace) -> Result<String> {
+        Ok(match self.latest_session(ws).await? {
+            Some(s) if !s.title.is_empty() => format!("{} (berth session {})", s.title, s.id),
+            Some(s) => format!("Work of berth session {}", s.id),
+            None => format!("Work of berth workspace {}", ws.label()),
+        })
+    }
+
+    async fn push(&self, ws: &Workspace, remote: &str, message: Option<&str>) -> Result<Pushed> {
         let git = ws.git.clone().ok_or_else(|| {
             Error::invalid(format!(
                 "workspace {} is a plain workspace: it has no branch to push",
                 ws.label()
             ))
         })?;
-        let message = message.to_owned();
+        let message = match message {
+            Some(m) => m.to_owned(),
+            None => self.work_message(ws).await?,
+        };
         let remote = remote.to_owned();
         let workspace = ws.label();
         blocking(move || {
@@ -232,20 +252,18 @@ impl Ops {
         .await
     }
 
-    /// Pushes the workspace ([`Ops::push_workspace`], `text`'s title as the commit's message
-    /// when one is made), then opens its pull request, or updates the one its branch has, with
-    /// `gh` (a GitHub remote, or any other when `gh` is signed in) or `glab` (GitLab). With
-    /// neither ready, the push stands and the outcome says what is missing and where a person
-    /// opens the request.
+    /// Pushes the workspace as [`Ops::push_workspace`] does with no message, then opens its
+    /// pull request, or updates the one its branch has, with `gh` (a GitHub remote, or any
+    /// other when `gh` is signed in) or `glab` (GitLab). With neither ready, the push stands
+    /// and the outcome says what is missing and where a person opens the request.
     pub async fn pull_request(
         &self,
         identifier: &str,
         remote: &str,
-        message: &str,
         text: PullRequestText,
     ) -> Result<(Pushed, PullRequest)> {
-        let pushed = self.push_workspace(identifier, remote, message).await?;
         let ws = self.manager.resolve(identifier).await?;
+        let pushed = self.push(&ws, remote, None).await?;
         let dir = ws
             .git
             .as_ref()

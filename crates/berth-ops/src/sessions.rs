@@ -430,6 +430,13 @@ impl Ops {
         Ok(self.manager.sessions().list(workspace).await?)
     }
 
+    /// The session of a workspace made last, the one whose work its worktree most likely
+    /// holds (what a merge's or a push's commit names); `None` when it has none.
+    pub async fn latest_session(&self, ws: &berth_core::Workspace) -> Result<Option<Session>> {
+        // Oldest first, as every store lists them.
+        Ok(self.session_records(Some(&ws.id)).await?.pop())
+    }
+
     /// A page of sessions after the cursor `after`, in id order, `limit` of them (see
     /// [`page_limit`]), loading only their own records.
     pub async fn session_page(

@@ -523,7 +523,7 @@ impl RunStore {
     /// The kept run one of whose agents works in session `session`, and that agent's index;
     /// the newest, should two have (a run resumed in the same session is the same run).
     pub fn find_session(&self, session: &str) -> Result<Option<(RunRecord, usize)>, KeptError> {
-        // The index the supervisor keeps (`runs/sessions/<session>`: the run's id), checked
+        // The index the supervisor keeps (`run-sessions/<session>`: the run's id), checked
         // against the run it names; else, for runs kept before it, every record looked at.
         if let Some(path) = self.session_index(session)
             && let Ok(text) = fs::read_to_string(&path)
@@ -547,14 +547,19 @@ impl RunStore {
     /// file's name.
     fn session_index(&self, session: &str) -> Option<PathBuf> {
         berth_ops::SessionId::new(session).ok()?;
-        Some(self.root.join("sessions").join(session))
+        Some(self.sessions_dir().join(session))
+    }
+
+    /// The index of sessions to runs: beside `runs/`, which holds one folder per run only.
+    fn sessions_dir(&self) -> PathBuf {
+        self.root.with_file_name("run-sessions")
     }
 
     /// Keeps `id` as the run of `session`, for [`RunStore::find_session`]; an index that
     /// cannot be written is only slower to find.
     fn index_session(&self, session: &str, id: &RunId) {
         if let Some(path) = self.session_index(session) {
-            let _ = fs::create_dir_all(self.root.join("sessions"));
+            let _ = fs::create_dir_all(self.sessions_dir());
             let _ = berth_confined::write_atomic(&path, id.as_str().as_bytes());
         }
     }

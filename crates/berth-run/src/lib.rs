@@ -24,6 +24,7 @@ mod compare;
 mod kept;
 mod notices;
 mod preflight;
+mod pull_request;
 mod supervisor;
 mod terminals;
 
@@ -50,6 +51,7 @@ pub use kept::{
     Supervision, read_events,
 };
 pub use preflight::preflight;
+pub use pull_request::pull_request_text;
 pub use supervisor::{Host, Next, Supervised, Told};
 
 /// Seconds a check may take in each worktree unless the run says otherwise.
@@ -808,7 +810,7 @@ impl Running {
                 berth_ops::title_of(&self.request.task),
                 agent + 1
             );
-            match self.ops.push_workspace(id, "origin", &message).await {
+            match self.ops.push_workspace(id, "origin", Some(&message)).await {
                 Ok(pushed) => {
                     let branch = pushed.branch;
                     self.send(RunEvent::Pushed { agent, branch }).await

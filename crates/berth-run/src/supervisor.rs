@@ -89,11 +89,11 @@ impl Supervised {
         })
     }
 
-    /// Tells agent `which` (0-based; the only one when `None`) of the kept run `id` `text`,
-    /// in its workspace and session, with the run's agent and policy: the one way `berth run
-    /// tell` and MCP's `session_tell` do it. Checked first as a new run is (a key, the agent's
-    /// command); refused while the run is running.
-    pub async fn tell(
+    /// Tells agent `which` (0-based; the only one when `None`) of the kept run `id`, which is
+    /// over, `text` (not empty: [`Supervised::tell_or_queue`] checked it), in its workspace and
+    /// session, with the run's agent and policy. Checked first as a new run is (a key, the
+    /// agent's command); refused while the run is running.
+    async fn tell(
         ops: Ops,
         agent: Agent,
         store: &RunStore,
@@ -102,9 +102,6 @@ impl Supervised {
         text: &str,
         host: Host,
     ) -> Result<Supervised, RunError> {
-        if text.trim().is_empty() {
-            return Err(RunError::EmptyTask);
-        }
         let again = store.tellable(id, which, text)?;
         let request = store.load(id)?.request.request(again.clone());
         crate::preflight(&ops, &agent, request).await?;

@@ -64,6 +64,12 @@ impl From<berth_run::KeptError> for PageError {
     }
 }
 
+impl From<berth_run::RunError> for PageError {
+    fn from(e: berth_run::RunError) -> PageError {
+        PageError::new(status_of(e.kind()), e.to_string())
+    }
+}
+
 impl IntoResponse for PageError {
     fn into_response(self) -> Response {
         page::error_page(self.status, &self.message).into_response()

@@ -279,8 +279,7 @@ async fn tell_agent(web: &Web, id: &str, n: usize, text: &str) -> PageResult<Run
         text,
         Host::Server,
     )
-    .await
-    .map_err(|e| PageError::new(crate::error::status_of(e.kind()), e.to_string()))?;
+    .await?;
     // A running run's agent is told after its current turn, by the run's own supervisor.
     if let berth_run::Told::Started(supervised) = told {
         supervised.spawn_hosted("berth serve");
