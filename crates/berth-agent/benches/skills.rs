@@ -163,7 +163,7 @@ async fn measure(server: &ProviderServer, skills: usize, rounds: usize) -> Figur
         gathers.push(t.elapsed());
         assert!(found.warnings.is_empty(), "{:?}", found.warnings.first());
         assert_eq!(found.skills.len(), skills);
-        listed = found.listing(berth_ops::skills::LISTING_CHARS).shown.len();
+        listed = found.offered().shown.len();
         let t = Instant::now();
         fill_tokens = agent.context_fill(&session, None).await.unwrap().tokens;
         setups.push(t.elapsed());

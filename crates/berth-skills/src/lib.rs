@@ -237,22 +237,29 @@ impl Skills {
     }
 }
 
+/// The head of the instructions' section of skills.
+const SECTION_HEAD: &str = "\n\n## Skills\n\nInstructions for kinds of tasks. When a task matches a \
+     skill's description, call the `skill` tool with its name first and follow what it says.\n\n";
+
+/// Room kept in the section for the note on the skills left out.
+const LEFT_OUT_NOTE: usize = 140;
+
 impl Skills {
+    /// The skills an agent's instructions list (the rest are found by name with the `skill`
+    /// tool): what [`Skills::instructions`] shows, and `berth skill list` counts.
+    pub fn offered(&self) -> Listing<'_> {
+        self.listing(LISTING_CHARS - SECTION_HEAD.chars().count() - LEFT_OUT_NOTE)
+    }
+
     /// The skills' names and descriptions for an agent's instructions, within
-    /// [`LISTING_CHARS`]; empty with no skills. The agent reads a body with its `skill` tool,
-    /// when a task needs one.
+    /// [`LISTING_CHARS`] as a whole (its head, its lines, the note on those left out); empty
+    /// with no skills. The agent reads a body with its `skill` tool, when a task needs one.
     pub fn instructions(&self) -> String {
         if self.skills.is_empty() {
             return String::new();
         }
-        let mut out = String::from(
-            "\n\n## Skills\n\nInstructions for kinds of tasks. When a task matches a skill's \
-             description, call the `skill` tool with its name first and follow what it says.\n\n",
-        );
-        // The whole section within the bound: the header, the lines, and room for the note
-        // on those left out.
-        const NOTE: usize = 140;
-        let listing = self.listing(LISTING_CHARS - out.chars().count() - NOTE);
+        let mut out = String::from(SECTION_HEAD);
+        let listing = self.offered();
         for skill in &listing.shown {
             out.push_str(&skill.line());
             out.push('\n');

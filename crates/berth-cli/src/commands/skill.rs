@@ -14,7 +14,7 @@ pub async fn run(ops: &Ops, cmd: SkillCmd) -> anyhow::Result<()> {
         SkillCmd::List { workspace, json } => {
             let (label, skills) = gather(ops, workspace.as_deref()).await?;
             warn(&skills);
-            let listed = skills.listing(berth_ops::skills::LISTING_CHARS).shown.len();
+            let listed = skills.offered().shown.len();
             if json.json {
                 return Ok(render::json(&serde_json::json!({
                     "skills": skills.skills,
