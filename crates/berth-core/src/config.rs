@@ -303,6 +303,26 @@ pub struct RunSettings {
     pub max_cost: Option<f64>,
 }
 
+/// A pool of nodes on one database (`[pool]`): `berth serve --worker` and queued runs.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PoolSettings {
+    /// How long a worker's hold on a run lasts unrenewed (it renews a third of the way
+    /// through): a node that dies loses its runs this long after its last renewal, and
+    /// another worker takes them. Default 30.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lease_secs: Option<u64>,
+}
+
+impl PoolSettings {
+    pub const DEFAULT_LEASE_SECS: u64 = 30;
+
+    /// The lease, at least a second.
+    pub fn lease(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.lease_secs.unwrap_or(Self::DEFAULT_LEASE_SECS).max(1))
+    }
+}
+
 /// A model's price in US dollars per million tokens.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -505,6 +525,7 @@ pub struct Config {
     pub mcp: McpSettings,
     pub ports: PortSettings,
     pub run: RunSettings,
+    pub pool: PoolSettings,
     pub sandbox: SandboxSettings,
     pub serve: ServeSettings,
     /// What models cost, by model name (`[prices."claude-sonnet-4-5"]`): berth ships no
@@ -856,6 +877,9 @@ pub const TEMPLATE: &str = r#"# berth configuration. Layers: this file -> worksp
 
 [run]
 # max_agents = 4               # agents of one `berth run` working at once; the rest queued
+
+[pool]
+# lease_secs = 30              # a worker's hold on a run; a dead node's runs move on after it
 
 [sandbox]
 # mode = "on"                  # "off": commands and agent processes get all of your rights

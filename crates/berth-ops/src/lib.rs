@@ -75,7 +75,7 @@ pub use workspaces::{
 pub use berth_store_fs::default_home;
 
 /// The types of berth's domain that front ends name.
-pub use berth_core::config::{LoadedConfig, ProviderKind};
+pub use berth_core::config::{LoadedConfig, PoolSettings, ProviderKind};
 /// The shortest id prefix that names a workspace or a session.
 pub use berth_core::manager::MIN_PREFIX;
 pub use berth_core::{
@@ -93,6 +93,8 @@ pub struct Ops {
     manager: WorkspaceManager,
     /// The store `manager` was opened on.
     store: Arc<StoreChoice>,
+    /// The database, when the store is one: where runs are kept too (berth-run).
+    sql: Option<SqlStore>,
     home: Arc<PathBuf>,
     /// The environment layer of the config, as it was when the home was opened.
     env: Arc<Vec<(String, String)>>,
@@ -127,8 +129,16 @@ pub fn open(home: &Path, env: &[(String, String)]) -> Result<Ops> {
     let global = config::global_text(&home)?;
     let loaded = berth_core::config::layer(global.as_ref(), None, env.iter().cloned())?;
     let store = StoreChoice::of(&home, loaded.config.store.url.as_ref().map(|u| u.expose()))?;
+    let (manager, sql) = match &store {
+        StoreChoice::Files => (FsStore::open(&home)?.manager(), None),
+        StoreChoice::Database { url } => {
+            let sql = SqlStore::open(url.expose(), &home)?;
+            (sql.manager(), Some(sql))
+        }
+    };
     Ok(Ops {
-        manager: store.open(&home)?,
+        manager,
+        sql,
         store: Arc::new(store),
         notices: Arc::new(notices::Notices::new(&home, &loaded.config)),
         home: Arc::new(home),
@@ -202,6 +212,12 @@ impl Ops {
     /// into another.
     pub fn store_choice(&self) -> &StoreChoice {
         &self.store
+    }
+
+    /// The database this home's records are in, when they are in one: berth-run keeps its
+    /// runs there, so that every node on it sees every run.
+    pub fn database(&self) -> Option<&SqlStore> {
+        self.sql.as_ref()
     }
 
     /// The store itself, beneath every rule of `Ops`: for berth-import, which writes records

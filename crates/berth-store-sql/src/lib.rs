@@ -35,6 +35,7 @@ mod bindings;
 mod db;
 mod group_commit;
 mod migrate;
+mod runs;
 mod sessions;
 mod storage;
 mod workspaces;
@@ -54,6 +55,7 @@ use crate::db::{BUSY_TIMEOUT, Conn, Pool};
 /// How long `open` waits for a Postgres server to answer.
 const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 pub use migrate::SCHEMA_VERSION;
+pub use runs::{RUNS_CHANNEL, RunColumns, RunRequestRow, RunRow, RunsListener, SqlRuns};
 
 /// What went wrong inside the crate, before it becomes a `berth_core::Error` naming the
 /// database.

@@ -37,6 +37,11 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/sqlite/0004_turns.sql"),
         postgres: include_str!("../migrations/postgres/0004_turns.sql"),
     },
+    Migration {
+        version: 5,
+        sqlite: include_str!("../migrations/sqlite/0005_runs.sql"),
+        postgres: include_str!("../migrations/postgres/0005_runs.sql"),
+    },
 ];
 
 /// The schema version this binary writes.
