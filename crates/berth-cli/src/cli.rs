@@ -381,6 +381,18 @@ pub struct ServeArgs {
     /// token stops working.
     #[arg(long, requires = "pair")]
     pub rotate: bool,
+    /// Also work queued runs (`berth run --queue`) from the store every node shares, woken
+    /// by the database when one is queued; a node that dies has its runs taken over by
+    /// another once its hold lapses (`[pool] lease_secs`). Needs a database store.
+    #[arg(long)]
+    pub worker: bool,
+    /// This node's name in the runs it works (default: the host name); `run --queue --node`
+    /// pins a run to it.
+    #[arg(long, value_name = "NAME", requires = "worker")]
+    pub node: Option<String>,
+    /// Agents this worker runs at once, over all its runs (default: the number of cores).
+    #[arg(long, value_name = "N", requires = "worker")]
+    pub max_agents: Option<std::num::NonZeroUsize>,
 }
 
 #[derive(Args)]
@@ -484,8 +496,17 @@ pub struct NewRunArgs {
     /// its own (`berth run show ID`, `logs ID -f`, `wait ID`, `stop ID`).
     #[arg(long)]
     pub detach: bool,
-    /// One JSON object per event on standard output, for scripts (with --detach, one object
-    /// naming the run).
+    /// Put the run in the store's queue and print its id at once: a worker of the pool
+    /// (`berth serve --worker`, on any node on the same database) takes it. Its repository
+    /// is a URL every node can fetch (--repo, default: this repository's `origin`), and each
+    /// agent's work comes back as a branch pushed there. Needs a database store.
+    #[arg(long, conflicts_with = "detach")]
+    pub queue: bool,
+    /// With --queue: only the worker of this node takes the run.
+    #[arg(long, value_name = "NAME", requires = "queue")]
+    pub node: Option<String>,
+    /// One JSON object per event on standard output, for scripts (with --detach or --queue,
+    /// one object naming the run).
     #[arg(long)]
     pub json: bool,
 }

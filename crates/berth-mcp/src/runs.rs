@@ -58,20 +58,22 @@ impl Runs {
     /// its agent's `started` event; the rest of the run goes on in this process. A run whose
     /// agent ends before its session exists is an error saying why.
     pub async fn start(&self, ops: &Ops, request: RunRequest) -> Result<Started, berth_ops::Error> {
-        let store = RunStore::new(ops.home());
+        let store = store(ops).await?;
         let record = store
             .create(StoredRequest::of(&request))
+            .await
             .map_err(kept_error)?;
-        let supervision = store.supervise(&record.id).map_err(kept_error)?;
+        let supervision = store.supervise(&record.id).await.map_err(kept_error)?;
         let agent = self.agent(ops);
         let mut supervised =
             Supervised::start(ops.clone(), agent, supervision, request, Host::Server)
+                .await
                 .map_err(run_error)?;
         let first = loop {
             match supervised.next().await {
                 Some(Next::Event(event @ RunEvent::Started { .. })) => {
                     // In the record before the tool answers: status reads it from there.
-                    if let Err(e) = supervised.keep() {
+                    if let Err(e) = supervised.keep().await {
                         eprintln!("berth mcp: run {}: {e} (the run goes on)", record.id);
                     }
                     break Ok(event);
@@ -107,8 +109,9 @@ impl Runs {
         session_id: &str,
         text: &str,
     ) -> Result<Option<RunState>, berth_ops::Error> {
-        let store = RunStore::new(ops.home());
-        let Some((record, agent)) = store.find_session(session_id).map_err(kept_error)? else {
+        let store = store(ops).await?;
+        let Some((record, agent)) = store.find_session(session_id).await.map_err(kept_error)?
+        else {
             return Ok(None);
         };
         let runner = self.agent(ops);
@@ -126,18 +129,26 @@ impl Runs {
         if let berth_run::Told::Started(supervised) = told {
             supervised.spawn_hosted("berth mcp");
         }
-        status(ops, session_id)
+        status(ops, session_id).await
     }
+}
+
+/// The home's kept runs, where its records are (files, or the database every node shares).
+async fn store(ops: &Ops) -> Result<RunStore, berth_ops::Error> {
+    RunStore::open(ops).await.map_err(kept_error)
 }
 
 /// The state of the kept run whose agent works in `session_id`, if any run has it: read
 /// from the run's record and events, in this process or any other.
-pub fn status(ops: &Ops, session_id: &str) -> Result<Option<RunState>, berth_ops::Error> {
-    let store = RunStore::new(ops.home());
-    let Some((record, agent)) = store.find_session(session_id).map_err(kept_error)? else {
+pub async fn status(ops: &Ops, session_id: &str) -> Result<Option<RunState>, berth_ops::Error> {
+    let store = store(ops).await?;
+    let Some((record, agent)) = store.find_session(session_id).await.map_err(kept_error)? else {
         return Ok(None);
     };
-    let mut status = store.agent_status(&record, agent).map_err(kept_error)?;
+    let mut status = store
+        .agent_status(&record, agent)
+        .await
+        .map_err(kept_error)?;
     let kept = &record.agents[agent];
     // What only the record knows: an agent failed by a supervisor that went away.
     if kept.status.state.is_final() && !status.state.is_final() {
@@ -160,17 +171,18 @@ pub fn status(ops: &Ops, session_id: &str) -> Result<Option<RunState>, berth_ops
 
 /// Asks the run whose agent works in `session_id` to stop that agent, as `berth run stop`
 /// does; its state then. A run already over is left as it is.
-pub fn stop(ops: &Ops, session_id: &str) -> Result<Option<RunState>, berth_ops::Error> {
-    let store = RunStore::new(ops.home());
-    let Some((record, agent)) = store.find_session(session_id).map_err(kept_error)? else {
+pub async fn stop(ops: &Ops, session_id: &str) -> Result<Option<RunState>, berth_ops::Error> {
+    let store = store(ops).await?;
+    let Some((record, agent)) = store.find_session(session_id).await.map_err(kept_error)? else {
         return Ok(None);
     };
     if !record.state.is_over() {
         store
             .request_stop(&record.id, StopRequest::Agent(agent))
+            .await
             .map_err(kept_error)?;
     }
-    status(ops, session_id)
+    status(ops, session_id).await
 }
 
 pub fn run_error(e: RunError) -> berth_ops::Error {

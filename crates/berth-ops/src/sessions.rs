@@ -360,40 +360,68 @@ impl Ops {
         let forked = async {
             // What a killed process left of its last answer joins the history first.
             self.recover_partial_answer(from, &hold).await?;
-            let transcript = self.transcript(from).await?;
-            let title = title.unwrap_or_else(|| match from.title.as_str() {
-                "" => format!("fork of {}", from.id),
-                t => title_of(&format!("fork of {t}")),
-            });
-            // In `from`'s workspace, the fork works where `from` did.
-            let cwd = match workspace {
-                None => cwd.or_else(|| from.cwd.as_ref().map(PathBuf::from)),
-                Some(_) => cwd,
-            };
-            let session = self
-                .create_session(CreateSession {
-                    workspace: workspace
-                        .map_or_else(|| from.workspace_id.to_string(), str::to_owned),
-                    title,
-                    provider: Some(from.provider),
-                    model: Some(from.model.clone()),
-                    id: None,
-                    cwd,
-                })
-                .await?;
-            let sessions = self.manager.sessions();
-            if let Err(e) = sessions
-                .write_transcript(&session.id, &transcript.messages)
-                .await
-            {
-                let _ = self.delete_session(&session).await;
-                return Err(e.into());
-            }
-            Ok(session)
+            self.copy_session(from, workspace, cwd, title).await
         }
         .await;
         hold.release().await;
         forked
+    }
+
+    /// A session taken over from a node that died mid-turn (berth-run's worker): a new
+    /// session in `workspace`, working in `cwd`, whose transcript is `from`'s durable one as
+    /// it is. `from`'s turn is not asked for: the dead node's lease keeps it a while, and
+    /// what that node had not written of its answer is lost with it either way.
+    pub async fn carry_session(
+        &self,
+        from: &Session,
+        workspace: &str,
+        cwd: PathBuf,
+    ) -> Result<Session> {
+        let title = match from.title.as_str() {
+            "" => None,
+            t => Some(t.to_owned()),
+        };
+        self.copy_session(from, Some(workspace), Some(cwd), title)
+            .await
+    }
+
+    /// A new session with `from`'s transcript, as [`Ops::fork_session`] describes it.
+    async fn copy_session(
+        &self,
+        from: &Session,
+        workspace: Option<&str>,
+        cwd: Option<PathBuf>,
+        title: Option<String>,
+    ) -> Result<Session> {
+        let transcript = self.transcript(from).await?;
+        let title = title.unwrap_or_else(|| match from.title.as_str() {
+            "" => format!("fork of {}", from.id),
+            t => title_of(&format!("fork of {t}")),
+        });
+        // In `from`'s workspace, the fork works where `from` did.
+        let cwd = match workspace {
+            None => cwd.or_else(|| from.cwd.as_ref().map(PathBuf::from)),
+            Some(_) => cwd,
+        };
+        let session = self
+            .create_session(CreateSession {
+                workspace: workspace.map_or_else(|| from.workspace_id.to_string(), str::to_owned),
+                title,
+                provider: Some(from.provider),
+                model: Some(from.model.clone()),
+                id: None,
+                cwd,
+            })
+            .await?;
+        let sessions = self.manager.sessions();
+        if let Err(e) = sessions
+            .write_transcript(&session.id, &transcript.messages)
+            .await
+        {
+            let _ = self.delete_session(&session).await;
+            return Err(e.into());
+        }
+        Ok(session)
     }
 
     /// The session an identifier names: its id or an unambiguous id prefix.

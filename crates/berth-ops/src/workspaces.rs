@@ -293,6 +293,36 @@ impl Ops {
         })
     }
 
+    /// The URL a queued run names its repository by, which every node fetches: `repo` when
+    /// it is one, else the `origin` of the repository holding `dir`. A folder is refused:
+    /// other nodes cannot reach it.
+    pub fn pool_url(&self, repo: Option<&Path>, dir: &Path) -> Result<String> {
+        let url = match repo {
+            Some(repo) => repo
+                .to_str()
+                .filter(|r| berth_git::is_url(r))
+                .map(str::to_owned)
+                .ok_or_else(|| {
+                    Error::invalid(format!(
+                        "a queued run needs its repository as a URL every node can fetch (https://, ssh://, git://, file://, user@host:path), not the folder {}",
+                        repo.display()
+                    ))
+                })?,
+            None => berth_git::remote_url(dir, "origin")?.ok_or_else(|| {
+                Error::invalid(format!(
+                    "a queued run needs its repository as a URL every node can fetch: {} has no `origin` remote; name one with --repo URL",
+                    dir.display()
+                ))
+            })?,
+        };
+        if berth_git::has_password(&url) {
+            return Err(Error::invalid(
+                "the repository's URL carries a password, which would be kept in the run where every node reads it: give git the credential another way (a credential helper, an SSH key) and leave it out of the URL",
+            ));
+        }
+        Ok(url)
+    }
+
     /// The workspace a command means: the one `identifier` names (an id, a name, a prefix, or
     /// `.` for the one this folder is in), else the git workspace whose worktree holds `dir`.
     /// `None` when nothing is named and `dir` is in no workspace; `.` outside every workspace

@@ -54,7 +54,7 @@ pub async fn compare(
     id: &RunId,
     patches: bool,
 ) -> Result<Comparison, KeptError> {
-    let record = store.load(id)?;
+    let record = store.load(id).await?;
     let mut agents = Vec::new();
     for (i, a) in record.agents.iter().enumerate() {
         let summary = a.summary.as_ref();

@@ -1,48 +1,42 @@
-//! Runs kept on disk, so that a run outlives the terminal that started it (`berth run
-//! --detach`), can be looked at and stopped from another one, and is found failed, never
+//! Kept runs: a run outlives the terminal that started it (`berth run --detach`), can be
+//! looked at and stopped from another one (or another node), and is found failed, never
 //! "working" forever, after its supervisor or the machine died.
 //!
-//! Each run has a folder `<home>/runs/<id>/`:
-//! - `run.json`: the [`RunRecord`] (the request, each agent's workspace, session and state),
-//!   written only by the run's supervisor, atomically and durably, on every event but the
-//!   answer's text (which the sessions' transcripts keep);
-//! - `events.jsonl`: every [`RunEvent`] as it came, one JSON object per line (what `run logs`
-//!   shows and follows); appended without an fsync each: a log to watch, not the record;
-//! - `lock`: held (an exclusive `flock`) by the supervisor for as long as it lives. The kernel
-//!   drops it when the process dies, however it dies, so "is the run still running?" is "is
-//!   its lock held?", which a reused pid or a reboot cannot fool. Only a supervisor ever
-//!   takes it: a reader asks the kernel's table of locks whether someone holds it, so that
-//!   readers polling a run (`run wait`, a page) never make a new supervisor wait or give up;
-//! - `record.lock`: held for a moment by whoever writes `run.json` on the run's behalf when
-//!   its supervisor is gone (a reader that finds a run not over and its lock free records it
-//!   failed, [`RunStore::load`]), and by a supervisor taking the run: the two never write
-//!   over each other;
-//! - `stop`, `stop-<N>`: a request to stop the run or its agent N, which the supervisor takes
-//!   when `SIGUSR1` (or its next poll) tells it to look.
+//! [`RunStore`] holds every rule of a kept run once (what a reader does with a run whose
+//! supervisor is gone, who may be told or stopped, what resume continues); where runs are
+//! kept is a [`RunBackend`]:
+//! - `files.rs`: `<home>/runs/<id>/`, for a home whose store is its files; a supervisor's
+//!   hold is a `flock` the kernel drops when the process dies;
+//! - `db.rs`: the home's database (SQLite, or Postgres shared by a pool of nodes); a hold is
+//!   a lease renewed while the supervisor works, and a fence that keeps a node whose lease ran
+//!   out from writing again.
 //!
-//! Runs are this machine's processes, so they are kept under the home whichever store holds
-//! the workspaces and sessions.
+//! Either way the record (`RunRecord`: the request, each agent's node, workspace, session and
+//! state) is written only by the run's supervisor, and its events are kept in order beside it.
+//! The answers themselves are in the sessions' transcripts.
+
+mod db;
+mod files;
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
-use berth_ops::{ErrorKind, Repository};
+use async_trait::async_trait;
+use berth_ops::{ErrorKind, Ops, Repository};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::{
     AgentSpec, AgentState, AgentStatus, AgentSummary, Policy, Resume, RunEvent, RunRequest,
 };
+pub use files::read_events;
 
 /// How long a run recorded but not yet taken by its supervisor counts as starting, not failed.
 const STARTING_GRACE: Duration = Duration::from_secs(30);
-
-/// How long [`RunStore::supervise`] waits for the lock of a supervisor that is ending.
-const LOCK_PATIENCE: Duration = Duration::from_secs(3);
 
 /// Why a run's agents failed when its supervisor died under them.
 const SUPERVISOR_GONE: &str = "the run's supervisor stopped before it ended (it was killed, or the machine restarted); its workspaces and transcripts are kept, and `berth run resume` continues it";
@@ -112,6 +106,19 @@ pub struct StoredRequest {
     /// `--max-tokens`, `--max-cost` (absent in runs kept before budgets existed).
     #[serde(default)]
     pub budget: crate::Budget,
+    /// A queued run (`berth run --queue`): worked by whichever worker takes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool: Option<PoolPlace>,
+}
+
+/// Where a queued run may be worked, and what it is made from there.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PoolPlace {
+    /// The node it is pinned to (`--node`); any when `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// The URL every node fetches the repository from, and pushes each agent's branch to.
+    pub repo_url: String,
 }
 
 impl StoredRequest {
@@ -133,6 +140,7 @@ impl StoredRequest {
             agent_writable: request.agent_writable.clone(),
             push: request.push,
             budget: request.budget,
+            pool: None,
         }
     }
 
@@ -162,6 +170,8 @@ impl StoredRequest {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RunState {
+    /// Queued for a worker (`berth run --queue`): nothing made yet.
+    Queued,
     /// Recorded; its supervisor is starting.
     Starting,
     /// Its supervisor is at work.
@@ -175,6 +185,7 @@ pub enum RunState {
 impl RunState {
     pub fn as_str(self) -> &'static str {
         match self {
+            RunState::Queued => "queued",
             RunState::Starting => "starting",
             RunState::Running => "running",
             RunState::Ended => "ended",
@@ -224,6 +235,10 @@ pub struct RunRecord {
 
 impl RunRecord {
     fn new(id: RunId, request: StoredRequest) -> RunRecord {
+        let state = match request.pool {
+            Some(_) => RunState::Queued,
+            None => RunState::Starting,
+        };
         let agents = request
             .agents
             .iter()
@@ -242,7 +257,7 @@ impl RunRecord {
             id,
             created_at: Utc::now(),
             ended_at: None,
-            state: RunState::Starting,
+            state,
             supervisor: None,
             message: None,
             request,
@@ -277,15 +292,16 @@ impl RunRecord {
                         session: a.session.clone()?,
                         acp_session: a.acp_session.clone(),
                         prompt: None,
+                        moved: false,
                     },
                 ))
             })
             .collect()
     }
 
-    /// Takes in one event; whether the record changed in a way worth writing (the answer's
-    /// text is not kept here).
-    fn take(&mut self, event: &RunEvent) -> bool {
+    /// Takes in one event, as worked on node `node`; whether the record changed in a way
+    /// worth writing (the answer's text is not kept here).
+    fn take(&mut self, event: &RunEvent, node: &str) -> bool {
         if let RunEvent::Summary { agents } = event {
             for summary in agents {
                 if let Some(a) = self.agents.get_mut(summary.agent) {
@@ -312,7 +328,7 @@ impl RunRecord {
                 a.session = Some(session.clone());
                 a.worktree = Some(worktree.clone());
                 // Kept by the supervisor, on the machine that runs the agent.
-                a.node = Some(berth_ops::notices::node_name());
+                a.node = Some(node.to_owned());
             }
             RunEvent::AgentSession { id, .. } => a.acp_session = Some(id.clone()),
             _ => {}
@@ -380,6 +396,16 @@ pub enum KeptError {
     },
     #[error("{}: {source}", path.display())]
     Io { path: PathBuf, source: io::Error },
+    #[error("{0}")]
+    Store(berth_ops::Error),
+    #[error(
+        "run {id} was taken by another node after this one's hold on it ran out; this node writes nothing more to it"
+    )]
+    Fenced { id: RunId },
+    #[error(
+        "queued runs and workers need the runs in a database every node reaches: set [store] url (or BERTH_STORE_URL) to postgres://… (or sqlite://… for one machine)"
+    )]
+    NeedsDatabase,
 }
 
 impl KeptError {
@@ -398,74 +424,231 @@ impl KeptError {
             | KeptError::AgentEnded { .. }
             | KeptError::NeverStarted { .. } => ErrorKind::Refused,
             KeptError::Io { .. } => ErrorKind::Io,
+            KeptError::Store(e) => e.kind(),
+            KeptError::Fenced { .. } => ErrorKind::Conflict,
+            KeptError::NeedsDatabase => ErrorKind::NotConfigured,
         }
     }
 }
 
-fn io_at(path: &Path) -> impl FnOnce(io::Error) -> KeptError + '_ {
-    move |source| KeptError::Io {
-        path: path.to_path_buf(),
-        source,
-    }
+/// A stop or a tell left for a run's supervisor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Request {
+    Stop(StopRequest),
+    Tell { agent: usize, text: String },
 }
 
-/// The runs of one home.
+/// What a reader decides about a run whose supervisor is gone: whether it changed it.
+pub(crate) type Decide = dyn for<'r> Fn(&'r mut RunRecord) -> bool + Sync;
+
+/// Where runs are kept: the primitives [`RunStore`]'s rules are written over, the same on
+/// files and in a database (the conformance tests below run on each).
+#[async_trait]
+pub(crate) trait RunBackend: Send + Sync + fmt::Debug {
+    /// Files a new run; `false` when its id is taken.
+    async fn insert(&self, record: &RunRecord) -> Result<bool, KeptError>;
+    /// The run as written (`NotFound`, `Corrupt`).
+    async fn read(&self, id: &RunId) -> Result<RunRecord, KeptError>;
+    async fn ids(&self) -> Result<Vec<RunId>, KeptError>;
+    /// Every run; one whose record cannot be read is an error in its place.
+    async fn list(&self) -> Result<Vec<Result<RunRecord, KeptError>>, KeptError>;
+    /// Whether a supervisor holds the run now.
+    async fn supervised(&self, id: &RunId) -> Result<bool, KeptError>;
+    /// Writes the run on behalf of a supervisor that is gone: under the backend's exclusion
+    /// the run is read again and, when still nobody holds it and `decide` changed it
+    /// (`true`), written. The run as it then is.
+    async fn write_unsupervised(&self, id: &RunId, decide: &Decide)
+    -> Result<RunRecord, KeptError>;
+    /// Becomes the run's supervisor: refused (`Busy`) while another holds it.
+    async fn hold(&self, id: &RunId) -> Result<Box<dyn Hold>, KeptError>;
+    /// Leaves `request` for the supervisor of `record` (process `pid`, on files), and tells
+    /// it to look where it can.
+    async fn request(
+        &self,
+        record: &RunRecord,
+        request: &Request,
+        pid: u32,
+    ) -> Result<(), KeptError>;
+    /// The run's events after `cursor` (0: from the first), and the cursor after them.
+    async fn events(&self, id: &RunId, cursor: u64) -> Result<(Vec<RunEvent>, u64), KeptError>;
+    /// The run a session was last indexed under.
+    async fn run_of_session(&self, session: &str) -> Result<Option<RunId>, KeptError>;
+    async fn index_session(&self, session: &str, id: &RunId);
+}
+
+/// A supervisor's hold on its run: what it writes goes through it.
+#[async_trait]
+pub(crate) trait Hold: Send {
+    /// Whether another took the run (a lapsed lease): nothing more is written.
+    fn lost(&self) -> bool;
+    async fn write(&mut self, record: &RunRecord) -> Result<(), KeptError>;
+    /// Appends an event; `durable`: on disk before this returns.
+    async fn append(&mut self, event: &RunEvent, durable: bool) -> Result<(), KeptError>;
+    /// Writes what `append` held back.
+    async fn flush(&mut self) -> Result<(), KeptError>;
+    /// The stops and tells left since the last look, taken.
+    async fn requests(&mut self) -> Vec<Request>;
+    /// Lets the run go (its end, or the supervisor's): another may take it at once.
+    async fn release(self: Box<Self>);
+}
+
+/// The kept runs of one home: in its database when its store is one, else in its files.
 #[derive(Debug, Clone)]
 pub struct RunStore {
-    root: PathBuf,
+    backend: Arc<dyn RunBackend>,
+    /// The database backend again, for what only it can do (queue, claim).
+    db: Option<db::DbRuns>,
+    home: PathBuf,
+    /// The name this process's supervisors record as the node of the agents they run.
+    node: String,
 }
 
 impl RunStore {
-    /// The runs under `home` (`<home>/runs`).
-    pub fn new(home: &Path) -> RunStore {
+    /// The runs kept in files under `home` (`<home>/runs`).
+    pub fn files(home: &Path) -> RunStore {
         RunStore {
-            root: home.join("runs"),
+            backend: Arc::new(files::FileRuns::new(home)),
+            db: None,
+            home: home.to_owned(),
+            node: berth_ops::notices::node_name(),
         }
     }
 
-    fn dir(&self, id: &RunId) -> PathBuf {
-        self.root.join(id.as_str())
-    }
-
-    fn record_path(&self, id: &RunId) -> PathBuf {
-        self.dir(id).join("run.json")
-    }
-
-    /// The run's event log, one JSON [`RunEvent`] per line.
-    pub fn events_path(&self, id: &RunId) -> PathBuf {
-        self.dir(id).join("events.jsonl")
-    }
-
-    /// Where a detached supervisor's own output goes.
-    pub fn log_path(&self, id: &RunId) -> PathBuf {
-        self.dir(id).join("supervisor.log")
-    }
-
-    /// Records a new run, starting.
-    pub fn create(&self, request: StoredRequest) -> Result<RunRecord, KeptError> {
-        fs::create_dir_all(&self.root).map_err(io_at(&self.root))?;
-        let id = loop {
-            let id = RunId::generate();
-            match fs::create_dir(self.dir(&id)) {
-                Ok(()) => break id,
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-                Err(e) => return Err(io_at(&self.root)(e)),
-            }
+    /// The runs of `ops`'s home, kept where its records are: its database, or its files. A
+    /// home with runs kept in files before its records moved to a database has those runs
+    /// copied in (each once, when it is over), so none is lost.
+    pub async fn open(ops: &Ops) -> Result<RunStore, KeptError> {
+        let Some(sql) = ops.database() else {
+            return Ok(RunStore::files(ops.home()));
         };
-        let record = RunRecord::new(id, request);
-        self.write(&record)?;
-        Ok(record)
+        let lease = ops
+            .config(None)
+            .await
+            .map(|l| l.config.pool.lease())
+            .unwrap_or_else(|_| berth_ops::PoolSettings::default().lease());
+        let db = db::DbRuns {
+            runs: sql.runs(),
+            node: berth_ops::notices::node_name(),
+            lease,
+        };
+        let store = RunStore {
+            backend: Arc::new(db.clone()),
+            db: Some(db),
+            home: ops.home().to_owned(),
+            node: berth_ops::notices::node_name(),
+        };
+        store.adopt_file_runs().await?;
+        Ok(store)
+    }
+
+    /// The same runs, this process named `node` in the records and leases it writes (a
+    /// worker's `--node`).
+    pub fn with_node(mut self, node: &str) -> RunStore {
+        self.node = node.to_owned();
+        if let Some(db) = &mut self.db {
+            db.node = node.to_owned();
+            self.backend = Arc::new(db.clone());
+        }
+        self
+    }
+
+    /// The node this process records.
+    pub fn node(&self) -> &str {
+        &self.node
+    }
+
+    /// Whether runs are kept in a database (and so may be queued for workers).
+    pub fn pooled(&self) -> bool {
+        self.db.is_some()
+    }
+
+    /// Copies the runs kept in files under the home into the database, each that is over
+    /// and not yet there; a run still running there is copied by a later look, once over.
+    async fn adopt_file_runs(&self) -> Result<(), KeptError> {
+        let Some(db) = &self.db else { return Ok(()) };
+        let files = files::FileRuns::new(&self.home);
+        for id in files.ids_sync()? {
+            let moved = files.dir(&id).join("moved");
+            if moved.exists() {
+                continue;
+            }
+            let Ok(record) = files.read_sync(&id) else {
+                continue;
+            };
+            if !record.state.is_over() || files.supervised_sync(&id)? {
+                continue;
+            }
+            let (events, _) = read_events(&files.dir(&id).join("events.jsonl"), 0)?;
+            let events: Vec<String> = events
+                .iter()
+                .map(|e| serde_json::to_string(e).expect("a run event serializes"))
+                .collect();
+            let (created_ns, agents) = db::columns(&record);
+            let text = serde_json::to_string(&record).expect("a run record serializes");
+            db.runs
+                .adopt(
+                    &berth_store_sql::RunColumns {
+                        id: id.as_str(),
+                        created_ns,
+                        state: record.state.as_str(),
+                        pooled: false,
+                        node: None,
+                        agents,
+                    },
+                    &text,
+                    &events,
+                )
+                .await
+                .map_err(|e| KeptError::Store(e.into()))?;
+            for a in &record.agents {
+                if let Some(session) = &a.session {
+                    db.index_session(session, &id).await;
+                }
+            }
+            // Its files stay as they were; the mark says they are in the database now.
+            let _ = berth_confined::write_atomic(&moved, b"");
+        }
+        Ok(())
+    }
+
+    /// Where a detached supervisor's own output goes: a file on this machine, whichever
+    /// store keeps the run.
+    pub fn log_path(&self, id: &RunId) -> PathBuf {
+        self.home
+            .join("runs")
+            .join(id.as_str())
+            .join("supervisor.log")
+    }
+
+    /// Records a new run: starting, for this process to supervise; or queued for a worker
+    /// when its request says so (refused without a database).
+    pub async fn create(&self, request: StoredRequest) -> Result<RunRecord, KeptError> {
+        if request.pool.is_some() && self.db.is_none() {
+            return Err(KeptError::NeedsDatabase);
+        }
+        loop {
+            let record = RunRecord::new(RunId::generate(), request.clone());
+            if self.backend.insert(&record).await? {
+                return Ok(record);
+            }
+        }
     }
 
     /// The run an id or a prefix of one (4 digits or more) names.
-    pub fn resolve(&self, identifier: &str) -> Result<RunId, KeptError> {
+    pub async fn resolve(&self, identifier: &str) -> Result<RunId, KeptError> {
         let id = RunId::try_from(identifier.to_ascii_lowercase())?;
-        if self.record_path(&id).exists() {
-            return Ok(id);
+        match self.backend.read(&id).await {
+            Ok(_) => return Ok(id),
+            Err(KeptError::NotFound(_)) => {}
+            // There, but unreadable: the id names it all the same.
+            Err(KeptError::Corrupt { .. }) => return Ok(id),
+            Err(e) => return Err(e),
         }
         if id.as_str().len() >= 4 {
             let mut found: Vec<String> = self
-                .ids()?
+                .backend
+                .ids()
+                .await?
                 .into_iter()
                 .filter(|i| i.as_str().starts_with(id.as_str()))
                 .map(String::from)
@@ -485,32 +668,15 @@ impl RunStore {
         Err(KeptError::NotFound(identifier.to_owned()))
     }
 
-    fn ids(&self) -> Result<Vec<RunId>, KeptError> {
-        let entries = match fs::read_dir(&self.root) {
-            Ok(e) => e,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(io_at(&self.root)(e)),
-        };
-        let mut ids = Vec::new();
-        for entry in entries {
-            let entry = entry.map_err(io_at(&self.root))?;
-            // Anything else in the folder (a person's notes) is not a run.
-            if let Some(id) = entry
-                .file_name()
-                .to_str()
-                .and_then(|n| RunId::try_from(n.to_owned()).ok())
-                && entry.path().join("run.json").exists()
-            {
-                ids.push(id);
-            }
-        }
-        Ok(ids)
-    }
-
     /// Every run, newest first; a run whose record cannot be read is an error in its place.
-    pub fn list(&self) -> Result<Vec<Result<RunRecord, KeptError>>, KeptError> {
-        let mut runs: Vec<Result<RunRecord, KeptError>> =
-            self.ids()?.iter().map(|id| self.load(id)).collect();
+    pub async fn list(&self) -> Result<Vec<Result<RunRecord, KeptError>>, KeptError> {
+        let mut runs = Vec::new();
+        for run in self.backend.list().await? {
+            runs.push(match run {
+                Ok(r) => self.alive_or_failed(r).await,
+                Err(e) => Err(e),
+            });
+        }
         runs.sort_by(|a, b| match (a, b) {
             (Ok(a), Ok(b)) => b.created_at.cmp(&a.created_at),
             (Ok(_), Err(_)) => std::cmp::Ordering::Less,
@@ -522,54 +688,23 @@ impl RunStore {
 
     /// The kept run one of whose agents works in session `session`, and that agent's index;
     /// the newest, should two have (a run resumed in the same session is the same run).
-    pub fn find_session(&self, session: &str) -> Result<Option<(RunRecord, usize)>, KeptError> {
-        // The index the supervisor keeps (`run-sessions/<session>`: the run's id), checked
-        // against the run it names; else, for runs kept before it, every record looked at.
-        if let Some(path) = self.session_index(session)
-            && let Ok(text) = fs::read_to_string(&path)
-            && let Ok(id) = RunId::try_from(text.trim().to_owned())
-            && let Ok(run) = self.read(&id)
+    pub async fn find_session(
+        &self,
+        session: &str,
+    ) -> Result<Option<(RunRecord, usize)>, KeptError> {
+        // The index the supervisor keeps, checked against the run it names; else, for runs
+        // kept before it, every record looked at.
+        if let Some(id) = self.backend.run_of_session(session).await?
+            && let Ok(run) = self.backend.read(&id).await
             && let Some(i) = run
                 .agents
                 .iter()
                 .position(|a| a.session.as_deref() == Some(session))
         {
-            return Ok(Some((self.load(&id)?, i)));
+            return Ok(Some((self.alive_or_failed(run).await?, i)));
         }
-        let found = self.scan_for_session(session)?;
-        if let Some((run, _)) = &found {
-            self.index_session(session, &run.id);
-        }
-        Ok(found)
-    }
-
-    /// Where the index names the run of `session`; `None` for a session id that cannot be a
-    /// file's name.
-    fn session_index(&self, session: &str) -> Option<PathBuf> {
-        berth_ops::SessionId::new(session).ok()?;
-        Some(self.sessions_dir().join(session))
-    }
-
-    /// The index of sessions to runs: beside `runs/`, which holds one folder per run only.
-    fn sessions_dir(&self) -> PathBuf {
-        self.root.with_file_name("run-sessions")
-    }
-
-    /// Keeps `id` as the run of `session`, for [`RunStore::find_session`]; an index that
-    /// cannot be written is only slower to find.
-    fn index_session(&self, session: &str, id: &RunId) {
-        if let Some(path) = self.session_index(session) {
-            let _ = fs::create_dir_all(self.sessions_dir());
-            let _ = berth_confined::write_atomic(&path, id.as_str().as_bytes());
-        }
-    }
-
-    fn scan_for_session(&self, session: &str) -> Result<Option<(RunRecord, usize)>, KeptError> {
-        // The records as written, matched first: only the run found is loaded, with the look
-        // for a live supervisor `load` makes (MCP asks this at every status poll).
         let mut found: Option<(RunRecord, usize)> = None;
-        for id in self.ids()? {
-            let Ok(run) = self.read(&id) else { continue };
+        for run in self.backend.list().await?.into_iter().flatten() {
             let Some(i) = run
                 .agents
                 .iter()
@@ -585,17 +720,29 @@ impl RunStore {
             }
         }
         match found {
-            Some((run, i)) => Ok(Some((self.load(&run.id)?, i))),
+            Some((run, i)) => {
+                self.backend.index_session(session, &run.id).await;
+                Ok(Some((self.alive_or_failed(run).await?, i)))
+            }
             None => Ok(None),
         }
+    }
+
+    /// The run's events after `cursor` (0: all), and the cursor to read on from.
+    pub async fn events(&self, id: &RunId, cursor: u64) -> Result<(Vec<RunEvent>, u64), KeptError> {
+        self.backend.events(id, cursor).await
     }
 
     /// Where agent `agent` of `record` is in its latest turn, its answer so far included:
     /// the events since its last start folded as every watcher folds them. What a process
     /// that is not the run's supervisor shows. An agent resumed or told, whose new turn has
     /// not started yet, is as the record has it (starting).
-    pub fn agent_status(&self, record: &RunRecord, agent: usize) -> Result<AgentStatus, KeptError> {
-        let (events, _) = read_events(&self.events_path(&record.id), 0)?;
+    pub async fn agent_status(
+        &self,
+        record: &RunRecord,
+        agent: usize,
+    ) -> Result<AgentStatus, KeptError> {
+        let (events, _) = self.backend.events(&record.id, 0).await?;
         let mine: Vec<&RunEvent> = events.iter().filter(|e| e.agent() == Some(agent)).collect();
         let latest = mine
             .iter()
@@ -615,104 +762,89 @@ impl RunStore {
         Ok(status)
     }
 
-    /// The run as it is: one not over whose supervisor is gone is recorded failed first.
-    /// Never takes the supervisor's lock.
-    pub fn load(&self, id: &RunId) -> Result<RunRecord, KeptError> {
-        let record = self.read(id)?;
-        if record.state.is_over() || self.supervised(id)? {
-            return Ok(record);
-        }
-        let _writing = self.record_lock(id)?;
-        // Looked at again under the record's lock: a supervisor taking the run now writes
-        // after this, and one that took it already is seen.
-        let mut record = self.read(id)?;
-        let young = Utc::now()
-            .signed_duration_since(record.created_at)
-            .to_std()
-            .is_ok_and(|age| age < STARTING_GRACE);
+    /// The run as it is: one not over whose supervisor is gone is recorded failed first (a
+    /// queued run is not: a worker takes it, or takes it over). Never takes a supervisor's
+    /// hold.
+    pub async fn load(&self, id: &RunId) -> Result<RunRecord, KeptError> {
+        let record = self.backend.read(id).await?;
+        self.alive_or_failed(record).await
+    }
+
+    async fn alive_or_failed(&self, record: RunRecord) -> Result<RunRecord, KeptError> {
         if record.state.is_over()
-            || (record.state == RunState::Starting && young)
-            || self.supervised(id)?
+            || record.request.pool.is_some()
+            || self.backend.supervised(&record.id).await?
         {
             return Ok(record);
         }
-        record.fail(SUPERVISOR_GONE);
-        self.write(&record)?;
-        Ok(record)
-    }
-
-    /// Whether a process holds the run's lock (its supervisor lives), from the kernel's table
-    /// of locks. When that table cannot be read, the run counts as supervised: a run is never
-    /// recorded failed on a guess.
-    fn supervised(&self, id: &RunId) -> Result<bool, KeptError> {
-        use std::os::unix::fs::MetadataExt;
-        let path = self.dir(id).join("lock");
-        let meta = match fs::metadata(&path) {
-            Ok(meta) => meta,
-            // No lock file: no supervisor ever took the run.
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
-            Err(e) => return Err(io_at(&path)(e)),
+        let decide = |record: &mut RunRecord| {
+            let young = Utc::now()
+                .signed_duration_since(record.created_at)
+                .to_std()
+                .is_ok_and(|age| age < STARTING_GRACE);
+            if record.state.is_over() || (record.state == RunState::Starting && young) {
+                return false;
+            }
+            record.fail(SUPERVISOR_GONE);
+            true
         };
-        Ok(lock_holders(meta.dev(), meta.ino()).is_none_or(|holders| !holders.is_empty()))
+        self.backend.write_unsupervised(&record.id, &decide).await
     }
 
-    /// The lock of `run.json`'s writes made on the run's behalf, taken (waiting for the
-    /// moment another holds it).
-    fn record_lock(&self, id: &RunId) -> Result<File, KeptError> {
-        let path = self.dir(id).join("record.lock");
-        let file = lock_file(&path)?;
-        file.lock().map_err(io_at(&path))?;
-        Ok(file)
-    }
-
-    /// Becomes the run's supervisor: takes its lock (refused while another process holds
+    /// Becomes the run's supervisor: takes its hold (refused while another process holds
     /// it) and records this process as running it.
-    pub fn supervise(&self, id: &RunId) -> Result<Supervision, KeptError> {
-        let waited = std::time::Instant::now();
-        // Only a supervisor that is ending (a resume right after a run ended) holds it: no
-        // reader ever does.
-        let lock = loop {
-            if let Some(lock) = self.try_lock(id)? {
-                break lock;
-            }
-            if waited.elapsed() > LOCK_PATIENCE {
-                let pid = self
-                    .read(id)?
-                    .supervisor
-                    .map_or_else(|| "unknown".to_owned(), |p| p.to_string());
-                return Err(KeptError::Busy {
-                    id: id.clone(),
-                    pid,
-                });
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        };
-        let writing = self.record_lock(id)?;
-        let mut record = self.read(id)?;
+    pub async fn supervise(&self, id: &RunId) -> Result<Supervision, KeptError> {
+        let hold = self.backend.hold(id).await?;
+        self.supervising(id, hold).await
+    }
+
+    async fn supervising(
+        &self,
+        id: &RunId,
+        mut hold: Box<dyn Hold>,
+    ) -> Result<Supervision, KeptError> {
+        let mut record = self.backend.read(id).await?;
         record.state = RunState::Running;
         record.supervisor = Some(std::process::id());
         record.ended_at = None;
         record.message = None;
-        self.write(&record)?;
-        drop(writing);
-        let path = self.events_path(id);
-        let events = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .map_err(io_at(&path))?;
+        hold.write(&record).await?;
         Ok(Supervision {
             store: self.clone(),
-            _lock: lock,
+            hold: Some(hold),
             record,
-            events,
         })
+    }
+
+    /// Takes a queued run this node may work (pinned to it or to none) of at most `room`
+    /// agents, or one whose worker's hold lapsed, and supervises it. `None` when there is
+    /// none. Refused without a database.
+    pub async fn claim(&self, room: usize) -> Result<Option<Supervision>, KeptError> {
+        let Some(db) = &self.db else {
+            return Err(KeptError::NeedsDatabase);
+        };
+        let Some((id, hold)) = db.claim(room).await? else {
+            return Ok(None);
+        };
+        self.supervising(&id, hold).await.map(Some)
+    }
+
+    /// A listener woken when a run is queued, on a database that can (Postgres).
+    pub async fn listen(&self) -> Result<Option<berth_store_sql::RunsListener>, KeptError> {
+        match &self.db {
+            Some(db) => db
+                .runs
+                .listen()
+                .await
+                .map_err(|e| KeptError::Store(e.into())),
+            None => Err(KeptError::NeedsDatabase),
+        }
     }
 
     /// The agents `run resume` would continue: refused while the run is not over, or when
     /// none is left to continue.
-    pub fn resumable(&self, id: &RunId) -> Result<BTreeMap<usize, Resume>, KeptError> {
-        let record = self.load(id)?;
+    pub async fn resumable(&self, id: &RunId) -> Result<BTreeMap<usize, Resume>, KeptError> {
+        let record = self.load(id).await?;
         if !record.state.is_over() {
             return Err(KeptError::StillRunning {
                 id: id.clone(),
@@ -726,20 +858,17 @@ impl RunStore {
         Ok(again)
     }
 
-    /// Agent `agent` of a run that is over (the only one when `None`), to be told `text` in
-    /// its workspace and session (`berth run tell`), whatever way it ended. Refused while the
-    /// run is running, and for an agent that never got a session.
     /// Queues `text` for agent `agent` (the only one when `None`) of the running run `id`:
     /// its supervisor tells the agent once its current turn ends, in the same session. The
     /// agent's index. Refused for an agent that has ended already (the run goes on without
     /// it), or one with no session yet.
-    pub fn queue_tell(
+    pub async fn queue_tell(
         &self,
         id: &RunId,
         agent: Option<usize>,
         text: &str,
     ) -> Result<usize, KeptError> {
-        let record = self.load(id)?;
+        let record = self.load(id).await?;
         let pid = match (record.state, record.supervisor) {
             (RunState::Running, Some(pid)) => pid,
             (state, _) => {
@@ -767,23 +896,24 @@ impl RunStore {
                 agent: i + 1,
             });
         }
-        // Named so that the supervisor takes them in the order they came.
-        let stamp = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        let path = self.dir(id).join(format!("tell-{i}-{stamp:032}"));
-        berth_confined::write_atomic(&path, text.as_bytes()).map_err(io_at(&path))?;
-        self.signal_supervisor(id, pid)?;
+        let request = Request::Tell {
+            agent: i,
+            text: text.to_owned(),
+        };
+        self.backend.request(&record, &request, pid).await?;
         Ok(i)
     }
 
-    pub fn tellable(
+    /// Agent `agent` of a run that is over (the only one when `None`), to be told `text` in
+    /// its workspace and session (`berth run tell`), whatever way it ended. Refused while the
+    /// run is running, and for an agent that never got a session.
+    pub async fn tellable(
         &self,
         id: &RunId,
         agent: Option<usize>,
         text: &str,
     ) -> Result<BTreeMap<usize, Resume>, KeptError> {
-        let record = self.load(id)?;
+        let record = self.load(id).await?;
         if !record.state.is_over() {
             return Err(KeptError::StillRunning {
                 id: id.clone(),
@@ -805,14 +935,19 @@ impl RunStore {
                 session: session.clone(),
                 acp_session: a.acp_session.clone(),
                 prompt: Some(text.to_owned()),
+                moved: false,
             },
         )]))
     }
 
-    /// Asks the run's supervisor to stop the run or one agent: a request file, then
-    /// `SIGUSR1`. Refused when the run is not running.
-    pub fn request_stop(&self, id: &RunId, what: StopRequest) -> Result<RunRecord, KeptError> {
-        let record = self.load(id)?;
+    /// Asks the run's supervisor to stop the run or one agent. Refused when the run is not
+    /// running (a queued run has no supervisor yet: it is stopped as it is taken).
+    pub async fn request_stop(
+        &self,
+        id: &RunId,
+        what: StopRequest,
+    ) -> Result<RunRecord, KeptError> {
+        let record = self.load(id).await?;
         if let StopRequest::Agent(agent) = what
             && agent >= record.agents.len()
         {
@@ -824,6 +959,7 @@ impl RunStore {
         }
         let pid = match (record.state, record.supervisor) {
             (RunState::Running, Some(pid)) => pid,
+            (RunState::Queued | RunState::Starting, _) if record.request.pool.is_some() => 0,
             (state, _) => {
                 return Err(KeptError::NotRunning {
                     id: id.clone(),
@@ -831,132 +967,19 @@ impl RunStore {
                 });
             }
         };
-        let name = match what {
-            StopRequest::All => "stop".to_owned(),
-            StopRequest::Agent(i) => format!("stop-{i}"),
-        };
-        let path = self.dir(id).join(name);
-        berth_confined::write_atomic(&path, b"").map_err(io_at(&path))?;
-        // A signal not sent (the supervisor just ended, or the pid is not its) is no loss:
-        // the supervisor's poll finds the request file.
-        self.signal_supervisor(id, pid)?;
+        self.backend
+            .request(&record, &Request::Stop(what), pid)
+            .await?;
         Ok(record)
     }
-
-    /// Sends `SIGUSR1` to `pid` only when it is the process holding the run's lock. The
-    /// process is pinned first (a pidfd), then the kernel's table of locks must name it as
-    /// the lock's holder; so a pid the supervisor left and another process took is never
-    /// signalled (`SIGUSR1`'s default action would kill it). Whether it was sent.
-    fn signal_supervisor(&self, id: &RunId, pid: u32) -> Result<bool, KeptError> {
-        use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-        use std::os::unix::fs::MetadataExt;
-        let Ok(pid) = libc::pid_t::try_from(pid) else {
-            return Ok(false);
-        };
-        // SAFETY: pidfd_open takes a pid and no flags, and returns a new descriptor we own.
-        let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-        if raw < 0 {
-            return Ok(false);
-        }
-        // SAFETY: a fresh descriptor owned by nobody else.
-        let pidfd = unsafe { OwnedFd::from_raw_fd(raw as i32) };
-        let path = self.dir(id).join("lock");
-        let meta = fs::metadata(&path).map_err(io_at(&path))?;
-        if !lock_holders(meta.dev(), meta.ino()).is_some_and(|h| h.contains(&pid)) {
-            return Ok(false);
-        }
-        // SAFETY: a signal to the pinned process; no siginfo, no flags.
-        let sent = unsafe {
-            libc::syscall(
-                libc::SYS_pidfd_send_signal,
-                pidfd.as_raw_fd(),
-                libc::SIGUSR1,
-                std::ptr::null::<libc::siginfo_t>(),
-                0,
-            )
-        };
-        Ok(sent == 0)
-    }
-
-    fn read(&self, id: &RunId) -> Result<RunRecord, KeptError> {
-        let path = self.record_path(id);
-        let bytes = match fs::read(&path) {
-            Ok(b) => b,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                return Err(KeptError::NotFound(id.to_string()));
-            }
-            Err(e) => return Err(io_at(&path)(e)),
-        };
-        serde_json::from_slice(&bytes).map_err(|e| KeptError::Corrupt {
-            path,
-            reason: e.to_string(),
-        })
-    }
-
-    fn write(&self, record: &RunRecord) -> Result<(), KeptError> {
-        let path = self.record_path(&record.id);
-        let mut bytes = serde_json::to_vec_pretty(record).expect("a run record serializes");
-        bytes.push(b'\n');
-        berth_confined::write_atomic(&path, &bytes).map_err(io_at(&path))
-    }
-
-    /// The run's lock if no one holds it; `None` while its supervisor lives.
-    fn try_lock(&self, id: &RunId) -> Result<Option<File>, KeptError> {
-        let path = self.dir(id).join("lock");
-        let file = lock_file(&path)?;
-        match file.try_lock() {
-            Ok(()) => Ok(Some(file)),
-            Err(fs::TryLockError::WouldBlock) => Ok(None),
-            Err(fs::TryLockError::Error(e)) => Err(io_at(&path)(e)),
-        }
-    }
 }
 
-/// A lock file of a run, opened (made when missing), not yet locked.
-fn lock_file(path: &Path) -> Result<File, KeptError> {
-    OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(path)
-        .map_err(io_at(path))
-}
-
-/// The processes holding a `flock` on the file of device `dev` and inode `ino`, from
-/// `/proc/locks` (`1: FLOCK  ADVISORY  WRITE <pid> <major>:<minor>:<inode> 0 EOF`; a waiter's
-/// line has `->` and holds nothing); `None` when the table cannot be read.
-///
-/// The kernel writes the table in pieces, and a lock taken or let go elsewhere meanwhile can
-/// make a piece skip an entry or repeat one; so an empty answer is asked again, a few times,
-/// before it is believed (a repeated entry names the same holder).
-fn lock_holders(dev: u64, ino: u64) -> Option<Vec<libc::pid_t>> {
-    let file = format!("{:02x}:{:02x}:{ino}", libc::major(dev), libc::minor(dev));
-    let mut holders = Vec::new();
-    for _ in 0..5 {
-        let table = fs::read_to_string("/proc/locks").ok()?;
-        holders = table
-            .lines()
-            .filter_map(|line| {
-                let fields: Vec<&str> = line.split_whitespace().collect();
-                match fields.as_slice() {
-                    [_, "FLOCK", _, _, pid, at, ..] if *at == file => pid.parse().ok(),
-                    _ => None,
-                }
-            })
-            .collect();
-        if !holders.is_empty() {
-            break;
-        }
-    }
-    Some(holders)
-}
-
-/// A run's supervisor's hold on it: the lock, the record it keeps, and the event log.
+/// A run's supervisor's hold on it: the hold, and the record it keeps.
 pub struct Supervision {
     store: RunStore,
-    _lock: File,
+    /// `None` once let go.
+    hold: Option<Box<dyn Hold>>,
     record: RunRecord,
-    events: File,
 }
 
 impl Supervision {
@@ -964,90 +987,84 @@ impl Supervision {
         &self.record
     }
 
+    fn hold(&mut self) -> Result<&mut Box<dyn Hold>, KeptError> {
+        self.hold.as_mut().ok_or_else(|| KeptError::Fenced {
+            id: self.record.id.clone(),
+        })
+    }
+
+    /// Whether another node took the run (this one's lease ran out): it must stop working it.
+    pub fn lost(&self) -> bool {
+        self.hold.as_ref().is_none_or(|h| h.lost())
+    }
+
     /// Readies the agents `resume` names to run again: their state back to starting.
-    pub fn resuming(&mut self, resume: &BTreeMap<usize, Resume>) -> Result<(), KeptError> {
+    pub async fn resuming(&mut self, resume: &BTreeMap<usize, Resume>) -> Result<(), KeptError> {
         for i in resume.keys() {
             if let Some(a) = self.record.agents.get_mut(*i) {
                 a.status = AgentStatus::default();
                 a.summary = None;
             }
         }
-        self.store.write(&self.record)
+        let record = self.record.clone();
+        self.hold()?.write(&record).await
     }
 
     /// Records that the run could not start at all, and why.
-    pub fn fail(&mut self, why: &str) -> Result<(), KeptError> {
+    pub async fn fail(&mut self, why: &str) -> Result<(), KeptError> {
         self.record.fail(why);
-        self.store.write(&self.record)
+        let record = self.record.clone();
+        self.hold()?.write(&record).await
     }
 
     /// Keeps one event: appended to the log, and the record rewritten when it changed.
-    pub fn take(&mut self, event: &RunEvent) -> Result<(), KeptError> {
+    pub async fn take(&mut self, event: &RunEvent) -> Result<(), KeptError> {
         if let RunEvent::Started { session, .. } = event {
-            self.store.index_session(session, &self.record.id);
+            self.store
+                .backend
+                .index_session(session, &self.record.id)
+                .await;
         }
-        let mut line = serde_json::to_vec(event).expect("a run event serializes");
-        line.push(b'\n');
-        let path = self.store.events_path(&self.record.id);
-        self.events.write_all(&line).map_err(io_at(&path))?;
-        if self.record.take(event) {
-            if matches!(event, RunEvent::Summary { .. }) {
-                self.events.sync_data().map_err(io_at(&path))?;
-            }
-            self.store.write(&self.record)?;
+        let summary = matches!(event, RunEvent::Summary { .. });
+        let node = self.store.node.clone();
+        let changed = self.record.take(event, &node);
+        let hold = self.hold()?;
+        hold.append(event, summary).await?;
+        if changed {
+            let record = self.record.clone();
+            self.hold()?.write(&record).await?;
         }
         Ok(())
     }
 
-    /// The tells queued since the last look (`RunStore::queue_tell`), taken in the order
-    /// they came: each agent's index and text.
-    pub fn tell_requests(&self) -> Vec<(usize, String)> {
-        let dir = self.store.dir(&self.record.id);
-        let Ok(entries) = fs::read_dir(&dir) else {
-            return Vec::new();
-        };
-        let mut found: Vec<(String, usize, PathBuf)> = entries
-            .flatten()
-            .filter_map(|e| {
-                let name = e.file_name().into_string().ok()?;
-                let (agent, _) = name.strip_prefix("tell-")?.split_once('-')?;
-                let agent = agent.parse().ok()?;
-                Some((name, agent, e.path()))
-            })
-            .collect();
-        found.sort();
-        found
-            .into_iter()
-            .filter_map(|(_, agent, path)| {
-                let text = fs::read_to_string(&path).ok()?;
-                fs::remove_file(&path).ok()?;
-                Some((agent, text))
-            })
-            .collect()
+    /// Writes what was held back (pieces of answers), for watchers elsewhere.
+    pub async fn flush(&mut self) -> Result<(), KeptError> {
+        self.hold()?.flush().await
     }
 
-    /// The stop requests made since the last look, taken (their files removed).
-    pub fn stop_requests(&self) -> Vec<StopRequest> {
-        let dir = self.store.dir(&self.record.id);
-        let Ok(entries) = fs::read_dir(&dir) else {
-            return Vec::new();
+    /// The stops and the tells queued since the last look, taken: tells in the order they
+    /// came, each agent's index and text.
+    pub async fn requests(&mut self) -> (Vec<StopRequest>, Vec<(usize, String)>) {
+        let Ok(hold) = self.hold() else {
+            return (Vec::new(), Vec::new());
         };
-        let mut requests = Vec::new();
-        for entry in entries.flatten() {
-            let name = entry.file_name();
-            let Some(name) = name.to_str() else { continue };
-            let request = match name {
-                "stop" => StopRequest::All,
-                _ => match name.strip_prefix("stop-").and_then(|n| n.parse().ok()) {
-                    Some(i) => StopRequest::Agent(i),
-                    None => continue,
-                },
-            };
-            if fs::remove_file(entry.path()).is_ok() {
-                requests.push(request);
+        let mut stops = Vec::new();
+        let mut tells = Vec::new();
+        for request in hold.requests().await {
+            match request {
+                Request::Stop(s) => stops.push(s),
+                Request::Tell { agent, text } => tells.push((agent, text)),
             }
         }
-        requests
+        (stops, tells)
+    }
+
+    /// Lets the run go, so another may take it at once (a lease given back); the record is
+    /// as it was last written.
+    pub async fn release(&mut self) {
+        if let Some(hold) = self.hold.take() {
+            hold.release().await;
+        }
     }
 }
 
@@ -1081,33 +1098,6 @@ fn which_agent(id: &RunId, record: &RunRecord, agent: Option<usize>) -> Result<u
     Ok(i)
 }
 
-/// Reads a run's event log from `offset`: the whole events after it, and the offset after
-/// the last whole line (a line being written is read next time).
-pub fn read_events(path: &Path, offset: u64) -> Result<(Vec<RunEvent>, u64), KeptError> {
-    use std::io::{Read, Seek, SeekFrom};
-    let mut file = match File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok((Vec::new(), offset)),
-        Err(e) => return Err(io_at(path)(e)),
-    };
-    file.seek(SeekFrom::Start(offset)).map_err(io_at(path))?;
-    let mut bytes = Vec::new();
-    file.read_to_end(&mut bytes).map_err(io_at(path))?;
-    let whole = bytes.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
-    let mut events = Vec::new();
-    for (n, line) in bytes[..whole].split(|b| *b == b'\n').enumerate() {
-        if line.is_empty() {
-            continue;
-        }
-        let event = serde_json::from_slice(line).map_err(|e| KeptError::Corrupt {
-            path: path.to_path_buf(),
-            reason: format!("event {} after byte {offset}: {e}", n + 1),
-        })?;
-        events.push(event);
-    }
-    Ok((events, offset + whole as u64))
-}
-
 #[cfg(test)]
 impl StoredRequest {
     /// A run of one berth agent in a workspace `w`, for tests.
@@ -1125,111 +1115,321 @@ impl StoredRequest {
             agent_writable: vec![],
             push: false,
             budget: Default::default(),
+            pool: None,
         }
     }
 }
 
+/// The conformance suite of kept runs: every rule of [`RunStore`] held on each backend
+/// (files, SQLite, Postgres). The Postgres tests need the server `test.sh` starts, and fail
+/// without it.
 #[cfg(test)]
-mod tests {
+mod conformance {
     use super::*;
 
-    /// `run stop` read the supervisor's pid and sent it SIGUSR1, whose default action kills:
-    /// a process that took the pid of a supervisor gone (here, one that never held the lock)
-    /// was killed. Only the lock's holder is signalled now.
-    fn new_run(store: &RunStore) -> RunRecord {
-        store.create(StoredRequest::one_agent("t")).unwrap()
+    /// A lease short enough for a test to see it lapse.
+    const LEASE_SECS: &str = "1";
+
+    struct Place {
+        _home: tempfile::TempDir,
+        ops: Ops,
     }
 
-    /// `load` took the supervisor's lock to see whether a supervisor lived: readers polling
-    /// a run held it much of the time, so a supervisor taking the run waited, or gave up
-    /// "busy". Readers now ask the kernel's table of locks.
-    #[test]
-    fn readers_never_take_the_supervisors_lock() {
-        use std::os::unix::fs::MetadataExt;
-        let tmp = tempfile::tempdir().unwrap();
-        let store = RunStore::new(tmp.path());
-        // Just made, not yet taken: a reader looks for its supervisor on every load.
-        let record = new_run(&store);
-        std::fs::File::create(store.dir(&record.id).join("lock")).unwrap();
-        let meta = std::fs::metadata(store.dir(&record.id).join("lock")).unwrap();
-        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let readers: Vec<_> = (0..2)
-            .map(|_| {
-                let (store, id, stop) = (store.clone(), record.id.clone(), stop.clone());
-                std::thread::spawn(move || {
-                    let mut loads = 0;
-                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                        // Never recorded failed under a supervisor taking it.
-                        let state = store.load(&id).unwrap().state;
-                        assert!(matches!(state, RunState::Starting | RunState::Running));
-                        loads += 1;
-                    }
-                    loads
-                })
-            })
-            .collect();
-        let started = std::time::Instant::now();
-        let mut looks = 0;
-        while started.elapsed() < Duration::from_millis(700) {
-            let holders = lock_holders(meta.dev(), meta.ino()).unwrap();
-            assert!(holders.is_empty(), "a reader held the run's lock");
-            looks += 1;
+    fn place(url: Option<String>) -> Place {
+        let home = tempfile::tempdir().unwrap();
+        let mut env = vec![("BERTH_POOL__LEASE_SECS".to_owned(), LEASE_SECS.to_owned())];
+        if let Some(url) = url {
+            env.push(("BERTH_STORE_URL".to_owned(), url));
         }
-        // A supervisor takes the run at once, however busy its readers are.
-        let taking = std::time::Instant::now();
-        let supervision = store.supervise(&record.id).unwrap();
-        assert!(taking.elapsed() < Duration::from_millis(500));
-        stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        let loads: usize = readers.into_iter().map(|r| r.join().unwrap()).sum();
-        assert!(loads > 100 && looks > 100, "{loads} loads, {looks} looks");
-        assert_eq!(store.load(&record.id).unwrap().state, RunState::Running);
-        drop(supervision);
-        // Its supervisor gone, the next reader records the run failed.
-        assert_eq!(store.load(&record.id).unwrap().state, RunState::Failed);
+        let ops = berth_ops::open(home.path(), &env).unwrap();
+        Place { _home: home, ops }
     }
 
-    #[test]
-    fn stop_signals_no_process_but_the_locks_holder() {
-        let tmp = tempfile::tempdir().unwrap();
-        let store = RunStore::new(tmp.path());
-        let record = new_run(&store);
-        let mut bystander = std::process::Command::new("sleep")
-            .arg("30")
-            .spawn()
-            .unwrap();
-        // The run's lock is held (as a live supervisor holds it), by this process.
-        let _held = store
-            .try_lock(&record.id)
-            .unwrap()
-            .expect("the lock is free");
-        let mut running = store.read(&record.id).unwrap();
-        running.state = RunState::Running;
-        running.supervisor = Some(bystander.id());
-        store.write(&running).unwrap();
+    fn sqlite(home: &Path) -> String {
+        format!("sqlite://{}", home.join("berth.db").display())
+    }
 
-        store
-            .request_stop(&record.id, StopRequest::All)
-            .expect("the request is written");
-        std::thread::sleep(Duration::from_millis(300));
-        assert!(
-            bystander.try_wait().unwrap().is_none(),
-            "a process that does not hold the run's lock was signalled"
-        );
-        assert!(store.dir(&record.id).join("stop").exists());
-        // The holder is found where the kernel keeps it.
-        let meta = std::fs::metadata(store.dir(&record.id).join("lock")).unwrap();
-        use std::os::unix::fs::MetadataExt;
-        // (Under CI the table once listed this process twice for the one lock; every entry
-        // must be this process.)
-        let holders = lock_holders(meta.dev(), meta.ino()).unwrap();
-        assert!(
-            !holders.is_empty()
-                && holders
-                    .iter()
-                    .all(|p| *p == std::process::id() as libc::pid_t),
-            "{holders:?}"
-        );
-        bystander.kill().unwrap();
-        bystander.wait().unwrap();
+    async fn each_backend(test: impl AsyncFn(RunStore, &'static str)) {
+        let files = place(None);
+        test(RunStore::open(&files.ops).await.unwrap(), "files").await;
+        let dir = tempfile::tempdir().unwrap();
+        let lite = place(Some(sqlite(dir.path())));
+        test(RunStore::open(&lite.ops).await.unwrap(), "sqlite").await;
+        let pg = place(Some(berth_testkit::postgres::fresh_database().await));
+        test(RunStore::open(&pg.ops).await.unwrap(), "postgres").await;
+    }
+
+    fn started(session: &str) -> RunEvent {
+        RunEvent::Started {
+            agent: 0,
+            label: "berth".into(),
+            workspace: "ws-1".into(),
+            workspace_name: "w-1".into(),
+            session: session.into(),
+            worktree: "/nowhere".into(),
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_run_is_found_listed_and_resolved() {
+        each_backend(async |store, name| {
+            let a = store
+                .create(StoredRequest::one_agent("first"))
+                .await
+                .unwrap();
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            let b = store
+                .create(StoredRequest::one_agent("second"))
+                .await
+                .unwrap();
+            assert_eq!(a.state, RunState::Starting, "{name}");
+            let listed: Vec<String> = store
+                .list()
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|r| r.unwrap().request.task)
+                .collect();
+            assert_eq!(listed, ["second", "first"], "{name}: newest first");
+            assert_eq!(store.resolve(a.id.as_str()).await.unwrap(), a.id, "{name}");
+            assert_eq!(store.resolve(&b.id.as_str()[..8]).await.unwrap(), b.id);
+            assert!(matches!(
+                store.resolve("abcdef012345").await,
+                Err(KeptError::NotFound(_))
+            ));
+            assert!(matches!(
+                store.resolve("../etc").await,
+                Err(KeptError::BadId(_))
+            ));
+            // Just made: starting, not failed, though no supervisor holds it yet.
+            assert_eq!(store.load(&a.id).await.unwrap().state, RunState::Starting);
+        })
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn one_supervisor_keeps_events_in_order_and_takes_requests() {
+        // This process supervises: a request on files signals it, as it would a supervisor.
+        let _listening =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::user_defined1()).unwrap();
+        each_backend(async |store, name| {
+            let run = store.create(StoredRequest::one_agent("t")).await.unwrap();
+            let mut held = store.supervise(&run.id).await.unwrap();
+            assert_eq!(store.load(&run.id).await.unwrap().state, RunState::Running);
+            // A second supervisor is refused while the first holds the run.
+            assert!(
+                matches!(store.supervise(&run.id).await, Err(KeptError::Busy { .. })),
+                "{name}"
+            );
+            held.take(&started("s-1")).await.unwrap();
+            for n in 0..100 {
+                held.take(&RunEvent::Text {
+                    agent: 0,
+                    text: format!("{n} "),
+                })
+                .await
+                .unwrap();
+            }
+            held.flush().await.unwrap();
+            let (events, cursor) = store.events(&run.id, 0).await.unwrap();
+            assert_eq!(events.len(), 101, "{name}");
+            let text: String = events
+                .iter()
+                .filter_map(|e| match e {
+                    RunEvent::Text { text, .. } => Some(text.as_str()),
+                    _ => None,
+                })
+                .collect();
+            assert!(
+                text.starts_with("0 1 2 ") && text.ends_with("98 99 "),
+                "{name}"
+            );
+            let (more, again) = store.events(&run.id, cursor).await.unwrap();
+            assert!(
+                more.is_empty() && again == cursor,
+                "{name}: read on from the cursor"
+            );
+            // The node and session are kept, and the session finds its run.
+            let kept = store.load(&run.id).await.unwrap();
+            assert_eq!(kept.agents[0].session.as_deref(), Some("s-1"));
+            assert_eq!(kept.agents[0].node.as_deref(), Some(store.node()));
+            let (found, agent) = store.find_session("s-1").await.unwrap().unwrap();
+            assert_eq!((found.id, agent), (run.id.clone(), 0), "{name}");
+            // A tell and a stop reach the supervisor, in the order they came.
+            store.queue_tell(&run.id, None, "one").await.unwrap();
+            store.queue_tell(&run.id, Some(0), "two").await.unwrap();
+            store
+                .request_stop(&run.id, StopRequest::Agent(0))
+                .await
+                .unwrap();
+            let (stops, tells) = held.requests().await;
+            assert_eq!(stops, [StopRequest::Agent(0)], "{name}");
+            assert_eq!(
+                tells,
+                [(0, "one".to_owned()), (0, "two".to_owned())],
+                "{name}"
+            );
+            assert_eq!(
+                held.requests().await,
+                (vec![], vec![]),
+                "{name}: taken once"
+            );
+            // Over: the summary kept, a resume refused with nothing to resume.
+            held.take(&RunEvent::Summary { agents: vec![] })
+                .await
+                .unwrap();
+            held.release().await;
+            assert_eq!(store.load(&run.id).await.unwrap().state, RunState::Ended);
+        })
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_run_whose_supervisor_is_gone_is_found_failed() {
+        each_backend(async |store, name| {
+            let run = store.create(StoredRequest::one_agent("t")).await.unwrap();
+            let mut held = store.supervise(&run.id).await.unwrap();
+            held.take(&started("s-2")).await.unwrap();
+            // Dropped without a word, as a killed process drops it.
+            drop(held);
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            let record = loop {
+                let record = store.load(&run.id).await.unwrap();
+                if record.state.is_over() || std::time::Instant::now() > deadline {
+                    break record;
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            };
+            assert_eq!(record.state, RunState::Failed, "{name}");
+            assert_eq!(record.agents[0].status.state, AgentState::Failed, "{name}");
+            // `run resume` continues it in the session it had.
+            let again = store.resumable(&run.id).await.unwrap();
+            assert_eq!(again[&0].session, "s-2", "{name}");
+            // And a supervisor takes it again.
+            let held = store.supervise(&run.id).await.unwrap();
+            assert_eq!(held.record().state, RunState::Running, "{name}");
+        })
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_corrupt_record_is_an_error_never_missing() {
+        // Files only: a database row's record is written by berth alone; the files'
+        // are a person's to break.
+        let files = place(None);
+        let store = RunStore::open(&files.ops).await.unwrap();
+        let run = store.create(StoredRequest::one_agent("t")).await.unwrap();
+        let path = files
+            .ops
+            .home()
+            .join("runs")
+            .join(run.id.as_str())
+            .join("run.json");
+        std::fs::write(&path, b"{ not json").unwrap();
+        assert!(matches!(
+            store.load(&run.id).await,
+            Err(KeptError::Corrupt { .. })
+        ));
+        assert_eq!(store.resolve(run.id.as_str()).await.unwrap(), run.id);
+        let listed = store.list().await.unwrap();
+        assert!(matches!(listed[..], [Err(KeptError::Corrupt { .. })]));
+        // Left as it was.
+        assert_eq!(std::fs::read(&path).unwrap(), b"{ not json");
+    }
+
+    fn pooled(task: &str, node: Option<&str>) -> StoredRequest {
+        StoredRequest {
+            pool: Some(PoolPlace {
+                node: node.map(str::to_owned),
+                repo_url: "file:///nowhere.git".into(),
+            }),
+            ..StoredRequest::one_agent(task)
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn queued_runs_are_claimed_once_each_by_node() {
+        let files = place(None);
+        let store = RunStore::open(&files.ops).await.unwrap();
+        assert!(matches!(
+            store.create(pooled("t", None)).await,
+            Err(KeptError::NeedsDatabase)
+        ));
+        let dir = tempfile::tempdir().unwrap();
+        let lite = place(Some(sqlite(dir.path())));
+        let pg = place(Some(berth_testkit::postgres::fresh_database().await));
+        for (ops, name) in [(&lite.ops, "sqlite"), (&pg.ops, "postgres")] {
+            let a = RunStore::open(ops).await.unwrap().with_node("a");
+            let b = RunStore::open(ops).await.unwrap().with_node("b");
+            let any = a.create(pooled("any", None)).await.unwrap();
+            assert_eq!(any.state, RunState::Queued, "{name}");
+            let for_b = a.create(pooled("for b", Some("b"))).await.unwrap();
+            // Queued is not failed, however long nobody holds it.
+            assert_eq!(a.load(&any.id).await.unwrap().state, RunState::Queued);
+            // `a` may take only the unpinned one; `b` then the one pinned to it.
+            let got = a.claim(4).await.unwrap().expect("a claims");
+            assert_eq!(got.record().id, any.id, "{name}");
+            assert!(a.claim(4).await.unwrap().is_none(), "{name}");
+            let got_b = b.claim(4).await.unwrap().expect("b claims");
+            assert_eq!(got_b.record().id, for_b.id, "{name}");
+            assert!(
+                b.claim(4).await.unwrap().is_none(),
+                "{name}: each taken once"
+            );
+            // A run larger than the room left waits.
+            let mut wide = pooled("wide", None);
+            wide.agents = vec![crate::AgentSpec::Berth { model: None }; 3];
+            let wide = a.create(wide).await.unwrap();
+            assert!(b.claim(2).await.unwrap().is_none(), "{name}");
+            assert_eq!(b.claim(3).await.unwrap().unwrap().record().id, wide.id);
+            drop((got, got_b));
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_node_whose_lease_lapsed_is_fenced_out() {
+        let pg = place(Some(berth_testkit::postgres::fresh_database().await));
+        let a = RunStore::open(&pg.ops).await.unwrap().with_node("a");
+        let b = RunStore::open(&pg.ops).await.unwrap().with_node("b");
+        let run = a.create(pooled("t", None)).await.unwrap();
+        let mut first = a.claim(1).await.unwrap().unwrap();
+        first.take(&started("s-3")).await.unwrap();
+        // `a` stops renewing (a frozen or cut-off node): its lease lapses, `b` takes over.
+        drop(first.hold.take());
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let mut second = loop {
+            if let Some(s) = b.claim(1).await.unwrap() {
+                break s;
+            }
+            assert!(std::time::Instant::now() < deadline, "never taken over");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        // A queued run's lapsed hold is not a failure: it stays for the next worker.
+        assert_eq!(second.record().state, RunState::Running);
+        assert_eq!(second.record().agents[0].session.as_deref(), Some("s-3"));
+        second.take(&started("s-4")).await.unwrap();
+        // The old holder, back, writes nothing: every write of its fence (the first) is
+        // refused, and its supervision says it lost the run.
+        assert!(first.lost());
+        assert!(matches!(
+            first.take(&started("s-x")).await,
+            Err(KeptError::Fenced { .. })
+        ));
+        let db = a.db.clone().unwrap();
+        let stale = db
+            .runs
+            .write(run.id.as_str(), 1, "failed", "{}")
+            .await
+            .unwrap();
+        assert!(!stale, "a write of the old fence landed");
+        let appended = db
+            .runs
+            .append(run.id.as_str(), 1, &["{}".to_owned()])
+            .await
+            .unwrap();
+        assert!(!appended, "an event of the old fence landed");
+        let now = a.load(&run.id).await.unwrap();
+        assert_eq!(now.agents[0].session.as_deref(), Some("s-4"));
+        assert_eq!(now.agents[0].node.as_deref(), Some("b"));
     }
 }

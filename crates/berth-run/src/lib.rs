@@ -27,6 +27,7 @@ mod preflight;
 mod pull_request;
 mod supervisor;
 mod terminals;
+mod worker;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -47,12 +48,13 @@ pub use berth_agent::Policy;
 pub use check::CheckResult;
 pub use compare::{Compared, Comparison, compare};
 pub use kept::{
-    AgentRecord, KeptError, RunId, RunRecord, RunState, RunStore, StopRequest, StoredRequest,
-    Supervision, read_events,
+    AgentRecord, KeptError, PoolPlace, RunId, RunRecord, RunState, RunStore, StopRequest,
+    StoredRequest, Supervision, read_events,
 };
 pub use preflight::preflight;
 pub use pull_request::pull_request_text;
 pub use supervisor::{Host, Next, Supervised, Told};
+pub use worker::{WorkerOptions, work};
 
 /// Seconds a check may take in each worktree unless the run says otherwise.
 pub const DEFAULT_CHECK_TIMEOUT_SECS: u64 = 600;
@@ -142,6 +144,10 @@ pub struct Resume {
     /// What the agent is told (`berth run tell`); without it, to carry on with the task.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt: Option<String>,
+    /// Its workspace is on another node (one that died): it goes on in a new workspace here,
+    /// in a new session carrying its transcript.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub moved: bool,
 }
 
 /// What a resumed agent is told: the task again, and that its work so far is in the
@@ -151,6 +157,16 @@ fn resume_prompt(task: &str) -> String {
         "Your earlier turn on this task was cut off before it ended (the process running it \
          stopped). What you changed is still in the worktree: look at its state and carry on \
          until the task is done. The task:\n\n{task}"
+    )
+}
+
+/// What an agent taken over from a node that died is told: its work there is gone, its
+/// history is not.
+fn moved_prompt(task: &str) -> String {
+    format!(
+        "Your earlier turn on this task was cut off before it ended: the machine running it \
+         stopped, and what you changed there is lost. This is a fresh worktree. Do the task \
+         again here, from the start, until it is done. The task:\n\n{task}"
     )
 }
 
@@ -869,6 +885,7 @@ impl Running {
         let started = Instant::now();
         let resume = self.request.resume.get(&i);
         let placed = match resume {
+            Some(r) if r.moved => self.placed_again(i, base, r).await,
             Some(r) => self.placed_before(r).await,
             None => self.place(i, base, spec).await,
         };
@@ -901,6 +918,7 @@ impl Running {
             Some(Resume {
                 prompt: Some(told), ..
             }) => told.clone(),
+            Some(Resume { moved: true, .. }) => moved_prompt(&self.request.task),
             Some(_) => resume_prompt(&self.request.task),
             None => self.request.task.clone(),
         };
@@ -1051,6 +1069,30 @@ impl Running {
         let session = self.ops.resolve_session(&resume.session).await?;
         Ok(Placed {
             workspace: self.ops.view(&record, None),
+            env: self.ops.workspace_env(&record),
+            session,
+            worktree,
+        })
+    }
+
+    /// An agent taken over from a node that died: a new workspace here, and a new session
+    /// in it carrying the old one's transcript (the old workspace's folder is that node's).
+    async fn placed_again(
+        &self,
+        i: usize,
+        base: &str,
+        resume: &Resume,
+    ) -> berth_ops::Result<Placed> {
+        let (workspace, worktree) = self.create(i, base).await?;
+        let from = self.ops.resolve_session(&resume.session).await?;
+        let session = self
+            .ops
+            .carry_session(&from, workspace.id.as_str(), worktree.clone())
+            .await?;
+        let record = self.ops.resolve_workspace(workspace.id.as_str()).await?;
+        let record = self.ops.with_ports(record).await?;
+        Ok(Placed {
+            workspace,
             env: self.ops.workspace_env(&record),
             session,
             worktree,

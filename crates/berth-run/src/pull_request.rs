@@ -54,7 +54,7 @@ pub async fn pull_request_text(
     if let Some(summary) = summary {
         body.push_str(&format!("## Summary\n\n{summary}\n\n"));
     }
-    if let Some(check) = run_check(ops, session.id.as_str()) {
+    if let Some(check) = run_check(ops, session.id.as_str()).await {
         body.push_str(&format!("## Check\n\n{check}\n\n"));
     }
     body.push_str(&format!("Made with berth (session {}).", session.id));
@@ -62,11 +62,11 @@ pub async fn pull_request_text(
 }
 
 /// For an agent of a kept run with a check: the command and how it went.
-fn run_check(ops: &Ops, session: &str) -> Option<String> {
-    let store = RunStore::new(ops.home());
-    let (record, agent) = store.find_session(session).ok()??;
+async fn run_check(ops: &Ops, session: &str) -> Option<String> {
+    let store = RunStore::open(ops).await.ok()?;
+    let (record, agent) = store.find_session(session).await.ok()??;
     let command = record.request.check.clone()?;
-    let status = store.agent_status(&record, agent).ok()?;
+    let status = store.agent_status(&record, agent).await.ok()?;
     let result = match status.check_passed {
         Some(true) => "passed",
         Some(false) => "failed",

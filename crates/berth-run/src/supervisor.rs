@@ -33,6 +33,8 @@ pub struct Supervised {
     /// An event taken from the run whose keeping is still to do.
     unkept: Option<RunEvent>,
     over: bool,
+    /// Another node took the run: said once, then the run is stopped here.
+    fenced: bool,
 }
 
 /// What [`Supervised::next`] gives.
@@ -63,7 +65,7 @@ pub enum Host {
 impl Supervised {
     /// Starts `request` under `supervision`: the one way every front end starts a kept run.
     /// A run that cannot start is recorded failed, saying why.
-    pub fn start(
+    pub async fn start(
         ops: Ops,
         agent: Agent,
         mut supervision: Supervision,
@@ -73,7 +75,7 @@ impl Supervised {
         let run = match crate::start(ops, agent, request) {
             Ok(run) => run,
             Err(e) => {
-                supervision.fail(&e.to_string())?;
+                supervision.fail(&e.to_string()).await?;
                 return Err(e);
             }
         };
@@ -102,13 +104,13 @@ impl Supervised {
         text: &str,
         host: Host,
     ) -> Result<Supervised, RunError> {
-        let again = store.tellable(id, which, text)?;
-        let request = store.load(id)?.request.request(again.clone());
+        let again = store.tellable(id, which, text).await?;
+        let request = store.load(id).await?.request.request(again.clone());
         crate::preflight(&ops, &agent, request).await?;
-        let mut supervision = store.supervise(id)?;
-        supervision.resuming(&again)?;
+        let mut supervision = store.supervise(id).await?;
+        supervision.resuming(&again).await?;
         let request = supervision.record().request.request(again);
-        Supervised::start(ops, agent, supervision, request, host)
+        Supervised::start(ops, agent, supervision, request, host).await
     }
 
     /// [`Supervised::tell`], or for a run still running, `text` queued for the agent: its
@@ -126,8 +128,8 @@ impl Supervised {
         if text.trim().is_empty() {
             return Err(RunError::EmptyTask);
         }
-        if !store.load(id)?.state.is_over() {
-            match store.queue_tell(id, which, text) {
+        if !store.load(id).await?.state.is_over() {
+            match store.queue_tell(id, which, text).await {
                 Ok(agent) => return Ok(Told::Queued { agent }),
                 // It ended meanwhile: told as a run that is over.
                 Err(KeptError::NotRunning { .. }) => {}
@@ -166,6 +168,7 @@ impl Supervised {
             poll,
             unkept: None,
             over: false,
+            fenced: false,
         })
     }
 
@@ -180,7 +183,7 @@ impl Supervised {
                     eprintln!("{who}: run {id}: {e} (the run goes on)");
                 }
             }
-            if let Err(e) = self.finish() {
+            if let Err(e) = self.finish().await {
                 eprintln!("{who}: run {id}: {e}");
             }
         });
@@ -201,13 +204,21 @@ impl Supervised {
     /// and given by the next call if this one is dropped.
     pub async fn next(&mut self) -> Option<Next> {
         if let Some(event) = self.unkept.take()
-            && let Err(e) = self.supervision.take(&event)
+            && let Err(e) = self.supervision.take(&event).await
         {
             return Some(Next::Unkept(e));
         }
         loop {
             if self.over {
                 return None;
+            }
+            if self.supervision.lost() && !self.fenced {
+                // Another node took the run: this one stops working it, and writes nothing.
+                self.fenced = true;
+                self.run.stop();
+                return Some(Next::Unkept(KeptError::Fenced {
+                    id: self.record().id.clone(),
+                }));
             }
             tokio::select! {
                 event = self.run.events.recv() => {
@@ -216,7 +227,7 @@ impl Supervised {
                         // Ended before its summary: the run is failed, and says why, rather
                         // than left "running" under a supervisor about to exit.
                         let why = self.run.why_it_broke().await;
-                        return self.supervision.fail(&why).err().map(Next::Unkept);
+                        return self.supervision.fail(&why).await.err().map(Next::Unkept);
                     };
                     if matches!(event, RunEvent::Summary { .. }) {
                         self.over = true;
@@ -230,9 +241,15 @@ impl Supervised {
                     self.unkept = Some(event.clone());
                     return Some(Next::Event(event));
                 }
-                _ = self.stop_asked.recv() => self.honour_stops(),
+                _ = self.stop_asked.recv() => self.honour_stops().await,
                 _ = terminated(&mut self.terminate) => self.run.stop(),
-                _ = self.poll.tick() => self.honour_stops(),
+                _ = self.poll.tick() => {
+                    // Pieces of answers held back reach watchers elsewhere at least this often.
+                    if let Err(e) = self.supervision.flush().await {
+                        return Some(Next::Unkept(e));
+                    }
+                    self.honour_stops().await
+                }
             }
         }
     }
@@ -240,22 +257,23 @@ impl Supervised {
     /// Keeps now the event [`Supervised::next`] last gave, rather than on the next call: for
     /// a caller that answers from the record as soon as it has the event (MCP's
     /// `session_run`, once its agent's session exists).
-    pub fn keep(&mut self) -> Result<(), KeptError> {
+    pub async fn keep(&mut self) -> Result<(), KeptError> {
         match self.unkept.take() {
-            Some(event) => self.supervision.take(&event),
+            Some(event) => self.supervision.take(&event).await,
             None => Ok(()),
         }
     }
 
     /// Stop requests, and tells queued for agents at work (`RunStore::queue_tell`).
-    fn honour_stops(&self) {
-        for request in self.supervision.stop_requests() {
+    async fn honour_stops(&mut self) {
+        let (stops, tells) = self.supervision.requests().await;
+        for request in stops {
             match request {
                 StopRequest::All => self.run.stop(),
                 StopRequest::Agent(i) => self.run.stop_agent(i),
             }
         }
-        for (agent, text) in self.supervision.tell_requests() {
+        for (agent, text) in tells {
             if !self.run.tell(agent, text) {
                 eprintln!(
                     "berth: run {}: agent {} was told something after its last turn ended; tell it again once the run is over",
@@ -268,20 +286,23 @@ impl Supervised {
 
     /// Ends the run now, before its summary (a second Ctrl-C): what is left to keep is kept,
     /// and the agents that had not ended are recorded failed for `why`.
-    pub fn abandon(mut self, why: &str) -> Result<RunRecord, KeptError> {
+    pub async fn abandon(mut self, why: &str) -> Result<RunRecord, KeptError> {
         self.run.stop();
         if let Some(event) = self.unkept.take() {
-            self.supervision.take(&event)?;
+            self.supervision.take(&event).await?;
         }
-        self.supervision.fail(why)?;
+        self.supervision.fail(why).await?;
+        self.supervision.release().await;
         Ok(self.supervision.record().clone())
     }
 
     /// Keeps what is left to keep and gives the record as the run ended.
-    pub fn finish(mut self) -> Result<RunRecord, KeptError> {
+    pub async fn finish(mut self) -> Result<RunRecord, KeptError> {
         if let Some(event) = self.unkept.take() {
-            self.supervision.take(&event)?;
+            self.supervision.take(&event).await?;
         }
+        self.supervision.flush().await?;
+        self.supervision.release().await;
         Ok(self.supervision.record().clone())
     }
 }
@@ -309,9 +330,9 @@ mod tests {
     #[tokio::test]
     async fn a_panic_in_the_run_leaves_it_failed_saying_why() {
         let tmp = tempfile::tempdir().unwrap();
-        let store = RunStore::new(tmp.path());
-        let record = store.create(StoredRequest::one_agent("t")).unwrap();
-        let supervision = store.supervise(&record.id).unwrap();
+        let store = RunStore::files(tmp.path());
+        let record = store.create(StoredRequest::one_agent("t")).await.unwrap();
+        let supervision = store.supervise(&record.id).await.unwrap();
         let (tx, events) = tokio::sync::mpsc::channel::<RunEvent>(8);
         let task = tokio::spawn(async move {
             let _events = tx;
@@ -334,12 +355,12 @@ mod tests {
                 panic!("{e}");
             }
         }
-        let ended = supervised.finish().unwrap();
+        let ended = supervised.finish().await.unwrap();
         assert_eq!(ended.state, RunState::Failed);
         let why = ended.message.unwrap();
         assert!(why.contains("a bug of the run's own"), "{why}");
         // Kept so, on disk, while the supervisor is still alive.
-        let kept = store.load(&record.id).unwrap();
+        let kept = store.load(&record.id).await.unwrap();
         assert_eq!(kept.state, RunState::Failed);
         assert_eq!(kept.agents[0].status.state, crate::AgentState::Failed);
     }

@@ -141,6 +141,7 @@ pub async fn serve(
     ops: Ops,
     agent: Agent,
     mcp: BerthMcp,
+    runs: berth_run::RunStore,
     mut options: ServeOptions,
     on_listening: impl FnOnce(Listening),
 ) -> Result<(), ServeError> {
@@ -169,7 +170,7 @@ pub async fn serve(
             session_idle: options.mcp_session_idle,
         },
     );
-    let web = berth_web::Web::new(ops.clone(), agent.clone());
+    let web = berth_web::Web::new(ops.clone(), agent.clone(), runs);
     let prompts = Arc::new(rate::PromptRate::new(options.max_prompts_per_minute));
     let acp = websocket::AcpEndpoint::new(ops, agent, tokens, prompts.clone(), &options);
     let app = Router::new()

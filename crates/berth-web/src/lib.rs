@@ -74,8 +74,9 @@ struct Inner {
 }
 
 impl Web {
-    pub fn new(ops: Ops, agent: Agent) -> Web {
-        let runs = RunStore::new(ops.home());
+    /// The page over `ops`, its agents made by `agent`, its runs those of `runs` (the
+    /// home's, [`RunStore::open`]).
+    pub fn new(ops: Ops, agent: Agent, runs: RunStore) -> Web {
         Web {
             inner: Arc::new(Inner {
                 ops,

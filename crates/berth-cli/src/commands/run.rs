@@ -27,11 +27,11 @@ const SUPERVISOR_START: Duration = Duration::from_secs(15);
 const STOP_WAIT: Duration = Duration::from_secs(15);
 
 pub async fn run(ops: Ops, args: RunArgs) -> anyhow::Result<()> {
-    let store = RunStore::new(ops.home());
+    let store = RunStore::open(&ops).await?;
     match args.command {
         None => new_run(ops, store, args.new).await,
-        Some(RunCommand::List { json }) => list(&store, json),
-        Some(RunCommand::Show { id, json }) => show(&store, &id, json),
+        Some(RunCommand::List { json }) => list(&store, json).await,
+        Some(RunCommand::Show { id, json }) => show(&store, &id, json).await,
         Some(RunCommand::Logs {
             id,
             follow,
@@ -65,6 +65,9 @@ async fn new_run(ops: Ops, store: RunStore, args: NewRunArgs) -> anyhow::Result<
         args.model.as_deref(),
         args.agent_cmd.as_deref(),
     )?;
+    if args.queue {
+        return queue(&ops, &store, task, agents, &args).await;
+    }
     // A repository by URL: berth's clone of it, fetched now, and the work given back by
     // pushing each agent's branch there.
     let named = match &args.repo {
@@ -102,12 +105,65 @@ async fn new_run(ops: Ops, store: RunStore, args: NewRunArgs) -> anyhow::Result<
         },
     )
     .await?;
-    let record = store.create(StoredRequest::of(&request))?;
+    let record = store.create(StoredRequest::of(&request)).await?;
     if args.detach {
-        return detach(&ops, &store, &record.id, false, args.json);
+        return detach(&ops, &store, &record.id, false, args.json).await;
     }
-    let supervision = store.supervise(&record.id)?;
+    let supervision = store.supervise(&record.id).await?;
     foreground(ops, supervision, request, args.json).await
+}
+
+/// `berth run --queue`: the run recorded queued, for a worker of the pool to take; its id
+/// printed at once. What needs the node that works it (a key for the model, the agent's
+/// program) is checked there, when it is taken.
+async fn queue(
+    ops: &Ops,
+    store: &RunStore,
+    task: String,
+    agents: Vec<berth_run::AgentSpec>,
+    args: &NewRunArgs,
+) -> anyhow::Result<()> {
+    if task.trim().is_empty() {
+        return Err(berth_run::RunError::EmptyTask.into());
+    }
+    let here = std::env::current_dir().context("cannot read the current folder")?;
+    let repo_url = ops.pool_url(args.repo.as_deref(), &here)?;
+    let request = StoredRequest {
+        task,
+        repository: None,
+        workspace: None,
+        agents,
+        name: args.name.clone(),
+        allow: args.allow.clone(),
+        allow_all: args.allow_all,
+        check: args.check.clone(),
+        check_timeout_secs: args.check_timeout,
+        agent_writable: args.agent_writable.clone(),
+        push: true,
+        budget: berth_run::Budget {
+            max_tokens: args.max_tokens,
+            max_cost: args.max_cost,
+        },
+        pool: Some(berth_run::PoolPlace {
+            node: args.node.clone(),
+            repo_url,
+        }),
+    };
+    let record = store.create(request).await?;
+    let id = &record.id;
+    if args.json {
+        render::json(&serde_json::json!({ "run": id, "queued": true, "node": args.node }))?;
+    } else {
+        render::line(id)?;
+        eprintln!(
+            "run {id} is queued for {}: `berth run show {id}` says who took it, `berth run wait {id}` waits for it",
+            match &args.node {
+                Some(node) => format!("the worker of node {node}"),
+                None => "the first free worker".to_owned(),
+            }
+        );
+    }
+    Ok(())
 }
 
 /// A task (or what `tell` says): the argument, standard input for `-`, or the file.
@@ -142,7 +198,7 @@ async fn tell(
         Some(n) => Some(n - 1),
         None => None,
     };
-    let id = store.resolve(id)?;
+    let id = store.resolve(id).await?;
     let interrupts = interrupts()?;
     let runner = AgentBuilder::new(ops.clone())
         .tools(berth_agent::tools::builtin())
@@ -168,9 +224,18 @@ async fn tell(
 /// Starts `berth run supervise ID` as a process of its own (its own process group, so a
 /// terminal's Ctrl-C or hangup does not reach it), waits until it has taken the run, and
 /// prints the run's id.
-fn detach(ops: &Ops, store: &RunStore, id: &RunId, resume: bool, json: bool) -> anyhow::Result<()> {
+async fn detach(
+    ops: &Ops,
+    store: &RunStore,
+    id: &RunId,
+    resume: bool,
+    json: bool,
+) -> anyhow::Result<()> {
     use std::os::unix::process::CommandExt;
     let log_path = store.log_path(id);
+    if let Some(dir) = log_path.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
     let log = std::fs::File::create(&log_path)
         .with_context(|| format!("cannot create {}", log_path.display()))?;
     let exe = std::env::current_exe().context("cannot find the berth program to start")?;
@@ -198,7 +263,7 @@ fn detach(ops: &Ops, store: &RunStore, id: &RunId, resume: bool, json: bool) -> 
                 said.trim()
             );
         }
-        let record = store.load(id)?;
+        let record = store.load(id).await?;
         match (record.state, record.supervisor) {
             (RunState::Running, Some(pid)) => break pid,
             (RunState::Ended | RunState::Failed, _) => break child.id(),
@@ -209,7 +274,7 @@ fn detach(ops: &Ops, store: &RunStore, id: &RunId, resume: bool, json: bool) -> 
                     log_path.display()
                 )
             }
-            _ => std::thread::sleep(Duration::from_millis(20)),
+            _ => tokio::time::sleep(Duration::from_millis(20)).await,
         }
     };
     if json {
@@ -235,7 +300,7 @@ async fn foreground(
     json: bool,
 ) -> anyhow::Result<()> {
     let interrupts = interrupts()?;
-    let supervised = start_supervised(ops, supervision, request)?;
+    let supervised = start_supervised(ops, supervision, request).await?;
     shown(supervised, interrupts, json).await
 }
 
@@ -275,7 +340,7 @@ async fn shown(
                     // A stop that takes too long (an agent that does not answer its cancel):
                     // the run ends here, recorded so; what streamed is in its log and in the
                     // agents' transcripts (an answer cut off is kept aside and recovered).
-                    let record = supervised.abandon(SECOND_CTRL_C)?;
+                    let record = supervised.abandon(SECOND_CTRL_C).await?;
                     if !json {
                         print_summary(&record)?;
                     }
@@ -288,7 +353,7 @@ async fn shown(
             _ = ticks.tick() => view.tick()?,
         }
     }
-    let record = supervised.finish()?;
+    let record = supervised.finish().await?;
     if !json {
         print_summary(&record)?;
         let changed = record
@@ -309,7 +374,7 @@ async fn shown(
 }
 
 /// The run started and supervised; a run that cannot start is recorded failed, with why.
-fn start_supervised(
+async fn start_supervised(
     ops: Ops,
     supervision: Supervision,
     request: RunRequest,
@@ -317,36 +382,30 @@ fn start_supervised(
     let agent = AgentBuilder::new(ops.clone())
         .tools(berth_agent::tools::builtin())
         .build();
-    Ok(Supervised::start(
-        ops,
-        agent,
-        supervision,
-        request,
-        Host::Own,
-    )?)
+    Ok(Supervised::start(ops, agent, supervision, request, Host::Own).await?)
 }
 
 /// The hidden `berth run supervise ID`: a detached run's supervisor.
 async fn supervise(ops: Ops, store: RunStore, id: &str, resume: bool) -> anyhow::Result<()> {
     // The terminal that started the run may close; its hangup is not this process's end.
     let _hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
-    let id = store.resolve(id)?;
-    let mut supervision = store.supervise(&id)?;
+    let id = store.resolve(id).await?;
+    let mut supervision = store.supervise(&id).await?;
     let again = match resume {
         true => supervision.record().unfinished(),
         false => BTreeMap::new(),
     };
     if resume {
-        supervision.resuming(&again)?;
+        supervision.resuming(&again).await?;
     }
     let request = supervision.record().request.request(again);
-    let mut supervised = start_supervised(ops, supervision, request)?;
+    let mut supervised = start_supervised(ops, supervision, request).await?;
     while let Some(next) = supervised.next().await {
         if let Next::Unkept(e) = next {
             eprintln!("berth: {e} (the run goes on)");
         }
     }
-    supervised.finish()?;
+    supervised.finish().await?;
     Ok(())
 }
 
@@ -357,21 +416,21 @@ async fn resume(
     detach_it: bool,
     json: bool,
 ) -> anyhow::Result<()> {
-    let id = store.resolve(id)?;
-    let again = store.resumable(&id)?;
+    let id = store.resolve(id).await?;
+    let again = store.resumable(&id).await?;
     if detach_it {
-        return detach(&ops, &store, &id, true, json);
+        return detach(&ops, &store, &id, true, json).await;
     }
-    let mut supervision = store.supervise(&id)?;
-    supervision.resuming(&again)?;
+    let mut supervision = store.supervise(&id).await?;
+    supervision.resuming(&again).await?;
     let request = supervision.record().request.request(again);
     foreground(ops, supervision, request, json).await
 }
 
-fn list(store: &RunStore, json: bool) -> anyhow::Result<()> {
+async fn list(store: &RunStore, json: bool) -> anyhow::Result<()> {
     let mut records = Vec::new();
     let mut problems = Vec::new();
-    for run in store.list()? {
+    for run in store.list().await? {
         match run {
             Ok(r) => records.push(r),
             Err(e) => problems.push(e),
@@ -416,8 +475,8 @@ fn agent_counts(r: &RunRecord) -> String {
     format!("{}: {}", r.agents.len(), parts.join(", "))
 }
 
-fn show(store: &RunStore, id: &str, json: bool) -> anyhow::Result<()> {
-    let record = store.load(&store.resolve(id)?)?;
+async fn show(store: &RunStore, id: &str, json: bool) -> anyhow::Result<()> {
+    let record = store.load(&store.resolve(id).await?).await?;
     if json {
         return Ok(render::json(&record)?);
     }
@@ -460,9 +519,9 @@ fn show(store: &RunStore, id: &str, json: bool) -> anyhow::Result<()> {
 }
 
 async fn wait(store: &RunStore, id: &str, json: bool) -> anyhow::Result<()> {
-    let id = store.resolve(id)?;
+    let id = store.resolve(id).await?;
     let record = loop {
-        let record = store.load(&id)?;
+        let record = store.load(&id).await?;
         if record.state.is_over() {
             break record;
         }
@@ -483,7 +542,7 @@ async fn wait(store: &RunStore, id: &str, json: bool) -> anyhow::Result<()> {
 }
 
 async fn stop(store: &RunStore, id: &str, agent: Option<usize>, json: bool) -> anyhow::Result<()> {
-    let id = store.resolve(id)?;
+    let id = store.resolve(id).await?;
     let what = match agent {
         None => StopRequest::All,
         Some(0) => {
@@ -491,10 +550,10 @@ async fn stop(store: &RunStore, id: &str, agent: Option<usize>, json: bool) -> a
         }
         Some(n) => StopRequest::Agent(n - 1),
     };
-    store.request_stop(&id, what)?;
+    store.request_stop(&id, what).await?;
     let asked = Instant::now();
     let record = loop {
-        let record = store.load(&id)?;
+        let record = store.load(&id).await?;
         let stopped = match what {
             StopRequest::All => record.agents.iter().all(|a| a.status.state.is_final()),
             StopRequest::Agent(i) => record.agents[i].status.state.is_final(),
@@ -522,10 +581,9 @@ async fn logs(
     agent: Option<usize>,
     json: bool,
 ) -> anyhow::Result<()> {
-    let id = store.resolve(id)?;
+    let id = store.resolve(id).await?;
     // Checked first: a run that is not there is an error, not an empty log.
-    store.load(&id)?;
-    let path = store.events_path(&id);
+    store.load(&id).await?;
     let mut view: Box<dyn View> = if json {
         Box::new(Json)
     } else {
@@ -533,8 +591,8 @@ async fn logs(
     };
     let mut offset = 0;
     loop {
-        let over = store.load(&id)?.state.is_over();
-        let (events, next) = berth_run::read_events(&path, offset)?;
+        let over = store.load(&id).await?.state.is_over();
+        let (events, next) = store.events(&id, offset).await?;
         offset = next;
         for event in &events {
             if agent.is_none_or(|n| event.agent().is_none_or(|a| a + 1 == n)) {
@@ -856,7 +914,7 @@ const FILES_LEGEND: &str = "FILES: files changed  +lines added  -lines removed";
 
 /// `berth run compare`: the agents as columns, a row per measure, then a row per file.
 async fn compare(ops: &Ops, store: &RunStore, id: &str, json: bool) -> anyhow::Result<()> {
-    let id = store.resolve(id)?;
+    let id = store.resolve(id).await?;
     let compared = berth_run::compare(ops, store, &id, false).await?;
     if json {
         return Ok(render::json(&compared)?);

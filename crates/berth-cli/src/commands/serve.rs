@@ -48,7 +48,40 @@ pub async fn run(ops: Ops, args: ServeArgs) -> anyhow::Result<()> {
         Some(name) => Some((name.clone(), pair(&ops, name, args.rotate)?)),
         None => None,
     };
-    berth_serve::serve(ops, agent, mcp, options, |listening| {
+    let mut runs = berth_run::RunStore::open(&ops).await?;
+    if let Some(node) = &args.node {
+        runs = runs.with_node(node);
+    }
+    // The worker, beside the server, until the server stops.
+    let stop_worker = berth_agent::CancellationToken::new();
+    let worker = match args.worker {
+        true => {
+            if !runs.pooled() {
+                return Err(berth_run::KeptError::NeedsDatabase.into());
+            }
+            let options = berth_run::WorkerOptions {
+                max_agents: args.max_agents.map_or_else(
+                    || std::thread::available_parallelism().map_or(1, |n| n.get()),
+                    |n| n.get(),
+                ),
+                lease: loaded.config.pool.lease(),
+            };
+            eprintln!(
+                "berth serve: node {} works queued runs, {} agents at once",
+                runs.node(),
+                options.max_agents
+            );
+            Some(tokio::spawn(berth_run::work(
+                ops.clone(),
+                agent.clone(),
+                runs.clone(),
+                options,
+                stop_worker.clone(),
+            )))
+        }
+        false => None,
+    };
+    let served = berth_serve::serve(ops, agent, mcp, runs, options, |listening| {
         let addr = listening.addr;
         let (ws, http) = if tls { ("wss", "https") } else { ("ws", "http") };
         eprintln!("berth serve: ACP at {ws}://{addr}/acp (and {http}://{addr}/acp), MCP at {http}://{addr}/mcp, health at {http}://{addr}/healthz, web page at {http}://{addr}/");
@@ -65,7 +98,16 @@ pub async fn run(ops: Ops, args: ServeArgs) -> anyhow::Result<()> {
             print_pairing(&name, &token, ws, addr, named_host.as_deref());
         }
     })
-    .await?;
+    .await;
+    stop_worker.cancel();
+    if let Some(worker) = worker {
+        match worker.await {
+            Ok(Err(e)) => eprintln!("berth serve: the worker stopped: {e}"),
+            Err(e) => eprintln!("berth serve: the worker stopped: {e}"),
+            Ok(Ok(())) => {}
+        }
+    }
+    served?;
     Ok(())
 }
 

@@ -34,7 +34,7 @@ pub async fn show(
 ) -> PageResult<Page> {
     admin_only(&viewer)?;
     let runs = &web.inner.runs;
-    let id = runs.resolve(&id)?;
+    let id = runs.resolve(&id).await?;
     let compared = berth_run::compare(&web.inner.ops, runs, &id, true).await?;
     let title = format!("Run {}", &compared.run);
     let body = html! {
@@ -143,8 +143,8 @@ fn hunk_start(hunk: &str) -> u64 {
 /// The workspace of agent `n` (from 1) of the run `id`.
 async fn workspace_of(web: &Web, id: &str, n: usize) -> PageResult<(RunId, String)> {
     let runs = &web.inner.runs;
-    let id = runs.resolve(id)?;
-    let record = runs.load(&id)?;
+    let id = runs.resolve(id).await?;
+    let record = runs.load(&id).await?;
     let agent = n
         .checked_sub(1)
         .and_then(|i| record.agents.get(i))
@@ -185,7 +185,7 @@ pub async fn merge(
     })
     .await?;
     if query.others.as_deref() == Some("delete") {
-        let record = web.inner.runs.load(&run)?;
+        let record = web.inner.runs.load(&run).await?;
         for other in record.agents.iter().filter_map(|a| a.workspace.as_ref()) {
             if *other != ws {
                 let plan = ops.plan_delete(other, true).await?;
@@ -266,7 +266,7 @@ pub async fn comment(
 
 async fn tell_agent(web: &Web, id: &str, n: usize, text: &str) -> PageResult<RunId> {
     let runs = &web.inner.runs;
-    let id = runs.resolve(id)?;
+    let id = runs.resolve(id).await?;
     let which = n
         .checked_sub(1)
         .ok_or_else(|| PageError::not_found("agent"))?;

@@ -60,18 +60,11 @@ pub async fn table(
         .into_response())
 }
 
-/// The table, from every kept run's record: files read on the blocking pool, since the page
-/// asks every second.
+/// The table, from every kept run's record (the page asks every second).
 async fn table_of(web: Web) -> PageResult<Markup> {
-    tokio::task::spawn_blocking(move || render_table(&web))
-        .await
-        .map_err(|e| PageError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
-}
-
-fn render_table(web: &Web) -> PageResult<Markup> {
     let mut runs: Vec<RunRecord> = Vec::new();
     let mut unreadable = 0;
-    for run in web.inner.runs.list()? {
+    for run in web.inner.runs.list().await? {
         match run {
             Ok(run) => runs.push(run),
             Err(_) => unreadable += 1,
@@ -136,7 +129,7 @@ pub async fn stop(
     admin_only(&viewer)?;
     check_csrf(&viewer, &headers)?;
     let runs = &web.inner.runs;
-    let id = runs.resolve(&id)?;
-    runs.request_stop(&id, StopRequest::All)?;
+    let id = runs.resolve(&id).await?;
+    runs.request_stop(&id, StopRequest::All).await?;
     Ok(done(None))
 }

@@ -1,0 +1,308 @@
+//! A pool of nodes on one Postgres: `berth run --queue` puts a run in the shared store,
+//! `berth serve --worker` on each node takes runs (woken by the database), and each agent's
+//! work comes back as a branch pushed to a bare repository. A node SIGKILLed mid-turn loses
+//! its run to another once its lease lapses, and, restarted, does not touch it again.
+//!
+//! Each node is its own home (its own clone, worktrees and provider stand-in) on one database
+//! from the throwaway server `test.sh` starts; these tests fail without it.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use berth_testkit::provider_server::{ProviderServer, Reply, Turn};
+use serde_json::Value;
+use support::Home;
+use support::runs::{kill9, until, write_call};
+
+/// A node: a home on the shared database, with its own provider stand-in.
+struct Node {
+    name: &'static str,
+    home: Home,
+    server: ProviderServer,
+    url: String,
+    lease: &'static str,
+    worker: Option<Child>,
+}
+
+impl Node {
+    fn new(name: &'static str, url: &str, lease: &'static str) -> Node {
+        Node {
+            name,
+            home: Home::new(),
+            server: ProviderServer::start_in_background(),
+            url: url.to_owned(),
+            lease,
+            worker: None,
+        }
+    }
+
+    /// A berth command of this node: its home, the database, its stand-in.
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut cmd = self.home.cmd(args);
+        cmd.env("BERTH_STORE_URL", &self.url)
+            .env("BERTH_POOL__LEASE_SECS", self.lease)
+            .env("BERTH_PROVIDER", "claude")
+            .env("BERTH_PROVIDERS__CLAUDE__BASE_URL", self.server.url())
+            .env("BERTH_PROVIDERS__CLAUDE__MODEL", "test-model")
+            .env("ANTHROPIC_API_KEY", "test-key");
+        cmd
+    }
+
+    fn json(&self, args: &[&str]) -> Value {
+        let r = berth_testkit::run(self.cmd(args));
+        assert_eq!(r.code, 0, "{args:?}: {}", r.stderr);
+        serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("{e}: {}", r.stdout))
+    }
+
+    /// `berth serve --worker` of this node, one agent at a time; its output in its home.
+    fn start_worker(&mut self) {
+        let log = std::fs::File::create(self.log()).unwrap();
+        let child = self
+            .cmd(&[
+                "serve",
+                "--worker",
+                "--node",
+                self.name,
+                "--max-agents",
+                "1",
+                "--open",
+                "--listen",
+                "127.0.0.1:0",
+            ])
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        self.worker = Some(child);
+        until("the worker to start", Duration::from_secs(30), || {
+            std::fs::read_to_string(self.log())
+                .unwrap()
+                .contains("works queued runs")
+                .then_some(())
+        });
+    }
+
+    fn log(&self) -> PathBuf {
+        self.home.path().join(format!("worker-{}.log", self.name))
+    }
+
+    fn said(&self) -> String {
+        std::fs::read_to_string(self.log()).unwrap_or_default()
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.worker.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// A bare repository with one commit on `main`: the remote every node fetches from and
+/// pushes to. Its URL.
+fn remote_repository(dir: &Path) -> String {
+    let seed = dir.join("seed");
+    std::fs::create_dir_all(&seed).unwrap();
+    berth_testkit::git(&seed, &["init", "--quiet", "-b", "main"]);
+    berth_testkit::commit(&seed, "README.md", "hello\n");
+    let remote = dir.join("remote.git");
+    berth_testkit::git(
+        dir,
+        &[
+            "clone",
+            "--bare",
+            "--quiet",
+            seed.to_str().unwrap(),
+            remote.to_str().unwrap(),
+        ],
+    );
+    format!("file://{}", remote.display())
+}
+
+/// `berth run --queue` from `node`: the run's id, printed at once.
+fn queue(node: &Node, task: &str, url: &str, extra: &[&str]) -> String {
+    let mut args = vec![
+        "run",
+        "--queue",
+        task,
+        "--repo",
+        url,
+        "--allow",
+        "write_file",
+        "--json",
+    ];
+    args.extend_from_slice(extra);
+    let queued = node.json(&args);
+    assert_eq!(queued["queued"], true);
+    queued["run"].as_str().unwrap().to_owned()
+}
+
+/// Replies for `turns` one-agent turns of `node`: each writes `out.txt` saying the node and
+/// the turn (answered after `delay`, so a node is busy long enough for the other to take the
+/// next run), then closes.
+fn script(node: &Node, turns: usize, delay: Duration) {
+    for n in 0..turns {
+        node.server
+            .push(Reply::anthropic(&write_call(&format!("{} {n}\n", node.name))).delay_head(delay));
+        node.server
+            .push(Reply::anthropic(&Turn::new().text(["Done."])));
+    }
+}
+
+fn wait_ended(node: &Node, id: &str, limit: Duration) -> Value {
+    until(&format!("run {id} to end"), limit, || {
+        let run = node.json(&["run", "show", id, "--json"]);
+        run["state"]
+            .as_str()
+            .is_some_and(|s| s == "ended" || s == "failed")
+            .then_some(run)
+    })
+}
+
+#[test]
+fn two_nodes_take_queued_runs_and_push_every_agents_branch() {
+    let url = berth_testkit::postgres::fresh_database_blocking();
+    let tmp = tempfile::tempdir().unwrap();
+    let remote_url = remote_repository(tmp.path());
+    let remote = tmp.path().join("remote.git");
+    let mut alpha = Node::new("alpha", &url, "30");
+    let mut beta = Node::new("beta", &url, "30");
+    script(&alpha, 4, Duration::from_millis(1200));
+    script(&beta, 4, Duration::from_millis(1200));
+    alpha.start_worker();
+    beta.start_worker();
+
+    // Queued from a folder in no repository: the URL names it. Each prints its id at once.
+    let ids: Vec<String> = (0..4)
+        .map(|n| queue(&alpha, &format!("Write out.txt ({n})"), &remote_url, &[]))
+        .collect();
+    let mut nodes = Vec::new();
+    for id in &ids {
+        let run = wait_ended(&beta, id, Duration::from_secs(120));
+        assert_eq!(
+            run["state"],
+            "ended",
+            "{run:#}\n{}\n{}",
+            alpha.said(),
+            beta.said()
+        );
+        let agent = &run["agents"][0];
+        assert_eq!(agent["state"], "done", "{run:#}");
+        let node = agent["node"].as_str().unwrap().to_owned();
+        // Its branch is on the remote, holding the file its node's agent wrote, on top of
+        // the remote's main.
+        let branch = until("the pushed branch", Duration::from_secs(5), || {
+            let logs = berth_testkit::run(alpha.cmd(&["run", "logs", id, "--json"]));
+            logs.stdout
+                .lines()
+                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                .find(|e| e["event"] == "pushed")
+                .map(|e| e["branch"].as_str().unwrap().to_owned())
+        });
+        let file = berth_testkit::git(&remote, &["show", &format!("{branch}:out.txt")]);
+        assert!(file.starts_with(&format!("{node} ")), "{branch}: {file}");
+        let main = berth_testkit::git(&remote, &["rev-parse", "main"]);
+        let parent = berth_testkit::git(&remote, &["rev-parse", &format!("{branch}^")]);
+        assert_eq!(parent, main, "{branch} starts at the remote's main");
+        nodes.push(node);
+    }
+    // Both nodes took work.
+    assert!(nodes.contains(&"alpha".to_owned()), "{nodes:?}");
+    assert!(nodes.contains(&"beta".to_owned()), "{nodes:?}");
+    // Every node's `run list` shows every run, and `run show` names the node.
+    for node in [&alpha, &beta] {
+        let listed: Vec<String> = node
+            .json(&["run", "list", "--json"])
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["id"].as_str().unwrap().to_owned())
+            .collect();
+        for id in &ids {
+            assert!(listed.contains(id), "{} lists {listed:?}", node.name);
+        }
+        let shown = berth_testkit::run(node.cmd(&["run", "show", &ids[0]]));
+        assert!(shown.stdout.contains("node: "), "{}", shown.stdout);
+    }
+}
+
+#[test]
+fn a_node_killed_mid_turn_loses_its_run_to_another_and_does_not_touch_it_again() {
+    let url = berth_testkit::postgres::fresh_database_blocking();
+    let tmp = tempfile::tempdir().unwrap();
+    let remote_url = remote_repository(tmp.path());
+    let mut alpha = Node::new("alpha", &url, "3");
+    let mut beta = Node::new("beta", &url, "3");
+    // Alpha's agent starts an answer, then stalls: alpha is killed in the middle of it.
+    alpha.server.push(
+        Reply::anthropic(&Turn::new().text(["Working on it", " and more"]))
+            .pause_after(4, Duration::from_secs(600)),
+    );
+    script(&beta, 1, Duration::from_millis(100));
+    alpha.start_worker();
+    let id = queue(&alpha, "Write out.txt", &remote_url, &[]);
+    let working = until("alpha's agent at work", Duration::from_secs(60), || {
+        let run = alpha.json(&["run", "show", &id, "--json"]);
+        (run["agents"][0]["state"] == "working" && alpha.server.request_count() == 1).then_some(run)
+    });
+    assert_eq!(working["agents"][0]["node"], "alpha");
+    let first_session = working["agents"][0]["session"].as_str().unwrap().to_owned();
+    kill9(alpha.worker.as_ref().unwrap().id());
+    let _ = alpha.worker.take().unwrap().wait();
+    let killed = std::time::Instant::now();
+
+    // Beta, started now, takes the run over once alpha's lease (3 s) lapsed.
+    beta.start_worker();
+    let ended = wait_ended(&beta, &id, Duration::from_secs(60));
+    let took = killed.elapsed();
+    assert!(took < Duration::from_secs(3 + 12), "took {took:?}");
+    assert_eq!(ended["state"], "ended", "{ended:#}\n{}", beta.said());
+    let agent = &ended["agents"][0];
+    assert_eq!(agent["state"], "done", "{ended:#}");
+    assert_eq!(agent["node"], "beta");
+    // The agent went on in a new session carrying the shared transcript: the task, the
+    // notice of the move, and a whole answer.
+    let session = agent["session"].as_str().unwrap();
+    assert_ne!(session, first_session);
+    let kept: Vec<String> = beta.json(&["session", "show", session, "--json"])["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            format!(
+                "{}: {}",
+                m["role"].as_str().unwrap(),
+                m["content"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(kept[0], "user: Write out.txt", "{kept:#?}");
+    assert!(
+        kept.iter()
+            .any(|m| m.starts_with("user: Your earlier turn")),
+        "{kept:#?}"
+    );
+    assert!(
+        kept.iter().any(|m| m.starts_with("tool: `write_file`")),
+        "{kept:#?}"
+    );
+    assert_eq!(kept.last().unwrap(), "assistant: Done.", "{kept:#?}");
+    assert!(beta.said().contains("took over run"), "{}", beta.said());
+
+    // Alpha comes back: it never writes to the run again.
+    let before = beta.json(&["run", "show", &id, "--json"]);
+    alpha.start_worker();
+    std::thread::sleep(Duration::from_secs(4));
+    let after = beta.json(&["run", "show", &id, "--json"]);
+    assert_eq!(before, after, "the run changed after alpha came back");
+    assert_eq!(
+        alpha.server.request_count(),
+        1,
+        "alpha worked the run again"
+    );
+}

@@ -1,0 +1,190 @@
+//! A worker of a pool (`berth serve --worker`): takes queued runs from the database every
+//! node shares and works them here, up to a number of agents at once.
+//!
+//! The queue is the database's: a worker claims the oldest run it may work with `FOR UPDATE
+//! SKIP LOCKED` (so racing workers never take the same one, nor wait for each other), holds
+//! it by a lease it renews, and is woken by Postgres's `NOTIFY` when a run is queued, not by
+//! polling. It also looks every half lease for runs whose worker's lease lapsed (a node that
+//! died or was cut off): those are taken over, each unfinished agent going on from its durable
+//! transcript in a new workspace here (the old one's folder was the dead node's).
+//!
+//! Work goes back as pushed branches: a queued run names its repository by URL, each node
+//! fetches it into its own clone under its home, and each agent's branch is pushed to the URL
+//! when the agent is done.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use berth_agent::Agent;
+use berth_ops::{Ops, Repository};
+use tokio_util::sync::CancellationToken;
+
+use crate::kept::{KeptError, RunState, RunStore, Supervision};
+use crate::supervisor::{Host, Next, Supervised};
+use crate::{Resume, RunError};
+
+/// How often a worker on SQLite, which cannot be woken, looks for queued runs.
+const SQLITE_LOOK: Duration = Duration::from_secs(1);
+
+/// What a worker may take on.
+#[derive(Debug, Clone)]
+pub struct WorkerOptions {
+    /// Agents working here at once, over all the runs taken.
+    pub max_agents: usize,
+    /// How long a lease lasts (`[pool] lease_secs`): expired ones are looked for twice as
+    /// often.
+    pub lease: Duration,
+}
+
+/// Takes queued runs until `stop` is cancelled. The runs taken are worked on tasks of their
+/// own; on stop, they are left as they are: their leases lapse and another worker goes on
+/// with them (as after a crash, which a stop then is no different from).
+pub async fn work(
+    ops: Ops,
+    agent: Agent,
+    store: RunStore,
+    options: WorkerOptions,
+    stop: CancellationToken,
+) -> Result<(), KeptError> {
+    let max = options.max_agents.max(1);
+    let busy = Arc::new(AtomicUsize::new(0));
+    let freed = Arc::new(tokio::sync::Notify::new());
+    let mut listener = store.listen().await?;
+    let look = match listener {
+        Some(_) => options.lease / 2,
+        None => SQLITE_LOOK,
+    };
+    loop {
+        // Take what fits.
+        loop {
+            let room = max.saturating_sub(busy.load(Ordering::Acquire));
+            if room == 0 {
+                break;
+            }
+            let supervision = match store.claim(room).await {
+                Ok(Some(s)) => s,
+                Ok(None) => break,
+                Err(e) => {
+                    eprintln!("berth worker {}: cannot claim a run: {e}", store.node());
+                    break;
+                }
+            };
+            let agents = supervision.record().agents.len().clamp(1, max);
+            busy.fetch_add(agents, Ordering::AcqRel);
+            let (ops, agent, store, busy, freed) = (
+                ops.clone(),
+                agent.clone(),
+                store.clone(),
+                busy.clone(),
+                freed.clone(),
+            );
+            tokio::spawn(async move {
+                let id = supervision.record().id.clone();
+                if let Err(e) = work_one(ops, agent, &store, supervision).await {
+                    eprintln!("berth worker {}: run {id}: {e}", store.node());
+                }
+                busy.fetch_sub(agents, Ordering::AcqRel);
+                freed.notify_one();
+            });
+        }
+        let woken = async {
+            match &mut listener {
+                Some(l) => {
+                    if l.next().await.is_err() {
+                        // The connection broke: sqlx reconnects on the next wait; meanwhile
+                        // the periodic look covers what a lost notice would have said.
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                    }
+                }
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = stop.cancelled() => return Ok(()),
+            _ = woken => {}
+            _ = freed.notified() => {}
+            _ = tokio::time::sleep(look) => {}
+        }
+    }
+}
+
+/// Works one claimed run to its end: a queued one from the start, one taken over from where
+/// its agents were.
+async fn work_one(
+    ops: Ops,
+    agent: Agent,
+    store: &RunStore,
+    mut supervision: Supervision,
+) -> Result<(), RunError> {
+    let record = supervision.record().clone();
+    let Some(pool) = record.request.pool.clone() else {
+        supervision
+            .fail("a run claimed by a worker was not queued")
+            .await?;
+        return Ok(());
+    };
+    // This node's clone of the repository, fetched now.
+    let repository = match ops
+        .named_repository(std::path::Path::new(&pool.repo_url))
+        .await
+    {
+        Ok(named) => named.path,
+        Err(e) => {
+            supervision
+                .fail(&format!(
+                    "node {} cannot fetch {}: {e}",
+                    store.node(),
+                    pool.repo_url
+                ))
+                .await?;
+            supervision.release().await;
+            return Ok(());
+        }
+    };
+    // Taken over: each unfinished agent that had a session goes on from its transcript, in a
+    // new workspace here unless its workspace is this node's.
+    let again: BTreeMap<usize, Resume> = record
+        .unfinished()
+        .into_iter()
+        .map(|(i, mut r)| {
+            r.moved = record.agents[i].node.as_deref() != Some(store.node());
+            (i, r)
+        })
+        .collect();
+    if !again.is_empty() {
+        supervision.resuming(&again).await?;
+    }
+    let mut request = supervision.record().request.request(again);
+    request.repository = Repository::Named(repository);
+    request.push = true;
+    let request = match crate::preflight(&ops, &agent, request).await {
+        Ok(r) => r,
+        Err(e) => {
+            supervision.fail(&e.to_string()).await?;
+            supervision.release().await;
+            return Ok(());
+        }
+    };
+    let was = record.state;
+    let mut supervised = Supervised::start(ops, agent, supervision, request, Host::Server).await?;
+    if was != RunState::Queued {
+        eprintln!(
+            "berth worker {}: took over run {} from a node whose hold ran out",
+            store.node(),
+            record.id
+        );
+    }
+    while let Some(next) = supervised.next().await {
+        if let Next::Unkept(e) = next {
+            eprintln!("berth worker {}: run {}: {e}", store.node(), record.id);
+            if matches!(e, KeptError::Fenced { .. }) {
+                // Another node has it now: this one lets it be, writing nothing more.
+                return Ok(());
+            }
+        }
+    }
+    supervised.finish().await?;
+    Ok(())
+}
