@@ -76,8 +76,11 @@ pub fn clone_dir(dir: &Path, url: &str) -> PathBuf {
 impl Repo {
     /// The bare clone of `url` in `dir`, made on first use, its `origin` fetched now: the
     /// remote's branches as `origin/*`, and `origin/HEAD` as the default base. Two callers at
-    /// once (two runs, two workers of one machine) take turns under `<dir>.lock`.
+    /// once (two runs, two workers of one machine) take turns under `<dir>.lock`, and share
+    /// a fetch: one that started after a caller asked is as fresh as its own would be, so
+    /// the caller does not fetch again (`<dir>.fetched` holds when the last fetch started).
     pub fn clone_or_fetch(url: &str, dir: &Path) -> Result<Repo> {
+        let asked = now_ns();
         let parent = dir.parent().unwrap_or(Path::new("/"));
         std::fs::create_dir_all(parent).map_err(|e| io(parent, e))?;
         let lock_path = dir.with_extension("lock");
@@ -117,17 +120,33 @@ impl Repo {
             }
             std::fs::rename(&aside, dir).map_err(|e| io(dir, e))?;
         }
-        let mut fetch = command(dir);
-        fetch
-            .env("GIT_ALLOW_PROTOCOL", ALLOWED_PROTOCOLS)
-            .args(["fetch", "--prune", "--quiet", "origin"]);
-        checked(fetch, &format!("fetch {url}"))?;
-        // origin/HEAD: the remote's default branch, what a new workspace starts from. A
-        // remote that does not say (an empty one) leaves the other defaults.
-        let _ = git_output(dir, ["remote", "set-head", "origin", "--auto"]);
+        let fetched = dir.with_extension("fetched");
+        let last = std::fs::read_to_string(&fetched)
+            .ok()
+            .and_then(|t| t.trim().parse::<u128>().ok());
+        if last.is_none_or(|last| last < asked) {
+            let started = now_ns();
+            let mut fetch = command(dir);
+            fetch
+                .env("GIT_ALLOW_PROTOCOL", ALLOWED_PROTOCOLS)
+                .args(["fetch", "--prune", "--quiet", "origin"]);
+            checked(fetch, &format!("fetch {url}"))?;
+            // origin/HEAD: the remote's default branch, what a new workspace starts from. A
+            // remote that does not say (an empty one) leaves the other defaults.
+            let _ = git_output(dir, ["remote", "set-head", "origin", "--auto"]);
+            // Only a fetch that succeeded serves the callers waiting behind it; one that
+            // cannot be marked is only not shared.
+            let _ = std::fs::write(&fetched, started.to_string());
+        }
         drop(lock);
         Repo::open(dir)
     }
+}
+
+fn now_ns() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos())
 }
 
 fn drop_local_branches(repo: &Path) -> Result<()> {
