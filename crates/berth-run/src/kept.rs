@@ -223,6 +223,9 @@ pub struct AgentRecord {
 pub struct RunRecord {
     pub id: RunId,
     pub created_at: DateTime<Utc>,
+    /// When a supervisor last took it (a queued run waits from `created_at` to this).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<DateTime<Utc>>,
     pub ended_at: Option<DateTime<Utc>>,
     pub state: RunState,
     /// The process supervising it, while it runs.
@@ -256,6 +259,7 @@ impl RunRecord {
         RunRecord {
             id,
             created_at: Utc::now(),
+            started_at: None,
             ended_at: None,
             state,
             supervisor: None,
@@ -806,6 +810,7 @@ impl RunStore {
         let mut record = self.backend.read(id).await?;
         record.state = RunState::Running;
         record.supervisor = Some(std::process::id());
+        record.started_at = Some(Utc::now());
         record.ended_at = None;
         record.message = None;
         hold.write(&record).await?;
