@@ -214,6 +214,46 @@ fn two_nodes_take_queued_runs_and_push_every_agents_branch() {
     // Both nodes took work.
     assert!(nodes.contains(&"alpha".to_owned()), "{nodes:?}");
     assert!(nodes.contains(&"beta".to_owned()), "{nodes:?}");
+
+    // From another machine: a person's own clone of the project, where no worktree of the
+    // run is (the node's is moved away here, as it would be on another machine). `workspace
+    // diff` and `merge` read the branch the node pushed.
+    let run = alpha.json(&["run", "show", &ids[0], "--json"]);
+    let agent = &run["agents"][0];
+    let (ws, node) = (
+        agent["workspace"].as_str().unwrap(),
+        agent["node"].as_str().unwrap(),
+    );
+    let worktree = PathBuf::from(agent["worktree"].as_str().unwrap());
+    std::fs::rename(&worktree, tmp.path().join("moved-away")).unwrap();
+    let checkout = tmp.path().join("checkout");
+    berth_testkit::git(
+        tmp.path(),
+        &["clone", "--quiet", &remote_url, checkout.to_str().unwrap()],
+    );
+    let mut diff = alpha.cmd(&["workspace", "diff", ws, "--json"]);
+    diff.current_dir(&checkout);
+    let diff = berth_testkit::run(diff);
+    assert_eq!(diff.code, 0, "{}", diff.stderr);
+    let diff: Value = serde_json::from_str(&diff.stdout).unwrap();
+    assert_eq!(diff["files"][0]["path"], "out.txt", "{diff:#}");
+    assert_eq!(diff["files"][0]["status"], "added", "{diff:#}");
+    let mut merge = alpha.cmd(&["workspace", "merge", ws, "--json"]);
+    merge.current_dir(&checkout);
+    let merged = berth_testkit::run(merge);
+    assert_eq!(merged.code, 0, "{}", merged.stderr);
+    let content = std::fs::read_to_string(checkout.join("out.txt")).unwrap();
+    assert!(content.starts_with(&format!("{node} ")), "{content}");
+    // Deleting it from here is refused: its folder is the other machine's.
+    let mut delete = alpha.cmd(&["workspace", "merge", ws, "--delete"]);
+    delete.current_dir(&checkout);
+    let refused = berth_testkit::run(delete);
+    assert_eq!(refused.code, 4, "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("another machine"),
+        "{}",
+        refused.stderr
+    );
     // Every node's `run list` shows every run, and `run show` names the node.
     for node in [&alpha, &beta] {
         let listed: Vec<String> = node

@@ -53,10 +53,36 @@ pub fn diff(worktree: &Path, base: &str, patch: bool) -> Result<WorktreeDiff> {
         .trim()
         .to_owned();
     let tree = snapshot_tree(worktree)?;
+    between(worktree, base, merge_base, &tree, patch)
+}
+
+/// The changes of the commit `head` (a branch fetched from where another machine pushed it)
+/// against `base`, in the repository at `repo`, bare or not: what [`diff`] says of a
+/// worktree, for work that is only commits.
+pub fn diff_refs(repo: &Path, base: &str, head: &str, patch: bool) -> Result<WorktreeDiff> {
+    let merge_base = run(repo, ["merge-base", base, head])
+        .map_err(|_| GitError::BadBase(base.to_owned()))?
+        .trim()
+        .to_owned();
+    let tree = run(repo, ["rev-parse", "--verify", &format!("{head}^{{tree}}")])
+        .map_err(|_| GitError::BadBase(head.to_owned()))?
+        .trim()
+        .to_owned();
+    between(repo, base, merge_base, &tree, patch)
+}
+
+/// The changes from `merge_base` to `tree`, read in `dir`.
+fn between(
+    dir: &Path,
+    base: &str,
+    merge_base: String,
+    tree: &str,
+    patch: bool,
+) -> Result<WorktreeDiff> {
     // One call gives both: `--raw` entries (`:<modes> <shas> <status>` then the path) and
     // `--numstat` ones (`added\tremoved\tpath`, `-\t-\t` for a binary file), NUL-separated.
     let listed = run(
-        worktree,
+        dir,
         [
             "diff",
             "--no-renames",
@@ -66,7 +92,7 @@ pub fn diff(worktree: &Path, base: &str, patch: bool) -> Result<WorktreeDiff> {
             "--numstat",
             "-z",
             &merge_base,
-            &tree,
+            tree,
         ],
     )?;
     let mut files: Vec<FileDiff> = Vec::new();
@@ -99,7 +125,7 @@ pub fn diff(worktree: &Path, base: &str, patch: bool) -> Result<WorktreeDiff> {
     }
     let patch = if patch {
         Some(run(
-            worktree,
+            dir,
             [
                 "diff",
                 "--no-renames",
@@ -107,7 +133,7 @@ pub fn diff(worktree: &Path, base: &str, patch: bool) -> Result<WorktreeDiff> {
                 "--no-ext-diff",
                 "--no-textconv",
                 &merge_base,
-                &tree,
+                tree,
             ],
         )?)
     } else {

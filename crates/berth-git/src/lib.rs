@@ -29,10 +29,10 @@ mod status;
 mod submodules;
 mod version;
 pub use create::{AddedWorktree, BaseBehind, BranchSpec, WorktreePlan};
-pub use diff::{FileDiff, WorktreeDiff, diff};
+pub use diff::{FileDiff, WorktreeDiff, diff, diff_refs};
 pub use error::{GitError, Result};
 pub use linked::{LinkedWorktree, ListedWorktree, linked_worktree};
-pub use merge::{MergeMode, MergeRequest, Merged};
+pub use merge::{MergeMode, MergeRequest, Merged, Work};
 pub use refs::BranchMerged;
 pub use remote::{
     clone_dir, commit_all, compare_url, has_password, is_url, push_branch, remote_url,

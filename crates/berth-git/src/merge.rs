@@ -33,11 +33,19 @@ pub enum MergeMode {
     Rebase,
 }
 
+/// Where the work to merge is.
+#[derive(Debug, Clone, Copy)]
+pub enum Work<'a> {
+    /// A worktree: its HEAD, and its uncommitted changes.
+    Worktree(&'a Path),
+    /// A commit of this repository (a branch another machine pushed, fetched here).
+    Commit(&'a str),
+}
+
 /// What to merge where.
 #[derive(Debug, Clone)]
 pub struct MergeRequest<'a> {
-    /// The worktree whose HEAD (and uncommitted changes) is the work.
-    pub worktree: &'a Path,
+    pub work: Work<'a>,
     /// The local branch to bring the work into.
     pub into: &'a str,
     pub mode: MergeMode,
@@ -66,29 +74,46 @@ pub struct Merged {
 }
 
 impl Repo {
-    /// Brings the work of `request.worktree` into `request.into` (see the module's doc).
+    /// Brings `request.work` into `request.into` (see the module's doc).
     pub fn merge(&self, request: &MergeRequest<'_>) -> Result<Merged> {
-        let wt = request.worktree;
         let into_ref = format!("refs/heads/{}", request.into);
         let before = self
             .git(["rev-parse", "--verify", "--quiet", &into_ref])
             .map_err(|_| GitError::BranchMissing(request.into.to_owned()))?
             .trim()
             .to_owned();
-        let state = head_state(wt)?;
-        if state.branch.as_deref() == Some(request.into) {
-            return Err(GitError::MergeIntoItself(request.into.to_owned()));
-        }
-        let head = state
-            .sha
-            .ok_or_else(|| GitError::BadBase("HEAD (the worktree has no commit)".to_owned()))?;
-        // The uncommitted changes as a commit on top of HEAD, which no ref names yet.
-        let (work, uncommitted_commit) = if state.changed > 0 {
-            let tree = snapshot_tree(wt)?;
-            let commit = commit_tree(wt, &tree, &[&head], request.uncommitted_message)?;
-            (commit.clone(), Some(commit))
-        } else {
-            (head.clone(), None)
+        // Where the merge's own git commands run, the work's tip, and the commit of a
+        // worktree's uncommitted changes (on top of its HEAD, which no ref names yet).
+        let (wt, head, work, uncommitted_commit) = match request.work {
+            Work::Worktree(wt) => {
+                let state = head_state(wt)?;
+                if state.branch.as_deref() == Some(request.into) {
+                    return Err(GitError::MergeIntoItself(request.into.to_owned()));
+                }
+                let head = state.sha.ok_or_else(|| {
+                    GitError::BadBase("HEAD (the worktree has no commit)".to_owned())
+                })?;
+                if state.changed > 0 {
+                    let tree = snapshot_tree(wt)?;
+                    let commit = commit_tree(wt, &tree, &[&head], request.uncommitted_message)?;
+                    (wt, head, commit.clone(), Some(commit))
+                } else {
+                    (wt, head.clone(), head, None)
+                }
+            }
+            Work::Commit(commit) => {
+                let sha = self
+                    .git([
+                        "rev-parse",
+                        "--verify",
+                        "--quiet",
+                        &format!("{commit}^{{commit}}"),
+                    ])
+                    .map_err(|_| GitError::BadBase(commit.to_owned()))?
+                    .trim()
+                    .to_owned();
+                (self.root(), sha.clone(), sha, None)
+            }
         };
         let commits: usize = run(wt, ["rev-list", "--count", &format!("{before}..{work}")])?
             .trim()

@@ -66,7 +66,8 @@ impl Repo {
         ])
     }
 
-    pub(crate) fn has_remote_branch(&self, name: &str) -> bool {
+    /// Whether `origin/<name>` is here (as fetched).
+    pub fn has_remote_branch(&self, name: &str) -> bool {
         self.succeeds([
             "show-ref",
             "--verify",

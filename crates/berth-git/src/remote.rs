@@ -143,6 +143,26 @@ impl Repo {
     }
 }
 
+impl Repo {
+    /// Fetches branch `branch` of `url` (where another machine pushed it) into this
+    /// repository, as `refs/berth/fetched/<branch>`; its commit.
+    pub fn fetch_branch(&self, url: &str, branch: &str) -> Result<String> {
+        let local = format!("refs/berth/fetched/{branch}");
+        let mut fetch = command(self.root());
+        fetch
+            .env("GIT_ALLOW_PROTOCOL", ALLOWED_PROTOCOLS)
+            .args(["fetch", "--quiet", "--no-tags", "--"])
+            .arg(url)
+            .arg(format!("+refs/heads/{branch}:{local}"));
+        checked(fetch, &format!("fetch {branch} from {url}"))?;
+        Ok(
+            crate::command::run(self.root(), ["rev-parse", "--verify", &local])?
+                .trim()
+                .to_owned(),
+        )
+    }
+}
+
 fn now_ns() -> u128 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

@@ -36,7 +36,7 @@ fn status(dir: &Path) -> String {
 
 fn request<'a>(wt: &'a Path, into: &'a str, mode: MergeMode) -> MergeRequest<'a> {
     MergeRequest {
-        worktree: wt,
+        work: berth_git::Work::Worktree(wt),
         into,
         mode,
         uncommitted_message: "berth: the workspace's uncommitted work",
@@ -234,4 +234,70 @@ fn a_branch_checked_out_nowhere_moves_by_its_ref_and_merging_into_itself_is_refu
         .merge(&request(&wt, "nope", MergeMode::Merge))
         .unwrap_err();
     assert!(matches!(e, GitError::BranchMissing(_)), "{e}");
+}
+
+/// Work that is only commits (a branch another machine pushed, fetched here): its diff
+/// against the base reads the commits alone, and it merges like a worktree's, with nothing
+/// uncommitted to take and no worktree touched.
+#[test]
+fn a_fetched_branch_is_diffed_and_merged_from_its_commits() {
+    let (tmp, root, _wt, repo) = setup();
+    // Elsewhere: a clone where the branch is made and pushed to a bare remote.
+    let remote = tmp.path().join("remote.git");
+    git(
+        tmp.path(),
+        &[
+            "clone",
+            "--bare",
+            "--quiet",
+            root.to_str().unwrap(),
+            remote.to_str().unwrap(),
+        ],
+    );
+    let other = tmp.path().join("other");
+    git(
+        tmp.path(),
+        &[
+            "clone",
+            "--quiet",
+            remote.to_str().unwrap(),
+            other.to_str().unwrap(),
+        ],
+    );
+    git(&other, &["checkout", "--quiet", "-b", "berth/far"]);
+    commit(&other, "far.txt", "from afar\n");
+    git(&other, &["push", "--quiet", "origin", "berth/far"]);
+    let url = format!("file://{}", remote.display());
+
+    let fetched = repo.fetch_branch(&url, "berth/far").unwrap();
+    assert_eq!(fetched, head(&other, "HEAD"));
+    let d = berth_git::diff_refs(&root, "main", &fetched, true).unwrap();
+    let files: Vec<(&str, &str)> = d
+        .files
+        .iter()
+        .map(|f| (f.path.as_str(), f.status))
+        .collect();
+    assert_eq!(files, [("far.txt", "added")]);
+    assert!(d.patch.unwrap().contains("+from afar"));
+
+    let merged = repo
+        .merge(&MergeRequest {
+            work: berth_git::Work::Commit(&fetched),
+            into: "main",
+            mode: MergeMode::Merge,
+            uncommitted_message: "",
+            message: "Merge workspace far",
+        })
+        .unwrap();
+    assert!(merged.fast_forward && merged.uncommitted_commit.is_none());
+    assert_eq!(head(&root, "main"), fetched);
+    // The checkout of main followed, clean.
+    assert_eq!(
+        std::fs::read_to_string(root.join("far.txt")).unwrap(),
+        "from afar\n"
+    );
+    assert_eq!(status(&root), "");
+    // A branch the remote does not have is an error that names it, changing nothing.
+    let missing = repo.fetch_branch(&url, "berth/none").unwrap_err();
+    assert!(missing.to_string().contains("berth/none"), "{missing}");
 }

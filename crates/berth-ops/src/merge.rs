@@ -77,7 +77,7 @@ impl Ops {
                 None => local_base(&repo, &git.base_branch)?,
             };
             Ok(repo.merge(&MergeRequest {
-                worktree: &git.worktree,
+                work: berth_git::Work::Worktree(&git.worktree),
                 into: &into,
                 mode,
                 uncommitted_message: &uncommitted_message,
@@ -100,6 +100,89 @@ impl Ops {
                 .unwrap_or_default(),
             merged,
             deleted,
+        })
+    }
+}
+
+/// A git workspace whose worktree is on another machine (a pool's node made it), and whose
+/// branch that machine pushed to `url`: its work is read from there.
+impl Ops {
+    /// [`Ops::workspace_diff`] of a workspace whose worktree is elsewhere: its branch as
+    /// pushed to `url`, fetched into this home's clone of `url`, against its base there.
+    pub async fn workspace_diff_pushed(
+        &self,
+        identifier: &str,
+        url: &str,
+        patch: bool,
+    ) -> Result<WorktreeDiff> {
+        let ws = self.manager.resolve(identifier).await?;
+        let git = git_of(&ws)?;
+        let clone = self.named_repository(std::path::Path::new(url)).await?.path;
+        let head = format!("origin/{}", git.branch);
+        let url = url.to_owned();
+        blocking(move || {
+            let repo = Repo::open(&clone)?;
+            if !repo.has_remote_branch(&git.branch) {
+                return Err(Error::rule(
+                    berth_core::ErrorKind::NotFound,
+                    format!(
+                        "the branch {} is not on {url}: its worktree is on another machine, which has not pushed it (yet)",
+                        git.branch
+                    ),
+                ));
+            }
+            Ok(berth_git::diff_refs(&clone, &git.base_branch, &head, patch)?)
+        })
+        .await
+    }
+
+    /// [`Ops::merge_workspace`] of a workspace whose worktree is elsewhere: its branch,
+    /// fetched from `url`, merged into a branch of the repository holding `dir` (the base's
+    /// local branch unless the request names one). `--delete` is refused: the workspace's
+    /// folder is the other machine's to remove.
+    pub async fn merge_pushed(
+        &self,
+        request: MergeWorkspace,
+        url: &str,
+        dir: &std::path::Path,
+    ) -> Result<MergeReport> {
+        let ws = self.manager.resolve(&request.workspace).await?;
+        let git = git_of(&ws)?;
+        let label = ws.label();
+        if request.delete {
+            return Err(Error::refused(format!(
+                "workspace {label} is on another machine: merge it here without deleting it, and delete it there"
+            )));
+        }
+        let message = format!("Merge workspace {label} (branch {} of {url})", git.branch);
+        let (url, dir) = (url.to_owned(), dir.to_owned());
+        let (branch, base, into, mode) = (
+            git.branch.clone(),
+            git.base_branch.clone(),
+            request.into.clone(),
+            request.mode,
+        );
+        let merged = blocking(move || {
+            let repo = Repo::discover(&dir)?;
+            let fetched = repo.fetch_branch(&url, &branch)?;
+            let into = match into {
+                Some(b) => b,
+                None => local_base(&repo, &base)?,
+            };
+            Ok(repo.merge(&MergeRequest {
+                work: berth_git::Work::Commit(&fetched),
+                into: &into,
+                mode,
+                uncommitted_message: "",
+                message: &message,
+            })?)
+        })
+        .await?;
+        Ok(MergeReport {
+            workspace: label,
+            branch: git.branch,
+            merged,
+            deleted: None,
         })
     }
 }

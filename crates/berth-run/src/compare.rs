@@ -79,7 +79,8 @@ pub async fn compare(
             unreadable: None,
         };
         match &a.workspace {
-            Some(ws) => match ops.workspace_diff(ws, patches).await {
+            // A pool's agent worked on another node: its pushed branch.
+            Some(ws) => match crate::pushed::workspace_diff(ops, store, ws, patches).await {
                 Ok(diff) => {
                     (compared.added, compared.removed) = diff.totals();
                     compared.files = diff.files;

@@ -25,6 +25,7 @@ mod kept;
 mod notices;
 mod preflight;
 mod pull_request;
+mod pushed;
 mod supervisor;
 mod terminals;
 mod worker;
@@ -53,6 +54,7 @@ pub use kept::{
 };
 pub use preflight::preflight;
 pub use pull_request::pull_request_text;
+pub use pushed::{merge_workspace, pushed_url, workspace_diff};
 pub use supervisor::{Host, Next, Supervised, Told};
 pub use worker::{WorkerOptions, work};
 

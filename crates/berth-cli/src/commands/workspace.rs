@@ -324,7 +324,9 @@ async fn adopt(ops: &Ops, request: AdoptWorkspace, json: bool) -> anyhow::Result
 }
 
 async fn diff(ops: &Ops, identifier: &str, stat: bool, json: bool) -> anyhow::Result<()> {
-    let d = ops.workspace_diff(identifier, !stat && !json).await?;
+    // A workspace a pool's node made elsewhere is read from the branch it pushed.
+    let runs = berth_run::RunStore::open(ops).await?;
+    let d = berth_run::workspace_diff(ops, &runs, identifier, !stat && !json).await?;
     if json {
         return Ok(render::json(&d)?);
     }
@@ -354,7 +356,11 @@ async fn diff(ops: &Ops, identifier: &str, stat: bool, json: bool) -> anyhow::Re
 }
 
 async fn merge(ops: &Ops, request: MergeWorkspace, json: bool) -> anyhow::Result<()> {
-    let report = ops.merge_workspace(request).await?;
+    // A workspace a pool's node made elsewhere: its pushed branch, merged into the
+    // repository this command runs in.
+    let runs = berth_run::RunStore::open(ops).await?;
+    let here = std::env::current_dir()?;
+    let report = berth_run::merge_workspace(ops, &runs, request, &here).await?;
     if json {
         return Ok(render::json(&report)?);
     }

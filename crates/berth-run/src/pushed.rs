@@ -1,0 +1,68 @@
+//! A workspace a pool's node made, seen from another machine: its worktree is that node's,
+//! and its work is the branch the node pushed to the run's repository URL. `berth workspace
+//! diff` and `merge` come here first, since only a kept run knows where a workspace's branch
+//! went; a workspace whose worktree is on this machine is read as always.
+
+use std::path::Path;
+
+use berth_ops::{MergeReport, MergeWorkspace, Ops, Workspace, WorktreeDiff};
+
+use crate::RunError;
+use crate::kept::{KeptError, RunStore};
+
+/// The URL a queued run pushed workspace `id`'s branch to, when a run of the pool made it.
+pub async fn pushed_url(store: &RunStore, id: &str) -> Result<Option<String>, KeptError> {
+    for run in store.list().await?.into_iter().flatten() {
+        if let Some(pool) = &run.request.pool
+            && run
+                .agents
+                .iter()
+                .any(|a| a.workspace.as_deref() == Some(id))
+        {
+            return Ok(Some(pool.repo_url.clone()));
+        }
+    }
+    Ok(None)
+}
+
+/// Where `ws`'s work is when its worktree is not on this machine: the URL its branch was
+/// pushed to.
+async fn elsewhere(store: &RunStore, ws: &Workspace) -> Result<Option<String>, KeptError> {
+    match &ws.git {
+        Some(git) if !git.worktree.is_dir() => pushed_url(store, ws.id.as_str()).await,
+        _ => Ok(None),
+    }
+}
+
+/// The changes of a git workspace against its base ([`Ops::workspace_diff`]); for one a
+/// pool's node made elsewhere, its pushed branch, fetched first.
+pub async fn workspace_diff(
+    ops: &Ops,
+    store: &RunStore,
+    identifier: &str,
+    patch: bool,
+) -> Result<WorktreeDiff, RunError> {
+    let ws = ops.resolve_workspace(identifier).await?;
+    Ok(match elsewhere(store, &ws).await? {
+        Some(url) => {
+            ops.workspace_diff_pushed(ws.id.as_str(), &url, patch)
+                .await?
+        }
+        None => ops.workspace_diff(ws.id.as_str(), patch).await?,
+    })
+}
+
+/// Merges a git workspace's work ([`Ops::merge_workspace`]); for one a pool's node made
+/// elsewhere, its pushed branch, fetched into the repository holding `dir` and merged there.
+pub async fn merge_workspace(
+    ops: &Ops,
+    store: &RunStore,
+    request: MergeWorkspace,
+    dir: &Path,
+) -> Result<MergeReport, RunError> {
+    let ws = ops.resolve_workspace(&request.workspace).await?;
+    Ok(match elsewhere(store, &ws).await? {
+        Some(url) => ops.merge_pushed(request, &url, dir).await?,
+        None => ops.merge_workspace(request).await?,
+    })
+}
