@@ -42,6 +42,11 @@ const TOUR: &[(&str, Expect)] = &[
         Expect::Status(7),
     ),
     ("berth run list", Expect::Ok),
+    // A fresh home keeps its records in files: a queue needs a database, and says how.
+    (
+        r#"berth run --queue "Fix the parser" --repo URL"#,
+        Expect::Status(7),
+    ),
     // The run could not start, so there is no such workspace, and the message says how to
     // see those there are.
     ("berth workspace merge fix-the-parser-2", Expect::Status(3)),
@@ -214,6 +219,12 @@ fn the_readme_tour_on_a_fresh_home_without_a_key() {
     assert!(ran.stderr.contains("ANTHROPIC_API_KEY"), "{}", ran.stderr);
     let listed = step("berth run list");
     assert!(listed.stderr.contains("no runs yet"), "{}", listed.stderr);
+    let queued = step("berth run --queue");
+    assert!(
+        queued.stderr.contains("[store] url") && queued.stderr.contains("postgres://"),
+        "{}",
+        queued.stderr
+    );
     let branches = git(&repo, &["branch", "--list"]);
     assert!(!branches.contains("fix-the-parser"), "{branches}");
     let merge = step("berth workspace merge");

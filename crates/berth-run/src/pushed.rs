@@ -7,7 +7,6 @@ use std::path::Path;
 
 use berth_ops::{MergeReport, MergeWorkspace, Ops, Workspace, WorktreeDiff};
 
-use crate::RunError;
 use crate::kept::{KeptError, RunStore};
 
 /// The URL a queued run pushed workspace `id`'s branch to, when a run of the pool made it.
@@ -27,9 +26,11 @@ pub async fn pushed_url(store: &RunStore, id: &str) -> Result<Option<String>, Ke
 
 /// Where `ws`'s work is when its worktree is not on this machine: the URL its branch was
 /// pushed to.
-async fn elsewhere(store: &RunStore, ws: &Workspace) -> Result<Option<String>, KeptError> {
+async fn elsewhere(store: &RunStore, ws: &Workspace) -> berth_ops::Result<Option<String>> {
     match &ws.git {
-        Some(git) if !git.worktree.is_dir() => pushed_url(store, ws.id.as_str()).await,
+        Some(git) if !git.worktree.is_dir() => pushed_url(store, ws.id.as_str())
+            .await
+            .map_err(|e| berth_ops::Error::rule(e.kind(), e.to_string())),
         _ => Ok(None),
     }
 }
@@ -41,7 +42,7 @@ pub async fn workspace_diff(
     store: &RunStore,
     identifier: &str,
     patch: bool,
-) -> Result<WorktreeDiff, RunError> {
+) -> berth_ops::Result<WorktreeDiff> {
     let ws = ops.resolve_workspace(identifier).await?;
     Ok(match elsewhere(store, &ws).await? {
         Some(url) => {
@@ -59,7 +60,7 @@ pub async fn merge_workspace(
     store: &RunStore,
     request: MergeWorkspace,
     dir: &Path,
-) -> Result<MergeReport, RunError> {
+) -> berth_ops::Result<MergeReport> {
     let ws = ops.resolve_workspace(&request.workspace).await?;
     Ok(match elsewhere(store, &ws).await? {
         Some(url) => ops.merge_pushed(request, &url, dir).await?,

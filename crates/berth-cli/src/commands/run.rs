@@ -123,6 +123,9 @@ async fn queue(
     agents: Vec<berth_run::AgentSpec>,
     args: &NewRunArgs,
 ) -> anyhow::Result<()> {
+    if !store.pooled() {
+        return Err(berth_run::KeptError::NeedsDatabase.into());
+    }
     if task.trim().is_empty() {
         return Err(berth_run::RunError::EmptyTask.into());
     }
