@@ -346,3 +346,26 @@ fn a_node_killed_mid_turn_loses_its_run_to_another_and_does_not_touch_it_again()
         "alpha worked the run again"
     );
 }
+
+#[test]
+fn a_queued_run_stopped_before_a_worker_takes_it_never_starts() {
+    let url = berth_testkit::postgres::fresh_database_blocking();
+    let tmp = tempfile::tempdir().unwrap();
+    let remote_url = remote_repository(tmp.path());
+    let mut gamma = Node::new("gamma", &url, "30");
+    script(&gamma, 1, Duration::from_millis(10));
+    // Pinned to a node whose worker is not up: it waits, queued.
+    let id = queue(&gamma, "Write out.txt", &remote_url, &["--node", "gamma"]);
+    let queued = gamma.json(&["run", "show", &id, "--json"]);
+    assert_eq!(queued["state"], "queued");
+    let stopped = berth_testkit::run(gamma.cmd(&["run", "stop", &id]));
+    assert_eq!(stopped.code, 0, "{}", stopped.stderr);
+    let run = gamma.json(&["run", "show", &id, "--json"]);
+    assert_eq!(run["state"], "ended", "{run:#}");
+    assert_eq!(run["agents"][0]["state"], "stopped", "{run:#}");
+    // The node's worker, up now, leaves it be: nothing is made, nobody is asked.
+    gamma.start_worker();
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(gamma.server.request_count(), 0);
+    assert_eq!(gamma.json(&["run", "show", &id, "--json"]), run);
+}

@@ -341,6 +341,18 @@ impl RunRecord {
         true
     }
 
+    /// Ends a queued run that no worker took yet: stopped, its agents never started.
+    fn stop_queued(&mut self) {
+        self.state = RunState::Ended;
+        self.ended_at = Some(Utc::now());
+        self.message = Some("stopped before a worker took it".to_owned());
+        for a in &mut self.agents {
+            a.status.state = AgentState::Stopped;
+            a.status.stop = Some("cancelled".to_owned());
+            a.status.message = Some("stopped while queued, before it started".to_owned());
+        }
+    }
+
     /// Marks the run failed, and each agent that had not ended, for `why`.
     fn fail(&mut self, why: &str) {
         self.state = RunState::Failed;
@@ -961,6 +973,21 @@ impl RunStore {
                 agent: agent + 1,
                 count: record.agents.len(),
             });
+        }
+        if record.state == RunState::Queued && what == StopRequest::All {
+            // No worker has it: ended here, unless one takes it meanwhile (its fence moves,
+            // and the write is refused); then its worker is asked, as for any running run.
+            let decide = |record: &mut RunRecord| {
+                if record.state != RunState::Queued {
+                    return false;
+                }
+                record.stop_queued();
+                true
+            };
+            let now = self.backend.write_unsupervised(id, &decide).await?;
+            if now.state.is_over() {
+                return Ok(now);
+            }
         }
         let pid = match (record.state, record.supervisor) {
             (RunState::Running, Some(pid)) => pid,
