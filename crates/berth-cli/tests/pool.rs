@@ -369,3 +369,27 @@ fn a_queued_run_stopped_before_a_worker_takes_it_never_starts() {
     assert_eq!(gamma.server.request_count(), 0);
     assert_eq!(gamma.json(&["run", "show", &id, "--json"]), run);
 }
+
+#[test]
+fn a_worker_on_sqlite_takes_queued_runs_on_one_machine() {
+    // SQLite cannot wake a worker: it looks every second instead.
+    let tmp = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", tmp.path().join("berth.db").display());
+    let remote_url = remote_repository(tmp.path());
+    let mut solo = Node::new("solo", &url, "30");
+    script(&solo, 2, Duration::from_millis(10));
+    solo.start_worker();
+    let ids: Vec<String> = (0..2)
+        .map(|n| queue(&solo, &format!("Write out.txt ({n})"), &remote_url, &[]))
+        .collect();
+    for id in &ids {
+        let run = wait_ended(&solo, id, Duration::from_secs(60));
+        assert_eq!(
+            run["agents"][0]["state"],
+            "done",
+            "{run:#}\n{}",
+            solo.said()
+        );
+        assert_eq!(run["agents"][0]["node"], "solo");
+    }
+}

@@ -4,8 +4,8 @@
 //! The queue is the database's: a worker claims the oldest run it may work with `FOR UPDATE
 //! SKIP LOCKED` (so racing workers never take the same one, nor wait for each other), holds
 //! it by a lease it renews, and is woken by Postgres's `NOTIFY` when a run is queued, not by
-//! polling. It also looks every half lease for runs whose worker's lease lapsed (a node that
-//! died or was cut off): those are taken over, each unfinished agent going on from its durable
+//! polling. It also looks every half lease (5 s at most) for runs whose worker's lease lapsed
+//! (a node that died or was cut off): those are taken over, each unfinished agent going on from its durable
 //! transcript in a new workspace here (the old one's folder was the dead node's).
 //!
 //! Work goes back as pushed branches: a queued run names its repository by URL, each node
@@ -27,6 +27,11 @@ use crate::{Resume, RunError};
 
 /// How often a worker on SQLite, which cannot be woken, looks for queued runs.
 const SQLITE_LOOK: Duration = Duration::from_secs(1);
+
+/// The longest a worker on Postgres goes without looking for runs whose lease lapsed (it
+/// looks every half lease when that is sooner): a dead node's run moves on within its lease
+/// and this.
+const LAPSED_LOOK: Duration = Duration::from_secs(5);
 
 /// What a worker may take on.
 #[derive(Debug, Clone)]
@@ -53,7 +58,7 @@ pub async fn work(
     let freed = Arc::new(tokio::sync::Notify::new());
     let mut listener = store.listen().await?;
     let look = match listener {
-        Some(_) => options.lease / 2,
+        Some(_) => (options.lease / 2).min(LAPSED_LOOK),
         None => SQLITE_LOOK,
     };
     loop {
