@@ -742,6 +742,7 @@ impl Server {
                     commands,
                     model: None,
                     mcp: open.mcp.clone(),
+                    stop_after: None,
                 },
             })
             .await

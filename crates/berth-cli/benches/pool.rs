@@ -37,7 +37,7 @@ fn main() {
         .unwrap()
         .block_on(berth_testkit::postgres::fresh_database());
     let tmp = tempfile::tempdir().unwrap();
-    let remote = remote_repository(tmp.path());
+    let remote = berth_testkit::bare_remote(tmp.path());
     let server = ProviderServer::start_in_background();
     let alpha = Node::new(tmp.path(), "alpha", &url, &server);
     let beta = Node::new(tmp.path(), "beta", &url, &server);
@@ -371,25 +371,4 @@ fn transactions(url: &str) -> i64 {
     )
     .parse()
     .unwrap()
-}
-
-/// A bare repository with one commit on `main`, the remote every node fetches and pushes to;
-/// its URL.
-fn remote_repository(dir: &Path) -> String {
-    let seed = dir.join("seed");
-    std::fs::create_dir_all(&seed).unwrap();
-    berth_testkit::git(&seed, &["init", "--quiet", "-b", "main"]);
-    berth_testkit::commit(&seed, "README.md", "hello\n");
-    let remote = dir.join("remote.git");
-    berth_testkit::git(
-        dir,
-        &[
-            "clone",
-            "--bare",
-            "--quiet",
-            seed.to_str().unwrap(),
-            remote.to_str().unwrap(),
-        ],
-    );
-    format!("file://{}", remote.display())
 }

@@ -8,14 +8,14 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use berth_testkit::provider_server::{ProviderServer, Reply, Turn};
 use serde_json::Value;
 use support::Home;
-use support::runs::{kill9, until, write_call};
+use support::runs::{kill9, messages, until, write_call};
 
 /// A node: a home on the shared database, with its own provider stand-in.
 struct Node {
@@ -103,27 +103,6 @@ impl Drop for Node {
     }
 }
 
-/// A bare repository with one commit on `main`: the remote every node fetches from and
-/// pushes to. Its URL.
-fn remote_repository(dir: &Path) -> String {
-    let seed = dir.join("seed");
-    std::fs::create_dir_all(&seed).unwrap();
-    berth_testkit::git(&seed, &["init", "--quiet", "-b", "main"]);
-    berth_testkit::commit(&seed, "README.md", "hello\n");
-    let remote = dir.join("remote.git");
-    berth_testkit::git(
-        dir,
-        &[
-            "clone",
-            "--bare",
-            "--quiet",
-            seed.to_str().unwrap(),
-            remote.to_str().unwrap(),
-        ],
-    );
-    format!("file://{}", remote.display())
-}
-
 /// `berth run --queue` from `node`: the run's id, printed at once.
 fn queue(node: &Node, task: &str, url: &str, extra: &[&str]) -> String {
     let mut args = vec![
@@ -168,7 +147,7 @@ fn wait_ended(node: &Node, id: &str, limit: Duration) -> Value {
 fn two_nodes_take_queued_runs_and_push_every_agents_branch() {
     let url = berth_testkit::postgres::fresh_database_blocking();
     let tmp = tempfile::tempdir().unwrap();
-    let remote_url = remote_repository(tmp.path());
+    let remote_url = berth_testkit::bare_remote(tmp.path());
     let remote = tmp.path().join("remote.git");
     let mut alpha = Node::new("alpha", &url, "30");
     let mut beta = Node::new("beta", &url, "30");
@@ -275,7 +254,7 @@ fn two_nodes_take_queued_runs_and_push_every_agents_branch() {
 fn a_node_killed_mid_turn_loses_its_run_to_another_and_does_not_touch_it_again() {
     let url = berth_testkit::postgres::fresh_database_blocking();
     let tmp = tempfile::tempdir().unwrap();
-    let remote_url = remote_repository(tmp.path());
+    let remote_url = berth_testkit::bare_remote(tmp.path());
     let mut alpha = Node::new("alpha", &url, "3");
     let mut beta = Node::new("beta", &url, "3");
     // Alpha's agent starts an answer, then stalls: alpha is killed in the middle of it.
@@ -309,18 +288,7 @@ fn a_node_killed_mid_turn_loses_its_run_to_another_and_does_not_touch_it_again()
     // notice of the move, and a whole answer.
     let session = agent["session"].as_str().unwrap();
     assert_ne!(session, first_session);
-    let kept: Vec<String> = beta.json(&["session", "show", session, "--json"])["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| {
-            format!(
-                "{}: {}",
-                m["role"].as_str().unwrap(),
-                m["content"].as_str().unwrap()
-            )
-        })
-        .collect();
+    let kept = messages(&beta.json(&["session", "show", session, "--json"]));
     assert_eq!(kept[0], "user: Write out.txt", "{kept:#?}");
     assert!(
         kept.iter()
@@ -351,7 +319,7 @@ fn a_node_killed_mid_turn_loses_its_run_to_another_and_does_not_touch_it_again()
 fn a_queued_run_stopped_before_a_worker_takes_it_never_starts() {
     let url = berth_testkit::postgres::fresh_database_blocking();
     let tmp = tempfile::tempdir().unwrap();
-    let remote_url = remote_repository(tmp.path());
+    let remote_url = berth_testkit::bare_remote(tmp.path());
     let mut gamma = Node::new("gamma", &url, "30");
     script(&gamma, 1, Duration::from_millis(10));
     // Pinned to a node whose worker is not up: it waits, queued.
@@ -375,7 +343,7 @@ fn a_worker_on_sqlite_takes_queued_runs_on_one_machine() {
     // SQLite cannot wake a worker: it looks every second instead.
     let tmp = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}", tmp.path().join("berth.db").display());
-    let remote_url = remote_repository(tmp.path());
+    let remote_url = berth_testkit::bare_remote(tmp.path());
     let mut solo = Node::new("solo", &url, "30");
     script(&solo, 2, Duration::from_millis(10));
     solo.start_worker();

@@ -336,32 +336,12 @@ fn max_agents_keeps_the_others_queued_until_a_place_frees() {
     assert_eq!(server.pending_replies(), 0);
 }
 
-/// A bare repository with one commit on `main`, as a remote a pool fetches from; its URL.
-fn remote_repository(dir: &Path) -> String {
-    let seed = dir.join("seed");
-    std::fs::create_dir_all(&seed).unwrap();
-    berth_testkit::git(&seed, &["init", "--quiet", "-b", "main"]);
-    berth_testkit::commit(&seed, "README.md", "hello\n");
-    let remote = dir.join("remote.git");
-    berth_testkit::git(
-        dir,
-        &[
-            "clone",
-            "--bare",
-            "--quiet",
-            seed.to_str().unwrap(),
-            remote.to_str().unwrap(),
-        ],
-    );
-    format!("file://{}", remote.display())
-}
-
 #[test]
 fn a_repository_by_url_is_cloned_fetched_and_given_its_branches_back() {
     let home = Home::new();
     let server = ProviderServer::start_in_background();
     let tmp = tempfile::tempdir().unwrap();
-    let url = remote_repository(tmp.path());
+    let url = berth_testkit::bare_remote(tmp.path());
     let remote = tmp.path().join("remote.git");
     // Each agent's first request gets a write (answered slowly, so both first requests arrive
     // before either second one), then each gets its closing text.

@@ -1192,7 +1192,12 @@ impl Running {
             cwd: placed.worktree.clone(),
             permissions,
             cancel: self.stopper.agents[i].clone(),
-            options: TurnOptions::default(),
+            options: TurnOptions {
+                // Checked by the turn itself, so a tool the over-budget answer asked for
+                // never runs, however soon the Usage event below is read.
+                stop_after: Some(Arc::new(move |used| spending.crossed(used).is_some())),
+                ..TurnOptions::default()
+            },
         };
         let mut turn = match self.agent.start_turn(request).await {
             Ok(t) => t,

@@ -89,10 +89,12 @@ impl SqlRuns {
 
     /// Files a new run; `false` when its id is taken. A pooled run wakes the workers.
     pub async fn insert(&self, run: &RunColumns<'_>, record: &str) -> berth_core::Result<bool> {
-        self.wrap(self.insert_in(run, record).await)
+        self.wrap(self.file(run, record, &[]).await)
     }
 
-    async fn insert_in(&self, run: &RunColumns<'_>, record: &str) -> Result<bool> {
+    /// Files `run` with its record and `events`, in one transaction, unless its id is taken;
+    /// whether it was filed. A pooled run's workers are woken at commit.
+    async fn file(&self, run: &RunColumns<'_>, record: &str, events: &[String]) -> Result<bool> {
         let mut tx = self.store.pool().begin().await?;
         let added = tx
             .exec(
@@ -108,7 +110,17 @@ impl SqlRuns {
                 ],
             )
             .await?;
-        if added == 1 && run.pooled && tx.dialect() == Dialect::Postgres {
+        if added == 0 {
+            return Ok(false);
+        }
+        for (n, event) in events.iter().enumerate() {
+            tx.exec(
+                "INSERT INTO run_events (run_id, seq, event) VALUES ($1, $2, $3)",
+                &[Arg::Text(run.id), Arg::Int(n as i64 + 1), Arg::Text(event)],
+            )
+            .await?;
+        }
+        if run.pooled && tx.dialect() == Dialect::Postgres {
             // Sent at commit, so no worker looks before the run is there.
             tx.exec(
                 "SELECT pg_notify($1, $2)",
@@ -117,7 +129,7 @@ impl SqlRuns {
             .await?;
         }
         tx.commit().await?;
-        Ok(added == 1)
+        Ok(true)
     }
 
     /// The run `id`, if there is one.
@@ -395,36 +407,7 @@ impl SqlRuns {
         record: &str,
         events: &[String],
     ) -> berth_core::Result<bool> {
-        self.wrap(async {
-            let mut tx = self.store.pool().begin().await?;
-            let added = tx
-                .exec(
-                    "INSERT INTO runs (id, created_ns, state, pooled, node, agents, record) VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING",
-                    &[
-                        Arg::Text(run.id),
-                        Arg::Int(run.created_ns),
-                        Arg::Text(run.state),
-                        Arg::Int(i64::from(run.pooled)),
-                        Arg::OptText(run.node),
-                        Arg::Int(i64::try_from(run.agents).unwrap_or(i64::MAX)),
-                        Arg::Text(record),
-                    ],
-                )
-                .await?;
-            if added == 0 {
-                return Ok(false);
-            }
-            for (n, event) in events.iter().enumerate() {
-                tx.exec(
-                    "INSERT INTO run_events (run_id, seq, event) VALUES ($1, $2, $3)",
-                    &[Arg::Text(run.id), Arg::Int(n as i64 + 1), Arg::Text(event)],
-                )
-                .await?;
-            }
-            tx.commit().await?;
-            Ok(true)
-        }
-        .await)
+        self.wrap(self.file(run, record, events).await)
     }
 
     /// The run's events after `after` (a sequence number; 0 for all), each with its own.

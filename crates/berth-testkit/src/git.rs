@@ -42,3 +42,25 @@ pub fn commit(dir: &Path, file: &str, text: &str) {
     git(dir, &["add", file]);
     git(dir, &["commit", "--quiet", "-m", text]);
 }
+
+/// A bare repository `dir/remote.git` with one commit on `main` (made in `dir/seed`, which
+/// can push more): a remote that runs fetch from and push to, as a team's would be. Its
+/// `file://` URL.
+pub fn bare_remote(dir: &Path) -> String {
+    let seed = dir.join("seed");
+    std::fs::create_dir_all(&seed).unwrap();
+    git(&seed, &["init", "--quiet", "-b", "main"]);
+    commit(&seed, "README.md", "hello\n");
+    let remote = dir.join("remote.git");
+    git(
+        dir,
+        &[
+            "clone",
+            "--bare",
+            "--quiet",
+            seed.to_str().unwrap(),
+            remote.to_str().unwrap(),
+        ],
+    );
+    format!("file://{}", remote.display())
+}

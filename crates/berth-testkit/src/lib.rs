@@ -22,7 +22,7 @@ pub mod provider_server;
 
 use std::path::{Path, PathBuf};
 
-pub use git::{commit, git};
+pub use git::{bare_remote, commit, git};
 pub use process::{CHILD_ROLE, Jitter, Run, child, child_role, kill_after_first_ack, run, wait_ok};
 
 /// Every file under `root` with its bytes, sorted by path, for "nothing changed" assertions.

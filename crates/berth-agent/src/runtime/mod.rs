@@ -191,6 +191,9 @@ pub struct TurnOptions {
     pub model: Option<ModelChoice>,
     /// A client's own MCP servers (ACP `mcpServers`), whose tools join the config's.
     pub mcp: Option<Arc<McpServers>>,
+    /// Asked with the turn's tokens after each answer: `true` stops the turn there, before
+    /// any tool the answer asked for runs (a run's budget). The turn ends `Cancelled`.
+    pub stop_after: Option<Arc<dyn Fn(Usage) -> bool + Send + Sync>>,
 }
 
 /// A running turn: its events, in order, ending with [`AgentEvent::TurnEnded`].

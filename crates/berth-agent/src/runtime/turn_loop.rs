@@ -162,6 +162,11 @@ impl Inner {
             usage.add(used);
             out.in_context = used.input_tokens + used.output_tokens;
             out.send(AgentEvent::Usage { usage }).await;
+            let over = request
+                .options
+                .stop_after
+                .as_ref()
+                .is_some_and(|over| over(usage));
             let text = message.text();
             let calls: Vec<ToolCall> = message.tool_calls().cloned().collect();
             let append = async {
@@ -203,6 +208,10 @@ impl Inner {
                     _ => TurnStop::EndTurn,
                 };
                 return (stop, usage);
+            }
+            if over {
+                // Past what it may spend: the answer is kept, its tools never run.
+                return (TurnStop::Cancelled, usage);
             }
             rounds += 1;
             if rounds > setup.max_tool_iterations {

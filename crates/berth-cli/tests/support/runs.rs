@@ -44,7 +44,12 @@ pub fn events(stdout: &str) -> Vec<Value> {
 
 /// A session's messages as `role: text`, as `session show --json` gives them.
 pub fn transcript(home: &Home, session: &str) -> Vec<String> {
-    home.json(&["session", "show", session, "--json"])["messages"]
+    messages(&home.json(&["session", "show", session, "--json"]))
+}
+
+/// The messages of a `session show --json` as `role: text`.
+pub fn messages(shown: &Value) -> Vec<String> {
+    shown["messages"]
         .as_array()
         .unwrap()
         .iter()
