@@ -345,19 +345,26 @@ fn a_worker_on_sqlite_takes_queued_runs_on_one_machine() {
     let url = format!("sqlite://{}", tmp.path().join("berth.db").display());
     let remote_url = berth_testkit::bare_remote(tmp.path());
     let mut solo = Node::new("solo", &url, "30");
-    script(&solo, 2, Duration::from_millis(10));
+    script(&solo, 4, Duration::from_millis(10));
     solo.start_worker();
-    let ids: Vec<String> = (0..2)
+    let mut ids: Vec<String> = (0..2)
         .map(|n| queue(&solo, &format!("Write out.txt ({n})"), &remote_url, &[]))
         .collect();
+    // A run of more agents than the worker's one place: taken when the worker is idle,
+    // its second agent queued until the first is done.
+    ids.push(queue(
+        &solo,
+        "Write out.txt (pair)",
+        &remote_url,
+        &["--agents", "2"],
+    ));
     for id in &ids {
         let run = wait_ended(&solo, id, Duration::from_secs(60));
-        assert_eq!(
-            run["agents"][0]["state"],
-            "done",
-            "{run:#}\n{}",
-            solo.said()
-        );
-        assert_eq!(run["agents"][0]["node"], "solo");
+        for agent in run["agents"].as_array().unwrap() {
+            assert_eq!(agent["state"], "done", "{run:#}\n{}", solo.said());
+            assert_eq!(agent["node"], "solo");
+        }
     }
+    let logs = berth_testkit::run(solo.cmd(&["run", "logs", &ids[2], "--json"]));
+    assert!(logs.stdout.contains("\"queued\""), "{}", logs.stdout);
 }

@@ -162,6 +162,7 @@ impl StoredRequest {
             agent_writable: self.agent_writable.clone(),
             push: self.push,
             budget: self.budget,
+            max_agents: None,
         }
     }
 }

@@ -93,6 +93,9 @@ pub struct RunRequest {
     /// What each agent may use before it is stopped (`--max-tokens`, `--max-cost`; else
     /// `[run]`'s).
     pub budget: Budget,
+    /// Agents working at once, the others queued: a worker's `--max-agents` for a run larger
+    /// than it; `None`: `[run] max_agents`.
+    pub max_agents: Option<usize>,
 }
 
 /// What one agent of a run may use; past it the agent is stopped, recorded as `budget`.
@@ -743,10 +746,15 @@ impl Running {
             true => (0..self.request.agents.len()).collect(),
             false => self.request.resume.keys().copied().collect(),
         };
-        // `[run] max_agents` places, taken in the agents' order; none read: no limit.
-        let places = match self.ops.config(None).await {
+        // `[run] max_agents` places (or the worker's), taken in the agents' order; none:
+        // no limit.
+        let configured = match self.ops.config(None).await {
             Ok(loaded) => loaded.config.run.max_agents.map(|n| n.get()),
             Err(_) => None,
+        };
+        let places = match (self.request.max_agents, configured) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         }
         .filter(|max| *max < which.len())
         .map(|max| Places {

@@ -68,7 +68,13 @@ pub async fn work(
             if room == 0 {
                 break;
             }
-            let supervision = match store.claim(room).await {
+            // An idle worker takes a run of more agents than it has places too, and works
+            // it with the ones past its places queued.
+            let fits = match busy.load(Ordering::Acquire) {
+                0 => usize::MAX,
+                _ => room,
+            };
+            let supervision = match store.claim(fits).await {
                 Ok(Some(s)) => s,
                 Ok(None) => break,
                 Err(e) => {
@@ -87,7 +93,7 @@ pub async fn work(
             );
             tokio::spawn(async move {
                 let id = supervision.record().id.clone();
-                if let Err(e) = work_one(ops, agent, &store, supervision).await {
+                if let Err(e) = work_one(ops, agent, &store, supervision, max).await {
                     eprintln!("berth worker {}: run {id}: {e}", store.node());
                 }
                 busy.fetch_sub(agents, Ordering::AcqRel);
@@ -122,6 +128,7 @@ async fn work_one(
     agent: Agent,
     store: &RunStore,
     mut supervision: Supervision,
+    max_agents: usize,
 ) -> Result<(), RunError> {
     let record = supervision.record().clone();
     let Some(pool) = record.request.pool.clone() else {
@@ -164,6 +171,7 @@ async fn work_one(
     let mut request = supervision.record().request.request(again);
     request.repository = Repository::Named(repository);
     request.push = true;
+    request.max_agents = Some(max_agents);
     let request = match crate::preflight(&ops, &agent, request).await {
         Ok(r) => r,
         Err(e) => {

@@ -102,6 +102,7 @@ async fn new_run(ops: Ops, store: RunStore, args: NewRunArgs) -> anyhow::Result<
                 max_tokens: args.max_tokens,
                 max_cost: args.max_cost,
             },
+            max_agents: None,
         },
     )
     .await?;
