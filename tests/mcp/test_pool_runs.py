@@ -88,6 +88,8 @@ async def test_a_session_run_is_seen_by_every_node_on_the_database(tmp_path, rep
             table = got.read().decode()
         assert started["kept_run"][:8] in table, table
         assert "Write out.txt" in table
+        # Each agent's node is shown: the machine that worked it.
+        assert f'data-label="Node">{shown["agents"][0]["node"]}<' in table, table
     finally:
         server_a.stop()
         server_b.stop()

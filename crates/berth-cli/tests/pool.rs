@@ -279,6 +279,7 @@ fn a_node_killed_mid_turn_loses_its_run_to_another_and_does_not_touch_it_again()
     beta.start_worker();
     let ended = wait_ended(&beta, &id, Duration::from_secs(60));
     let took = killed.elapsed();
+    eprintln!("the run ended on beta {took:?} after alpha was killed, with a 3 s lease");
     assert!(took < Duration::from_secs(3 + 12), "took {took:?}");
     assert_eq!(ended["state"], "ended", "{ended:#}\n{}", beta.said());
     let agent = &ended["agents"][0];

@@ -102,12 +102,13 @@ fn run_view(run: &RunRecord) -> Markup {
             p.meta { "started " (age(run.created_at)) " · " (elapsed / 60) "m " (elapsed % 60) "s"
                 @if let Some(m) = &run.message { " · " span.del { (m) } } }
             table.list.agents {
-                thead { tr { th { "Agent" } th { "State" } th { "Last tool" } th { "Tokens" } th { "Workspace" } } }
+                thead { tr { th { "Agent" } th { "State" } th { "Last tool" } th { "Tokens" } th { "Node" } th { "Workspace" } } }
                 tbody { @for a in &run.agents { tr {
                     td data-label="Agent" { (a.label) }
                     td data-label="State" { span class={ "state " (a.status.state.as_str()) } { (a.status.state.as_str()) } }
                     td data-label="Last tool" { (a.status.latest.as_deref().or(a.status.last_tool.as_deref()).unwrap_or("—")) }
                     td data-label="Tokens" { (a.status.input_tokens + a.status.output_tokens) }
+                    td data-label="Node" { (a.node.as_deref().unwrap_or("—")) }
                     td data-label="Workspace" { @match &a.workspace {
                         Some(w) => { a href={ "/w/" (w) } { (a.status.workspace_name.as_deref().unwrap_or(w)) }
                             @if let Some(s) = &a.session { " · " a href={ "/s/" (s) } { "session" } } },
