@@ -327,6 +327,12 @@ fn a_queued_run_stopped_before_a_worker_takes_it_never_starts() {
     let id = queue(&gamma, "Write out.txt", &remote_url, &["--node", "gamma"]);
     let queued = gamma.json(&["run", "show", &id, "--json"]);
     assert_eq!(queued["state"], "queued");
+    let shown = berth_testkit::run(gamma.cmd(&["run", "show", &id]));
+    assert!(
+        shown.stdout.contains("queued for node gamma"),
+        "{}",
+        shown.stdout
+    );
     let stopped = berth_testkit::run(gamma.cmd(&["run", "stop", &id]));
     assert_eq!(stopped.code, 0, "{}", stopped.stderr);
     let run = gamma.json(&["run", "show", &id, "--json"]);

@@ -162,6 +162,11 @@ async fn work_one(
         .into_iter()
         .map(|(i, mut r)| {
             r.moved = record.agents[i].node.as_deref() != Some(store.node());
+            if r.moved {
+                // An ACP agent's own session lives in its process's state on the old node:
+                // here it starts a new one, told the task again.
+                r.acp_session = None;
+            }
             (i, r)
         })
         .collect();

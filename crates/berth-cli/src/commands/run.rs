@@ -484,8 +484,11 @@ async fn show(store: &RunStore, id: &str, json: bool) -> anyhow::Result<()> {
     if json {
         return Ok(render::json(&record)?);
     }
-    let state = match record.supervisor {
-        Some(pid) if record.state == RunState::Running => format!("running (process {pid})"),
+    let pinned = record.request.pool.as_ref().and_then(|p| p.node.as_deref());
+    let state = match (record.state, record.supervisor, pinned) {
+        (RunState::Running, Some(pid), _) => format!("running (process {pid})"),
+        (RunState::Queued, _, Some(node)) => format!("queued for node {node}"),
+        (RunState::Queued, _, None) => "queued for the first free worker".to_owned(),
         _ => record.state.as_str().to_owned(),
     };
     render::line(format!("run {}  {state}", record.id))?;
