@@ -71,13 +71,19 @@ pub async fn run(ops: Ops, args: ServeArgs) -> anyhow::Result<()> {
                 runs.node(),
                 options.max_agents
             );
-            Some(tokio::spawn(berth_run::work(
+            let work = berth_run::work(
                 ops.clone(),
                 agent.clone(),
                 runs.clone(),
                 options,
                 stop_worker.clone(),
-            )))
+            );
+            // Said when it happens (the database out of reach at the start), not at the end.
+            Some(tokio::spawn(async move {
+                if let Err(e) = work.await {
+                    eprintln!("berth serve: the worker stopped: {e}");
+                }
+            }))
         }
         false => None,
     };
@@ -100,12 +106,10 @@ pub async fn run(ops: Ops, args: ServeArgs) -> anyhow::Result<()> {
     })
     .await;
     stop_worker.cancel();
-    if let Some(worker) = worker {
-        match worker.await {
-            Ok(Err(e)) => eprintln!("berth serve: the worker stopped: {e}"),
-            Err(e) => eprintln!("berth serve: the worker stopped: {e}"),
-            Ok(Ok(())) => {}
-        }
+    if let Some(worker) = worker
+        && let Err(e) = worker.await
+    {
+        eprintln!("berth serve: the worker stopped: {e}");
     }
     served?;
     Ok(())
