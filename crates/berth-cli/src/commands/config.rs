@@ -187,6 +187,11 @@ impl<'a> Effective<'a> {
             &["serve", "permission_timeout_secs"],
             ServeSettings::DEFAULT_PERMISSION_TIMEOUT_SECS as i64,
         );
+        fill(
+            &mut table,
+            &["pool", "lease_secs"],
+            berth_ops::PoolSettings::DEFAULT_LEASE_SECS as i64,
+        );
         if let Some(toml::Value::Array(servers)) = table.get_mut("mcp_servers") {
             for server in servers.iter_mut().filter_map(toml::Value::as_table_mut) {
                 fill(
