@@ -33,7 +33,7 @@ use serde::{Deserialize, Serialize};
 use crate::{
     AgentSpec, AgentState, AgentStatus, AgentSummary, Policy, Resume, RunEvent, RunRequest,
 };
-pub use files::read_events;
+use files::read_events;
 
 /// How long a run recorded but not yet taken by its supervisor counts as starting, not failed.
 const STARTING_GRACE: Duration = Duration::from_secs(30);

@@ -50,7 +50,7 @@ pub use check::CheckResult;
 pub use compare::{Compared, Comparison, compare};
 pub use kept::{
     AgentRecord, KeptError, PoolPlace, RunId, RunRecord, RunState, RunStore, StopRequest,
-    StoredRequest, Supervision, read_events,
+    StoredRequest, Supervision,
 };
 pub use preflight::preflight;
 pub use pull_request::pull_request_text;

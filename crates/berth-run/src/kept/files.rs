@@ -445,7 +445,7 @@ pub(crate) fn lock_holders(dev: u64, ino: u64) -> Option<Vec<libc::pid_t>> {
 
 /// Reads a run's event log from `offset`: the whole events after it, and the offset after
 /// the last whole line (a line being written is read next time).
-pub fn read_events(path: &Path, offset: u64) -> Result<(Vec<RunEvent>, u64), KeptError> {
+pub(crate) fn read_events(path: &Path, offset: u64) -> Result<(Vec<RunEvent>, u64), KeptError> {
     use std::io::{Read, Seek, SeekFrom};
     let mut file = match File::open(path) {
         Ok(f) => f,
