@@ -30,6 +30,8 @@ if [ -z "$binary" ]; then
   cleanup=
   if [ -z "$target" ]; then
     target=$(mktemp -d "${TMPDIR:-/tmp}/berth-release-bench.XXXXXX")
+    # mktemp's folder is its owner's alone; the backtrace check runs the binary as nobody.
+    chmod 755 "$target"
     cleanup=$target
   fi
   trap '[ -n "$cleanup" ] && rm -rf "$cleanup"' EXIT
