@@ -186,7 +186,7 @@ pub async fn session_json(cx: &Context, identifier: &str) -> Result<Value> {
     v["transcript_uri"] = json!(uri::child(&base, "transcript", None));
     v["storage_uri"] = json!(uri::child(&base, "storage", None));
     // The kept run working in the session (`session_run`, `berth run`), where it is.
-    v["run"] = json!(crate::runs::status(&cx.ops, s.id.as_str()).await?);
+    v["run"] = json!(cx.runs.status(&cx.ops, s.id.as_str()).await?);
     Ok(v)
 }
 

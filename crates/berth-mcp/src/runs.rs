@@ -1,6 +1,6 @@
 //! Runs an orchestrating agent starts over MCP (`session_run`, as amux's `session_run`): one
 //! agent on a task in a new git workspace of the server's repository, or in an existing
-//! workspace. They are kept runs, like the CLI's: recorded under the home, supervised by this
+//! workspace. They are kept runs, like the CLI's: kept where the home keeps its records, supervised by this
 //! server's process, so `berth run list`, `show`, `logs`, `stop` and the web page's runs see
 //! them. `session_status` and `session_stop` find the run by its session in the home's runs, in
 //! whichever process asks; a run whose server went away is found failed, and `berth run
@@ -17,10 +17,12 @@ use berth_run::{
 use chrono::Utc;
 use serde::Serialize;
 
-/// berth's agent for this server's runs, made once.
+/// berth's agent for this server's runs, and the home's run store, each made once: a status
+/// poll reads the run, not the config and the home's folders again.
 #[derive(Default)]
 pub struct Runs {
     agent: OnceLock<Agent>,
+    store: tokio::sync::OnceCell<RunStore>,
 }
 
 /// One run's state as status reports it.
@@ -58,7 +60,7 @@ impl Runs {
     /// its agent's `started` event; the rest of the run goes on in this process. A run whose
     /// agent ends before its session exists is an error saying why.
     pub async fn start(&self, ops: &Ops, request: RunRequest) -> Result<Started, berth_ops::Error> {
-        let store = store(ops).await?;
+        let store = self.store(ops).await?;
         let record = store
             .create(StoredRequest::of(&request))
             .await
@@ -109,7 +111,7 @@ impl Runs {
         session_id: &str,
         text: &str,
     ) -> Result<Option<RunState>, berth_ops::Error> {
-        let store = store(ops).await?;
+        let store = self.store(ops).await?;
         let Some((record, agent)) = store.find_session(session_id).await.map_err(kept_error)?
         else {
             return Ok(None);
@@ -118,7 +120,7 @@ impl Runs {
         let told = Supervised::tell_or_queue(
             ops.clone(),
             runner,
-            &store,
+            store,
             &record.id,
             Some(agent),
             text,
@@ -129,60 +131,73 @@ impl Runs {
         if let berth_run::Told::Started(supervised) = told {
             supervised.spawn_hosted("berth mcp");
         }
-        status(ops, session_id).await
+        self.status(ops, session_id).await
     }
-}
 
-/// The home's kept runs, where its records are (files, or the database every node shares).
-async fn store(ops: &Ops) -> Result<RunStore, berth_ops::Error> {
-    RunStore::open(ops).await.map_err(kept_error)
-}
-
-/// The state of the kept run whose agent works in `session_id`, if any run has it: read
-/// from the run's record and events, in this process or any other.
-pub async fn status(ops: &Ops, session_id: &str) -> Result<Option<RunState>, berth_ops::Error> {
-    let store = store(ops).await?;
-    let Some((record, agent)) = store.find_session(session_id).await.map_err(kept_error)? else {
-        return Ok(None);
-    };
-    let mut status = store
-        .agent_status(&record, agent)
-        .await
-        .map_err(kept_error)?;
-    let kept = &record.agents[agent];
-    // What only the record knows: an agent failed by a supervisor that went away.
-    if kept.status.state.is_final() && !status.state.is_final() {
-        status.state = kept.status.state;
-        status.stop = kept.status.stop.clone();
-        status.message = kept.status.message.clone();
+    /// The home's kept runs, where its records are (files, or the database every node
+    /// shares), opened on first use.
+    async fn store(&self, ops: &Ops) -> Result<&RunStore, berth_ops::Error> {
+        self.store
+            .get_or_try_init(|| async { RunStore::open(ops).await.map_err(kept_error) })
+            .await
     }
-    if status.stop.is_none() {
-        let so_far = Utc::now() - record.created_at;
-        status.elapsed_ms = u64::try_from(so_far.num_milliseconds()).unwrap_or(0);
-    }
-    Ok(Some(RunState {
-        session_id: session_id.to_owned(),
-        workspace_id: kept.workspace.clone().unwrap_or_default(),
-        kept_run: record.id.clone(),
-        status,
-        finished: record.state.is_over(),
-    }))
-}
 
-/// Asks the run whose agent works in `session_id` to stop that agent, as `berth run stop`
-/// does; its state then. A run already over is left as it is.
-pub async fn stop(ops: &Ops, session_id: &str) -> Result<Option<RunState>, berth_ops::Error> {
-    let store = store(ops).await?;
-    let Some((record, agent)) = store.find_session(session_id).await.map_err(kept_error)? else {
-        return Ok(None);
-    };
-    if !record.state.is_over() {
-        store
-            .request_stop(&record.id, StopRequest::Agent(agent))
+    /// The state of the kept run whose agent works in `session_id`, if any run has it: read
+    /// from the run's record and events, in this process or any other.
+    pub async fn status(
+        &self,
+        ops: &Ops,
+        session_id: &str,
+    ) -> Result<Option<RunState>, berth_ops::Error> {
+        let store = self.store(ops).await?;
+        let Some((record, agent)) = store.find_session(session_id).await.map_err(kept_error)?
+        else {
+            return Ok(None);
+        };
+        let mut status = store
+            .agent_status(&record, agent)
             .await
             .map_err(kept_error)?;
+        let kept = &record.agents[agent];
+        // What only the record knows: an agent failed by a supervisor that went away.
+        if kept.status.state.is_final() && !status.state.is_final() {
+            status.state = kept.status.state;
+            status.stop = kept.status.stop.clone();
+            status.message = kept.status.message.clone();
+        }
+        if status.stop.is_none() {
+            let so_far = Utc::now() - record.created_at;
+            status.elapsed_ms = u64::try_from(so_far.num_milliseconds()).unwrap_or(0);
+        }
+        Ok(Some(RunState {
+            session_id: session_id.to_owned(),
+            workspace_id: kept.workspace.clone().unwrap_or_default(),
+            kept_run: record.id.clone(),
+            status,
+            finished: record.state.is_over(),
+        }))
     }
-    status(ops, session_id).await
+
+    /// Asks the run whose agent works in `session_id` to stop that agent, as `berth run stop`
+    /// does; its state then. A run already over is left as it is.
+    pub async fn stop(
+        &self,
+        ops: &Ops,
+        session_id: &str,
+    ) -> Result<Option<RunState>, berth_ops::Error> {
+        let store = self.store(ops).await?;
+        let Some((record, agent)) = store.find_session(session_id).await.map_err(kept_error)?
+        else {
+            return Ok(None);
+        };
+        if !record.state.is_over() {
+            store
+                .request_stop(&record.id, StopRequest::Agent(agent))
+                .await
+                .map_err(kept_error)?;
+        }
+        self.status(ops, session_id).await
+    }
 }
 
 pub fn run_error(e: RunError) -> berth_ops::Error {

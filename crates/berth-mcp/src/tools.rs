@@ -317,7 +317,7 @@ async fn session_run(cx: &Context, a: SessionRunArgs) -> Outcome {
     else {
         unreachable!("start answers with the started event");
     };
-    let state = runs::status(&cx.ops, session).await?.ok_or_else(|| {
+    let state = cx.runs.status(&cx.ops, session).await?.ok_or_else(|| {
         Error::rule(
             berth_ops::ErrorKind::Io,
             format!("run {} is not found in the home's runs", started.run),
@@ -339,9 +339,9 @@ async fn session_status(cx: &Context, a: SessionRunRef, stop: bool) -> Outcome {
     let session = cx.ops.resolve_session(&a.session_identifier).await?;
     let id = session.id.to_string();
     let state = if stop {
-        runs::stop(&cx.ops, &id).await?
+        cx.runs.stop(&cx.ops, &id).await?
     } else {
-        runs::status(&cx.ops, &id).await?
+        cx.runs.status(&cx.ops, &id).await?
     };
     let Some(state) = state else {
         return Err(Error::rule(

@@ -12,7 +12,7 @@
 
 use chrono::Utc;
 
-use crate::db::{Arg, Dialect, Row};
+use crate::db::{Arg, Dialect, Row, Tx};
 use crate::{Failure, Result, SqlStore, to_ns};
 
 /// The channel Postgres notifies when a run is queued.
@@ -80,6 +80,18 @@ fn run_row(row: &Row) -> Result<RunRow> {
         leased: until.is_some_and(|u| u >= to_ns(Utc::now())),
         fence: row.int(4)?,
     })
+}
+
+/// Whether `fence` is still run `id`'s, its row locked for the rest of `tx` (SQLite's write
+/// transaction holds the whole database already): a write of a holder whose run was taken
+/// is refused here.
+async fn holds(tx: &mut Tx<'_>, id: &str, fence: i64) -> Result<bool> {
+    let lock = match tx.dialect() {
+        Dialect::Postgres => "SELECT fence FROM runs WHERE id = $1 FOR UPDATE",
+        Dialect::Sqlite => "SELECT fence FROM runs WHERE id = $1",
+    };
+    let held = tx.opt(lock, &[Arg::Text(id)]).await?;
+    Ok(held.map(|r| r.int(0)).transpose()? == Some(fence))
 }
 
 impl SqlRuns {
@@ -364,12 +376,7 @@ impl SqlRuns {
         self.wrap(
             async {
                 let mut tx = self.store.pool().begin().await?;
-                let lock = match tx.dialect() {
-                    Dialect::Postgres => "SELECT fence FROM runs WHERE id = $1 FOR UPDATE",
-                    Dialect::Sqlite => "SELECT fence FROM runs WHERE id = $1",
-                };
-                let held = tx.opt(lock, &[Arg::Text(id)]).await?;
-                if held.map(|r| r.int(0)).transpose()? != Some(fence) {
+                if !holds(&mut tx, id, fence).await? {
                     return Ok(false);
                 }
                 let next = tx
@@ -460,12 +467,7 @@ impl SqlRuns {
         self.wrap(
             async {
                 let mut tx = self.store.pool().begin().await?;
-                let lock = match tx.dialect() {
-                    Dialect::Postgres => "SELECT fence FROM runs WHERE id = $1 FOR UPDATE",
-                    Dialect::Sqlite => "SELECT fence FROM runs WHERE id = $1",
-                };
-                let held = tx.opt(lock, &[Arg::Text(id)]).await?;
-                if held.map(|r| r.int(0)).transpose()? != Some(fence) {
+                if !holds(&mut tx, id, fence).await? {
                     return Ok(Vec::new());
                 }
                 let rows = tx
