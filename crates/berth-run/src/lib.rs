@@ -56,7 +56,7 @@ pub use preflight::preflight;
 pub use pull_request::pull_request_text;
 pub use pushed::{merge_workspace, pushed_url, workspace_diff};
 pub use supervisor::{Host, Next, Supervised, Told};
-pub use worker::{WorkerOptions, work};
+pub use worker::{WorkerOptions, queue, work};
 
 /// Seconds a check may take in each worktree unless the run says otherwise.
 pub const DEFAULT_CHECK_TIMEOUT_SECS: u64 = 600;

@@ -21,9 +21,11 @@ use berth_agent::Agent;
 use berth_ops::{Ops, Repository};
 use tokio_util::sync::CancellationToken;
 
-use crate::kept::{KeptError, RunState, RunStore, Supervision};
+use crate::kept::{
+    KeptError, PoolPlace, RunRecord, RunState, RunStore, StoredRequest, Supervision,
+};
 use crate::supervisor::{Host, Next, Supervised};
-use crate::{Resume, RunError};
+use crate::{Resume, RunError, RunRequest};
 
 /// How often a worker on SQLite, which cannot be woken, looks for queued runs.
 const SQLITE_LOOK: Duration = Duration::from_secs(1);
@@ -119,6 +121,35 @@ pub async fn work(
             _ = tokio::time::sleep(look) => {}
         }
     }
+}
+
+/// Queues `request` for the pool's workers (`berth run --queue`), checked as far as this
+/// machine can: a database store, a task, and a repository by a URL every node fetches
+/// (`repo`, else the `origin` of the repository holding `here`). What needs the node that
+/// takes it (a key, the agent's program) is checked there. `node` pins it to one node.
+pub async fn queue(
+    ops: &Ops,
+    store: &RunStore,
+    request: RunRequest,
+    repo: Option<&std::path::Path>,
+    here: &std::path::Path,
+    node: Option<String>,
+) -> Result<RunRecord, RunError> {
+    if !store.pooled() {
+        return Err(KeptError::NeedsDatabase.into());
+    }
+    if request.task.trim().is_empty() {
+        return Err(RunError::EmptyTask);
+    }
+    let repo_url = ops.pool_url(repo, here)?;
+    let stored = StoredRequest {
+        repository: None,
+        // Every node gives the work back where it came from.
+        push: true,
+        pool: Some(PoolPlace { node, repo_url }),
+        ..StoredRequest::of(&request)
+    };
+    Ok(store.create(stored).await?)
 }
 
 /// Works one claimed run to its end: a queued one from the start, one taken over from where

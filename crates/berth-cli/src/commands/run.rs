@@ -124,36 +124,34 @@ async fn queue(
     agents: Vec<berth_run::AgentSpec>,
     args: &NewRunArgs,
 ) -> anyhow::Result<()> {
-    if !store.pooled() {
-        return Err(berth_run::KeptError::NeedsDatabase.into());
-    }
-    if task.trim().is_empty() {
-        return Err(berth_run::RunError::EmptyTask.into());
-    }
     let here = std::env::current_dir().context("cannot read the current folder")?;
-    let repo_url = ops.pool_url(args.repo.as_deref(), &here)?;
-    let request = StoredRequest {
+    let request = RunRequest {
         task,
-        repository: None,
+        repository: Repository::None,
         workspace: None,
         agents,
         name: args.name.clone(),
-        allow: args.allow.clone(),
-        allow_all: args.allow_all,
+        policy: Policy::new(&args.allow, args.allow_all),
         check: args.check.clone(),
-        check_timeout_secs: args.check_timeout,
+        check_timeout: Duration::from_secs(args.check_timeout),
+        resume: BTreeMap::new(),
         agent_writable: args.agent_writable.clone(),
         push: true,
         budget: berth_run::Budget {
             max_tokens: args.max_tokens,
             max_cost: args.max_cost,
         },
-        pool: Some(berth_run::PoolPlace {
-            node: args.node.clone(),
-            repo_url,
-        }),
+        max_agents: None,
     };
-    let record = store.create(request).await?;
+    let record = berth_run::queue(
+        ops,
+        store,
+        request,
+        args.repo.as_deref(),
+        &here,
+        args.node.clone(),
+    )
+    .await?;
     let id = &record.id;
     if args.json {
         render::json(&serde_json::json!({ "run": id, "queued": true, "node": args.node }))?;
