@@ -1,6 +1,6 @@
 //! What a worktree changed against its base: committed and uncommitted work alike, untracked
-//! files included (ignored ones not), read without touching the worktree, its index or any
-//! ref. The worktree as it is becomes a tree through a copy of its index
+//! files included (ignored ones not, nor a repository made inside the worktree, which a merge
+//! refuses), read without touching the worktree, its index or any ref. The worktree as it is becomes a tree through a copy of its index
 //! (`remove::snapshot_tree`), and git compares that tree with the point where the worktree's
 //! HEAD left the base (their merge base), so the base moving on does not show up as changes.
 
@@ -9,7 +9,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use crate::command::run;
-use crate::remove::snapshot_tree;
+use crate::remove::{Embedded, snapshot_tree};
 use crate::{GitError, Result};
 
 /// One changed file.
@@ -52,7 +52,7 @@ pub fn diff(worktree: &Path, base: &str, patch: bool) -> Result<WorktreeDiff> {
         .map_err(|_| GitError::BadBase(base.to_owned()))?
         .trim()
         .to_owned();
-    let tree = snapshot_tree(worktree)?;
+    let tree = snapshot_tree(worktree, Embedded::LeaveOut)?;
     between(worktree, base, merge_base, &tree, patch)
 }
 

@@ -52,6 +52,14 @@ pub enum GitError {
         path: PathBuf,
         count: usize,
     },
+    #[error(
+        "the worktree at {} holds a git repository of its own at {} (a folder with its own .git): git would record it as a link to a commit only that folder has, not as files, and berth's git never looks inside one. Nothing was committed. Remove it, or only its .git folder to keep its files as part of the work, or add it to .gitignore; then try again", .worktree.display(), .paths.join(", ")
+    )]
+    EmbeddedRepository {
+        worktree: PathBuf,
+        /// The folders, relative to the worktree.
+        paths: Vec<String>,
+    },
     #[error("the worktree is on '{0}' itself; name another branch to merge into")]
     MergeIntoItself(String),
     #[error("`git {command}` failed: {message}")]

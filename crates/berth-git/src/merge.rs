@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::command::{git_output, run};
-use crate::remove::snapshot_tree;
+use crate::remove::{Embedded, snapshot_tree};
 use crate::status::head_state;
 use crate::{GitError, Repo, Result};
 
@@ -94,7 +94,7 @@ impl Repo {
                     GitError::BadBase("HEAD (the worktree has no commit)".to_owned())
                 })?;
                 if state.changed > 0 {
-                    let tree = snapshot_tree(wt)?;
+                    let tree = snapshot_tree(wt, Embedded::Refuse)?;
                     let commit = commit_tree(wt, &tree, &[&head], request.uncommitted_message)?;
                     (wt, head, commit.clone(), Some(commit))
                 } else {

@@ -10,6 +10,7 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use crate::command::{command, git_output};
+use crate::remove::{Embedded, stage_all};
 use crate::spares::fnv1a;
 use crate::{GitError, Repo, Result};
 
@@ -178,9 +179,10 @@ fn drop_local_branches(repo: &Path) -> Result<()> {
 }
 
 /// Commits everything uncommitted in `worktree` (untracked files too) on its branch, with
-/// `message`; the commit, or `None` when there was nothing to commit.
+/// `message`; the commit, or `None` when there was nothing to commit. An embedded repository
+/// (a folder with its own `.git`) is refused, naming it, before anything is staged.
 pub fn commit_all(worktree: &Path, message: &str) -> Result<Option<String>> {
-    crate::command::run(worktree, ["add", "--all"])?;
+    stage_all(worktree, None, Embedded::Refuse)?;
     let staged = git_output(worktree, ["diff", "--cached", "--quiet"])?;
     if staged.status.success() {
         return Ok(None);

@@ -176,7 +176,7 @@ impl Repo {
             let mut parents: Vec<String> = head.iter().cloned().collect();
             parents.extend(tips.into_iter().filter(|t| Some(t) != head.as_ref()));
             let tree = if uncommitted > 0 {
-                snapshot_tree(wt.path)?
+                snapshot_tree(wt.path, Embedded::LeaveOut)?
             } else {
                 self.rev(&format!("{}^{{tree}}", parents[0]))?
             };
@@ -282,9 +282,88 @@ impl Repo {
     }
 }
 
+/// What staging a worktree's work does with an embedded repository: a folder with its own
+/// `.git`, which `git add` would record as a gitlink (a link to a commit only that folder
+/// has), not as its files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Embedded {
+    /// Refuse, naming them: the work is about to become a commit.
+    Refuse,
+    /// Leave them out: the work is only read, or kept.
+    LeaveOut,
+}
+
+/// Stages everything in `worktree` (into the index file `index`, else the worktree's own) as
+/// `git add --all` would, without running anything from a repository inside the worktree:
+/// `git add` asks every gitlink's folder whether it is dirty (a `git status` inside it, with
+/// the config found there), so it is never given a gitlink's path. A gitlink takes the commit
+/// its folder has checked out instead (`update-index` reads that folder's HEAD and runs
+/// nothing there), or goes when its folder does. An embedded repository the work would add
+/// is refused or left out, as `embedded` says.
+pub(crate) fn stage_all(worktree: &Path, index: Option<&Path>, embedded: Embedded) -> Result<()> {
+    let git = |args: &[&str]| -> Result<String> {
+        let mut cmd = command(worktree);
+        if let Some(index) = index {
+            cmd.env("GIT_INDEX_FILE", index);
+        }
+        let out = cmd.args(args).output().map_err(GitError::Spawn)?;
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        } else {
+            Err(GitError::Command {
+                command: args.join(" "),
+                message: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+            })
+        }
+    };
+    // `<mode> <object> <stage>\t<path>`, each ended by NUL.
+    let gitlinks: Vec<String> = git(&["ls-files", "--stage", "-z"])?
+        .split('\0')
+        .filter_map(|entry| {
+            let (meta, path) = entry.split_once('\t')?;
+            meta.starts_with("160000 ").then(|| path.to_owned())
+        })
+        .collect();
+    // Git lists an untracked repository as its folder, `path/`, never the files inside.
+    let repositories: Vec<String> = git(&["ls-files", "--others", "--exclude-standard", "-z"])?
+        .split('\0')
+        .filter_map(|path| path.strip_suffix('/'))
+        .map(str::to_owned)
+        .collect();
+    if !repositories.is_empty() && embedded == Embedded::Refuse {
+        return Err(GitError::EmbeddedRepository {
+            worktree: worktree.to_owned(),
+            paths: repositories,
+        });
+    }
+    let excluded: Vec<String> = gitlinks
+        .iter()
+        .chain(&repositories)
+        .map(|path| format!(":(exclude,literal){path}"))
+        .collect();
+    let mut args = vec!["add", "--all", "--", ":/"];
+    args.extend(excluded.iter().map(String::as_str));
+    git(&args)?;
+    for path in &gitlinks {
+        let folder = worktree.join(path);
+        // A folder without a repository (a submodule never checked out) keeps its entry, as
+        // `git add` would leave it.
+        let checked_out = match std::fs::symlink_metadata(&folder) {
+            Ok(meta) => !meta.is_dir() || folder.join(".git").exists(),
+            Err(_) => true,
+        };
+        // One whose HEAD cannot be read keeps its entry too.
+        if checked_out {
+            let _ = git(&["update-index", "--remove", "--", path]);
+        }
+    }
+    Ok(())
+}
+
 /// The tree of the worktree as it is, untracked files included (ignored ones not), written
-/// through a copy of its index so the worktree's own index is left as it was.
-pub(crate) fn snapshot_tree(worktree: &Path) -> Result<String> {
+/// through a copy of its index so the worktree's own index is left as it was; embedded
+/// repositories refused or left out (see [`stage_all`]).
+pub(crate) fn snapshot_tree(worktree: &Path, embedded: Embedded) -> Result<String> {
     let index = run(
         worktree,
         ["rev-parse", "--path-format=absolute", "--git-path", "index"],
@@ -296,22 +375,20 @@ pub(crate) fn snapshot_tree(worktree: &Path) -> Result<String> {
         std::fs::copy(&index, &copy)
             .map_err(io(format!("cannot copy the index {}", index.display())))?;
     }
-    let with_copy = |args: &[&str]| -> Result<String> {
+    let tree = stage_all(worktree, Some(&copy), embedded).and_then(|()| {
         let out = command(worktree)
             .env("GIT_INDEX_FILE", &copy)
-            .args(args)
+            .arg("write-tree")
             .output()
             .map_err(GitError::Spawn)?;
-        if out.status.success() {
-            Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
-        } else {
-            Err(GitError::Command {
-                command: args.join(" "),
+        match out.status.success() {
+            true => Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned()),
+            false => Err(GitError::Command {
+                command: "write-tree".to_owned(),
                 message: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
-            })
+            }),
         }
-    };
-    let tree = with_copy(&["add", "--all"]).and_then(|_| with_copy(&["write-tree"]));
+    });
     let _ = std::fs::remove_file(&copy);
     tree
 }

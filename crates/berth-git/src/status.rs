@@ -1,11 +1,12 @@
 //! A worktree's state as it is, read cheaply from git's index and refs: its health, the HEAD
 //! checked out, ahead and behind its base, uncommitted files and commits only it holds.
 
-use std::path::Path;
+use std::path::{Component, Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::command::run;
+use crate::command::{IGNORE_NESTED, run, run_with_git_dir};
+use crate::submodules::declared;
 use crate::{DETACHED_HEAD, Repo, Result, WorktreeRef};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -181,17 +182,29 @@ impl Repo {
     }
 }
 
+/// How deep berth looks into submodules of submodules for uncommitted work.
+const SUBMODULE_DEPTH: usize = 8;
+
 /// The worktree's HEAD (commit and branch) and how many files have uncommitted changes
-/// (untracked included), from one `git status`.
+/// (untracked included), from one `git status`, plus each of the repository's own submodules
+/// with uncommitted changes of its own ([`dirty_submodules`]).
 pub(crate) fn head_state(worktree: &Path) -> Result<HeadState> {
-    let out = run(
+    head_state_in(worktree, None, 0)
+}
+
+/// [`head_state`] of the checkout at `worktree`, with the git folder `git_dir` when given (a
+/// submodule's, checked once); `depth` submodules down.
+fn head_state_in(worktree: &Path, git_dir: Option<&Path>, depth: usize) -> Result<HeadState> {
+    let out = run_with_git_dir(
         worktree,
+        git_dir,
         [
             "status",
             "--porcelain=v2",
             "--branch",
             "-z",
             "--untracked-files=normal",
+            IGNORE_NESTED,
         ],
     )?;
     let mut state = HeadState {
@@ -199,6 +212,7 @@ pub(crate) fn head_state(worktree: &Path) -> Result<HeadState> {
         branch: None,
         changed: 0,
     };
+    let mut listed = Vec::new();
     let mut fields = out.split('\0').filter(|f| !f.is_empty());
     while let Some(field) = fields.next() {
         if let Some(oid) = field.strip_prefix("# branch.oid ") {
@@ -207,22 +221,42 @@ pub(crate) fn head_state(worktree: &Path) -> Result<HeadState> {
             state.branch = (head != "(detached)").then(|| head.to_owned());
         } else if field.starts_with('#') {
         } else {
-            // A rename or copy carries its source path as a second field.
+            // The path is the last of a fixed number of fields: 9 for a change, 10 for a
+            // rename or copy (whose source path follows as a field of its own), 11 for a
+            // conflict, 2 for an untracked file.
+            let fixed = match field.as_bytes()[0] {
+                b'1' => 9,
+                b'2' => 10,
+                b'u' => 11,
+                _ => 2,
+            };
+            listed.extend(field.splitn(fixed, ' ').nth(fixed - 1));
             if field.starts_with("2 ") {
                 fields.next();
             }
             state.changed += 1;
         }
     }
+    state.changed += dirty_submodules(worktree, git_dir, depth)
+        .iter()
+        .filter(|path| !listed.contains(&path.as_str()))
+        .count();
     Ok(state)
 }
 
 /// Files with uncommitted changes in `worktree`, untracked included, each as git's two-letter
-/// status and the path (`" M src/lib.rs"`, `"?? notes.txt"`), in git's order.
+/// status and the path (`" M src/lib.rs"`, `"?? notes.txt"`), in git's order; a submodule of
+/// the repository's own with uncommitted changes of its own last (`" M vendor/lib"`).
 pub fn changed_paths(worktree: &Path) -> Result<Vec<String>> {
     let out = run(
         worktree,
-        ["status", "--porcelain=v1", "-z", "--untracked-files=normal"],
+        [
+            "status",
+            "--porcelain=v1",
+            "-z",
+            "--untracked-files=normal",
+            IGNORE_NESTED,
+        ],
     )?;
     // -z: each entry ends with NUL; renames carry a second NUL-terminated path (the source).
     let mut paths = Vec::new();
@@ -233,5 +267,90 @@ pub fn changed_paths(worktree: &Path) -> Result<Vec<String>> {
         }
         paths.push(entry.to_owned());
     }
+    for dirty in dirty_submodules(worktree, None, 0) {
+        if !paths.iter().any(|p| p.get(3..) == Some(dirty.as_str())) {
+            paths.push(format!(" M {dirty}"));
+        }
+    }
     Ok(paths)
+}
+
+/// The submodules of the checkout at `dir` (read with the git folder `git_dir` when given)
+/// that have uncommitted changes of their own, untracked files included: what git's own
+/// `git status` would find by running `git status` inside each, which berth's never does
+/// (`IGNORE_NESTED`), since a nested repository's config is a command git runs. berth looks
+/// inside only a submodule `.gitmodules` declares whose git folder is one of the repository's
+/// (`modules/<name>` in the git folder the checkout shares), resolved once and named to git:
+/// its config is the person's, as the worktree's own is. An agent's own repository, even
+/// committed as a gitlink and declared, keeps its git folder in the worktree, and is never
+/// looked inside. One that cannot be read counts as changed: removing it could lose work.
+fn dirty_submodules(dir: &Path, git_dir: Option<&Path>, depth: usize) -> Vec<String> {
+    if depth >= SUBMODULE_DEPTH || !dir.join(".gitmodules").is_file() {
+        return Vec::new();
+    }
+    let Ok(declared) = declared(dir, git_dir) else {
+        return Vec::new();
+    };
+    let paths: Vec<String> = declared
+        .into_iter()
+        .map(|(_, path)| path)
+        .filter(|path| {
+            !path.is_empty()
+                && Path::new(path)
+                    .components()
+                    .all(|c| matches!(c, Component::Normal(_)))
+        })
+        .collect();
+    if paths.is_empty() {
+        return Vec::new();
+    }
+    let mut args = vec!["ls-files".to_owned(), "--stage".to_owned(), "-z".to_owned()];
+    args.push("--".to_owned());
+    args.extend(paths.iter().map(|p| format!(":(literal){p}")));
+    let (Ok(staged), Ok(common)) = (
+        run_with_git_dir(dir, git_dir, &args),
+        run_with_git_dir(
+            dir,
+            git_dir,
+            ["rev-parse", "--path-format=absolute", "--git-common-dir"],
+        ),
+    ) else {
+        return Vec::new();
+    };
+    let Ok(common) = Path::new(common.trim()).canonicalize() else {
+        return Vec::new();
+    };
+    staged
+        .split('\0')
+        .filter_map(|entry| {
+            let (meta, path) = entry.split_once('\t')?;
+            meta.starts_with("160000 ").then_some(path)
+        })
+        .filter(|path| {
+            let folder = dir.join(path);
+            own_git_folder(&folder, &common).is_some_and(|git_dir| {
+                head_state_in(&folder, Some(&git_dir), depth + 1).map_or(true, |s| s.changed > 0)
+            })
+        })
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The git folder of the submodule checked out at `folder`, if it is one of the repository's
+/// own: in a `modules` folder under `common`, where only git and the person write (never an
+/// agent, whose worktree's git folder is read-only to it). `None` for anything else: a
+/// repository whose git folder is in the worktree, or a folder with no repository.
+fn own_git_folder(folder: &Path, common: &Path) -> Option<PathBuf> {
+    let dot_git = folder.join(".git");
+    let git_dir = match std::fs::read_to_string(&dot_git) {
+        Ok(text) => folder.join(text.trim_end().strip_prefix("gitdir: ")?),
+        // A folder (or nothing, which `canonicalize` refuses).
+        Err(_) => dot_git,
+    };
+    let git_dir = git_dir.canonicalize().ok()?;
+    let inside = git_dir.strip_prefix(common).ok()?;
+    inside
+        .components()
+        .any(|c| c.as_os_str() == "modules")
+        .then_some(git_dir)
 }

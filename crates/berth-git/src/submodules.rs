@@ -12,7 +12,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::command::run;
+use crate::command::{run, run_with_git_dir};
 use crate::{GitError, Repo, Result};
 
 impl Repo {
@@ -26,13 +26,15 @@ impl Repo {
     }
 }
 
-/// The submodules `.gitmodules` in `dir` declares, as (name, path).
-fn declared(dir: &Path) -> Result<Vec<(String, String)>> {
+/// The submodules `.gitmodules` in `dir` declares, as (name, path); read with the git folder
+/// `git_dir` when given (see [`run_with_git_dir`]).
+pub(crate) fn declared(dir: &Path, git_dir: Option<&Path>) -> Result<Vec<(String, String)>> {
     if !dir.join(".gitmodules").is_file() {
         return Ok(Vec::new());
     }
-    let out = match run(
+    let out = match run_with_git_dir(
         dir,
+        git_dir,
         [
             "config",
             "--file",
@@ -61,7 +63,7 @@ fn declared(dir: &Path) -> Result<Vec<(String, String)>> {
 /// Checks out the submodules of the checkout at `dir`; `store` is the git folder whose
 /// `modules/` holds the main repository's copies of them, where it has them.
 fn init_in(dir: &Path, store: Option<&Path>, prefix: &str, done: &mut Vec<String>) -> Result<()> {
-    for (name, path) in declared(dir)? {
+    for (name, path) in declared(dir, None)? {
         // A submodule the superproject does not record (a stale `.gitmodules` entry) is
         // nothing to check out.
         let recorded = run(dir, ["ls-files", "--stage", "--", &path])?;

@@ -139,7 +139,7 @@ fn git_kind(e: &GitError) -> ErrorKind {
         | GitError::Unreferenced { .. }
         | GitError::NotAWorktree { .. } => ErrorKind::Refused,
         GitError::BranchExists(_) | GitError::MergeConflict { .. } => ErrorKind::Conflict,
-        GitError::TargetDirty { .. } => ErrorKind::Refused,
+        GitError::TargetDirty { .. } | GitError::EmbeddedRepository { .. } => ErrorKind::Refused,
         GitError::MergeIntoItself(_) => ErrorKind::Invalid,
         GitError::BranchMissing(_) => ErrorKind::NotFound,
         GitError::Command { .. } | GitError::Submodule { .. } | GitError::Spawn(_) => {
