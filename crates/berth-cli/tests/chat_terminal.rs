@@ -555,6 +555,17 @@ fn a_command_the_sandbox_refused_runs_once_unconfined_only_when_the_person_says_
         last_line(s).starts_with("allow run_command without the sandbox?")
     });
     assert!(asked.contains("[berth sandbox]"), "{asked}");
+    // Once, never always: "always" is not offered, nor taken as an answer.
+    assert_eq!(
+        last_line(&asked),
+        "allow run_command without the sandbox? [y] once, [n] no:",
+        "{asked}"
+    );
+    chat.term.send_keys(&["a", "Enter"]);
+    chat.term.wait_for("the answer a to be refused", |s| {
+        s.contains("answer y or n")
+            && last_line(s).starts_with("allow run_command without the sandbox?")
+    });
     let shown = chat.answer("n");
     assert!(shown.contains("It was refused."), "{shown}");
     assert!(!outside.exists());

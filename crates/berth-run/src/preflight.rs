@@ -45,7 +45,11 @@ pub async fn preflight(
                 // Found here, it may still be hidden from the confined agent process (berth
                 // itself is not confined as an agent: it confines what it runs).
                 if let Some(program) = check_command(command, root.as_deref())?
-                    && !berth_sandbox::runs_berth(command)
+                    && !berth_sandbox::runs_berth(
+                        command,
+                        std::env::var_os("PATH").as_deref(),
+                        root.as_deref().unwrap_or(Path::new(".")),
+                    )
                     && !root.as_deref().is_some_and(|r| program.starts_with(r))
                     && let Some(hidden_by) = policy.hides(&program)
                 {

@@ -10,8 +10,10 @@ use std::path::{Path, PathBuf};
 use crate::Confinement;
 use crate::plan::Net;
 
-/// How a note of [`explain`] starts: a front end may offer to run the command once more
-/// without the sandbox when its output holds one.
+/// How a note of [`explain`] starts. It tells the agent (and a person reading the output) that
+/// the sandbox refused something; it is never a signal to act on, since a command can print
+/// the same line: the offer to run a command once more without the sandbox comes from the
+/// note the caller of [`explain`] got, never from a search of the output.
 pub const NOTE_MARK: &str = "[berth sandbox]";
 
 /// Errors the kernel gives a confined process where a rule refused it.

@@ -18,7 +18,7 @@ use crate::conversation::{
 use crate::events::{AgentEvent, Decision, PermissionRequest, TurnStop};
 use crate::mcp::McpServers;
 use crate::provider::{Provider, ProviderError, ProviderEvent, ProviderRequest, ProviderStream};
-use crate::tools::{FileChange, Preview, Tool, ToolContext, ToolKind, Toolbox, plan};
+use crate::tools::{FileChange, Preview, Ran, Tool, ToolContext, ToolKind, Toolbox, plan};
 
 impl Inner {
     /// The turn's tools: the built-in ones, then those of the config's and the client's MCP
@@ -413,12 +413,15 @@ impl Inner {
                     let tool = toolbox.get(&call.name).expect("planned to run").clone();
                     let cx = cx.for_call(&call.id);
                     let ran = tokio::select! {
-                        _ = cx.cancel.cancelled() => Err("cancelled by the user".to_owned()),
-                        r = tool.call(args.clone(), &cx) => r,
+                        _ = cx.cancel.cancelled() => Ran {
+                            outcome: Err("cancelled by the user".to_owned()),
+                            refused: None,
+                        },
+                        r = tool.run(args.clone(), &cx) => r,
                     };
                     let ran = match unconfined_once(&*tool, call, &args, &cx, request, &ran).await {
                         Some(again) => again,
-                        None => ran,
+                        None => ran.outcome,
                     };
                     match ran {
                         Ok(output) => (output, false, change),
@@ -472,23 +475,23 @@ impl Inner {
 
 /// A command the sandbox refused part of, run once more without it when a person allows it
 /// (`Permissions::allow_unconfined`); `None` when it is not asked or not allowed.
+///
+/// Asked only when berth itself saw the refusal: `ran.refused`, the note the tool made where
+/// it confined the process. Never from the output's text: a command that prints a line like
+/// the note (`echo '[berth sandbox] …'`, or `cat` of a file holding one) met no sandbox, and
+/// must not bring a person a question whose "yes" lifts it.
 async fn unconfined_once(
     tool: &dyn Tool,
     call: &ToolCall,
     args: &Value,
     cx: &ToolContext,
     request: &TurnRequest,
-    ran: &Result<String, String>,
+    ran: &Ran,
 ) -> Option<Result<String, String>> {
-    let output = match ran {
-        Ok(o) | Err(o) => o,
-    };
     if tool.kind() != ToolKind::Execute || cx.cancel.is_cancelled() {
         return None;
     }
-    let note = output
-        .lines()
-        .find(|l| l.starts_with(berth_sandbox::NOTE_MARK))?;
+    let note = ran.refused.as_deref()?;
     let command = args.get("command").and_then(Value::as_str)?;
     let asked = PermissionRequest {
         call_id: call.id.clone(),

@@ -232,6 +232,18 @@ impl Policy {
 /// with this message), never a success.
 pub type ToolOutcome = Result<String, String>;
 
+/// A call's answer with what berth itself knows of the call besides its text ([`Tool::run`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ran {
+    pub outcome: ToolOutcome,
+    /// The note berth added to the output because its sandbox refused part of what the call
+    /// did (`run_command`'s [`berth_sandbox::explain`], made where berth confined the
+    /// process). It is the one ground for offering to run the call once more without the
+    /// sandbox; the output's text never is, since a command can print any line, a note's mark
+    /// included.
+    pub refused: Option<String>,
+}
+
 #[async_trait]
 pub trait Tool: Send + Sync {
     fn spec(&self) -> ToolSpec;
@@ -268,6 +280,16 @@ pub trait Tool: Send + Sync {
     }
 
     async fn call(&self, arguments: Value, cx: &ToolContext) -> ToolOutcome;
+
+    /// [`Tool::call`], with what berth knows of the call besides its text: whether its
+    /// sandbox refused part of it. The default knows of no refusal; `run_command` says what
+    /// its sandbox refused. The agent loop calls this.
+    async fn run(&self, arguments: Value, cx: &ToolContext) -> Ran {
+        Ran {
+            outcome: self.call(arguments, cx).await,
+            refused: None,
+        }
+    }
 }
 
 /// The tools of one agent, by name.

@@ -257,7 +257,7 @@ impl Chat {
                     self.show(event)?;
                 }
                 Some(ask) = asked.recv() => {
-                    let decision = self.ask(&ask.request, &cancel).await?;
+                    let decision = self.ask(&ask.request, ask.once_only, &cancel).await?;
                     let _ = ask.reply.send(decision);
                 }
             }
@@ -286,18 +286,23 @@ impl Chat {
     }
 
     /// Asks whether a tool may run: what it would do, then y (once), a (always, this
-    /// session), n. Ctrl-C refuses and cancels the turn.
+    /// session), n; a question `once_only` offers no "always". Ctrl-C refuses and cancels the
+    /// turn.
     async fn ask(
         &mut self,
         request: &PermissionRequest,
+        once_only: bool,
         cancel: &CancellationToken,
     ) -> anyhow::Result<Decision> {
         self.screen.end_line()?;
         self.screen.request(&request.description)?;
-        let question = format!(
-            "allow {}? [y] once, [a] always in this session, [n] no: ",
-            request.tool
-        );
+        let question = match once_only {
+            true => format!("allow {}? [y] once, [n] no: ", request.tool),
+            false => format!(
+                "allow {}? [y] once, [a] always in this session, [n] no: ",
+                request.tool
+            ),
+        };
         loop {
             let read = self
                 .editor
@@ -307,8 +312,9 @@ impl Chat {
             match read {
                 Read::Line(answer) => match answer.trim().to_lowercase().as_str() {
                     "y" | "yes" => return Ok(Decision::AllowOnce),
-                    "a" | "always" => return Ok(Decision::AllowAlways),
+                    "a" | "always" if !once_only => return Ok(Decision::AllowAlways),
                     "n" | "no" => return Ok(Decision::Reject),
+                    _ if once_only => self.screen.say("answer y or n")?,
                     _ => self.screen.say("answer y, a or n")?,
                 },
                 Read::Interrupted => {
@@ -442,6 +448,8 @@ impl Chat {
 /// A permission question on its way to the person.
 struct Ask {
     request: PermissionRequest,
+    /// A question with no "always" (to lift the sandbox).
+    once_only: bool,
     reply: oneshot::Sender<Decision>,
 }
 
@@ -461,6 +469,7 @@ impl Permissions for AskPermissions {
         let (reply, answer) = oneshot::channel();
         let ask = Ask {
             request: request.clone(),
+            once_only: false,
             reply,
         };
         if self.asks.send(ask).await.is_err() {
@@ -469,20 +478,22 @@ impl Permissions for AskPermissions {
         answer.await.unwrap_or(Decision::Reject)
     }
 
-    /// Always asked of the person (no `--allow` answers it), and allowed for this run only.
+    /// Always asked of the person (no `--allow` answers it), and allowed for this run only:
+    /// the question offers no "always". A sandbox lifted for the rest of the chat would be a
+    /// far bigger grant than the one command the person has read, so "always" is not offered
+    /// rather than made to stick (each refusal is asked about again); to run everything
+    /// unconfined, a person sets `[sandbox] mode = "off"`.
     async fn allow_unconfined(&self, request: &PermissionRequest) -> bool {
         let (reply, answer) = oneshot::channel();
         let ask = Ask {
             request: request.clone(),
+            once_only: true,
             reply,
         };
         if self.asks.send(ask).await.is_err() {
             return false;
         }
-        matches!(
-            answer.await,
-            Ok(Decision::AllowOnce | Decision::AllowAlways)
-        )
+        matches!(answer.await, Ok(Decision::AllowOnce))
     }
 }
 

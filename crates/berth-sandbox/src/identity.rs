@@ -1,0 +1,181 @@
+//! Whether an `--agent-cmd` is berth itself: known by its file, never by its name.
+//!
+//! berth as an agent process is the one agent berth does not confine: it confines the
+//! commands it runs on its own, which it could not do inside a Landlock domain (that forbids
+//! mounting), and its file tools stay within its folder. So "this is berth" must be a fact
+//! about the file the command would run, not about what that file is called: a script named
+//! `berth` early on `PATH`, or in the agent's folder, is just another agent process, confined.
+//!
+//! The program is found as the shell that starts the agent (`sh -c "exec COMMAND"`, in the
+//! agent's folder) would find it: a name without `/` on `PATH` (the first executable file of
+//! that name), any other path from the folder. It is berth when it is the very file the
+//! running berth was started from (the same device and inode, symlinks followed): a symlink or
+//! a hard link to it is berth, a copy of it or of anything else is not.
+
+use std::ffi::{CString, OsStr};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+/// Whether `command`, started as `sh -c "exec COMMAND"` in `folder` with `path` as its `PATH`,
+/// runs the running berth binary itself (`berth acp`, a path to berth, a symlink to it), as a
+/// plain command line: no shell syntax, so nothing else runs with it.
+///
+/// `None` for `path` (no `PATH` at all) finds no bare name. Whatever cannot be resolved or
+/// compared (a program that does not exist, a running binary that was deleted) is not berth:
+/// the answer that confines.
+pub fn runs_berth(command: &str, path: Option<&OsStr>, folder: &Path) -> bool {
+    let Some(program) = command.split_whitespace().next() else {
+        return false;
+    };
+    if !command.split_whitespace().all(plain) {
+        return false;
+    }
+    let Some(file) = find(program, path, folder) else {
+        return false;
+    };
+    match (std::fs::metadata(&file), running_binary()) {
+        (Ok(a), Some(b)) => (a.dev(), a.ino()) == (b.dev(), b.ino()),
+        _ => false,
+    }
+}
+
+/// A word a shell takes as it is: no expansion, quoting, redirection or separator.
+fn plain(word: &str) -> bool {
+    !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,@+".contains(c))
+}
+
+/// The file `sh` would run for `program`: a path (relative ones from `folder`), or the first
+/// executable file of that name in `path`'s folders (an empty or relative one from `folder`,
+/// the shell's current folder).
+fn find(program: &str, path: Option<&OsStr>, folder: &Path) -> Option<PathBuf> {
+    if program.contains('/') {
+        return Some(folder.join(program));
+    }
+    std::env::split_paths(path?)
+        .map(|dir| folder.join(dir).join(program))
+        .find(|candidate| executable(candidate))
+}
+
+/// A regular file this process may execute (after symlinks), as `execve` would find it.
+fn executable(path: &Path) -> bool {
+    let Ok(c) = CString::new(path.as_os_str().as_bytes()) else {
+        return false;
+    };
+    // SAFETY: faccessat reads the NUL-terminated path and touches no other memory.
+    let may = unsafe { libc::faccessat(libc::AT_FDCWD, c.as_ptr(), libc::X_OK, libc::AT_EACCESS) };
+    may == 0 && std::fs::metadata(path).is_ok_and(|m| m.is_file())
+}
+
+/// The file of the running binary. `/proc/self/exe` leads to the very file the process was
+/// started from, even if its path was since replaced; elsewhere, `current_exe`'s path.
+fn running_binary() -> Option<std::fs::Metadata> {
+    std::fs::metadata("/proc/self/exe")
+        .or_else(|_| std::env::current_exe().and_then(std::fs::metadata))
+        .ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::{PermissionsExt, symlink};
+
+    use super::*;
+
+    /// An executable script at `path`.
+    fn script(path: &Path) {
+        std::fs::write(path, "#!/bin/sh\nexit 0\n").unwrap();
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+
+    fn exe() -> PathBuf {
+        std::env::current_exe().unwrap()
+    }
+
+    #[test]
+    fn a_program_named_berth_is_not_berth() {
+        let tmp = tempfile::tempdir().unwrap();
+        let folder = tmp.path();
+        // A copy of another program, named berth: by PATH, by path, from the folder.
+        std::fs::copy("/bin/true", folder.join("berth")).unwrap();
+        let path = folder.as_os_str();
+        assert!(!runs_berth("berth acp", Some(path), folder));
+        let absolute = format!("{} acp", folder.join("berth").display());
+        assert!(!runs_berth(&absolute, Some(path), Path::new("/")));
+        assert!(!runs_berth("./berth acp", None, folder));
+        // A script named berth, too.
+        std::fs::remove_file(folder.join("berth")).unwrap();
+        script(&folder.join("berth"));
+        assert!(!runs_berth("berth acp", Some(path), folder));
+        assert!(!runs_berth("./berth acp", None, folder));
+    }
+
+    #[test]
+    fn the_running_binary_is_berth_whatever_its_name() {
+        let tmp = tempfile::tempdir().unwrap();
+        let folder = tmp.path();
+        symlink(exe(), folder.join("some-agent")).unwrap();
+        let path = std::env::join_paths([Path::new("/nonexistent"), folder]).unwrap();
+        assert!(runs_berth("some-agent acp", Some(&path), Path::new("/")));
+        assert!(runs_berth("./some-agent acp --home /x", None, folder));
+        let absolute = format!("{} acp", folder.join("some-agent").display());
+        assert!(runs_berth(&absolute, None, Path::new("/")));
+        assert!(runs_berth(
+            &format!("{} acp", exe().display()),
+            None,
+            folder
+        ));
+        // An empty PATH entry is the folder the shell starts in.
+        assert!(runs_berth(
+            "some-agent acp",
+            Some(OsStr::new(":/bin")),
+            folder
+        ));
+        // No PATH: a bare name is found nowhere.
+        assert!(!runs_berth("some-agent acp", None, folder));
+    }
+
+    #[test]
+    fn the_first_executable_on_path_is_the_one_that_counts() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (fake, real, nonexec) = (
+            tmp.path().join("fake"),
+            tmp.path().join("real"),
+            tmp.path().join("nonexec"),
+        );
+        for dir in [&fake, &real, &nonexec] {
+            std::fs::create_dir(dir).unwrap();
+        }
+        script(&fake.join("berth"));
+        symlink(exe(), real.join("berth")).unwrap();
+        // Not executable: the shell passes it by, and so does the lookup.
+        std::fs::write(nonexec.join("berth"), "#!/bin/sh\n").unwrap();
+        let path = |dirs: &[&PathBuf]| std::env::join_paths(dirs).unwrap();
+        let root = Path::new("/");
+        assert!(!runs_berth("berth acp", Some(&path(&[&fake, &real])), root));
+        assert!(runs_berth("berth acp", Some(&path(&[&real, &fake])), root));
+        assert!(runs_berth(
+            "berth acp",
+            Some(&path(&[&nonexec, &real])),
+            root
+        ));
+    }
+
+    #[test]
+    fn only_a_plain_command_line_is_berth() {
+        let tmp = tempfile::tempdir().unwrap();
+        let folder = tmp.path();
+        symlink(exe(), folder.join("berth")).unwrap();
+        let path = Some(folder.as_os_str());
+        assert!(runs_berth("berth acp", path, folder));
+        assert!(!runs_berth("berth acp; cat ~/.ssh/id", path, folder));
+        assert!(!runs_berth("berth $(touch /x)", path, folder));
+        assert!(!runs_berth("berth acp | tee log", path, folder));
+        assert!(!runs_berth("berth acp > log", path, folder));
+        assert!(!runs_berth("FOO=1 berth acp", path, folder));
+        assert!(!runs_berth("", path, folder));
+        assert!(!runs_berth("no-such-program acp", path, folder));
+    }
+}
