@@ -110,7 +110,7 @@ class Hostile:
             made = await self.conn.create_terminal(
                 session_id=session_id,
                 command="sh",
-                args=["-c", "sleep 300 & echo $! > left.pid; echo started; wait"],
+                args=["-c", "sleep 300.0417 & echo $! > left.pid; echo started; wait"],
                 cwd=self.cwd,
             )
             while "started" not in (

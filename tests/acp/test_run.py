@@ -35,17 +35,25 @@ def repository(tmp_path):
     return repo
 
 
-def running(pid):
-    """Whether process `pid` still runs (a zombie nobody reaped runs no more)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+def command_lines():
+    """Every host process's command line."""
+    for p in Path("/proc").iterdir():
+        try:
+            if p.name.isdigit():
+                yield (p / "cmdline").read_bytes().decode(errors="replace")
+        except OSError:
+            pass  # ended meanwhile
+
+
+def pass_hostile_settings(home):
+    """The hostile agent's settings come through berth's environment, which a confined agent
+    gets only what `[sandbox] env` names of."""
+    (home / "config.toml").write_text('[sandbox]\nenv = ["HOSTILE_MODE", "HOSTILE_COMMAND", "HOSTILE_OUTSIDE"]\n')
 
 
 def hostile_run(home, tmp_path, *flags):
     """`berth run` of the hostile agent in a new repository; (events, outside folder)."""
+    pass_hostile_settings(home)
     repo = repository(tmp_path)
     outside = tmp_path / "outside"
     outside.mkdir()
@@ -79,8 +87,10 @@ def test_an_acp_agent_cannot_write_or_run_outside_its_worktree(home, tmp_path):
     assert (worktree / "ran-term-inside").exists()
     # The command the agent left running, and the one it started in the background, were
     # killed when the turn ended (berth has exited: nothing else would kill them).
-    left = int((worktree / "left.pid").read_text())
-    assert not running(left), f"{left} outlived the turn"
+    # (It ran in a PID namespace of its own, so the pid it wrote means nothing here: it is
+    # looked for by its command line.)
+    assert (worktree / "left.pid").exists()
+    assert not any("300.0417" in line for line in command_lines()), "the command the agent left outlived the turn"
     # Each refusal is an event, and a line of the transcript.
     refused = [e for e in events if e["event"] == "refused"]
     assert len(refused) == 7, refused
@@ -112,6 +122,7 @@ def test_an_agent_that_cannot_load_its_session_is_not_resumed(home, tmp_path):
     """A stopped run of an agent without `session/load`: `run resume` says why it cannot
     continue it, sends it nothing, and records nothing it did not send."""
     repo = repository(tmp_path)
+    pass_hostile_settings(home)
     env = {**os.environ, "BERTH_HOME": str(home), "HOSTILE_MODE": "stall"}
 
     def berth_run(*args, timeout=60):

@@ -48,7 +48,9 @@ SECRETS = {
     "home/.ssh/id_ed25519": "SECRET-SSH-1\n",
     "home/.aws/credentials": "SECRET-AWS-2\n",
     "home/.netrc": "SECRET-NETRC-3\n",
-    "berth/config.toml": "# SECRET-CONFIG-4\n",
+    # The hostile agent's settings come through berth's environment, which passes on to a
+    # confined agent only what `[sandbox] env` names.
+    "berth/config.toml": '# SECRET-CONFIG-4\n[sandbox]\nenv = ["HOSTILE_MODE", "HOSTILE_COMMAND", "HOSTILE_OUTSIDE", "PYTHONPATH"]\n',
 }
 ESCAPES = ["WROTE OUTSIDE", "READ SECRET", "CONNECTED", "SIGNALLED", "REWROTE .git", "SECRET-"]
 

@@ -521,33 +521,34 @@ async fn search_respects_gitignore_and_skips_git() {
     assert!(found.contains("[stopped at 200 matches"), "{found}");
 }
 
-/// Whether the process `pid` is gone (or a zombie waiting for its reaper).
-fn gone(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => true,
-        Ok(stat) => stat
-            .rsplit(')')
-            .next()
-            .is_some_and(|rest| rest.trim_start().starts_with('Z')),
-    }
+/// Whether no host process (but a zombie waiting for its reaper) has `marker` in its
+/// command line. A confined command's pids are those of its own PID namespace, which mean
+/// nothing here, so a test's process is known by a unique argument instead.
+fn gone(marker: &str) -> bool {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return true;
+    };
+    !entries.flatten().any(|e| {
+        let running = std::fs::read_to_string(e.path().join("stat")).is_ok_and(|stat| {
+            !stat
+                .rsplit(')')
+                .next()
+                .is_some_and(|rest| rest.trim_start().starts_with('Z'))
+        });
+        running
+            && std::fs::read(e.path().join("cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(marker))
+    })
 }
 
-async fn wait_gone(pid: u32) -> bool {
+async fn wait_gone(marker: &str) -> bool {
     for _ in 0..100 {
-        if gone(pid) {
+        if gone(marker) {
             return true;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     false
-}
-
-fn read_pid(path: &Path) -> u32 {
-    std::fs::read_to_string(path)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap()
 }
 
 #[tokio::test]
@@ -606,17 +607,13 @@ async fn run_command_timeout_kills_the_whole_group() {
     let e = err(f
         .call(
             &RunCommand::new(),
-            json!({"command": "echo started; sleep 30 & echo $! > child.pid; wait", "timeout_secs": 1}),
+            json!({"command": "echo started; sleep 30.0301 & wait", "timeout_secs": 1}),
         )
         .await);
     assert!(started.elapsed() < Duration::from_secs(10));
     assert!(e.starts_with("timed out after 1 s"), "{e}");
     assert!(e.contains("started"), "{e}");
-    let child = read_pid(&f.work().join("child.pid"));
-    assert!(
-        wait_gone(child).await,
-        "the background sleep {child} survived"
-    );
+    assert!(wait_gone("30.0301").await, "the background sleep survived");
 }
 
 #[tokio::test]
@@ -628,16 +625,12 @@ async fn run_command_leaves_nothing_behind_when_it_ends() {
     let out = ok(f
         .call(
             &RunCommand::new(),
-            json!({"command": "sleep 30 & echo $! > child.pid; echo done"}),
+            json!({"command": "sleep 30.0302 & echo done"}),
         )
         .await);
     assert_eq!(out, "done\n");
     assert!(started.elapsed() < Duration::from_secs(10));
-    let child = read_pid(&f.work().join("child.pid"));
-    assert!(
-        wait_gone(child).await,
-        "the background sleep {child} survived"
-    );
+    assert!(wait_gone("30.0302").await, "the background sleep survived");
 }
 
 #[tokio::test]
@@ -648,7 +641,7 @@ async fn run_command_stops_at_once_when_cancelled() {
     let task = tokio::spawn(async move {
         RunCommand::new()
             .call(
-                json!({"command": "echo $$ > shell.pid; sleep 30", "timeout_secs": 60}),
+                json!({"command": "echo $$ > shell.pid; sleep 30.0303", "timeout_secs": 60}),
                 &cx,
             )
             .await
@@ -669,7 +662,7 @@ async fn run_command_stops_at_once_when_cancelled() {
         started.elapsed()
     );
     assert!(e.starts_with("cancelled"), "{e}");
-    assert!(wait_gone(read_pid(&pid_file)).await);
+    assert!(wait_gone("30.0303").await);
 }
 
 #[tokio::test]
@@ -679,7 +672,7 @@ async fn run_command_dropped_mid_run_kills_the_whole_group() {
     let run = RunCommand::new();
     let call = f.call(
         &run,
-        json!({"command": "sleep 30 & echo $! > child.pid; wait", "timeout_secs": 60}),
+        json!({"command": "sleep 30.0304 & echo $! > child.pid; wait", "timeout_secs": 60}),
     );
     let pid_file = f.work().join("child.pid");
     tokio::select! {
@@ -690,11 +683,7 @@ async fn run_command_dropped_mid_run_kills_the_whole_group() {
             }
         } => {}
     }
-    let child = read_pid(&pid_file);
-    assert!(
-        wait_gone(child).await,
-        "the background sleep {child} survived"
-    );
+    assert!(wait_gone("30.0304").await, "the background sleep survived");
 }
 
 #[tokio::test]
@@ -711,12 +700,15 @@ async fn run_command_environment_has_no_secrets() {
         ("GITHUB_TOKEN", "ghp-fake"),
         ("SOME_SERVICE_API_KEY", "svc-fake"),
         ("MY_SECRET_THING", "s-fake"),
-        ("KEEP_ME", "kept"),
+        ("PGPASSWORD", "pg-fake"),
+        ("MY_DB_PASSWORD", "db-fake"),
+        ("LANG", "C.UTF-8"),
     ]);
     let out = ok(f.call(&run, json!({"command": "env"})).await);
-    assert!(out.contains("KEEP_ME=kept"), "{out}");
+    // Confined, only the sandbox's allow list passes: secrets of any name stay out.
+    assert!(out.contains("LANG=C.UTF-8"), "{out}");
     assert!(out.contains("PATH="), "{out}");
-    for leaked in ["fake", "API_KEY", "TOKEN", "SECRET"] {
+    for leaked in ["fake", "API_KEY", "TOKEN", "SECRET", "PASSWORD"] {
         assert!(!out.contains(leaked), "{leaked} leaked:\n{out}");
     }
 }

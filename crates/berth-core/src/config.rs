@@ -387,7 +387,7 @@ pub enum SandboxNetwork {
 
 /// The confinement of every command and agent process berth starts (`[sandbox]`). Paths may
 /// start with `~/`. See docs/sandbox.md.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct SandboxSettings {
     pub mode: SandboxMode,
@@ -398,6 +398,39 @@ pub struct SandboxSettings {
     pub writable: Vec<String>,
     /// Paths hidden from a confined process, added to berth's own list.
     pub deny_read: Vec<String>,
+    /// Variables of berth's environment passed on to confined processes besides the allow
+    /// list (docs/sandbox.md lists it).
+    pub env: Vec<String>,
+    /// Processes one confined tree may have at once.
+    pub max_processes: u64,
+    /// The size of a confined tree's private `/tmp`, and of its `/dev/shm`, in MiB each.
+    pub tmp_mib: u64,
+    /// The memory one confined tree may use, in MiB, where a cgroup can hold it; 0: no
+    /// limit of berth's.
+    pub memory_mib: u64,
+}
+
+impl SandboxSettings {
+    /// `max_processes`' default.
+    pub const MAX_PROCESSES: u64 = 1024;
+    /// `tmp_mib`'s default: 1 GiB.
+    pub const TMP_MIB: u64 = 1024;
+}
+
+impl Default for SandboxSettings {
+    fn default() -> Self {
+        SandboxSettings {
+            mode: SandboxMode::default(),
+            network: SandboxNetwork::default(),
+            allow_hosts: Vec::new(),
+            writable: Vec::new(),
+            deny_read: Vec::new(),
+            env: Vec::new(),
+            max_processes: Self::MAX_PROCESSES,
+            tmp_mib: Self::TMP_MIB,
+            memory_mib: 0,
+        }
+    }
 }
 
 /// What a notification is about (`[[notify]] events`).

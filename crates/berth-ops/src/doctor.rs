@@ -269,10 +269,16 @@ fn sandbox(config: &Config, home: &Path) -> Finding {
         );
     }
     if let Some(missing) = support.missing() {
+        let fix = match support.userns_fix() {
+            Some(fix) => format!("{fix}; or {off}"),
+            None => format!(
+                "run berth on Linux 5.13 or newer with Landlock and user namespaces, or {off}"
+            ),
+        };
         return Finding::error(
             "sandbox",
             format!("{missing}: every command and agent process is refused"),
-            format!("run berth on Linux 6.12 or newer with Landlock and user namespaces, or {off}"),
+            fix,
         );
     }
     let network = match config.sandbox.network {
@@ -281,7 +287,11 @@ fn sandbox(config: &Config, home: &Path) -> Finding {
     };
     Finding::ok(
         "sandbox",
-        format!("on, enforced by {}; {network}", support.summary()),
+        format!(
+            "on, enforced by {}; {network}; limits: {}",
+            support.summary(),
+            berth_sandbox::limits_enforced()
+        ),
     )
 }
 

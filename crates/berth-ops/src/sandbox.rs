@@ -64,7 +64,15 @@ impl Ops {
     ) -> Result<AgentProcess> {
         let config = self.config(ws.map(|w| &w.id)).await?.config;
         let sandbox = self.sandbox_in(&config, ws, work)?;
-        if berth_sandbox::runs_berth(command) {
+        // berth by its file, found as the shell that starts it will: the last `PATH` of
+        // `env` (set after berth's own), else berth's.
+        let path = env
+            .iter()
+            .rev()
+            .find(|(k, _)| k == "PATH")
+            .map(|(_, v)| std::ffi::OsString::from(v))
+            .or_else(|| std::env::var_os("PATH"));
+        if berth_sandbox::runs_berth(command, path.as_deref(), work) {
             return Ok(AgentProcess {
                 sandbox,
                 confinement: None,
@@ -96,7 +104,23 @@ impl Ops {
                 .collect(),
             given => given.to_vec(),
         };
-        let confinement = sandbox.confine(None, &Subject::Agent { ports, writable })?;
+        // Of berth's environment, the agent gets its provider's key and base URL besides the
+        // allow list (every agent's, where berth does not know which it is); nothing else.
+        let passed = match profile {
+            Some(p) => p.env.iter().map(|n| (*n).to_owned()).collect(),
+            None => berth_sandbox::PROVIDER_ENV
+                .iter()
+                .map(|n| (*n).to_owned())
+                .collect(),
+        };
+        let confinement = sandbox.confine(
+            None,
+            &Subject::Agent {
+                ports,
+                writable,
+                env: passed,
+            },
+        )?;
         let mut process_env = Vec::new();
         if confinement.is_some()
             && let Some((var, rel)) = profile.and_then(|p| p.state_var)

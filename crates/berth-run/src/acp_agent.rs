@@ -26,8 +26,9 @@
 //!   keeps: `~/.claude` for claude-agent-acp, with `CLAUDE_CONFIG_DIR` pointing there, …),
 //!   reads nothing on the deny list, connects only to its provider's ports, and signals
 //!   nothing outside its own tree. Only berth itself
-//!   (`--agent-cmd "berth acp"`, a plain command line) runs as it is: it confines the commands
-//!   it runs itself, and a Landlock domain would forbid it the mounts that takes.
+//!   (`--agent-cmd "berth acp"`, a plain command line whose program is the running berth's
+//!   own file, whatever its name: `berth_sandbox::runs_berth`) runs as it is: it confines the
+//!   commands it runs itself, and a Landlock domain would forbid it the mounts that takes.
 //! - **Stopping** sends `session/cancel`, then, if the agent has not answered within a grace
 //!   period, kills its process group.
 

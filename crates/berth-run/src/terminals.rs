@@ -383,14 +383,24 @@ mod tests {
         assert_eq!(out, want);
     }
 
-    /// Whether `pid` is gone (or a zombie nobody reaped yet: it runs no more).
-    fn gone(pid: i32) -> bool {
-        std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |stat| {
-            stat.rsplit(')')
-                .next()
-                .unwrap_or("")
-                .trim_start()
-                .starts_with('Z')
+    /// Whether no host process (but a zombie nobody reaped yet) has `marker` in its command
+    /// line: a confined command's pids are its own PID namespace's, meaningless here.
+    fn gone(marker: &str) -> bool {
+        let Ok(entries) = std::fs::read_dir("/proc") else {
+            return true;
+        };
+        !entries.flatten().any(|e| {
+            let running = std::fs::read_to_string(e.path().join("stat")).is_ok_and(|stat| {
+                !stat
+                    .rsplit(')')
+                    .next()
+                    .unwrap_or("")
+                    .trim_start()
+                    .starts_with('Z')
+            });
+            running
+                && std::fs::read(e.path().join("cmdline"))
+                    .is_ok_and(|c| String::from_utf8_lossy(&c).contains(marker))
         })
     }
 
@@ -403,22 +413,22 @@ mod tests {
         let id = t
             .create(
                 "sh",
-                &["-c".into(), "sleep 300 & echo $!; wait".into()],
+                &["-c".into(), "sleep 300.0401 & echo started; wait".into()],
                 &[],
                 None,
                 None,
             )
             .unwrap();
         let started = std::time::Instant::now();
-        let background = loop {
+        let background = "300.0401";
+        loop {
             let (out, _, _) = t.output(&id).unwrap();
-            if let Ok(pid) = out.trim().parse::<i32>() {
-                break pid;
+            if out.contains("started") && !gone(background) {
+                break;
             }
-            assert!(started.elapsed().as_secs() < 10, "no pid in {out:?}");
+            assert!(started.elapsed().as_secs() < 10, "not started: {out:?}");
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        };
-        assert!(!gone(background));
+        }
         t.kill_all();
         let exit = tokio::time::timeout(std::time::Duration::from_secs(10), t.wait(&id))
             .await

@@ -99,10 +99,35 @@ pub(crate) struct ChildPlan {
     /// The write end of a pipe: the number of the stage that failed is written to it, so the
     /// parent can say which (see [`Stage`]).
     pub report: RawFd,
+    /// The read end of berth's lifeline ([`crate::lifeline`]): it reads end-of-file when
+    /// berth is gone, however it died, and the keeper then kills the confined tree.
+    pub lifeline: RawFd,
+    /// `RLIMIT_NPROC` for the command: counted per user namespace (Linux 5.14 and newer), so
+    /// per confined tree; not enforced for root, whose limit is the cgroup's.
+    pub max_processes: Option<u64>,
+    /// The `cgroup.procs` file of the tree's own cgroup (its process and memory limits),
+    /// which the first process joins before anything else.
+    pub cgroup_procs: Option<CString>,
+    /// Where berth's command line and environment lie in its memory ([`own_arguments`]):
+    /// the init, a fork of berth, blanks its copy, or the command would read berth's command
+    /// line (`berth serve --token …`) in `/proc/1/cmdline`.
+    pub arguments: Option<(usize, usize)>,
 }
 
+/// The span of this process's memory that holds its command line and environment
+/// (`arg_start` to `env_end` of `/proc/self/stat`).
+pub(crate) fn own_arguments() -> Option<(usize, usize)> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // The fields after the command's name, which may hold spaces and parentheses.
+    let rest = stat.rsplit_once(')')?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // Field 48 (arg_start) is the 46th after the name; 51 (env_end) the 49th.
+    let field = |n: usize| fields.get(n - 3)?.parse::<usize>().ok();
+    let (start, end) = (field(48)?, field(51)?);
+    (start > 0 && end > start).then_some((start, end))
+}
 /// The stages of [`enter`], as the parent names them; mount steps are numbered from
-/// `Stage::Mounts`.
+/// `Stage::MOUNTS`.
 pub(crate) struct Stage;
 
 impl Stage {
@@ -114,6 +139,12 @@ impl Stage {
     pub const CWD: u32 = 5;
     pub const SOURCES: u32 = 6;
     pub const SECCOMP: u32 = 7;
+    pub const SUPERVISOR: u32 = 8;
+    pub const PROC: u32 = 9;
+    pub const SESSION: u32 = 10;
+    pub const LIMITS: u32 = 11;
+    pub const DESCRIPTORS: u32 = 12;
+    pub const CGROUP: u32 = 13;
     pub const MOUNTS: u32 = 16;
 }
 
@@ -154,10 +185,11 @@ fn write_proc(path: &std::ffi::CStr, text: &std::ffi::CStr) -> io::Result<()> {
     Ok(())
 }
 
-/// New user and mount namespaces (and a network one with `netns`), the process's ids mapped
-/// to themselves, and mounts that never propagate back to the host.
+/// New user, mount and PID namespaces (and a network one with `netns`), the process's ids
+/// mapped to themselves, and mounts that never propagate back to the host. The PID namespace
+/// takes effect for the process's next child, which becomes its init.
 fn enter_namespaces(maps: &IdMaps, netns: bool) -> io::Result<()> {
-    let mut flags = libc::CLONE_NEWUSER | libc::CLONE_NEWNS;
+    let mut flags = libc::CLONE_NEWUSER | libc::CLONE_NEWNS | libc::CLONE_NEWPID;
     if netns {
         flags |= libc::CLONE_NEWNET;
     }
@@ -181,7 +213,8 @@ fn enter_namespaces(maps: &IdMaps, netns: bool) -> io::Result<()> {
     })
 }
 
-/// The probe of [`crate::kernel`]: what every confined process does with namespaces.
+/// The probe of [`crate::kernel`]: what every confined process does with namespaces, its
+/// init's `/proc` included.
 pub(crate) fn probe(maps: &IdMaps) -> io::Result<()> {
     enter_namespaces(maps, true)?;
     run_step(&Step::Tmpfs {
@@ -189,7 +222,43 @@ pub(crate) fn probe(maps: &IdMaps) -> io::Result<()> {
         data: c"mode=0755".to_owned(),
         readonly: false,
     })?;
-    loopback_up()
+    loopback_up()?;
+    // SAFETY: fork in this single-threaded child; the init only mounts and exits.
+    unsafe {
+        let init = libc::fork();
+        if init == -1 {
+            return Err(io::Error::last_os_error());
+        }
+        if init == 0 {
+            let r = libc::mount(
+                c"proc".as_ptr(),
+                c"/proc".as_ptr(),
+                c"proc".as_ptr(),
+                libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                std::ptr::null(),
+            );
+            let errno = if r == -1 {
+                io::Error::last_os_error()
+                    .raw_os_error()
+                    .unwrap_or(libc::EPERM)
+            } else {
+                0
+            };
+            libc::_exit(errno.min(255));
+        }
+        let mut status = 0;
+        if libc::waitpid(init, &mut status, 0) == -1 {
+            return Err(io::Error::last_os_error());
+        }
+        if !libc::WIFEXITED(status) || libc::WEXITSTATUS(status) != 0 {
+            let errno = libc::WEXITSTATUS(status);
+            return Err(io::Error::other(format!(
+                "mounting a /proc for a new PID namespace failed: {}",
+                io::Error::from_raw_os_error(errno)
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Mount flags a read-only remount must keep: in a user namespace the kernel refuses to drop
@@ -432,21 +501,287 @@ fn reopen(path: &std::ffi::CStr, slot: RawFd) -> io::Result<()> {
     Ok(())
 }
 
-/// The whole confinement, in the child.
-pub(crate) fn enter(plan: &ChildPlan) -> io::Result<()> {
+/// The signals the keeper and the init pass on to the command (and everything else the
+/// command itself decides about).
+const PASSED_ON: [libc::c_int; 6] = [
+    libc::SIGTERM,
+    libc::SIGINT,
+    libc::SIGHUP,
+    libc::SIGQUIT,
+    libc::SIGUSR1,
+    libc::SIGUSR2,
+];
+
+/// A signal set of `signals`.
+fn signal_set(signals: &[libc::c_int]) -> libc::sigset_t {
+    // SAFETY: sigemptyset and sigaddset fill a set we own.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for s in signals {
+            libc::sigaddset(&mut set, *s);
+        }
+        set
+    }
+}
+
+/// Blocks `set` and returns a signalfd that reads it.
+fn signal_fd(set: &libc::sigset_t) -> io::Result<RawFd> {
+    // SAFETY: sigprocmask and signalfd on a set we own.
+    unsafe {
+        check(libc::sigprocmask(
+            libc::SIG_BLOCK,
+            set,
+            std::ptr::null_mut(),
+        ))?;
+        let fd = libc::signalfd(-1, set, libc::SFD_CLOEXEC);
+        if fd == -1 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(fd)
+    }
+}
+
+/// Reads one signal from a signalfd.
+fn read_signal(fd: RawFd) -> Option<libc::c_int> {
+    // SAFETY: a read into a zeroed struct of the size the kernel writes.
+    unsafe {
+        let mut info: libc::signalfd_siginfo = std::mem::zeroed();
+        let size = std::mem::size_of::<libc::signalfd_siginfo>();
+        let n = libc::read(fd, (&mut info as *mut libc::signalfd_siginfo).cast(), size);
+        (n == size as isize).then_some(info.ssi_signo as libc::c_int)
+    }
+}
+
+/// A pipe, both ends closed on exec, as (read, write).
+fn pipe() -> io::Result<(RawFd, RawFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 fills the array.
+    check(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) })?;
+    Ok((fds[0], fds[1]))
+}
+
+/// Closes every descriptor but `keep` (at most 8; negative ones ignored): what a process of
+/// ours that never execs holds must not keep a pipe of the caller's open, nor anything else.
+fn close_except(keep: &[RawFd]) {
+    let mut sorted = [-1; 8];
+    let n = keep.len().min(sorted.len());
+    sorted[..n].copy_from_slice(&keep[..n]);
+    sorted.sort_unstable();
+    let mut next: libc::c_uint = 0;
+    for fd in sorted.into_iter().filter(|fd| *fd >= 0) {
+        let fd = fd as libc::c_uint;
+        if fd > next {
+            // SAFETY: closing descriptors of this process.
+            unsafe { libc::syscall(libc::SYS_close_range, next, fd - 1, 0u32) };
+        }
+        next = fd + 1;
+    }
+    // SAFETY: as above.
+    unsafe { libc::syscall(libc::SYS_close_range, next, libc::c_uint::MAX, 0u32) };
+}
+
+/// Ends this process the way `status` (a wait status) says the command ended: by the same
+/// signal, or with the same exit code. Never returns.
+fn end_as(status: libc::c_int) -> ! {
+    // SAFETY: plain system calls on this process; _exit never returns.
+    unsafe {
+        if libc::WIFSIGNALED(status) {
+            let sig = libc::WTERMSIG(status);
+            let none = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            libc::setrlimit(libc::RLIMIT_CORE, &none);
+            libc::signal(sig, libc::SIG_DFL);
+            let set = signal_set(&[sig]);
+            libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+            libc::kill(libc::getpid(), sig);
+            libc::_exit(128 + sig);
+        }
+        libc::_exit(if libc::WIFEXITED(status) {
+            libc::WEXITSTATUS(status)
+        } else {
+            1
+        })
+    }
+}
+
+/// The first process (the one the caller spawned and waits for), once it has made the
+/// namespaces and forked their init: it stays outside the PID namespace, passes signals on to
+/// the init, kills the whole tree when berth is gone (the lifeline reads end-of-file), and
+/// ends as the command ended.
+fn keeper(init: libc::pid_t, lifeline: RawFd, alive: RawFd, status: RawFd) -> ! {
+    // SAFETY: system calls on descriptors this process owns, and on the init it forked.
+    unsafe {
+        let pidfd = libc::syscall(libc::SYS_pidfd_open, init, 0u32) as RawFd;
+        let set = signal_set(&PASSED_ON);
+        let sigfd = signal_fd(&set).unwrap_or(-1);
+        close_except(&[lifeline, alive, status, pidfd, sigfd]);
+        let mut fds = [
+            libc::pollfd {
+                fd: pidfd,
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: lifeline,
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: sigfd,
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        loop {
+            if libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, -1) == -1 {
+                if io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+                    continue;
+                }
+                // Without a poll, waiting for the init is all that is left.
+                break;
+            }
+            if fds[1].revents != 0 {
+                // berth is gone: so is everything it started for an agent.
+                libc::kill(init, libc::SIGKILL);
+                fds[1].fd = -1;
+            }
+            if fds[2].revents != 0
+                && let Some(sig) = read_signal(sigfd)
+            {
+                libc::kill(init, sig);
+            }
+            if fds[0].revents != 0 || pidfd < 0 {
+                break;
+            }
+        }
+        let mut raw = 0;
+        while libc::waitpid(init, &mut raw, 0) == -1
+            && io::Error::last_os_error().raw_os_error() == Some(libc::EINTR)
+        {}
+        // The init writes the command's own status before it ends; without it (the init was
+        // killed) the init's status is the tree's.
+        let mut bytes = [0u8; 4];
+        if libc::read(status, bytes.as_mut_ptr().cast(), 4) == 4 {
+            raw = libc::c_int::from_le_bytes(bytes);
+        }
+        end_as(raw)
+    }
+}
+
+/// The init of the PID namespace, once it has forked the command: it reaps what the tree
+/// leaves, passes signals on to the command, and ends when the command ends, which ends
+/// every other process of the namespace with it (the kernel kills them). It also ends when
+/// the keeper is gone (`alive` reads end-of-file).
+fn supervise(command: libc::pid_t, sigfd: RawFd, alive: RawFd, status: RawFd) -> ! {
+    close_except(&[sigfd, alive, status]);
+    // SAFETY: system calls on descriptors this process owns and on its own children.
+    unsafe {
+        let mut fds = [
+            libc::pollfd {
+                fd: sigfd,
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: alive,
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        loop {
+            if libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, -1) == -1 {
+                if io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+                    continue;
+                }
+                libc::_exit(1);
+            }
+            if fds[1].revents != 0 {
+                libc::_exit(1);
+            }
+            if fds[0].revents == 0 {
+                continue;
+            }
+            match read_signal(sigfd) {
+                Some(libc::SIGCHLD) | None => {}
+                Some(sig) => {
+                    libc::kill(command, sig);
+                    continue;
+                }
+            }
+            loop {
+                let mut raw = 0;
+                let pid = libc::waitpid(-1, &mut raw, libc::WNOHANG);
+                if pid <= 0 {
+                    break;
+                }
+                if pid == command {
+                    let bytes = raw.to_le_bytes();
+                    libc::write(status, bytes.as_ptr().cast(), bytes.len());
+                    libc::_exit(0);
+                }
+            }
+        }
+    }
+}
+
+/// What the init does before it forks the command: a session of its own (no controlling
+/// terminal, so nothing can reach the caller's through `/dev/tty`), death with the keeper,
+/// and a `/proc` of the new PID namespace (the host's processes invisible).
+fn init_setup(alive: RawFd, arguments: Option<(usize, usize)>) -> Result<(), (u32, io::Error)> {
+    // SAFETY: prctl, setsid, poll and mount on this process, with static strings.
+    unsafe {
+        check(libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0))
+            .map_err(|e| (Stage::SUPERVISOR, e))?;
+        // Not to be traced or read through `/proc` by the command it starts.
+        check(libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0))
+            .map_err(|e| (Stage::SUPERVISOR, e))?;
+        // The keeper may have died before PR_SET_PDEATHSIG: its pipe says so.
+        let mut fd = libc::pollfd {
+            fd: alive,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        if libc::poll(&mut fd, 1, 0) == 1 {
+            libc::_exit(1);
+        }
+        if libc::setsid() == -1 {
+            return Err((Stage::SESSION, io::Error::last_os_error()));
+        }
+        if let Some((start, end)) = arguments {
+            // This process's own copy of berth's stack: nothing reads it any more.
+            libc::memset(start as *mut libc::c_void, 0, end - start);
+        }
+        check(libc::mount(
+            c"proc".as_ptr(),
+            c"/proc".as_ptr(),
+            c"proc".as_ptr(),
+            libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+            std::ptr::null(),
+        ))
+        .map_err(|e| (Stage::PROC, e))?;
+    }
+    Ok(())
+}
+
+/// Joins the tree's cgroup (its process and memory limits), before anything else.
+fn join_cgroup(procs: &std::ffi::CStr) -> io::Result<()> {
+    write_proc(procs, c"0")
+}
+
+/// What the command's own process does last: limits, no capability, `no_new_privs`, seccomp,
+/// Landlock, the folder, and every descriptor above 2 closed on exec.
+fn confine_command(plan: &ChildPlan) -> io::Result<()> {
     let at = |stage: u32| move |e: io::Error| failed_at(plan.report, stage, e);
-    enter_namespaces(&plan.maps, plan.netns).map_err(at(Stage::NAMESPACES))?;
-    for (path, slot) in &plan.sources {
-        reopen(path, *slot).map_err(at(Stage::SOURCES))?;
-    }
-    for (i, step) in plan.steps.iter().enumerate() {
-        run_step(step).map_err(at(Stage::MOUNTS + i as u32))?;
-    }
-    if plan.netns {
-        loopback_up().map_err(at(Stage::LOOPBACK))?;
-    }
-    for path in &plan.child_writable {
-        add_write_rule(plan.ruleset, path, plan.write_access).map_err(at(Stage::TMP_RULES))?;
+    if let Some(max) = plan.max_processes {
+        let limit = libc::rlimit {
+            rlim_cur: max,
+            rlim_max: max,
+        };
+        // SAFETY: setrlimit on this process with a struct on the stack.
+        check(unsafe { libc::setrlimit(libc::RLIMIT_NPROC, &limit) }).map_err(at(Stage::LIMITS))?;
     }
     drop_capabilities().map_err(at(Stage::CAPABILITIES))?;
     // SAFETY: prctl and the Landlock syscall on this process, with the ruleset the parent
@@ -473,6 +808,94 @@ pub(crate) fn enter(plan: &ChildPlan) -> io::Result<()> {
             return Err(at(Stage::LANDLOCK)(io::Error::last_os_error()));
         }
         check(libc::chdir(plan.cwd.as_ptr())).map_err(at(Stage::CWD))?;
+        // Nothing berth's caller had open (a file open for writing, a folder of `$HOME`) is
+        // usable inside: every descriptor above 2 closes on exec. (CLOSE_RANGE_CLOEXEC.)
+        if libc::syscall(
+            libc::SYS_close_range,
+            3u32,
+            libc::c_uint::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        ) == -1
+        {
+            return Err(at(Stage::DESCRIPTORS)(io::Error::last_os_error()));
+        }
     }
     Ok(())
+}
+
+/// The whole confinement, in the child the caller spawned. It becomes three processes:
+///
+/// - this one, the **keeper**, the pid the caller knows: it makes the namespaces and the
+///   mounts, forks the init, and then only waits (see [`keeper`]);
+/// - the **init** (pid 1 of the new PID namespace): a session of its own, a fresh `/proc`; it
+///   forks the command and reaps (see [`supervise`]);
+/// - the **command** (pid 2), which returns from here to be exec'd by the caller's spawn.
+///
+/// A failure before the fork is this process's error, as the spawn's; a failure in the init
+/// is handed to the command (a fork copies memory), which reports it the same way.
+pub(crate) fn enter(plan: &ChildPlan) -> io::Result<()> {
+    let at = |stage: u32| move |e: io::Error| failed_at(plan.report, stage, e);
+    if let Some(procs) = &plan.cgroup_procs {
+        join_cgroup(procs).map_err(at(Stage::CGROUP))?;
+    }
+    enter_namespaces(&plan.maps, plan.netns).map_err(at(Stage::NAMESPACES))?;
+    for (path, slot) in &plan.sources {
+        reopen(path, *slot).map_err(at(Stage::SOURCES))?;
+    }
+    for (i, step) in plan.steps.iter().enumerate() {
+        run_step(step).map_err(at(Stage::MOUNTS + i as u32))?;
+    }
+    if plan.netns {
+        loopback_up().map_err(at(Stage::LOOPBACK))?;
+    }
+    for path in &plan.child_writable {
+        add_write_rule(plan.ruleset, path, plan.write_access).map_err(at(Stage::TMP_RULES))?;
+    }
+    let (alive_r, alive_w) = pipe().map_err(at(Stage::SUPERVISOR))?;
+    let (status_r, status_w) = pipe().map_err(at(Stage::SUPERVISOR))?;
+    // SAFETY: fork in a single-threaded process (this child of the spawn).
+    let init = unsafe { libc::fork() };
+    if init == -1 {
+        return Err(at(Stage::SUPERVISOR)(io::Error::last_os_error()));
+    }
+    if init > 0 {
+        keeper(init, plan.lifeline, alive_w, status_r);
+    }
+    // SAFETY: closing this process's copies of the keeper's ends.
+    unsafe {
+        libc::close(alive_w);
+        libc::close(status_r);
+    }
+    let setup = init_setup(alive_r, plan.arguments);
+    let passed = {
+        let mut all = [0; PASSED_ON.len() + 1];
+        all[..PASSED_ON.len()].copy_from_slice(&PASSED_ON);
+        all[PASSED_ON.len()] = libc::SIGCHLD;
+        signal_set(&all)
+    };
+    let sigfd = signal_fd(&passed);
+    // SAFETY: fork in the single-threaded init.
+    let command = unsafe { libc::fork() };
+    if command == 0 {
+        // SAFETY: restoring the signal mask the spawn set, and closing the init's own ends.
+        unsafe {
+            libc::sigprocmask(libc::SIG_UNBLOCK, &passed, std::ptr::null_mut());
+            libc::close(alive_r);
+            libc::close(status_w);
+            if let Ok(fd) = &sigfd {
+                libc::close(*fd);
+            }
+        }
+        let ready = setup.and(sigfd.map(drop).map_err(|e| (Stage::SUPERVISOR, e)));
+        if let Err((stage, e)) = ready {
+            return Err(failed_at(plan.report, stage, e));
+        }
+        return confine_command(plan);
+    }
+    match (command, sigfd) {
+        (1.., Ok(sigfd)) => supervise(command, sigfd, alive_r, status_w),
+        // Nothing to supervise: the tree ends here, with the failure as its status.
+        // SAFETY: _exit never returns.
+        _ => unsafe { libc::_exit(126) },
+    }
 }

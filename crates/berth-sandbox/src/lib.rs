@@ -29,17 +29,25 @@
 
 mod child;
 mod denial;
+mod env;
+mod identity;
 mod kernel;
+mod limits;
 mod plan;
 mod policy;
+mod proxy;
 mod seccomp;
 
 pub use denial::{NOTE_MARK, explain};
+pub use env::{TOOLCHAINS, allowed_names};
+pub use identity::runs_berth;
 pub use kernel::{PRETEND_VAR, Support, support};
+pub use limits::enforced as limits_enforced;
 pub use plan::Confinement;
 pub use policy::{
-    AgentProfile, Place, Policy, Sandbox, Subject, agent_ports, agent_profile, runs_berth,
+    AgentProfile, PROVIDER_ENV, Place, Policy, Sandbox, Subject, agent_ports, agent_profile,
 };
+pub use proxy::{AllowList, Proxy, ProxyHandle};
 
 /// Why a process could not be confined, or a policy not read.
 #[derive(Debug, thiserror::Error)]

@@ -49,6 +49,18 @@ pub(crate) struct Request<'a> {
     pub writable: &'a [PathBuf],
     pub deny: &'a [PathBuf],
     pub net: Net,
+    pub limits: Limits,
+    pub env: crate::env::EnvAllow,
+}
+
+/// How much one confined tree may take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Limits {
+    pub processes: u64,
+    /// The private `/tmp`'s size, and `/dev/shm`'s, in MiB each.
+    pub tmp_mib: u64,
+    /// 0: none of berth's.
+    pub memory_mib: u64,
 }
 
 /// The devices a confined process gets in its `/dev`.
@@ -71,6 +83,7 @@ pub(crate) struct Rules {
 pub struct Confinement {
     child: Arc<Holder>,
     rules: Rules,
+    env: crate::env::EnvAllow,
 }
 
 /// Owns what the child's plan points at by number, until the command is dropped.
@@ -103,8 +116,8 @@ fn resolved(path: &Path) -> Option<PathBuf> {
 /// What a path in the plan is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Item {
-    /// An empty tmpfs in its place (berth's home, `/tmp`).
-    Hide,
+    /// An empty tmpfs in its place (berth's home, `/tmp`), of at most this many MiB.
+    Hide(u64),
     Deny {
         dir: bool,
     },
@@ -144,18 +157,22 @@ fn mount_steps(items: &[(PathBuf, Item)]) -> Result<(Vec<PlanStep>, Vec<PathBuf>
             .filter(|(p, _)| path.starts_with(p))
             .max_by_key(|(p, _)| p.components().count())
             .map_or(Cover::Host, |(p, i)| match i {
-                Item::Hide => Cover::Tmpfs(p),
+                Item::Hide(_) => Cover::Tmpfs(p),
                 Item::Deny { .. } => Cover::Denied,
                 Item::Keep { .. } | Item::ReadOnly => Cover::Kept,
             });
         match item {
-            Item::Hide | Item::Deny { .. } => {
+            Item::Hide(_) | Item::Deny { .. } => {
                 if matches!(cover, Cover::Tmpfs(_) | Cover::Denied) {
                     continue; // already hidden
                 }
                 steps.push(match item {
-                    Item::Hide => PlanStep::Tmpfs(path.clone(), "mode=0755", false),
-                    Item::Deny { dir: true } => PlanStep::Tmpfs(path.clone(), "mode=000", true),
+                    Item::Hide(mib) => {
+                        PlanStep::Tmpfs(path.clone(), format!("mode=0755,size={mib}m"), false)
+                    }
+                    Item::Deny { dir: true } => {
+                        PlanStep::Tmpfs(path.clone(), "mode=000,size=4k".into(), true)
+                    }
                     _ => PlanStep::DenyFile(path.clone()),
                 });
             }
@@ -196,7 +213,7 @@ fn mount_steps(items: &[(PathBuf, Item)]) -> Result<(Vec<PlanStep>, Vec<PathBuf>
 /// A mount step before its paths become C strings and its sources descriptors.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum PlanStep {
-    Tmpfs(PathBuf, &'static str, bool),
+    Tmpfs(PathBuf, String, bool),
     DenyFile(PathBuf),
     Mkdir(PathBuf),
     Touch(PathBuf),
@@ -251,6 +268,29 @@ fn report_pipe() -> Result<(OwnedFd, OwnedFd), SandboxError> {
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
+/// The `landlock` crate's ABI of a version number.
+fn landlock_abi(level: u8) -> ABI {
+    match level {
+        0 | 1 => ABI::V1,
+        2 => ABI::V2,
+        3 => ABI::V3,
+        4 => ABI::V4,
+        5 => ABI::V5,
+        _ => ABI::V6,
+    }
+}
+
+/// The read end of berth's lifeline: a pipe whose write end this process holds until it
+/// ends and never writes to, so that it reads end-of-file once berth is gone, however it
+/// died (a `SIGKILL` included). Each confined tree's keeper watches it.
+pub(crate) fn lifeline() -> std::os::fd::RawFd {
+    static LIFELINE: std::sync::OnceLock<Option<(OwnedFd, OwnedFd)>> = std::sync::OnceLock::new();
+    LIFELINE
+        .get_or_init(|| report_pipe().ok())
+        .as_ref()
+        .map_or(-1, |(read, _)| read.as_raw_fd())
+}
+
 fn setup(e: impl std::fmt::Display) -> SandboxError {
     SandboxError::Setup(e.to_string())
 }
@@ -286,9 +326,11 @@ impl Confinement {
                 )));
             }
         }
-        let mut items: Vec<(PathBuf, Item)> = vec![(PathBuf::from("/tmp"), Item::Hide)];
+        let mut items: Vec<(PathBuf, Item)> =
+            vec![(PathBuf::from("/tmp"), Item::Hide(req.limits.tmp_mib))];
         if berth_home.is_dir() {
-            items.push((berth_home.clone(), Item::Hide));
+            // Nothing can be written there (Landlock), but by a kept folder bound back.
+            items.push((berth_home.clone(), Item::Hide(1)));
         }
         items.extend(
             deny.iter()
@@ -329,7 +371,7 @@ impl Confinement {
             steps.push(match step {
                 PlanStep::Tmpfs(target, data, readonly) => Step::Tmpfs {
                     target: cstring(&target)?,
-                    data: CString::new(data).map_err(setup)?,
+                    data: CString::new(data.as_str()).map_err(setup)?,
                     readonly,
                 },
                 PlanStep::DenyFile(target) => {
@@ -358,7 +400,7 @@ impl Confinement {
         // A fresh /dev: the harmless devices, bound from the host's.
         steps.push(Step::Tmpfs {
             target: c"/dev".to_owned(),
-            data: c"mode=0755".to_owned(),
+            data: c"mode=0755,size=64k".to_owned(),
             readonly: false,
         });
         for dev in DEVICES {
@@ -389,15 +431,24 @@ impl Confinement {
         steps.push(Step::Mkdir {
             path: c"/dev/shm".to_owned(),
         });
+        steps.push(Step::Tmpfs {
+            target: c"/dev/shm".to_owned(),
+            data: CString::new(format!("mode=1777,size={}m", req.limits.tmp_mib)).map_err(setup)?,
+            readonly: false,
+        });
 
-        let abi = ABI::V6;
+        // The rules of the ABI this kernel has (or the lower one `BERTH_SANDBOX_PRETEND`
+        // names): below 6 the PID and network namespaces do what the scopes would.
+        let level = crate::support().landlock_abi;
+        let abi = landlock_abi(level);
         let write = AccessFs::from_write(abi);
         let mut ruleset = Ruleset::default()
             .set_compatibility(CompatLevel::HardRequirement)
             .handle_access(write)
-            .map_err(setup)?
-            .scope(Scope::from_all(abi))
             .map_err(setup)?;
+        if level >= 6 {
+            ruleset = ruleset.scope(Scope::from_all(abi)).map_err(setup)?;
+        }
         if matches!(req.net, Net::Ports { .. }) {
             ruleset = ruleset
                 .handle_access(AccessNet::from_all(abi))
@@ -443,7 +494,15 @@ impl Confinement {
         let (report, report_tx) = report_pipe()?;
         let report_fd = report_tx.as_raw_fd();
         fds.push(report_tx);
+        let cgroup = crate::limits::tree_cgroup(req.limits);
         let plan = ChildPlan {
+            lifeline: lifeline(),
+            arguments: crate::child::own_arguments(),
+            max_processes: Some(req.limits.processes),
+            cgroup_procs: cgroup
+                .as_ref()
+                .map(|c| cstring(&c.join("cgroup.procs")))
+                .transpose()?,
             maps: IdMaps::of_this_process(),
             netns: req.net == Net::Isolated,
             steps,
@@ -453,7 +512,7 @@ impl Confinement {
             cwd: cstring(&cwd)?,
             report: report_fd,
             sources: slots,
-            seccomp: crate::seccomp::program(),
+            seccomp: crate::seccomp::program(level < 3),
         };
         Ok(Confinement {
             child: Arc::new(Holder {
@@ -469,12 +528,15 @@ impl Confinement {
                 berth_home,
                 net: req.net,
             },
+            env: req.env,
         })
     }
 
-    /// Makes `command` start confined. One confinement is for one spawn: the child adds its
-    /// private `/tmp` to the ruleset it shares with this one.
+    /// Makes `command` start confined, with berth's environment by allow list (what was set
+    /// on `command` itself passes as set). One confinement is for one spawn: the child adds
+    /// its private `/tmp` to the ruleset it shares with this one.
     pub fn apply_std(&self, command: &mut std::process::Command) {
+        self.env.apply(command);
         let holder = self.child.clone();
         // SAFETY: the hook only makes system calls on data the holder owns (and keeps alive
         // as long as the command), as a child between fork and exec must.
@@ -487,6 +549,7 @@ impl Confinement {
 
     /// [`Confinement::apply_std`] for tokio's command.
     pub fn apply_tokio(&self, command: &mut tokio::process::Command) {
+        self.env.apply(command.as_std_mut());
         let holder = self.child.clone();
         // SAFETY: as in `apply_std`.
         unsafe {
@@ -527,11 +590,22 @@ impl Confinement {
             Stage::CWD => format!("entering {}", self.rules.work.display()),
             Stage::SOURCES => "opening the folders to mount".into(),
             Stage::SECCOMP => "installing the seccomp filter".into(),
+            Stage::SUPERVISOR => "starting the PID namespace's init".into(),
+            Stage::PROC => "mounting the PID namespace's /proc".into(),
+            Stage::SESSION => "starting a session of its own".into(),
+            Stage::LIMITS => "setting the process limit".into(),
+            Stage::DESCRIPTORS => "closing inherited descriptors".into(),
+            Stage::CGROUP => "joining the tree's cgroup".into(),
             n => match self.child.plan.steps.get((n - Stage::MOUNTS) as usize) {
                 Some(step) => step.to_string(),
                 None => format!("stage {n}"),
             },
         }
+    }
+
+    /// Whether berth's variable `name` is passed on to the process (the allow list).
+    pub fn passes_env(&self, name: &std::ffi::OsStr) -> bool {
+        self.env.allows(name)
     }
 
     pub(crate) fn rules(&self) -> &Rules {
@@ -557,8 +631,8 @@ mod tests {
     #[test]
     fn kept_paths_under_a_tmpfs_are_bound_back_and_denied_ones_stay_hidden() {
         let items = vec![
-            (p("/tmp"), Item::Hide),
-            (p("/tmp/h"), Item::Hide),
+            (p("/tmp"), Item::Hide(1024)),
+            (p("/tmp/h"), Item::Hide(1)),
             (p("/root/.ssh"), Item::Deny { dir: true }),
             (p("/tmp/h/config.toml"), Item::Deny { dir: false }),
             (p("/tmp/h/workspaces/w"), Item::Keep { dir: true }),
@@ -573,8 +647,8 @@ mod tests {
         assert_eq!(
             steps,
             [
-                PlanStep::Tmpfs(p("/tmp"), "mode=0755", false),
-                PlanStep::Tmpfs(p("/root/.ssh"), "mode=000", true),
+                PlanStep::Tmpfs(p("/tmp"), "mode=0755,size=1024m".into(), false),
+                PlanStep::Tmpfs(p("/root/.ssh"), "mode=000,size=4k".into(), true),
                 PlanStep::Mkdir(p("/tmp/h")),
                 PlanStep::Mkdir(p("/tmp/h/workspaces")),
                 PlanStep::Mkdir(p("/tmp/h/workspaces/w")),
@@ -595,18 +669,18 @@ mod tests {
     #[test]
     fn a_home_inside_the_work_folder_is_hidden_after_it_is_bound() {
         let items = vec![
-            (p("/tmp"), Item::Hide),
+            (p("/tmp"), Item::Hide(1024)),
             (p("/tmp/x"), Item::Keep { dir: true }),
-            (p("/tmp/x/home"), Item::Hide),
+            (p("/tmp/x/home"), Item::Hide(1)),
         ];
         let (steps, _) = mount_steps(&items).unwrap();
         assert_eq!(
             steps,
             [
-                PlanStep::Tmpfs(p("/tmp"), "mode=0755", false),
+                PlanStep::Tmpfs(p("/tmp"), "mode=0755,size=1024m".into(), false),
                 PlanStep::Mkdir(p("/tmp/x")),
                 PlanStep::Bind(0, p("/tmp/x"), false),
-                PlanStep::Tmpfs(p("/tmp/x/home"), "mode=0755", false),
+                PlanStep::Tmpfs(p("/tmp/x/home"), "mode=0755,size=1m".into(), false),
             ]
         );
     }

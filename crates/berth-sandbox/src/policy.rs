@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 use berth_core::config::{SandboxMode, SandboxNetwork, SandboxSettings};
 
 use crate::SandboxError;
-use crate::plan::{Confinement, Net, Request};
+use crate::env::EnvAllow;
+use crate::plan::{Confinement, Limits, Net, Request};
 
 /// Paths hidden from every confined process, beneath the user's home.
 const HOME_DENY: [&str; 11] = [
@@ -41,6 +42,9 @@ pub struct Policy {
     writable: Vec<PathBuf>,
     deny: Vec<PathBuf>,
     berth_home: PathBuf,
+    /// `[sandbox] env`: berth's variables passed on besides the allow list.
+    env: Vec<String>,
+    limits: Limits,
 }
 
 /// Whom a process is for: a command runs with no network; an agent process talks to its
@@ -53,6 +57,9 @@ pub enum Subject {
         ports: Vec<u16>,
         /// Its state folders and files (`--agent-writable`, or [`agent_profile`]'s).
         writable: Vec<PathBuf>,
+        /// berth's variables it gets besides the allow list: its provider's key and base
+        /// URL ([`AgentProfile::env`]).
+        env: Vec<String>,
     },
 }
 
@@ -124,6 +131,18 @@ impl Policy {
                 })
             })
             .collect::<Result<Vec<_>, _>>()?;
+        for name in &settings.env {
+            if name.is_empty() || name.contains(['=', '\0']) {
+                return Err(SandboxError::Invalid(format!(
+                    "[sandbox] env entries must be names of environment variables, not {name:?}"
+                )));
+            }
+        }
+        if settings.max_processes == 0 || settings.tmp_mib == 0 {
+            return Err(SandboxError::Invalid(
+                "[sandbox] max_processes and tmp_mib must be 1 or more".into(),
+            ));
+        }
         Ok(Policy {
             mode: settings.mode,
             network: settings.network,
@@ -131,6 +150,12 @@ impl Policy {
             writable,
             deny,
             berth_home: berth_home.to_owned(),
+            env: settings.env.clone(),
+            limits: Limits {
+                processes: settings.max_processes,
+                tmp_mib: settings.tmp_mib,
+                memory_mib: settings.memory_mib,
+            },
         })
     }
 
@@ -193,16 +218,26 @@ impl Policy {
                 bind: place.ports.clone(),
             },
         };
-        if matches!(net, Net::Ports { .. }) && support.landlock_abi < crate::kernel::LANDLOCK_NET {
+        if matches!(net, Net::Ports { .. }) && support.landlock_abi < crate::kernel::LANDLOCK_SCOPES
+        {
+            // Without a network namespace of its own, only Landlock keeps a process from the
+            // host's abstract Unix sockets (ABI 6) and from ports but its own (ABI 4).
             return Err(SandboxError::Unsupported(format!(
-                "filtering connections by port needs Landlock ABI {} (Linux 6.7), this kernel has {}",
-                crate::kernel::LANDLOCK_NET,
+                "a process that shares the host's network (an agent process, or a command with [sandbox] allow_hosts) needs Landlock ABI {} (Linux 6.12) to be kept from the host's other ports and sockets, and this kernel has {}",
+                crate::kernel::LANDLOCK_SCOPES,
                 support.landlock_abi
             )));
         }
         let mut writable = self.writable.clone();
-        if let Subject::Agent { writable: own, .. } = subject {
+        let mut env = self.env.clone();
+        if let Subject::Agent {
+            writable: own,
+            env: own_env,
+            ..
+        } = subject
+        {
             writable.extend(own.iter().cloned());
+            env.extend(own_env.iter().cloned());
         }
         let mut deny = self.deny.clone();
         if let Some(dir) = &place.workspace_dir {
@@ -219,6 +254,8 @@ impl Policy {
             writable: &writable,
             deny: &deny,
             net,
+            limits: self.limits,
+            env: EnvAllow::new(env),
         })
         .map(Some)
     }
@@ -297,11 +334,28 @@ pub struct AgentProfile {
     pub state: &'static [&'static str],
     /// The variable that overrides its provider's URL, and the provider's default.
     pub base_url: (&'static str, &'static str),
+    /// berth's variables it gets: its provider's key and base URL.
+    pub env: &'static [&'static str],
     /// A variable that moves all of its state into its state folder (beneath `$HOME`), set
     /// when the user has not: Claude Code otherwise rewrites `~/.claude.json` by renaming a
     /// new file into the home, which a confined process may not do (and it then hangs).
     pub state_var: Option<(&'static str, &'static str)>,
 }
+
+/// The provider variables of every agent berth knows: what an agent berth does not know
+/// gets, since it may talk to any of them.
+pub const PROVIDER_ENV: [&str; 10] = [
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "ANTHROPIC_BASE_URL",
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "GEMINI_API_KEY",
+    "GOOGLE_API_KEY",
+    "GOOGLE_GEMINI_BASE_URL",
+    "CODEX_API_KEY",
+    "CLAUDE_CODE_OAUTH_TOKEN",
+];
 
 const PROFILES: [(&str, AgentProfile); 3] = [
     (
@@ -310,6 +364,13 @@ const PROFILES: [(&str, AgentProfile); 3] = [
             name: "claude-agent-acp",
             state: &[".claude"],
             base_url: ("ANTHROPIC_BASE_URL", "https://api.anthropic.com"),
+            env: &[
+                "ANTHROPIC_API_KEY",
+                "ANTHROPIC_AUTH_TOKEN",
+                "ANTHROPIC_BASE_URL",
+                "CLAUDE_CODE_OAUTH_TOKEN",
+                "CLAUDE_CONFIG_DIR",
+            ],
             state_var: Some(("CLAUDE_CONFIG_DIR", ".claude")),
         },
     ),
@@ -319,6 +380,12 @@ const PROFILES: [(&str, AgentProfile); 3] = [
             name: "codex",
             state: &[".codex"],
             base_url: ("OPENAI_BASE_URL", "https://api.openai.com"),
+            env: &[
+                "OPENAI_API_KEY",
+                "CODEX_API_KEY",
+                "OPENAI_BASE_URL",
+                "CODEX_HOME",
+            ],
             state_var: None,
         },
     ),
@@ -331,29 +398,16 @@ const PROFILES: [(&str, AgentProfile); 3] = [
                 "GOOGLE_GEMINI_BASE_URL",
                 "https://generativelanguage.googleapis.com",
             ),
+            env: &[
+                "GEMINI_API_KEY",
+                "GOOGLE_API_KEY",
+                "GOOGLE_GEMINI_BASE_URL",
+                "GOOGLE_CLOUD_PROJECT",
+            ],
             state_var: None,
         },
     ),
 ];
-
-/// Whether an `--agent-cmd` is berth itself (`berth acp`, or a path to a `berth`), as a plain
-/// command line: no shell syntax, so nothing else runs with it. berth confines the commands it
-/// runs itself, which it could not do inside a Landlock domain (that forbids mounting), so
-/// such an agent process is the one not confined; its file tools stay within its folder.
-pub fn runs_berth(command: &str) -> bool {
-    let plain = |w: &str| {
-        !w.is_empty()
-            && w.chars()
-                .all(|c| c.is_ascii_alphanumeric() || "-_./=:,@+".contains(c))
-    };
-    let mut words = command.split_whitespace();
-    let Some(program) = words.next() else {
-        return false;
-    };
-    plain(program)
-        && Path::new(program).file_name().is_some_and(|n| n == "berth")
-        && command.split_whitespace().all(plain)
-}
 
 /// The profile of the agent an `--agent-cmd` starts, known by its program's name.
 pub fn agent_profile(command: &str) -> Option<&'static AgentProfile> {
@@ -417,17 +471,6 @@ mod tests {
             ["https://example.com:8443"],
         );
         assert_eq!(ports, [443, 4567, 8443]);
-    }
-
-    #[test]
-    fn only_a_plain_berth_command_line_is_berth() {
-        assert!(runs_berth("berth acp"));
-        assert!(runs_berth("/usr/local/bin/berth acp --home /x"));
-        assert!(!runs_berth("berth acp; cat ~/.ssh/id"));
-        assert!(!runs_berth("berth $(touch /x)"));
-        assert!(!runs_berth("berth acp | tee log"));
-        assert!(!runs_berth("notberth acp"));
-        assert!(!runs_berth(""));
     }
 
     #[test]

@@ -216,6 +216,7 @@ fn a_hostile_agent_process_is_contained() {
         Subject::Agent {
             ports: vec![provider.local_addr().unwrap().port()],
             writable: vec![w.user_home.join(".agent-state")],
+            env: vec![],
         },
     );
     assert!(text.contains("Permission denied"), "{text}");
@@ -230,6 +231,7 @@ fn an_agent_reaches_its_provider_and_its_state() {
     let confinement = w.confine(&Subject::Agent {
         ports: vec![port],
         writable: vec![w.user_home.join(".agent-state")],
+        env: vec![],
     });
     let mut cmd = Command::new("bash");
     cmd.args([
@@ -338,6 +340,15 @@ fn contained_as_an_unprivileged_user_too() {
             "--exact",
             "a_hostile_command_is_contained",
             "a_hostile_agent_process_is_contained",
+            "nothing_is_typed_into_the_callers_terminal",
+            "no_descriptor_of_the_caller_is_usable_inside",
+            "the_hosts_processes_are_out_of_sight",
+            "nothing_outlives_its_run",
+            "secrets_of_the_environment_do_not_pass",
+            "a_fork_bomb_stops_at_the_process_limit",
+            "the_private_tmp_has_a_size",
+            "an_unknown_pretend_refuses_everything",
+            "older_kernels_hold_the_same_walls",
             "--test-threads=1",
         ])
         .env(DIR_VAR, dir.path())
@@ -349,10 +360,384 @@ fn contained_as_an_unprivileged_user_too() {
     let text =
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "as {TEST_USER}:\n{text}");
-    assert!(text.contains("2 passed"), "as {TEST_USER}:\n{text}");
+    assert!(text.contains("11 passed"), "as {TEST_USER}:\n{text}");
 }
 
 unsafe extern "C" {
     #[link_name = "geteuid"]
     fn libc_geteuid() -> u32;
+}
+
+/// Runs `script` in bash, confined for `subject` in the worktree (after `prepare`, which may
+/// add its own steps before the confinement's); its success and its output.
+fn run_confined(
+    w: &World,
+    subject: &Subject,
+    script: &str,
+    prepare: impl FnOnce(&mut Command),
+) -> (bool, String) {
+    let confinement = w.confine(subject);
+    let mut cmd = Command::new("bash");
+    cmd.args(["-c", script])
+        .current_dir(&w.worktree)
+        .stdin(Stdio::null());
+    prepare(&mut cmd);
+    confinement.apply_std(&mut cmd);
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("{}", confinement.spawn_error("bash", &e)));
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.success(), text)
+}
+
+fn agent(w: &World) -> Subject {
+    Subject::Agent {
+        ports: vec![],
+        writable: vec![w.user_home.join(".agent-state")],
+        env: vec![],
+    }
+}
+
+/// This test binary again, running `test` (an `#[ignore]`d one: it means something only in
+/// the environment given), which must pass.
+fn rerun(test: &str, env: &[(&str, &str)]) {
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", test, "--ignored", "--test-threads=1"])
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{test} with {env:?}:\n{text}");
+    assert!(text.contains("1 passed"), "{test} with {env:?}:\n{text}");
+}
+
+/// A python script that pushes `echo PWNED` into a terminal with TIOCSTI, through
+/// `/dev/tty` and through its standard input, and says how each attempt ended.
+const TIOCSTI_SCRIPT: &str = r#"python3 - <<'PY'
+import fcntl, os, termios
+def push(fd, how):
+    try:
+        for c in b"echo PWNED\n":
+            fcntl.ioctl(fd, termios.TIOCSTI, bytes([c]))
+        print("INJECTED through", how)
+    except OSError as e:
+        print("refused through", how, e)
+try:
+    push(os.open("/dev/tty", os.O_RDWR), "/dev/tty")
+except OSError as e:
+    print("no /dev/tty:", e)
+push(0, "stdin")
+PY"#;
+
+/// What a terminal's input queue holds (`None`: nothing), read without waiting.
+fn pending_input(slave: i32) -> Option<String> {
+    let mut buf = [0u8; 256];
+    // SAFETY: a read into a buffer on the stack from a descriptor this test owns.
+    let n = unsafe { libc::read(slave, buf.as_mut_ptr().cast(), buf.len()) };
+    (n > 0).then(|| String::from_utf8_lossy(&buf[..n as usize]).into_owned())
+}
+
+/// A new pty whose slave end is non-blocking: (master, slave).
+fn pty() -> (i32, i32) {
+    let (mut master, mut slave) = (0, 0);
+    // SAFETY: openpty fills the two descriptors; the rest may be null.
+    let r = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(r, 0, "openpty");
+    // SAFETY: fcntl on a descriptor this test owns.
+    unsafe { libc::fcntl(slave, libc::F_SETFL, libc::O_NONBLOCK) };
+    (master, slave)
+}
+
+/// Runs the TIOCSTI script with the pty as the controlling terminal and standard input, as
+/// a command started from an interactive shell would be; what reached the terminal's input.
+fn inject(w: &World, subject: Option<&Subject>) -> (String, Option<String>) {
+    let (master, slave) = pty();
+    let mut cmd = Command::new("bash");
+    // SAFETY: dup of a descriptor this test owns; the child owns the copy.
+    let stdin = unsafe { std::os::fd::OwnedFd::from_raw_fd(libc::dup(slave)) };
+    cmd.args(["-c", TIOCSTI_SCRIPT])
+        .current_dir(&w.worktree)
+        .stdin(Stdio::from(stdin));
+    // SAFETY: setsid and ioctl only, between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::setsid() == -1 || libc::ioctl(0, libc::TIOCSCTTY, 0) == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let confinement = subject.map(|s| w.confine(s));
+    if let Some(c) = &confinement {
+        c.apply_std(&mut cmd);
+    }
+    let out = cmd.output().unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    let pending = pending_input(slave);
+    // SAFETY: closing the test's own descriptors.
+    unsafe {
+        libc::close(slave);
+        libc::close(master);
+    }
+    (text, pending)
+}
+
+use std::os::fd::FromRawFd;
+use std::os::unix::process::CommandExt;
+
+#[test]
+fn nothing_is_typed_into_the_callers_terminal() {
+    let w = world();
+    // The attack works unconfined: the test can tell.
+    let (text, pending) = inject(&w, None);
+    assert!(text.contains("INJECTED"), "{text}");
+    assert!(pending.is_some_and(|p| p.contains("PWNED")), "{text}");
+    for subject in [Subject::Command, agent(&w)] {
+        let (text, pending) = inject(&w, Some(&subject));
+        assert!(!text.contains("INJECTED"), "{subject:?}: {text}");
+        assert!(
+            text.contains("refused through stdin"),
+            "{subject:?}: {text}"
+        );
+        assert_eq!(pending, None, "{subject:?}: {text}");
+    }
+}
+
+#[test]
+fn no_descriptor_of_the_caller_is_usable_inside() {
+    let w = world();
+    let vault = w.root.join("vault");
+    std::fs::create_dir_all(&vault).unwrap();
+    std::fs::write(vault.join("key"), "SECRET-FD-6\n").unwrap();
+    let log = w.root.join("host.log");
+    let c = |p: &Path| std::ffi::CString::new(p.to_str().unwrap()).unwrap();
+    // Opened without O_CLOEXEC, as a caller in another language may have left them.
+    // SAFETY: open with NUL-terminated paths; the descriptors are closed below.
+    let (file, folder) = unsafe {
+        (
+            libc::open(
+                c(&log).as_ptr(),
+                libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC,
+                0o644,
+            ),
+            libc::open(c(&vault).as_ptr(), libc::O_RDONLY | libc::O_DIRECTORY),
+        )
+    };
+    assert!(file >= 0 && folder >= 0);
+    let script = format!(
+        "echo PWNED >&{file}; echo PWNED > /proc/self/fd/{file}; cat /proc/self/fd/{folder}/key; cat <&{folder}; ls -l /proc/self/fd/"
+    );
+    for subject in [Subject::Command, agent(&w)] {
+        let (_, text) = run_confined(&w, &subject, &script, |_| {});
+        assert!(!text.contains("SECRET-FD"), "{subject:?}: {text}");
+        assert_eq!(
+            std::fs::read_to_string(&log).unwrap(),
+            "",
+            "{subject:?}: {text}"
+        );
+    }
+    // SAFETY: closing the test's own descriptors.
+    unsafe {
+        libc::close(file);
+        libc::close(folder);
+    }
+}
+
+#[test]
+fn the_hosts_processes_are_out_of_sight() {
+    let w = world();
+    let mut victim = Command::new("sleep")
+        .arg0("SECRET-ARGV-5")
+        .arg("60")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let script = format!(
+        "cat /proc/*/cmdline | tr '\\0' ' '; echo; kill -0 {} && echo SEES THE\"\"VICTIM; ps -e -o pid=,args= 2>&1 | head -20",
+        victim.id()
+    );
+    for subject in [Subject::Command, agent(&w)] {
+        let (_, text) = run_confined(&w, &subject, &script, |_| {});
+        assert!(!text.contains("SECRET-ARGV"), "{subject:?}: {text}");
+        assert!(!text.contains("SEES THEVICTIM"), "{subject:?}: {text}");
+        // Its own processes are there: a /proc of its own, not none.
+        assert!(text.contains("bash"), "{subject:?}: {text}");
+    }
+    victim.kill().unwrap();
+    victim.wait().unwrap();
+}
+
+/// Host processes whose command line has `marker`.
+fn processes_with(marker: &str) -> Vec<String> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+        .filter(|c| c.contains(marker))
+        .collect()
+}
+
+#[test]
+fn nothing_outlives_its_run() {
+    let w = world();
+    for (subject, marker) in [(Subject::Command, "987651"), (agent(&w), "987652")] {
+        let script = format!(
+            "setsid sleep {marker} </dev/null >/dev/null 2>&1 & (trap '' HUP; nohup sleep {marker}.5 >/dev/null 2>&1 &); sleep 0.2; echo started"
+        );
+        let (ok, text) = run_confined(&w, &subject, &script, |_| {});
+        assert!(ok && text.contains("started"), "{text}");
+        // The tree's init is reaped only once the namespace is empty: no wait is needed.
+        assert_eq!(processes_with(marker), Vec::<String>::new(), "{text}");
+    }
+}
+
+#[test]
+#[ignore = "run by secrets_of_the_environment_do_not_pass, with canaries set"]
+fn inner_environment_canaries() {
+    let w = world();
+    for subject in [Subject::Command, agent(&w)] {
+        let (_, text) = run_confined(&w, &subject, "env", |_| {});
+        for canary in [
+            "PGPASSWORD",
+            "GITHUB_TOKEN",
+            "MY_DB_PASSWORD",
+            "BERTH_MCP_TOKEN",
+        ] {
+            assert!(!text.contains(canary), "{subject:?} got {canary}:\n{text}");
+        }
+        assert!(text.contains("PATH="), "{text}");
+    }
+    // `[sandbox] env` and an agent's own provider variables pass by name.
+    let named = Subject::Agent {
+        ports: vec![],
+        writable: vec![],
+        env: vec!["MY_DB_PASSWORD".into()],
+    };
+    let (_, text) = run_confined(&w, &named, "env", |_| {});
+    assert!(text.contains("MY_DB_PASSWORD=canary"), "{text}");
+    assert!(!text.contains("PGPASSWORD"), "{text}");
+}
+
+#[test]
+fn secrets_of_the_environment_do_not_pass() {
+    rerun(
+        "inner_environment_canaries",
+        &[
+            ("PGPASSWORD", "canary"),
+            ("GITHUB_TOKEN", "canary"),
+            ("MY_DB_PASSWORD", "canary"),
+            ("BERTH_MCP_TOKEN", "canary"),
+        ],
+    );
+}
+
+#[test]
+fn a_fork_bomb_stops_at_the_process_limit() {
+    let w = world();
+    let script = r#"python3 - <<'PY'
+import os, time
+started = 0
+for _ in range(3000):
+    try:
+        pid = os.fork()
+    except OSError as e:
+        print("refused:", e)
+        break
+    if pid == 0:
+        time.sleep(60)
+        os._exit(0)
+    started += 1
+print("started", started)
+PY"#;
+    for subject in [Subject::Command, agent(&w)] {
+        let (_, text) = run_confined(&w, &subject, script, |_| {});
+        assert!(text.contains("refused:"), "{subject:?}: {text}");
+        let started: u64 = text
+            .lines()
+            .find_map(|l| l.strip_prefix("started "))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{text}"));
+        assert!(
+            started < SandboxSettings::MAX_PROCESSES,
+            "{subject:?}: {started} processes"
+        );
+    }
+}
+
+#[test]
+fn the_private_tmp_has_a_size() {
+    let w = world();
+    let script = "head -c 3221225472 /dev/zero > /tmp/big; stat -c 'size %s' /tmp/big; head -c 2147483648 /dev/zero > /dev/shm/big; stat -c 'shm %s' /dev/shm/big";
+    let (_, text) = run_confined(&w, &Subject::Command, script, |_| {});
+    assert!(text.contains("No space left on device"), "{text}");
+    let size = |what: &str| -> u64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(what))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{text}"))
+    };
+    let limit = SandboxSettings::TMP_MIB * 1024 * 1024;
+    assert!(size("size ") <= limit, "{text}");
+    assert!(size("shm ") <= limit, "{text}");
+}
+
+#[test]
+#[ignore = "run by an_unknown_pretend_refuses_everything"]
+fn inner_pretend_unknown() {
+    let w = world();
+    let policy = Policy::from_settings(
+        &SandboxSettings::default(),
+        Some(&w.user_home),
+        &w.berth_home,
+    )
+    .unwrap();
+    let place = Place {
+        work: w.worktree.clone(),
+        cwd: w.worktree.clone(),
+        workspace_dir: None,
+        ports: vec![],
+        protect: vec![],
+        readable: vec![],
+    };
+    let e = policy.confine(&place, &Subject::Command).unwrap_err();
+    assert!(e.to_string().contains("no-such-kernel"), "{e}");
+    assert!(e.to_string().contains("mode = \"off\""), "{e}");
+}
+
+#[test]
+fn an_unknown_pretend_refuses_everything() {
+    rerun(
+        "inner_pretend_unknown",
+        &[("BERTH_SANDBOX_PRETEND", "no-such-kernel")],
+    );
+}
+
+#[test]
+#[ignore = "run by older_kernels_hold_the_same_walls"]
+fn inner_hostile_command() {
+    let w = world();
+    contained(&w, Subject::Command);
+}
+
+#[test]
+fn older_kernels_hold_the_same_walls() {
+    for abi in ["1", "4"] {
+        rerun(
+            "inner_hostile_command",
+            &[("BERTH_SANDBOX_PRETEND", &format!("landlock-abi={abi}"))],
+        );
+    }
 }

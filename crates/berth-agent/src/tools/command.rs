@@ -30,7 +30,7 @@ use tokio::time::Instant;
 use berth_sandbox::Subject;
 
 use super::files::{parse_args, printable};
-use super::{CommandRequest, CommandResult, Tool, ToolContext, ToolKind, ToolOutcome};
+use super::{CommandRequest, CommandResult, Ran, Tool, ToolContext, ToolKind, ToolOutcome};
 use crate::conversation::ToolSpec;
 
 /// How long a command may run when the model does not say.
@@ -166,6 +166,24 @@ impl Tool for RunCommand {
     }
 
     async fn call(&self, arguments: Value, cx: &ToolContext) -> ToolOutcome {
+        self.run(arguments, cx).await.outcome
+    }
+
+    async fn run(&self, arguments: Value, cx: &ToolContext) -> Ran {
+        let mut refused = None;
+        let outcome = self.command(arguments, cx, &mut refused).await;
+        Ran { outcome, refused }
+    }
+}
+
+impl RunCommand {
+    /// The call; `refused` gets the note of what the sandbox refused, if anything was.
+    async fn command(
+        &self,
+        arguments: Value,
+        cx: &ToolContext,
+        refused: &mut Option<String>,
+    ) -> ToolOutcome {
         let args: CommandArgs = parse_args("run_command", arguments)?;
         if args.command.trim().is_empty() {
             return Err("the command is empty".into());
@@ -232,7 +250,13 @@ impl Tool for RunCommand {
             .arg(&args.command)
             .current_dir(&cx.cwd)
             .env_clear()
-            .envs(self.environment())
+            // Confined, only what the sandbox's allow list passes (a `PGPASSWORD` has no
+            // name a deny list would know).
+            .envs(
+                self.environment()
+                    .into_iter()
+                    .filter(|(name, _)| confinement.as_ref().is_none_or(|c| c.passes_env(name))),
+            )
             .envs(env)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -321,6 +345,7 @@ impl Tool for RunCommand {
         {
             text.push_str(if text.ends_with('\n') { "" } else { "\n" });
             text.push_str(&note);
+            *refused = Some(note);
         }
         let status = status.ok_or("the command's status was lost")?;
         if status.success() {
