@@ -11,6 +11,10 @@
 //! there; CVE-2017-5226), and `TIOCLINUX`, which does the same on a Linux console. The new
 //! session every confined tree starts in is the first wall; this is the second.
 //!
+//! Sockets of the protocols Landlock's port rules do not see are refused too: MPTCP
+//! (`socket(AF_INET, SOCK_STREAM, IPPROTO_MPTCP)` connected to a host listener whose plain
+//! TCP port was refused) and SCTP.
+//!
 //! Below Landlock ABI 3, which cannot refuse `truncate(2)` outside the writable folders,
 //! `truncate` is refused as well (`ftruncate` needs a descriptor opened for writing, which
 //! Landlock does refuse).
@@ -49,6 +53,9 @@ const REFUSED: [libc::c_long; 14] = [
 #[allow(clippy::unnecessary_cast)]
 const REFUSED_IOCTLS: [u64; 2] = [libc::TIOCSTI as u64, libc::TIOCLINUX as u64];
 
+/// The socket protocols refused: those Landlock's TCP port rules do not cover.
+const REFUSED_PROTOCOLS: [u64; 2] = [libc::IPPROTO_MPTCP as u64, libc::IPPROTO_SCTP as u64];
+
 /// The filter for this architecture, as the address and length of its instructions (they
 /// live for the whole process); `None` where seccompiler has no such architecture.
 /// `refuse_truncate`: for kernels whose Landlock cannot.
@@ -79,6 +86,16 @@ fn build(refuse_truncate: bool) -> Option<BpfProgram> {
         })
         .collect::<Option<Vec<_>>>()?;
     rules.insert(libc::SYS_ioctl, ioctls);
+    let protocols = REFUSED_PROTOCOLS
+        .iter()
+        .map(|protocol| {
+            let cond =
+                SeccompCondition::new(2, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, *protocol)
+                    .ok()?;
+            SeccompRule::new(vec![cond]).ok()
+        })
+        .collect::<Option<Vec<_>>>()?;
+    rules.insert(libc::SYS_socket, protocols);
     let filter = SeccompFilter::new(
         rules,
         SeccompAction::Allow,
