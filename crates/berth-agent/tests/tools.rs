@@ -521,24 +521,10 @@ async fn search_respects_gitignore_and_skips_git() {
     assert!(found.contains("[stopped at 200 matches"), "{found}");
 }
 
-/// Whether no host process (but a zombie waiting for its reaper) has `marker` in its
-/// command line. A confined command's pids are those of its own PID namespace, which mean
-/// nothing here, so a test's process is known by a unique argument instead.
+/// Whether no host process runs with `marker` in its command line (a confined command's
+/// pids are its own PID namespace's).
 fn gone(marker: &str) -> bool {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return true;
-    };
-    !entries.flatten().any(|e| {
-        let running = std::fs::read_to_string(e.path().join("stat")).is_ok_and(|stat| {
-            !stat
-                .rsplit(')')
-                .next()
-                .is_some_and(|rest| rest.trim_start().starts_with('Z'))
-        });
-        running
-            && std::fs::read(e.path().join("cmdline"))
-                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(marker))
-    })
+    berth_testkit::processes_with(marker).is_empty()
 }
 
 async fn wait_gone(marker: &str) -> bool {

@@ -10,10 +10,9 @@
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime};
 
 use berth_testkit::provider_server::{ProviderServer, Reply, Turn};
-use berth_testkit::{Run, git, run};
+use berth_testkit::{Run, dirty, git, plant_nested_repository, run};
 use support::Home;
 use support::runs::{berth_run, events, project, write_call};
 
@@ -47,50 +46,9 @@ impl Marker {
     }
 }
 
-/// What an agent can do in its worktree: a repository of its own at `wt/<path>` with a
-/// commit, a filter in its config that every file goes through, and a file changed since
-/// (same size, a time long past), so any git that looks at it must run the filter. Plain git
-/// looking inside runs it, which the plant checks.
+/// What an agent can do in its worktree (berth-testkit's plant), with `marker` as its witness.
 fn plant(wt: &Path, path: &str, marker: &Marker) -> PathBuf {
-    let nested = wt.join(path);
-    std::fs::create_dir_all(&nested).unwrap();
-    git(&nested, &["init", "--quiet", "-b", "main"]);
-    std::fs::write(nested.join("file"), "one\n").unwrap();
-    std::fs::write(nested.join(".gitattributes"), "* filter=x\n").unwrap();
-    git(&nested, &["add", "."]);
-    git(&nested, &["commit", "--quiet", "-m", "nested"]);
-    let config = nested.join(".git/config");
-    let mut text = std::fs::read_to_string(&config).unwrap();
-    let m = marker.0.display();
-    text += &format!(
-        "[filter \"x\"]\n\tclean = \"echo clean >> '{m}'; cat\"\n\tsmudge = \"echo smudge >> '{m}'; cat\"\n"
-    );
-    std::fs::write(&config, text).unwrap();
-    dirty(&nested.join("file"));
-    git(&nested, &["status", "--porcelain"]);
-    assert!(
-        marker.ran().contains("clean"),
-        "the planted filter never ran"
-    );
-    dirty(&nested.join("file"));
-    nested
-}
-
-/// Changes `file` to a text of the same size with a time long past (another on each call),
-/// so that git must read it, through the filter, to know whether it changed.
-fn dirty(file: &Path) {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static N: AtomicU64 = AtomicU64::new(0);
-    let text = std::fs::read_to_string(file).unwrap_or_default();
-    std::fs::write(file, if text == "two\n" { "six\n" } else { "two\n" }).unwrap();
-    let past = SystemTime::UNIX_EPOCH
-        + Duration::from_secs(1_000_000_000 + N.fetch_add(1000, Ordering::Relaxed));
-    std::fs::File::options()
-        .write(true)
-        .open(file)
-        .unwrap()
-        .set_modified(past)
-        .unwrap();
+    plant_nested_repository(wt, path, &marker.0)
 }
 
 /// The nested repository committed on the worktree's branch as a gitlink (what `workspace

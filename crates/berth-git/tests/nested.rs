@@ -6,10 +6,9 @@
 //! and finds that nothing ran.
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime};
 
 use berth_git::{BranchSpec, MergeMode, MergeRequest, Repo, WorktreeRef, commit_all, diff};
-use berth_testkit::{commit, git};
+use berth_testkit::{commit, dirty, git, plant_nested_repository};
 
 /// A repository on `main` (with a git identity of its own, which merges commit with) and a
 /// worktree on `berth/w`, started from `main`; and a marker file that the planted commands
@@ -80,50 +79,8 @@ impl Setup {
 
     /// [`Setup::plant`] in the worktree at `wt`.
     fn plant_in(&self, wt: &Path, path: &str) -> PathBuf {
-        let nested = wt.join(path);
-        std::fs::create_dir_all(&nested).unwrap();
-        git(&nested, &["init", "--quiet", "-b", "main"]);
-        std::fs::write(nested.join("file"), "one\n").unwrap();
-        std::fs::write(nested.join(".gitattributes"), "* filter=x diff=x\n").unwrap();
-        git(&nested, &["add", "."]);
-        git(&nested, &["commit", "--quiet", "-m", "nested"]);
-        let m = self.marker.display();
-        let config = nested.join(".git/config");
-        let mut text = std::fs::read_to_string(&config).unwrap();
-        text += &format!(
-            "[filter \"x\"]\n\tclean = \"echo clean >> '{m}'; cat\"\n\tsmudge = \"echo smudge >> '{m}'; cat\"\n\
-             [diff \"x\"]\n\ttextconv = \"echo textconv >> '{m}'; cat\"\n"
-        );
-        std::fs::write(&config, text).unwrap();
-        dirty(&nested.join("file"));
-        // Plain git, looking inside, runs the filter: the plant is live.
-        git(&nested, &["status", "--porcelain"]);
-        assert!(self.ran().contains("clean"), "the planted filter never ran");
-        dirty(&nested.join("file"));
-        nested
+        plant_nested_repository(wt, path, &self.marker)
     }
-}
-
-/// Changes `file` to a text of the same size with a time long past, so that git cannot tell
-/// from its size or time whether it changed, and must read it (through any filter).
-fn dirty(file: &Path) {
-    let text = std::fs::read_to_string(file).unwrap_or_default();
-    let next = if text == "two\n" { "six\n" } else { "two\n" };
-    std::fs::write(file, next).unwrap();
-    let past = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000_000 + rand_secs());
-    std::fs::File::options()
-        .write(true)
-        .open(file)
-        .unwrap()
-        .set_modified(past)
-        .unwrap();
-}
-
-/// A different time on each call, so a file made dirty twice is dirty again.
-fn rand_secs() -> u64 {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static N: AtomicU64 = AtomicU64::new(0);
-    N.fetch_add(1000, Ordering::Relaxed)
 }
 
 fn request<'a>(wt: &'a Path, mode: MergeMode) -> MergeRequest<'a> {

@@ -383,25 +383,10 @@ mod tests {
         assert_eq!(out, want);
     }
 
-    /// Whether no host process (but a zombie nobody reaped yet) has `marker` in its command
-    /// line: a confined command's pids are its own PID namespace's, meaningless here.
+    /// Whether no host process runs with `marker` in its command line (a confined
+    /// command's pids are its own PID namespace's).
     fn gone(marker: &str) -> bool {
-        let Ok(entries) = std::fs::read_dir("/proc") else {
-            return true;
-        };
-        !entries.flatten().any(|e| {
-            let running = std::fs::read_to_string(e.path().join("stat")).is_ok_and(|stat| {
-                !stat
-                    .rsplit(')')
-                    .next()
-                    .unwrap_or("")
-                    .trim_start()
-                    .starts_with('Z')
-            });
-            running
-                && std::fs::read(e.path().join("cmdline"))
-                    .is_ok_and(|c| String::from_utf8_lossy(&c).contains(marker))
-        })
+        berth_testkit::processes_with(marker).is_empty()
     }
 
     #[tokio::test]

@@ -553,6 +553,15 @@ fn read_signal(fd: RawFd) -> Option<libc::c_int> {
     }
 }
 
+/// A poll entry for `fd` becoming readable (or reaching its end).
+fn watch(fd: RawFd) -> libc::pollfd {
+    libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    }
+}
+
 /// A pipe, both ends closed on exec, as (read, write).
 fn pipe() -> io::Result<(RawFd, RawFd)> {
     let mut fds = [0; 2];
@@ -618,23 +627,7 @@ fn keeper(init: libc::pid_t, lifeline: RawFd, alive: RawFd, status: RawFd) -> ! 
         let set = signal_set(&PASSED_ON);
         let sigfd = signal_fd(&set).unwrap_or(-1);
         close_except(&[lifeline, alive, status, pidfd, sigfd]);
-        let mut fds = [
-            libc::pollfd {
-                fd: pidfd,
-                events: libc::POLLIN,
-                revents: 0,
-            },
-            libc::pollfd {
-                fd: lifeline,
-                events: libc::POLLIN,
-                revents: 0,
-            },
-            libc::pollfd {
-                fd: sigfd,
-                events: libc::POLLIN,
-                revents: 0,
-            },
-        ];
+        let mut fds = [watch(pidfd), watch(lifeline), watch(sigfd)];
         loop {
             if libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, -1) == -1 {
                 if io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
@@ -679,18 +672,7 @@ fn supervise(command: libc::pid_t, sigfd: RawFd, alive: RawFd, status: RawFd) ->
     close_except(&[sigfd, alive, status]);
     // SAFETY: system calls on descriptors this process owns and on its own children.
     unsafe {
-        let mut fds = [
-            libc::pollfd {
-                fd: sigfd,
-                events: libc::POLLIN,
-                revents: 0,
-            },
-            libc::pollfd {
-                fd: alive,
-                events: libc::POLLIN,
-                revents: 0,
-            },
-        ];
+        let mut fds = [watch(sigfd), watch(alive)];
         loop {
             if libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, -1) == -1 {
                 if io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
@@ -739,11 +721,7 @@ fn init_setup(alive: RawFd, arguments: Option<(usize, usize)>) -> Result<(), (u3
         check(libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0))
             .map_err(|e| (Stage::SUPERVISOR, e))?;
         // The keeper may have died before PR_SET_PDEATHSIG: its pipe says so.
-        let mut fd = libc::pollfd {
-            fd: alive,
-            events: libc::POLLIN,
-            revents: 0,
-        };
+        let mut fd = watch(alive);
         if libc::poll(&mut fd, 1, 0) == 1 {
             libc::_exit(1);
         }

@@ -349,6 +349,7 @@ fn contained_as_an_unprivileged_user_too() {
             "the_private_tmp_has_a_size",
             "an_unknown_pretend_refuses_everything",
             "older_kernels_hold_the_same_walls",
+            "mptcp_does_not_slip_past_the_port_rules",
             "--test-threads=1",
         ])
         .env(DIR_VAR, dir.path())
@@ -360,7 +361,7 @@ fn contained_as_an_unprivileged_user_too() {
     let text =
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "as {TEST_USER}:\n{text}");
-    assert!(text.contains("11 passed"), "as {TEST_USER}:\n{text}");
+    assert!(text.contains("12 passed"), "as {TEST_USER}:\n{text}");
 }
 
 unsafe extern "C" {
@@ -579,17 +580,6 @@ fn the_hosts_processes_are_out_of_sight() {
     victim.wait().unwrap();
 }
 
-/// Host processes whose command line has `marker`.
-fn processes_with(marker: &str) -> Vec<String> {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
-        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
-        .filter(|c| c.contains(marker))
-        .collect()
-}
-
 #[test]
 fn nothing_outlives_its_run() {
     let w = world();
@@ -600,7 +590,11 @@ fn nothing_outlives_its_run() {
         let (ok, text) = run_confined(&w, &subject, &script, |_| {});
         assert!(ok && text.contains("started"), "{text}");
         // The tree's init is reaped only once the namespace is empty: no wait is needed.
-        assert_eq!(processes_with(marker), Vec::<String>::new(), "{text}");
+        assert_eq!(
+            berth_testkit::processes_with(marker),
+            Vec::<String>::new(),
+            "{text}"
+        );
     }
 }
 
@@ -740,4 +734,50 @@ fn older_kernels_hold_the_same_walls() {
             &[("BERTH_SANDBOX_PRETEND", &format!("landlock-abi={abi}"))],
         );
     }
+}
+
+/// A python script that connects to `port` on 127.0.0.1 and ::1 with MPTCP (which Landlock's
+/// TCP port rules do not see) and says how each attempt ended.
+fn mptcp_script(port: u16) -> String {
+    format!(
+        r#"python3 - <<'PY'
+import socket
+for family, host in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
+    try:
+        s = socket.socket(family, socket.SOCK_STREAM, 262)
+        s.settimeout(5)
+        s.connect((host, {port}))
+        s.sendall(b"mptcp")
+        print("MPTCP REACHED", host)
+    except OSError as e:
+        print("refused", host, e)
+PY"#
+    )
+}
+
+#[test]
+fn mptcp_does_not_slip_past_the_port_rules() {
+    let w = world();
+    let listener = std::net::TcpListener::bind("[::]:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    listener.set_nonblocking(true).unwrap();
+    // Unconfined, both reach the listener (dual-stack): the test can tell.
+    let out = Command::new("bash")
+        .args(["-c", &mptcp_script(port)])
+        .output()
+        .unwrap();
+    let free = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(free.matches("MPTCP REACHED").count(), 2, "{free}");
+    while listener.accept().is_ok() {}
+    // An agent process may connect to its provider's port by TCP; this port is not one.
+    let provider = TcpListener::bind("127.0.0.1:0").unwrap();
+    let subject = Subject::Agent {
+        ports: vec![provider.local_addr().unwrap().port()],
+        writable: vec![],
+        env: vec![],
+    };
+    let (_, text) = run_confined(&w, &subject, &mptcp_script(port), |_| {});
+    assert!(!text.contains("MPTCP REACHED"), "{text}");
+    assert_eq!(text.matches("refused").count(), 2, "{text}");
+    assert!(listener.accept().is_err(), "{text}");
 }

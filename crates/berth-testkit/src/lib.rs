@@ -16,6 +16,7 @@
 //!   script, with builders for the Anthropic, OpenAI and Gemini streaming wire formats.
 
 mod git;
+mod planted;
 pub mod postgres;
 mod process;
 pub mod provider_server;
@@ -23,7 +24,10 @@ pub mod provider_server;
 use std::path::{Path, PathBuf};
 
 pub use git::{bare_remote, commit, git};
-pub use process::{CHILD_ROLE, Jitter, Run, child, child_role, kill_after_first_ack, run, wait_ok};
+pub use planted::{dirty, plant_nested_repository};
+pub use process::{
+    CHILD_ROLE, Jitter, Run, child, child_role, kill_after_first_ack, processes_with, run, wait_ok,
+};
 
 /// Every file under `root` with its bytes, sorted by path, for "nothing changed" assertions.
 /// A symlink is recorded as the bytes `<symlink>` and not followed.

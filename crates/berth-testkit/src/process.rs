@@ -146,3 +146,27 @@ pub fn kill_after_first_ack(mut cmd: Command, jitter: &mut Jitter, max_us: u64) 
     reader.join().unwrap();
     std::iter::once(first).chain(rx.try_iter()).collect()
 }
+
+/// The command lines of the host's processes (but zombies waiting for their reaper) that
+/// hold `marker`. A confined process's pid is its own PID namespace's, which means nothing
+/// to a test, so a test knows such a process by a unique argument instead.
+pub fn processes_with(marker: &str) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter(|e| {
+            // Gone meanwhile, or a zombie: it runs no more.
+            std::fs::read_to_string(e.path().join("stat")).is_ok_and(|stat| {
+                !stat
+                    .rsplit(')')
+                    .next()
+                    .is_some_and(|rest| rest.trim_start().starts_with('Z'))
+            })
+        })
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+        .filter(|c| c.contains(marker))
+        .collect()
+}
