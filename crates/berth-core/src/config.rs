@@ -377,10 +377,13 @@ pub enum SandboxMode {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum SandboxNetwork {
-    /// Commands reach nothing (but `allow_hosts`); an agent process its provider and
-    /// `allow_hosts`.
+    /// Commands reach nothing; an agent process reaches its provider and `allow_hosts`, by
+    /// name, through berth's proxy.
     #[default]
     Off,
+    /// Commands too reach `allow_hosts` through berth's proxy (a build fetching from a
+    /// registry).
+    Proxy,
     /// Everything the user can reach.
     Full,
 }
@@ -392,7 +395,8 @@ pub enum SandboxNetwork {
 pub struct SandboxSettings {
     pub mode: SandboxMode,
     pub network: SandboxNetwork,
-    /// `host:port` (or a URL) also reachable when `network = "off"`; enforced by port.
+    /// Hosts reachable through berth's proxy, by name: `host:port`, `*.example.com:443`, a
+    /// bare name (port 443) or a URL.
     pub allow_hosts: Vec<String>,
     /// Paths a confined process may write besides its workspace's folder and `/tmp`.
     pub writable: Vec<String>,
@@ -916,8 +920,8 @@ pub const TEMPLATE: &str = r#"# berth configuration. Layers: this file -> worksp
 
 [sandbox]
 # mode = "on"                  # "off": commands and agent processes get all of your rights
-# network = "off"              # commands reach nothing, agents their provider; "full": all
-# allow_hosts = ["crates.io:443"]   # also reachable (by port) when network = "off"
+# network = "off"              # commands reach nothing, agents their provider; "proxy": commands too reach allow_hosts; "full": all
+# allow_hosts = ["index.crates.io"]  # reachable by name through berth's proxy
 # writable = ["~/.cache/sccache"]   # besides the workspace's folder and a private /tmp
 # deny_read = ["~/private"]         # hidden, besides ~/.ssh, ~/.aws, berth's home, ...
 

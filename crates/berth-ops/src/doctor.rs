@@ -282,8 +282,17 @@ fn sandbox(config: &Config, home: &Path) -> Finding {
         );
     }
     let network = match config.sandbox.network {
-        SandboxNetwork::Off => "commands have no network and agent processes reach their provider",
-        SandboxNetwork::Full => "the network is open (network = \"full\")",
+        SandboxNetwork::Off => format!(
+            "commands have no network; agent processes reach their provider{} by name, through berth's proxy (HTTPS_PROXY inside, port {})",
+            allowed(&config.sandbox.allow_hosts),
+            berth_sandbox::PROXY_PORT
+        ),
+        SandboxNetwork::Proxy => format!(
+            "commands and agent processes reach{} by name, through berth's proxy (HTTPS_PROXY inside, port {})",
+            allowed(&config.sandbox.allow_hosts),
+            berth_sandbox::PROXY_PORT
+        ),
+        SandboxNetwork::Full => "the network is open (network = \"full\")".to_owned(),
     };
     Finding::ok(
         "sandbox",
@@ -293,6 +302,14 @@ fn sandbox(config: &Config, home: &Path) -> Finding {
             berth_sandbox::limits_enforced()
         ),
     )
+}
+
+/// `allow_hosts` as doctor shows it, after what it adds to.
+fn allowed(hosts: &[String]) -> String {
+    match hosts {
+        [] => String::new(),
+        hosts => format!(" and {}", hosts.join(", ")),
+    }
 }
 
 fn git() -> Finding {

@@ -334,6 +334,7 @@ mod tests {
                 ports: vec![],
                 protect: vec![],
                 readable: vec![],
+                hidden: vec![],
             },
         )
     }

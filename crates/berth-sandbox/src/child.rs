@@ -80,6 +80,9 @@ impl IdMaps {
 pub(crate) struct ChildPlan {
     pub maps: IdMaps,
     pub netns: bool,
+    /// berth's proxy, the only way out of the network namespace (agents', and commands' with
+    /// `network = "proxy"`).
+    pub proxy: Option<ProxyPlan>,
     pub steps: Vec<Step>,
     /// The Landlock ruleset the parent made (held open by the parent's `OwnedFd`).
     pub ruleset: RawFd,
@@ -145,6 +148,7 @@ impl Stage {
     pub const LIMITS: u32 = 11;
     pub const DESCRIPTORS: u32 = 12;
     pub const CGROUP: u32 = 13;
+    pub const PROXY: u32 = 14;
     pub const MOUNTS: u32 = 16;
 }
 
@@ -570,10 +574,10 @@ fn pipe() -> io::Result<(RawFd, RawFd)> {
     Ok((fds[0], fds[1]))
 }
 
-/// Closes every descriptor but `keep` (at most 8; negative ones ignored): what a process of
+/// Closes every descriptor but `keep` (at most 20; negative ones ignored): what a process of
 /// ours that never execs holds must not keep a pipe of the caller's open, nor anything else.
 fn close_except(keep: &[RawFd]) {
-    let mut sorted = [-1; 8];
+    let mut sorted = [-1; 20];
     let n = keep.len().min(sorted.len());
     sorted[..n].copy_from_slice(&keep[..n]);
     sorted.sort_unstable();
@@ -668,13 +672,30 @@ fn keeper(init: libc::pid_t, lifeline: RawFd, alive: RawFd, status: RawFd) -> ! 
 /// leaves, passes signals on to the command, and ends when the command ends, which ends
 /// every other process of the namespace with it (the kernel kills them). It also ends when
 /// the keeper is gone (`alive` reads end-of-file).
-fn supervise(command: libc::pid_t, sigfd: RawFd, alive: RawFd, status: RawFd) -> ! {
-    close_except(&[sigfd, alive, status]);
+fn supervise(
+    command: libc::pid_t,
+    sigfd: RawFd,
+    alive: RawFd,
+    status: RawFd,
+    proxy: &Listening,
+) -> ! {
+    let mut keep = [-1; 4 + crate::plan::MAX_LISTENERS];
+    keep[..4].copy_from_slice(&[sigfd, alive, status, proxy.channel]);
+    for (slot, (fd, _)) in keep[4..].iter_mut().zip(&proxy.fds[..proxy.count]) {
+        *slot = *fd;
+    }
+    close_except(&keep);
     // SAFETY: system calls on descriptors this process owns and on its own children.
     unsafe {
-        let mut fds = [watch(sigfd), watch(alive)];
+        let mut fds = [watch(-1); 2 + crate::plan::MAX_LISTENERS];
+        fds[0] = watch(sigfd);
+        fds[1] = watch(alive);
+        for (slot, (fd, _)) in fds[2..].iter_mut().zip(&proxy.fds[..proxy.count]) {
+            *slot = watch(*fd);
+        }
+        let watched = 2 + proxy.count;
         loop {
-            if libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, -1) == -1 {
+            if libc::poll(fds.as_mut_ptr(), watched as libc::nfds_t, -1) == -1 {
                 if io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
                     continue;
                 }
@@ -682,6 +703,11 @@ fn supervise(command: libc::pid_t, sigfd: RawFd, alive: RawFd, status: RawFd) ->
             }
             if fds[1].revents != 0 {
                 libc::_exit(1);
+            }
+            for (i, (fd, index)) in proxy.fds[..proxy.count].iter().enumerate() {
+                if fds[2 + i].revents != 0 {
+                    proxy.pass_on(*fd, *index);
+                }
             }
             if fds[0].revents == 0 {
                 continue;
@@ -707,6 +733,163 @@ fn supervise(command: libc::pid_t, sigfd: RawFd, alive: RawFd, status: RawFd) ->
             }
         }
     }
+}
+
+/// The init's listeners on the namespace's loopback (the proxy's and the forwards'), each
+/// with its index on the channel to berth's proxy; none without a proxy.
+struct Listening {
+    channel: RawFd,
+    fds: [(RawFd, u8); crate::plan::MAX_LISTENERS],
+    count: usize,
+}
+
+impl Listening {
+    /// Makes the listeners of `plan` in this (the new) network namespace. An IPv6 one that
+    /// cannot be made (no IPv6 here) is left out.
+    fn open(plan: Option<&ProxyPlan>) -> io::Result<Listening> {
+        let mut listening = Listening {
+            channel: -1,
+            fds: [(-1, 0); crate::plan::MAX_LISTENERS],
+            count: 0,
+        };
+        let Some(plan) = plan else {
+            return Ok(listening);
+        };
+        listening.channel = plan.channel;
+        for l in plan.listeners.iter().take(crate::plan::MAX_LISTENERS) {
+            match l.open() {
+                Ok(fd) => {
+                    listening.fds[listening.count] = (fd, l.index);
+                    listening.count += 1;
+                }
+                Err(_) if l.family == libc::AF_INET6 => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(listening)
+    }
+
+    /// Accepts a connection on `fd` and hands it to berth's proxy with `index`.
+    fn pass_on(&self, fd: RawFd, index: u8) {
+        // SAFETY: accept4 on a listener this process owns; the accepted descriptor is closed
+        // here once sent (the proxy holds its own copy).
+        unsafe {
+            let conn = libc::accept4(
+                fd,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                libc::SOCK_CLOEXEC,
+            );
+            if conn == -1 {
+                return;
+            }
+            let _ = crate::proxy::send_fd(
+                std::os::fd::BorrowedFd::borrow_raw(self.channel),
+                std::os::fd::BorrowedFd::borrow_raw(conn),
+                index,
+            );
+            libc::close(conn);
+        }
+    }
+}
+
+/// Where the init listens, made by the parent: a loopback address and port of the new
+/// network namespace, and the index its connections carry to berth's proxy.
+pub(crate) struct Listen {
+    pub index: u8,
+    family: libc::c_int,
+    addr: libc::sockaddr_storage,
+    len: libc::socklen_t,
+}
+
+impl std::fmt::Debug for Listen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Listen")
+            .field("index", &self.index)
+            .field("family", &self.family)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Listen {
+    /// 127.0.0.1:`port`.
+    pub fn v4(index: u8, port: u16) -> Listen {
+        // SAFETY: a zeroed sockaddr_storage is valid; a sockaddr_in fits in it.
+        unsafe {
+            let mut addr: libc::sockaddr_storage = std::mem::zeroed();
+            let sin = &mut *(&mut addr as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in>();
+            sin.sin_family = libc::AF_INET as libc::sa_family_t;
+            sin.sin_port = port.to_be();
+            sin.sin_addr.s_addr = u32::from(std::net::Ipv4Addr::LOCALHOST).to_be();
+            Listen {
+                index,
+                family: libc::AF_INET,
+                addr,
+                len: std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+            }
+        }
+    }
+
+    /// [::1]:`port`.
+    pub fn v6(index: u8, port: u16) -> Listen {
+        // SAFETY: a zeroed sockaddr_storage is valid; a sockaddr_in6 fits in it.
+        unsafe {
+            let mut addr: libc::sockaddr_storage = std::mem::zeroed();
+            let sin6 =
+                &mut *(&mut addr as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in6>();
+            sin6.sin6_family = libc::AF_INET6 as libc::sa_family_t;
+            sin6.sin6_port = port.to_be();
+            sin6.sin6_addr.s6_addr = std::net::Ipv6Addr::LOCALHOST.octets();
+            Listen {
+                index,
+                family: libc::AF_INET6,
+                addr,
+                len: std::mem::size_of::<libc::sockaddr_in6>() as libc::socklen_t,
+            }
+        }
+    }
+
+    /// A non-blocking listener, closed on exec, at this address.
+    fn open(&self) -> io::Result<RawFd> {
+        // SAFETY: socket, setsockopt, bind and listen on a descriptor made here, with the
+        // address this value owns.
+        unsafe {
+            let fd = libc::socket(
+                self.family,
+                libc::SOCK_STREAM | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
+                0,
+            );
+            if fd == -1 {
+                return Err(io::Error::last_os_error());
+            }
+            let one: libc::c_int = 1;
+            let size = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+            if self.family == libc::AF_INET6 {
+                libc::setsockopt(
+                    fd,
+                    libc::IPPROTO_IPV6,
+                    libc::IPV6_V6ONLY,
+                    (&one as *const libc::c_int).cast(),
+                    size,
+                );
+            }
+            let addr = (&self.addr as *const libc::sockaddr_storage).cast::<libc::sockaddr>();
+            if libc::bind(fd, addr, self.len) == -1 || libc::listen(fd, 128) == -1 {
+                let e = io::Error::last_os_error();
+                libc::close(fd);
+                return Err(e);
+            }
+            Ok(fd)
+        }
+    }
+}
+
+/// The init's side of berth's proxy.
+#[derive(Debug)]
+pub(crate) struct ProxyPlan {
+    /// The init's end of the channel to berth's proxy (held open by the parent's `OwnedFd`).
+    pub channel: RawFd,
+    pub listeners: Vec<Listen>,
 }
 
 /// What the init does before it forks the command: a session of its own (no controlling
@@ -826,6 +1009,7 @@ pub(crate) fn enter(plan: &ChildPlan) -> io::Result<()> {
     if plan.netns {
         loopback_up().map_err(at(Stage::LOOPBACK))?;
     }
+    let listening = Listening::open(plan.proxy.as_ref()).map_err(at(Stage::PROXY))?;
     for path in &plan.child_writable {
         add_write_rule(plan.ruleset, path, plan.write_access).map_err(at(Stage::TMP_RULES))?;
     }
@@ -871,7 +1055,7 @@ pub(crate) fn enter(plan: &ChildPlan) -> io::Result<()> {
         return confine_command(plan);
     }
     match (command, sigfd) {
-        (1.., Ok(sigfd)) => supervise(command, sigfd, alive_r, status_w),
+        (1.., Ok(sigfd)) => supervise(command, sigfd, alive_r, status_w, &listening),
         // Nothing to supervise: the tree ends here, with the failure as its status.
         // SAFETY: _exit never returns.
         _ => unsafe { libc::_exit(126) },

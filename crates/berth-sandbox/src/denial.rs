@@ -52,25 +52,26 @@ pub fn explain(output: &str, confinement: &Confinement) -> Option<String> {
             if line.contains("kill") || line.contains("signal") {
                 push("signals to processes outside the sandbox are refused".into());
             }
-            if (line.contains("connect") || line.contains("Connection"))
-                && let Net::Ports { connect, .. } = &rules.net
-            {
-                push(format!(
-                    "TCP connections may go only to port{} {} ([sandbox] network = \"off\"; add a host to [sandbox] allow_hosts, or set network = \"full\")",
-                    if connect.len() == 1 { "" } else { "s" },
-                    connect
-                        .iter()
-                        .map(u16::to_string)
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ));
-            }
+        }
+        if let Net::Proxied { allow, .. } = &rules.net
+            && (NO_NETWORK.iter().any(|n| line.contains(n))
+                || line.contains("Connection refused")
+                || line.contains("403 Forbidden"))
+        {
+            push(format!(
+                "the only way out is berth's proxy (HTTPS_PROXY), which lets through {} by name ([sandbox] allow_hosts adds hosts, network = \"full\" opens everything)",
+                if allow.is_empty() {
+                    "nothing".to_owned()
+                } else {
+                    allow.join(", ")
+                }
+            ));
         }
         if rules.net == Net::Isolated
             && (NO_NETWORK.iter().any(|n| line.contains(n))
                 || (line.contains("Connection refused") && line.contains("127.0.0.1")))
         {
-            push("commands have no network: they run in a network namespace of their own, where only their own loopback exists ([sandbox] network = \"off\"; add a host to [sandbox] allow_hosts, or set network = \"full\")".into());
+            push("commands have no network: they run in a network namespace of their own, where only their own loopback exists ([sandbox] network = \"off\"; set network = \"proxy\" with allow_hosts to reach hosts by name, or network = \"full\")".into());
         }
     }
     if notes.is_empty() {

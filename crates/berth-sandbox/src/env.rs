@@ -71,13 +71,21 @@ const PREFIXES: [&str; 3] = ["LC_", "BERTH_PORT", "BERTH_WORKSPACE"];
 pub(crate) struct EnvAllow {
     /// Beyond the lists above: `[sandbox] env`, and an agent's provider variables.
     extra: Vec<String>,
+    /// Set by the sandbox itself whatever else says (the proxy's variables).
+    fixed: Vec<(String, String)>,
 }
 
 impl EnvAllow {
     pub fn new(extra: impl IntoIterator<Item = String>) -> EnvAllow {
         EnvAllow {
             extra: extra.into_iter().collect(),
+            fixed: Vec::new(),
         }
+    }
+
+    /// Variables the sandbox sets itself, last.
+    pub fn set(&mut self, fixed: Vec<(String, String)>) {
+        self.fixed = fixed;
     }
 
     /// Whether berth's variable `name` passes.
@@ -109,6 +117,9 @@ impl EnvAllow {
                 Some(value) => command.env(name, value),
                 None => command.env_remove(name),
             };
+        }
+        for (name, value) in &self.fixed {
+            command.env(name, value);
         }
     }
 }

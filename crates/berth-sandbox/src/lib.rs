@@ -43,9 +43,9 @@ pub use env::{TOOLCHAINS, allowed_names};
 pub use identity::runs_berth;
 pub use kernel::{PRETEND_VAR, Support, support};
 pub use limits::enforced as limits_enforced;
-pub use plan::Confinement;
+pub use plan::{Confinement, PROXY_PORT};
 pub use policy::{
-    AgentProfile, PROVIDER_ENV, Place, Policy, Sandbox, Subject, agent_ports, agent_profile,
+    AgentProfile, PROVIDER_ENV, Place, Policy, Sandbox, Subject, agent_hosts, agent_profile,
 };
 pub use proxy::{AllowList, Proxy, ProxyHandle};
 

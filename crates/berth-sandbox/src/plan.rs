@@ -20,20 +20,25 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use landlock::{
-    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, PathBeneath, PathFd,
-    Ruleset, RulesetAttr, RulesetCreatedAttr, Scope,
+    ABI, Access, AccessFs, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset, RulesetAttr,
+    RulesetCreatedAttr, Scope,
 };
 
 use crate::SandboxError;
-use crate::child::{ChildPlan, IdMaps, Step};
+use crate::child::{ChildPlan, IdMaps, Listen, ProxyPlan, Step};
 
 /// What a confined process may reach on the network.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Net {
     /// A network namespace of its own: loopback, nothing of the host's.
     Isolated,
-    /// TCP connections to these ports only, listening on `bind` only (Landlock).
-    Ports { connect: Vec<u16>, bind: Vec<u16> },
+    /// A network namespace of its own whose only way out is berth's proxy: `allow` (checked
+    /// entries) by name, and `forwards` (loopback hosts of the allow list) at the same port
+    /// inside.
+    Proxied {
+        allow: Vec<String>,
+        forwards: Vec<(String, u16)>,
+    },
     /// Unrestricted.
     Full,
 }
@@ -268,6 +273,77 @@ fn report_pipe() -> Result<(OwnedFd, OwnedFd), SandboxError> {
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
+/// The port of berth's proxy inside a confined process's network namespace (`HTTPS_PROXY`).
+pub const PROXY_PORT: u16 = 3128;
+
+/// How many listeners the init may hold: the proxy's, and the forwards', on IPv4 and IPv6.
+pub(crate) const MAX_LISTENERS: usize = 12;
+
+/// The variables that point a confined process at berth's proxy. Loopback goes direct: it is
+/// the namespace's own, where the forwards listen.
+fn proxy_env() -> Vec<(String, String)> {
+    let url = format!("http://127.0.0.1:{PROXY_PORT}");
+    let mut env = Vec::new();
+    for name in ["HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY"] {
+        env.push((name.to_owned(), url.clone()));
+        env.push((name.to_ascii_lowercase(), url.clone()));
+    }
+    let local = "localhost,127.0.0.1,::1".to_owned();
+    env.push(("NO_PROXY".to_owned(), local.clone()));
+    env.push(("no_proxy".to_owned(), local));
+    env
+}
+
+/// The init's listeners and the channel to berth's proxy, which starts serving now (it ends
+/// when the init's end of the channel closes, or, if nothing is ever spawned, when this
+/// confinement is dropped): the plan, and the init's end of the channel.
+fn proxy_plan(
+    allow: &[String],
+    forwards: &[(String, u16)],
+) -> Result<(ProxyPlan, OwnedFd), SandboxError> {
+    use std::os::fd::FromRawFd;
+    let allow = crate::proxy::AllowList::parse(allow)?;
+    let forwards: Vec<(String, u16)> = forwards
+        .iter()
+        .filter(|(_, port)| *port != PROXY_PORT)
+        .take(MAX_LISTENERS / 2 - 1)
+        .cloned()
+        .collect();
+    let mut fds = [0; 2];
+    // SAFETY: socketpair fills the array with two new descriptors, which we then own.
+    if unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    } == -1
+    {
+        return Err(setup(std::io::Error::last_os_error()));
+    }
+    // SAFETY: both are fresh descriptors owned by nobody else.
+    let (host, init) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    let ports = std::iter::once(PROXY_PORT).chain(forwards.iter().map(|(_, p)| *p));
+    let listeners = ports
+        .enumerate()
+        .flat_map(|(index, port)| {
+            let index = index as u8;
+            [Listen::v4(index, port), Listen::v6(index, port)]
+        })
+        .collect();
+    crate::proxy::Proxy::serve(host, allow, forwards)
+        .map_err(setup)?
+        .detach();
+    Ok((
+        ProxyPlan {
+            channel: init.as_raw_fd(),
+            listeners,
+        },
+        init,
+    ))
+}
+
 /// The `landlock` crate's ABI of a version number.
 fn landlock_abi(level: u8) -> ABI {
     match level {
@@ -446,13 +522,8 @@ impl Confinement {
             .set_compatibility(CompatLevel::HardRequirement)
             .handle_access(write)
             .map_err(setup)?;
-        if level >= 6 {
+        if level >= crate::kernel::LANDLOCK_SCOPES {
             ruleset = ruleset.scope(Scope::from_all(abi)).map_err(setup)?;
-        }
-        if matches!(req.net, Net::Ports { .. }) {
-            ruleset = ruleset
-                .handle_access(AccessNet::from_all(abi))
-                .map_err(setup)?;
         }
         let mut created = ruleset.create().map_err(setup)?;
         let mut writable_roots = vec![work.clone()];
@@ -476,24 +547,22 @@ impl Confinement {
                     .map_err(setup)?;
             }
         }
-        if let Net::Ports { connect, bind } = &req.net {
-            for port in connect {
-                created = created
-                    .add_rule(NetPort::new(*port, AccessNet::ConnectTcp))
-                    .map_err(setup)?;
-            }
-            for port in bind {
-                created = created
-                    .add_rule(NetPort::new(*port, AccessNet::BindTcp))
-                    .map_err(setup)?;
-            }
-        }
         let ruleset: OwnedFd = Option::<OwnedFd>::from(created)
             .ok_or_else(|| setup("the kernel made no Landlock ruleset"))?;
 
         let (report, report_tx) = report_pipe()?;
         let report_fd = report_tx.as_raw_fd();
         fds.push(report_tx);
+        let mut env = req.env;
+        let proxy = match &req.net {
+            Net::Proxied { allow, forwards } => {
+                let (plan, channel) = proxy_plan(allow, forwards)?;
+                env.set(proxy_env());
+                fds.push(channel);
+                Some(plan)
+            }
+            _ => None,
+        };
         let cgroup = crate::limits::tree_cgroup(req.limits);
         let plan = ChildPlan {
             lifeline: lifeline(),
@@ -504,7 +573,8 @@ impl Confinement {
                 .map(|c| cstring(&c.join("cgroup.procs")))
                 .transpose()?,
             maps: IdMaps::of_this_process(),
-            netns: req.net == Net::Isolated,
+            netns: req.net != Net::Full,
+            proxy,
             steps,
             ruleset: ruleset.as_raw_fd(),
             child_writable: vec![c"/tmp".to_owned(), c"/dev/shm".to_owned()],
@@ -528,7 +598,7 @@ impl Confinement {
                 berth_home,
                 net: req.net,
             },
-            env: req.env,
+            env,
         })
     }
 
@@ -596,6 +666,7 @@ impl Confinement {
             Stage::LIMITS => "setting the process limit".into(),
             Stage::DESCRIPTORS => "closing inherited descriptors".into(),
             Stage::CGROUP => "joining the tree's cgroup".into(),
+            Stage::PROXY => "listening for berth's proxy in the network namespace".into(),
             n => match self.child.plan.steps.get((n - Stage::MOUNTS) as usize) {
                 Some(step) => step.to_string(),
                 None => format!("stage {n}"),

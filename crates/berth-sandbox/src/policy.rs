@@ -38,7 +38,8 @@ const SYSTEM_DENY: [&str; 5] = [
 pub struct Policy {
     mode: SandboxMode,
     network: SandboxNetwork,
-    allow_ports: Vec<u16>,
+    /// `[sandbox] allow_hosts`, checked: what berth's proxy lets through by name.
+    allow_hosts: Vec<String>,
     writable: Vec<PathBuf>,
     deny: Vec<PathBuf>,
     berth_home: PathBuf,
@@ -53,8 +54,9 @@ pub struct Policy {
 pub enum Subject {
     Command,
     Agent {
-        /// The TCP ports it may connect to (its provider's, see [`agent_ports`]).
-        ports: Vec<u16>,
+        /// The hosts it may reach through berth's proxy, besides `allow_hosts`: its
+        /// provider's (see [`agent_hosts`]), as `host:port` or URLs.
+        hosts: Vec<String>,
         /// Its state folders and files (`--agent-writable`, or [`agent_profile`]'s).
         writable: Vec<PathBuf>,
         /// berth's variables it gets besides the allow list: its provider's key and base
@@ -81,6 +83,9 @@ pub struct Place {
     /// Folders in berth's home a process may read, though the rest of the home is hidden:
     /// the clone of a repository named by URL, which a worktree's git reads.
     pub readable: Vec<PathBuf>,
+    /// Files hidden besides the deny list: the config layer of a workspace whose folder the
+    /// process works in, though its session is another workspace's.
+    pub hidden: Vec<PathBuf>,
 }
 
 impl Policy {
@@ -120,17 +125,13 @@ impl Policy {
         for p in &settings.deny_read {
             deny.push(expand("deny_read", p)?);
         }
-        let allow_ports = settings
-            .allow_hosts
-            .iter()
-            .map(|h| {
-                host_port(h).ok_or_else(|| {
-                    SandboxError::Invalid(format!(
-                        "[sandbox] allow_hosts entry {h:?} is neither host:port nor an http(s) URL"
-                    ))
-                })
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        // Checked now, so that a bad entry is named when the config is read.
+        crate::proxy::AllowList::parse(&settings.allow_hosts).map_err(|e| match e {
+            SandboxError::Invalid(m) => {
+                SandboxError::Invalid(format!("[sandbox] allow_hosts: {m}"))
+            }
+            other => other,
+        })?;
         for name in &settings.env {
             if name.is_empty() || name.contains(['=', '\0']) {
                 return Err(SandboxError::Invalid(format!(
@@ -146,7 +147,7 @@ impl Policy {
         Ok(Policy {
             mode: settings.mode,
             network: settings.network,
-            allow_ports,
+            allow_hosts: settings.allow_hosts.clone(),
             writable,
             deny,
             berth_home: berth_home.to_owned(),
@@ -202,32 +203,12 @@ impl Policy {
         }
         let net = match (self.network, subject) {
             (SandboxNetwork::Full, _) => Net::Full,
-            (SandboxNetwork::Off, Subject::Command) if self.allow_ports.is_empty() => Net::Isolated,
-            (SandboxNetwork::Off, Subject::Command) => Net::Ports {
-                connect: self.allow_ports.clone(),
-                bind: place.ports.clone(),
-            },
-            (SandboxNetwork::Off, Subject::Agent { ports, .. }) => Net::Ports {
-                connect: ports
-                    .iter()
-                    .chain(&self.allow_ports)
-                    .copied()
-                    .collect::<BTreeSet<_>>()
-                    .into_iter()
-                    .collect(),
-                bind: place.ports.clone(),
-            },
+            (SandboxNetwork::Off, Subject::Command) => Net::Isolated,
+            (SandboxNetwork::Proxy, Subject::Command) => proxied(self.allow_hosts.clone())?,
+            (_, Subject::Agent { hosts, .. }) => {
+                proxied(hosts.iter().chain(&self.allow_hosts).cloned().collect())?
+            }
         };
-        if matches!(net, Net::Ports { .. }) && support.landlock_abi < crate::kernel::LANDLOCK_SCOPES
-        {
-            // Without a network namespace of its own, only Landlock keeps a process from the
-            // host's abstract Unix sockets (ABI 6) and from ports but its own (ABI 4).
-            return Err(SandboxError::Unsupported(format!(
-                "a process that shares the host's network (an agent process, or a command with [sandbox] allow_hosts) needs Landlock ABI {} (Linux 6.12) to be kept from the host's other ports and sockets, and this kernel has {}",
-                crate::kernel::LANDLOCK_SCOPES,
-                support.landlock_abi
-            )));
-        }
         let mut writable = self.writable.clone();
         let mut env = self.env.clone();
         if let Subject::Agent {
@@ -244,6 +225,7 @@ impl Policy {
             // The workspace's overrides may hold a key.
             deny.push(dir.join("config.toml"));
         }
+        deny.extend(place.hidden.iter().cloned());
         Confinement::prepare(Request {
             work: &place.work,
             cwd: &place.cwd,
@@ -303,8 +285,9 @@ impl Sandbox {
     }
 }
 
-/// The port of `host:port`, or of an http(s) URL (its default port when it names none).
-fn host_port(entry: &str) -> Option<u16> {
+/// The host and port of `host:port`, `[v6]:port` or an http(s) URL (its scheme's port when it
+/// names none).
+fn endpoint(entry: &str) -> Option<(String, u16)> {
     let (default, rest) = if let Some(r) = entry.strip_prefix("https://") {
         (Some(443), r)
     } else if let Some(r) = entry.strip_prefix("http://") {
@@ -314,15 +297,44 @@ fn host_port(entry: &str) -> Option<u16> {
     };
     let authority = rest.split(['/', '?', '#']).next()?;
     let authority = authority.rsplit('@').next()?;
-    // `[::1]:8080`, `host:8080`, `host`.
-    let port = match authority.rsplit_once(':') {
-        Some((host, port)) if !host.is_empty() && !port.contains(']') => port.parse().ok(),
-        _ => None,
+    let (host, port) = match authority.rsplit_once(':') {
+        Some((host, port)) if !host.is_empty() && !port.contains(']') => {
+            (host, Some(port.parse().ok()?))
+        }
+        _ => (authority, None),
     };
-    if authority.is_empty() {
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    if host.is_empty() {
         return None;
     }
-    port.or(default)
+    Some((host.to_ascii_lowercase(), port.or(default)?))
+}
+
+/// Whether `host` is this machine's loopback: a process in a network namespace of its own
+/// reaches it only through a forward of berth's.
+fn is_loopback(host: &str) -> bool {
+    host == "localhost"
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// The network of a process whose only way out is berth's proxy, allowing `entries` by name;
+/// those on this machine's loopback (a provider stand-in, a local model server) are forwarded
+/// as they are, at the same port inside.
+fn proxied(entries: Vec<String>) -> Result<Net, SandboxError> {
+    crate::proxy::AllowList::parse(&entries)?;
+    let forwards: Vec<(String, u16)> = entries
+        .iter()
+        .filter_map(|e| endpoint(e))
+        .filter(|(host, _)| is_loopback(host))
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    Ok(Net::Proxied {
+        allow: entries,
+        forwards,
+    })
 }
 
 /// What berth knows of a third-party agent: its name and the state it writes beneath the
@@ -419,26 +431,33 @@ pub fn agent_profile(command: &str) -> Option<&'static AgentProfile> {
         .map(|(_, p)| p)
 }
 
-/// The ports an agent process may connect to: 443, the port of every `*_BASE_URL` in its
-/// environment, its profile's provider, and `extra_urls` (berth's own providers).
-pub fn agent_ports<'a>(
+/// The hosts an agent process may reach through berth's proxy: every `*_BASE_URL` in its
+/// environment, its profile's provider (every provider berth knows, for an agent it does not
+/// know), and `extra_urls` (berth's own providers).
+pub fn agent_hosts<'a>(
     profile: Option<&AgentProfile>,
     env: impl IntoIterator<Item = (&'a str, &'a str)>,
     extra_urls: impl IntoIterator<Item = &'a str>,
-) -> Vec<u16> {
-    let mut ports = BTreeSet::from([443]);
+) -> Vec<String> {
+    let mut hosts = BTreeSet::new();
     for (k, v) in env {
-        if k.ends_with("_BASE_URL")
-            && let Some(p) = host_port(v)
-        {
-            ports.insert(p);
+        if k.ends_with("_BASE_URL") && endpoint(v).is_some() {
+            hosts.insert(v.to_owned());
         }
     }
-    if let Some(p) = profile.and_then(|p| host_port(p.base_url.1)) {
-        ports.insert(p);
+    match profile {
+        Some(p) => {
+            hosts.insert(p.base_url.1.to_owned());
+        }
+        None => hosts.extend(PROFILES.iter().map(|(_, p)| p.base_url.1.to_owned())),
     }
-    ports.extend(extra_urls.into_iter().filter_map(host_port));
-    ports.into_iter().collect()
+    hosts.extend(
+        extra_urls
+            .into_iter()
+            .filter(|u| endpoint(u).is_some())
+            .map(str::to_owned),
+    );
+    hosts.into_iter().collect()
 }
 
 #[cfg(test)]
@@ -446,14 +465,40 @@ mod tests {
     use super::*;
 
     #[test]
-    fn hosts_become_ports() {
-        assert_eq!(host_port("crates.io:443"), Some(443));
-        assert_eq!(host_port("https://api.anthropic.com"), Some(443));
-        assert_eq!(host_port("http://127.0.0.1:8123/v1"), Some(8123));
-        assert_eq!(host_port("http://[::1]:9000/x"), Some(9000));
-        assert_eq!(host_port("http://example.com"), Some(80));
-        assert_eq!(host_port("example.com"), None);
-        assert_eq!(host_port("https://"), None);
+    fn entries_become_endpoints() {
+        let e = |h: &str, p: u16| Some((h.to_owned(), p));
+        assert_eq!(endpoint("crates.io:443"), e("crates.io", 443));
+        assert_eq!(
+            endpoint("https://api.anthropic.com"),
+            e("api.anthropic.com", 443)
+        );
+        assert_eq!(endpoint("http://127.0.0.1:8123/v1"), e("127.0.0.1", 8123));
+        assert_eq!(endpoint("http://[::1]:9000/x"), e("::1", 9000));
+        assert_eq!(endpoint("http://example.com"), e("example.com", 80));
+        assert_eq!(endpoint("example.com"), None);
+        assert_eq!(endpoint("https://"), None);
+    }
+
+    #[test]
+    fn loopback_entries_are_forwarded_and_names_go_through_the_proxy() {
+        let net = proxied(vec![
+            "http://127.0.0.1:4567".into(),
+            "api.anthropic.com:443".into(),
+            "localhost:8080".into(),
+        ])
+        .unwrap();
+        let Net::Proxied { forwards, allow } = net else {
+            panic!("{net:?}")
+        };
+        assert_eq!(
+            forwards,
+            [
+                ("127.0.0.1".to_owned(), 4567),
+                ("localhost".to_owned(), 8080)
+            ]
+        );
+        assert_eq!(allow.len(), 3);
+        assert!(proxied(vec!["*".into()]).is_err());
     }
 
     #[test]
@@ -462,7 +507,7 @@ mod tests {
         assert_eq!(claude.state, [".claude"]);
         assert_eq!(agent_profile("FOO=1 codex-acp").unwrap().name, "codex");
         assert!(agent_profile("python3 my_agent.py").is_none());
-        let ports = agent_ports(
+        let hosts = agent_hosts(
             Some(claude),
             [
                 ("ANTHROPIC_BASE_URL", "http://127.0.0.1:4567"),
@@ -470,7 +515,14 @@ mod tests {
             ],
             ["https://example.com:8443"],
         );
-        assert_eq!(ports, [443, 4567, 8443]);
+        assert_eq!(
+            hosts,
+            [
+                "http://127.0.0.1:4567",
+                "https://api.anthropic.com",
+                "https://example.com:8443"
+            ]
+        );
     }
 
     #[test]
@@ -483,11 +535,11 @@ mod tests {
         let e = Policy::from_settings(&bad, Some(home), Path::new("/b")).unwrap_err();
         assert!(e.to_string().contains("absolute"), "{e}");
         let bad = SandboxSettings {
-            allow_hosts: vec!["example.com".into()],
+            allow_hosts: vec!["*".into()],
             ..SandboxSettings::default()
         };
         let e = Policy::from_settings(&bad, Some(home), Path::new("/b")).unwrap_err();
-        assert!(e.to_string().contains("host:port"), "{e}");
+        assert!(e.to_string().contains("allow_hosts"), "{e}");
         let good = SandboxSettings {
             deny_read: vec!["~/private".into()],
             ..SandboxSettings::default()

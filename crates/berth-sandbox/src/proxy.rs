@@ -378,7 +378,6 @@ fn is_on_this_machine(address: IpAddr) -> bool {
 /// Sends one connection over the channel, in the wire format above: `index` as the payload,
 /// `socket` in `SCM_RIGHTS`. It allocates nothing and takes no lock, so the init may call it
 /// in a forked child.
-#[allow(dead_code, reason = "the init in child.rs sends connections with it")]
 pub(crate) fn send_fd(
     channel: BorrowedFd<'_>,
     socket: BorrowedFd<'_>,
@@ -536,6 +535,8 @@ pub struct Proxy {
 pub struct ProxyHandle {
     channel: Arc<OwnedFd>,
     ended: Arc<Ended>,
+    /// Whether dropping the handle stops the proxy ([`ProxyHandle::detach`] disarms it).
+    armed: bool,
 }
 
 impl Proxy {
@@ -571,7 +572,11 @@ impl Proxy {
                 let _ended = EndedOnDrop(serving_ended);
                 take_connections(&proxy, serving_channel.as_fd());
             })?;
-        Ok(ProxyHandle { channel, ended })
+        Ok(ProxyHandle {
+            channel,
+            ended,
+            armed: true,
+        })
     }
 }
 
@@ -602,9 +607,20 @@ impl ProxyHandle {
     }
 }
 
+impl ProxyHandle {
+    /// Lets the proxy serve until its channel ends (the init, and with it the namespace, is
+    /// gone), whatever becomes of this handle: a confinement is dropped once its process has
+    /// started, and the agent's connections must go on.
+    pub fn detach(mut self) {
+        self.armed = false;
+    }
+}
+
 impl Drop for ProxyHandle {
     fn drop(&mut self) {
-        self.stop();
+        if self.armed {
+            self.stop();
+        }
     }
 }
 

@@ -113,6 +113,7 @@ impl World {
             ports: vec![],
             protect: vec![],
             readable: vec![],
+            hidden: vec![],
         };
         policy
             .confine(&place, subject)
@@ -214,7 +215,7 @@ fn a_hostile_agent_process_is_contained() {
     let text = contained(
         &w,
         Subject::Agent {
-            ports: vec![provider.local_addr().unwrap().port()],
+            hosts: vec![provider.local_addr().unwrap().to_string()],
             writable: vec![w.user_home.join(".agent-state")],
             env: vec![],
         },
@@ -229,7 +230,7 @@ fn an_agent_reaches_its_provider_and_its_state() {
     let port = provider.local_addr().unwrap().port();
     std::fs::create_dir_all(w.user_home.join(".agent-state")).unwrap();
     let confinement = w.confine(&Subject::Agent {
-        ports: vec![port],
+        hosts: vec![format!("127.0.0.1:{port}")],
         writable: vec![w.user_home.join(".agent-state")],
         env: vec![],
     });
@@ -350,6 +351,8 @@ fn contained_as_an_unprivileged_user_too() {
             "an_unknown_pretend_refuses_everything",
             "older_kernels_hold_the_same_walls",
             "mptcp_does_not_slip_past_the_port_rules",
+            "udp_finds_no_way_out",
+            "an_agents_way_out_is_the_proxy_by_name",
             "--test-threads=1",
         ])
         .env(DIR_VAR, dir.path())
@@ -361,7 +364,7 @@ fn contained_as_an_unprivileged_user_too() {
     let text =
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "as {TEST_USER}:\n{text}");
-    assert!(text.contains("12 passed"), "as {TEST_USER}:\n{text}");
+    assert!(text.contains("14 passed"), "as {TEST_USER}:\n{text}");
 }
 
 unsafe extern "C" {
@@ -394,7 +397,7 @@ fn run_confined(
 
 fn agent(w: &World) -> Subject {
     Subject::Agent {
-        ports: vec![],
+        hosts: vec![],
         writable: vec![w.user_home.join(".agent-state")],
         env: vec![],
     }
@@ -616,7 +619,7 @@ fn inner_environment_canaries() {
     }
     // `[sandbox] env` and an agent's own provider variables pass by name.
     let named = Subject::Agent {
-        ports: vec![],
+        hosts: vec![],
         writable: vec![],
         env: vec!["MY_DB_PASSWORD".into()],
     };
@@ -705,6 +708,7 @@ fn inner_pretend_unknown() {
         ports: vec![],
         protect: vec![],
         readable: vec![],
+        hidden: vec![],
     };
     let e = policy.confine(&place, &Subject::Command).unwrap_err();
     assert!(e.to_string().contains("no-such-kernel"), "{e}");
@@ -724,6 +728,7 @@ fn an_unknown_pretend_refuses_everything() {
 fn inner_hostile_command() {
     let w = world();
     contained(&w, Subject::Command);
+    contained(&w, agent(&w));
 }
 
 #[test]
@@ -772,7 +777,7 @@ fn mptcp_does_not_slip_past_the_port_rules() {
     // An agent process may connect to its provider's port by TCP; this port is not one.
     let provider = TcpListener::bind("127.0.0.1:0").unwrap();
     let subject = Subject::Agent {
-        ports: vec![provider.local_addr().unwrap().port()],
+        hosts: vec![provider.local_addr().unwrap().to_string()],
         writable: vec![],
         env: vec![],
     };
@@ -780,4 +785,98 @@ fn mptcp_does_not_slip_past_the_port_rules() {
     assert!(!text.contains("MPTCP REACHED"), "{text}");
     assert_eq!(text.matches("refused").count(), 2, "{text}");
     assert!(listener.accept().is_err(), "{text}");
+}
+
+#[test]
+fn udp_finds_no_way_out() {
+    let w = world();
+    let v4 = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let v6 = std::net::UdpSocket::bind("[::1]:0").unwrap();
+    let script = format!(
+        r#"python3 - <<'PY'
+import socket
+for family, host, port in ((socket.AF_INET, "127.0.0.1", {}), (socket.AF_INET6, "::1", {})):
+    try:
+        s = socket.socket(family, socket.SOCK_DGRAM)
+        s.sendto(b"UDP ESCAPED", (host, port))
+        print("sent", host)
+    except OSError as e:
+        print("refused", host, e)
+PY
+echo done"#,
+        v4.local_addr().unwrap().port(),
+        v6.local_addr().unwrap().port()
+    );
+    for subject in [Subject::Command, agent(&w)] {
+        let (_, text) = run_confined(&w, &subject, &script, |_| {});
+        assert!(text.contains("done"), "{text}");
+        // The script is over: whatever it sent has arrived, if anything could.
+        for socket in [&v4, &v6] {
+            socket.set_nonblocking(true).unwrap();
+            let mut buf = [0u8; 64];
+            assert!(socket.recv(&mut buf).is_err(), "{subject:?}: {text}");
+        }
+    }
+    // Unconfined, the same datagrams arrive: the test can tell.
+    let out = Command::new("bash").args(["-c", &script]).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("sent ::1"));
+    v4.set_nonblocking(false).unwrap();
+    v4.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    let mut buf = [0u8; 64];
+    let n = v4.recv(&mut buf).unwrap();
+    assert_eq!(&buf[..n], b"UDP ESCAPED");
+}
+
+/// A python script that asks the proxy named by `HTTPS_PROXY` to `CONNECT` to each target and
+/// prints the status line it got for each.
+fn connect_script(targets: &[String]) -> String {
+    format!(
+        r#"python3 - <<'PY'
+import os, socket, urllib.parse
+proxy = urllib.parse.urlparse(os.environ["HTTPS_PROXY"])
+for target in {targets:?}:
+    s = socket.create_connection((proxy.hostname, proxy.port), timeout=10)
+    s.sendall(f"CONNECT {{target}} HTTP/1.1\r\nHost: {{target}}\r\n\r\n".encode())
+    print(target, s.recv(200).split(b"\r\n")[0].decode())
+PY"#
+    )
+}
+
+#[test]
+fn an_agents_way_out_is_the_proxy_by_name() {
+    let w = world();
+    let allowed = TcpListener::bind("127.0.0.1:0").unwrap();
+    let other = TcpListener::bind("127.0.0.1:0").unwrap();
+    other.set_nonblocking(true).unwrap();
+    let (a, o) = (
+        allowed.local_addr().unwrap().port(),
+        other.local_addr().unwrap().port(),
+    );
+    let subject = Subject::Agent {
+        hosts: vec![format!("127.0.0.1:{a}")],
+        writable: vec![],
+        env: vec![],
+    };
+    let targets = [
+        format!("127.0.0.1:{a}"),
+        format!("127.0.0.1:{o}"),
+        format!("localhost:{a}"),
+    ];
+    let (_, text) = run_confined(&w, &subject, &connect_script(&targets), |_| {});
+    assert!(
+        text.contains(&format!("127.0.0.1:{a} HTTP/1.1 200")),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("127.0.0.1:{o} HTTP/1.1 403")),
+        "{text}"
+    );
+    // Allowed by address, not by a name that leads there.
+    assert!(
+        text.contains(&format!("localhost:{a} HTTP/1.1 403")),
+        "{text}"
+    );
+    assert!(allowed.accept().is_ok());
+    assert!(other.accept().is_err(), "{text}");
 }
