@@ -429,3 +429,36 @@ def test_a_plain_workspaces_agent_cannot_change_berths_files_beside_its_work(wor
     assert not world.outside.exists()
     shown = world.berth("config", "show", "--workspace", "plain-one", env=env)
     assert 'mode = "on"' in shown.stdout, shown.stdout + shown.stderr
+
+
+def test_a_plain_workspaces_folder_worked_in_from_another_workspaces_session(world, provider):
+    """A session of one workspace whose command runs in another, plain, workspace's folder:
+    that folder's record and config layer are berth's all the same, read-only to the command
+    (a `[sandbox] mode = "off"` written there would lift the sandbox for that workspace's
+    next command), and its config layer is hidden."""
+    env = world.env(provider)
+    for name in ("plain-two", "other"):
+        made = world.berth("workspace", "create", name, "--plain", env=env)
+        assert made.returncode == 0, made.stderr
+    folder = Path(world.berth("workspace", "path", "plain-two", env=env).stdout.strip())
+    (folder / "config.toml").write_text("# SECRET-WS-CONFIG-9\n")
+    record = (folder / "workspace.toml").read_text()
+    attack = (
+        "cat config.toml; "
+        "printf '[sandbox]\\nmode = \"off\"\\n' > config.toml; "
+        "echo forged >> workspace.toml; "
+        "echo mine > mine.txt"
+    )
+    provider.push(Reply().tool("toolu_1", "run_command", {"command": attack}))
+    provider.push(Reply().text("Done."))
+    done = world.berth(
+        "chat", "-p", "go", "--workspace", "other", "--allow", "run_command", env=env, cwd=folder
+    )
+    assert done.returncode == 0, done.stderr + done.stdout
+    assert (folder / "mine.txt").read_text() == "mine\n"
+    assert (folder / "config.toml").read_text() == "# SECRET-WS-CONFIG-9\n"
+    assert (folder / "workspace.toml").read_text() == record
+    assert "SECRET-WS-CONFIG-9" not in done.stdout + done.stderr
+    [session] = json.loads(world.berth("session", "list", "-w", "other", "--json", env=env).stdout)
+    tool = [m["content"] for m in session_messages(world, env, session["id"]) if m["role"] == "tool"]
+    assert tool and "SECRET-WS-CONFIG-9" not in tool[0], tool

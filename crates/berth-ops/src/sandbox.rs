@@ -50,7 +50,7 @@ impl Ops {
     }
 
     /// How an agent process (`berth run --agent-cmd`) starts in `work` for `ws`: confined as
-    /// an agent (its provider's ports, from `env`, berth's environment, what berth knows of
+    /// an agent (its provider's hosts, from `env`, berth's environment, what berth knows of
     /// the agent and berth's own providers; its state, `writable` or its profile's, made if
     /// missing so that it can be allowed), unless it is berth itself, which confines what it
     /// runs on its own.
@@ -89,7 +89,7 @@ impl Ops {
             .iter()
             .chain(env)
             .map(|(k, v)| (k.as_str(), v.as_str()));
-        let ports = berth_sandbox::agent_ports(profile, all_env, providers);
+        let hosts = berth_sandbox::agent_hosts(profile, all_env, providers);
         let home = user_home();
         let writable = match writable {
             [] => profile
@@ -116,7 +116,7 @@ impl Ops {
         let confinement = sandbox.confine(
             None,
             &Subject::Agent {
-                ports,
+                hosts,
                 writable,
                 env: passed,
             },
@@ -140,10 +140,24 @@ impl Ops {
     fn sandbox_in(&self, config: &Config, ws: Option<&Workspace>, work: &Path) -> Result<Sandbox> {
         let policy = self.sandbox_policy(config)?;
         let workspace_dir = ws.and_then(|w| self.manager.workspaces().workspace_dir(&w.id));
-        let protect = match &workspace_dir {
-            Some(dir) if policy.is_on() => protected(dir, work)?,
-            _ => Vec::new(),
-        };
+        // berth's files in every workspace folder the work folder lies in: the session's own,
+        // and a plain workspace's folder used from another workspace's session (whose config
+        // layer would otherwise be the agent's to write, and obeyed by its next command).
+        let holder = self.workspace_folder_holding(work);
+        let mut protect = Vec::new();
+        let mut hidden = Vec::new();
+        if policy.is_on() {
+            let own = workspace_dir.as_deref().and_then(|d| d.canonicalize().ok());
+            for dir in own
+                .iter()
+                .chain(holder.iter().filter(|h| Some(*h) != own.as_ref()))
+            {
+                protect.extend(protected(dir, work)?);
+                if Some(dir) != own.as_ref() {
+                    hidden.push(dir.join("config.toml"));
+                }
+            }
+        }
         let place = Place {
             work: work.to_owned(),
             cwd: work.to_owned(),
@@ -159,8 +173,18 @@ impl Ops {
                 .filter(|repo| repo.starts_with(&*self.home))
                 .into_iter()
                 .collect(),
+            hidden,
         };
         Ok(Sandbox::new(policy, place))
+    }
+
+    /// The folder of the workspace in berth's home that `work` lies in, if it does (a plain
+    /// workspace's folder, or beneath one).
+    fn workspace_folder_holding(&self, work: &Path) -> Option<PathBuf> {
+        let workspaces = self.home.join("workspaces").canonicalize().ok()?;
+        let work = work.canonicalize().ok()?;
+        let id = work.strip_prefix(&workspaces).ok()?.components().next()?;
+        Some(workspaces.join(id))
     }
 }
 
