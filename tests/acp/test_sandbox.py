@@ -257,6 +257,7 @@ def test_the_agent_cmd_process_itself(world, provider):
     agent = world.command(" > hostile.log 2>&1")
     done = world.berth("run", "escape", "--agent-cmd", agent, "--json", env=env)
     worktree, _ = worktree_of(run_events(done))
+    assert (worktree / "hostile.log").exists(), done.stdout + done.stderr
     text = (worktree / "hostile.log").read_text()
     assert "wrote inside.txt" in text, text
     world.assert_contained(text, worktree, pointer_before(world).fullmatch((worktree / ".git").read_text())[0])

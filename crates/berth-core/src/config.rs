@@ -402,6 +402,9 @@ pub struct SandboxSettings {
     pub writable: Vec<String>,
     /// Paths hidden from a confined process, added to berth's own list.
     pub deny_read: Vec<String>,
+    /// Paths beneath `$HOME` a confined process may read, besides the toolchains' folders
+    /// (`$HOME` is otherwise an empty folder to it).
+    pub readable: Vec<String>,
     /// Variables of berth's environment passed on to confined processes besides the allow
     /// list (docs/sandbox.md lists it).
     pub env: Vec<String>,
@@ -429,6 +432,7 @@ impl Default for SandboxSettings {
             allow_hosts: Vec::new(),
             writable: Vec::new(),
             deny_read: Vec::new(),
+            readable: Vec::new(),
             env: Vec::new(),
             max_processes: Self::MAX_PROCESSES,
             tmp_mib: Self::TMP_MIB,

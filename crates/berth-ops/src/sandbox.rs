@@ -113,12 +113,25 @@ impl Ops {
                 .map(|n| (*n).to_owned())
                 .collect(),
         };
+        // Its hooks and settings, read-only; a missing settings file is made empty first, so
+        // that it is protected rather than written by the agent.
+        let settings = match (profile, &home) {
+            (Some(p), Some(home)) if sandbox.is_on() => p
+                .settings
+                .iter()
+                .map(|rel| home.join(rel))
+                .inspect(|path| make_empty_settings(path))
+                .collect(),
+            _ => Vec::new(),
+        };
         let confinement = sandbox.confine(
             None,
             &Subject::Agent {
                 hosts,
                 writable,
                 env: passed,
+                program: berth_sandbox::program_files(command, path.as_deref(), work),
+                settings,
             },
         )?;
         let mut process_env = Vec::new();
@@ -185,6 +198,29 @@ impl Ops {
         let work = work.canonicalize().ok()?;
         let id = work.strip_prefix(&workspaces).ok()?.components().next()?;
         Some(workspaces.join(id))
+    }
+}
+
+/// An agent's settings file made, empty, where it is missing and its folder exists: a JSON
+/// file `{}`, anything else nothing. Folders (hooks, plugins) are left as they are.
+fn make_empty_settings(path: &Path) {
+    let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+        return;
+    };
+    let text = if name.ends_with(".json") {
+        "{}\n"
+    } else if name.ends_with(".toml") {
+        ""
+    } else {
+        return;
+    };
+    if path.parent().is_some_and(Path::is_dir) {
+        let _ = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(path)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, text.as_bytes()));
     }
 }
 

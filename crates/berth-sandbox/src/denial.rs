@@ -45,6 +45,15 @@ pub fn explain(output: &str, confinement: &Confinement) -> Option<String> {
         }
     };
     for line in output.lines() {
+        // A hidden path reads as missing (an empty folder stands in its place): said only for
+        // paths the sandbox does hide, never for a file that is simply not there.
+        if line.contains("No such file or directory") || line.contains("ENOENT") {
+            for path in paths_in(line) {
+                if let Some(note) = hidden_note(&path, rules) {
+                    push(note);
+                }
+            }
+        }
         if REFUSALS.iter().any(|r| line.contains(r)) {
             for path in paths_in(line) {
                 push(path_note(&path, rules));
@@ -84,6 +93,37 @@ pub fn explain(output: &str, confinement: &Confinement) -> Option<String> {
 }
 
 /// What the rules say of `path`.
+/// Why `path` is hidden from the process, if the sandbox hides it.
+fn hidden_note(path: &Path, rules: &crate::plan::Rules) -> Option<String> {
+    let shown = path.display();
+    if let Some(d) = rules.deny.iter().find(|d| path.starts_with(d)) {
+        return Some(format!(
+            "{shown} is hidden: {} is on the sandbox's deny list ([sandbox] deny_read)",
+            d.display()
+        ));
+    }
+    let kept = |p: &Path| {
+        p.starts_with(&rules.work)
+            || rules.writable.iter().any(|w| p.starts_with(w))
+            || rules.readable.iter().any(|r| p.starts_with(r))
+    };
+    if path.starts_with(&rules.berth_home) && !kept(path) {
+        return Some(format!(
+            "{shown} is hidden: berth's home is out of reach but for this workspace's own folder"
+        ));
+    }
+    if let Some(home) = &rules.home
+        && path.starts_with(home)
+        && !kept(path)
+    {
+        return Some(format!(
+            "{shown} is hidden: $HOME ({}) is an empty folder to a confined process but for toolchains' folders ([sandbox] readable adds paths)",
+            home.display()
+        ));
+    }
+    None
+}
+
 fn path_note(path: &Path, rules: &crate::plan::Rules) -> String {
     let shown = path.display();
     if path.starts_with(&rules.work) && path.components().any(|c| c.as_os_str() == ".git") {
@@ -91,16 +131,8 @@ fn path_note(path: &Path, rules: &crate::plan::Rules) -> String {
             "{shown} is read-only: nothing in a workspace may change git's pointer, config or hooks, and agents do not commit (berth commits the work when it is merged)"
         );
     }
-    if let Some(d) = rules.deny.iter().find(|d| path.starts_with(d)) {
-        return format!(
-            "{shown} is hidden: {} is on the sandbox's deny list ([sandbox] deny_read)",
-            d.display()
-        );
-    }
-    if path.starts_with(&rules.berth_home) {
-        return format!(
-            "{shown} is hidden: berth's home is out of reach but for this workspace's own folder"
-        );
+    if let Some(note) = hidden_note(path, rules) {
+        return note;
     }
     let writable = std::iter::once(&rules.work)
         .chain(&rules.writable)

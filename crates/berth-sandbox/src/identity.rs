@@ -40,6 +40,40 @@ pub fn runs_berth(command: &str, path: Option<&OsStr>, folder: &Path) -> bool {
     }
 }
 
+/// What an agent's command line needs to read, wherever it lies (`$HOME` is hidden from it):
+/// its program, as `sh` finds it, and every file its words name, each with its
+/// installation: the folder holding its `node_modules`, or its virtualenv (the folder with a
+/// `pyvenv.cfg`), else the file itself.
+pub fn program_files(command: &str, path: Option<&OsStr>, folder: &Path) -> Vec<PathBuf> {
+    let mut words = command.split_whitespace().filter(|w| !w.contains('='));
+    let program = words.next().and_then(|p| find(p, path, folder));
+    let named = words
+        .filter(|w| w.contains('/'))
+        .map(|w| folder.join(w.trim_matches(['"', '\''])));
+    let mut files: Vec<PathBuf> = program
+        .into_iter()
+        .chain(named)
+        .filter_map(|p| p.canonicalize().ok())
+        .map(|file| installation(&file).unwrap_or(file))
+        .collect();
+    files.sort();
+    files.dedup();
+    files
+}
+
+/// The folder `file` was installed in: above its `node_modules`, or its virtualenv.
+fn installation(file: &Path) -> Option<PathBuf> {
+    file.ancestors().skip(1).find_map(|dir| {
+        if dir.file_name().is_some_and(|n| n == "node_modules") {
+            dir.parent().map(Path::to_owned)
+        } else if dir.join("pyvenv.cfg").is_file() {
+            Some(dir.to_owned())
+        } else {
+            None
+        }
+    })
+}
+
 /// A word a shell takes as it is: no expansion, quoting, redirection or separator.
 fn plain(word: &str) -> bool {
     !word.is_empty()
@@ -76,6 +110,34 @@ fn running_binary() -> Option<std::fs::Metadata> {
     std::fs::metadata("/proc/self/exe")
         .or_else(|_| std::env::current_exe().and_then(std::fs::metadata))
         .ok()
+}
+
+#[cfg(test)]
+mod program_tests {
+    use super::*;
+
+    #[test]
+    fn an_agents_installation_is_found_from_its_command_line() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().canonicalize().unwrap();
+        let bin = root.join("tools/node_modules/.bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        let agent = bin.join("some-agent");
+        std::fs::write(&agent, "#!/bin/sh\n").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let venv = root.join("venv");
+        std::fs::create_dir_all(venv.join("bin")).unwrap();
+        std::fs::write(venv.join("pyvenv.cfg"), "").unwrap();
+        std::fs::write(venv.join("bin/agent.py"), "").unwrap();
+        let path = std::ffi::OsString::from(bin.as_os_str());
+        let files = program_files(
+            "FOO=1 some-agent --flag venv/bin/agent.py missing/file",
+            Some(&path),
+            &root,
+        );
+        assert_eq!(files, [root.join("tools"), venv]);
+    }
 }
 
 #[cfg(test)]

@@ -40,7 +40,7 @@ mod seccomp;
 
 pub use denial::{NOTE_MARK, explain};
 pub use env::{TOOLCHAINS, allowed_names};
-pub use identity::runs_berth;
+pub use identity::{program_files, runs_berth};
 pub use kernel::{PRETEND_VAR, Support, support};
 pub use limits::enforced as limits_enforced;
 pub use plan::{Confinement, PROXY_PORT};

@@ -51,6 +51,8 @@ pub(crate) struct Request<'a> {
     /// Visible, not writable (nothing outside the work folder and `writable` is).
     pub readable: &'a [PathBuf],
     pub protect: &'a [PathBuf],
+    /// `$HOME`: hidden, but for `readable`, `writable` and the work folder beneath it.
+    pub user_home: Option<&'a Path>,
     pub writable: &'a [PathBuf],
     pub deny: &'a [PathBuf],
     pub net: Net,
@@ -78,6 +80,10 @@ const WRITABLE_DEVICES: [&str; 4] = ["null", "zero", "full", "tty"];
 pub(crate) struct Rules {
     pub work: PathBuf,
     pub writable: Vec<PathBuf>,
+    /// What stays readable where a tmpfs hides the rest (`$HOME`, berth's home).
+    pub readable: Vec<PathBuf>,
+    /// `$HOME`, when it is hidden.
+    pub home: Option<PathBuf>,
     pub deny: Vec<PathBuf>,
     pub berth_home: PathBuf,
     pub net: Net,
@@ -408,6 +414,16 @@ impl Confinement {
             // Nothing can be written there (Landlock), but by a kept folder bound back.
             items.push((berth_home.clone(), Item::Hide(1)));
         }
+        // `$HOME` is an empty folder but for what is bound back: a credential file at a path
+        // nobody listed, or made after the start, is out of reach. (Not when the work folder
+        // is `$HOME` itself, or holds it: then it is the agent's to write anyway.)
+        let hidden_home = req
+            .user_home
+            .and_then(resolved)
+            .filter(|home| home.parent().is_some() && !home.starts_with(&work));
+        if let Some(home) = &hidden_home {
+            items.push((home.clone(), Item::Hide(1)));
+        }
         items.extend(
             deny.iter()
                 .map(|d| (d.clone(), Item::Deny { dir: d.is_dir() })),
@@ -419,10 +435,15 @@ impl Confinement {
         let git = work.join(".git");
         let read_only = std::iter::once(git).chain(req.protect.iter().cloned());
         for path in read_only {
-            // Only what exists as itself, not through a symlink, inside the work folder, and
-            // not hidden already.
+            // Its folder as the kernel resolves it (the writable roots are), itself not.
+            let path = match (path.parent().and_then(resolved), path.file_name()) {
+                (Some(parent), Some(name)) => parent.join(name),
+                _ => path,
+            };
+            // Only what exists as itself, not through a symlink, inside the work folder or
+            // another writable one, and not hidden already.
             if std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file() || m.is_dir())
-                && path.starts_with(&work)
+                && (path.starts_with(&work) || writable.iter().any(|w| path.starts_with(w)))
                 && !deny.iter().any(|d| path.starts_with(d))
             {
                 items.push((path, Item::ReadOnly));
@@ -593,6 +614,8 @@ impl Confinement {
             }),
             rules: Rules {
                 work,
+                readable,
+                home: hidden_home,
                 writable,
                 deny,
                 berth_home,

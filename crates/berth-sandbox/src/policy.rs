@@ -24,6 +24,50 @@ const HOME_DENY: [&str; 11] = [
     ".password-store",
 ];
 
+/// Folders beneath `$HOME` that stay readable though `$HOME` is hidden: where toolchains and
+/// their caches live, and git's own config. Credential files inside them are on the deny list.
+pub const HOME_READABLE: [&str; 30] = [
+    ".cargo",
+    ".rustup",
+    ".local/bin",
+    ".local/lib",
+    ".local/share/pnpm",
+    ".local/share/uv",
+    ".nvm",
+    ".npm",
+    ".pyenv",
+    ".rbenv",
+    ".asdf",
+    ".volta",
+    ".bun",
+    ".deno",
+    ".sdkman",
+    ".gem",
+    ".m2/repository",
+    ".gradle/caches",
+    ".gradle/wrapper",
+    "go",
+    ".cache/pip",
+    ".cache/uv",
+    ".cache/go-build",
+    ".cache/yarn",
+    ".cache/pnpm",
+    ".cache/node",
+    ".cache/sccache",
+    ".cache/ms-playwright",
+    ".gitconfig",
+    ".config/git",
+];
+
+/// Credential files inside the folders of [`HOME_READABLE`], hidden all the same.
+const HOME_READABLE_DENY: [&str; 5] = [
+    ".cargo/credentials.toml",
+    ".cargo/credentials",
+    ".config/git/credentials",
+    ".npm/_authToken",
+    ".gem/credentials",
+];
+
 /// Sockets that hand out the machine (a container engine's is root's rights): hidden too.
 const SYSTEM_DENY: [&str; 5] = [
     "/run/docker.sock",
@@ -43,6 +87,10 @@ pub struct Policy {
     writable: Vec<PathBuf>,
     deny: Vec<PathBuf>,
     berth_home: PathBuf,
+    /// `$HOME`, hidden but for [`HOME_READABLE`] and `readable`.
+    user_home: Option<PathBuf>,
+    /// What stays readable beneath `$HOME`.
+    readable: Vec<PathBuf>,
     /// `[sandbox] env`: berth's variables passed on besides the allow list.
     env: Vec<String>,
     limits: Limits,
@@ -62,6 +110,12 @@ pub enum Subject {
         /// berth's variables it gets besides the allow list: its provider's key and base
         /// URL ([`AgentProfile::env`]).
         env: Vec<String>,
+        /// Its program and installation (a `node_modules` tree, a virtualenv, the files its
+        /// command line names), readable wherever they are, `$HOME` included.
+        program: Vec<PathBuf>,
+        /// Files of its state that would make it (or the user's next, unconfined run of it)
+        /// run commands: its hooks and settings ([`AgentProfile::settings`]). Read-only.
+        settings: Vec<PathBuf>,
     },
 }
 
@@ -119,8 +173,20 @@ impl Policy {
             .map(|p| expand("writable", p))
             .collect::<Result<Vec<_>, _>>()?;
         let mut deny: Vec<PathBuf> = user_home
-            .map(|h| HOME_DENY.iter().map(|p| h.join(p)).collect())
+            .map(|h| {
+                HOME_DENY
+                    .iter()
+                    .chain(&HOME_READABLE_DENY)
+                    .map(|p| h.join(p))
+                    .collect()
+            })
             .unwrap_or_default();
+        let mut readable: Vec<PathBuf> = user_home
+            .map(|h| HOME_READABLE.iter().map(|p| h.join(p)).collect())
+            .unwrap_or_default();
+        for p in &settings.readable {
+            readable.push(expand("readable", p)?);
+        }
         deny.extend(SYSTEM_DENY.iter().map(PathBuf::from));
         for p in &settings.deny_read {
             deny.push(expand("deny_read", p)?);
@@ -151,6 +217,8 @@ impl Policy {
             writable,
             deny,
             berth_home: berth_home.to_owned(),
+            user_home: user_home.map(Path::to_owned),
+            readable,
             env: settings.env.clone(),
             limits: Limits {
                 processes: settings.max_processes,
@@ -211,14 +279,34 @@ impl Policy {
         };
         let mut writable = self.writable.clone();
         let mut env = self.env.clone();
+        let mut readable = place.readable.clone();
+        readable.extend(self.readable.iter().cloned());
+        let mut protect = place.protect.clone();
         if let Subject::Agent {
             writable: own,
             env: own_env,
+            program,
+            settings,
             ..
         } = subject
         {
             writable.extend(own.iter().cloned());
             env.extend(own_env.iter().cloned());
+            // What its command line names is readable, but for what the sandbox hides:
+            // naming a secret on the command line does not open it.
+            let hidden: Vec<PathBuf> = self
+                .deny
+                .iter()
+                .chain(std::iter::once(&self.berth_home))
+                .map(|d| d.canonicalize().unwrap_or_else(|_| d.clone()))
+                .collect();
+            readable.extend(
+                program
+                    .iter()
+                    .filter(|p| !hidden.iter().any(|h| p.starts_with(h)))
+                    .cloned(),
+            );
+            protect.extend(settings.iter().cloned());
         }
         let mut deny = self.deny.clone();
         if let Some(dir) = &place.workspace_dir {
@@ -231,8 +319,9 @@ impl Policy {
             cwd: &place.cwd,
             berth_home: &self.berth_home,
             keep: place.workspace_dir.as_deref(),
-            readable: &place.readable,
-            protect: &place.protect,
+            readable: &readable,
+            protect: &protect,
+            user_home: self.user_home.as_deref(),
             writable: &writable,
             deny: &deny,
             net,
@@ -348,6 +437,11 @@ pub struct AgentProfile {
     pub base_url: (&'static str, &'static str),
     /// berth's variables it gets: its provider's key and base URL.
     pub env: &'static [&'static str],
+    /// The files and folders of its state (beneath `$HOME`) that make it run commands: its
+    /// settings, where hooks are declared, and its hooks and plugins. Read-only to it, so that
+    /// it cannot plant a hook the user's next, unconfined run obeys; a settings file that is
+    /// missing is made (empty) first, so that it is protected rather than created.
+    pub settings: &'static [&'static str],
     /// A variable that moves all of its state into its state folder (beneath `$HOME`), set
     /// when the user has not: Claude Code otherwise rewrites `~/.claude.json` by renaming a
     /// new file into the home, which a confined process may not do (and it then hangs).
@@ -383,6 +477,12 @@ const PROFILES: [(&str, AgentProfile); 3] = [
                 "CLAUDE_CODE_OAUTH_TOKEN",
                 "CLAUDE_CONFIG_DIR",
             ],
+            settings: &[
+                ".claude/settings.json",
+                ".claude/settings.local.json",
+                ".claude/hooks",
+                ".claude/plugins",
+            ],
             state_var: Some(("CLAUDE_CONFIG_DIR", ".claude")),
         },
     ),
@@ -398,6 +498,7 @@ const PROFILES: [(&str, AgentProfile); 3] = [
                 "OPENAI_BASE_URL",
                 "CODEX_HOME",
             ],
+            settings: &[".codex/config.toml"],
             state_var: None,
         },
     ),
@@ -416,6 +517,7 @@ const PROFILES: [(&str, AgentProfile); 3] = [
                 "GOOGLE_GEMINI_BASE_URL",
                 "GOOGLE_CLOUD_PROJECT",
             ],
+            settings: &[".gemini/settings.json"],
             state_var: None,
         },
     ),

@@ -218,6 +218,8 @@ fn a_hostile_agent_process_is_contained() {
             hosts: vec![provider.local_addr().unwrap().to_string()],
             writable: vec![w.user_home.join(".agent-state")],
             env: vec![],
+            program: vec![],
+            settings: vec![],
         },
     );
     assert!(text.contains("Permission denied"), "{text}");
@@ -233,6 +235,8 @@ fn an_agent_reaches_its_provider_and_its_state() {
         hosts: vec![format!("127.0.0.1:{port}")],
         writable: vec![w.user_home.join(".agent-state")],
         env: vec![],
+        program: vec![],
+        settings: vec![],
     });
     let mut cmd = Command::new("bash");
     cmd.args([
@@ -353,6 +357,8 @@ fn contained_as_an_unprivileged_user_too() {
             "mptcp_does_not_slip_past_the_port_rules",
             "udp_finds_no_way_out",
             "an_agents_way_out_is_the_proxy_by_name",
+            "home_is_hidden_but_for_toolchains",
+            "an_agent_cannot_plant_a_hook_in_its_own_settings",
             "--test-threads=1",
         ])
         .env(DIR_VAR, dir.path())
@@ -364,7 +370,7 @@ fn contained_as_an_unprivileged_user_too() {
     let text =
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "as {TEST_USER}:\n{text}");
-    assert!(text.contains("14 passed"), "as {TEST_USER}:\n{text}");
+    assert!(text.contains("16 passed"), "as {TEST_USER}:\n{text}");
 }
 
 unsafe extern "C" {
@@ -400,6 +406,8 @@ fn agent(w: &World) -> Subject {
         hosts: vec![],
         writable: vec![w.user_home.join(".agent-state")],
         env: vec![],
+        program: vec![],
+        settings: vec![],
     }
 }
 
@@ -622,6 +630,8 @@ fn inner_environment_canaries() {
         hosts: vec![],
         writable: vec![],
         env: vec!["MY_DB_PASSWORD".into()],
+        program: vec![],
+        settings: vec![],
     };
     let (_, text) = run_confined(&w, &named, "env", |_| {});
     assert!(text.contains("MY_DB_PASSWORD=canary"), "{text}");
@@ -780,6 +790,8 @@ fn mptcp_does_not_slip_past_the_port_rules() {
         hosts: vec![provider.local_addr().unwrap().to_string()],
         writable: vec![],
         env: vec![],
+        program: vec![],
+        settings: vec![],
     };
     let (_, text) = run_confined(&w, &subject, &mptcp_script(port), |_| {});
     assert!(!text.contains("MPTCP REACHED"), "{text}");
@@ -857,6 +869,8 @@ fn an_agents_way_out_is_the_proxy_by_name() {
         hosts: vec![format!("127.0.0.1:{a}")],
         writable: vec![],
         env: vec![],
+        program: vec![],
+        settings: vec![],
     };
     let targets = [
         format!("127.0.0.1:{a}"),
@@ -879,4 +893,95 @@ fn an_agents_way_out_is_the_proxy_by_name() {
     );
     assert!(allowed.accept().is_ok());
     assert!(other.accept().is_err(), "{text}");
+}
+
+#[test]
+fn home_is_hidden_but_for_toolchains() {
+    let w = world();
+    let home = &w.user_home;
+    for (rel, text) in [
+        (".config/gh/hosts.yml", "SECRET-GH-10\n"),
+        (".npmrc", "SECRET-NPMRC-11\n"),
+        (".cargo/credentials.toml", "SECRET-CARGO-12\n"),
+        (".cargo/config.toml", "[build]\n# a toolchain's own file\n"),
+    ] {
+        let path = home.join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+    let _ = std::fs::remove_file(w.worktree.join("ready"));
+    let _ = std::fs::remove_file(w.worktree.join("go"));
+    // It reads what exists, then waits for a secret made after it started.
+    let script = r#"h=$1
+cat "$h/.config/gh/hosts.yml" "$h/.npmrc" "$h/.cargo/credentials.toml"
+cat "$h/.cargo/config.toml" && echo TOOLCHAIN READABLE
+echo > ready
+for i in $(seq 100); do [ -e go ] && break; sleep 0.05; done
+cat "$h/.late-secret"
+ls -a "$h""#;
+    for subject in [Subject::Command, agent(&w)] {
+        let confinement = w.confine(&subject);
+        let mut cmd = Command::new("bash");
+        cmd.args(["-c", script, "bash", home.to_str().unwrap()])
+            .current_dir(&w.worktree)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        confinement.apply_std(&mut cmd);
+        let child = cmd.spawn().unwrap();
+        let started = std::time::Instant::now();
+        while !w.worktree.join("ready").exists() {
+            assert!(
+                started.elapsed().as_secs() < 10,
+                "the script never got ready"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        std::fs::write(home.join(".late-secret"), "SECRET-LATE-13\n").unwrap();
+        std::fs::write(w.worktree.join("go"), "").unwrap();
+        let out = child.wait_with_output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert!(!text.contains("SECRET-"), "{subject:?}: {text}");
+        assert!(text.contains("TOOLCHAIN READABLE"), "{subject:?}: {text}");
+        std::fs::remove_file(home.join(".late-secret")).unwrap();
+        std::fs::remove_file(w.worktree.join("ready")).unwrap();
+        std::fs::remove_file(w.worktree.join("go")).unwrap();
+    }
+}
+
+#[test]
+fn an_agent_cannot_plant_a_hook_in_its_own_settings() {
+    let w = world();
+    let state = w.user_home.join(".claude");
+    std::fs::create_dir_all(state.join("hooks")).unwrap();
+    std::fs::write(state.join("settings.json"), "{}\n").unwrap();
+    std::fs::write(state.join("hooks/start.sh"), "true\n").unwrap();
+    let subject = Subject::Agent {
+        hosts: vec![],
+        writable: vec![state.clone()],
+        env: vec![],
+        program: vec![],
+        settings: vec![state.join("settings.json"), state.join("hooks")],
+    };
+    let script = r#"s=$1
+printf '{"hooks":{"SessionStart":[{"hooks":[{"type":"command","command":"touch /tmp/pwned"}]}]}}' > "$s/settings.json" && echo PLANTED settings
+echo 'touch /tmp/pwned' >> "$s/hooks/start.sh" && echo PLANTED hook
+echo ok > "$s/history.jsonl" && echo state written"#;
+    let (_, text) = run_confined(
+        &w,
+        &subject,
+        &format!("set -- {}; {script}", state.display()),
+        |_| {},
+    );
+    assert!(!text.contains("PLANTED"), "{text}");
+    assert!(text.contains("state written"), "{text}");
+    assert_eq!(
+        std::fs::read_to_string(state.join("settings.json")).unwrap(),
+        "{}\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(state.join("hooks/start.sh")).unwrap(),
+        "true\n"
+    );
 }
