@@ -34,7 +34,7 @@ pub(crate) fn tree_cgroup(limits: Limits) -> Option<PathBuf> {
         return None;
     }
     let (parent, v2) = pids_parent()?;
-    sweep(&parent);
+    sweep_in_background(&parent);
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let dir = parent.join(format!(
         "{PREFIX}{}-{}",
@@ -119,6 +119,27 @@ fn pids_parent() -> Option<(PathBuf, bool)> {
         }
     }
     None
+}
+
+/// Starts [`sweep`] on a thread of its own, unless one still runs: removing a cgroup waits
+/// for the kernel's RCU grace period (tens of milliseconds on cgroup v1), which must not fall
+/// on the spawn of a command.
+fn sweep_in_background(parent: &Path) {
+    use std::sync::atomic::AtomicBool;
+    static SWEEPING: AtomicBool = AtomicBool::new(false);
+    if SWEEPING.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    let parent = parent.to_owned();
+    let started = std::thread::Builder::new()
+        .name("berth-cgroup-sweep".into())
+        .spawn(move || {
+            sweep(&parent);
+            SWEEPING.store(false, Ordering::Release);
+        });
+    if started.is_err() {
+        SWEEPING.store(false, Ordering::Release);
+    }
 }
 
 /// The cgroups this process made, and when.
