@@ -217,3 +217,17 @@ def test_a_third_party_acp_agent_from_npm_works_in_its_worktree(home, tmp_path, 
     assert "Done." in shown["messages"][-1]["content"]
     # Claude Code called the stand-in as Anthropic's API, with its own tools.
     assert provider.paths[0].startswith("/v1/messages"), provider.paths
+    # Its session goes on, confined again: told something more, the agent loads its session
+    # (its state is its own to write, its settings are not) and answers in it.
+    [run] = json.loads(
+        subprocess.run([BERTH, "run", "list", "--json"], env=env, capture_output=True, text=True).stdout
+    )
+    provider.push(Reply().text("Still here."))
+    told = subprocess.run(
+        [BERTH, "run", "tell", run["id"], "anything else?", "--json"],
+        cwd=repo, env=env, capture_output=True, text=True, timeout=180,
+    )
+    assert told.returncode == 0, told.stderr + told.stdout
+    shown = berth_json(home, "session", "show", started["session"])
+    assert "Still here." in shown["messages"][-1]["content"], shown["messages"]
+    assert [m["content"] for m in shown["messages"] if m["role"] == "user"][-1] == "anything else?"
