@@ -123,30 +123,36 @@ fn an_agent_command_that_is_not_installed_is_named_before_anything_is_made() {
 fn an_agent_the_sandbox_would_hide_is_named_before_anything_is_made() {
     let home = Home::new();
     let (_tmp, repo) = project();
-    // A program in /tmp, outside the repository: found now, but a confined agent process
-    // gets a private /tmp and would not find it (it used to end with exit status 127).
+    // A program in a folder of [sandbox] deny_read: found now, but a confined agent process
+    // would not find it (it used to end with exit status 127).
     let outside = tempfile::Builder::new().tempdir_in("/tmp").unwrap();
     let agent = outside.path().join("my-agent");
     std::fs::write(&agent, "#!/bin/sh\nexit 0\n").unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(
+        home.path().join("config.toml"),
+        format!(
+            "[sandbox]\ndeny_read = [{:?}]\n",
+            outside.path().display().to_string()
+        ),
+    )
+    .unwrap();
     let before = made(&home, Some(&repo));
     let mut cmd = home.cmd(&["run", "Fix it", "--agent-cmd", agent.to_str().unwrap()]);
     cmd.current_dir(&repo);
     let r = run(cmd);
     assert_eq!(r.code, 7, "{}", r.stderr);
     assert!(
-        r.stderr.contains("which the sandbox hides") && r.stderr.contains("/tmp"),
+        r.stderr.contains("which the sandbox hides")
+            && r.stderr.contains(&outside.path().display().to_string()),
         "{}",
         r.stderr
     );
     assert_eq!(made(&home, Some(&repo)), before);
-    // With the sandbox off, nothing hides it: the check lets the run start.
-    std::fs::write(
-        home.path().join("config.toml"),
-        "[sandbox]\nmode = \"off\"\n",
-    )
-    .unwrap();
+    // In /tmp alone nothing hides it: a confined agent's program and its installation are
+    // bound back into its private /tmp, so the check lets the run start.
+    std::fs::write(home.path().join("config.toml"), "").unwrap();
     let mut cmd = home.cmd(&[
         "run",
         "Fix it",

@@ -233,18 +233,18 @@ impl Policy {
         self.mode == SandboxMode::On
     }
 
-    /// The folder that hides `path` from every confined process, if one does: the host's
-    /// `/tmp` (a process gets a private one), berth's home, or an entry of the deny list.
-    /// `None` with the sandbox off. For a check made before anything starts (an agent's
-    /// program that would not be found once confined).
+    /// The folder that hides an agent's program from it, if one does: berth's home or an
+    /// entry of the deny list (elsewhere, a private `/tmp` and a hidden `$HOME` included, its
+    /// installation is bound back: [`Subject::Agent::program`]). `None` with the sandbox off.
+    /// For a check made before anything starts (an agent's program that would not be found
+    /// once confined).
     pub fn hides(&self, path: &Path) -> Option<PathBuf> {
         if !self.is_on() {
             return None;
         }
         let path = path.canonicalize().unwrap_or_else(|_| path.to_owned());
         let resolve = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_owned());
-        std::iter::once(PathBuf::from("/tmp"))
-            .chain(std::iter::once(self.berth_home.clone()))
+        std::iter::once(self.berth_home.clone())
             .chain(self.deny.iter().cloned())
             .map(|p| resolve(&p))
             .find(|hiding| path.starts_with(hiding))
