@@ -312,6 +312,8 @@ fn proxy_plan(
     let forwards: Vec<(String, u16)> = forwards
         .iter()
         .filter(|(_, port)| *port != PROXY_PORT)
+        // Each on IPv4 and IPv6, beside the proxy's own: what the init can hold. Five loopback
+        // providers are more than any agent names.
         .take(MAX_LISTENERS / 2 - 1)
         .cloned()
         .collect();

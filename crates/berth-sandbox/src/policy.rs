@@ -413,12 +413,14 @@ fn is_loopback(host: &str) -> bool {
 /// as they are, at the same port inside.
 fn proxied(entries: Vec<String>) -> Result<Net, SandboxError> {
     crate::proxy::AllowList::parse(&entries)?;
+    // One forward a port: inside, `localhost:4567` and `127.0.0.1:4567` are the same
+    // listener, and go to the first of them.
+    let mut ports = BTreeSet::new();
     let forwards: Vec<(String, u16)> = entries
         .iter()
         .filter_map(|e| endpoint(e))
         .filter(|(host, _)| is_loopback(host))
-        .collect::<BTreeSet<_>>()
-        .into_iter()
+        .filter(|(_, port)| ports.insert(*port))
         .collect();
     Ok(Net::Proxied {
         allow: entries,
