@@ -120,6 +120,11 @@ pub(crate) struct ChildPlan {
 /// The span of this process's memory that holds its command line and environment
 /// (`arg_start` to `env_end` of `/proc/self/stat`).
 pub(crate) fn own_arguments() -> Option<(usize, usize)> {
+    static SPAN: std::sync::OnceLock<Option<(usize, usize)>> = std::sync::OnceLock::new();
+    *SPAN.get_or_init(read_own_arguments)
+}
+
+fn read_own_arguments() -> Option<(usize, usize)> {
     let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
     // The fields after the command's name, which may hold spaces and parentheses.
     let rest = stat.rsplit_once(')')?.1;
