@@ -985,3 +985,48 @@ echo ok > "$s/history.jsonl" && echo state written"#;
         "true\n"
     );
 }
+
+/// `cargo test` of a crate with a dependency from the registry, confined with the real `$HOME`
+/// hidden: the toolchain (`~/.cargo`, `~/.rustup`) and the registry's cache stay readable,
+/// the crate's `target/` is written in the worktree, and nothing needs the network.
+#[test]
+fn cargo_test_of_a_crate_with_a_dependency_works_confined() {
+    let home = PathBuf::from(std::env::var_os("HOME").expect("HOME"));
+    let w = world();
+    let krate = w.worktree.join("small");
+    std::fs::create_dir_all(krate.join("src")).unwrap();
+    // itoa is in berth's own Cargo.lock, so its registry cache has it wherever these tests build.
+    std::fs::write(
+        krate.join("Cargo.toml"),
+        "[package]\nname = \"small\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dependencies]\nitoa = \"1\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        krate.join("src/lib.rs"),
+        "#[test]\nfn formats() { assert_eq!(itoa::Buffer::new().format(42u8), \"42\"); }\n",
+    )
+    .unwrap();
+    let policy =
+        Policy::from_settings(&SandboxSettings::default(), Some(&home), &w.berth_home).unwrap();
+    let place = Place {
+        work: w.worktree.clone(),
+        cwd: krate.clone(),
+        workspace_dir: Some(w.workspace.clone()),
+        ports: vec![],
+        protect: vec![],
+        readable: vec![],
+        hidden: vec![],
+    };
+    let confinement = policy.confine(&place, &Subject::Command).unwrap().unwrap();
+    let mut cmd = Command::new("cargo");
+    cmd.args(["test", "--offline", "--quiet"])
+        .current_dir(&krate)
+        .stdin(Stdio::null());
+    confinement.apply_std(&mut cmd);
+    let out = cmd.output().unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("1 passed"), "{text}");
+    assert!(krate.join("target").is_dir());
+}
