@@ -769,7 +769,9 @@ async fn a_forged_sandbox_note_asks_nothing() {
 /// A write the sandbox refused is still offered once more without it; allowed, it happens.
 #[tokio::test]
 async fn a_real_refusal_asks_to_run_once_unconfined() {
-    let outside = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    // Outside /tmp, where a confined command has a private tmpfs of its own (wherever the
+    // checkout is).
+    let outside = tempfile::tempdir_in("/var/tmp").unwrap();
     let target = outside.path().join("out.txt");
     let (server, w) = one_command(&format!("echo x > '{}'", target.display())).await;
     let permissions = Arc::new(LiftAsked {

@@ -47,18 +47,50 @@ pub fn runs_berth(command: &str, path: Option<&OsStr>, folder: &Path) -> bool {
 pub fn program_files(command: &str, path: Option<&OsStr>, folder: &Path) -> Vec<PathBuf> {
     let mut words = command.split_whitespace().filter(|w| !w.contains('='));
     let program = words.next().and_then(|p| find(p, path, folder));
+    // The interpreter of a script (`#!/usr/bin/env node`) is needed as much as the script.
+    let interpreter = program
+        .as_deref()
+        .and_then(|p| interpreter(p, path, folder));
     let named = words
         .filter(|w| w.contains('/'))
         .map(|w| folder.join(w.trim_matches(['"', '\''])));
     let mut files: Vec<PathBuf> = program
         .into_iter()
+        .chain(interpreter)
         .chain(named)
-        .filter_map(|p| p.canonicalize().ok())
+        .flat_map(|p| {
+            // As named (a virtualenv's `bin/python` is a symlink out of it) and as resolved
+            // (a `node_modules/.bin` entry is a symlink into its package).
+            let named = p
+                .parent()
+                .and_then(|d| d.canonicalize().ok())
+                .zip(p.file_name())
+                .map(|(d, n)| d.join(n))
+                .filter(|n| n.exists());
+            named.into_iter().chain(p.canonicalize().ok())
+        })
         .map(|file| installation(&file).unwrap_or(file))
         .collect();
     files.sort();
     files.dedup();
     files
+}
+
+/// The program a script's `#!` line names, found as the kernel (and `env`) would.
+fn interpreter(script: &Path, path: Option<&OsStr>, folder: &Path) -> Option<PathBuf> {
+    use std::io::Read;
+    let mut head = [0u8; 256];
+    let n = std::fs::File::open(script).ok()?.read(&mut head).ok()?;
+    let line = head[..n].strip_prefix(b"#!")?;
+    let line = std::str::from_utf8(line.split(|b| *b == b'\n').next()?).ok()?;
+    let mut words = line.split_whitespace();
+    let first = words.next()?;
+    if Path::new(first).file_name().is_some_and(|n| n == "env") {
+        let program = words.find(|w| !w.starts_with('-'))?;
+        find(program, path, folder)
+    } else {
+        Some(PathBuf::from(first))
+    }
 }
 
 /// The folder `file` was installed in: above its `node_modules`, or its virtualenv.
@@ -136,7 +168,27 @@ mod program_tests {
             Some(&path),
             &root,
         );
-        assert_eq!(files, [root.join("tools"), venv]);
+        assert!(files.contains(&root.join("tools")), "{files:?}");
+        assert!(files.contains(&venv), "{files:?}");
+        // `#!/bin/sh`: the shell, as named and as resolved.
+        assert!(files.iter().any(|f| f.ends_with("sh")), "{files:?}");
+        // A virtualenv's python is a symlink out of it: the virtualenv is found from its name.
+        std::os::unix::fs::symlink("/bin/sh", venv.join("bin/python")).unwrap();
+        let files = program_files("venv/bin/python agent.py", None, &root);
+        assert!(files.contains(&venv), "{files:?}");
+        // A script's interpreter comes with it.
+        std::fs::write(&agent, "#!/usr/bin/env some-node\n").unwrap();
+        let node = root.join("runtime/node");
+        std::fs::create_dir_all(node.parent().unwrap()).unwrap();
+        std::fs::write(&node, "").unwrap();
+        std::fs::set_permissions(&node, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::rename(&node, bin.join("some-node")).unwrap();
+        let files = program_files("some-agent", Some(&path), &root);
+        assert_eq!(
+            files,
+            [root.join("tools")],
+            "the interpreter is in the same tree here"
+        );
     }
 }
 
