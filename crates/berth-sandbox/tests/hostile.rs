@@ -594,7 +594,12 @@ fn the_hosts_processes_are_out_of_sight() {
 #[test]
 fn nothing_outlives_its_run() {
     let w = world();
-    for (subject, marker) in [(Subject::Command, "987651"), (agent(&w), "987652")] {
+    // Markers of this process's own (the same test runs at once as the unprivileged user).
+    let pid = std::process::id();
+    for (subject, marker) in [
+        (Subject::Command, format!("987651{pid}")),
+        (agent(&w), format!("987652{pid}")),
+    ] {
         let script = format!(
             "setsid sleep {marker} </dev/null >/dev/null 2>&1 & (trap '' HUP; nohup sleep {marker}.5 >/dev/null 2>&1 &); sleep 0.2; echo started"
         );
@@ -602,7 +607,7 @@ fn nothing_outlives_its_run() {
         assert!(ok && text.contains("started"), "{text}");
         // The tree's init is reaped only once the namespace is empty: no wait is needed.
         assert_eq!(
-            berth_testkit::processes_with(marker),
+            berth_testkit::processes_with(&marker),
             Vec::<String>::new(),
             "{text}"
         );
