@@ -9,8 +9,9 @@
 //! - so, for root, a cgroup of the tree's own with `pids.max` (and `memory.max` on cgroup v2),
 //!   made beside berth's own cgroup, where the `pids` controller is mounted and writable.
 //!
-//! Its cost: moving a process into a cgroup takes the kernel's `cgroup_threadgroup_rwsem` for
-//! writing, which waits for an RCU grace period unless another move came just before: about
+//! Its cost: the move into the cgroup (measured: creating the cgroup without joining it costs
+//! nothing). Moving a process takes the kernel's `cgroup_threadgroup_rwsem` for writing, which,
+//! by our reading, waits for an RCU grace period unless another move came just before: about
 //! 15 ms on a spawn that follows none within a few milliseconds (measured with
 //! `cargo bench -p berth-agent --bench sandbox` on cgroup v1; it is the whole of the confined
 //! `cargo test`'s 10% there). On cgroup v2, forking the init with `clone3(CLONE_INTO_CGROUP)`
