@@ -260,11 +260,12 @@ pub(crate) fn probe(maps: &IdMaps) -> io::Result<()> {
             return Err(io::Error::last_os_error());
         }
         if !libc::WIFEXITED(status) || libc::WEXITSTATUS(status) != 0 {
-            let errno = libc::WEXITSTATUS(status);
-            return Err(io::Error::other(format!(
-                "mounting a /proc for a new PID namespace failed: {}",
-                io::Error::from_raw_os_error(errno)
-            )));
+            // The init's errno, as is: this child may not allocate a message.
+            let errno = match libc::WEXITSTATUS(status) {
+                0 => libc::EPERM,
+                e => e,
+            };
+            return Err(io::Error::from_raw_os_error(errno));
         }
     }
     Ok(())

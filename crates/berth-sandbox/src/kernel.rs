@@ -161,7 +161,9 @@ fn probe_namespaces() -> Result<(), String> {
     match cmd.status() {
         Ok(s) if s.success() => Ok(()),
         Ok(s) => Err(format!("the probe exited with {s}")),
-        Err(e) => Err(e.to_string()),
+        Err(e) => Err(format!(
+            "making user, mount, PID and network namespaces, and a tmpfs and a /proc in them: {e}"
+        )),
     }
 }
 
