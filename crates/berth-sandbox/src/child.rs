@@ -106,8 +106,12 @@ pub(crate) struct ChildPlan {
     /// berth is gone, however it died, and the keeper then kills the confined tree.
     pub lifeline: RawFd,
     /// `RLIMIT_NPROC` for the command: counted per user namespace (Linux 5.14 and newer), so
-    /// per confined tree; not enforced for root, whose limit is the cgroup's.
+    /// per confined tree; not enforced for root, whose limit is `pid_max` or the cgroup's.
     pub max_processes: Option<u64>,
+    /// The tree's own PID namespace's `pid_max` (Linux 6.14 and newer keep one per namespace),
+    /// which the init writes: root's process limit, since `RLIMIT_NPROC` never holds root.
+    /// Text, so that the forked init need not format a number.
+    pub pid_max: Option<CString>,
     /// The `cgroup.procs` file of the tree's own cgroup (its process and memory limits),
     /// which the first process joins before anything else.
     pub cgroup_procs: Option<CString>,
@@ -900,8 +904,9 @@ pub(crate) struct ProxyPlan {
 
 /// What the init does before it forks the command: a session of its own (no controlling
 /// terminal, so nothing can reach the caller's through `/dev/tty`), death with the keeper,
-/// and a `/proc` of the new PID namespace (the host's processes invisible).
-fn init_setup(alive: RawFd, arguments: Option<(usize, usize)>) -> Result<(), (u32, io::Error)> {
+/// a `/proc` of the new PID namespace (the host's processes invisible), and that namespace's
+/// `pid_max` where the plan has one.
+fn init_setup(alive: RawFd, plan: &ChildPlan) -> Result<(), (u32, io::Error)> {
     // SAFETY: prctl, setsid, poll and mount on this process, with static strings.
     unsafe {
         check(libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0))
@@ -917,7 +922,7 @@ fn init_setup(alive: RawFd, arguments: Option<(usize, usize)>) -> Result<(), (u3
         if libc::setsid() == -1 {
             return Err((Stage::SESSION, io::Error::last_os_error()));
         }
-        if let Some((start, end)) = arguments {
+        if let Some((start, end)) = plan.arguments {
             // This process's own copy of berth's stack: nothing reads it any more.
             libc::memset(start as *mut libc::c_void, 0, end - start);
         }
@@ -929,6 +934,9 @@ fn init_setup(alive: RawFd, arguments: Option<(usize, usize)>) -> Result<(), (u3
             std::ptr::null(),
         ))
         .map_err(|e| (Stage::PROC, e))?;
+    }
+    if let Some(max) = &plan.pid_max {
+        write_proc(c"/proc/sys/kernel/pid_max", max).map_err(|e| (Stage::LIMITS, e))?;
     }
     Ok(())
 }
@@ -1034,7 +1042,7 @@ pub(crate) fn enter(plan: &ChildPlan) -> io::Result<()> {
         libc::close(alive_w);
         libc::close(status_r);
     }
-    let setup = init_setup(alive_r, plan.arguments);
+    let setup = init_setup(alive_r, plan);
     let passed = {
         let mut all = [0; PASSED_ON.len() + 1];
         all[..PASSED_ON.len()].copy_from_slice(&PASSED_ON);

@@ -10,7 +10,8 @@ use std::sync::OnceLock;
 
 /// A test switch, a comma-separated list: `no-landlock`, `landlock-abi=N` (act as if the
 /// kernel's Landlock were ABI N, lower than the real one only), `no-userns` (or
-/// `no-namespaces`). It makes the probe report less than the kernel has, so that the
+/// `no-namespaces`), `no-pid-max` (act as if the kernel kept one `pid_max` for all PID
+/// namespaces, as before Linux 6.14). It makes the probe report less than the kernel has, so that the
 /// refusals and the walls of older kernels can be tested on a new one. It can only take
 /// confinement away, never grant it; an unknown value is an error, and nothing runs.
 pub const PRETEND_VAR: &str = "BERTH_SANDBOX_PRETEND";
@@ -27,6 +28,9 @@ pub struct Support {
     /// Whether a process can make user, mount, PID and network namespaces and mount (a
     /// tmpfs, a `/proc`) in them; the kernel's refusal otherwise.
     pub namespaces: Result<(), String>,
+    /// Whether each PID namespace has a `pid_max` of its own (Linux 6.14 and newer), which
+    /// then limits a tree's processes when berth runs as root.
+    pub pid_max_per_namespace: bool,
     /// `BERTH_SANDBOX_PRETEND` could not be read: nothing is confined, so nothing runs.
     pub pretend_error: Option<String>,
 }
@@ -82,16 +86,28 @@ impl Support {
     }
 }
 
-/// What `BERTH_SANDBOX_PRETEND` asks for: (Landlock ABI at most, no user namespaces).
-fn pretend(value: &str, real_abi: u8) -> Result<(u8, bool), String> {
-    let mut abi = real_abi;
-    let mut no_userns = false;
+/// What `BERTH_SANDBOX_PRETEND` asks for.
+#[derive(Debug, PartialEq, Eq)]
+struct Pretend {
+    /// Landlock's ABI at most.
+    abi: u8,
+    no_userns: bool,
+    no_pid_max: bool,
+}
+
+fn pretend(value: &str, real_abi: u8) -> Result<Pretend, String> {
+    let mut asked = Pretend {
+        abi: real_abi,
+        no_userns: false,
+        no_pid_max: false,
+    };
     for item in value.split(',').map(str::trim).filter(|i| !i.is_empty()) {
         match item {
-            "no-landlock" => abi = 0,
-            "no-userns" | "no-namespaces" => no_userns = true,
+            "no-landlock" => asked.abi = 0,
+            "no-userns" | "no-namespaces" => asked.no_userns = true,
+            "no-pid-max" => asked.no_pid_max = true,
             _ => match item.strip_prefix("landlock-abi=").map(str::parse::<u8>) {
-                Some(Ok(n)) if n <= real_abi => abi = abi.min(n),
+                Some(Ok(n)) if n <= real_abi => asked.abi = asked.abi.min(n),
                 Some(Ok(n)) => {
                     return Err(format!(
                         "{PRETEND_VAR}=landlock-abi={n} asks for more than this kernel's Landlock ABI {real_abi}; it can only take confinement away"
@@ -99,13 +115,13 @@ fn pretend(value: &str, real_abi: u8) -> Result<(u8, bool), String> {
                 }
                 _ => {
                     return Err(format!(
-                        "{PRETEND_VAR} has {item:?}, which is none of no-landlock, landlock-abi=N, no-userns"
+                        "{PRETEND_VAR} has {item:?}, which is none of no-landlock, landlock-abi=N, no-userns, no-pid-max"
                     ));
                 }
             },
         }
     }
-    Ok((abi, no_userns))
+    Ok(asked)
 }
 
 /// The kernel's support, probed on first use.
@@ -113,19 +129,28 @@ pub fn support() -> &'static Support {
     static SUPPORT: OnceLock<Support> = OnceLock::new();
     SUPPORT.get_or_init(|| {
         let real = landlock_abi();
-        let (landlock_abi, no_userns, pretend_error) =
+        let (asked, pretend_error) =
             match pretend(&std::env::var(PRETEND_VAR).unwrap_or_default(), real) {
-                Ok((abi, no_userns)) => (abi, no_userns, None),
-                Err(e) => (0, true, Some(e)),
+                Ok(asked) => (asked, None),
+                Err(e) => {
+                    let nothing = Pretend {
+                        abi: 0,
+                        no_userns: true,
+                        no_pid_max: true,
+                    };
+                    (nothing, Some(e))
+                }
             };
-        let namespaces = if no_userns {
+        let namespaces = if asked.no_userns {
             Err(format!("{PRETEND_VAR} says so"))
         } else {
             probe_namespaces()
         };
+        let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
         Support {
-            landlock_abi,
+            landlock_abi: asked.abi,
             namespaces,
+            pid_max_per_namespace: !asked.no_pid_max && release_at_least(&release, (6, 14)),
             pretend_error,
         }
     })
@@ -143,6 +168,16 @@ fn landlock_abi() -> u8 {
         )
     };
     u8::try_from(v.max(0)).unwrap_or(u8::MAX)
+}
+
+/// Whether a kernel release (`6.18.4-arch1`) is `at_least` (major, minor).
+fn release_at_least(release: &str, at_least: (u32, u32)) -> bool {
+    let mut parts = release.trim().split(['.', '-', '+']);
+    let number = |p: Option<&str>| p.and_then(|p| p.parse::<u32>().ok());
+    match (number(parts.next()), number(parts.next())) {
+        (Some(major), Some(minor)) => (major, minor) >= at_least,
+        _ => false,
+    }
 }
 
 /// Starts `sh -c :` in new user, mount, PID and network namespaces that mount a tmpfs and a
@@ -169,14 +204,25 @@ fn probe_namespaces() -> Result<(), String> {
 
 #[cfg(test)]
 mod tests {
-    use super::pretend;
+    use super::{Pretend, pretend, release_at_least};
 
     #[test]
     fn pretending_only_takes_away() {
-        assert_eq!(pretend("", 6), Ok((6, false)));
-        assert_eq!(pretend("landlock-abi=1", 6), Ok((1, false)));
-        assert_eq!(pretend("landlock-abi=4, no-userns", 6), Ok((4, true)));
-        assert_eq!(pretend("no-landlock", 6), Ok((0, false)));
+        let asked = |abi, no_userns, no_pid_max| {
+            Ok(Pretend {
+                abi,
+                no_userns,
+                no_pid_max,
+            })
+        };
+        assert_eq!(pretend("", 6), asked(6, false, false));
+        assert_eq!(pretend("landlock-abi=1", 6), asked(1, false, false));
+        assert_eq!(
+            pretend("landlock-abi=4, no-userns", 6),
+            asked(4, true, false)
+        );
+        assert_eq!(pretend("no-landlock", 6), asked(0, false, false));
+        assert_eq!(pretend("no-pid-max", 6), asked(6, false, true));
         assert!(
             pretend("landlock-abi=7", 6)
                 .unwrap_err()
@@ -188,5 +234,16 @@ mod tests {
                 .contains("no-such-kernel")
         );
         assert!(pretend("landlock-abi=x", 6).is_err());
+    }
+
+    #[test]
+    fn kernel_releases_are_compared_by_major_and_minor() {
+        assert!(release_at_least("6.14.0", (6, 14)));
+        assert!(release_at_least("6.18.44-fc-v669\n", (6, 14)));
+        assert!(release_at_least("7.0-rc1", (6, 14)));
+        assert!(!release_at_least("6.8.0-45-generic", (6, 14)));
+        assert!(!release_at_least("5.15.0+", (6, 14)));
+        assert!(!release_at_least("", (6, 14)));
+        assert!(!release_at_least("six.fourteen", (6, 14)));
     }
 }

@@ -1,21 +1,28 @@
 //! How much one confined tree may take: processes, and memory where a cgroup can hold it.
 //!
-//! Processes are limited two ways, since neither works everywhere:
+//! Processes are limited by whichever of three ways this machine has, since none works
+//! everywhere:
 //!
 //! - `RLIMIT_NPROC`, set in the command: since Linux 5.14 it counts a user's processes per
 //!   user namespace, and every confined tree has a namespace of its own, so it is a limit of
 //!   the tree. The kernel never applies it to root (uid 0 of the host), whatever the
 //!   capabilities.
-//! - so, for root, a cgroup of the tree's own with `pids.max` (and `memory.max` on cgroup v2),
-//!   made beside berth's own cgroup, where the `pids` controller is mounted and writable.
+//! - so, for root, the tree's PID namespace's own `pid_max`, where the kernel keeps one per
+//!   namespace (Linux 6.14 and newer): the init writes it, and a fork past it fails. It is a
+//!   limit of process *numbers*, and a namespace that has used them all starts again at
+//!   [`RESERVED_PIDS`], not 1, so it is set `RESERVED_PIDS` above the limit: the tree may
+//!   hold at least `max_processes` and at most that many more. It costs nothing.
+//! - on older kernels, for root, a cgroup of the tree's own with `pids.max` (and, on cgroup v2,
+//!   `memory.max`, for which a cgroup is needed whatever the kernel), made beside berth's own
+//!   cgroup, where the `pids` controller is mounted and writable.
 //!
-//! Its cost: the move into the cgroup (measured: creating the cgroup without joining it costs
-//! nothing). Moving a process takes the kernel's `cgroup_threadgroup_rwsem` for writing, which,
-//! by our reading, waits for an RCU grace period unless another move came just before: about
-//! 15 ms on a spawn that follows none within a few milliseconds (measured with
-//! `cargo bench -p berth-agent --bench sandbox` on cgroup v1; it is the whole of the confined
-//! `cargo test`'s 10% there). On cgroup v2, forking the init with `clone3(CLONE_INTO_CGROUP)`
-//! would avoid the move; that is not done yet.
+//! The cgroup's cost is the move into it (measured: creating the cgroup without joining it
+//! costs nothing). Moving a process takes the kernel's `cgroup_threadgroup_rwsem` for writing,
+//! which, by our reading, waits for an RCU grace period unless another move came just before:
+//! about 15 ms on a spawn that follows none within a few milliseconds (measured with
+//! `cargo bench -p berth-agent --bench sandbox` on cgroup v1; it was the whole of the confined
+//! `cargo test`'s 10% there, before `pid_max`). On cgroup v2, forking the init with
+//! `clone3(CLONE_INTO_CGROUP)` would avoid the move; that is not done yet.
 //!
 //! Empty cgroups of trees that ended are removed when the next one is made: a tree's cgroup
 //! cannot be removed while its processes live, and the caller does not wait for them here.
@@ -33,15 +40,32 @@ use crate::plan::Limits;
 /// Prefix of the cgroups berth makes, beside its own.
 const PREFIX: &str = "berth-sandbox-";
 
+/// The PID numbers a namespace that has used them all skips when it starts again (the
+/// kernel's `RESERVED_PIDS`).
+const RESERVED_PIDS: u64 = 300;
+
+/// The `pid_max` of a tree's PID namespace, where that is root's process limit: berth runs
+/// as root on a kernel that keeps `pid_max` per namespace. `None` elsewhere.
+pub(crate) fn tree_pid_max(limits: Limits) -> Option<u64> {
+    // SAFETY: geteuid cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    (root && crate::kernel::support().pid_max_per_namespace)
+        .then(|| limits.processes.saturating_add(RESERVED_PIDS))
+}
+
 /// Where a tree's processes are limited when berth runs as root: a new cgroup of its own,
-/// with `pids.max` (and `memory.max` on v2) written; `None` where there is no writable
-/// `pids` controller, or berth is not root (`RLIMIT_NPROC` does the job then).
-pub(crate) fn tree_cgroup(limits: Limits) -> Option<PathBuf> {
+/// with `pids.max` (and `memory.max` on v2) written. `None` where berth is not root
+/// (`RLIMIT_NPROC` does the job then), where there is no writable `pids` controller, or where
+/// `pid_max` already limits the processes and no memory limit needs one.
+pub(crate) fn tree_cgroup(limits: Limits, pid_max_limits: bool) -> Option<PathBuf> {
     // SAFETY: geteuid cannot fail.
     if unsafe { libc::geteuid() } != 0 {
         return None;
     }
     let (parent, v2) = pids_parent()?;
+    if pid_max_limits && !(v2 && limits.memory_mib > 0) {
+        return None;
+    }
     sweep_in_background(&parent);
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let dir = parent.join(format!(
@@ -73,9 +97,12 @@ pub fn enforced() -> String {
     let root = unsafe { libc::geteuid() } == 0;
     let processes = match (root, pids_parent()) {
         (false, _) => "processes per tree (RLIMIT_NPROC in the tree's user namespace)",
+        (true, _) if crate::kernel::support().pid_max_per_namespace => {
+            "processes per tree (its PID namespace's pid_max, up to 300 over the limit)"
+        }
         (true, Some(_)) => "processes per tree (a pids cgroup of its own)",
         (true, None) => {
-            "not processes: berth runs as root, which RLIMIT_NPROC never limits, and no pids cgroup is writable"
+            "not processes: berth runs as root, which RLIMIT_NPROC never limits, the kernel is older than 6.14 (no pid_max per namespace), and no pids cgroup is writable"
         }
     };
     let memory = match pids_parent() {

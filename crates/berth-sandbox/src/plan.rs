@@ -586,11 +586,15 @@ impl Confinement {
             }
             _ => None,
         };
-        let cgroup = crate::limits::tree_cgroup(req.limits);
+        let pid_max = crate::limits::tree_pid_max(req.limits);
+        let cgroup = crate::limits::tree_cgroup(req.limits, pid_max.is_some());
         let plan = ChildPlan {
             lifeline: lifeline(),
             arguments: crate::child::own_arguments(),
             max_processes: Some(req.limits.processes),
+            pid_max: pid_max
+                .map(|max| CString::new(max.to_string()).map_err(setup))
+                .transpose()?,
             cgroup_procs: cgroup
                 .as_ref()
                 .map(|c| cstring(&c.join("cgroup.procs")))
