@@ -115,5 +115,21 @@ def test_two_agents_side_by_side_a_line_comment_and_merge(home, provider, browse
             == "beta\nbeta two\n",
             timeout=30,
         )
+        # Picked: the run records how each ended (once the page's request is over), and the
+        # page shows it, with nothing more to merge or tell.
+        def outcomes(d):
+            return [a.get("outcome") for a in berth_json(home, "run", "show", run_id)["agents"]]
+
+        expected = {two_lines["agent"]: "merged", one_line["agent"]: "discarded"}
+        wait_for(browser, lambda d: outcomes(d) == [expected[n] for n in (1, 2)], timeout=30)
+        browser.get(f"{base}/runs/{run_id}")
+        columns = wait_for(browser, lambda d: by_css(d, ".compare section.agent"))
+        shown = {a.get_attribute("data-agent"): a for a in columns}
+        winner = shown[str(two_lines["agent"])]
+        assert winner.find_element("css selector", "dd.outcome").text == "merged"
+        assert not winner.find_elements("css selector", "button.merge, form.tell")
+        loser = shown[str(one_line["agent"])]
+        assert loser.find_element("css selector", "dd.outcome").text == "discarded"
+    # As `berth run pick` does: the winner's workspace removed with the others'.
     names = [w["name"] for w in berth_json(home, "workspace", "list")]
-    assert two_lines["workspace_name"] in names and one_line["workspace_name"] not in names, names
+    assert two_lines["workspace_name"] not in names and one_line["workspace_name"] not in names, names

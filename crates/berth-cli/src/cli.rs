@@ -613,6 +613,59 @@ pub enum RunCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Pick the winner of a run that is over: agent N's work is merged into the run's base,
+    /// with a commit message naming the task and the agent, and its workspace removed; the
+    /// other agents' workspaces are dropped (their commits and uncommitted files kept on
+    /// refs/berth/lost/<id>), or kept with --keep-others. Each agent's outcome (merged,
+    /// discarded, kept) is recorded in the run.
+    ///
+    /// --json prints {"run", "agent", "merge": {…as `workspace merge --json`}, "dropped":
+    /// [{"agent", "workspace", "note"}], "kept": [N, …]}.
+    #[command(verbatim_doc_comment)]
+    Pick {
+        #[arg(value_name = "RUN")]
+        id: String,
+        /// The agent to merge (1 is the first).
+        #[arg(value_name = "N")]
+        agent: usize,
+        /// One new commit with the agent's changes.
+        #[arg(long, conflicts_with = "rebase")]
+        squash: bool,
+        /// The agent's commits replayed on the base, one by one (git 2.44 or later).
+        #[arg(long)]
+        rebase: bool,
+        /// Keep the other agents' workspaces (recorded `kept`), to look at or tell later.
+        #[arg(long)]
+        keep_others: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Drop the work of a run that is over, on purpose: every agent's workspace, or agent N's
+    /// with --agent. No --force is needed for uncommitted work: it is kept on
+    /// refs/berth/lost/<id> first. A merged agent is left alone (refused when named).
+    Discard {
+        #[arg(value_name = "RUN")]
+        id: String,
+        /// Only this agent (1 is the first).
+        #[arg(long, value_name = "N")]
+        agent: Option<usize>,
+        #[command(flatten)]
+        confirm: ConfirmFlag,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Drop the workspaces left by runs that are finished: over, with an agent picked
+    /// (merged) or every agent discarded. Workspaces kept on purpose (`pick
+    /// --keep-others`) stay.
+    Clean {
+        /// Show what would be dropped, and drop nothing.
+        #[arg(long)]
+        dry_run: bool,
+        #[command(flatten)]
+        confirm: ConfirmFlag,
+        #[arg(long)]
+        json: bool,
+    },
     /// The supervisor of a detached run (started by `berth run --detach`).
     #[command(hide = true)]
     Supervise {
@@ -931,9 +984,9 @@ pub enum WorkspaceCmd {
     /// work on the git ref refs/berth/lost/<id> (and says so), so it can be undone.
     #[command(visible_alias = "rm", verbatim_doc_comment)]
     Delete {
-        /// Id, name or id prefix.
-        #[arg(add = ArgValueCompleter::new(completion::workspaces))]
-        workspace: String,
+        /// Ids, names or id prefixes: one or more.
+        #[arg(add = ArgValueCompleter::new(completion::workspaces), required = true)]
+        workspace: Vec<String>,
         /// Delete even if uncommitted changes or commits would be lost from the worktree; they
         /// are kept on refs/berth/lost/<id> first.
         #[arg(long)]

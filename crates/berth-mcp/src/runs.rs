@@ -36,6 +36,8 @@ pub struct RunState {
     pub status: AgentStatus,
     /// Whether the run is over (its summary came, or it failed as a whole).
     pub finished: bool,
+    /// What was done with its work once the run was over: merged, discarded or kept.
+    pub outcome: Option<berth_run::AgentOutcome>,
 }
 
 /// A run's first news: its agent's session exists, or the run ended before it did.
@@ -175,6 +177,7 @@ impl Runs {
             kept_run: record.id.clone(),
             status,
             finished: record.state.is_over(),
+            outcome: kept.outcome,
         }))
     }
 

@@ -5,11 +5,14 @@
 //! - **Into**: the branch named, else the workspace's base; a base that is a remote-tracking
 //!   branch (`origin/main`) means the local branch of that name.
 //! - **Messages**: uncommitted work becomes a commit naming the workspace and its latest
-//!   session; a merge or squash commit names the workspace and its branch.
+//!   session; a merge or squash commit has the request's message (a run's names its task and
+//!   agent), else one naming the workspace and its branch. With a request's message, the
+//!   uncommitted work's commit has it too: a fast-forward makes no merge commit.
 //! - **Delete after merging**: everything the workspace held was just merged, so the removal
 //!   is forced past the lost-work check, which a squash or a rebase (whose commits are copies)
 //!   or a target other than the base would otherwise trip; the workspace's own commits are
-//!   first kept on `refs/berth/lost/<id>`, as every forced removal keeps them.
+//!   first kept on `refs/berth/lost/<id>`, as every forced removal keeps them. That is no
+//!   warning here: nothing of the work was lost.
 
 use berth_core::GitInfo;
 use berth_git::{MergeMode, MergeRequest, Merged, Repo, WorktreeDiff};
@@ -29,6 +32,8 @@ pub struct MergeWorkspace {
     pub mode: MergeMode,
     /// Remove the workspace once its work is merged.
     pub delete: bool,
+    /// The merge or squash commit's message; `None`: one naming the workspace and its branch.
+    pub message: Option<String>,
 }
 
 /// What a merge did, and the removal after it.
@@ -39,6 +44,9 @@ pub struct MergeReport {
     #[serde(flatten)]
     pub merged: Merged,
     pub deleted: Option<Deleted>,
+    /// Something the person should know that did not stop the merge.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warning: Option<String>,
 }
 
 impl Ops {
@@ -57,6 +65,9 @@ impl Ops {
         let label = ws.label();
         let session = self.latest_session(&ws).await?;
         let uncommitted_message = match &session {
+            // A run's agent's work: its uncommitted part is the work the message names (and
+            // a fast-forward makes no merge commit to carry it).
+            _ if request.message.is_some() => request.message.clone().unwrap_or_default(),
             Some(s) if !s.title.is_empty() => format!(
                 "berth: uncommitted work of workspace {label}\n\nSession {} ({:?}).",
                 s.id, s.title
@@ -67,7 +78,10 @@ impl Ops {
             ),
             None => format!("berth: uncommitted work of workspace {label}"),
         };
-        let message = format!("Merge workspace {label} (branch {})", git.branch);
+        let message = request
+            .message
+            .clone()
+            .unwrap_or_else(|| format!("Merge workspace {label} (branch {})", git.branch));
         let mode = request.mode;
         let into = request.into.clone();
         let merged = blocking(move || {
@@ -87,7 +101,11 @@ impl Ops {
         .await?;
         let deleted = if request.delete {
             let plan = self.plan_delete(ws.id.as_str(), true).await?;
-            Some(self.delete_workspace(plan).await?)
+            let mut deleted = self.delete_workspace(plan).await?;
+            // The forced removal kept the originals of commits a squash or a rebase copied:
+            // nothing was lost, so nothing to warn of.
+            deleted.warning = None;
+            Some(deleted)
         } else {
             None
         };
@@ -100,6 +118,7 @@ impl Ops {
                 .unwrap_or_default(),
             merged,
             deleted,
+            warning: None,
         })
     }
 }
@@ -154,7 +173,10 @@ impl Ops {
                 "workspace {label} is on another machine: merge it here without deleting it, and delete it there"
             )));
         }
-        let message = format!("Merge workspace {label} (branch {} of {url})", git.branch);
+        let message = request
+            .message
+            .clone()
+            .unwrap_or_else(|| format!("Merge workspace {label} (branch {} of {url})", git.branch));
         let (url, dir) = (url.to_owned(), dir.to_owned());
         let (branch, base, into, mode) = (
             git.branch.clone(),
@@ -183,6 +205,7 @@ impl Ops {
             branch: git.branch,
             merged,
             deleted: None,
+            warning: None,
         })
     }
 }

@@ -27,6 +27,8 @@ pub struct Compared {
     pub workspace_name: Option<String>,
     pub session: Option<String>,
     pub state: String,
+    /// What was done with its work: `merged`, `discarded` or `kept`; `None` until decided.
+    pub outcome: Option<String>,
     /// Whether its check passed; `None` when none ran.
     pub check_passed: Option<bool>,
     /// How its check failed, when it did.
@@ -66,6 +68,7 @@ pub async fn compare(
             workspace_name: a.status.workspace_name.clone(),
             session: a.session.clone(),
             state: a.status.state.as_str().to_owned(),
+            outcome: a.outcome.map(|o| o.as_str().to_owned()),
             check_passed: check.map(|c| c.passed).or(a.status.check_passed),
             check_outcome: check.and_then(|c| c.outcome.clone()),
             input_tokens: a.status.input_tokens,
@@ -85,6 +88,13 @@ pub async fn compare(
                     (compared.added, compared.removed) = diff.totals();
                     compared.files = diff.files;
                     compared.patch = diff.patch;
+                }
+                // Merged or discarded, and its workspace gone with it: what it changed, as the
+                // run summed it up.
+                Err(_) if a.outcome.is_some_and(|o| o.is_closed()) => {
+                    if let Some(s) = summary {
+                        (compared.added, compared.removed) = (s.added, s.removed);
+                    }
                 }
                 Err(e) => compared.unreadable = Some(e.to_string()),
             },

@@ -217,6 +217,38 @@ pub struct AgentRecord {
     pub status: AgentStatus,
     /// How it ended, once the run summed up.
     pub summary: Option<AgentSummary>,
+    /// What was done with its work once it ended: merged, discarded or kept on purpose.
+    /// Set by whatever merged or deleted its workspace (`run pick`, `run discard`,
+    /// `workspace merge`, `workspace delete`, the review page); never by its turns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<AgentOutcome>,
+}
+
+/// What was done with an agent's work once it ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AgentOutcome {
+    /// Its work was merged into a branch of the repository.
+    Merged,
+    /// Its work was dropped on purpose (its commits kept on berth's lost-work ref).
+    Discarded,
+    /// Another agent was picked, and this one's workspace kept (`run pick --keep-others`).
+    Kept,
+}
+
+impl AgentOutcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AgentOutcome::Merged => "merged",
+            AgentOutcome::Discarded => "discarded",
+            AgentOutcome::Kept => "kept",
+        }
+    }
+
+    /// Whether the agent's part is over for good: nothing more to tell it.
+    pub fn is_closed(self) -> bool {
+        matches!(self, AgentOutcome::Merged | AgentOutcome::Discarded)
+    }
 }
 
 /// A run as kept in `run.json`.
@@ -255,6 +287,7 @@ impl RunRecord {
                 acp_session: None,
                 status: AgentStatus::default(),
                 summary: None,
+                outcome: None,
             })
             .collect();
         RunRecord {
@@ -405,6 +438,15 @@ pub enum KeptError {
         "agent {agent} of run {id} has ended while the others work: tell it once the run is over (`berth run wait {id}`)"
     )]
     AgentEnded { id: RunId, agent: usize },
+    #[error(
+        "agent {agent} of run {id} was {}: its part is over; tell another agent, or start a new run",
+        outcome.as_str()
+    )]
+    AgentClosed {
+        id: RunId,
+        agent: usize,
+        outcome: AgentOutcome,
+    },
     #[error("run {id} has no agent {agent}: it has {count}")]
     NoSuchAgent {
         id: RunId,
@@ -439,6 +481,7 @@ impl KeptError {
             | KeptError::StillRunning { .. }
             | KeptError::NothingToResume(_)
             | KeptError::AgentEnded { .. }
+            | KeptError::AgentClosed { .. }
             | KeptError::NeverStarted { .. } => ErrorKind::Refused,
             KeptError::Io { .. } => ErrorKind::Io,
             KeptError::Store(e) => e.kind(),
@@ -898,6 +941,7 @@ impl RunStore {
         };
         let i = which_agent(id, &record, agent)?;
         let a = &record.agents[i];
+        closed(id, i, a)?;
         // An ACP agent's process answers one prompt: it is told once the run is over.
         if matches!(
             record.request.agents.get(i),
@@ -940,6 +984,7 @@ impl RunStore {
         }
         let i = which_agent(id, &record, agent)?;
         let a = &record.agents[i];
+        closed(id, i, a)?;
         let (Some(workspace), Some(session)) = (&a.workspace, &a.session) else {
             return Err(KeptError::NeverStarted {
                 id: id.clone(),
@@ -1004,6 +1049,78 @@ impl RunStore {
             .request(&record, &Request::Stop(what), pid)
             .await?;
         Ok(record)
+    }
+}
+
+impl RunStore {
+    /// The run and the agent (its index) that worked in workspace `workspace` (an id); the
+    /// newest, should two have (a run resumed in the same workspace is the same run).
+    pub async fn find_workspace(
+        &self,
+        workspace: &str,
+    ) -> Result<Option<(RunRecord, usize)>, KeptError> {
+        let mut found: Option<(RunRecord, usize)> = None;
+        for run in self.backend.list().await?.into_iter().flatten() {
+            let Some(i) = run
+                .agents
+                .iter()
+                .position(|a| a.workspace.as_deref() == Some(workspace))
+            else {
+                continue;
+            };
+            if found
+                .as_ref()
+                .is_none_or(|(newest, _)| run.created_at > newest.created_at)
+            {
+                found = Some((run, i));
+            }
+        }
+        Ok(found)
+    }
+
+    /// Records what was done with agent `agent`'s work. Refused while the run is supervised
+    /// (its supervisor writes the record then): finish a run once it is over.
+    pub async fn set_outcome(
+        &self,
+        id: &RunId,
+        agent: usize,
+        outcome: AgentOutcome,
+    ) -> Result<RunRecord, KeptError> {
+        let record = self.load(id).await?;
+        if agent >= record.agents.len() {
+            return Err(KeptError::NoSuchAgent {
+                id: id.clone(),
+                agent: agent + 1,
+                count: record.agents.len(),
+            });
+        }
+        if !record.state.is_over() {
+            return Err(KeptError::StillRunning {
+                id: id.clone(),
+                state: record.state,
+            });
+        }
+        let decide = move |record: &mut RunRecord| {
+            if !record.state.is_over() {
+                return false;
+            }
+            match record.agents.get_mut(agent) {
+                Some(a) if a.outcome != Some(outcome) => {
+                    a.outcome = Some(outcome);
+                    true
+                }
+                _ => false,
+            }
+        };
+        let now = self.backend.write_unsupervised(id, &decide).await?;
+        if now.agents.get(agent).and_then(|a| a.outcome) != Some(outcome) {
+            // A supervisor took the run meanwhile (`run tell`, `run resume`).
+            return Err(KeptError::StillRunning {
+                id: id.clone(),
+                state: now.state,
+            });
+        }
+        Ok(now)
     }
 }
 
@@ -1098,6 +1215,18 @@ impl Supervision {
         if let Some(hold) = self.hold.take() {
             hold.release().await;
         }
+    }
+}
+
+/// Refuses to tell agent `i` more once its work was merged or discarded.
+fn closed(id: &RunId, i: usize, a: &AgentRecord) -> Result<(), KeptError> {
+    match a.outcome {
+        Some(outcome) if outcome.is_closed() => Err(KeptError::AgentClosed {
+            id: id.clone(),
+            agent: i + 1,
+            outcome,
+        }),
+        _ => Ok(()),
     }
 }
 

@@ -21,6 +21,7 @@ mod acp_agent;
 mod agents;
 mod check;
 mod compare;
+mod finish;
 mod kept;
 mod notices;
 mod preflight;
@@ -48,9 +49,13 @@ pub use agents::{AgentSpec, parse_agents};
 pub use berth_agent::Policy;
 pub use check::CheckResult;
 pub use compare::{Compared, Comparison, compare};
+pub use finish::{
+    Cleaned, Dropped, Pick, Picked, clean, cleanable, delete_workspace, discard, merge_message,
+    pick,
+};
 pub use kept::{
-    AgentRecord, KeptError, PoolPlace, RunId, RunRecord, RunState, RunStore, StopRequest,
-    StoredRequest, Supervision,
+    AgentOutcome, AgentRecord, KeptError, PoolPlace, RunId, RunRecord, RunState, RunStore,
+    StopRequest, StoredRequest, Supervision,
 };
 pub use preflight::preflight;
 pub use pull_request::pull_request_text;

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use berth_ops::{MergeReport, MergeWorkspace, Ops, Workspace, WorktreeDiff};
 
-use crate::kept::{KeptError, RunStore};
+use crate::kept::{AgentOutcome, KeptError, RunStore};
 
 /// The URL a queued run pushed workspace `id`'s branch to, when a run of the pool made it.
 pub async fn pushed_url(store: &RunStore, id: &str) -> Result<Option<String>, KeptError> {
@@ -55,15 +55,30 @@ pub async fn workspace_diff(
 
 /// Merges a git workspace's work ([`Ops::merge_workspace`]); for one a pool's node made
 /// elsewhere, its pushed branch, fetched into the repository holding `dir` and merged there.
+/// A run's agent's workspace is merged with a message naming the task and the agent (unless
+/// the request has one), and that agent is recorded merged.
 pub async fn merge_workspace(
     ops: &Ops,
     store: &RunStore,
-    request: MergeWorkspace,
+    mut request: MergeWorkspace,
     dir: &Path,
 ) -> berth_ops::Result<MergeReport> {
     let ws = ops.resolve_workspace(&request.workspace).await?;
-    Ok(match elsewhere(store, &ws).await? {
+    let run = store.find_workspace(ws.id.as_str()).await.ok().flatten();
+    if request.message.is_none()
+        && let Some((record, i)) = &run
+    {
+        request.message = Some(crate::finish::merge_message(record, *i));
+    }
+    let mut report = match elsewhere(store, &ws).await? {
         Some(url) => ops.merge_pushed(request, &url, dir).await?,
         None => ops.merge_workspace(request).await?,
-    })
+    };
+    if run.is_some()
+        && let Err(why) =
+            crate::finish::record_outcome(store, ws.id.as_str(), AgentOutcome::Merged).await
+    {
+        report.warning = Some(why);
+    }
+    Ok(report)
 }

@@ -17,6 +17,7 @@ use berth_run::{
 };
 
 use crate::cli::{NewRunArgs, RunArgs, RunCommand};
+use crate::commands::confirm;
 use crate::render;
 
 /// How long `berth run --detach` waits for its supervisor to take the run.
@@ -54,8 +55,184 @@ pub async fn run(ops: Ops, args: RunArgs) -> anyhow::Result<()> {
         Some(RunCommand::Resume { id, detach, json }) => {
             resume(ops, store, &id, detach, json).await
         }
+        Some(RunCommand::Pick {
+            id,
+            agent,
+            squash,
+            rebase,
+            keep_others,
+            json,
+        }) => {
+            let mode = match (squash, rebase) {
+                (true, _) => berth_ops::MergeMode::Squash,
+                (_, true) => berth_ops::MergeMode::Rebase,
+                _ => berth_ops::MergeMode::Merge,
+            };
+            pick(&ops, &store, &id, agent, mode, keep_others, json).await
+        }
+        Some(RunCommand::Discard {
+            id,
+            agent,
+            confirm,
+            json,
+        }) => discard(&ops, &store, &id, agent, confirm.yes, json).await,
+        Some(RunCommand::Clean {
+            dry_run,
+            confirm,
+            json,
+        }) => clean(&ops, &store, dry_run, confirm.yes, json).await,
         Some(RunCommand::Supervise { id, resume }) => supervise(ops, store, &id, resume).await,
     }
+}
+
+/// An agent's number as given (1 is the first), 0-based; 0 is refused.
+fn agent_index(n: usize) -> anyhow::Result<usize> {
+    n.checked_sub(1).ok_or_else(|| {
+        berth_ops::Error::invalid("agents are counted from 1: agent 0 does not exist").into()
+    })
+}
+
+async fn pick(
+    ops: &Ops,
+    store: &RunStore,
+    id: &str,
+    agent: usize,
+    mode: berth_ops::MergeMode,
+    keep_others: bool,
+    json: bool,
+) -> anyhow::Result<()> {
+    let run = store.resolve(id).await?;
+    let here = std::env::current_dir().context("cannot read the current folder")?;
+    let picked = berth_run::pick(
+        ops,
+        store,
+        berth_run::Pick {
+            run,
+            agent: agent_index(agent)?,
+            mode,
+            keep_others,
+        },
+        &here,
+    )
+    .await?;
+    if json {
+        return Ok(render::json(&picked)?);
+    }
+    let m = &picked.merge;
+    render::line(format!(
+        "picked agent {} of run {}: {} commit(s) of {} into {}, {} -> {}",
+        picked.agent,
+        picked.run,
+        m.merged.commits,
+        m.branch,
+        m.merged.into,
+        &m.merged.before[..m.merged.before.len().min(12)],
+        &m.merged.after[..m.merged.after.len().min(12)]
+    ))?;
+    if let Some(deleted) = &m.deleted {
+        render::line(format!("removed its workspace {}", deleted.label))?;
+    }
+    if let Some(w) = &m.warning {
+        eprintln!("warning: {w}");
+    }
+    print_dropped(&picked.dropped)?;
+    if !picked.kept.is_empty() {
+        let kept: Vec<String> = picked.kept.iter().map(|n| n.to_string()).collect();
+        render::line(format!(
+            "kept the workspaces of agent(s) {}",
+            kept.join(", ")
+        ))?;
+    }
+    Ok(())
+}
+
+fn print_dropped(dropped: &[berth_run::Dropped]) -> std::io::Result<()> {
+    for d in dropped {
+        render::line(format!(
+            "dropped agent {}'s workspace {}",
+            d.agent, d.workspace
+        ))?;
+        if let Some(note) = &d.note {
+            render::line(format!("  {note}"))?;
+        }
+    }
+    Ok(())
+}
+
+async fn discard(
+    ops: &Ops,
+    store: &RunStore,
+    id: &str,
+    agent: Option<usize>,
+    yes: bool,
+    json: bool,
+) -> anyhow::Result<()> {
+    let run = store.resolve(id).await?;
+    let agent = agent.map(agent_index).transpose()?;
+    let question = match agent {
+        Some(i) => format!("Drop the work of agent {} of run {run}?", i + 1),
+        None => format!("Drop the work of every agent of run {run} not merged?"),
+    };
+    confirm(yes, &question)?;
+    let dropped = berth_run::discard(ops, store, &run, agent).await?;
+    if json {
+        return Ok(render::json(&dropped)?);
+    }
+    if dropped.is_empty() {
+        eprintln!("no workspace was left to drop; the agents are recorded discarded");
+    }
+    Ok(print_dropped(&dropped)?)
+}
+
+async fn clean(
+    ops: &Ops,
+    store: &RunStore,
+    dry_run: bool,
+    yes: bool,
+    json: bool,
+) -> anyhow::Result<()> {
+    let runs = berth_run::cleanable(ops, store).await?;
+    let left: usize = runs.iter().map(|(_, agents)| agents.len()).sum();
+    if dry_run || runs.is_empty() {
+        if json {
+            let planned: Vec<serde_json::Value> = runs
+                .iter()
+                .map(|(r, agents)| {
+                    let agents: Vec<usize> = agents.iter().map(|i| i + 1).collect();
+                    serde_json::json!({"run": r.id.to_string(), "agents": agents})
+                })
+                .collect();
+            return Ok(render::json(&planned)?);
+        }
+        if runs.is_empty() {
+            eprintln!("nothing to clean: no finished run has a workspace left");
+        }
+        for (r, agents) in &runs {
+            render::line(format!(
+                "would drop {} workspace(s) of run {}: {}",
+                agents.len(),
+                r.id,
+                render::cell(&berth_ops::title_of(&r.request.task))
+            ))?;
+        }
+        return Ok(());
+    }
+    confirm(
+        yes,
+        &format!(
+            "Drop {left} workspace(s) left by {} finished run(s)?",
+            runs.len()
+        ),
+    )?;
+    let cleaned = berth_run::clean(ops, store, &runs).await?;
+    if json {
+        return Ok(render::json(&cleaned)?);
+    }
+    for c in &cleaned {
+        render::line(format!("cleaned run {}", c.run))?;
+        print_dropped(&c.dropped)?;
+    }
+    Ok(())
 }
 
 async fn new_run(ops: Ops, store: RunStore, args: NewRunArgs) -> anyhow::Result<()> {
@@ -471,7 +648,11 @@ async fn list(store: &RunStore, json: bool) -> anyhow::Result<()> {
 fn agent_counts(r: &RunRecord) -> String {
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
     for a in &r.agents {
-        *counts.entry(a.status.state.as_str()).or_default() += 1;
+        let shown = match a.outcome {
+            Some(outcome) => outcome.as_str(),
+            None => a.status.state.as_str(),
+        };
+        *counts.entry(shown).or_default() += 1;
     }
     let parts: Vec<String> = counts.iter().map(|(s, n)| format!("{n} {s}")).collect();
     format!("{}: {}", r.agents.len(), parts.join(", "))
@@ -856,8 +1037,12 @@ fn print_summary(record: &RunRecord) -> std::io::Result<()> {
                 Some(c) if c.passed => "passed".to_owned(),
                 Some(c) => format!("failed ({})", c.outcome.as_deref().unwrap_or("?")),
             };
-            // A short state in the table; why, in full, under it.
-            let ended = ended_as(s.state.as_str(), s.stop.as_deref());
+            // A short state in the table; why, in full, under it. What was done with the
+            // work, once decided, after it.
+            let mut ended = ended_as(s.state.as_str(), s.stop.as_deref());
+            if let Some(outcome) = a.outcome {
+                ended = format!("{ended}, {}", outcome.as_str());
+            }
             vec![
                 (i + 1).to_string(),
                 render::cell(s.workspace_name.as_deref().unwrap_or("-")),
@@ -946,6 +1131,9 @@ async fn compare(ops: &Ops, store: &RunStore, id: &str, json: bool) -> anyhow::R
     };
     let mut rows = vec![
         row("state", &|a| a.state.clone()),
+        row("outcome", &|a| {
+            a.outcome.clone().unwrap_or_else(|| "-".to_owned())
+        }),
         row("check", &|a| match a.check_passed {
             Some(true) => "passed".to_owned(),
             Some(false) => "failed".to_owned(),

@@ -89,6 +89,7 @@ pub async fn run(ops: &Ops, cmd: WorkspaceCmd) -> anyhow::Result<()> {
                 into,
                 mode,
                 delete,
+                message: None,
             };
             merge(ops, request, json.json).await
         }
@@ -99,8 +100,11 @@ pub async fn run(ops: &Ops, cmd: WorkspaceCmd) -> anyhow::Result<()> {
         } => {
             // Named, never taken from the folder: deleting the workspace one stands in is
             // too easy to do by accident.
-            let workspace = meant(ops, Some(&workspace)).await?;
-            delete(ops, &workspace, force, c.yes).await
+            let mut named = Vec::with_capacity(workspace.len());
+            for w in &workspace {
+                named.push(meant(ops, Some(w)).await?);
+            }
+            delete(ops, &named, force, c.yes).await
         }
         WorkspaceCmd::Gc {
             max_age,
@@ -387,6 +391,9 @@ async fn merge(ops: &Ops, request: MergeWorkspace, json: bool) -> anyhow::Result
             eprintln!("warning: {w}");
         }
     }
+    if let Some(w) = &report.warning {
+        eprintln!("warning: {w}");
+    }
     Ok(())
 }
 
@@ -506,20 +513,45 @@ async fn show(ops: &Ops, identifier: &str, json: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn delete(ops: &Ops, identifier: &str, force: bool, yes: bool) -> anyhow::Result<()> {
-    // Refused before asking when it would lose work: a question whose yes would fail anyway
-    // wastes a turn. The removal checks again.
-    let plan = ops.plan_delete(identifier, force).await?;
-    confirm(yes, &plan.question)?;
-    let deleted = ops.delete_workspace(plan).await?;
-    if let Some(w) = &deleted.warning {
-        eprintln!("warning: {w}");
+async fn delete(ops: &Ops, identifiers: &[String], force: bool, yes: bool) -> anyhow::Result<()> {
+    // Every one planned before asking, and refused before asking when one would lose work:
+    // a question whose yes would fail anyway wastes a turn. The removal checks again.
+    let mut plans = Vec::with_capacity(identifiers.len());
+    for identifier in identifiers {
+        let plan = ops.plan_delete(identifier, force).await?;
+        if plans
+            .iter()
+            .any(|p: &berth_ops::DeletePlan| p.label == plan.label)
+        {
+            continue;
+        }
+        plans.push(plan);
     }
-    eprintln!(
-        "deleted workspace {}; unbound {} device(s)",
-        deleted.label,
-        deleted.unbound.len()
-    );
+    let question = match plans.as_slice() {
+        [one] => one.question.clone(),
+        all => format!(
+            "Delete {} workspaces ({})?",
+            all.len(),
+            all.iter()
+                .map(|p| p.label.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+    confirm(yes, &question)?;
+    // An agent's workspace: its run records the work discarded.
+    let runs = berth_run::RunStore::open(ops).await?;
+    for plan in plans {
+        let deleted = berth_run::delete_workspace(ops, &runs, plan).await?;
+        if let Some(w) = &deleted.warning {
+            eprintln!("warning: {w}");
+        }
+        eprintln!(
+            "deleted workspace {}; unbound {} device(s)",
+            deleted.label,
+            deleted.unbound.len()
+        );
+    }
     Ok(())
 }
 

@@ -2,20 +2,22 @@
 //! `berth run compare` prints), each with its state, check, tokens, cost, time, changes and
 //! diff; and the actions that finish the work, each the library call the CLI makes:
 //!
-//! - Merge (`Ops::merge_workspace`, as `berth workspace merge`), optionally deleting the other
-//!   agents' workspaces (`plan_delete` + `delete_workspace` with force: their work is not
-//!   wanted);
+//! - Merge (`berth_run::pick`, as `berth run pick`): the agent's work merged with a message
+//!   naming the task, its workspace removed, the other agents' workspaces kept or (Merge and
+//!   delete the others) dropped; each agent's outcome recorded in the run;
 //! - Tell (`Supervised::tell_or_queue`, as `berth run tell`): after the agent's current turn
 //!   in a running run, else the run runs again, supervised by this server;
 //! - a comment on a line of a diff, which becomes a Tell quoting the file and the line;
-//! - Discard (the agent's workspace deleted, as `berth workspace delete --force`).
+//! - Discard (`berth_run::discard`, as `berth run discard --agent N`).
+//!
+//! A merged or discarded agent shows how it ended, without these actions.
 //!
 //! Runs are this machine's: the admin's only, as `/runs` is.
 
 use axum::Extension;
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
-use berth_ops::{MergeMode, MergeWorkspace};
+use berth_ops::MergeMode;
 use berth_run::{Compared, Host, RunId, Supervised};
 use maud::{Markup, html};
 use serde::Deserialize;
@@ -62,6 +64,7 @@ fn agent_view(run: &str, a: &Compared) -> Markup {
             h2 { "Agent " (a.agent) " " small { (name) } }
             dl.facts {
                 dt { "State" } dd { span class={ "state " (a.state) } { (a.state) } }
+                @if let Some(outcome) = &a.outcome { dt { "Outcome" } dd.outcome { span class={ "state " (outcome) } { (outcome) } } }
                 dt { "Check" } dd.check { @match a.check_passed {
                     Some(true) => span.add { "passed" },
                     Some(false) => span.del { "failed" @if let Some(o) = &a.check_outcome { " (" (o) ")" } },
@@ -73,17 +76,20 @@ fn agent_view(run: &str, a: &Compared) -> Markup {
                 dt { "Time" } dd { (a.elapsed_ms / 1000) "s" }
                 @if let Some(s) = &a.session { dt { "Session" } dd { a href={ "/s/" (s) } { "transcript" } } }
             }
-            @if a.workspace.is_some() && a.unreadable.is_none() {
+            @let closed = matches!(a.outcome.as_deref(), Some("merged" | "discarded"));
+            @if a.workspace.is_some() && a.unreadable.is_none() && !closed {
                 div.actions {
                     button.js-post.merge type="button" data-action={ (base) "/merge" } data-confirm="Merge this agent's work into its base branch?" { "Merge" }
                     button.js-post.secondary.merge-only type="button" data-action={ (base) "/merge?others=delete" } data-confirm=(others) { "Merge and delete the others" }
                     button.js-post.secondary.discard type="button" data-action={ (base) "/discard" } data-confirm="Delete this agent's workspace and its work?" { "Discard" }
                 }
             }
-            form.tell data-action={ (base) "/tell" } {
-                label for={ "tell-" (a.agent) } .visually-hidden { "Tell agent " (a.agent) }
-                textarea id={ "tell-" (a.agent) } name="text" rows="2" placeholder="Tell this agent something more…" required {}
-                div.actions { button type="submit" { "Tell" } }
+            @if !closed {
+                form.tell data-action={ (base) "/tell" } {
+                    label for={ "tell-" (a.agent) } .visually-hidden { "Tell agent " (a.agent) }
+                    textarea id={ "tell-" (a.agent) } name="text" rows="2" placeholder="Tell this agent something more…" required {}
+                    div.actions { button type="submit" { "Tell" } }
+                }
             }
             @if let Some(why) = &a.unreadable {
                 p.problem { "Its changes cannot be shown: " (why) }
@@ -164,8 +170,9 @@ pub struct MergeQuery {
     others: Option<String>,
 }
 
-/// `POST /runs/{id}/agents/{n}/merge`: the agent's work merged into its base, as `berth
-/// workspace merge` does; with `?others=delete`, the other agents' workspaces deleted after.
+/// `POST /runs/{id}/agents/{n}/merge`: the agent picked, as `berth run pick` does: its work
+/// merged into its base and its workspace removed; the other agents' workspaces kept, or
+/// with `?others=delete` dropped.
 pub async fn merge(
     State(web): State<Web>,
     Extension(viewer): Extension<Viewer>,
@@ -175,28 +182,31 @@ pub async fn merge(
 ) -> PageResult<axum::Json<serde_json::Value>> {
     admin_only(&viewer)?;
     check_csrf(&viewer, &headers)?;
-    let (run, ws) = workspace_of(&web, &id, n).await?;
-    let ops = &web.inner.ops;
-    ops.merge_workspace(MergeWorkspace {
-        workspace: ws.clone(),
-        into: None,
-        mode: MergeMode::Merge,
-        delete: false,
-    })
+    let (run, _) = workspace_of(&web, &id, n).await?;
+    let runs = &web.inner.runs;
+    let here = std::env::current_dir().map_err(|e| {
+        PageError::new(
+            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+            format!("cannot read the server's folder: {e}"),
+        )
+    })?;
+    berth_run::pick(
+        &web.inner.ops,
+        runs,
+        berth_run::Pick {
+            run: run.clone(),
+            agent: n - 1,
+            mode: MergeMode::Merge,
+            keep_others: query.others.as_deref() != Some("delete"),
+        },
+        &here,
+    )
     .await?;
-    if query.others.as_deref() == Some("delete") {
-        let record = web.inner.runs.load(&run).await?;
-        for other in record.agents.iter().filter_map(|a| a.workspace.as_ref()) {
-            if *other != ws {
-                let plan = ops.plan_delete(other, true).await?;
-                ops.delete_workspace(plan).await?;
-            }
-        }
-    }
     Ok(done(Some(format!("/runs/{run}"))))
 }
 
-/// `POST /runs/{id}/agents/{n}/discard`: the agent's workspace deleted with its work.
+/// `POST /runs/{id}/agents/{n}/discard`: the agent's work dropped, as `berth run discard
+/// --agent N` does.
 pub async fn discard(
     State(web): State<Web>,
     Extension(viewer): Extension<Viewer>,
@@ -205,10 +215,8 @@ pub async fn discard(
 ) -> PageResult<axum::Json<serde_json::Value>> {
     admin_only(&viewer)?;
     check_csrf(&viewer, &headers)?;
-    let (run, ws) = workspace_of(&web, &id, n).await?;
-    let ops = &web.inner.ops;
-    let plan = ops.plan_delete(&ws, true).await?;
-    ops.delete_workspace(plan).await?;
+    let (run, _) = workspace_of(&web, &id, n).await?;
+    berth_run::discard(&web.inner.ops, &web.inner.runs, &run, Some(n - 1)).await?;
     Ok(done(Some(format!("/runs/{run}"))))
 }
 
