@@ -558,12 +558,13 @@ pub enum RunCommand {
     },
     /// A run's agents side by side, to pick the best: how each ended, its check, tokens, cost
     /// and time, and the files each changed (+added -removed lines). `berth workspace diff`
-    /// shows one agent's diff; `berth workspace merge` brings the chosen work back.
+    /// shows one agent's diff; `berth run pick` merges the winner and drops the others.
     ///
     /// --json prints {"run", "task", "state", "check", "agents": [{"agent", "label",
-    /// "workspace", "workspace_name", "session", "state", "check_passed", "check_outcome",
-    /// "input_tokens", "output_tokens", "cost_usd", "elapsed_ms", "files", "added",
-    /// "removed"}]}; each file is {"path", "status", "added", "removed"}.
+    /// "workspace", "workspace_name", "session", "state", "outcome", "check_passed",
+    /// "check_verdict", "check_outcome", "input_tokens", "output_tokens", "cost_usd",
+    /// "elapsed_ms", "files", "added", "removed"}]}; each file is {"path", "status", "added",
+    /// "removed"}.
     #[command(verbatim_doc_comment)]
     Compare {
         #[arg(value_name = "RUN")]

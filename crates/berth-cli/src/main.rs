@@ -130,7 +130,7 @@ fn listing_hint(e: &anyhow::Error) -> Option<&'static str> {
 fn exit_status(e: &anyhow::Error) -> u8 {
     use berth_ops::ErrorKind;
     if e.chain()
-        .any(|c| c.downcast_ref::<commands::chat::Interrupted>().is_some())
+        .any(|c| c.downcast_ref::<commands::Interrupted>().is_some())
     {
         return 130;
     }

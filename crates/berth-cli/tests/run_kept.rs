@@ -388,9 +388,15 @@ fn a_stop_cuts_a_running_check_short() {
         let run = show(&home, &id);
         (run["state"] == "ended").then_some(run)
     });
+    // Cut short, it neither passed nor failed.
     let check = &ended["agents"][0]["summary"]["check"];
     assert_eq!(check["passed"], false, "{ended:#}");
-    assert_eq!(check["outcome"], "stopped before it finished", "{ended:#}");
+    assert_eq!(check["not_run"], true, "{ended:#}");
+    assert_eq!(
+        check["outcome"], "not run: stopped before it finished",
+        "{ended:#}"
+    );
+    assert_eq!(ended["agents"][0]["check_passed"], Value::Null, "{ended:#}");
 }
 
 /// An ACP agent that answers nothing once prompted, not even its cancel: it says a word,
@@ -468,7 +474,7 @@ fn a_second_ctrl_c_ends_the_run_at_once() {
         took < Duration::from_millis(2500),
         "the second Ctrl-C took {took:?} to end the run"
     );
-    assert!(!status.success());
+    assert_eq!(status.code(), Some(130), "interrupted");
     let ended = show(&home, &id);
     assert_eq!(ended["state"], "failed", "{ended:#}");
     assert_eq!(states(&ended), ["failed"]);

@@ -447,22 +447,30 @@ impl Default for SandboxSettings {
 pub enum NotifyEvent {
     /// A permission request waits for a person's answer.
     NeedsInput,
-    /// A run, or one agent of it, finished its answer.
+    /// A run ended, checks and all, with every agent done and every check passed.
     Done,
-    /// A run, or one agent of it, failed or was stopped.
+    /// A run ended with an agent failed or stopped, or a check failed.
     Failed,
-    /// A run's agent was stopped at its budget.
+    /// A one-agent run's agent was stopped at its budget.
     Budget,
-    /// A run's check failed in an agent's worktree.
+    /// A turn an agent was told after its run was over (`run tell`) ended.
+    ToldDone,
+    /// One agent of several ended (done, failed, stopped or at its budget). Only to entries
+    /// that name it.
+    AgentDone,
+    /// A run's check failed in one agent's worktree. Only to entries that name it: the run's
+    /// end says so anyway.
     CheckFailed,
 }
 
 impl NotifyEvent {
-    pub const ALL: [NotifyEvent; 5] = [
+    pub const ALL: [NotifyEvent; 7] = [
         NotifyEvent::NeedsInput,
         NotifyEvent::Done,
         NotifyEvent::Failed,
         NotifyEvent::Budget,
+        NotifyEvent::ToldDone,
+        NotifyEvent::AgentDone,
         NotifyEvent::CheckFailed,
     ];
 
@@ -472,8 +480,16 @@ impl NotifyEvent {
             NotifyEvent::Done => "done",
             NotifyEvent::Failed => "failed",
             NotifyEvent::Budget => "budget",
+            NotifyEvent::ToldDone => "told_done",
+            NotifyEvent::AgentDone => "agent_done",
             NotifyEvent::CheckFailed => "check_failed",
         }
+    }
+
+    /// Whether an entry that names no events gets it: one notification per run's end, not
+    /// one per agent and check as well.
+    pub fn by_default(self) -> bool {
+        !matches!(self, NotifyEvent::AgentDone | NotifyEvent::CheckFailed)
     }
 }
 
@@ -505,7 +521,7 @@ pub struct NotifySettings {
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub desktop: bool,
     pub format: NotifyFormat,
-    /// The events this entry sends; empty for all.
+    /// The events this entry sends; empty for every event [`NotifyEvent::by_default`] says.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub events: Vec<NotifyEvent>,
     /// Send even when a person watches (a page or an editor shows the session).
@@ -514,7 +530,10 @@ pub struct NotifySettings {
 
 impl NotifySettings {
     pub fn wants(&self, event: NotifyEvent) -> bool {
-        self.events.is_empty() || self.events.contains(&event)
+        match self.events.is_empty() {
+            true => event.by_default(),
+            false => self.events.contains(&event),
+        }
     }
 }
 

@@ -16,11 +16,26 @@ use tokio_util::sync::CancellationToken;
 pub struct CheckResult {
     pub command: String,
     pub passed: bool,
+    /// It did not run, or was cut short, because its agent or the run was stopped: neither
+    /// passed nor failed, and shown as `not run`.
+    #[serde(default)]
+    pub not_run: bool,
     /// How it failed (`exited with status 101`, `timed out after 600 s`), when it did.
     pub outcome: Option<String>,
     /// The end of its output, when it failed.
     pub output: Option<String>,
     pub elapsed_ms: u64,
+}
+
+impl CheckResult {
+    /// How it went, in a word: `passed`, `failed` or `not run`.
+    pub fn verdict(&self) -> &'static str {
+        match (self.passed, self.not_run) {
+            (true, _) => "passed",
+            (false, true) => "not run",
+            (false, false) => "failed",
+        }
+    }
 }
 
 /// Runs `command` in `dir`, with the workspace's `env` (its ports); `stop` cuts it short (a
@@ -39,6 +54,7 @@ pub async fn run(
         return CheckResult {
             command: shown,
             passed: false,
+            not_run: true,
             outcome: Some("not run: the agent was stopped".to_owned()),
             output: None,
             elapsed_ms: 0,
@@ -54,12 +70,14 @@ pub async fn run(
             return CheckResult {
                 command: shown,
                 passed: false,
+                not_run: false,
                 outcome: Some(e),
                 output: None,
                 elapsed_ms: 0,
             };
         }
     };
+    let stopped = stop.clone();
     let done = tokio::task::spawn_blocking(move || {
         let result = berth_git::run_one(
             &dir,
@@ -110,10 +128,16 @@ pub async fn run(
         Ok((Err(e), _)) => (false, Some(e.to_string()), None),
         Err(e) => (false, Some(format!("its task failed: {e}")), None),
     };
+    // Cut short by a stop: it did not finish, so it neither passed nor failed.
+    let not_run = !passed && stopped.is_cancelled();
     CheckResult {
         command: shown,
         passed,
-        outcome,
+        not_run,
+        outcome: match not_run {
+            true => Some("not run: stopped before it finished".to_owned()),
+            false => outcome,
+        },
         output,
         elapsed_ms,
     }

@@ -31,6 +31,9 @@ pub struct Compared {
     pub outcome: Option<String>,
     /// Whether its check passed; `None` when none ran.
     pub check_passed: Option<bool>,
+    /// Its check in a word: `passed`, `failed` or `not run` (a stop kept it from running);
+    /// `None` without a check.
+    pub check_verdict: Option<String>,
     /// How its check failed, when it did.
     pub check_outcome: Option<String>,
     pub input_tokens: u64,
@@ -69,7 +72,17 @@ pub async fn compare(
             session: a.session.clone(),
             state: a.status.state.as_str().to_owned(),
             outcome: a.outcome.map(|o| o.as_str().to_owned()),
-            check_passed: check.map(|c| c.passed).or(a.status.check_passed),
+            check_passed: match check {
+                Some(c) => (!c.not_run).then_some(c.passed),
+                None => a.status.check_passed,
+            },
+            check_verdict: match check {
+                Some(c) => Some(c.verdict().to_owned()),
+                None => a
+                    .status
+                    .check_passed
+                    .map(|p| if p { "passed" } else { "failed" }.to_owned()),
+            },
             check_outcome: check.and_then(|c| c.outcome.clone()),
             input_tokens: a.status.input_tokens,
             output_tokens: a.status.output_tokens,

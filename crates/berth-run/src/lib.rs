@@ -317,7 +317,8 @@ pub struct AgentStatus {
     pub output_tokens: u64,
     /// From its start to its end (0 while it works).
     pub elapsed_ms: u64,
-    /// Whether its check passed, once it ran.
+    /// Whether its check passed, once it ran; `None` too for a check a stop kept from
+    /// running (`not run`).
     pub check_passed: Option<bool>,
 }
 
@@ -375,9 +376,8 @@ impl AgentStatus {
                 self.elapsed_ms = *elapsed_ms;
             }
             RunEvent::Checked { check, .. } => {
-                self.check_passed = Some(check.passed);
-                let result = if check.passed { "passed" } else { "failed" };
-                self.latest = Some(format!("check {result}"));
+                self.check_passed = (!check.not_run).then_some(check.passed);
+                self.latest = Some(format!("check {}", check.verdict()));
             }
             RunEvent::Pushed { branch, .. } => self.latest = Some(format!("pushed {branch}")),
             RunEvent::ToolDone { .. }

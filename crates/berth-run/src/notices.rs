@@ -1,15 +1,29 @@
-//! What a run tells people (`[[notify]]`): an agent done, failed or stopped at its budget, a
-//! check failed, and the run's end. Made by the run's supervisor from its events, whatever
-//! shows the run (a table, nothing when detached, MCP). A one-agent run says its end once, as
-//! the run's.
+//! What a run tells people (`[[notify]]`), made by the run's supervisor from its events,
+//! whatever shows the run (a table, nothing when detached, MCP):
+//!
+//! - by default, **one notification per run's end**, after its checks, naming how each agent
+//!   ended (`done`, `failed`, or for a one-agent run `budget`); none when a person stopped the
+//!   whole run (they know), and a told turn's end is `told_done`, not the run's end again;
+//! - each agent's own end (`agent_done`) and each failed check (`check_failed`), only to
+//!   entries that name those events.
 
 use berth_ops::notices::{Notice, NotifyEvent};
 
+use crate::check::CheckResult;
 use crate::kept::RunRecord;
-use crate::{AgentState, RunEvent};
+use crate::{AgentState, AgentSummary, RunEvent};
+
+/// What the supervisor knows of the run beyond its events.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct How {
+    /// A told turn (`run tell`) of a run that was over.
+    pub told: bool,
+    /// A person stopped the whole run.
+    pub stopped_by_person: bool,
+}
 
 /// The notices `event` of the run `record` makes.
-pub(crate) fn of(record: &RunRecord, event: &RunEvent) -> Vec<Notice> {
+pub(crate) fn of(record: &RunRecord, event: &RunEvent, how: How) -> Vec<Notice> {
     let title = format!("berth run: {}", berth_ops::title_of(&record.request.task));
     let many = record.agents.len() > 1;
     let agent_notice = |agent: usize, kind: NotifyEvent, summary: String| {
@@ -39,80 +53,105 @@ pub(crate) fn of(record: &RunRecord, event: &RunEvent) -> Vec<Notice> {
             output_tokens,
             elapsed_ms,
             ..
-        } if many => {
+        } if many && !how.told => {
             let tokens = input_tokens + output_tokens;
             let took = elapsed_ms / 1000;
-            let (kind, how) = match state {
-                AgentState::Done => (NotifyEvent::Done, "done".to_owned()),
-                AgentState::Stopped => (NotifyEvent::Failed, "stopped".to_owned()),
-                AgentState::Budget => (
-                    NotifyEvent::Budget,
-                    message
-                        .clone()
-                        .unwrap_or_else(|| "stopped at its budget".to_owned()),
-                ),
-                _ => (
-                    NotifyEvent::Failed,
-                    format!(
-                        "failed: {}",
-                        message.as_deref().unwrap_or("no reason given")
-                    ),
-                ),
-            };
             vec![agent_notice(
                 *agent,
-                kind,
-                format!("{} {how} ({tokens} tokens, {took}s)", label(*agent)),
+                NotifyEvent::AgentDone,
+                format!(
+                    "{} {} ({tokens} tokens, {took}s)",
+                    label(*agent),
+                    ended(*state, message.as_deref())
+                ),
             )]
         }
-        RunEvent::Checked { agent, check } if !check.passed => vec![agent_notice(
-            *agent,
-            NotifyEvent::CheckFailed,
-            format!(
-                "{}: the check `{}` failed{}",
-                label(*agent),
-                check.command,
-                check
-                    .outcome
-                    .as_deref()
-                    .map(|o| format!(" ({o})"))
-                    .unwrap_or_default()
-            ),
-        )],
+        RunEvent::Checked { agent, check } if !check.passed && !check.not_run => {
+            vec![agent_notice(
+                *agent,
+                NotifyEvent::CheckFailed,
+                format!(
+                    "{}: the check `{}` {}",
+                    label(*agent),
+                    check.command,
+                    checked(check)
+                ),
+            )]
+        }
+        RunEvent::Summary { .. } if how.stopped_by_person => Vec::new(),
         RunEvent::Summary { agents } => {
+            let all_well = agents
+                .iter()
+                .all(|a| a.state == AgentState::Done && a.check.as_ref().is_none_or(|c| c.passed));
+            let kind = match agents.as_slice() {
+                _ if how.told => NotifyEvent::ToldDone,
+                _ if all_well => NotifyEvent::Done,
+                // One agent's run stopped at its budget says so.
+                [one] if one.state == AgentState::Budget => NotifyEvent::Budget,
+                _ => NotifyEvent::Failed,
+            };
             let done = agents
                 .iter()
                 .filter(|a| a.state == AgentState::Done)
                 .count();
-            let failed_checks = agents
-                .iter()
-                .filter(|a| a.check.as_ref().is_some_and(|c| !c.passed))
-                .count();
-            let budget = agents.iter().any(|a| a.state == AgentState::Budget);
-            let kind = match (done == agents.len() && failed_checks == 0, budget) {
-                (true, _) => NotifyEvent::Done,
-                // One agent's run stopped at its budget says so; several say it per agent.
-                (false, true) if agents.len() == 1 => NotifyEvent::Budget,
-                (false, _) => NotifyEvent::Failed,
+            let each = match agents.as_slice() {
+                // A one-agent run: its changes and its check (how it ended is the count's).
+                [one] if !many => changes(one),
+                all => all
+                    .iter()
+                    .map(|a| {
+                        format!(
+                            "{}: {}, {}",
+                            label(a.agent),
+                            ended(a.state, a.message.as_deref()),
+                            changes(a)
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join("; "),
             };
-            let mut summary = format!("{done} of {} agent(s) done", agents.len());
-            if failed_checks > 0 {
-                summary.push_str(&format!(", {failed_checks} check(s) failed"));
-            }
-            if let [one] = agents.as_slice() {
-                summary.push_str(&format!(
-                    "; {} file(s) changed (+{} -{})",
-                    one.files_changed, one.added, one.removed
-                ));
-            }
+            let summary = format!("{done} of {} agent(s) done; {each}", agents.len());
             let mut notice = Notice::new(kind, title, summary);
             notice.run = Some(record.id.to_string());
             if let [one] = agents.as_slice() {
                 notice.session = one.session.clone();
                 notice.workspace = one.workspace.clone();
+                if many {
+                    notice.agent = Some(one.agent + 1);
+                }
             }
             vec![notice]
         }
         _ => Vec::new(),
     }
+}
+
+/// How an agent ended, in words: `done`, `stopped`, `failed: why`.
+fn ended(state: AgentState, message: Option<&str>) -> String {
+    match state {
+        AgentState::Done => "done".to_owned(),
+        AgentState::Stopped => "stopped".to_owned(),
+        AgentState::Budget => message.unwrap_or("stopped at its budget").to_owned(),
+        _ => format!("failed: {}", message.unwrap_or("no reason given")),
+    }
+}
+
+/// How a check went, in words: `passed`, `failed (exited with status 1)`, `not run`.
+fn checked(check: &CheckResult) -> String {
+    match (check.verdict(), &check.outcome) {
+        ("failed", Some(o)) => format!("failed ({o})"),
+        (verdict, _) => verdict.to_owned(),
+    }
+}
+
+/// What an agent changed, and its check: `2 file(s) changed (+10 -1), check passed`.
+fn changes(a: &AgentSummary) -> String {
+    let mut line = format!(
+        "{} file(s) changed (+{} -{})",
+        a.files_changed, a.added, a.removed
+    );
+    if let Some(check) = &a.check {
+        line.push_str(&format!(", check {}", checked(check)));
+    }
+    line
 }

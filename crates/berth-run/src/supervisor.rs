@@ -35,6 +35,11 @@ pub struct Supervised {
     over: bool,
     /// Another node took the run: said once, then the run is stopped here.
     fenced: bool,
+    /// The run is a told turn (`run tell`): its end is `told_done`, not the run's end again.
+    told: bool,
+    /// A person stopped the whole run (Ctrl-C, `run stop`, SIGTERM): they know it ended, so
+    /// its end is not notified.
+    stopped_by_person: bool,
 }
 
 /// What [`Supervised::next`] gives.
@@ -72,6 +77,7 @@ impl Supervised {
         request: RunRequest,
         host: Host,
     ) -> Result<Supervised, RunError> {
+        let told = request.resume.values().any(|r| r.prompt.is_some());
         let run = match crate::start(ops, agent, request) {
             Ok(run) => run,
             Err(e) => {
@@ -83,12 +89,17 @@ impl Supervised {
             Host::Own => Supervised::new(run, supervision),
             Host::Server => Supervised::hosted(run, supervision),
         };
-        supervised.map_err(|e| {
-            RunError::Ops(berth_ops::Error::rule(
-                berth_ops::ErrorKind::Io,
-                format!("cannot listen for the run's stop requests: {e}"),
-            ))
-        })
+        supervised
+            .map(|mut s| {
+                s.told = told;
+                s
+            })
+            .map_err(|e| {
+                RunError::Ops(berth_ops::Error::rule(
+                    berth_ops::ErrorKind::Io,
+                    format!("cannot listen for the run's stop requests: {e}"),
+                ))
+            })
     }
 
     /// Tells agent `which` (0-based; the only one when `None`) of the kept run `id`, which is
@@ -169,6 +180,8 @@ impl Supervised {
             unkept: None,
             over: false,
             fenced: false,
+            told: false,
+            stopped_by_person: false,
         })
     }
 
@@ -194,8 +207,10 @@ impl Supervised {
         self.supervision.record()
     }
 
-    /// Stops every agent (Ctrl-C in the foreground).
-    pub fn stop(&self) {
+    /// Stops every agent (Ctrl-C in the foreground): a person's stop, so the run's end is
+    /// not notified.
+    pub fn stop(&mut self) {
+        self.stopped_by_person = true;
         self.run.stop();
     }
 
@@ -233,7 +248,11 @@ impl Supervised {
                         self.over = true;
                     }
                     if self.run.ops.notifications_on() {
-                        for notice in crate::notices::of(self.supervision.record(), &event) {
+                        let how = crate::notices::How {
+                            told: self.told,
+                            stopped_by_person: self.stopped_by_person,
+                        };
+                        for notice in crate::notices::of(self.supervision.record(), &event, how) {
                             self.run.ops.notify(notice);
                         }
                     }
@@ -269,7 +288,7 @@ impl Supervised {
         let (stops, tells) = self.supervision.requests().await;
         for request in stops {
             match request {
-                StopRequest::All => self.run.stop(),
+                StopRequest::All => self.stop(),
                 StopRequest::Agent(i) => self.run.stop_agent(i),
             }
         }

@@ -17,12 +17,8 @@ use berth_agent::{
 };
 use berth_ops::{Ops, SessionChoice};
 
+use super::Interrupted;
 use crate::cli::ChatArgs;
-
-/// A turn the person stopped (Ctrl-C); the exit status is 130, as for any interrupted command.
-#[derive(Debug, thiserror::Error)]
-#[error("interrupted; the text shown so far is kept in session {0}")]
-pub struct Interrupted(pub String);
 
 pub async fn run(ops: Ops, args: ChatArgs) -> anyhow::Result<()> {
     let Some(prompt) = args.prompt.clone() else {
@@ -135,7 +131,11 @@ pub async fn run(ops: Ops, args: ChatArgs) -> anyhow::Result<()> {
                     stdout.flush()?;
                 }
                 return match stop {
-                    TurnStop::Cancelled => Err(Interrupted(session.id.to_string()).into()),
+                    TurnStop::Cancelled => Err(Interrupted(format!(
+                        "interrupted; the text shown so far is kept in session {}",
+                        session.id
+                    ))
+                    .into()),
                     stop => match ending(&stop, turn.provider) {
                         None => Ok(()),
                         Some(message) => bail!("{message}"),

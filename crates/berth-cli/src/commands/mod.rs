@@ -100,6 +100,12 @@ pub async fn meant(ops: &berth_ops::Ops, named: Option<&str>) -> anyhow::Result<
 
 /// Asks before something destructive. On a terminal it prompts; without one it refuses unless
 /// `--yes` was given, so a script never deletes by accident and never hangs on a prompt.
+/// What a person stopped with Ctrl-C (a chat's turn, a run in the foreground), saying what
+/// is kept; the exit status is 130, as for any interrupted command.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Interrupted(pub String);
+
 pub fn confirm(yes: bool, question: &str) -> anyhow::Result<()> {
     confirm_or(yes, question, "--yes")
 }

@@ -17,7 +17,7 @@ use berth_run::{
 };
 
 use crate::cli::{NewRunArgs, RunArgs, RunCommand};
-use crate::commands::confirm;
+use crate::commands::{Interrupted, confirm};
 use crate::render;
 
 /// How long `berth run --detach` waits for its supervisor to take the run.
@@ -523,7 +523,11 @@ async fn shown(
                     if !json {
                         print_summary(&record)?;
                     }
-                    bail!("run {id} stopped at once; {}", record.state.as_str());
+                    return Err(Interrupted(format!(
+                        "run {id} stopped at once by a second Ctrl-C; {}: `berth run resume {id}` continues it",
+                        record.state.as_str()
+                    ))
+                    .into());
                 }
                 stopping = true;
                 supervised.stop();
@@ -545,6 +549,12 @@ async fn shown(
             ),
             false => format!("run {id}: no agent changed a file"),
         })?;
+    }
+    if stopping {
+        return Err(Interrupted(format!(
+            "run {id} stopped by Ctrl-C; what the agents did is kept: `berth run resume {id}` continues it"
+        ))
+        .into());
     }
     if !record.succeeded() {
         bail!("not every agent finished its answer and passed the check; the summary says which");
@@ -915,7 +925,7 @@ impl View for Lines {
                 "[{}] check `{}` {}",
                 agent + 1,
                 check.command,
-                if check.passed { "passed" } else { "failed" }
+                check.verdict()
             ),
             RunEvent::Text { .. }
             | RunEvent::ToolDone { .. }
@@ -1034,7 +1044,7 @@ fn print_summary(record: &RunRecord) -> std::io::Result<()> {
             let summary = a.summary.as_ref();
             let check = match summary.and_then(|s| s.check.as_ref()) {
                 None => "-".to_owned(),
-                Some(c) if c.passed => "passed".to_owned(),
+                Some(c) if c.passed || c.not_run => c.verdict().to_owned(),
                 Some(c) => format!("failed ({})", c.outcome.as_deref().unwrap_or("?")),
             };
             // A short state in the table; why, in full, under it. What was done with the
@@ -1134,10 +1144,8 @@ async fn compare(ops: &Ops, store: &RunStore, id: &str, json: bool) -> anyhow::R
         row("outcome", &|a| {
             a.outcome.clone().unwrap_or_else(|| "-".to_owned())
         }),
-        row("check", &|a| match a.check_passed {
-            Some(true) => "passed".to_owned(),
-            Some(false) => "failed".to_owned(),
-            None => "-".to_owned(),
+        row("check", &|a| {
+            a.check_verdict.clone().unwrap_or_else(|| "-".to_owned())
         }),
         row("changed", &|a| match &a.unreadable {
             Some(_) => "?".to_owned(),

@@ -65,9 +65,10 @@ fn agent_view(run: &str, a: &Compared) -> Markup {
             dl.facts {
                 dt { "State" } dd { span class={ "state " (a.state) } { (a.state) } }
                 @if let Some(outcome) = &a.outcome { dt { "Outcome" } dd.outcome { span class={ "state " (outcome) } { (outcome) } } }
-                dt { "Check" } dd.check { @match a.check_passed {
-                    Some(true) => span.add { "passed" },
-                    Some(false) => span.del { "failed" @if let Some(o) = &a.check_outcome { " (" (o) ")" } },
+                dt { "Check" } dd.check { @match a.check_verdict.as_deref() {
+                    Some("passed") => span.add { "passed" },
+                    Some("failed") => span.del { "failed" @if let Some(o) = &a.check_outcome { " (" (o) ")" } },
+                    Some(other) => (other),
                     None => "—",
                 } }
                 dt { "Changed" } dd.changed { (a.files.len()) @if a.files.len() == 1 { " file " } @else { " files " } span.add { "+" (a.added) } " " span.del { "−" (a.removed) } }

@@ -1,0 +1,179 @@
+//! What a run says of itself: a check a stop kept from running is `not run`, not failed;
+//! Ctrl-C exits 130; and `[[notify]]` hears one notification per run's end (none for a run a
+//! person stopped in the foreground), a told turn's end as `told_done`, and each agent's end
+//! and failed check only where an entry names them. The real binary, a real repository, the
+//! provider stand-in and a notify command that writes each notification to a file.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use berth_testkit::provider_server::{ProviderServer, Reply, Turn};
+use berth_testkit::run;
+use serde_json::Value;
+use support::Home;
+use support::runs::{berth_run, project, until, write_call};
+
+/// A `[[notify]]` entry whose command appends each notification, one line of JSON, to a file
+/// of `dir`; `events` as the entry's list (empty: the default). The file.
+fn notified_to(home: &Home, dir: &Path, entries: &[(&str, &[&str])]) -> Vec<PathBuf> {
+    let mut config = String::new();
+    let mut files = Vec::new();
+    for (name, events) in entries {
+        let file = dir.join(format!("{name}.jsonl"));
+        let events: Vec<String> = events.iter().map(|e| format!("{e:?}")).collect();
+        config.push_str(&format!(
+            "[[notify]]\ncommand = \"cat >> '{}'; echo >> '{}'\"\nevents = [{}]\n",
+            file.display(),
+            file.display(),
+            events.join(", ")
+        ));
+        files.push(file);
+    }
+    std::fs::write(home.path().join("config.toml"), config).unwrap();
+    files
+}
+
+/// The notifications a file holds.
+fn heard(file: &Path) -> Vec<Value> {
+    match std::fs::read_to_string(file) {
+        Ok(text) => text
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => panic!("{e}"),
+    }
+}
+
+fn events_of(notices: &[Value]) -> Vec<String> {
+    notices
+        .iter()
+        .map(|n| n["event"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn a_two_agent_run_with_a_failing_check_notifies_once_and_a_tell_once_more() {
+    let home = Home::new();
+    let server = ProviderServer::start_in_background();
+    let (tmp, root) = project();
+    let files = notified_to(
+        &home,
+        tmp.path(),
+        &[("default", &[]), ("each", &["agent_done", "check_failed"])],
+    );
+    for content in ["one\n", "two\n"] {
+        server.push(Reply::anthropic(&write_call(content)).delay_head(Duration::from_millis(1500)));
+    }
+    for _ in 0..2 {
+        server.push(Reply::anthropic(&Turn::new().text(["Done."])));
+    }
+    let r = run(berth_run(
+        &home,
+        &server,
+        &root,
+        &[
+            "Write out.txt",
+            "--agents",
+            "2",
+            "--allow",
+            "write_file",
+            "--check",
+            "false",
+        ],
+    ));
+    assert_eq!(r.code, 1, "{}\n{}", r.stderr, r.stdout);
+    // The command waited for its notifications before it exited.
+    let once = heard(&files[0]);
+    assert_eq!(events_of(&once), ["failed"], "{once:#?}");
+    let summary = once[0]["summary"].as_str().unwrap();
+    assert!(
+        summary.starts_with("2 of 2 agent(s) done; agent 1 ("),
+        "{summary}"
+    );
+    assert!(summary.contains("check failed"), "{summary}");
+    assert!(summary.contains("agent 2 ("), "{summary}");
+    // Where they are asked for, each agent's end and each failed check.
+    let mut each = events_of(&heard(&files[1]));
+    each.sort();
+    assert_eq!(
+        each,
+        ["agent_done", "agent_done", "check_failed", "check_failed"]
+    );
+
+    // A told turn's end is its own event, once, and not the run's end again.
+    let id = home.json(&["run", "list", "--json"])[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    server.push(Reply::anthropic(&Turn::new().text(["Nothing more."])));
+    let mut tell = berth_run(&home, &server, &root, &[]);
+    tell.args(["tell", &id, "--agent", "1", "Anything else?"]);
+    let told = run(tell);
+    assert_eq!(told.code, 1, "its check still fails: {}", told.stderr);
+    let after = heard(&files[0]);
+    assert_eq!(events_of(&after), ["failed", "told_done"], "{after:#?}");
+    assert_eq!(after[1]["agent"], 1, "{after:#?}");
+    assert_eq!(after[1]["run"], id.as_str());
+}
+
+#[test]
+fn ctrl_c_exits_130_with_the_check_not_run_and_notifies_nothing() {
+    let home = Home::new();
+    let server = ProviderServer::start_in_background();
+    let (tmp, root) = project();
+    let files = notified_to(&home, tmp.path(), &[("default", &[])]);
+    server.push(Reply::anthropic(&Turn::new().text(["Done."])));
+    let mut cmd = berth_run(
+        &home,
+        &server,
+        &root,
+        &["Do it", "--check", "touch check-started && sleep 600"],
+    );
+    let child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let runs = home.path().join("runs");
+    let id = until("the run's record", Duration::from_secs(30), || {
+        let entry = std::fs::read_dir(&runs).ok()?.flatten().next()?;
+        Some(entry.file_name().to_string_lossy().into_owned())
+    });
+    let worktree = until("the agent's worktree", Duration::from_secs(30), || {
+        home.json(&["run", "show", &id, "--json"])["agents"][0]["worktree"]
+            .as_str()
+            .map(PathBuf::from)
+    });
+    until("the check to start", Duration::from_secs(30), || {
+        worktree.join("check-started").exists().then_some(())
+    });
+    let status = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let out = child.wait_with_output().unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(130), "{stderr}\n{stdout}");
+    assert!(
+        stdout.contains("check `touch check-started && sleep 600` not run"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("not run"), "{stdout}");
+    assert!(!stdout.contains("failed"), "{stdout}");
+    assert!(stderr.contains("stopped by Ctrl-C"), "{stderr}");
+    let ended = home.json(&["run", "show", &id, "--json"]);
+    assert_eq!(ended["agents"][0]["summary"]["check"]["not_run"], true);
+    let compared = home.json(&["run", "compare", &id, "--json"]);
+    assert_eq!(compared["agents"][0]["check_verdict"], "not run");
+    // The person who stopped it knows: nothing is sent (the command waits for what it sends
+    // before it exits, so anything sent would be in the file by now).
+    assert!(heard(&files[0]).is_empty(), "{:#?}", heard(&files[0]));
+}
