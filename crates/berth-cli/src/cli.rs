@@ -434,10 +434,11 @@ pub struct RunArgs {
 
 #[derive(Args)]
 pub struct NewRunArgs {
-    /// What the agents are to do; `-` reads it from standard input. (A task that is one of
-    /// the subcommands' names, such as `list`, is read with --task-file or `-`.)
+    /// What the agents are to do, quoted or as several words; `-` reads it from standard
+    /// input. A task of one word that is, or is close to, a subcommand's name (`list`,
+    /// `lsit`) is refused, since it is most likely a typo: give it with --task-file or `-`.
     #[arg(value_name = "TASK", required_unless_present = "task_file")]
-    pub task: Option<String>,
+    pub task: Vec<String>,
     /// Read the task from this file.
     #[arg(long, value_name = "PATH", conflicts_with = "task")]
     pub task_file: Option<PathBuf>,

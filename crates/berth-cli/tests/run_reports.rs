@@ -177,3 +177,61 @@ fn ctrl_c_exits_130_with_the_check_not_run_and_notifies_nothing() {
     // before it exits, so anything sent would be in the file by now).
     assert!(heard(&files[0]).is_empty(), "{:#?}", heard(&files[0]));
 }
+
+#[test]
+fn a_misspelt_subcommand_makes_nothing_and_names_are_short() {
+    let home = Home::new();
+    let server = ProviderServer::start_in_background();
+    let (_tmp, root) = project();
+    for (args, meant) in [
+        (&["lsit"][..], "list"),
+        (&["shwo", "0123abcd"][..], "show"),
+        (&["comapre", "0123abcd"][..], "compare"),
+    ] {
+        let r = run(berth_run(&home, &server, &root, args));
+        assert_eq!(r.code, 2, "{args:?}: {}", r.stderr);
+        assert!(
+            r.stderr
+                .contains(&format!("did you mean `berth run {meant}`?")),
+            "{args:?}: {}",
+            r.stderr
+        );
+    }
+    // Nothing was made, nothing asked of the model.
+    assert_eq!(server.request_count(), 0);
+    assert_eq!(home.json(&["run", "list", "--json"]), serde_json::json!([]));
+    let r = run(berth_run(
+        &home,
+        &server,
+        &root,
+        &["lsit", "--task-file", "/dev/null"],
+    ));
+    assert_eq!(r.code, 2, "a task twice: {}", r.stderr);
+
+    // A task in several words is a task; its workspace's name is its first words, short,
+    // without the tool syntax.
+    server.push(Reply::anthropic(&Turn::new().text(["Done."])));
+    let r = run(berth_run(
+        &home,
+        &server,
+        &root,
+        &[
+            "Add",
+            "notes",
+            "tool:",
+            "write_file",
+            "path=notes.txt",
+            "--json",
+        ],
+    ));
+    assert_eq!(r.code, 0, "{}\n{}", r.stderr, r.stdout);
+    let ran = &home.json(&["run", "list", "--json"])[0];
+    assert_eq!(
+        ran["request"]["task"],
+        "Add notes tool: write_file path=notes.txt"
+    );
+    assert_eq!(
+        ran["agents"][0]["workspace_name"], "add-notes-tool-1",
+        "{ran:#}"
+    );
+}

@@ -1305,21 +1305,43 @@ impl Permissions for PolicyPermissions {
     }
 }
 
-/// A workspace name made from a task: its first words, lowercased, letters and digits joined
-/// by `-`, at most 40 characters; `run` when the task has none.
+/// A workspace name from a task: its first words, lowercase, joined by `-`, at most
+/// [`NAME_FROM_TASK_MAX`] characters; it stops at the first word that is tool syntax
+/// (`write_file`, `path=notes.txt`, `src/lib.rs`), which names nothing a person would look
+/// for (a file's name, `out.txt`, is a word: `out-txt`). `run` when no word is left.
 pub fn name_from_task(task: &str) -> String {
     let mut name = String::new();
-    for word in task
-        .split(|c: char| !c.is_ascii_alphanumeric())
-        .filter(|w| !w.is_empty())
-    {
-        if !name.is_empty() && name.len() + 1 + word.len() > 40 {
+    for raw in task.split_whitespace() {
+        let word = raw.trim_matches(|c: char| !c.is_alphanumeric());
+        if word.contains(|c: char| "_=/\\:;()[]{}<>`$@#|&*~+\"'".contains(c)) {
+            break;
+        }
+        let word: String = word
+            .chars()
+            .map(|c| if c == '.' { '-' } else { c })
+            .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
+            .collect::<String>()
+            .to_ascii_lowercase();
+        let word = word
+            .split('-')
+            .filter(|part| !part.is_empty())
+            .collect::<Vec<_>>()
+            .join("-");
+        let word = word.as_str();
+        if word.is_empty() {
+            continue;
+        }
+        let joined = name.len() + usize::from(!name.is_empty()) + word.len();
+        if joined > NAME_FROM_TASK_MAX {
+            if name.is_empty() {
+                name = word[..NAME_FROM_TASK_MAX].trim_end_matches('-').to_owned();
+            }
             break;
         }
         if !name.is_empty() {
             name.push('-');
         }
-        name.push_str(&word.to_ascii_lowercase()[..word.len().min(40)]);
+        name.push_str(word);
     }
     if name.is_empty() {
         "run".to_owned()
@@ -1328,19 +1350,36 @@ pub fn name_from_task(task: &str) -> String {
     }
 }
 
+/// The longest name [`name_from_task`] gives (each agent's workspace adds `-N`).
+pub const NAME_FROM_TASK_MAX: usize = 24;
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn names_come_from_the_task() {
+    fn names_come_from_the_tasks_first_words() {
         assert_eq!(
             name_from_task("Fix the parser: it panics!"),
             "fix-the-parser-it-panics"
         );
+        assert_eq!(
+            name_from_task("Add notes tool: write_file path=notes.txt"),
+            "add-notes-tool"
+        );
+        assert_eq!(name_from_task("Update src/lib.rs to log"), "update");
+        assert_eq!(name_from_task("Write out.txt"), "write-out-txt");
+        assert_eq!(name_from_task("Tidy ..hidden-- files"), "tidy-hidden-files");
+        assert_eq!(name_from_task("Répare le bug"), "rpare-le-bug");
         assert_eq!(name_from_task("¿¡!"), "run");
+        assert_eq!(name_from_task("write_file everything"), "run");
         let long = name_from_task(&"word ".repeat(30));
-        assert!(long.len() <= 40 && !long.ends_with('-'), "{long}");
+        assert!(
+            long.len() <= NAME_FROM_TASK_MAX && !long.ends_with('-'),
+            "{long}"
+        );
+        let one = name_from_task(&"x".repeat(60));
+        assert_eq!(one.len(), NAME_FROM_TASK_MAX);
         assert!(berth_ops::WorkspaceName::new(format!("{long}-3")).is_ok());
     }
 }

@@ -236,7 +236,10 @@ async fn clean(
 }
 
 async fn new_run(ops: Ops, store: RunStore, args: NewRunArgs) -> anyhow::Result<()> {
-    let task = read_task(args.task.as_deref(), args.task_file.as_deref())?;
+    let task = read_task(
+        task_words(&args.task)?.as_deref(),
+        args.task_file.as_deref(),
+    )?;
     let agents = berth_run::parse_agents(
         &args.agents,
         args.model.as_deref(),
@@ -346,6 +349,44 @@ async fn queue(
 }
 
 /// A task (or what `tell` says): the argument, standard input for `-`, or the file.
+/// The task given as words (`berth run fix the parser`, or one quoted argument), joined;
+/// refused when it looks like a misspelt subcommand (`lsit`, `shwo ID`), which would
+/// otherwise start a real, paid run.
+fn task_words(words: &[String]) -> anyhow::Result<Option<String>> {
+    let Some(first) = words.first() else {
+        return Ok(None);
+    };
+    // A one-word task, or the first of several arguments: a quoted task of several words
+    // ("lint the code") is a task whatever its first word.
+    let single_word = !first.contains(char::is_whitespace);
+    if single_word && let Some(meant) = close_subcommand(first) {
+        let how = match words.len() {
+            1 => "a task of one word is read with --task-file or `-`".to_owned(),
+            _ => format!("a task that starts with {first:?} is given quoted, as one argument"),
+        };
+        return Err(berth_ops::Error::invalid(format!(
+            "did you mean `berth run {meant}`? ({how})"
+        ))
+        .into());
+    }
+    Ok(Some(words.join(" ")))
+}
+
+/// The subcommand of `berth run` that `word` is, or is a likely typo of.
+fn close_subcommand(word: &str) -> Option<String> {
+    use clap::CommandFactory;
+    let word = word.to_ascii_lowercase();
+    let command = crate::cli::Cli::command();
+    let run = command.find_subcommand("run")?;
+    run.get_subcommands()
+        .filter(|c| !c.is_hide_set())
+        .map(|c| c.get_name().to_owned())
+        .map(|name| (strsim::damerau_levenshtein(&word, &name), name))
+        .filter(|(distance, name)| *distance <= if name.len() > 4 { 2 } else { 1 } || word == *name)
+        .min()
+        .map(|(_, name)| name)
+}
+
 fn read_task(arg: Option<&str>, file: Option<&std::path::Path>) -> anyhow::Result<String> {
     Ok(match (arg, file) {
         (Some("-"), _) => {
