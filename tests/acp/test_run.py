@@ -231,3 +231,87 @@ def test_a_third_party_acp_agent_from_npm_works_in_its_worktree(home, tmp_path, 
     shown = berth_json(home, "session", "show", started["session"])
     assert "Still here." in shown["messages"][-1]["content"], shown["messages"]
     assert [m["content"] for m in shown["messages"] if m["role"] == "user"][-1] == "anything else?"
+
+
+def test_three_kinds_of_agent_in_one_run(home, tmp_path, provider):
+    """One run, three kinds of agent, each by `--agent`: berth's own (`berth`), `berth acp`
+    driven over ACP (`cmd:`), and Zed's Claude Agent ACP adapter from npm by its built-in name
+    (`claude-code`, found on PATH as `claude-agent-acp`). berth's two talk to one stand-in
+    (berth's [providers.claude]); Claude Code to another (ANTHROPIC_BASE_URL), so that each
+    gets answers in its own tools' terms. Each ends done with its work in its own worktree."""
+    from provider import FakeAnthropic
+
+    bin_dir = Path(__file__).resolve().parents[2] / ".tools/acp-agents/node_modules/.bin"
+    assert (bin_dir / "claude-agent-acp").exists(), f"{bin_dir} is missing: ./test.sh installs it"
+    berths = FakeAnthropic()
+    try:
+        # berth's own agent and `berth acp` each write out.txt, then say they are done; the
+        # writes come slowly, so that both ask before either asks again.
+        for _ in range(2):
+            berths.push(
+                Reply().text("Writing it.").tool("w1", "write_file", {"path": "out.txt", "content": "from berth\n"}).slowly(0.3)
+            )
+        for _ in range(2):
+            berths.push(Reply().text("Done."))
+        provider.push(
+            Reply().text("Writing it.").tool(
+                "toolu_1", "Bash", {"command": "echo from-claude > out.txt", "description": "write out.txt"}
+            )
+        )
+        provider.push(Reply().text("Done."))
+        repo = repository(tmp_path)
+        user_home = tmp_path / "user-home"
+        user_home.mkdir()
+        env = {
+            **os.environ,
+            "BERTH_HOME": str(home),
+            "BERTH_PROVIDER": "claude",
+            "BERTH_PROVIDERS__CLAUDE__BASE_URL": berths.url,
+            "BERTH_PROVIDERS__CLAUDE__MODEL": "claude-test",
+            "ANTHROPIC_BASE_URL": provider.url,
+            "ANTHROPIC_API_KEY": "test-key",
+            "IS_SANDBOX": "1",
+            "HOME": str(user_home),
+            "PATH": f"{bin_dir}:{Path(BERTH).parent}:{os.environ['PATH']}",
+        }
+        done = subprocess.run(
+            [
+                BERTH, "run", "write out.txt",
+                "--agent", "berth",
+                "--agent", "cmd:berth acp",
+                "--agent", "claude-code",
+                "--allow", "write_file,edit,execute",
+                "--json",
+            ],
+            cwd=repo, env=env, capture_output=True, text=True, timeout=240,
+        )
+        assert done.returncode == 0, done.stderr + done.stdout
+        events = [json.loads(line) for line in done.stdout.splitlines()]
+        started = {e["agent"]: e for e in events if e["event"] == "started"}
+        assert [started[i]["label"] for i in range(3)] == ["berth", "berth acp", "claude-code"], started
+        contents = [(Path(started[i]["worktree"]) / "out.txt").read_text() for i in range(3)]
+        assert contents == ["from berth\n", "from berth\n", "from-claude\n"], contents
+        summary = events[-1]["agents"]
+        assert [a["state"] for a in summary] == ["done", "done", "done"], summary
+        assert [a["files_changed"] for a in summary] == [1, 1, 1], summary
+        assert len(berths.requests) == 4 and provider.paths[0].startswith("/v1/messages")
+    finally:
+        berths.stop()
+
+
+def test_an_unknown_agent_or_model_is_refused_before_anything_is_made(home, tmp_path):
+    repo = repository(tmp_path)
+    env = {**os.environ, "BERTH_HOME": str(home), "ANTHROPIC_API_KEY": "test-key"}
+    for flags, said in [
+        (["--agent", "claude"], "no agent is named \"claude\": --agent takes berth, berth:MODEL, cmd:COMMAND, claude-code, codex, gemini"),
+        (["--agents", "claude:1,acp:1"], "\"acp\" is neither a provider"),
+        (["--agents", "nosuchprov/foo:1"], "\"nosuchprov\" is not a provider"),
+        (["--agent", "berth:sonet"], "\"sonet\" is neither a provider"),
+    ]:
+        done = subprocess.run(
+            [BERTH, "run", "do it", *flags], cwd=repo, env=env, capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 2, (flags, done.stderr)
+        assert said in done.stderr, (flags, done.stderr)
+    assert berth_json(home, "run", "list") == []
+    assert berth_json(home, "workspace", "list") == []

@@ -442,10 +442,16 @@ pub struct NewRunArgs {
     /// Read the task from this file.
     #[arg(long, value_name = "PATH", conflicts_with = "task")]
     pub task_file: Option<PathBuf>,
-    /// How many agents (`3`), or a mix by model (`claude:2,openai:1`; each name as
-    /// `/model` reads one: a model, a provider, or provider/model).
-    #[arg(long, short = 'n', default_value = "1", value_name = "N|MIX")]
-    pub agents: String,
+    /// An agent of the run; repeat it for a mix: `berth` (berth's own), `berth:MODEL`
+    /// (`berth:openai/gpt-4.1`), `cmd:COMMAND` (any ACP agent by its command line), or a
+    /// name: `claude-code`, `codex`, `gemini`, or an [agents.NAME] entry of the config.
+    #[arg(long, value_name = "SPEC")]
+    pub agent: Vec<String>,
+    /// How many agents (`3`: of the default agent, [run] agent, else berth's own; or of the
+    /// one --agent names), or a mix of berth's own by model (`claude:2,openai:1`; each name
+    /// a provider, provider/model, or a model berth knows). Default: 1.
+    #[arg(long, short = 'n', value_name = "N|MIX")]
+    pub agents: Option<String>,
     /// The model of berth's own agents given by count (default: each workspace's configured
     /// one).
     #[arg(long, short = 'm', value_name = "MODEL")]
@@ -455,13 +461,14 @@ pub struct NewRunArgs {
     /// file reads and writes and its terminals through berth stay in its worktree, and the
     /// process itself is confined ([sandbox]): it writes only there, in a private /tmp and in
     /// its own state, and connects only to its provider.
-    #[arg(long, value_name = "COMMAND")]
+    /// The same as --agent "cmd:COMMAND".
+    #[arg(long, value_name = "COMMAND", conflicts_with = "agent")]
     pub agent_cmd: Option<String>,
-    /// A folder or file the --agent-cmd process may write besides its worktree (its own
-    /// state; repeatable). Default: what berth knows the agent keeps (~/.claude for
+    /// A folder or file the ACP agents' processes may write besides their worktrees (their
+    /// own state; repeatable). Default: what berth knows the agent keeps (~/.claude for
     /// claude-agent-acp, with CLAUDE_CONFIG_DIR set there unless set, ~/.codex for codex,
-    /// ~/.gemini for gemini).
-    #[arg(long, value_name = "PATH", requires = "agent_cmd")]
+    /// ~/.gemini for gemini), or an [agents.NAME] entry's `writable`.
+    #[arg(long, value_name = "PATH")]
     pub agent_writable: Vec<PathBuf>,
     /// Workspace names start with this (default: from the task); each gets its index.
     #[arg(long, value_name = "NAME")]

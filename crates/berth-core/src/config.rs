@@ -301,6 +301,31 @@ pub struct RunSettings {
     /// recorded as `budget`. Default: no limit. `--max-cost` overrides it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_cost: Option<f64>,
+    /// The agent a run starts when none is named (`--agents 3` repeats it): `berth`,
+    /// `berth:MODEL`, `cmd:COMMAND`, or the name of an `[agents.NAME]` entry or a built-in
+    /// one (`claude-code`, `codex`, `gemini`). Default: `berth`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+}
+
+/// An ACP agent a run can start by name (`[agents.NAME]`, `--agent NAME`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AgentEntry {
+    /// Its command line, run by `sh -c` in the agent's worktree.
+    pub command: String,
+    /// Folders and files of its own state it may write, confined (`~/` is the home);
+    /// default: what berth knows of its program, else nothing.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub writable: Vec<String>,
+    /// Variables of berth's environment it gets besides the allow list (its provider's key);
+    /// default: what berth knows of its program, else every provider's.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<String>,
+    /// Where its provider is (`api.example.com`, `https://api.example.com:8443`), reachable
+    /// through berth's proxy besides what berth knows of its program.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<String>,
 }
 
 /// A pool of nodes on one database (`[pool]`): `berth serve --worker` and queued runs.
@@ -600,6 +625,9 @@ pub struct Config {
     /// higher layer's list replaces a lower one's.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notify: Vec<NotifySettings>,
+    /// ACP agents a run can start by name (`[agents.NAME]`), besides the built-in ones.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub agents: std::collections::BTreeMap<String, AgentEntry>,
 }
 
 impl Config {

@@ -282,8 +282,17 @@ async fn session_run(cx: &Context, a: SessionRunArgs) -> Outcome {
         Some(repo) => Repository::Named(repo.clone()),
         None => Repository::None,
     };
-    let agents = berth_run::parse_agents("1", a.model.as_deref(), a.agent_command.as_deref())
-        .map_err(run_error)?;
+    let config = cx.ops.config(None).await?.config;
+    let agents = berth_run::choose_agents(
+        berth_run::AgentChoice {
+            agents: Some("1"),
+            agent: &[],
+            model: a.model.as_deref(),
+            agent_cmd: a.agent_command.as_deref(),
+        },
+        &config,
+    )
+    .map_err(run_error)?;
     let request = berth_run::RunRequest {
         task: a.task,
         repository,

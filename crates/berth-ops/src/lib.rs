@@ -59,7 +59,7 @@ pub use models::{ModelChoice, SessionModel};
 pub use page::{Listed, PAGE_DEFAULT, PAGE_MAX, Page, page_limit};
 pub use prune::{OrphanWorktree, PruneKept, PrunePlan, PruneReport};
 pub use reach::{HeldTo, Reach, device_mcp_refused};
-pub use sandbox::{AgentProcess, user_home};
+pub use sandbox::{AgentDeclared, AgentProcess, user_home};
 pub use sessions::title_of;
 pub use sessions::{ClientSession, ClientSessionOutcome, CreateSession, SessionChoice};
 pub use storage::{Node, Owner, StorageRef, context_path};
@@ -75,7 +75,7 @@ pub use workspaces::{
 pub use berth_store_fs::default_home;
 
 /// The types of berth's domain that front ends name.
-pub use berth_core::config::{LoadedConfig, PoolSettings, ProviderKind};
+pub use berth_core::config::{AgentEntry, Config, LoadedConfig, PoolSettings, ProviderKind};
 /// The shortest id prefix that names a workspace or a session.
 pub use berth_core::manager::MIN_PREFIX;
 pub use berth_core::{

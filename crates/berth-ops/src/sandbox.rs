@@ -25,6 +25,18 @@ pub struct AgentProcess {
     pub env: Vec<(String, String)>,
 }
 
+/// What a run says of an agent process beyond what berth knows of its program (an
+/// `[agents.NAME]` entry, `--agent-writable`): each empty where it says nothing.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AgentDeclared {
+    /// Its own state, writable; replaces what berth knows of its program.
+    pub writable: Vec<PathBuf>,
+    /// Variables of berth's environment it gets, besides its provider's.
+    pub env: Vec<String>,
+    /// Where its provider is, reachable through the proxy besides what berth knows.
+    pub hosts: Vec<String>,
+}
+
 /// The user's home, for `~/` in `[sandbox]` and the default deny list.
 pub fn user_home() -> Option<PathBuf> {
     std::env::var_os("HOME")
@@ -59,7 +71,7 @@ impl Ops {
         ws: Option<&Workspace>,
         work: &Path,
         command: &str,
-        writable: &[PathBuf],
+        declared: &AgentDeclared,
         env: &[(String, String)],
     ) -> Result<AgentProcess> {
         let config = self.config(ws.map(|w| &w.id)).await?.config;
@@ -89,9 +101,10 @@ impl Ops {
             .iter()
             .chain(env)
             .map(|(k, v)| (k.as_str(), v.as_str()));
-        let hosts = berth_sandbox::agent_hosts(profile, all_env, providers);
+        let mut hosts = berth_sandbox::agent_hosts(profile, all_env, providers);
+        hosts.extend(declared.hosts.iter().cloned());
         let home = user_home();
-        let writable = match writable {
+        let writable = match declared.writable.as_slice() {
             [] => profile
                 .into_iter()
                 .flat_map(|p| p.state.iter())
@@ -106,13 +119,14 @@ impl Ops {
         };
         // Of berth's environment, the agent gets its provider's key and base URL besides the
         // allow list (every agent's, where berth does not know which it is); nothing else.
-        let passed = match profile {
+        let mut passed: Vec<String> = match profile {
             Some(p) => p.env.iter().map(|n| (*n).to_owned()).collect(),
             None => berth_sandbox::PROVIDER_ENV
                 .iter()
                 .map(|n| (*n).to_owned())
                 .collect(),
         };
+        passed.extend(declared.env.iter().cloned());
         // Its hooks and settings, read-only; a missing settings file is made empty first, so
         // that it is protected rather than written by the agent.
         let settings = match (profile, &home) {

@@ -84,8 +84,9 @@ pub(crate) struct AcpTurn<'a> {
     pub policy: &'a Policy,
     pub tx: &'a mpsc::Sender<RunEvent>,
     pub cancel: CancellationToken,
-    /// The agent's own state (`--agent-writable`); empty: what its profile names.
-    pub writable: &'a [PathBuf],
+    /// What the run says of the agent's process beyond its program: its own state
+    /// (`--agent-writable`, an `[agents.NAME]` entry's), the variables and hosts it needs.
+    pub declared: berth_ops::AgentDeclared,
 }
 
 /// What the handlers share while the turn runs.
@@ -378,7 +379,7 @@ pub(crate) async fn turn(t: AcpTurn<'_>) -> (TurnStop, Usage) {
         env: process_env,
     } = match t
         .ops
-        .agent_process(ws.as_ref(), t.worktree, t.command, t.writable, t.env)
+        .agent_process(ws.as_ref(), t.worktree, t.command, &t.declared, t.env)
         .await
     {
         Ok(p) => p,

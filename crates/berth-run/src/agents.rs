@@ -1,6 +1,19 @@
-//! Which agents a run starts: `--agents 3` (three of berth's own, on the session's model or
-//! `--model`'s, or three of the ACP agent `--agent-cmd` names), or a mix of berth's own by
-//! provider or model such as `claude:2,openai:1`.
+//! Which agents a run starts, any mix of them:
+//!
+//! - `--agent SPEC`, repeatable: `berth` (berth's own agent), `berth:MODEL`, `cmd:COMMAND` (any
+//!   ACP agent by its command line), or a name: an `[agents.NAME]` entry of the config, or a
+//!   built-in one (`claude-code`, `codex`, `gemini`; [`BUILTIN`]);
+//! - `--agents 3`: three of the default agent (`[run] agent`, else berth's own), or of the one
+//!   `--agent` names; or a mix of berth's own by provider or model, `claude:2,openai:1`;
+//! - `--agent-cmd COMMAND`, the same as `--agent cmd:COMMAND`.
+//!
+//! Every model berth's own agent is given is checked here, before anything is made: a name
+//! that is neither a provider, `provider/model`, nor a model berth knows is refused, since the
+//! provider would otherwise be called with it, with real keys, by every agent of the run.
+
+use std::path::PathBuf;
+
+use berth_ops::{AgentDeclared, Config, ProviderKind};
 
 use crate::RunError;
 
@@ -12,16 +25,45 @@ pub enum AgentSpec {
     /// `provider/model`), else the workspace's configured one.
     Berth { model: Option<String> },
     /// Any ACP agent, started by this command line (`sh -c`) in the worktree.
-    Acp { command: String },
+    Acp {
+        command: String,
+        /// The name it was chosen by (`claude-code`, an `[agents.NAME]` entry).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        name: Option<String>,
+        /// Its own state, writable (an entry's `writable`); empty: what berth knows of its
+        /// program, or the run's `--agent-writable`.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        writable: Vec<PathBuf>,
+        /// Variables of berth's environment it gets besides its provider's.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        env: Vec<String>,
+        /// Where its provider is, besides what berth knows of its program.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        hosts: Vec<String>,
+    },
 }
 
 impl AgentSpec {
-    /// How the agent is shown: `berth`, or `berth (openai)`.
+    /// An ACP agent by its command line alone.
+    pub fn command(command: &str) -> AgentSpec {
+        AgentSpec::Acp {
+            command: command.trim().to_owned(),
+            name: None,
+            writable: Vec::new(),
+            env: Vec::new(),
+            hosts: Vec::new(),
+        }
+    }
+
+    /// How the agent is shown: `berth`, `berth (openai)`, `claude-code`, or its command.
     pub fn label(&self) -> String {
         match self {
             AgentSpec::Berth { model: None } => "berth".to_owned(),
             AgentSpec::Berth { model: Some(m) } => format!("berth ({m})"),
-            AgentSpec::Acp { command } => command.clone(),
+            AgentSpec::Acp {
+                name: Some(name), ..
+            } => name.clone(),
+            AgentSpec::Acp { command, .. } => command.clone(),
         }
     }
 
@@ -31,6 +73,216 @@ impl AgentSpec {
             AgentSpec::Acp { .. } => None,
         }
     }
+
+    /// What the spec says of an ACP agent's process beyond its program; `run_writable` (the
+    /// run's `--agent-writable`) where the spec names none.
+    pub(crate) fn declared(&self, run_writable: &[PathBuf]) -> AgentDeclared {
+        match self {
+            AgentSpec::Acp {
+                writable,
+                env,
+                hosts,
+                ..
+            } => AgentDeclared {
+                writable: match writable.is_empty() {
+                    true => run_writable.to_vec(),
+                    false => writable.clone(),
+                },
+                env: env.clone(),
+                hosts: hosts.clone(),
+            },
+            AgentSpec::Berth { .. } => AgentDeclared::default(),
+        }
+    }
+}
+
+/// The ACP agents a run knows by name without any config: (name, command).
+pub const BUILTIN: [(&str, &str); 3] = [
+    ("claude-code", "claude-agent-acp"),
+    ("codex", "codex-acp"),
+    ("gemini", "gemini --experimental-acp"),
+];
+
+/// How a run's agents were named on its command line (or by MCP).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AgentChoice<'a> {
+    /// `--agents`: a count, or a mix of berth's own by model.
+    pub agents: Option<&'a str>,
+    /// `--agent SPEC`, each.
+    pub agent: &'a [String],
+    /// `--model`: berth's own agents' model, for a count.
+    pub model: Option<&'a str>,
+    /// `--agent-cmd`.
+    pub agent_cmd: Option<&'a str>,
+}
+
+/// The agents `choice` names, each model checked ([`check_model_name`]) against `config`.
+pub fn choose_agents(choice: AgentChoice<'_>, config: &Config) -> Result<Vec<AgentSpec>, RunError> {
+    let invalid = |why: String| RunError::Ops(berth_ops::Error::invalid(why));
+    let specs = if choice.agent.is_empty() {
+        match (choice.agents, choice.model, choice.agent_cmd) {
+            // Only a count (or nothing): the default agent.
+            (count, None, None) if count.is_none_or(|c| c.trim().parse::<usize>().is_ok()) => {
+                let n = count.unwrap_or("1");
+                match &config.run.agent {
+                    Some(default) => {
+                        let one = parse_agent(default, config)
+                            .map_err(|e| invalid(format!("[run] agent = {default:?}: {e}")))?;
+                        repeat(one, n)?
+                    }
+                    None => parse_agents(n, None, None)?,
+                }
+            }
+            (count, model, command) => parse_agents(count.unwrap_or("1"), model, command)?,
+        }
+    } else {
+        if choice.agent_cmd.is_some() {
+            return Err(invalid(
+                "--agent-cmd and --agent name agents both: write the command as --agent \"cmd:COMMAND\"".to_owned(),
+            ));
+        }
+        if choice.model.is_some() {
+            return Err(invalid(
+                "--model is for berth's agents counted by --agents: write --agent berth:MODEL"
+                    .to_owned(),
+            ));
+        }
+        let mut specs = Vec::new();
+        for spec in choice.agent {
+            specs.push(parse_agent(spec, config)?);
+        }
+        match (choice.agents, specs.as_slice()) {
+            (None, _) => specs,
+            (Some(n), [one]) => repeat(one.clone(), n)?,
+            (Some(_), _) => {
+                return Err(invalid(
+                    "--agents with several --agent: each --agent is one agent; give --agents only to repeat a single --agent".to_owned(),
+                ));
+            }
+        }
+    };
+    if specs.len() > MAX_AGENTS {
+        return Err(invalid(format!(
+            "a run takes 1 to {MAX_AGENTS} agents, not {}",
+            specs.len()
+        )));
+    }
+    for spec in &specs {
+        if let Some(model) = spec.model() {
+            check_model_name(model, config)?;
+        }
+    }
+    Ok(specs)
+}
+
+/// `one`, `n` times (`n` a count of 1 to [`MAX_AGENTS`]).
+fn repeat(one: AgentSpec, n: &str) -> Result<Vec<AgentSpec>, RunError> {
+    match n.trim().parse::<usize>() {
+        Ok(n) if (1..=MAX_AGENTS).contains(&n) => Ok(vec![one; n]),
+        _ => Err(RunError::Ops(berth_ops::Error::invalid(format!(
+            "--agents repeats an --agent 1 to {MAX_AGENTS} times, not {n:?}"
+        )))),
+    }
+}
+
+/// One `--agent SPEC`: `berth`, `berth:MODEL`, `cmd:COMMAND`, or an agent's name.
+pub fn parse_agent(spec: &str, config: &Config) -> Result<AgentSpec, RunError> {
+    let invalid = |why: String| RunError::Ops(berth_ops::Error::invalid(why));
+    let spec = spec.trim();
+    if spec == "berth" {
+        return Ok(AgentSpec::Berth { model: None });
+    }
+    if let Some(model) = spec.strip_prefix("berth:") {
+        if model.trim().is_empty() {
+            return Err(invalid(
+                "berth: names no model; write berth:MODEL, or berth".to_owned(),
+            ));
+        }
+        return Ok(AgentSpec::Berth {
+            model: Some(model.trim().to_owned()),
+        });
+    }
+    if let Some(command) = spec.strip_prefix("cmd:") {
+        if command.trim().is_empty() {
+            return Err(invalid(
+                "cmd: names no command; write cmd:COMMAND".to_owned(),
+            ));
+        }
+        return Ok(AgentSpec::command(command));
+    }
+    if let Some(entry) = config.agents.get(spec) {
+        if entry.command.trim().is_empty() {
+            return Err(invalid(format!("[agents.{spec}] has no command")));
+        }
+        let home = berth_ops::user_home();
+        let expand = |p: &String| match (p.strip_prefix("~/"), &home) {
+            (Some(rest), Some(home)) => home.join(rest),
+            _ => PathBuf::from(p),
+        };
+        return Ok(AgentSpec::Acp {
+            command: entry.command.trim().to_owned(),
+            name: Some(spec.to_owned()),
+            writable: entry.writable.iter().map(expand).collect(),
+            env: entry.env.clone(),
+            hosts: entry.hosts.clone(),
+        });
+    }
+    if let Some((name, command)) = BUILTIN.iter().find(|(name, _)| *name == spec) {
+        let mut one = AgentSpec::command(command);
+        if let AgentSpec::Acp { name: n, .. } = &mut one {
+            *n = Some((*name).to_owned());
+        }
+        return Ok(one);
+    }
+    let mut known: Vec<String> = vec!["berth".into(), "berth:MODEL".into(), "cmd:COMMAND".into()];
+    known.extend(BUILTIN.iter().map(|(name, _)| (*name).to_owned()));
+    known.extend(config.agents.keys().cloned());
+    Err(invalid(format!(
+        "no agent is named {spec:?}: --agent takes {}",
+        known.join(", ")
+    )))
+}
+
+/// Model families berth knows by name: a bare model name must be of one of them (or be
+/// configured, or priced in `[prices]`) to be taken as the current provider's model.
+const FAMILIES: [&str; 7] = ["claude-", "gpt-", "o1", "o3", "o4", "chatgpt-", "gemini-"];
+
+/// Refuses a model name for berth's own agent that is neither a provider (`claude`),
+/// `provider/model` (any model of a provider berth knows: `openai/library/qwen2.5`), nor a
+/// model berth knows: of a known family (`claude-…`, `gpt-…`, `gemini-…`), configured
+/// (`model`, `[providers.*] model`) or priced (`[prices]`).
+pub fn check_model_name(name: &str, config: &Config) -> Result<(), RunError> {
+    let providers = "claude, openai, gemini";
+    let refuse = |why: String| Err(RunError::Ops(berth_ops::Error::invalid(why)));
+    if name.parse::<ProviderKind>().is_ok() {
+        return Ok(());
+    }
+    if let Some((provider, model)) = name.split_once('/') {
+        if provider.parse::<ProviderKind>().is_err() {
+            return refuse(format!(
+                "{name:?}: {provider:?} is not a provider berth knows ({providers}); write provider/model, such as openai/{model}"
+            ));
+        }
+        if model.is_empty() {
+            return refuse(format!("{name:?} names no model after the provider"));
+        }
+        return Ok(());
+    }
+    let configured = [
+        config.model.as_deref(),
+        config.providers.claude.model.as_deref(),
+        config.providers.openai.model.as_deref(),
+        config.providers.gemini.model.as_deref(),
+    ];
+    let known = FAMILIES.iter().any(|f| name.starts_with(f))
+        || configured.contains(&Some(name))
+        || config.prices.contains_key(name);
+    if known {
+        return Ok(());
+    }
+    refuse(format!(
+        "{name:?} is neither a provider ({providers}) nor a model berth knows (claude-…, gpt-…, o3…, gemini-…, or one in [prices]); for another model, name its provider too: claude/{name}, openai/{name}"
+    ))
 }
 
 /// The agents `--agents` names: a count (each berth's own on `model`, or the ACP agent
@@ -58,9 +310,7 @@ pub fn parse_agents(
                     "--model chooses berth's own agent's model; the ACP agent `{c}` chooses its own"
                 )));
             }
-            Some(c) => AgentSpec::Acp {
-                command: c.trim().to_owned(),
-            },
+            Some(c) => AgentSpec::command(c),
             None => AgentSpec::Berth {
                 model: model.map(str::to_owned),
             },
@@ -136,12 +386,7 @@ mod tests {
         );
         assert_eq!(
             parse_agents("2", None, Some("berth acp")).unwrap(),
-            vec![
-                AgentSpec::Acp {
-                    command: "berth acp".into()
-                };
-                2
-            ]
+            vec![AgentSpec::command("berth acp"); 2]
         );
         assert!(parse_agents("claude:2", None, Some("x")).is_err());
         assert!(parse_agents("2", Some("openai"), Some("x")).is_err());
@@ -149,5 +394,131 @@ mod tests {
         for bad in ["0", "", "claude:0", "claude:x", ":2", "99", "a b:1"] {
             assert!(parse_agents(bad, None, None).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn any_mix_by_agent() {
+        let mut config = Config::default();
+        config.agents.insert(
+            "mine".into(),
+            berth_ops::AgentEntry {
+                command: "my-agent --acp".into(),
+                env: vec!["MY_KEY".into()],
+                hosts: vec!["api.example.com".into()],
+                ..Default::default()
+            },
+        );
+        let given: Vec<String> = [
+            "claude-code",
+            "codex",
+            "berth:claude/claude-sonnet-4",
+            "cmd:gemini --experimental-acp",
+            "mine",
+            "berth",
+        ]
+        .map(String::from)
+        .to_vec();
+        let choice = AgentChoice {
+            agent: &given,
+            ..Default::default()
+        };
+        let specs = choose_agents(choice, &config).unwrap();
+        let labels: Vec<String> = specs.iter().map(AgentSpec::label).collect();
+        assert_eq!(
+            labels,
+            [
+                "claude-code",
+                "codex",
+                "berth (claude/claude-sonnet-4)",
+                "gemini --experimental-acp",
+                "mine",
+                "berth"
+            ]
+        );
+        assert!(
+            matches!(&specs[0], AgentSpec::Acp { command, .. } if command == "claude-agent-acp")
+        );
+        let declared = specs[4].declared(&[]);
+        assert_eq!(declared.env, ["MY_KEY"]);
+        assert_eq!(declared.hosts, ["api.example.com"]);
+        // --agents repeats one --agent, or the default agent.
+        let one = ["codex".to_owned()];
+        let three = AgentChoice {
+            agents: Some("3"),
+            agent: &one,
+            ..Default::default()
+        };
+        assert_eq!(choose_agents(three, &config).unwrap().len(), 3);
+        config.run.agent = Some("mine".into());
+        let default = choose_agents(
+            AgentChoice {
+                agents: Some("2"),
+                ..Default::default()
+            },
+            &config,
+        )
+        .unwrap();
+        assert_eq!(default, vec![specs[4].clone(); 2]);
+        // Refused: a name nobody knows, naming what is known; --agents with several.
+        let unknown = ["claude".to_owned()];
+        let e = choose_agents(
+            AgentChoice {
+                agent: &unknown,
+                ..Default::default()
+            },
+            &config,
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string().contains("claude-code, codex, gemini, mine"),
+            "{e}"
+        );
+        assert_eq!(e.kind(), berth_ops::ErrorKind::Invalid);
+        let two = ["codex".to_owned(), "berth".to_owned()];
+        assert!(
+            choose_agents(
+                AgentChoice {
+                    agents: Some("2"),
+                    agent: &two,
+                    ..Default::default()
+                },
+                &config
+            )
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn models_nobody_knows_are_refused_before_anything_is_made() {
+        let mut config = Config::default();
+        let mix = |text: &str, config: &Config| {
+            choose_agents(
+                AgentChoice {
+                    agents: Some(text),
+                    ..Default::default()
+                },
+                config,
+            )
+        };
+        assert!(mix("claude:1,openai/gpt-4.1:1,gemini-2.5-pro:1", &config).is_ok());
+        assert!(mix("openai/library/qwen2.5:1", &config).is_ok());
+        let acp = mix("claude:1,acp:1", &config).unwrap_err().to_string();
+        assert!(acp.contains("\"acp\" is neither a provider"), "{acp}");
+        let prov = mix("nosuchprov/foo:1", &config).unwrap_err().to_string();
+        assert!(prov.contains("\"nosuchprov\" is not a provider"), "{prov}");
+        // Known by the config: configured or priced.
+        config.providers.openai.model = Some("local-llama".into());
+        assert!(mix("local-llama:1", &config).is_ok());
+        let agent = ["berth:sonet".to_owned()];
+        assert!(
+            choose_agents(
+                AgentChoice {
+                    agent: &agent,
+                    ..Default::default()
+                },
+                &config
+            )
+            .is_err()
+        );
     }
 }

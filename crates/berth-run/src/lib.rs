@@ -45,7 +45,9 @@ use berth_ops::{CreateSession, CreateWorkspace, ErrorKind, Ops, Repository};
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
-pub use agents::{AgentSpec, parse_agents};
+pub use agents::{
+    AgentChoice, AgentSpec, BUILTIN, check_model_name, choose_agents, parse_agent, parse_agents,
+};
 pub use berth_agent::Policy;
 pub use check::CheckResult;
 pub use compare::{Compared, Comparison, compare};
@@ -950,7 +952,7 @@ impl Running {
             spending.before = usage;
             let (stop, used) = match spec {
                 AgentSpec::Berth { .. } => self.turn(i, &placed, prompt, spending).await,
-                AgentSpec::Acp { command } => {
+                AgentSpec::Acp { command, .. } => {
                     acp_agent::turn(acp_agent::AcpTurn {
                         command,
                         agent: i,
@@ -963,7 +965,7 @@ impl Running {
                         policy: &self.request.policy,
                         tx: &self.tx,
                         cancel: self.stopper.agents[i].clone(),
-                        writable: &self.request.agent_writable,
+                        declared: spec.declared(&self.request.agent_writable),
                     })
                     .await
                 }

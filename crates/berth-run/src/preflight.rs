@@ -41,7 +41,7 @@ pub async fn preflight(
                 .preflight(workspace.as_ref(), model.as_deref())
                 .await
                 .map_err(RunError::Agent)?,
-            AgentSpec::Acp { command } => {
+            AgentSpec::Acp { command, .. } => {
                 // Found here, it may still be hidden from the confined agent process (berth
                 // itself is not confined as an agent: it confines what it runs).
                 if let Some(program) = check_command(command, root.as_deref())?

@@ -240,10 +240,15 @@ async fn new_run(ops: Ops, store: RunStore, args: NewRunArgs) -> anyhow::Result<
         task_words(&args.task)?.as_deref(),
         args.task_file.as_deref(),
     )?;
-    let agents = berth_run::parse_agents(
-        &args.agents,
-        args.model.as_deref(),
-        args.agent_cmd.as_deref(),
+    let config = ops.config(None).await?.config;
+    let agents = berth_run::choose_agents(
+        berth_run::AgentChoice {
+            agents: args.agents.as_deref(),
+            agent: &args.agent,
+            model: args.model.as_deref(),
+            agent_cmd: args.agent_cmd.as_deref(),
+        },
+        &config,
     )?;
     if args.queue {
         return queue(&ops, &store, task, agents, &args).await;
