@@ -548,6 +548,10 @@ pub enum RunCommand {
         /// Only this agent (1 is the first).
         #[arg(long, value_name = "N")]
         agent: Option<usize>,
+        /// The agent's process's own standard error instead (an ACP agent's, its last MiB),
+        /// as kept on the machine that ran it.
+        #[arg(long, conflicts_with_all = ["follow", "json"])]
+        stderr: bool,
         /// The events as JSON objects, one per line.
         #[arg(long)]
         json: bool,
@@ -569,7 +573,7 @@ pub enum RunCommand {
     /// shows one agent's diff; `berth run pick` merges the winner and drops the others.
     ///
     /// --json prints {"run", "task", "state", "check", "agents": [{"agent", "label",
-    /// "workspace", "workspace_name", "session", "state", "outcome", "check_passed",
+    /// "workspace", "workspace_name", "session", "state", "outcome", "message", "check_passed",
     /// "check_verdict", "check_outcome", "input_tokens", "output_tokens", "cost_usd",
     /// "elapsed_ms", "files", "added", "removed"}]}; each file is {"path", "status", "added",
     /// "removed"}.

@@ -235,3 +235,106 @@ fn a_misspelt_subcommand_makes_nothing_and_names_are_short() {
         "{ran:#}"
     );
 }
+
+/// An ACP agent that says why on its standard error, then dies at its first message; and one
+/// that is refused by the sandbox before it does.
+const FAILING_AGENT: &str = r#"
+import sys
+sys.stdin.readline()
+sys.stderr.write("starting the agent\n")
+if len(sys.argv) > 1:
+    try:
+        open(sys.argv[1], "w").write("x")
+    except OSError as e:
+        sys.stderr.write(f"cannot write my settings: {e}\n")
+sys.stderr.write("fatal: no model is configured for this agent\n")
+sys.exit(1)
+"#;
+
+#[test]
+fn a_failed_agent_says_why_from_its_standard_error() {
+    let home = Home::new();
+    let server = ProviderServer::start_in_background();
+    let (tmp, root) = project();
+    // In the repository, so in the agent's worktree: the sandbox hides the rest of /tmp.
+    berth_testkit::commit(&root, "failing_agent.py", FAILING_AGENT);
+    let files = notified_to(&home, tmp.path(), &[("default", &[])]);
+    let r = run(berth_run(
+        &home,
+        &server,
+        &root,
+        &["Do it", "--agent", "cmd:python3 failing_agent.py"],
+    ));
+    assert_eq!(r.code, 1, "{}\n{}", r.stderr, r.stdout);
+    // In the summary, under the table.
+    assert!(
+        r.stdout
+            .contains("fatal: no model is configured for this agent"),
+        "{}",
+        r.stdout
+    );
+    let id = home.json(&["run", "list", "--json"])[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let shown = home.json(&["run", "show", &id, "--json"]);
+    let why = shown["agents"][0]["message"].as_str().unwrap();
+    assert!(why.contains("ended in the middle of its turn"), "{why}");
+    assert!(
+        why.contains(
+            "its standard error ended:\nstarting the agent\nfatal: no model is configured"
+        ),
+        "{why}"
+    );
+    let compared = home.json(&["run", "compare", &id, "--json"]);
+    assert!(
+        compared["agents"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("fatal: no model")
+    );
+    // The whole of it, kept with the run.
+    let logs = home.ok(&["run", "logs", &id, "--stderr"]);
+    assert_eq!(
+        logs,
+        "starting the agent\nfatal: no model is configured for this agent\n"
+    );
+    // The failed notification's summary line carries it too.
+    let notices = heard(&files[0]);
+    assert_eq!(events_of(&notices), ["failed"], "{notices:#?}");
+    let summary = notices[0]["summary"].as_str().unwrap();
+    assert!(
+        summary.contains("fatal: no model is configured"),
+        "{summary}"
+    );
+
+    // Refused by the sandbox: the failure names the path and the option that opens it.
+    let outside =
+        std::path::Path::new("/var/tmp").join(format!("berth-settings-{}", std::process::id()));
+    std::fs::create_dir_all(&outside).unwrap();
+    let target = outside.join("settings.json");
+    let r = run(berth_run(
+        &home,
+        &server,
+        &root,
+        &[
+            "Do it",
+            "--agent",
+            &format!("cmd:python3 failing_agent.py {}", target.display()),
+        ],
+    ));
+    let _ = std::fs::remove_dir_all(&outside);
+    assert_eq!(r.code, 1, "{}\n{}", r.stderr, r.stdout);
+    assert!(!target.exists(), "the sandbox let it write");
+    let id = home.json(&["run", "list", "--json"])[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let why = home.json(&["run", "show", &id, "--json"])["agents"][0]["message"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(why.contains("cannot write my settings"), "{why}");
+    assert!(why.contains(&outside.display().to_string()), "{why}");
+    assert!(why.contains("writable"), "the option that opens it: {why}");
+}

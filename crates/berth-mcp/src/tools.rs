@@ -308,6 +308,7 @@ async fn session_run(cx: &Context, a: SessionRunArgs) -> Outcome {
         // `[run]`'s limits, as for `berth run` without flags.
         budget: Default::default(),
         max_agents: None,
+        stderr_dir: None,
     };
     let agent = cx.runs.agent(&cx.ops);
     // A run that cannot start (no key, an agent command that is not there) is refused before

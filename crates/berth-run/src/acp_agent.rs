@@ -87,6 +87,8 @@ pub(crate) struct AcpTurn<'a> {
     /// What the run says of the agent's process beyond its program: its own state
     /// (`--agent-writable`, an `[agents.NAME]` entry's), the variables and hosts it needs.
     pub declared: berth_ops::AgentDeclared,
+    /// Where its process's standard error is kept; `None`: only its end, for a failure.
+    pub stderr: Option<PathBuf>,
 }
 
 /// What the handlers share while the turn runs.
@@ -365,6 +367,34 @@ fn kind_of(kind: AcpKind) -> ToolKind {
     }
 }
 
+/// What a failed agent's standard error ended with, to follow the reason it failed: its last
+/// lines, and the sandbox's note on what refused it when the lines show a refusal (the path
+/// or host, and the option that opens it). Empty when it said nothing.
+async fn last_words(
+    task: Option<tokio::task::JoinHandle<()>>,
+    tail: &crate::stderr::Tail,
+    confinement: Option<&berth_sandbox::Confinement>,
+) -> String {
+    // The process has ended: what it wrote is in the pipe, read to its end unless another
+    // process (one it started) still holds it.
+    if let Some(task) = task {
+        let _ = tokio::time::timeout(Duration::from_millis(500), task).await;
+    }
+    let lines = tail.last_lines(STDERR_LINES);
+    if lines.is_empty() {
+        return String::new();
+    }
+    let mut said = format!("; its standard error ended:\n{}", lines.join("\n"));
+    if let Some(note) = confinement.and_then(|c| berth_sandbox::explain(&tail.text(), c)) {
+        said.push('\n');
+        said.push_str(&note);
+    }
+    said
+}
+
+/// The lines of a failed agent's standard error its failure message quotes.
+const STDERR_LINES: usize = 12;
+
 /// Runs the agent's turn on the task; how it ended.
 pub(crate) async fn turn(t: AcpTurn<'_>) -> (TurnStop, Usage) {
     let failed = |message: String| (TurnStop::Failed { message }, Usage::default());
@@ -394,7 +424,7 @@ pub(crate) async fn turn(t: AcpTurn<'_>) -> (TurnStop, Usage) {
         .envs(process_env)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
     if let Some(c) = &confinement {
@@ -409,7 +439,14 @@ pub(crate) async fn turn(t: AcpTurn<'_>) -> (TurnStop, Usage) {
             });
         }
     };
-    drop(confinement);
+    // Its standard error, kept with the run: what says why it failed, when it does.
+    let (stderr_tail, stderr_task) = match child.stderr.take() {
+        Some(stream) => {
+            let (tail, task) = crate::stderr::keep(stream, t.stderr.clone());
+            (tail, Some(task))
+        }
+        None => (crate::stderr::Tail::default(), None),
+    };
     let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
         return failed("the agent's stdio could not be opened".to_owned());
     };
@@ -810,18 +847,22 @@ pub(crate) async fn turn(t: AcpTurn<'_>) -> (TurnStop, Usage) {
             },
             Usage::default(),
         ),
-        Err(e) => (
-            TurnStop::Failed {
-                message: match exited {
-                    Some(status) => format!(
-                        "the ACP agent `{}` ended in the middle of its turn ({status})",
-                        t.command
-                    ),
-                    None => format!("the ACP agent `{}` failed: {e}", t.command),
+        Err(e) => {
+            let why = match exited {
+                Some(status) => format!(
+                    "the ACP agent `{}` ended in the middle of its turn ({status})",
+                    t.command
+                ),
+                None => format!("the ACP agent `{}` failed: {e}", t.command),
+            };
+            let said = last_words(stderr_task, &stderr_tail, confinement.as_ref()).await;
+            (
+                TurnStop::Failed {
+                    message: format!("{why}{said}"),
                 },
-            },
-            Usage::default(),
-        ),
+                Usage::default(),
+            )
+        }
     };
     let suffix = match stop {
         TurnStop::EndTurn | TurnStop::MaxTokens | TurnStop::MaxToolIterations => "",

@@ -29,6 +29,9 @@ pub struct Compared {
     pub state: String,
     /// What was done with its work: `merged`, `discarded` or `kept`; `None` until decided.
     pub outcome: Option<String>,
+    /// Why it failed or stopped, when it did: for an ACP agent, with the last lines of its
+    /// standard error.
+    pub message: Option<String>,
     /// Whether its check passed; `None` when none ran.
     pub check_passed: Option<bool>,
     /// Its check in a word: `passed`, `failed` or `not run` (a stop kept it from running);
@@ -72,6 +75,7 @@ pub async fn compare(
             session: a.session.clone(),
             state: a.status.state.as_str().to_owned(),
             outcome: a.outcome.map(|o| o.as_str().to_owned()),
+            message: a.status.message.clone(),
             check_passed: match check {
                 Some(c) => (!c.not_run).then_some(c.passed),
                 None => a.status.check_passed,

@@ -163,6 +163,7 @@ impl StoredRequest {
             push: self.push,
             budget: self.budget,
             max_agents: None,
+            stderr_dir: None,
         }
     }
 }
@@ -671,6 +672,18 @@ impl RunStore {
         Ok(())
     }
 
+    /// Where agent `agent`'s (0-based) standard error is kept, on the machine that ran it:
+    /// a file of the run's folder under this home, whichever store keeps the run.
+    pub fn stderr_path(&self, id: &RunId, agent: usize) -> PathBuf {
+        self.run_dir(id).join(format!("agent-{}.stderr", agent + 1))
+    }
+
+    /// The run's folder on this machine (`<home>/runs/<id>`), for what only this machine
+    /// keeps: a supervisor's output, its agents' standard error.
+    fn run_dir(&self, id: &RunId) -> PathBuf {
+        self.home.join("runs").join(id.as_str())
+    }
+
     /// Where a detached supervisor's own output goes: a file on this machine, whichever
     /// store keeps the run.
     pub fn log_path(&self, id: &RunId) -> PathBuf {
@@ -1135,6 +1148,11 @@ pub struct Supervision {
 impl Supervision {
     pub fn record(&self) -> &RunRecord {
         &self.record
+    }
+
+    /// Where the run's agents' standard error is kept on this machine.
+    pub fn stderr_dir(&self) -> PathBuf {
+        self.store.run_dir(&self.record.id)
     }
 
     fn hold(&mut self) -> Result<&mut Box<dyn Hold>, KeptError> {

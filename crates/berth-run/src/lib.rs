@@ -27,6 +27,7 @@ mod notices;
 mod preflight;
 mod pull_request;
 mod pushed;
+mod stderr;
 mod supervisor;
 mod terminals;
 mod worker;
@@ -62,6 +63,7 @@ pub use kept::{
 pub use preflight::preflight;
 pub use pull_request::pull_request_text;
 pub use pushed::{merge_workspace, pushed_url, workspace_diff};
+pub use stderr::{KEEP as STDERR_KEPT, read_kept as read_kept_stderr};
 pub use supervisor::{Host, Next, Supervised, Told};
 pub use worker::{WorkerOptions, queue, work};
 
@@ -103,6 +105,9 @@ pub struct RunRequest {
     /// Agents working at once, the others queued: a worker's `--max-agents` for a run larger
     /// than it; `None`: `[run] max_agents`.
     pub max_agents: Option<usize>,
+    /// Where each ACP agent's standard error is kept (`agent-N.stderr`, the last MiB or
+    /// more): the kept run's folder on this machine, set by its supervisor; `None`: not kept.
+    pub stderr_dir: Option<PathBuf>,
 }
 
 /// What one agent of a run may use; past it the agent is stopped, recorded as `budget`.
@@ -966,6 +971,11 @@ impl Running {
                         tx: &self.tx,
                         cancel: self.stopper.agents[i].clone(),
                         declared: spec.declared(&self.request.agent_writable),
+                        stderr: self
+                            .request
+                            .stderr_dir
+                            .as_ref()
+                            .map(|d| d.join(format!("agent-{}.stderr", i + 1))),
                     })
                     .await
                 }

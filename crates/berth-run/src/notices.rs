@@ -95,8 +95,14 @@ pub(crate) fn of(record: &RunRecord, event: &RunEvent, how: How) -> Vec<Notice> 
                 .filter(|a| a.state == AgentState::Done)
                 .count();
             let each = match agents.as_slice() {
-                // A one-agent run: its changes and its check (how it ended is the count's).
-                [one] if !many => changes(one),
+                // A one-agent run: its changes and its check, after how it ended unless done
+                // (the count says that).
+                [one] if !many && one.state == AgentState::Done => changes(one),
+                [one] if !many => format!(
+                    "{}, {}",
+                    ended(one.state, one.message.as_deref()),
+                    changes(one)
+                ),
                 all => all
                     .iter()
                     .map(|a| {
@@ -126,13 +132,23 @@ pub(crate) fn of(record: &RunRecord, event: &RunEvent, how: How) -> Vec<Notice> 
     }
 }
 
-/// How an agent ended, in words: `done`, `stopped`, `failed: why`.
+/// How an agent ended, in words: `done`, `stopped`, `failed: why`. A reason of several
+/// lines (an ACP agent's, with its standard error's last lines) is its first and its last:
+/// a notification is one short line.
 fn ended(state: AgentState, message: Option<&str>) -> String {
     match state {
         AgentState::Done => "done".to_owned(),
         AgentState::Stopped => "stopped".to_owned(),
         AgentState::Budget => message.unwrap_or("stopped at its budget").to_owned(),
-        _ => format!("failed: {}", message.unwrap_or("no reason given")),
+        _ => {
+            let why = message.unwrap_or("no reason given");
+            let mut lines = why.lines().map(str::trim).filter(|l| !l.is_empty());
+            let first = lines.next().unwrap_or(why);
+            match lines.next_back() {
+                Some(last) => format!("failed: {first} … {last}"),
+                None => format!("failed: {first}"),
+            }
+        }
     }
 }
 

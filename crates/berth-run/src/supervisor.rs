@@ -74,10 +74,11 @@ impl Supervised {
         ops: Ops,
         agent: Agent,
         mut supervision: Supervision,
-        request: RunRequest,
+        mut request: RunRequest,
         host: Host,
     ) -> Result<Supervised, RunError> {
         let told = request.resume.values().any(|r| r.prompt.is_some());
+        request.stderr_dir = Some(supervision.stderr_dir());
         let run = match crate::start(ops, agent, request) {
             Ok(run) => run,
             Err(e) => {

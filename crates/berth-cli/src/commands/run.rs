@@ -35,9 +35,16 @@ pub async fn run(ops: Ops, args: RunArgs) -> anyhow::Result<()> {
         Some(RunCommand::Show { id, json }) => show(&store, &id, json).await,
         Some(RunCommand::Logs {
             id,
+            agent,
+            stderr: true,
+            ..
+        }) => agent_stderr(&store, &id, agent).await,
+        Some(RunCommand::Logs {
+            id,
             follow,
             agent,
             json,
+            ..
         }) => logs(&store, &id, follow, agent, json).await,
         Some(RunCommand::Stop { id, agent, json }) => stop(&store, &id, agent, json).await,
         Some(RunCommand::Wait { id, json }) => wait(&store, &id, json).await,
@@ -288,6 +295,7 @@ async fn new_run(ops: Ops, store: RunStore, args: NewRunArgs) -> anyhow::Result<
                 max_cost: args.max_cost,
             },
             max_agents: None,
+            stderr_dir: None,
         },
     )
     .await?;
@@ -327,6 +335,7 @@ async fn queue(
             max_cost: args.max_cost,
         },
         max_agents: None,
+        stderr_dir: None,
     };
     let record = berth_run::queue(
         ops,
@@ -816,6 +825,61 @@ async fn stop(store: &RunStore, id: &str, agent: Option<usize>, json: bool) -> a
     Ok(())
 }
 
+/// `run logs RUN --agent N --stderr`: what agent N's process wrote to its standard error.
+async fn agent_stderr(store: &RunStore, id: &str, agent: Option<usize>) -> anyhow::Result<()> {
+    let id = store.resolve(id).await?;
+    let record = store.load(&id).await?;
+    let i = match agent {
+        Some(n) => agent_index(n)?,
+        None if record.agents.len() == 1 => 0,
+        None => {
+            return Err(berth_run::KeptError::WhichAgent {
+                id: id.clone(),
+                count: record.agents.len(),
+            }
+            .into());
+        }
+    };
+    let Some(a) = record.agents.get(i) else {
+        return Err(berth_run::KeptError::NoSuchAgent {
+            id: id.clone(),
+            agent: i + 1,
+            count: record.agents.len(),
+        }
+        .into());
+    };
+    let path = store.stderr_path(&id, i);
+    match berth_run::read_kept_stderr(&path)
+        .with_context(|| format!("cannot read {}", path.display()))?
+    {
+        Some(text) => {
+            let mut out = std::io::stdout().lock();
+            out.write_all(text.as_bytes())?;
+            out.flush()?;
+            Ok(())
+        }
+        None => {
+            let why = match (&record.request.agents.get(i), &a.node) {
+                (Some(berth_run::AgentSpec::Berth { .. }), _) => {
+                    "berth's own agent runs in berth's process, which has no standard error of its own".to_owned()
+                }
+                (_, Some(node)) if node != store.node() => format!(
+                    "it ran on node {node}, which keeps it: run this there"
+                ),
+                _ => "it never started a process, or wrote nothing".to_owned(),
+            };
+            Err(berth_ops::Error::rule(
+                berth_ops::ErrorKind::NotFound,
+                format!(
+                    "agent {} of run {id} has no standard error kept here: {why}",
+                    i + 1
+                ),
+            )
+            .into())
+        }
+    }
+}
+
 async fn logs(
     store: &RunStore,
     id: &str,
@@ -980,7 +1044,14 @@ impl View for Lines {
                 return Ok(());
             }
         };
-        render::line(render::cell(&line))
+        // A reason of several lines (an agent's standard error) goes on indented.
+        for (i, part) in line.lines().enumerate() {
+            match i {
+                0 => render::line(render::cell(part))?,
+                _ => render::line(format!("    {}", render::cell(part)))?,
+            }
+        }
+        Ok(())
     }
 }
 
@@ -1140,7 +1211,14 @@ fn print_summary(record: &RunRecord) -> std::io::Result<()> {
     let mut out = std::io::stdout().lock();
     for (i, a) in record.agents.iter().enumerate() {
         if let Some(message) = &a.status.message {
-            writeln!(out, "[{}] {}: {}", i + 1, a.status.state.as_str(), message)?;
+            // From outside (an agent's standard error): no control character reaches the
+            // terminal, and each line goes on indented.
+            let mut lines = message.lines().map(render::cell);
+            let first = lines.next().unwrap_or_default();
+            writeln!(out, "[{}] {}: {first}", i + 1, a.status.state.as_str())?;
+            for line in lines {
+                writeln!(out, "    {line}")?;
+            }
         }
     }
     out.flush()

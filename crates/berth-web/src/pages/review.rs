@@ -92,6 +92,9 @@ fn agent_view(run: &str, a: &Compared) -> Markup {
                     div.actions { button type="submit" { "Tell" } }
                 }
             }
+            @if let Some(why) = &a.message {
+                pre.why { (why) }
+            }
             @if let Some(why) = &a.unreadable {
                 p.problem { "Its changes cannot be shown: " (why) }
             }
