@@ -160,6 +160,9 @@ pub enum Decision {
     Reject,
     /// Nobody answered in the time the front end waits (the web page's); nothing ran.
     Expired,
+    /// The front end's policy does not allow it, and nobody was asked (a run without
+    /// `--ask`): the model is told so, not that a person refused.
+    NotAllowed,
 }
 
 /// The front end's side of permissions: a terminal asks a person, ACP asks the client,

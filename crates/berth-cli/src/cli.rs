@@ -461,6 +461,15 @@ pub struct NewRunArgs {
     /// file reads and writes and its terminals through berth stay in its worktree, and the
     /// process itself is confined ([sandbox]): it writes only there, in a private /tmp and in
     /// its own state, and connects only to its provider.
+    /// Ask a person about a call --allow does not cover, instead of refusing it: the agent
+    /// waits (a `needs_input` notification goes out) until `berth run answer` or the review
+    /// page answers, or --ask-timeout passes ([run] ask = true sets it for every run).
+    #[arg(long)]
+    pub ask: bool,
+    /// How long a question of --ask waits before it is refused (default: [run]
+    /// ask_timeout_secs, else 1800: 30 minutes).
+    #[arg(long, value_name = "SECS")]
+    pub ask_timeout: Option<u64>,
     /// The same as --agent "cmd:COMMAND".
     #[arg(long, value_name = "COMMAND", conflicts_with = "agent")]
     pub agent_cmd: Option<String>,
@@ -611,6 +620,27 @@ pub enum RunCommand {
         /// Read what to tell it from this file.
         #[arg(long, value_name = "PATH", conflicts_with = "text")]
         task_file: Option<PathBuf>,
+        /// Tools the told turn may also use, besides the run's --allow (comma-separated or
+        /// repeated): what it was refused before, now allowed. For a run that is over.
+        #[arg(long, value_name = "TOOLS", value_delimiter = ',')]
+        allow: Vec<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Answer the question an agent of a running run waits on (a run started with --ask):
+    /// allow the call, allow its tool for the rest of the agent's session (--always), or deny
+    /// it. `berth run show` shows what it waits on.
+    Answer {
+        #[arg(value_name = "RUN")]
+        id: String,
+        /// The agent (1 is the first); needed when the run has several.
+        #[arg(long, value_name = "N")]
+        agent: Option<usize>,
+        #[arg(value_enum)]
+        answer: AnswerArg,
+        /// With allow: its tool for the rest of the agent's session, without asking again.
+        #[arg(long)]
+        always: bool,
         #[arg(long)]
         json: bool,
     },
@@ -686,6 +716,13 @@ pub enum RunCommand {
         #[arg(long)]
         resume: bool,
     },
+}
+
+/// `berth run answer`'s answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum AnswerArg {
+    Allow,
+    Deny,
 }
 
 #[derive(Args)]

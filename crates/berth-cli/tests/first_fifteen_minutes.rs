@@ -47,9 +47,11 @@ const TOUR: &[(&str, Expect)] = &[
         r#"berth run --queue "Fix the parser" --repo URL"#,
         Expect::Status(7),
     ),
-    // The run could not start, so there is no such workspace, and the message says how to
-    // see those there are.
-    ("berth workspace merge fix-the-parser-2", Expect::Status(3)),
+    // RUN stands for a run's id, which is hex: refused as no id, saying what one is.
+    ("berth run compare RUN", Expect::Status(2)),
+    ("berth run pick RUN 2", Expect::Status(2)),
+    // No finished run has anything left: nothing to do, said so.
+    ("berth run clean", Expect::Ok),
     // Servers that wait for a client: tests/mcp and tests/acp drive them with the official
     // SDKs; `serve_pair_*` below starts this one.
     ("berth mcp", Expect::Elsewhere),
@@ -227,12 +229,17 @@ fn the_readme_tour_on_a_fresh_home_without_a_key() {
     );
     let branches = git(&repo, &["branch", "--list"]);
     assert!(!branches.contains("fix-the-parser"), "{branches}");
-    let merge = step("berth workspace merge");
+    let pick = step("berth run pick");
     assert!(
-        merge.stderr.contains("\"fix-the-parser-2\" not found")
-            && merge.stderr.contains("`berth workspace list`"),
+        pick.stderr.contains("invalid run id \"RUN\"") && pick.stderr.contains("`berth run list`"),
         "{}",
-        merge.stderr
+        pick.stderr
+    );
+    let clean = step("berth run clean");
+    assert!(
+        clean.stderr.contains("nothing to clean"),
+        "{}",
+        clean.stderr
     );
 
     // Every value the config has, with where it came from.

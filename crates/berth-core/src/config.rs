@@ -306,6 +306,14 @@ pub struct RunSettings {
     /// one (`claude-code`, `codex`, `gemini`). Default: `berth`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub agent: Option<String>,
+    /// Ask a person about a call the run's `--allow` list does not cover, instead of refusing
+    /// it (`--ask`). Default: false.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ask: Option<bool>,
+    /// How long such a question waits for an answer before it is refused (`--ask-timeout`).
+    /// Default: 1800 (30 minutes).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ask_timeout_secs: Option<u64>,
 }
 
 /// An ACP agent a run can start by name (`[agents.NAME]`, `--agent NAME`).

@@ -126,6 +126,7 @@ impl Runs {
             &record.id,
             Some(agent),
             text,
+            &[],
             Host::Server,
         )
         .await

@@ -309,6 +309,7 @@ async fn session_run(cx: &Context, a: SessionRunArgs) -> Outcome {
         budget: Default::default(),
         max_agents: None,
         stderr_dir: None,
+        ask: None,
     };
     let agent = cx.runs.agent(&cx.ops);
     // A run that cannot start (no key, an agent command that is not there) is refused before

@@ -53,7 +53,7 @@ use agent_client_protocol::v1::schema::{
     WaitForTerminalExitResponse, WriteTextFileRequest, WriteTextFileResponse,
 };
 use agent_client_protocol::{Agent, ByteStreams, Client, ErrorCode};
-use berth_agent::{CancellationToken, ToolKind, TurnStop, Usage};
+use berth_agent::{CancellationToken, Decision, ToolKind, TurnStop, Usage};
 use berth_confined::Unconfined;
 use berth_ops::{Message, Ops, Role, Session, StoragePath, tool_record};
 use tokio::sync::mpsc;
@@ -89,6 +89,8 @@ pub(crate) struct AcpTurn<'a> {
     pub declared: berth_ops::AgentDeclared,
     /// Where its process's standard error is kept; `None`: only its end, for a failure.
     pub stderr: Option<PathBuf>,
+    /// With `--ask`: a permission its policy does not cover is asked of a person.
+    pub asking: Option<crate::ask::Asking>,
 }
 
 /// What the handlers share while the turn runs.
@@ -295,28 +297,47 @@ impl Shared {
             .unwrap_or_default();
         let kind = call.kind.map(kind_of).unwrap_or(ToolKind::Other);
         let allowed = self.policy.allows_call(&name, kind);
+        (self.option(request, allowed, false), allowed)
+    }
+
+    /// The option of `request` that says `allowed` (`always`: for the rest of the session,
+    /// where the agent offers it); an execute call allowed lets terminals run from then on.
+    fn option(
+        &self,
+        request: &RequestPermissionRequest,
+        allowed: bool,
+        always: bool,
+    ) -> Option<String> {
+        let kind = request
+            .tool_call
+            .fields
+            .kind
+            .map(kind_of)
+            .unwrap_or(ToolKind::Other);
         if allowed && kind == ToolKind::Execute {
             self.granted_execute.store(true, Ordering::Relaxed);
         }
-        let wanted: &[PermissionOptionKind] = if allowed {
-            &[
+        let wanted: &[PermissionOptionKind] = match (allowed, always) {
+            (true, true) => &[
+                PermissionOptionKind::AllowAlways,
+                PermissionOptionKind::AllowOnce,
+            ],
+            (true, false) => &[
                 PermissionOptionKind::AllowOnce,
                 PermissionOptionKind::AllowAlways,
-            ]
-        } else {
-            &[
+            ],
+            (false, _) => &[
                 PermissionOptionKind::RejectOnce,
                 PermissionOptionKind::RejectAlways,
-            ]
+            ],
         };
-        let option = wanted.iter().find_map(|k| {
+        wanted.iter().find_map(|k| {
             request
                 .options
                 .iter()
                 .find(|o| o.kind == *k)
                 .map(|o| o.option_id.0.to_string())
-        });
-        (option, allowed)
+        })
     }
 }
 
@@ -500,6 +521,7 @@ pub(crate) async fn turn(t: AcpTurn<'_>) -> (TurnStop, Usage) {
     let worktree = t.worktree.to_path_buf();
     let cancel = t.cancel.clone();
     let resume = t.resume.clone();
+    let asking = t.asking.clone();
     let loader = shared.clone();
     let result: Result<Outcome, agent_client_protocol::Error> = Client
         .v1()
@@ -584,6 +606,27 @@ pub(crate) async fn turn(t: AcpTurn<'_>) -> (TurnStop, Usage) {
         .on_receive_request(
             async move |request: RequestPermissionRequest, responder, _cx: ConnectionTo<Agent>| {
                 let (option, allowed) = s2.decide(&request);
+                if let (false, Some(asking)) = (allowed, asking.clone()) {
+                    // A person is asked, on a task of its own: the answer may take minutes,
+                    // and the agent's other messages must not wait for it.
+                    let shared = s2.clone();
+                    tokio::spawn(async move {
+                        let call = &request.tool_call.fields;
+                        let what = call.title.clone().unwrap_or_else(|| "a tool call".to_owned());
+                        let tool = call.name.clone().unwrap_or_else(|| what.clone());
+                        let decision = asking.ask(shared.agent, &tool, &what).await;
+                        let allowed = matches!(decision, Decision::AllowOnce | Decision::AllowAlways);
+                        let option = shared.option(&request, allowed, decision == Decision::AllowAlways);
+                        let outcome = match option {
+                            Some(id) => RequestPermissionOutcome::Selected(
+                                SelectedPermissionOutcome::new(id),
+                            ),
+                            None => RequestPermissionOutcome::Cancelled,
+                        };
+                        let _ = responder.respond(RequestPermissionResponse::new(outcome));
+                    });
+                    return Ok(());
+                }
                 if !allowed {
                     let what = request
                         .tool_call

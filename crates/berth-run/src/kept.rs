@@ -109,6 +109,9 @@ pub struct StoredRequest {
     /// A queued run (`berth run --queue`): worked by whichever worker takes it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pool: Option<PoolPlace>,
+    /// `--ask`: a call the policy does not cover waits this long for a person's answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ask_timeout_secs: Option<u64>,
 }
 
 /// Where a queued run may be worked, and what it is made from there.
@@ -141,6 +144,7 @@ impl StoredRequest {
             push: request.push,
             budget: request.budget,
             pool: None,
+            ask_timeout_secs: request.ask.map(|d| d.as_secs()),
         }
     }
 
@@ -164,6 +168,7 @@ impl StoredRequest {
             budget: self.budget,
             max_agents: None,
             stderr_dir: None,
+            ask: self.ask_timeout_secs.map(Duration::from_secs),
         }
     }
 }
@@ -448,6 +453,10 @@ pub enum KeptError {
         agent: usize,
         outcome: AgentOutcome,
     },
+    #[error(
+        "agent {agent} of run {id} waits on no question: it was answered, or it never asked (a run asks only with --ask)"
+    )]
+    NothingAsked { id: RunId, agent: usize },
     #[error("run {id} has no agent {agent}: it has {count}")]
     NoSuchAgent {
         id: RunId,
@@ -483,6 +492,7 @@ impl KeptError {
             | KeptError::NothingToResume(_)
             | KeptError::AgentEnded { .. }
             | KeptError::AgentClosed { .. }
+            | KeptError::NothingAsked { .. }
             | KeptError::NeverStarted { .. } => ErrorKind::Refused,
             KeptError::Io { .. } => ErrorKind::Io,
             KeptError::Store(e) => e.kind(),
@@ -496,7 +506,16 @@ impl KeptError {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Request {
     Stop(StopRequest),
-    Tell { agent: usize, text: String },
+    Tell {
+        agent: usize,
+        text: String,
+    },
+    /// A person's answer to agent `agent`'s question (`--ask`).
+    Answer {
+        agent: usize,
+        question: String,
+        answer: crate::Answer,
+    },
 }
 
 /// What a reader decides about a run whose supervisor is gone: whether it changed it.
@@ -709,7 +728,9 @@ impl RunStore {
 
     /// The run an id or a prefix of one (4 digits or more) names.
     pub async fn resolve(&self, identifier: &str) -> Result<RunId, KeptError> {
-        let id = RunId::try_from(identifier.to_ascii_lowercase())?;
+        // Said as it was given: `RUN` is no id, whatever its lowercase is.
+        let id = RunId::try_from(identifier.to_ascii_lowercase())
+            .map_err(|_| KeptError::BadId(identifier.to_owned()))?;
         match self.backend.read(&id).await {
             Ok(_) => return Ok(id),
             Err(KeptError::NotFound(_)) => {}
@@ -979,6 +1000,41 @@ impl RunStore {
         Ok(i)
     }
 
+    /// Answers the question agent `agent` (the only one when `None`) of the running run `id`
+    /// waits on (`--ask`): its supervisor passes the answer on at its next look. The agent's
+    /// index and the question's tool. Refused when the agent waits on nothing.
+    pub async fn queue_answer(
+        &self,
+        id: &RunId,
+        agent: Option<usize>,
+        answer: crate::Answer,
+    ) -> Result<(usize, String), KeptError> {
+        let record = self.load(id).await?;
+        let pid = match (record.state, record.supervisor) {
+            (RunState::Running, Some(pid)) => pid,
+            (state, _) => {
+                return Err(KeptError::NotRunning {
+                    id: id.clone(),
+                    state,
+                });
+            }
+        };
+        let i = which_agent(id, &record, agent)?;
+        let Some(waiting) = record.agents[i].status.waiting.clone() else {
+            return Err(KeptError::NothingAsked {
+                id: id.clone(),
+                agent: i + 1,
+            });
+        };
+        let request = Request::Answer {
+            agent: i,
+            question: waiting.question,
+            answer,
+        };
+        self.backend.request(&record, &request, pid).await?;
+        Ok((i, waiting.tool))
+    }
+
     /// Agent `agent` of a run that is over (the only one when `None`), to be told `text` in
     /// its workspace and session (`berth run tell`), whatever way it ended. Refused while the
     /// run is running, and for an agent that never got a session.
@@ -1137,6 +1193,16 @@ impl RunStore {
     }
 }
 
+/// What other processes asked of a run's supervisor since its last look.
+#[derive(Debug, Default)]
+pub struct Requests {
+    pub stops: Vec<StopRequest>,
+    /// Each agent's index and what to tell it, in the order they came.
+    pub tells: Vec<(usize, String)>,
+    /// Each agent's index, its question and the answer.
+    pub answers: Vec<(usize, String, crate::Answer)>,
+}
+
 /// A run's supervisor's hold on it: the hold, and the record it keeps.
 pub struct Supervision {
     store: RunStore,
@@ -1210,21 +1276,25 @@ impl Supervision {
         self.hold()?.flush().await
     }
 
-    /// The stops and the tells queued since the last look, taken: tells in the order they
-    /// came, each agent's index and text.
-    pub async fn requests(&mut self) -> (Vec<StopRequest>, Vec<(usize, String)>) {
+    /// The stops, tells and answers queued since the last look, taken: tells in the order
+    /// they came, each agent's index and text.
+    pub async fn requests(&mut self) -> Requests {
+        let mut taken = Requests::default();
         let Ok(hold) = self.hold() else {
-            return (Vec::new(), Vec::new());
+            return taken;
         };
-        let mut stops = Vec::new();
-        let mut tells = Vec::new();
         for request in hold.requests().await {
             match request {
-                Request::Stop(s) => stops.push(s),
-                Request::Tell { agent, text } => tells.push((agent, text)),
+                Request::Stop(s) => taken.stops.push(s),
+                Request::Tell { agent, text } => taken.tells.push((agent, text)),
+                Request::Answer {
+                    agent,
+                    question,
+                    answer,
+                } => taken.answers.push((agent, question, answer)),
             }
         }
-        (stops, tells)
+        taken
     }
 
     /// Lets the run go, so another may take it at once (a lease given back); the record is
@@ -1296,6 +1366,7 @@ impl StoredRequest {
             push: false,
             budget: Default::default(),
             pool: None,
+            ask_timeout_secs: None,
         }
     }
 }
@@ -1442,16 +1513,39 @@ mod conformance {
                 .request_stop(&run.id, StopRequest::Agent(0))
                 .await
                 .unwrap();
-            let (stops, tells) = held.requests().await;
-            assert_eq!(stops, [StopRequest::Agent(0)], "{name}");
+            // A question waits (`--ask`): an answer finds it, and nothing else is answered.
+            assert!(matches!(
+                store.queue_answer(&run.id, None, crate::Answer::Allow).await,
+                Err(KeptError::NothingAsked { .. })
+            ));
+            held.take(&RunEvent::Asked {
+                agent: 0,
+                question: "q1".into(),
+                tool: "write_file".into(),
+                description: "write out.txt".into(),
+            })
+            .await
+            .unwrap();
+            let (agent, tool) = store
+                .queue_answer(&run.id, None, crate::Answer::AllowAlways)
+                .await
+                .unwrap();
+            assert_eq!((agent, tool.as_str()), (0, "write_file"), "{name}");
+            let taken = held.requests().await;
+            assert_eq!(taken.stops, [StopRequest::Agent(0)], "{name}");
             assert_eq!(
-                tells,
+                taken.tells,
                 [(0, "one".to_owned()), (0, "two".to_owned())],
                 "{name}"
             );
             assert_eq!(
-                held.requests().await,
-                (vec![], vec![]),
+                taken.answers,
+                [(0, "q1".to_owned(), crate::Answer::AllowAlways)],
+                "{name}"
+            );
+            let again = held.requests().await;
+            assert!(
+                again.stops.is_empty() && again.tells.is_empty() && again.answers.is_empty(),
                 "{name}: taken once"
             );
             // Over: the summary kept, a resume refused with nothing to resume.

@@ -12,13 +12,15 @@
 //! closes the channel: per agent, how it stopped, what it changed against its base, the
 //! check's result, tokens and time.
 //!
-//! Permissions are a policy, not a question: a run has no one to ask. Tools the policy allows
-//! run; every other call that writes or runs is refused, the agent is told (an error result),
-//! and the refusal is an event. Stopping a run ([`Run::stop`]) cancels every turn at once; the
+//! Permissions are a policy: tools the policy allows run; every other call that writes or runs
+//! is refused, the agent is told it was the policy (an error result), and the refusal is an
+//! event; unless the run asks a person (`--ask`, [`ask`]), and then the call waits for an
+//! answer ([`Run::answer`]) or the run's wait. Stopping a run ([`Run::stop`]) cancels every turn at once; the
 //! text already streamed stays in the transcripts, marked interrupted.
 
 mod acp_agent;
 mod agents;
+mod ask;
 mod check;
 mod compare;
 mod finish;
@@ -49,6 +51,7 @@ use tokio::sync::mpsc;
 pub use agents::{
     AgentChoice, AgentSpec, BUILTIN, check_model_name, choose_agents, parse_agent, parse_agents,
 };
+pub use ask::{Answer, DEFAULT_ASK_TIMEOUT};
 pub use berth_agent::Policy;
 pub use check::CheckResult;
 pub use compare::{Compared, Comparison, compare};
@@ -108,6 +111,9 @@ pub struct RunRequest {
     /// Where each ACP agent's standard error is kept (`agent-N.stderr`, the last MiB or
     /// more): the kept run's folder on this machine, set by its supervisor; `None`: not kept.
     pub stderr_dir: Option<PathBuf>,
+    /// `--ask`: a call the policy does not cover waits this long for a person's answer
+    /// ([`Run::answer`]) instead of being refused; `None`: refused at once.
+    pub ask: Option<Duration>,
 }
 
 /// What one agent of a run may use; past it the agent is stopped, recorded as `budget`.
@@ -263,6 +269,21 @@ pub enum RunEvent {
     },
     /// Something a person should know that is not the answer.
     Notice { agent: usize, message: String },
+    /// A call the policy does not cover waits for a person (`--ask`): `berth run answer`,
+    /// or the review page, answers `question`.
+    Asked {
+        agent: usize,
+        question: String,
+        tool: String,
+        description: String,
+    },
+    /// The question was answered (`allow`, `allow_always`, `deny`), or not: `expired` (the
+    /// run's wait passed), `cancelled` (a stop).
+    Answered {
+        agent: usize,
+        question: String,
+        answer: String,
+    },
     /// The agent's turn ended.
     Ended {
         agent: usize,
@@ -295,6 +316,8 @@ impl RunEvent {
             | RunEvent::ToolDone { agent, .. }
             | RunEvent::Refused { agent, .. }
             | RunEvent::Notice { agent, .. }
+            | RunEvent::Asked { agent, .. }
+            | RunEvent::Answered { agent, .. }
             | RunEvent::Ended { agent, .. }
             | RunEvent::Checked { agent, .. }
             | RunEvent::Pushed { agent, .. } => Some(*agent),
@@ -327,6 +350,17 @@ pub struct AgentStatus {
     /// Whether its check passed, once it ran; `None` too for a check a stop kept from
     /// running (`not run`).
     pub check_passed: Option<bool>,
+    /// The question it waits on for a person's answer (`--ask`), while it does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<Waiting>,
+}
+
+/// A question an agent waits on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Waiting {
+    pub question: String,
+    pub tool: String,
+    pub description: String,
 }
 
 impl Default for AgentStatus {
@@ -344,6 +378,7 @@ impl Default for AgentStatus {
             output_tokens: 0,
             elapsed_ms: 0,
             check_passed: None,
+            waiting: None,
         }
     }
 }
@@ -387,6 +422,24 @@ impl AgentStatus {
                 self.latest = Some(format!("check {}", check.verdict()));
             }
             RunEvent::Pushed { branch, .. } => self.latest = Some(format!("pushed {branch}")),
+            RunEvent::Asked {
+                question,
+                tool,
+                description,
+                ..
+            } => {
+                self.latest = Some(format!("waits: may it {tool}?"));
+                self.waiting = Some(Waiting {
+                    question: question.clone(),
+                    tool: tool.clone(),
+                    description: description.clone(),
+                });
+            }
+            RunEvent::Answered { answer, .. } => {
+                if let Some(w) = self.waiting.take() {
+                    self.latest = Some(format!("{} {answer}", w.tool));
+                }
+            }
             RunEvent::ToolDone { .. }
             | RunEvent::AgentSession { .. }
             | RunEvent::Notice { .. }
@@ -478,6 +531,8 @@ impl RunError {
 /// A run under way: its events, and the way to stop it.
 pub struct Run {
     pub events: mpsc::Receiver<RunEvent>,
+    /// Its agents' questions waiting for a person (`--ask`).
+    questions: Arc<ask::Questions>,
     /// Whose `[[notify]]` entries hear of the run's events.
     ops: Ops,
     told: Arc<Tellings>,
@@ -501,6 +556,12 @@ impl Run {
     /// `false` when its turns are over already (it ended, or never started).
     pub fn tell(&self, i: usize, text: String) -> bool {
         self.told.push(i, text)
+    }
+
+    /// Answers agent `i`'s (0-based) question `question` (`--ask`); `false` when it is not
+    /// waiting any more (answered, expired, its agent stopped).
+    pub fn answer(&self, i: usize, question: &str, answer: Answer) -> bool {
+        self.questions.answer(i, question, answer)
     }
 
     /// A handle that stops the run, for whoever does not hold its events.
@@ -569,6 +630,7 @@ pub fn start(ops: Ops, agent: Agent, request: RunRequest) -> Result<Run, RunErro
     let agents = request.agents.iter().map(|_| all.child_token()).collect();
     let stopper = Stopper { all, agents };
     let told = Arc::new(Tellings::default());
+    let questions = Arc::new(ask::Questions::default());
     let run = Arc::new(Running {
         ops: ops.clone(),
         agent,
@@ -576,11 +638,13 @@ pub fn start(ops: Ops, agent: Agent, request: RunRequest) -> Result<Run, RunErro
         tx,
         stopper: stopper.clone(),
         told: told.clone(),
+        questions: questions.clone(),
         over_budget: Default::default(),
     });
     let task = tokio::spawn(async move { run.run().await });
     Ok(Run {
         events: rx,
+        questions,
         ops,
         told,
         stopper,
@@ -644,6 +708,7 @@ struct Running {
     tx: mpsc::Sender<RunEvent>,
     stopper: Stopper,
     told: Arc<Tellings>,
+    questions: Arc<ask::Questions>,
     /// Why an agent was stopped at its budget, once it was.
     over_budget: std::sync::Mutex<BTreeMap<usize, String>>,
 }
@@ -720,6 +785,16 @@ struct Placed {
 }
 
 impl Running {
+    /// What agent `i` asks a person with, when the run asks (`--ask`).
+    fn asking(&self, i: usize) -> Option<ask::Asking> {
+        self.request.ask.map(|timeout| ask::Asking {
+            questions: self.questions.clone(),
+            timeout,
+            cancel: self.stopper.agent(i),
+            tx: self.tx.clone(),
+        })
+    }
+
     /// A place for agent `i`, at once or once it is queued and another agent ends; `None`
     /// when the agent, or the run, is stopped while it waits.
     async fn take_place(
@@ -971,6 +1046,7 @@ impl Running {
                         tx: &self.tx,
                         cancel: self.stopper.agents[i].clone(),
                         declared: spec.declared(&self.request.agent_writable),
+                        asking: self.asking(i),
                         stderr: self
                             .request
                             .stderr_dir
@@ -1209,6 +1285,7 @@ impl Running {
             policy: self.request.policy.clone(),
             tx: self.tx.clone(),
             agent: i,
+            asking: self.asking(i),
         });
         let request = TurnRequest {
             session: placed.session.clone(),
@@ -1297,6 +1374,8 @@ struct PolicyPermissions {
     policy: Policy,
     tx: mpsc::Sender<RunEvent>,
     agent: usize,
+    /// With `--ask`: a person is asked instead.
+    asking: Option<ask::Asking>,
 }
 
 #[async_trait]
@@ -1304,6 +1383,11 @@ impl Permissions for PolicyPermissions {
     async fn decide(&self, request: &PermissionRequest) -> Decision {
         if self.policy.allows(&request.tool) {
             return Decision::AllowOnce;
+        }
+        if let Some(asking) = &self.asking {
+            return asking
+                .ask(self.agent, &request.tool, &request.description)
+                .await;
         }
         let _ = self
             .tx
@@ -1313,7 +1397,7 @@ impl Permissions for PolicyPermissions {
                 description: request.description.lines().next().unwrap_or("").to_owned(),
             })
             .await;
-        Decision::Reject
+        Decision::NotAllowed
     }
 }
 

@@ -1,6 +1,7 @@
 //! What a run tells people (`[[notify]]`), made by the run's supervisor from its events,
 //! whatever shows the run (a table, nothing when detached, MCP):
 //!
+//! - a question that waits for a person (`--ask`): `needs_input`, one per question;
 //! - by default, **one notification per run's end**, after its checks, naming how each agent
 //!   ended (`done`, `failed`, or for a one-agent run `budget`); none when a person stopped the
 //!   whole run (they know), and a told turn's end is `told_done`, not the run's end again;
@@ -77,6 +78,20 @@ pub(crate) fn of(record: &RunRecord, event: &RunEvent, how: How) -> Vec<Notice> 
                     checked(check)
                 ),
             )]
+        }
+        RunEvent::Asked {
+            agent,
+            question,
+            tool,
+            description,
+        } => {
+            let mut notice = agent_notice(
+                *agent,
+                NotifyEvent::NeedsInput,
+                format!("{} asks: may it {tool}? {description}", label(*agent)),
+            );
+            notice.request = Some(question.clone());
+            vec![notice]
         }
         RunEvent::Summary { .. } if how.stopped_by_person => Vec::new(),
         RunEvent::Summary { agents } => {

@@ -107,6 +107,7 @@ impl Supervised {
     /// over, `text` (not empty: [`Supervised::tell_or_queue`] checked it), in its workspace and
     /// session, with the run's agent and policy. Checked first as a new run is (a key, the
     /// agent's command); refused while the run is running.
+    #[allow(clippy::too_many_arguments)]
     async fn tell(
         ops: Ops,
         agent: Agent,
@@ -114,6 +115,7 @@ impl Supervised {
         id: &RunId,
         which: Option<usize>,
         text: &str,
+        allow: &[String],
         host: Host,
     ) -> Result<Supervised, RunError> {
         let again = store.tellable(id, which, text).await?;
@@ -121,13 +123,22 @@ impl Supervised {
         crate::preflight(&ops, &agent, request).await?;
         let mut supervision = store.supervise(id).await?;
         supervision.resuming(&again).await?;
-        let request = supervision.record().request.request(again);
+        let mut request = supervision.record().request.request(again);
+        if !allow.is_empty() {
+            // Wider for the told turn only: the run keeps its own policy.
+            let mut tools = request.policy.named();
+            tools.extend(allow.iter().map(|t| t.trim().to_owned()));
+            request.policy = crate::Policy::new(&tools, request.policy.allows_all());
+        }
         Supervised::start(ops, agent, supervision, request, host).await
     }
 
     /// [`Supervised::tell`], or for a run still running, `text` queued for the agent: its
     /// supervisor tells it once its current turn ends (`RunStore::queue_tell`). The one way
     /// `berth run tell`, MCP's `session_tell` and the web page's Tell do it.
+    /// `allow`: tools the told turn may use besides the run's policy (`run tell --allow`), for
+    /// a run that is over; refused for one still running, whose turn has its policy already.
+    #[allow(clippy::too_many_arguments)]
     pub async fn tell_or_queue(
         ops: Ops,
         agent: Agent,
@@ -135,12 +146,18 @@ impl Supervised {
         id: &RunId,
         which: Option<usize>,
         text: &str,
+        allow: &[String],
         host: Host,
     ) -> Result<Told, RunError> {
         if text.trim().is_empty() {
             return Err(RunError::EmptyTask);
         }
         if !store.load(id).await?.state.is_over() {
+            if !allow.is_empty() {
+                return Err(RunError::Ops(berth_ops::Error::refused(format!(
+                    "run {id} is still running: --allow widens the turn of an agent of a run that is over; wait for it (`berth run wait {id}`), then tell it"
+                ))));
+            }
             match store.queue_tell(id, which, text).await {
                 Ok(agent) => return Ok(Told::Queued { agent }),
                 // It ended meanwhile: told as a run that is over.
@@ -148,7 +165,7 @@ impl Supervised {
                 Err(e) => return Err(e.into()),
             }
         }
-        Supervised::tell(ops, agent, store, id, which, text, host)
+        Supervised::tell(ops, agent, store, id, which, text, allow, host)
             .await
             .map(|s| Told::Started(Box::new(s)))
     }
@@ -286,7 +303,15 @@ impl Supervised {
 
     /// Stop requests, and tells queued for agents at work (`RunStore::queue_tell`).
     async fn honour_stops(&mut self) {
-        let (stops, tells) = self.supervision.requests().await;
+        let crate::kept::Requests {
+            stops,
+            tells,
+            answers,
+        } = self.supervision.requests().await;
+        for (agent, question, answer) in answers {
+            // Not waiting any more (answered twice, expired, stopped): nothing to do.
+            self.run.answer(agent, &question, answer);
+        }
         for request in stops {
             match request {
                 StopRequest::All => self.stop(),
@@ -363,6 +388,7 @@ mod tests {
             events,
             ops: berth_ops::open(&tmp.path().join("home"), &[]).unwrap(),
             told: Default::default(),
+            questions: Default::default(),
             stopper: Stopper {
                 agents: vec![all.child_token()],
                 all,

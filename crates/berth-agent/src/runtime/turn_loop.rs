@@ -395,6 +395,10 @@ impl Inner {
                                 "the user refused to let {} run; do not try it again unasked — say what you wanted to do, or find another way",
                                 call.name
                             )),
+                            Decision::NotAllowed => Plan::Answer(format!(
+                                "the run's policy does not allow {} (nobody was asked: this run answers by its --allow list alone), so it did not run; do not try it again — say what you wanted to do, and the person can allow it when they tell you more",
+                                call.name
+                            )),
                             Decision::Expired => Plan::Answer(format!(
                                 "nobody answered the request to let {} run in the time allowed, so it did not run; say what you wanted to do, and the user can ask for it again",
                                 call.name

@@ -54,10 +54,45 @@ pub async fn run(ops: Ops, args: RunArgs) -> anyhow::Result<()> {
             agent,
             text,
             task_file,
+            allow,
             json,
         }) => {
             let text = read_task(text.as_deref(), task_file.as_deref())?;
-            tell(ops, store, &id, agent, &text, json).await
+            tell(ops, store, &id, agent, &text, &allow, json).await
+        }
+        Some(RunCommand::Answer {
+            id,
+            agent,
+            answer,
+            always,
+            json,
+        }) => {
+            let answer = match (answer, always) {
+                (crate::cli::AnswerArg::Allow, false) => berth_run::Answer::Allow,
+                (crate::cli::AnswerArg::Allow, true) => berth_run::Answer::AllowAlways,
+                (crate::cli::AnswerArg::Deny, false) => berth_run::Answer::Deny,
+                (crate::cli::AnswerArg::Deny, true) => {
+                    return Err(berth_ops::Error::invalid(
+                        "--always goes with allow: a denial is for this call",
+                    )
+                    .into());
+                }
+            };
+            let id = store.resolve(&id).await?;
+            let agent = agent.map(agent_index).transpose()?;
+            let (i, tool) = store.queue_answer(&id, agent, answer).await?;
+            if json {
+                render::json(&serde_json::json!({
+                    "run": id, "agent": i + 1, "tool": tool, "answer": answer.as_str()
+                }))?;
+            } else {
+                eprintln!(
+                    "answered agent {} of run {id}: {tool}: {}",
+                    i + 1,
+                    answer.as_str()
+                );
+            }
+            Ok(())
         }
         Some(RunCommand::Resume { id, detach, json }) => {
             resume(ops, store, &id, detach, json).await
@@ -258,7 +293,7 @@ async fn new_run(ops: Ops, store: RunStore, args: NewRunArgs) -> anyhow::Result<
         &config,
     )?;
     if args.queue {
-        return queue(&ops, &store, task, agents, &args).await;
+        return queue(&ops, &store, task, agents, &args, &config).await;
     }
     // A repository by URL: berth's clone of it, fetched now, and the work given back by
     // pushing each agent's branch there.
@@ -296,6 +331,7 @@ async fn new_run(ops: Ops, store: RunStore, args: NewRunArgs) -> anyhow::Result<
             },
             max_agents: None,
             stderr_dir: None,
+            ask: asks(&args, &config),
         },
     )
     .await?;
@@ -307,6 +343,16 @@ async fn new_run(ops: Ops, store: RunStore, args: NewRunArgs) -> anyhow::Result<
     foreground(ops, supervision, request, args.json).await
 }
 
+/// How long a question of `--ask` (or `[run] ask`) waits; `None`: the run asks nobody.
+fn asks(args: &NewRunArgs, config: &berth_ops::Config) -> Option<Duration> {
+    let run = &config.run;
+    (args.ask || run.ask == Some(true)).then(|| {
+        args.ask_timeout
+            .or(run.ask_timeout_secs)
+            .map_or(berth_run::DEFAULT_ASK_TIMEOUT, Duration::from_secs)
+    })
+}
+
 /// `berth run --queue`: the run recorded queued, for a worker of the pool to take; its id
 /// printed at once. What needs the node that works it (a key for the model, the agent's
 /// program) is checked there, when it is taken.
@@ -316,6 +362,7 @@ async fn queue(
     task: String,
     agents: Vec<berth_run::AgentSpec>,
     args: &NewRunArgs,
+    config: &berth_ops::Config,
 ) -> anyhow::Result<()> {
     let here = std::env::current_dir().context("cannot read the current folder")?;
     let request = RunRequest {
@@ -336,6 +383,7 @@ async fn queue(
         },
         max_agents: None,
         stderr_dir: None,
+        ask: asks(args, config),
     };
     let record = berth_run::queue(
         ops,
@@ -425,6 +473,7 @@ async fn tell(
     id: &str,
     agent: Option<usize>,
     text: &str,
+    allow: &[String],
     json: bool,
 ) -> anyhow::Result<()> {
     let agent = match agent {
@@ -437,7 +486,8 @@ async fn tell(
     let runner = AgentBuilder::new(ops.clone())
         .tools(berth_agent::tools::builtin())
         .build();
-    match Supervised::tell_or_queue(ops, runner, &store, &id, agent, text, Host::Own).await? {
+    match Supervised::tell_or_queue(ops, runner, &store, &id, agent, text, allow, Host::Own).await?
+    {
         berth_run::Told::Started(supervised) => shown(*supervised, interrupts, json).await,
         berth_run::Told::Queued { agent } => {
             if json {
@@ -1030,6 +1080,19 @@ impl View for Lines {
             }
             RunEvent::Pushed { agent, branch } => {
                 format!("[{}] pushed {branch} to origin", agent + 1)
+            }
+            RunEvent::Asked {
+                agent,
+                tool,
+                description,
+                ..
+            } => format!(
+                "[{}] waits for you: may it {tool}? {description} (`berth run answer RUN --agent {} allow|deny`)",
+                agent + 1,
+                agent + 1
+            ),
+            RunEvent::Answered { agent, answer, .. } => {
+                format!("[{}] answered: {answer}", agent + 1)
             }
             RunEvent::Checked { agent, check } => format!(
                 "[{}] check `{}` {}",

@@ -235,6 +235,15 @@ impl RunBackend for DbRuns {
                 agent: Some(*agent as i64),
                 body: text.clone(),
             },
+            Request::Answer {
+                agent,
+                question,
+                answer,
+            } => RunRequestRow {
+                kind: "answer".into(),
+                agent: Some(*agent as i64),
+                body: format!("{question} {}", answer.as_str()),
+            },
         };
         // Its supervisor, on whichever node, takes it at its next look (every second).
         self.runs
@@ -357,6 +366,14 @@ impl Hold for DbHold {
                     agent: usize::try_from(i).ok()?,
                     text: r.body,
                 }),
+                ("answer", Some(i)) => {
+                    let (question, answer) = r.body.split_once(' ')?;
+                    Some(Request::Answer {
+                        agent: usize::try_from(i).ok()?,
+                        question: question.to_owned(),
+                        answer: answer.parse().ok()?,
+                    })
+                }
                 _ => None,
             })
             .collect()

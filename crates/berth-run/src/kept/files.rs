@@ -13,7 +13,7 @@
 //! - `record.lock`: held for a moment by whoever writes `run.json` on the run's behalf when
 //!   its supervisor is gone, and by a supervisor taking the run: the two never write over
 //!   each other;
-//! - `stop`, `stop-<N>`, `tell-<N>-<stamp>`: requests of other processes, which the
+//! - `stop`, `stop-<N>`, `tell-<N>-<stamp>`, `answer-<N>-<question>`: requests of other processes, which the
 //!   supervisor takes when `SIGUSR1` (or its next poll) tells it to look.
 //!
 //! The index `<home>/run-sessions/<session>` (the run's id) finds a session's run.
@@ -299,6 +299,11 @@ impl RunBackend for FileRuns {
                     .map_or(0, |d| d.as_nanos());
                 (format!("tell-{agent}-{stamp:032}"), text.as_str())
             }
+            Request::Answer {
+                agent,
+                question,
+                answer,
+            } => (format!("answer-{agent}-{question}"), answer.as_str()),
         };
         let path = self.dir(id).join(name);
         berth_confined::write_atomic(&path, text.as_bytes()).map_err(io_at(&path))?;
@@ -373,7 +378,10 @@ impl Hold for FileHold {
             .flatten()
             .filter_map(|e| Some((e.file_name().into_string().ok()?, e.path())))
             .filter(|(name, _)| {
-                name == "stop" || name.starts_with("stop-") || name.starts_with("tell-")
+                name == "stop"
+                    || name.starts_with("stop-")
+                    || name.starts_with("tell-")
+                    || name.starts_with("answer-")
             })
             .collect();
         // Stops first; tells in the order they came (their names hold the time).
@@ -391,6 +399,18 @@ impl Hold for FileHold {
                 && let Ok(text) = fs::read_to_string(&path)
             {
                 Request::Tell { agent, text }
+            } else if let Some((agent, question)) = name
+                .strip_prefix("answer-")
+                .and_then(|rest| rest.split_once('-'))
+                && let Ok(agent) = agent.parse()
+                && let Ok(answer) = fs::read_to_string(&path)
+                && let Ok(answer) = answer.parse()
+            {
+                Request::Answer {
+                    agent,
+                    question: question.to_owned(),
+                    answer,
+                }
             } else {
                 continue;
             };

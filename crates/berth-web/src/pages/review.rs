@@ -289,6 +289,7 @@ async fn tell_agent(web: &Web, id: &str, n: usize, text: &str) -> PageResult<Run
         &id,
         Some(which),
         text,
+        &[],
         Host::Server,
     )
     .await?;
