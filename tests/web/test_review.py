@@ -133,3 +133,36 @@ def test_two_agents_side_by_side_a_line_comment_and_merge(home, provider, browse
     # As `berth run pick` does: the winner's workspace removed with the others'.
     names = [w["name"] for w in berth_json(home, "workspace", "list")]
     assert two_lines["workspace_name"] not in names and one_line["workspace_name"] not in names, names
+
+
+def test_a_question_of_an_asking_run_is_answered_on_the_review_page(home, provider, browser, tmp_path):
+    """A run started with --ask waits on its agent's write; the review page shows the question
+    with Allow, Always allow and Deny, and Allow lets the agent go on to write and end."""
+    repo = git_repo(tmp_path / "repo")
+    provider.push(Reply().tool("w1", "write_file", {"path": "out.txt", "content": "from the page\n"}))
+    provider.push(Reply().text("Done."))
+    started = subprocess.run(
+        [BERTH, "run", "Write out.txt", "--ask", "--detach"],
+        cwd=repo, env=env_for(home, provider), capture_output=True, text=True, timeout=60,
+    )
+    assert started.returncode == 0, started.stderr
+    run_id = started.stdout.strip()
+
+    def waiting(_d=None):
+        agent = berth_json(home, "run", "show", run_id)["agents"][0]
+        return agent.get("waiting") and agent
+
+    with serving(home, provider) as base:
+        sign_in(browser, base)
+        agent = wait_for(browser, waiting, timeout=30)
+        assert agent["waiting"]["tool"] == "write_file", agent
+        browser.get(f"{base}/runs/{run_id}")
+        question = wait_for(browser, lambda d: by_css(d, ".compare section.agent .question"))[0]
+        assert "write_file" in question.text and "out.txt" in question.text, question.text
+        question.find_element("css selector", "button.allow").click()
+        wait_for(browser, lambda d: berth_json(home, "run", "list")[0]["state"] == "ended", timeout=30)
+    [ended] = berth_json(home, "run", "list")
+    assert [a["state"] for a in ended["agents"]] == ["done"], ended
+    worktree = ended["agents"][0]["worktree"]
+    with open(f"{worktree}/out.txt") as f:
+        assert f.read() == "from the page\n"

@@ -28,13 +28,15 @@ fn last_sent(server: &ProviderServer) -> String {
 fn a_call_waits_for_a_person_and_goes_on_when_allowed() {
     let home = Home::new();
     let server = ProviderServer::start_in_background();
-    let (tmp, root) = project();
-    let notified = tmp.path().join("notified.jsonl");
+    let (_tmp, root) = project();
+    // A webhook: a local server that records what it is sent.
+    let hook = ProviderServer::start_in_background();
+    hook.push(Reply::json(200, &serde_json::json!({})));
     std::fs::write(
         home.path().join("config.toml"),
         format!(
-            "[[notify]]\ncommand = \"cat >> '{0}'; echo >> '{0}'\"\nevents = [\"needs_input\"]\n",
-            notified.display()
+            "[[notify]]\nurl = \"{}/hook\"\nevents = [\"needs_input\"]\n",
+            hook.url()
         ),
     )
     .unwrap();
@@ -63,13 +65,10 @@ fn a_call_waits_for_a_person_and_goes_on_when_allowed() {
         !worktree.join("out.txt").exists(),
         "not before it is allowed"
     );
-    // A person is told.
-    let heard = until("needs_input", Duration::from_secs(10), || {
-        std::fs::read_to_string(&notified)
-            .ok()
-            .filter(|t| t.contains("needs_input"))
+    // A person is told, by the webhook.
+    let notice = until("needs_input", Duration::from_secs(10), || {
+        hook.requests().first().map(|r| r.body.clone())
     });
-    let notice: Value = serde_json::from_str(heard.lines().next().unwrap()).unwrap();
     assert_eq!(notice["event"], "needs_input");
     assert_eq!(notice["run"], id.as_str());
     assert!(
@@ -91,9 +90,11 @@ fn a_call_waits_for_a_person_and_goes_on_when_allowed() {
         "{logs}"
     );
     assert!(logs.contains("[1] answered: allow"), "{logs}");
-    // Nothing waits now: a second answer is refused, naming why.
+    // Nothing waits now: a second answer is refused, naming why; one notification in all.
     let again = home.run(&["run", "answer", &id, "allow"]);
     assert_ne!(again.code, 0);
+    assert_eq!(hook.request_count(), 1);
+    assert_eq!(hook.requests()[0].path, "/hook");
 }
 
 #[test]

@@ -32,6 +32,9 @@ pub struct Compared {
     /// Why it failed or stopped, when it did: for an ACP agent, with the last lines of its
     /// standard error.
     pub message: Option<String>,
+    /// The question it waits on for a person's answer (`--ask`), while it does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<crate::Waiting>,
     /// Whether its check passed; `None` when none ran.
     pub check_passed: Option<bool>,
     /// Its check in a word: `passed`, `failed` or `not run` (a stop kept it from running);
@@ -76,6 +79,7 @@ pub async fn compare(
             state: a.status.state.as_str().to_owned(),
             outcome: a.outcome.map(|o| o.as_str().to_owned()),
             message: a.status.message.clone(),
+            waiting: a.status.waiting.clone(),
             check_passed: match check {
                 Some(c) => (!c.not_run).then_some(c.passed),
                 None => a.status.check_passed,

@@ -1515,7 +1515,9 @@ mod conformance {
                 .unwrap();
             // A question waits (`--ask`): an answer finds it, and nothing else is answered.
             assert!(matches!(
-                store.queue_answer(&run.id, None, crate::Answer::Allow).await,
+                store
+                    .queue_answer(&run.id, None, crate::Answer::Allow)
+                    .await,
                 Err(KeptError::NothingAsked { .. })
             ));
             held.take(&RunEvent::Asked {

@@ -115,6 +115,7 @@ pub fn router(web: Web) -> Router {
         .route("/runs/{id}/stop", post(pages::runs::stop))
         .route("/runs/{id}", get(pages::review::show))
         .route("/runs/{id}/agents/{n}/merge", post(pages::review::merge))
+        .route("/runs/{id}/agents/{n}/answer", post(pages::review::answer))
         .route(
             "/runs/{id}/agents/{n}/discard",
             post(pages::review::discard),

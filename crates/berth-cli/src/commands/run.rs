@@ -1273,6 +1273,17 @@ fn print_summary(record: &RunRecord) -> std::io::Result<()> {
     }
     let mut out = std::io::stdout().lock();
     for (i, a) in record.agents.iter().enumerate() {
+        if let Some(w) = &a.status.waiting {
+            writeln!(
+                out,
+                "[{}] waits for you: may it {}? {} (`berth run answer {} --agent {} allow|deny`)",
+                i + 1,
+                render::cell(&w.tool),
+                render::cell(&w.description),
+                record.id,
+                i + 1
+            )?;
+        }
         if let Some(message) = &a.status.message {
             // From outside (an agent's standard error): no control character reaches the
             // terminal, and each line goes on indented.

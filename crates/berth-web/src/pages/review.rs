@@ -8,6 +8,8 @@
 //! - Tell (`Supervised::tell_or_queue`, as `berth run tell`): after the agent's current turn
 //!   in a running run, else the run runs again, supervised by this server;
 //! - a comment on a line of a diff, which becomes a Tell quoting the file and the line;
+//! - Allow, Always allow or Deny, for the question an agent of a run started with `--ask`
+//!   waits on (`RunStore::queue_answer`, as `berth run answer`);
 //! - Discard (`berth_run::discard`, as `berth run discard --agent N`).
 //!
 //! A merged or discarded agent shows how it ended, without these actions.
@@ -92,6 +94,17 @@ fn agent_view(run: &str, a: &Compared) -> Markup {
                     div.actions { button type="submit" { "Tell" } }
                 }
             }
+            @if let Some(w) = &a.waiting {
+                div.question role="alertdialog" {
+                    p { "The agent asks to use " strong { (w.tool) } }
+                    pre { (w.description) }
+                    div.actions {
+                        button.js-post.allow type="button" data-action={ (base) "/answer?answer=allow" } { "Allow" }
+                        button.js-post.secondary.always type="button" data-action={ (base) "/answer?answer=allow_always" } { "Always allow" }
+                        button.js-post.secondary.deny type="button" data-action={ (base) "/answer?answer=deny" } { "Deny" }
+                    }
+                }
+            }
             @if let Some(why) = &a.message {
                 pre.why { (why) }
             }
@@ -166,6 +179,36 @@ async fn workspace_of(web: &Web, id: &str, n: usize) -> PageResult<(RunId, Strin
         )
     })?;
     Ok((id, ws))
+}
+
+#[derive(Deserialize)]
+pub struct AnswerQuery {
+    /// `allow`, `allow_always` or `deny`.
+    answer: String,
+}
+
+/// `POST /runs/{id}/agents/{n}/answer?answer=…`: answers the question the agent waits on (a
+/// run started with `--ask`), as `berth run answer` does.
+pub async fn answer(
+    State(web): State<Web>,
+    Extension(viewer): Extension<Viewer>,
+    headers: HeaderMap,
+    Path((id, n)): Path<(String, usize)>,
+    axum::extract::Query(query): axum::extract::Query<AnswerQuery>,
+) -> PageResult<axum::Json<serde_json::Value>> {
+    admin_only(&viewer)?;
+    check_csrf(&viewer, &headers)?;
+    let answer: berth_run::Answer = query
+        .answer
+        .parse()
+        .map_err(|e: String| PageError::new(axum::http::StatusCode::BAD_REQUEST, e))?;
+    let runs = &web.inner.runs;
+    let run = runs.resolve(&id).await?;
+    let which = n
+        .checked_sub(1)
+        .ok_or_else(|| PageError::not_found("agent"))?;
+    runs.queue_answer(&run, Some(which), answer).await?;
+    Ok(done(Some(format!("/runs/{run}"))))
 }
 
 #[derive(Deserialize)]
