@@ -4,8 +4,11 @@ outside its worktree. berth refuses each way out (a path or `cwd` outside, `..`,
 that leads out, `.git`), records every refusal in the session's transcript, writes the one
 file that stays inside and runs the one command that does, and kills the command it left
 running when its turn ends; without a policy that lets it run commands, it runs none; and an
-agent that cannot load its session is not resumed, said plainly. And a third-party ACP agent from npm (Zed's Claude Agent adapter,
-running Claude Code against the stand-in) does its work in its own worktree."""
+agent that cannot load its session is not resumed, said plainly. A third-party ACP agent from
+npm (Zed's Claude Agent adapter, running Claude Code against the stand-in) does its work in its
+own worktree, and side by side with berth's own agent and `berth acp` in one run. An unknown
+agent or model is refused before anything is made. An editor that follows a run's session over
+ACP answers the question the run's agent waits on (`--ask`)."""
 
 import json
 import os
@@ -13,6 +16,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+import pytest
 
 from conftest import BERTH, Reply, berth_json
 
@@ -315,3 +320,48 @@ def test_an_unknown_agent_or_model_is_refused_before_anything_is_made(home, tmp_
         assert said in done.stderr, (flags, done.stderr)
     assert berth_json(home, "run", "list") == []
     assert berth_json(home, "workspace", "list") == []
+
+
+@pytest.mark.anyio
+async def test_an_editor_following_a_runs_session_answers_its_question(home, tmp_path, provider):
+    """A run started with --ask waits on its agent's write; an editor that opens the agent's
+    session over ACP (`session/load`) is asked it as session/request_permission, and its
+    person's "Allow once" lets the agent go on, write and end."""
+    import asyncio
+
+    from conftest import Editor, run_agent
+
+    provider.push(Reply().text("Writing it.").tool("w1", "write_file", {"path": "out.txt", "content": "allowed\n"}))
+    provider.push(Reply().text("Done."))
+    repo = repository(tmp_path)
+    env = {
+        **os.environ,
+        "BERTH_HOME": str(home),
+        "BERTH_PROVIDER": "claude",
+        "BERTH_PROVIDERS__CLAUDE__BASE_URL": provider.url,
+        "BERTH_PROVIDERS__CLAUDE__MODEL": "test-model",
+        "ANTHROPIC_API_KEY": "test-key",
+    }
+    started = subprocess.run(
+        [BERTH, "run", "Write out.txt", "--ask", "--detach"],
+        cwd=repo, env=env, capture_output=True, text=True, timeout=60,
+    )
+    assert started.returncode == 0, started.stderr
+    run_id = started.stdout.strip()
+    deadline = time.monotonic() + 30
+    while not (agent := berth_json(home, "run", "show", run_id)["agents"][0]).get("waiting"):
+        assert time.monotonic() < deadline, agent
+        await asyncio.sleep(0.1)
+    worktree = Path(agent["worktree"])
+    editor = Editor(choice="allow_once")
+    async with run_agent(editor, home, provider, worktree) as (conn, _, _):
+        await conn.load_session(cwd=str(worktree), session_id=agent["session"], mcp_servers=[])
+        while berth_json(home, "run", "show", run_id)["state"] != "ended":
+            assert time.monotonic() < deadline + 30, editor.permissions
+            await asyncio.sleep(0.1)
+    [(asked, options)] = editor.permissions
+    assert "write_file" in asked.title, asked
+    assert options == ["allow_once", "allow_always", "reject_once"], options
+    assert (worktree / "out.txt").read_text() == "allowed\n"
+    ended = berth_json(home, "run", "show", run_id)
+    assert [a["state"] for a in ended["agents"]] == ["done"], ended

@@ -26,6 +26,7 @@ mod commands;
 mod content;
 mod errors;
 mod models;
+mod run_questions;
 mod server;
 mod transport;
 mod turn;

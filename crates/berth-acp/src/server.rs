@@ -365,6 +365,16 @@ impl Server {
             .transcript(&open.session)
             .await
             .map_err(errors::ops)?;
+        // A turn runs there: a run's agent's, maybe, whose questions (`--ask`) this client's
+        // person may answer, unless it is a device's.
+        if matches!(reopened, Reopened::Running(_)) && matches!(self.caller, Caller::Trusted) {
+            crate::run_questions::follow(
+                self.ops.clone(),
+                open.session.id.to_string(),
+                request.session_id.clone(),
+                cx.clone(),
+            );
+        }
         let following = match reopened {
             Reopened::Held(hold) => {
                 hold.release().await;

@@ -1009,6 +1009,18 @@ impl RunStore {
         agent: Option<usize>,
         answer: crate::Answer,
     ) -> Result<(usize, String), KeptError> {
+        self.queue_answer_to(id, agent, None, answer).await
+    }
+
+    /// [`RunStore::queue_answer`], for question `question` only when it names one: refused
+    /// when the agent waits on another (the one asked about was answered meanwhile).
+    pub async fn queue_answer_to(
+        &self,
+        id: &RunId,
+        agent: Option<usize>,
+        question: Option<&str>,
+        answer: crate::Answer,
+    ) -> Result<(usize, String), KeptError> {
         let record = self.load(id).await?;
         let pid = match (record.state, record.supervisor) {
             (RunState::Running, Some(pid)) => pid,
@@ -1020,7 +1032,12 @@ impl RunStore {
             }
         };
         let i = which_agent(id, &record, agent)?;
-        let Some(waiting) = record.agents[i].status.waiting.clone() else {
+        let Some(waiting) = record.agents[i]
+            .status
+            .waiting
+            .clone()
+            .filter(|w| question.is_none_or(|q| q == w.question))
+        else {
             return Err(KeptError::NothingAsked {
                 id: id.clone(),
                 agent: i + 1,
