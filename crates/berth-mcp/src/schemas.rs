@@ -347,6 +347,10 @@ pub fn run_state() -> Arc<JsonObject> {
             "output_tokens": count(),
             "elapsed_ms": count(),
             "check_passed": { "type": ["boolean", "null"] },
+            "waiting": object(
+                json!({ "question": string(), "tool": string(), "description": string() }),
+                &["question", "tool", "description"],
+            ),
             "finished": { "type": "boolean" },
         }),
         &[
