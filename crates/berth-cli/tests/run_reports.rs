@@ -207,6 +207,19 @@ fn a_misspelt_subcommand_makes_nothing_and_names_are_short() {
         &["lsit", "--task-file", "/dev/null"],
     ));
     assert_eq!(r.code, 2, "a task twice: {}", r.stderr);
+    // State to write, for no ACP agent: refused, not ignored.
+    let r = run(berth_run(
+        &home,
+        &server,
+        &root,
+        &["Do it", "--agent-writable", "/var/tmp/state"],
+    ));
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("--agent-writable is for ACP agents"),
+        "{}",
+        r.stderr
+    );
 
     // A task in several words is a task; its workspace's name is its first words, short,
     // without the tool syntax.

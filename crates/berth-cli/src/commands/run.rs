@@ -292,6 +292,16 @@ async fn new_run(ops: Ops, store: RunStore, args: NewRunArgs) -> anyhow::Result<
         },
         &config,
     )?;
+    if !args.agent_writable.is_empty()
+        && !agents
+            .iter()
+            .any(|a| matches!(a, berth_run::AgentSpec::Acp { .. }))
+    {
+        return Err(berth_ops::Error::invalid(
+            "--agent-writable is for ACP agents' processes, and this run has none: berth's own agent writes only its worktree",
+        )
+        .into());
+    }
     if args.queue {
         return queue(&ops, &store, task, agents, &args, &config).await;
     }
