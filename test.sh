@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs every berth test: unit tests, the store conformance suite, and the integration tests that
+# Runs every berth test: rustfmt and clippy (warnings are errors), unit tests, the store
+# conformance suite, and the integration tests that
 # drive the real `berth` binary (concurrency, SIGKILL crash safety, hostile input, corruption),
 # and the web page's tests in a real headless Chromium (Debian's chromium and chromium-driver,
 # from apt-get when missing; Selenium from PyPI).
@@ -53,6 +54,18 @@ status=0
 # A fresh clone gains nothing from incremental compilation, which would add gigabytes of
 # build state to a disk CI shares with the machine's other work.
 if [ "${CI:-}" = true ]; then export CARGO_INCREMENTAL=0; fi
+# The code's own checks first: formatting, and clippy with every warning an error (the
+# workspace's [lints] included). A failure fails the run, after every test has run too.
+cargo fmt --version >/dev/null 2>&1 && cargo clippy --version >/dev/null 2>&1 \
+  || { echo "test.sh: rustfmt and clippy are required (rustup component add rustfmt clippy)" >&2; exit 1; }
+if ! cargo fmt --all --check; then
+  echo "test.sh: the code is not formatted as cargo fmt formats it (run cargo fmt)" >&2
+  status=1
+fi
+if ! cargo clippy --workspace --all-targets --locked -- -D warnings; then
+  echo "test.sh: clippy found something (see above)" >&2
+  status=1
+fi
 # --no-fail-fast: a failing test binary must not hide the results of the ones after it.
 cargo test --workspace --locked --no-fail-fast 2>&1 | tee "$log" || status=$?
 # Node 22, the MCP conformance suite and the MCP Inspector (whose CLI tests/mcp drives too).

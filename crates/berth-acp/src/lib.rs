@@ -21,6 +21,8 @@
 //! - `errors.rs`: berth's error kinds as ACP errors, in one place.
 //! - `transport.rs`: standard I/O under the crate's line transport, writing bursts at once.
 
+#![forbid(unsafe_code)]
+
 mod client;
 mod commands;
 mod content;

@@ -9,6 +9,8 @@
 //!
 //! `cargo bench -p berth-agent --bench sandbox` (`BENCH_ROUNDS`, `BENCH_CARGO_ROUNDS`).
 
+#![allow(clippy::unwrap_used)] // a test: a panic is the failure it reports
+
 use std::path::Path;
 use std::time::{Duration, Instant};
 

@@ -12,6 +12,8 @@
 //! The list is bounded (`berth_skills::LISTING_CHARS`): 2,000 skills must add no more tokens
 //! than 200. `cargo bench -p berth-agent --bench skills` (`BENCH_ROUNDS`, 30).
 
+#![allow(clippy::unwrap_used)] // a test: a panic is the failure it reports
+
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;

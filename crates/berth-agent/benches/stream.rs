@@ -6,6 +6,8 @@
 //! `cargo bench -p berth-agent --bench stream` (`BENCH_CHUNKS` and `BENCH_ROUNDS` change the
 //! sizes). Goal: loop / raw ≤ 1.2.
 
+#![allow(clippy::unwrap_used)] // a test: a panic is the failure it reports
+
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

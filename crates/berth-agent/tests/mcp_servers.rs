@@ -3,6 +3,8 @@
 //! small stdio MCP server (tests/fixtures/mcp_fixture.py) that misbehaves on request.
 //! berth's own `berth mcp`, on stdio and over HTTP, is exercised from the CLI's tests.
 
+#![allow(clippy::unwrap_used)] // a test: a panic is the failure it reports
+
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 

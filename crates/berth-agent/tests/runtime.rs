@@ -3,6 +3,8 @@
 //! events in order, tool results tied to their calls, permissions, refusals and malformed
 //! arguments reported to the model as errors, cancellation, and what the transcript keeps.
 
+#![allow(clippy::unwrap_used)] // a test: a panic is the failure it reports
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 

@@ -3,6 +3,8 @@
 //! ignore rules, run_command's output, exit status, timeout, cancellation and environment, and
 //! the storage tools' round trip.
 
+#![allow(clippy::unwrap_used)] // a test: a panic is the failure it reports
+
 use std::os::unix::fs::{MetadataExt, PermissionsExt, symlink};
 use std::path::Path;
 use std::time::{Duration, Instant};

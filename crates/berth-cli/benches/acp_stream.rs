@@ -21,6 +21,8 @@
 //! client gets the 2,000 chunks' text in fewer notifications; their number is printed, and
 //! the text is checked whole and in order every round.
 
+#![allow(clippy::unwrap_used)] // a test: a panic is the failure it reports
+
 mod common;
 
 use std::sync::{Arc, Mutex};

@@ -27,6 +27,8 @@
 //! create of a burst finds none ready; it waits for the one being filled, which is sooner
 //! than a fresh checkout: two spares cannot make a third create as fast as a rename.
 
+#![allow(clippy::unwrap_used)] // a test: a panic is the failure it reports
+
 mod common;
 
 use std::path::Path;

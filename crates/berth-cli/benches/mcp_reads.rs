@@ -25,6 +25,8 @@
 //! Targets (issue 5): `workspace_storage_read` at least 4,000 ops/s with p99 under 1 ms, about
 //! 24 times the reference read, which managed ~165 ops/s on the machine the issue was written on.
 
+#![allow(clippy::unwrap_used)] // a test: a panic is the failure it reports
+
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};

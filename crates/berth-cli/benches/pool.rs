@@ -17,6 +17,8 @@
 //!
 //! Each node is a home of its own, as on two machines; both run on this one.
 
+#![allow(clippy::unwrap_used)] // a test: a panic is the failure it reports
+
 mod common;
 
 use std::path::Path;

@@ -21,6 +21,8 @@
 //! - **first chunk**: for each agent, its first `text` event's arrival on the pipe minus the
 //!   moment the server sent that piece (its request's arrival + `THINK`), paired in order.
 
+#![allow(clippy::unwrap_used)] // a test: a panic is the failure it reports
+
 mod common;
 
 use std::io::{BufRead, BufReader};

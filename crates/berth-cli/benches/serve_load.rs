@@ -14,6 +14,8 @@
 //! resident memory (VmRSS, and its peak VmHWM) after the batch. Every stream is checked whole
 //! and in order: a stream that is not fails the benchmark.
 
+#![allow(clippy::unwrap_used)] // a test: a panic is the failure it reports
+
 mod common;
 
 use std::sync::{Arc, Mutex};

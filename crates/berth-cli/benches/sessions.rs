@@ -14,6 +14,8 @@
 //! is durable, the median of `BENCH_ROUNDS` (20) rounds. The floor is the same number of
 //! threads each writing and `fdatasync`ing a plain file of its own.
 
+#![allow(clippy::unwrap_used)] // a test: a panic is the failure it reports
+
 use std::fs::OpenOptions;
 use std::io::Write;
 use std::process::{Command, Stdio};

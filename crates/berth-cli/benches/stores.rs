@@ -14,6 +14,8 @@
 //! Every write is durable as acknowledged: the filesystem store fsyncs, SQLite commits with
 //! `synchronous = FULL`, Postgres with its default synchronous commit.
 
+#![allow(clippy::unwrap_used)] // a test: a panic is the failure it reports
+
 mod common;
 
 use std::path::Path;

@@ -9,6 +9,8 @@
 //! listing as the CLI gives it, a process each). Target (issue 27): the first page under
 //! 100 ms.
 
+#![allow(clippy::unwrap_used)] // a test: a panic is the failure it reports
+
 mod common;
 
 use std::io::{Read, Write};

@@ -1,6 +1,7 @@
 //! `berth`: parses the command line and hands it to the libraries. See `cli.rs` for the grammar
 //! and `commands/` for what each command does; neither holds domain logic.
 
+#![forbid(unsafe_code)]
 // The futures of `berth mcp` and `berth serve` nest every front end's async calls (a tool,
 // its kept run, its store); laying one out in an optimized build goes deeper than the
 // compiler's default limit of 128.

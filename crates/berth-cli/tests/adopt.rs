@@ -2,6 +2,8 @@
 //! of a `git worktree add`ed folder, and `berth import amux` of a repository laid out exactly as
 //! amux lays it out. berth records them where they are and never deletes their branches.
 
+#![allow(clippy::unwrap_used)] // a test: a panic is the failure it reports
+
 mod support;
 
 use std::path::{Path, PathBuf};

@@ -1,6 +1,8 @@
 //! berth is known by its file, not its name: an `--agent-cmd` whose program is called `berth`
 //! but is not the running berth binary is confined like any other agent process.
 
+#![allow(clippy::unwrap_used)] // a test: a panic is the failure it reports
+
 mod support;
 
 use std::os::unix::fs::PermissionsExt;

@@ -1,6 +1,8 @@
 //! `berth chat -p` end to end: the real binary against local servers that speak each
 //! provider's real streaming format (berth-testkit's provider server).
 
+#![allow(clippy::unwrap_used)] // a test: a panic is the failure it reports
+
 mod support;
 
 use std::process::Command;

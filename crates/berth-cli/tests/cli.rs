@@ -1,6 +1,8 @@
 //! The `berth` binary, command by command, on temporary homes: output shapes (tables and
 //! `--json`), success paths, and the error paths a user will meet.
 
+#![allow(clippy::unwrap_used)] // a test: a panic is the failure it reports
+
 mod support;
 
 use serde_json::Value;

@@ -1,6 +1,8 @@
 //! Shell completions in a real bash (tmux): `berth completions bash` is valid bash, and,
 //! sourced, completes a subcommand from the definitions and a workspace name from the home.
 
+#![allow(clippy::unwrap_used)] // a test: a panic is the failure it reports
+
 mod support;
 
 use std::process::Command;

@@ -1,6 +1,8 @@
 //! Several berth processes on one home never lose an update and never split a device across
 //! two workspaces.
 
+#![allow(clippy::unwrap_used)] // a test: a panic is the failure it reports
+
 mod support;
 
 use std::process::Stdio;

@@ -1,6 +1,8 @@
 //! A corrupt file is reported, naming the file, and left byte-for-byte as it was: berth never
 //! treats it as missing and never overwrites it.
 
+#![allow(clippy::unwrap_used)] // a test: a panic is the failure it reports
+
 mod support;
 
 use support::Home;

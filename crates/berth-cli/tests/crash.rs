@@ -2,6 +2,8 @@
 //! SIGKILLed at random moments. Afterwards every file berth owns parses, and every operation
 //! the child reported as done is there.
 
+#![allow(clippy::unwrap_used)] // a test: a panic is the failure it reports
+
 mod support;
 
 use std::collections::BTreeMap;

@@ -3,6 +3,8 @@
 //! A healthy home passes and names each check; a broken one fails and names each problem
 //! with what to do.
 
+#![allow(clippy::unwrap_used)] // a test: a panic is the failure it reports
+
 mod support;
 
 use std::path::Path;

@@ -4,6 +4,8 @@
 //! rather than UUIDs, messages that name the real problem and the next step, and nothing made
 //! by a command that cannot run.
 
+#![allow(clippy::unwrap_used)] // a test: a panic is the failure it reports
+
 mod support;
 
 use std::path::{Path, PathBuf};

@@ -5,6 +5,8 @@
 //! tmux is required: without it these tests fail (test.sh installs it), they never skip
 //! (`support/terminal.rs`).
 
+#![allow(clippy::unwrap_used)] // a test: a panic is the failure it reports
+
 mod support;
 
 use std::path::{Path, PathBuf};

@@ -2,6 +2,8 @@
 //! branch option, base detection, copy and setup, rollback, removal rules, and worktrees or
 //! repositories that went away behind berth's back.
 
+#![allow(clippy::unwrap_used)] // a test: a panic is the failure it reports
+
 mod support;
 
 use std::path::{Path, PathBuf};

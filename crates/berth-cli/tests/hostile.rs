@@ -1,6 +1,8 @@
 //! Hostile identifiers and storage paths, through the CLI and through the library: each is
 //! refused with a message that says why, and nothing outside the home is touched.
 
+#![allow(clippy::unwrap_used)] // a test: a panic is the failure it reports
+
 mod support;
 
 use std::os::unix::fs::symlink;

@@ -5,6 +5,8 @@
 //! the rest imported; a second run imports nothing twice; a dry run writes nothing; and the
 //! source is never written.
 
+#![allow(clippy::unwrap_used)] // a test: a panic is the failure it reports
+
 mod support;
 
 use std::path::{Path, PathBuf};

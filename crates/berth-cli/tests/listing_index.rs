@@ -2,6 +2,8 @@
 //! every write, rebuilt (with a message) when it cannot be trusted, never hiding a workspace
 //! that exists or showing one that does not.
 
+#![allow(clippy::unwrap_used)] // a test: a panic is the failure it reports
+
 mod support;
 
 use std::io::Write;

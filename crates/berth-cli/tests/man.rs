@@ -1,6 +1,8 @@
 //! `berth man`: the pages are roff that the real `man` (groff) renders without a warning, and
 //! they hold every command and flag `--help` has; `--out` writes one page per command.
 
+#![allow(clippy::unwrap_used)] // a test: a panic is the failure it reports
+
 mod support;
 
 use std::path::Path;

@@ -2,6 +2,8 @@
 //! the workspace starts with it in its instructions, `forget` removes it, and a person reads,
 //! edits and clears it with `berth workspace memory`. Against the provider stand-in.
 
+#![allow(clippy::unwrap_used)] // a test: a panic is the failure it reports
+
 mod support;
 
 use berth_testkit::provider_server::{ProviderServer, Reply, Turn};

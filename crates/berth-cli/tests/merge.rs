@@ -1,6 +1,8 @@
 //! `berth workspace diff` and `berth workspace merge` through the binary, on a clone whose
 //! workspaces start from `origin/main` (so "the base" means the local `main`).
 
+#![allow(clippy::unwrap_used)] // a test: a panic is the failure it reports
+
 mod support;
 
 use std::path::{Path, PathBuf};

@@ -7,6 +7,8 @@
 //! `merge`, `delete` and `run compare` must leave the marker the command would write
 //! unwritten; the merge of a new embedded repository is refused, naming it.
 
+#![allow(clippy::unwrap_used)] // a test: a panic is the failure it reports
+
 mod support;
 
 use std::path::{Path, PathBuf};

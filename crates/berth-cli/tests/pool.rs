@@ -6,6 +6,8 @@
 //! Each node is its own home (its own clone, worktrees and provider stand-in) on one database
 //! from the throwaway server `test.sh` starts; these tests fail without it.
 
+#![allow(clippy::unwrap_used)] // a test: a panic is the failure it reports
+
 mod support;
 
 use std::path::PathBuf;

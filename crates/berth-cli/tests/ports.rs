@@ -3,6 +3,8 @@
 //! needs one (`workspace ports`, a run, a setup command), held until the workspace is deleted,
 //! and never shared with another workspace's processes.
 
+#![allow(clippy::unwrap_used)] // a test: a panic is the failure it reports
+
 mod support;
 
 use std::process::Stdio;

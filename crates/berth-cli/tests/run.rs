@@ -1,6 +1,8 @@
 //! `berth run` end to end: the real binary, a real repository, berth's own agents against the
 //! local provider stand-in (Anthropic's streaming format).
 
+#![allow(clippy::unwrap_used)] // a test: a panic is the failure it reports
+
 mod support;
 
 use std::path::{Path, PathBuf};

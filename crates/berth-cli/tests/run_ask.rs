@@ -4,6 +4,8 @@
 //! so to the model (not "the user refused"); and `run tell --allow` widens the told turn. The
 //! real binary, a real repository, the provider stand-in.
 
+#![allow(clippy::unwrap_used)] // a test: a panic is the failure it reports
+
 mod support;
 
 use std::path::PathBuf;

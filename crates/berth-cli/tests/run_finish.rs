@@ -5,6 +5,8 @@
 //! and nothing done to one agent changes another. The real binary, a real repository and the
 //! provider stand-in.
 
+#![allow(clippy::unwrap_used)] // a test: a panic is the failure it reports
+
 mod support;
 
 use std::path::{Path, PathBuf};

@@ -4,6 +4,8 @@
 //! repository, and the provider stand-in, whose answers stall so that turns are cut off
 //! mid-stream.
 
+#![allow(clippy::unwrap_used)] // a test: a panic is the failure it reports
+
 mod support;
 
 use std::path::PathBuf;

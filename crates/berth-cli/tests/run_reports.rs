@@ -4,6 +4,8 @@
 //! and failed check only where an entry names them. The real binary, a real repository, the
 //! provider stand-in and a notify command that writes each notification to a file.
 
+#![allow(clippy::unwrap_used)] // a test: a panic is the failure it reports
+
 mod support;
 
 use std::path::{Path, PathBuf};

@@ -3,6 +3,8 @@
 //! `url` is GitHub's, its `pushurl` the bare one), and the pull request opened and then
 //! updated by a fake `gh` on `PATH` that records its arguments; without one, the compare URL.
 
+#![allow(clippy::unwrap_used)] // a test: a panic is the failure it reports
+
 mod support;
 
 use std::path::{Path, PathBuf};

@@ -1,6 +1,8 @@
 //! Sessions through the real binary and through several processes: the CLI surface, SIGKILL
 //! during appends, parallel appends to sibling sessions, and clearing while listing.
 
+#![allow(clippy::unwrap_used)] // a test: a panic is the failure it reports
+
 mod support;
 
 use std::collections::VecDeque;

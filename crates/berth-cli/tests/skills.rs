@@ -4,6 +4,8 @@
 //! warning, never a failed turn; `berth skill list/show` show what the agent sees. Against
 //! the provider stand-in, on a real git repository.
 
+#![allow(clippy::unwrap_used)] // a test: a panic is the failure it reports
+
 mod support;
 
 use berth_testkit::provider_server::{ProviderServer, Reply, Turn};

@@ -6,6 +6,8 @@
 //! Postgres comes from `TEST_BERTH_POSTGRES_URL` (`./test.sh` starts a throwaway server); each
 //! test makes a database of its own. Without it these tests fail, saying how to get one.
 
+#![allow(clippy::unwrap_used)] // a test: a panic is the failure it reports
+
 mod support;
 
 use std::process::Stdio;

@@ -20,6 +20,8 @@
 //! Reads are size-limited ([`read`]): the size is checked before the read, and a
 //! file that grows meanwhile is cut at the limit and refused, never read whole.
 
+#![forbid(unsafe_code)]
+
 use std::ffi::OsStr;
 use std::io::{self, Read, Write};
 use std::path::Path;

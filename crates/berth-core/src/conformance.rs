@@ -2,6 +2,10 @@
 //! traits. A backend crate runs it with [`crate::conformance_tests!`], giving a function that
 //! builds a fresh, empty store per test.
 
+// Tests, though compiled into the library for the backend crates to run: a panic is the
+// failure they report.
+#![allow(clippy::unwrap_used)]
+
 use std::sync::Arc;
 
 use chrono::{Duration, Utc};

@@ -10,6 +10,8 @@
 //! - [`transcript`]: the `session.md` format.
 //! - [`conformance`]: the behaviour every store must show, as tests any backend can run.
 
+#![forbid(unsafe_code)]
+
 pub mod config;
 #[cfg(any(test, feature = "conformance"))]
 pub mod conformance;

@@ -2,6 +2,8 @@
 //! keeps the block structure reads back as edited, any bytes parse without a panic, and any cut
 //! of an append is recognised as a torn tail.
 
+#![allow(clippy::unwrap_used)] // a test: a panic is the failure it reports
+
 use berth_core::transcript::{self, Frontmatter, Message, Role};
 use proptest::prelude::*;
 

@@ -165,11 +165,12 @@ pub fn run_one(
                 } else {
                     format!("timed out after {} s", timeout.as_secs())
                 });
-                // SAFETY: killpg only sends a signal; the group id is this child's own pid,
-                // made a group leader by process_group(0) above, so nothing else is hit.
                 if let Ok(pgid) = libc::pid_t::try_from(child.id())
                     && pgid > 1
                 {
+                    // SAFETY: killpg only sends a signal; the group id is this child's own
+                    // pid, made a group leader by process_group(0) above, so nothing else is
+                    // hit.
                     unsafe { libc::killpg(pgid, libc::SIGKILL) };
                 }
                 let _ = child.kill();

@@ -1,6 +1,8 @@
 //! Diff and merge of a worktree's work against real repositories: every mode, and refusals
 //! that change nothing on either side.
 
+#![allow(clippy::unwrap_used)] // a test: a panic is the failure it reports
+
 use std::path::{Path, PathBuf};
 
 use berth_git::{BranchSpec, GitError, MergeMode, MergeRequest, Repo, diff};

@@ -5,6 +5,8 @@
 //! plants what an agent could, shows plain git running it, then has berth's git do its work
 //! and finds that nothing ran.
 
+#![allow(clippy::unwrap_used)] // a test: a panic is the failure it reports
+
 use std::path::{Path, PathBuf};
 
 use berth_git::{BranchSpec, MergeMode, MergeRequest, Repo, WorktreeRef, commit_all, diff};

@@ -1,5 +1,7 @@
 //! berth-git against real repositories made in temp dirs.
 
+#![allow(clippy::unwrap_used)] // a test: a panic is the failure it reports
+
 use std::path::{Path, PathBuf};
 
 use berth_git::{BranchSpec, GitError, Health, Repo, WorktreeRef};

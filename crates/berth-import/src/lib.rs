@@ -10,6 +10,8 @@
 //! - [`migrate_store`]: this home's records copied into another store (files, SQLite,
 //!   Postgres), verified after.
 
+#![forbid(unsafe_code)]
+
 mod import;
 mod store_migrate;
 

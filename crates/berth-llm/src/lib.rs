@@ -9,6 +9,8 @@
 //!
 //! berth-agent chooses a provider from berth's config and runs the tool loop over it.
 
+#![forbid(unsafe_code)]
+
 pub mod conversation;
 pub mod http;
 pub mod provider;

@@ -8,6 +8,8 @@
 //! Most scenarios run once per dialect through `for_each_dialect!`, which makes a test module
 //! per scenario with an `anthropic`, an `openai` and a `gemini` test.
 
+#![allow(clippy::unwrap_used)] // a test: a panic is the failure it reports
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

@@ -16,6 +16,8 @@
 //!   and its target, a state and its tokens): never a file's contents, an answer, a key or a
 //!   token. A sink's URL (ntfy topics and Slack webhooks are secrets) is never logged whole.
 
+#![forbid(unsafe_code)]
+
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -16,6 +16,8 @@
 //! - [`doctor`]: what works and what does not in a home, each finding with what to do;
 //!   [`disk`]: the disk use of a folder.
 
+#![forbid(unsafe_code)]
+
 mod bindings;
 pub mod config;
 pub mod disk;

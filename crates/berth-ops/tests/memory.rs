@@ -2,6 +2,8 @@
 //! there, none lost to the other's write. The writers are this test binary run again as
 //! children (berth-testkit's `child`), each keeping its notes as fast as it can.
 
+#![allow(clippy::unwrap_used)] // a test: a panic is the failure it reports
+
 use berth_ops::{CreateWorkspace, Repository};
 use berth_testkit::{child, child_role, wait_ok};
 

@@ -3,6 +3,8 @@
 //! the store makes beneath the operations); then it is given a block of its own, which it
 //! keeps until it is deleted.
 
+#![allow(clippy::unwrap_used)] // a test: a panic is the failure it reports
+
 use berth_ops::{CreateWorkspace, Ops, Repository};
 
 fn ops_with_ports(home: &std::path::Path) -> Ops {

@@ -3,6 +3,8 @@
 //! also told, that the workspace is still there, must hold without it: a workspace deleted
 //! meanwhile, by this process or another, is gone to every use of its storage and sessions.
 
+#![allow(clippy::unwrap_used)] // a test: a panic is the failure it reports
+
 use berth_ops::{CreateSession, CreateWorkspace, Message, Ops, Owner, Repository, Role};
 
 async fn workspace_in_use(ops: &Ops) -> (berth_ops::StorageRef, berth_ops::Session) {

@@ -8,6 +8,8 @@
 //!
 //! `cargo bench -p berth-sandbox --bench proxy` (`BENCH_ROUNDS`, default 300).
 
+#![allow(clippy::unwrap_used)] // a test: a panic is the failure it reports
+
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::process::{Command, Stdio};

@@ -278,8 +278,9 @@ pub(crate) fn probe(maps: &IdMaps) -> io::Result<()> {
 /// Mount flags a read-only remount must keep: in a user namespace the kernel refuses to drop
 /// the ones the original mount had.
 fn kept_flags(target: &std::ffi::CStr) -> io::Result<libc::c_ulong> {
-    // SAFETY: statvfs fills the zeroed struct we own.
+    // SAFETY: statvfs is plain data, for which all zeroes is a value.
     let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: statvfs fills the struct we own, from a NUL-terminated path that outlives it.
     check(unsafe { libc::statvfs(target.as_ptr(), &mut st) })?;
     let mut flags = 0;
     for (st_flag, ms_flag) in [
@@ -311,8 +312,9 @@ fn remount_readonly(target: &std::ffi::CStr) -> io::Result<()> {
     })
 }
 
+/// Each call below is a system call on NUL-terminated strings the plan owns, which outlive
+/// it: that is every `SAFETY` here.
 fn run_step(step: &Step) -> io::Result<()> {
-    // SAFETY (every call below): system calls on NUL-terminated strings the plan owns.
     match step {
         Step::Tmpfs {
             target,
@@ -323,6 +325,7 @@ fn run_step(step: &Step) -> io::Result<()> {
             if *readonly {
                 flags |= libc::MS_RDONLY;
             }
+            // SAFETY: see above.
             check(unsafe {
                 libc::mount(
                     c"tmpfs".as_ptr(),
@@ -334,6 +337,7 @@ fn run_step(step: &Step) -> io::Result<()> {
             })
         }
         Step::Mkdir { path } => {
+            // SAFETY: see above.
             if unsafe { libc::mkdir(path.as_ptr(), 0o755) } == -1 {
                 let e = io::Error::last_os_error();
                 if e.raw_os_error() != Some(libc::EEXIST) {
@@ -343,6 +347,7 @@ fn run_step(step: &Step) -> io::Result<()> {
             Ok(())
         }
         Step::Touch { path } => {
+            // SAFETY: see above.
             let fd = unsafe {
                 libc::open(
                     path.as_ptr(),
@@ -353,6 +358,7 @@ fn run_step(step: &Step) -> io::Result<()> {
             if fd == -1 {
                 return Err(io::Error::last_os_error());
             }
+            // SAFETY: the descriptor just opened, closed once.
             unsafe { libc::close(fd) };
             Ok(())
         }
@@ -361,6 +367,7 @@ fn run_step(step: &Step) -> io::Result<()> {
             target,
             readonly,
         } => {
+            // SAFETY: see above.
             check(unsafe {
                 libc::mount(
                     source.as_ptr(),
@@ -376,6 +383,7 @@ fn run_step(step: &Step) -> io::Result<()> {
             Ok(())
         }
         Step::Symlink { target, link } => {
+            // SAFETY: see above.
             check(unsafe { libc::symlink(target.as_ptr(), link.as_ptr()) })
         }
     }

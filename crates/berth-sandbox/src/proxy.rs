@@ -92,6 +92,7 @@ const LINGER: Duration = Duration::from_secs(2);
 const LINGER_BYTES: usize = 1024 * 1024;
 
 /// Room for the control message of one descriptor, as `cmsghdr` must be aligned.
+// SAFETY: CMSG_SPACE only computes a size from its argument.
 const FD_SPACE: usize = unsafe { libc::CMSG_SPACE(size_of::<RawFd>() as u32) } as usize;
 
 /// A control-message buffer aligned for `cmsghdr`. Room for several descriptors, so that a

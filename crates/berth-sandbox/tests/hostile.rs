@@ -5,6 +5,8 @@
 //! checkout is), so what hides the secrets is the deny list and the hidden home, not the
 //! private `/tmp`.
 
+#![allow(clippy::unwrap_used)] // a test: a panic is the failure it reports
+
 use std::io::Read;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};

@@ -21,6 +21,8 @@
 //! frame or message over the limit closes its connection; a peer that answers no ping is
 //! dropped.
 
+#![forbid(unsafe_code)]
+
 mod acp_http;
 mod guard;
 pub mod pairing;

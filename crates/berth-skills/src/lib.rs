@@ -15,6 +15,8 @@
 //! so a changed skill is seen by the next turn without a restart; only the parsed front matter
 //! of a `SKILL.md` unchanged since (`parsed`) is kept.
 
+#![forbid(unsafe_code)]
+
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};

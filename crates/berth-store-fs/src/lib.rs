@@ -30,6 +30,8 @@
 //! The global `config.toml` lives in the home but is not this store's: `berth-ops` reads it
 //! before choosing a store.
 
+#![forbid(unsafe_code)]
+
 mod bindings;
 pub mod durable;
 mod listing;

@@ -31,6 +31,8 @@
 //! Folders on this machine (git worktrees, a plain workspace's working folder) stay under the
 //! local berth home, `<home>/workspaces/<id>/`; only their records are in the database.
 
+#![forbid(unsafe_code)]
+
 mod bindings;
 mod db;
 mod group_commit;

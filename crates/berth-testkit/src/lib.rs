@@ -15,6 +15,10 @@
 //!   to: a real HTTP/1.1 server on 127.0.0.1 that records each request and answers from a
 //!   script, with builders for the Anthropic, OpenAI and Gemini streaming wire formats.
 
+#![forbid(unsafe_code)]
+// Test support: a helper that cannot do its job panics, and that is the test failing.
+#![allow(clippy::unwrap_used)]
+
 mod git;
 mod planted;
 pub mod postgres;

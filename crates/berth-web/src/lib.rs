@@ -24,6 +24,8 @@
 //!   on top of the cookie's `SameSite=Strict` and the guard's Origin check.
 //! - **No build step**: the CSS and the JavaScript are two files embedded in the binary.
 
+#![forbid(unsafe_code)]
+
 mod assets;
 mod error;
 mod live;
