@@ -7,19 +7,10 @@ use agent_client_protocol::{Error, ErrorCode};
 use berth_agent::AgentError;
 use berth_ops::ErrorKind;
 
-/// An error of `kind`: not found is -32002, bad input -32602, a refusal, a conflict or what is
-/// not configured -32600 (the request cannot be done as asked), anything else -32603.
+/// An error of `kind`, its code by berth-core's one table ([`ErrorKind::json_rpc_code`], which
+/// MCP answers with too).
 pub fn of_kind(kind: ErrorKind, message: impl Into<String>) -> Error {
-    let code = match kind {
-        ErrorKind::NotFound => ErrorCode::RESOURCE_NOT_FOUND,
-        ErrorKind::Invalid => ErrorCode::INVALID_PARAMS,
-        ErrorKind::Refused | ErrorKind::Conflict | ErrorKind::NotConfigured => {
-            ErrorCode::INVALID_REQUEST
-        }
-        ErrorKind::IsFolder | ErrorKind::Corrupt | ErrorKind::External | ErrorKind::Io => {
-            ErrorCode::INTERNAL_ERROR
-        }
-    };
+    let code = ErrorCode::from(kind.json_rpc_code());
     Error::new(code, message.into()).data(serde_json::json!({ "kind": kind.as_str() }))
 }
 
@@ -42,4 +33,17 @@ pub fn invalid(message: impl Into<String>) -> Error {
 /// A request that cannot be done now (a second prompt while one runs).
 pub fn refused(message: impl Into<String>) -> Error {
     of_kind(ErrorKind::Refused, message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_kind_has_the_code_of_the_one_table() {
+        for kind in ErrorKind::ALL {
+            let e = of_kind(kind, "m");
+            assert_eq!(i32::from(e.code), kind.json_rpc_code(), "{kind:?}");
+        }
+    }
 }

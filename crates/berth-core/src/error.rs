@@ -126,6 +126,37 @@ pub enum ErrorKind {
 }
 
 impl ErrorKind {
+    /// Every kind, for a table or a test that must cover them all.
+    pub const ALL: [ErrorKind; 9] = [
+        ErrorKind::NotFound,
+        ErrorKind::Invalid,
+        ErrorKind::Refused,
+        ErrorKind::Conflict,
+        ErrorKind::IsFolder,
+        ErrorKind::Corrupt,
+        ErrorKind::External,
+        ErrorKind::NotConfigured,
+        ErrorKind::Io,
+    ];
+
+    /// The JSON-RPC error code of a failure of this kind, the one table MCP and ACP both
+    /// answer with (each error's data carries the kind itself, `{"kind": "not_found"}`):
+    ///
+    /// | Kind | Code |
+    /// |---|---|
+    /// | not found | -32002 (resource not found): a client may create one, so nothing else is this |
+    /// | invalid, is a folder | -32602 (invalid params): the request names something it cannot |
+    /// | refused, conflict, not configured | -32600 (invalid request): well-formed, but it cannot be done as asked, now or here |
+    /// | corrupt, external, I/O | -32603 (internal error): berth's message says what failed |
+    pub fn json_rpc_code(self) -> i32 {
+        match self {
+            ErrorKind::NotFound => -32002,
+            ErrorKind::Invalid | ErrorKind::IsFolder => -32602,
+            ErrorKind::Refused | ErrorKind::Conflict | ErrorKind::NotConfigured => -32600,
+            ErrorKind::Corrupt | ErrorKind::External | ErrorKind::Io => -32603,
+        }
+    }
+
     /// The name used in JSON (`not_found`, `is_folder`, …).
     pub fn as_str(self) -> &'static str {
         match self {

@@ -7,11 +7,9 @@ use rmcp::ErrorData;
 use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::json;
 
-/// The JSON-RPC error for a failed protocol request: not found is `-32002` (resource not
-/// found), bad input `-32602` (invalid params), and corruption or I/O an internal error that
-/// keeps berth's message (it names the file and line, or what failed). A client that sees
-/// "not found" may create a new one, so nothing else is ever reported as that. Every one
-/// carries `{"kind": …}` as its data, spelled as in tool results and ACP errors.
+/// The JSON-RPC error for a failed protocol request, its code by berth-core's one table
+/// ([`ErrorKind::json_rpc_code`], which ACP answers with too), with berth's message and
+/// `{"kind": …}` as its data, spelled as in tool results and ACP errors.
 pub fn protocol(e: &Error) -> ErrorData {
     of_kind(e.kind(), e.to_string())
 }
@@ -19,16 +17,7 @@ pub fn protocol(e: &Error) -> ErrorData {
 /// The JSON-RPC error of a failure of `kind` (see [`protocol`]).
 pub fn of_kind(kind: ErrorKind, message: String) -> ErrorData {
     let data = Some(json!({ "kind": kind.as_str() }));
-    match kind {
-        ErrorKind::NotFound => ErrorData::resource_not_found(message, data),
-        ErrorKind::Invalid | ErrorKind::Refused | ErrorKind::Conflict | ErrorKind::IsFolder => {
-            ErrorData::invalid_params(message, data)
-        }
-        ErrorKind::NotConfigured => ErrorData::invalid_request(message, data),
-        ErrorKind::Corrupt | ErrorKind::External | ErrorKind::Io => {
-            ErrorData::internal_error(message, data)
-        }
-    }
+    ErrorData::new(rmcp::model::ErrorCode(kind.json_rpc_code()), message, data)
 }
 
 /// A failed tool call as the model sees it: the message as text, and
@@ -41,4 +30,18 @@ pub fn tool(e: &Error) -> CallToolResult {
         "error": { "kind": e.kind().as_str(), "message": message }
     }));
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_kind_has_the_code_of_the_one_table() {
+        for kind in ErrorKind::ALL {
+            let e = of_kind(kind, "m".into());
+            assert_eq!(e.code.0, kind.json_rpc_code(), "{kind:?}");
+            assert_eq!(e.data, Some(json!({ "kind": kind.as_str() })));
+        }
+    }
 }
