@@ -305,16 +305,25 @@ fn a_node_killed_mid_turn_loses_its_run_to_another_and_does_not_touch_it_again()
     assert_eq!(kept.last().unwrap(), "assistant: Done.", "{kept:#?}");
     assert!(beta.said().contains("took over run"), "{}", beta.said());
 
-    // Alpha comes back: it never writes to the run again.
+    // Alpha comes back: it never writes to the run again. A run pinned to alpha, queued
+    // after, is the event that says alpha's worker has looked at the runs since.
     let before = beta.json(&["run", "show", &id, "--json"]);
+    script(&alpha, 1, Duration::from_millis(10));
     alpha.start_worker();
-    std::thread::sleep(Duration::from_secs(4));
+    let marker = queue(
+        &alpha,
+        "Write out.txt again",
+        &remote_url,
+        &["--node", "alpha"],
+    );
+    let marked = wait_ended(&alpha, &marker, Duration::from_secs(60));
+    assert_eq!(marked["agents"][0]["node"], "alpha", "{marked:#}");
     let after = beta.json(&["run", "show", &id, "--json"]);
     assert_eq!(before, after, "the run changed after alpha came back");
     assert_eq!(
         alpha.server.request_count(),
-        1,
-        "alpha worked the run again"
+        1 + 2,
+        "alpha worked the run again (its first request, then the marker's two)"
     );
 }
 
@@ -340,10 +349,22 @@ fn a_queued_run_stopped_before_a_worker_takes_it_never_starts() {
     let run = gamma.json(&["run", "show", &id, "--json"]);
     assert_eq!(run["state"], "ended", "{run:#}");
     assert_eq!(run["agents"][0]["state"], "stopped", "{run:#}");
-    // The node's worker, up now, leaves it be: nothing is made, nobody is asked.
+    // The node's worker, up now, leaves it be: nothing is made, nobody is asked. A run
+    // queued after it, and worked, is the event that says the worker has looked since.
     gamma.start_worker();
-    std::thread::sleep(Duration::from_secs(2));
-    assert_eq!(gamma.server.request_count(), 0);
+    let marker = queue(
+        &gamma,
+        "Write out.txt again",
+        &remote_url,
+        &["--node", "gamma"],
+    );
+    let marked = wait_ended(&gamma, &marker, Duration::from_secs(60));
+    assert_eq!(marked["agents"][0]["state"], "done", "{marked:#}");
+    assert_eq!(
+        gamma.server.request_count(),
+        2,
+        "only the marker's two requests"
+    );
     assert_eq!(gamma.json(&["run", "show", &id, "--json"]), run);
 }
 
