@@ -556,7 +556,7 @@ pub enum RunCommand {
         follow: bool,
         /// Only this agent (1 is the first).
         #[arg(long, value_name = "N")]
-        agent: Option<usize>,
+        agent: Option<berth_run::AgentNumber>,
         /// The agent's process's own standard error instead (an ACP agent's, its last MiB),
         /// as kept on the machine that ran it.
         #[arg(long, conflicts_with_all = ["follow", "json"])]
@@ -573,7 +573,7 @@ pub enum RunCommand {
         id: String,
         /// Only this agent (1 is the first).
         #[arg(long, value_name = "N")]
-        agent: Option<usize>,
+        agent: Option<berth_run::AgentNumber>,
         #[arg(long)]
         json: bool,
     },
@@ -613,7 +613,7 @@ pub enum RunCommand {
         id: String,
         /// The agent to tell (1 is the first); needed when the run has several.
         #[arg(long, value_name = "N")]
-        agent: Option<usize>,
+        agent: Option<berth_run::AgentNumber>,
         /// What to tell it; `-` reads it from standard input.
         #[arg(value_name = "TEXT", required_unless_present = "task_file")]
         text: Option<String>,
@@ -635,7 +635,7 @@ pub enum RunCommand {
         id: String,
         /// The agent (1 is the first); needed when the run has several.
         #[arg(long, value_name = "N")]
-        agent: Option<usize>,
+        agent: Option<berth_run::AgentNumber>,
         #[arg(value_enum)]
         answer: AnswerArg,
         /// With allow: its tool for the rest of the agent's session, without asking again.
@@ -670,7 +670,7 @@ pub enum RunCommand {
         id: String,
         /// The agent to merge (1 is the first).
         #[arg(value_name = "N")]
-        agent: usize,
+        agent: berth_run::AgentNumber,
         /// One new commit with the agent's changes.
         #[arg(long, conflicts_with = "rebase")]
         squash: bool,
@@ -691,7 +691,7 @@ pub enum RunCommand {
         id: String,
         /// Only this agent (1 is the first).
         #[arg(long, value_name = "N")]
-        agent: Option<usize>,
+        agent: Option<berth_run::AgentNumber>,
         #[command(flatten)]
         confirm: ConfirmFlag,
         #[arg(long)]

@@ -96,6 +96,65 @@ impl AgentSpec {
     }
 }
 
+/// An agent's number as people and front ends give it, 1 for the first: the one place it
+/// becomes an index into a run's agents ([`AgentNumber::index`]), and where 0 is refused.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(try_from = "usize", into = "usize")]
+pub struct AgentNumber(std::num::NonZeroUsize);
+
+impl From<AgentNumber> for usize {
+    fn from(n: AgentNumber) -> usize {
+        n.get()
+    }
+}
+
+impl AgentNumber {
+    /// The agent at `index` (0-based).
+    pub fn of_index(index: usize) -> AgentNumber {
+        AgentNumber(std::num::NonZeroUsize::MIN.saturating_add(index))
+    }
+
+    /// Its index among the run's agents (0-based).
+    pub fn index(self) -> usize {
+        self.0.get() - 1
+    }
+
+    pub fn get(self) -> usize {
+        self.0.get()
+    }
+}
+
+impl TryFrom<usize> for AgentNumber {
+    type Error = berth_ops::Error;
+
+    fn try_from(n: usize) -> Result<AgentNumber, berth_ops::Error> {
+        std::num::NonZeroUsize::new(n)
+            .map(AgentNumber)
+            .ok_or_else(|| {
+                berth_ops::Error::invalid("agents are counted from 1: agent 0 does not exist")
+            })
+    }
+}
+
+impl std::str::FromStr for AgentNumber {
+    type Err = berth_ops::Error;
+
+    fn from_str(s: &str) -> Result<AgentNumber, berth_ops::Error> {
+        let n: usize = s.trim().parse().map_err(|_| {
+            berth_ops::Error::invalid(format!("{s:?} is not an agent's number: 1 is the first"))
+        })?;
+        AgentNumber::try_from(n)
+    }
+}
+
+impl std::fmt::Display for AgentNumber {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
 /// The ACP agents a run knows by name without any config: (name, command).
 pub const BUILTIN: [(&str, &str); 3] = [
     ("claude-code", "claude-agent-acp"),
@@ -363,6 +422,18 @@ mod tests {
         AgentSpec::Berth {
             model: model.map(str::to_owned),
         }
+    }
+
+    #[test]
+    fn agent_numbers_count_from_one() {
+        let third: AgentNumber = "3".parse().unwrap();
+        assert_eq!((third.get(), third.index()), (3, 2));
+        assert_eq!(AgentNumber::of_index(2), third);
+        assert_eq!(third.to_string(), "3");
+        let zero = "0".parse::<AgentNumber>().unwrap_err().to_string();
+        assert!(zero.contains("counted from 1"), "{zero}");
+        assert!("x".parse::<AgentNumber>().is_err());
+        assert!(AgentNumber::try_from(0).is_err());
     }
 
     #[test]

@@ -49,7 +49,8 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
 pub use agents::{
-    AgentChoice, AgentSpec, BUILTIN, check_model_name, choose_agents, parse_agent, parse_agents,
+    AgentChoice, AgentNumber, AgentSpec, BUILTIN, check_model_name, choose_agents, parse_agent,
+    parse_agents,
 };
 pub use ask::{Answer, DEFAULT_ASK_TIMEOUT};
 pub use berth_agent::Policy;

@@ -19,6 +19,7 @@ use berth_run::{
 use crate::cli::{NewRunArgs, RunArgs, RunCommand};
 use crate::commands::{Interrupted, confirm};
 use crate::render;
+use berth_run::AgentNumber;
 
 /// How long `berth run --detach` waits for its supervisor to take the run.
 const SUPERVISOR_START: Duration = Duration::from_secs(15);
@@ -79,8 +80,9 @@ pub async fn run(ops: Ops, args: RunArgs) -> anyhow::Result<()> {
                 }
             };
             let id = store.resolve(&id).await?;
-            let agent = agent.map(agent_index).transpose()?;
-            let (i, tool) = store.queue_answer(&id, agent, answer).await?;
+            let (i, tool) = store
+                .queue_answer(&id, agent.map(AgentNumber::index), answer)
+                .await?;
             if json {
                 render::json(&serde_json::json!({
                     "run": id, "agent": i + 1, "tool": tool, "answer": answer.as_str()
@@ -127,18 +129,11 @@ pub async fn run(ops: Ops, args: RunArgs) -> anyhow::Result<()> {
     }
 }
 
-/// An agent's number as given (1 is the first), 0-based; 0 is refused.
-fn agent_index(n: usize) -> anyhow::Result<usize> {
-    n.checked_sub(1).ok_or_else(|| {
-        berth_ops::Error::invalid("agents are counted from 1: agent 0 does not exist").into()
-    })
-}
-
 async fn pick(
     ops: &Ops,
     store: &RunStore,
     id: &str,
-    agent: usize,
+    agent: AgentNumber,
     mode: berth_ops::MergeMode,
     keep_others: bool,
     json: bool,
@@ -150,7 +145,7 @@ async fn pick(
         store,
         berth_run::Pick {
             run,
-            agent: agent_index(agent)?,
+            agent: agent.index(),
             mode,
             keep_others,
         },
@@ -205,12 +200,12 @@ async fn discard(
     ops: &Ops,
     store: &RunStore,
     id: &str,
-    agent: Option<usize>,
+    agent: Option<AgentNumber>,
     yes: bool,
     json: bool,
 ) -> anyhow::Result<()> {
     let run = store.resolve(id).await?;
-    let agent = agent.map(agent_index).transpose()?;
+    let agent = agent.map(AgentNumber::index);
     let question = match agent {
         Some(i) => format!("Drop the work of agent {} of run {run}?", i + 1),
         None => format!("Drop the work of every agent of run {run} not merged?"),
@@ -481,16 +476,12 @@ async fn tell(
     ops: Ops,
     store: RunStore,
     id: &str,
-    agent: Option<usize>,
+    agent: Option<AgentNumber>,
     text: &str,
     allow: &[String],
     json: bool,
 ) -> anyhow::Result<()> {
-    let agent = match agent {
-        Some(0) => return Err(berth_ops::Error::invalid("--agent counts from 1").into()),
-        Some(n) => Some(n - 1),
-        None => None,
-    };
+    let agent = agent.map(AgentNumber::index);
     let id = store.resolve(id).await?;
     let interrupts = interrupts()?;
     let runner = AgentBuilder::new(ops.clone())
@@ -852,14 +843,16 @@ async fn wait(store: &RunStore, id: &str, json: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn stop(store: &RunStore, id: &str, agent: Option<usize>, json: bool) -> anyhow::Result<()> {
+async fn stop(
+    store: &RunStore,
+    id: &str,
+    agent: Option<AgentNumber>,
+    json: bool,
+) -> anyhow::Result<()> {
     let id = store.resolve(id).await?;
     let what = match agent {
         None => StopRequest::All,
-        Some(0) => {
-            return Err(berth_ops::Error::invalid("--agent counts from 1").into());
-        }
-        Some(n) => StopRequest::Agent(n - 1),
+        Some(n) => StopRequest::Agent(n.index()),
     };
     store.request_stop(&id, what).await?;
     let asked = Instant::now();
@@ -878,7 +871,7 @@ async fn stop(store: &RunStore, id: &str, agent: Option<usize>, json: bool) -> a
         return Ok(render::json(&record)?);
     }
     for (i, a) in record.agents.iter().enumerate() {
-        if agent.is_none_or(|n| n == i + 1) {
+        if agent.is_none_or(|n| n.index() == i) {
             render::line(format!("[{}] {}", i + 1, a.status.state.as_str()))?;
         }
     }
@@ -886,11 +879,15 @@ async fn stop(store: &RunStore, id: &str, agent: Option<usize>, json: bool) -> a
 }
 
 /// `run logs RUN --agent N --stderr`: what agent N's process wrote to its standard error.
-async fn agent_stderr(store: &RunStore, id: &str, agent: Option<usize>) -> anyhow::Result<()> {
+async fn agent_stderr(
+    store: &RunStore,
+    id: &str,
+    agent: Option<AgentNumber>,
+) -> anyhow::Result<()> {
     let id = store.resolve(id).await?;
     let record = store.load(&id).await?;
     let i = match agent {
-        Some(n) => agent_index(n)?,
+        Some(n) => n.index(),
         None if record.agents.len() == 1 => 0,
         None => {
             return Err(berth_run::KeptError::WhichAgent {
@@ -944,7 +941,7 @@ async fn logs(
     store: &RunStore,
     id: &str,
     follow: bool,
-    agent: Option<usize>,
+    agent: Option<AgentNumber>,
     json: bool,
 ) -> anyhow::Result<()> {
     let id = store.resolve(id).await?;
@@ -961,7 +958,7 @@ async fn logs(
         let (events, next) = store.events(&id, offset).await?;
         offset = next;
         for event in &events {
-            if agent.is_none_or(|n| event.agent().is_none_or(|a| a + 1 == n)) {
+            if agent.is_none_or(|n| event.agent().is_none_or(|a| a == n.index())) {
                 view.event(event)?;
             }
         }

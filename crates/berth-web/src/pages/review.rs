@@ -20,7 +20,7 @@ use axum::Extension;
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use berth_ops::MergeMode;
-use berth_run::{Compared, Host, RunId, Supervised};
+use berth_run::{AgentNumber, Compared, Host, RunId, Supervised};
 use maud::{Markup, html};
 use serde::Deserialize;
 
@@ -163,14 +163,14 @@ fn hunk_start(hunk: &str) -> u64 {
         .unwrap_or(1)
 }
 
-/// The workspace of agent `n` (from 1) of the run `id`.
-async fn workspace_of(web: &Web, id: &str, n: usize) -> PageResult<(RunId, String)> {
+/// The workspace of agent `n` of the run `id`.
+async fn workspace_of(web: &Web, id: &str, n: AgentNumber) -> PageResult<(RunId, String)> {
     let runs = &web.inner.runs;
     let id = runs.resolve(id).await?;
     let record = runs.load(&id).await?;
-    let agent = n
-        .checked_sub(1)
-        .and_then(|i| record.agents.get(i))
+    let agent = record
+        .agents
+        .get(n.index())
         .ok_or_else(|| PageError::not_found("agent"))?;
     let ws = agent.workspace.clone().ok_or_else(|| {
         PageError::new(
@@ -193,7 +193,7 @@ pub async fn answer(
     State(web): State<Web>,
     Extension(viewer): Extension<Viewer>,
     headers: HeaderMap,
-    Path((id, n)): Path<(String, usize)>,
+    Path((id, n)): Path<(String, AgentNumber)>,
     axum::extract::Query(query): axum::extract::Query<AnswerQuery>,
 ) -> PageResult<axum::Json<serde_json::Value>> {
     admin_only(&viewer)?;
@@ -204,10 +204,7 @@ pub async fn answer(
         .map_err(|e: String| PageError::new(axum::http::StatusCode::BAD_REQUEST, e))?;
     let runs = &web.inner.runs;
     let run = runs.resolve(&id).await?;
-    let which = n
-        .checked_sub(1)
-        .ok_or_else(|| PageError::not_found("agent"))?;
-    runs.queue_answer(&run, Some(which), answer).await?;
+    runs.queue_answer(&run, Some(n.index()), answer).await?;
     Ok(done(Some(format!("/runs/{run}"))))
 }
 
@@ -224,7 +221,7 @@ pub async fn merge(
     State(web): State<Web>,
     Extension(viewer): Extension<Viewer>,
     headers: HeaderMap,
-    Path((id, n)): Path<(String, usize)>,
+    Path((id, n)): Path<(String, AgentNumber)>,
     axum::extract::Query(query): axum::extract::Query<MergeQuery>,
 ) -> PageResult<axum::Json<serde_json::Value>> {
     admin_only(&viewer)?;
@@ -242,7 +239,7 @@ pub async fn merge(
         runs,
         berth_run::Pick {
             run: run.clone(),
-            agent: n - 1,
+            agent: n.index(),
             mode: MergeMode::Merge,
             keep_others: query.others.as_deref() != Some("delete"),
         },
@@ -258,12 +255,12 @@ pub async fn discard(
     State(web): State<Web>,
     Extension(viewer): Extension<Viewer>,
     headers: HeaderMap,
-    Path((id, n)): Path<(String, usize)>,
+    Path((id, n)): Path<(String, AgentNumber)>,
 ) -> PageResult<axum::Json<serde_json::Value>> {
     admin_only(&viewer)?;
     check_csrf(&viewer, &headers)?;
     let (run, _) = workspace_of(&web, &id, n).await?;
-    berth_run::discard(&web.inner.ops, &web.inner.runs, &run, Some(n - 1)).await?;
+    berth_run::discard(&web.inner.ops, &web.inner.runs, &run, Some(n.index())).await?;
     Ok(done(Some(format!("/runs/{run}"))))
 }
 
@@ -278,7 +275,7 @@ pub async fn tell(
     State(web): State<Web>,
     Extension(viewer): Extension<Viewer>,
     headers: HeaderMap,
-    Path((id, n)): Path<(String, usize)>,
+    Path((id, n)): Path<(String, AgentNumber)>,
     axum::Form(form): axum::Form<TellForm>,
 ) -> PageResult<axum::Json<serde_json::Value>> {
     admin_only(&viewer)?;
@@ -302,7 +299,7 @@ pub async fn comment(
     State(web): State<Web>,
     Extension(viewer): Extension<Viewer>,
     headers: HeaderMap,
-    Path((id, n)): Path<(String, usize)>,
+    Path((id, n)): Path<(String, AgentNumber)>,
     axum::Form(form): axum::Form<CommentForm>,
 ) -> PageResult<axum::Json<serde_json::Value>> {
     admin_only(&viewer)?;
@@ -319,12 +316,10 @@ pub async fn comment(
     Ok(done(Some(format!("/runs/{run}"))))
 }
 
-async fn tell_agent(web: &Web, id: &str, n: usize, text: &str) -> PageResult<RunId> {
+async fn tell_agent(web: &Web, id: &str, n: AgentNumber, text: &str) -> PageResult<RunId> {
     let runs = &web.inner.runs;
     let id = runs.resolve(id).await?;
-    let which = n
-        .checked_sub(1)
-        .ok_or_else(|| PageError::not_found("agent"))?;
+    let which = n.index();
     let told = Supervised::tell_or_queue(
         web.inner.ops.clone(),
         web.inner.agent.clone(),
