@@ -533,8 +533,15 @@ pub struct NewRunArgs {
 /// events.
 #[derive(Subcommand)]
 pub enum RunCommand {
-    /// The runs of this home, newest first: state, agents, when, task.
+    /// The runs of this home (or its database), newest first: state, agents, when, task. A
+    /// page at a time: when there are more, standard error gives the --cursor of the next.
     List {
+        /// Runs on this page (1 to 1000).
+        #[arg(long, value_name = "N", default_value_t = berth_ops::PAGE_DEFAULT)]
+        limit: usize,
+        /// Where a page before ended, as standard error gave it.
+        #[arg(long, value_name = "CURSOR")]
+        cursor: Option<String>,
         #[arg(long)]
         json: bool,
     },

@@ -353,3 +353,42 @@ fn a_failed_agent_says_why_from_its_standard_error() {
     assert!(why.contains(&outside.display().to_string()), "{why}");
     assert!(why.contains("writable"), "the option that opens it: {why}");
 }
+
+#[test]
+fn run_list_pages() {
+    let home = Home::new();
+    let server = ProviderServer::start_in_background();
+    let (_tmp, root) = project();
+    for task in ["The older task", "The newer task"] {
+        server.push(Reply::anthropic(&Turn::new().text(["Done."])));
+        let r = run(berth_run(&home, &server, &root, &[task]));
+        assert_eq!(r.code, 0, "{}", r.stderr);
+    }
+    let first = home.run(&["run", "list", "--limit", "1"]);
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    assert!(
+        first.stdout.contains("newer") && !first.stdout.contains("older"),
+        "{}",
+        first.stdout
+    );
+    let cursor = first
+        .stderr
+        .split("--cursor ")
+        .nth(1)
+        .and_then(|rest| rest.split('`').next())
+        .unwrap_or_else(|| panic!("no cursor: {}", first.stderr))
+        .to_owned();
+    let second = home.json(&["run", "list", "--limit", "1", "--cursor", &cursor, "--json"]);
+    let tasks: Vec<&str> = second
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["request"]["task"].as_str().unwrap())
+        .collect();
+    assert_eq!(tasks, ["The older task"]);
+    let bad = home.run(&["run", "list", "--cursor", "nonsense"]);
+    assert_eq!(bad.code, 2, "{}", bad.stderr);
+    assert!(bad.stderr.contains("not a cursor"), "{}", bad.stderr);
+    let zero = home.run(&["run", "list", "--limit", "0"]);
+    assert_eq!(zero.code, 2, "{}", zero.stderr);
+}

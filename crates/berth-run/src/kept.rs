@@ -457,6 +457,8 @@ pub enum KeptError {
         "agent {agent} of run {id} waits on no question: it was answered, or it never asked (a run asks only with --ask)"
     )]
     NothingAsked { id: RunId, agent: usize },
+    #[error("{0:?} is not a cursor of `berth run list`: give the one a page ended with")]
+    BadCursor(String),
     #[error("run {id} has no agent {agent}: it has {count}")]
     NoSuchAgent {
         id: RunId,
@@ -481,6 +483,7 @@ impl KeptError {
     pub fn kind(&self) -> ErrorKind {
         match self {
             KeptError::BadId(_)
+            | KeptError::BadCursor(_)
             | KeptError::Ambiguous { .. }
             | KeptError::NoSuchAgent { .. }
             | KeptError::WhichAgent { .. } => ErrorKind::Invalid,
@@ -532,6 +535,14 @@ pub(crate) trait RunBackend: Send + Sync + fmt::Debug {
     async fn ids(&self) -> Result<Vec<RunId>, KeptError>;
     /// Every run; one whose record cannot be read is an error in its place.
     async fn list(&self) -> Result<Vec<Result<RunRecord, KeptError>>, KeptError>;
+    /// At most `limit` runs, newest first, after `after`; one whose record cannot be read is
+    /// an error in its place (on files, where its time cannot be read either: on the first
+    /// page), never left out.
+    async fn page(
+        &self,
+        limit: usize,
+        after: Option<&PageCursor>,
+    ) -> Result<Vec<Result<RunRecord, KeptError>>, KeptError>;
     /// Whether a supervisor holds the run now.
     async fn supervised(&self, id: &RunId) -> Result<bool, KeptError>;
     /// Writes the run on behalf of a supervisor that is gone: under the backend's exclusion
@@ -778,6 +789,28 @@ impl RunStore {
             (Err(_), Err(_)) => std::cmp::Ordering::Equal,
         });
         Ok(runs)
+    }
+
+    /// At most `limit` runs (1 to [`berth_ops::PAGE_MAX`]), newest first, after the run
+    /// `cursor` names (from a page before: `None` for the first); and the cursor of the next
+    /// page when there may be one. Only that page's records are read (one query on a
+    /// database).
+    pub async fn page(&self, limit: usize, cursor: Option<&str>) -> Result<RunPage, KeptError> {
+        let limit = limit.clamp(1, berth_ops::PAGE_MAX);
+        let after = cursor.map(PageCursor::parse).transpose()?;
+        let found = self.backend.page(limit, after.as_ref()).await?;
+        let next = (found.len() >= limit)
+            .then(|| found.iter().rev().find_map(|r| r.as_ref().ok()))
+            .flatten()
+            .map(|r| PageCursor::of(r).to_string());
+        let mut runs = Vec::with_capacity(found.len());
+        for run in found {
+            runs.push(match run {
+                Ok(record) => self.alive_or_failed(record).await,
+                Err(e) => Err(e),
+            });
+        }
+        Ok(RunPage { runs, next })
     }
 
     /// The kept run one of whose agents works in session `session`, and that agent's index;
@@ -1210,6 +1243,53 @@ impl RunStore {
     }
 }
 
+/// One page of the kept runs, newest first.
+#[derive(Debug)]
+pub struct RunPage {
+    /// Newest first; a run whose record cannot be read is an error in its place.
+    pub runs: Vec<Result<RunRecord, KeptError>>,
+    /// The cursor of the next page, when there may be one.
+    pub next: Option<String>,
+}
+
+/// Where a page of runs ends: the last run's creation time (nanoseconds) and id, written
+/// `<ns>.<id>`. Runs are ordered newest first, then by id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct PageCursor {
+    pub created_ns: i64,
+    pub id: RunId,
+}
+
+impl PageCursor {
+    fn of(record: &RunRecord) -> PageCursor {
+        PageCursor {
+            created_ns: record.created_at.timestamp_nanos_opt().unwrap_or(i64::MAX),
+            id: record.id.clone(),
+        }
+    }
+
+    fn parse(text: &str) -> Result<PageCursor, KeptError> {
+        let bad = || KeptError::BadCursor(text.to_owned());
+        let (ns, id) = text.split_once('.').ok_or_else(bad)?;
+        Ok(PageCursor {
+            created_ns: ns.parse().map_err(|_| bad())?,
+            id: RunId::try_from(id.to_owned()).map_err(|_| bad())?,
+        })
+    }
+
+    /// Whether `record` comes after this cursor, newest first.
+    pub(crate) fn before(&self, record: &RunRecord) -> bool {
+        let ns = record.created_at.timestamp_nanos_opt().unwrap_or(i64::MAX);
+        ns < self.created_ns || (ns == self.created_ns && record.id.as_str() > self.id.as_str())
+    }
+}
+
+impl fmt::Display for PageCursor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}", self.created_ns, self.id)
+    }
+}
+
 /// What other processes asked of a run's supervisor since its last look.
 #[derive(Debug, Default)]
 pub struct Requests {
@@ -1471,6 +1551,29 @@ mod conformance {
             ));
             // Just made: starting, not failed, though no supervisor holds it yet.
             assert_eq!(store.load(&a.id).await.unwrap().state, RunState::Starting);
+
+            // Pages, newest first: each cut where the one before ended, none twice.
+            let c = store
+                .create(StoredRequest::one_agent("third"))
+                .await
+                .unwrap();
+            let first = store.page(2, None).await.unwrap();
+            let tasks = |p: &RunPage| -> Vec<String> {
+                p.runs
+                    .iter()
+                    .map(|r| r.as_ref().unwrap().request.task.clone())
+                    .collect()
+            };
+            assert_eq!(tasks(&first), ["third", "second"], "{name}");
+            let second = store.page(2, first.next.as_deref()).await.unwrap();
+            assert_eq!(tasks(&second), ["first"], "{name}");
+            assert_eq!(second.next, None, "{name}: the last page says so");
+            assert_eq!(store.page(5, None).await.unwrap().runs.len(), 3);
+            assert_eq!(first.runs[0].as_ref().unwrap().id, c.id);
+            assert!(matches!(
+                store.page(2, Some("nonsense")).await,
+                Err(KeptError::BadCursor(_))
+            ));
         })
         .await;
     }

@@ -61,7 +61,7 @@ pub use finish::{
     pick,
 };
 pub use kept::{
-    AgentOutcome, AgentRecord, KeptError, PoolPlace, RunId, RunRecord, RunState, RunStore,
+    AgentOutcome, AgentRecord, KeptError, PoolPlace, RunId, RunPage, RunRecord, RunState, RunStore,
     StopRequest, StoredRequest, Supervision,
 };
 pub use preflight::preflight;

@@ -189,6 +189,46 @@ impl SqlRuns {
         .await)
     }
 
+    /// At most `limit` runs, newest first (by creation, then id), after the run `after`
+    /// names by its creation time and id (`None`: from the newest). One query, whatever the
+    /// number of runs.
+    pub async fn page(
+        &self,
+        limit: usize,
+        after: Option<(i64, &str)>,
+    ) -> berth_core::Result<Vec<RunRow>> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.wrap(
+            async {
+                let rows = match after {
+                    None => {
+                        self.store
+                            .pool()
+                            .all(
+                                "SELECT id, record, owner, lease_until, fence FROM runs \
+                                 ORDER BY created_ns DESC, id LIMIT $1",
+                                &[Arg::Int(limit)],
+                            )
+                            .await?
+                    }
+                    Some((ns, id)) => {
+                        self.store
+                            .pool()
+                            .all(
+                                "SELECT id, record, owner, lease_until, fence FROM runs \
+                                 WHERE created_ns < $1 OR (created_ns = $1 AND id > $2) \
+                                 ORDER BY created_ns DESC, id LIMIT $3",
+                                &[Arg::Int(ns), Arg::Text(id), Arg::Int(limit)],
+                            )
+                            .await?
+                    }
+                };
+                rows.iter().map(run_row).collect()
+            }
+            .await,
+        )
+    }
+
     /// Takes the run `id` for `owner` when nobody holds its lease: its new fence, or `None`
     /// while another holds it.
     pub async fn take(

@@ -32,7 +32,11 @@ pub async fn run(ops: Ops, args: RunArgs) -> anyhow::Result<()> {
     let store = RunStore::open(&ops).await?;
     match args.command {
         None => new_run(ops, store, args.new).await,
-        Some(RunCommand::List { json }) => list(&store, json).await,
+        Some(RunCommand::List {
+            limit,
+            cursor,
+            json,
+        }) => list(&store, limit, cursor.as_deref(), json).await,
         Some(RunCommand::Show { id, json }) => show(&store, &id, json).await,
         Some(RunCommand::Logs {
             id,
@@ -722,10 +726,19 @@ async fn resume(
     foreground(ops, supervision, request, json).await
 }
 
-async fn list(store: &RunStore, json: bool) -> anyhow::Result<()> {
+async fn list(
+    store: &RunStore,
+    limit: usize,
+    cursor: Option<&str>,
+    json: bool,
+) -> anyhow::Result<()> {
+    if limit == 0 {
+        return Err(berth_ops::Error::invalid("--limit takes 1 to 1000 runs, not 0").into());
+    }
+    let page = store.page(limit, cursor).await?;
     let mut records = Vec::new();
     let mut problems = Vec::new();
-    for run in store.list().await? {
+    for run in page.runs {
         match run {
             Ok(r) => records.push(r),
             Err(e) => problems.push(e),
@@ -733,7 +746,7 @@ async fn list(store: &RunStore, json: bool) -> anyhow::Result<()> {
     }
     if json {
         render::json(&records)?;
-    } else if records.is_empty() && problems.is_empty() {
+    } else if records.is_empty() && problems.is_empty() && cursor.is_none() {
         // A note for a person, on standard error: a script reading the table sees no rows.
         eprintln!("no runs yet: `berth run TASK` starts one");
     } else {
@@ -751,6 +764,10 @@ async fn list(store: &RunStore, json: bool) -> anyhow::Result<()> {
             .collect();
         render::table(&["RUN", "STATE", "AGENTS", "STARTED", "TASK"], &rows)?;
     }
+    if let Some(next) = &page.next {
+        eprintln!("more runs: `berth run list --cursor {next}`");
+    }
+    // A run whose record cannot be read is said, and fails the command: never left out.
     match problems.into_iter().reduce(|first, other| {
         eprintln!("berth: {other}");
         first

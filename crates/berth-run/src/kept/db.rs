@@ -13,7 +13,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use berth_store_sql::{RunColumns, RunRequestRow, SqlRuns};
 
-use super::{Decide, Hold, KeptError, Request, RunBackend, RunId, RunRecord, StopRequest};
+use super::{
+    Decide, Hold, KeptError, PageCursor, Request, RunBackend, RunId, RunRecord, StopRequest,
+};
 use crate::RunEvent;
 
 /// Answers of the run's agents held back before they are written together: a piece of an
@@ -153,6 +155,22 @@ impl RunBackend for DbRuns {
         Ok(self
             .runs
             .list()
+            .await
+            .map_err(store_err)?
+            .iter()
+            .map(|row| parse(&row.id, &row.record))
+            .collect())
+    }
+
+    async fn page(
+        &self,
+        limit: usize,
+        after: Option<&PageCursor>,
+    ) -> Result<Vec<Result<RunRecord, KeptError>>, KeptError> {
+        let after = after.map(|c| (c.created_ns, c.id.as_str()));
+        Ok(self
+            .runs
+            .page(limit, after)
             .await
             .map_err(store_err)?
             .iter()

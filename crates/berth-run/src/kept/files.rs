@@ -25,7 +25,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::{Decide, Hold, KeptError, Request, RunBackend, RunId, RunRecord, StopRequest};
+use super::{
+    Decide, Hold, KeptError, PageCursor, Request, RunBackend, RunId, RunRecord, StopRequest,
+};
 use crate::RunEvent;
 
 /// How long [`FileRuns::hold`] waits for the lock of a supervisor that is ending.
@@ -226,6 +228,32 @@ impl RunBackend for FileRuns {
             path: self.root.clone(),
             source: io::Error::other(e.to_string()),
         })?
+    }
+
+    async fn page(
+        &self,
+        limit: usize,
+        after: Option<&PageCursor>,
+    ) -> Result<Vec<Result<RunRecord, KeptError>>, KeptError> {
+        // Files hold no order: every record is read, and the page cut from them. One that
+        // cannot be read has no time to place it by: it leads the first page, never lost.
+        let (mut runs, unreadable): (Vec<_>, Vec<_>) =
+            self.list().await?.into_iter().partition(Result::is_ok);
+        let mut runs: Vec<RunRecord> = runs.drain(..).flatten().collect();
+        runs.sort_by(|a, b| {
+            b.created_at
+                .cmp(&a.created_at)
+                .then_with(|| a.id.as_str().cmp(b.id.as_str()))
+        });
+        let page = runs
+            .into_iter()
+            .filter(|r| after.is_none_or(|c| c.before(r)))
+            .take(limit)
+            .map(Ok);
+        Ok(match after {
+            None => unreadable.into_iter().chain(page).collect(),
+            Some(_) => page.collect(),
+        })
     }
 
     async fn supervised(&self, id: &RunId) -> Result<bool, KeptError> {
