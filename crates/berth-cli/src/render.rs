@@ -67,6 +67,19 @@ pub fn cell(text: &str) -> String {
         .collect()
 }
 
+/// Text from outside shown as lines (an agent's standard error): its line breaks and tabs
+/// kept, every other control character (an escape sequence would drive the terminal) shown
+/// as `�`.
+pub fn lines(text: &str) -> String {
+    text.chars()
+        .map(|c| match c {
+            '\n' | '\t' => c,
+            c if c.is_control() => '�',
+            c => c,
+        })
+        .collect()
+}
+
 /// The shortest prefix of each id, 8 characters or more, that no other id of `ids` starts
 /// with: a table's ID column, short like git's, and still a prefix berth resolves (4+). An id
 /// of 8 characters or fewer is shown whole.
@@ -103,6 +116,14 @@ pub fn legend(text: &str) {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn lines_keep_their_breaks_and_lose_escape_sequences() {
+        assert_eq!(
+            super::lines("a\tb\n\x1b]52;c;ZXZpbA==\x07c\r\n"),
+            "a\tb\n�]52;c;ZXZpbA==�c�\n"
+        );
+    }
+
     use super::short_ids;
 
     #[test]

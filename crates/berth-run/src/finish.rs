@@ -346,9 +346,19 @@ pub(crate) async fn record_outcome(
         .find_workspace(workspace)
         .await
         .map_err(|e| format!("no run's record says so: {e}"))?;
-    let Some((run, i)) = found else {
-        return Ok(());
-    };
+    match found {
+        Some((run, i)) => record_outcome_of(store, &run, i, outcome).await,
+        None => Ok(()),
+    }
+}
+
+/// [`record_outcome`] for agent `i` of `run`, found already.
+pub(crate) async fn record_outcome_of(
+    store: &RunStore,
+    run: &RunRecord,
+    i: usize,
+    outcome: AgentOutcome,
+) -> Result<(), String> {
     let current = run.agents.get(i).and_then(|a| a.outcome);
     if current == Some(AgentOutcome::Merged) || current == Some(outcome) {
         return Ok(());

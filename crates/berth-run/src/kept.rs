@@ -830,22 +830,9 @@ impl RunStore {
         {
             return Ok(Some((self.alive_or_failed(run).await?, i)));
         }
-        let mut found: Option<(RunRecord, usize)> = None;
-        for run in self.backend.list().await?.into_iter().flatten() {
-            let Some(i) = run
-                .agents
-                .iter()
-                .position(|a| a.session.as_deref() == Some(session))
-            else {
-                continue;
-            };
-            if found
-                .as_ref()
-                .is_none_or(|(newest, _)| run.created_at > newest.created_at)
-            {
-                found = Some((run, i));
-            }
-        }
+        let found = self
+            .newest_with(|a| a.session.as_deref() == Some(session))
+            .await?;
         match found {
             Some((run, i)) => {
                 self.backend.index_session(session, &run.id).await;
@@ -997,15 +984,7 @@ impl RunStore {
         text: &str,
     ) -> Result<usize, KeptError> {
         let record = self.load(id).await?;
-        let pid = match (record.state, record.supervisor) {
-            (RunState::Running, Some(pid)) => pid,
-            (state, _) => {
-                return Err(KeptError::NotRunning {
-                    id: id.clone(),
-                    state,
-                });
-            }
-        };
+        let pid = supervisor_of(&record)?;
         let i = which_agent(id, &record, agent)?;
         let a = &record.agents[i];
         closed(id, i, a)?;
@@ -1055,15 +1034,7 @@ impl RunStore {
         answer: crate::Answer,
     ) -> Result<(usize, String), KeptError> {
         let record = self.load(id).await?;
-        let pid = match (record.state, record.supervisor) {
-            (RunState::Running, Some(pid)) => pid,
-            (state, _) => {
-                return Err(KeptError::NotRunning {
-                    id: id.clone(),
-                    state,
-                });
-            }
-        };
+        let pid = supervisor_of(&record)?;
         let i = which_agent(id, &record, agent)?;
         let Some(waiting) = record.agents[i]
             .status
@@ -1178,13 +1149,19 @@ impl RunStore {
         &self,
         workspace: &str,
     ) -> Result<Option<(RunRecord, usize)>, KeptError> {
+        self.newest_with(|a| a.workspace.as_deref() == Some(workspace))
+            .await
+    }
+
+    /// The newest run one of whose agents `is` holds, and that agent's index; every record
+    /// read (no index names it).
+    async fn newest_with(
+        &self,
+        is: impl Fn(&AgentRecord) -> bool,
+    ) -> Result<Option<(RunRecord, usize)>, KeptError> {
         let mut found: Option<(RunRecord, usize)> = None;
         for run in self.backend.list().await?.into_iter().flatten() {
-            let Some(i) = run
-                .agents
-                .iter()
-                .position(|a| a.workspace.as_deref() == Some(workspace))
-            else {
+            let Some(i) = run.agents.iter().position(&is) else {
                 continue;
             };
             if found
@@ -1400,6 +1377,17 @@ impl Supervision {
         if let Some(hold) = self.hold.take() {
             hold.release().await;
         }
+    }
+}
+
+/// The process supervising `record`, which runs; refused otherwise.
+fn supervisor_of(record: &RunRecord) -> Result<u32, KeptError> {
+    match (record.state, record.supervisor) {
+        (RunState::Running, Some(pid)) => Ok(pid),
+        (state, _) => Err(KeptError::NotRunning {
+            id: record.id.clone(),
+            state,
+        }),
     }
 }
 

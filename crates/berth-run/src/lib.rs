@@ -67,7 +67,7 @@ pub use kept::{
 pub use preflight::preflight;
 pub use pull_request::pull_request_text;
 pub use pushed::{merge_workspace, pushed_url, workspace_diff};
-pub use stderr::{KEEP as STDERR_KEPT, read_kept as read_kept_stderr};
+pub use stderr::read_kept as read_kept_stderr;
 pub use supervisor::{Host, Next, Supervised, Told};
 pub use worker::{WorkerOptions, queue, work};
 
@@ -666,6 +666,7 @@ pub fn prepare(request: RunRequest) -> Result<RunRequest, RunError> {
     if request.workspace.is_some() && request.agents.len() > 1 {
         return Err(RunError::OneAgentPerWorkspace(request.agents.len()));
     }
+    writable_needs_an_acp_agent(&request)?;
     // A name that cannot be a workspace's, with the largest index it will get, is refused
     // now rather than by every agent's create.
     if let Some(name) = &request.name {
@@ -693,6 +694,21 @@ pub fn prepare(request: RunRequest) -> Result<RunRequest, RunError> {
         repository,
         ..request
     })
+}
+
+/// Refuses state to write (`--agent-writable`) for a run with no ACP agent, whose process it
+/// would be for: refused, not ignored. [`prepare`]'s, and a queued run's.
+pub(crate) fn writable_needs_an_acp_agent(request: &RunRequest) -> Result<(), RunError> {
+    let any_acp = request
+        .agents
+        .iter()
+        .any(|a| matches!(a, AgentSpec::Acp { .. }));
+    if !request.agent_writable.is_empty() && !any_acp {
+        return Err(RunError::Ops(berth_ops::Error::invalid(
+            "--agent-writable is for ACP agents' processes, and this run has none: berth's own agent writes only its worktree",
+        )));
+    }
+    Ok(())
 }
 
 /// The places of a run whose agents outnumber `[run] max_agents`.

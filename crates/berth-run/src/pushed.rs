@@ -64,19 +64,30 @@ pub async fn merge_workspace(
     dir: &Path,
 ) -> berth_ops::Result<MergeReport> {
     let ws = ops.resolve_workspace(&request.workspace).await?;
-    let run = store.find_workspace(ws.id.as_str()).await.ok().flatten();
+    // The run its agent worked for, read once: its message, where its branch went, and its
+    // record of the merge.
+    let run = store
+        .find_workspace(ws.id.as_str())
+        .await
+        .map_err(|e| berth_ops::Error::rule(e.kind(), e.to_string()))?;
     if request.message.is_none()
         && let Some((record, i)) = &run
     {
         request.message = Some(crate::finish::merge_message(record, *i));
     }
-    let mut report = match elsewhere(store, &ws).await? {
+    let pushed_to = match (&ws.git, &run) {
+        (Some(git), Some((record, _))) if !git.worktree.is_dir() => {
+            record.request.pool.as_ref().map(|p| p.repo_url.clone())
+        }
+        _ => None,
+    };
+    let mut report = match pushed_to {
         Some(url) => ops.merge_pushed(request, &url, dir).await?,
         None => ops.merge_workspace(request).await?,
     };
-    if run.is_some()
+    if let Some((record, i)) = &run
         && let Err(why) =
-            crate::finish::record_outcome(store, ws.id.as_str(), AgentOutcome::Merged).await
+            crate::finish::record_outcome_of(store, record, *i, AgentOutcome::Merged).await
     {
         report.warning = Some(why);
     }

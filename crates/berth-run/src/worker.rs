@@ -141,6 +141,7 @@ pub async fn queue(
     if request.task.trim().is_empty() {
         return Err(RunError::EmptyTask);
     }
+    crate::writable_needs_an_acp_agent(&request)?;
     let repo_url = ops.pool_url(repo, here)?;
     let stored = StoredRequest {
         repository: None,

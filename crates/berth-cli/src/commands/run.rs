@@ -291,16 +291,6 @@ async fn new_run(ops: Ops, store: RunStore, args: NewRunArgs) -> anyhow::Result<
         },
         &config,
     )?;
-    if !args.agent_writable.is_empty()
-        && !agents
-            .iter()
-            .any(|a| matches!(a, berth_run::AgentSpec::Acp { .. }))
-    {
-        return Err(berth_ops::Error::invalid(
-            "--agent-writable is for ACP agents' processes, and this run has none: berth's own agent writes only its worktree",
-        )
-        .into());
-    }
     if args.queue {
         return queue(&ops, &store, task, agents, &args, &config).await;
     }
@@ -927,8 +917,13 @@ async fn agent_stderr(
         .with_context(|| format!("cannot read {}", path.display()))?
     {
         Some(text) => {
+            // Byte for byte into a file or a pipe; on a terminal, with no control character
+            // of the agent's to drive it.
             let mut out = std::io::stdout().lock();
-            out.write_all(text.as_bytes())?;
+            match out.is_terminal() {
+                true => out.write_all(render::lines(&text).as_bytes())?,
+                false => out.write_all(text.as_bytes())?,
+            }
             out.flush()?;
             Ok(())
         }
