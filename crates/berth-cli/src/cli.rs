@@ -41,8 +41,9 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "PATH")]
     pub home: Option<PathBuf>,
 
+    /// None: the dashboard on a terminal, else the help (`main.rs`).
     #[command(subcommand)]
-    pub command: Command,
+    pub command: Option<Command>,
 }
 
 #[derive(Subcommand)]
@@ -117,6 +118,14 @@ pub enum Command {
     /// the key from ANTHROPIC_API_KEY, OPENAI_API_KEY or GEMINI_API_KEY (or the config).
     #[command(verbatim_doc_comment)]
     Chat(ChatArgs),
+    /// The terminal dashboard: every run and its agents live, an agent's transcript as it
+    /// streams and its diff, the workspaces and the sessions. An agent's question is answered
+    /// in a dialog (y allow, a always, n deny); p picks an agent, x discards, s stops, r
+    /// resumes, t tells it more, c starts a run; ? shows every key, q quits.
+    ///
+    /// `berth` with no command starts it on a terminal. It follows NO_COLOR.
+    #[command(verbatim_doc_comment)]
+    Ui,
     /// Put agents to work on a task, each in a new git workspace of its own, side by side.
     ///
     /// Each agent gets a workspace (named after the task, or --name, with its index; spare
@@ -631,6 +640,10 @@ pub enum RunCommand {
         /// repeated): what it was refused before, now allowed. For a run that is over.
         #[arg(long, value_name = "TOOLS", value_delimiter = ',')]
         allow: Vec<String>,
+        /// For a run that is over: the told turn goes on in a process of its own, and its id
+        /// is printed at once, as `berth run --detach` does.
+        #[arg(long, conflicts_with = "allow")]
+        detach: bool,
         #[arg(long)]
         json: bool,
     },
@@ -722,6 +735,9 @@ pub enum RunCommand {
         id: String,
         #[arg(long)]
         resume: bool,
+        /// Tells this agent (1 is the first) what standard input holds.
+        #[arg(long, value_name = "N", conflicts_with = "resume")]
+        tell: Option<berth_run::AgentNumber>,
     },
 }
 

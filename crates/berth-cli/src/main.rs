@@ -14,6 +14,7 @@ mod man;
 mod progress;
 mod render;
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -23,7 +24,20 @@ fn main() -> ExitCode {
     clap_complete::CompleteEnv::with_factory(<cli::Cli as clap::CommandFactory>::command)
         .complete();
     let cli = cli::Cli::parse();
-    if let cli::Command::Man { command, out } = &cli.command {
+    // `berth` alone: the dashboard for a person at a terminal; for a script, the help and
+    // status 2, as a missing command always was.
+    let command = match cli.command {
+        Some(command) => command,
+        None if std::io::stdin().is_terminal() && std::io::stdout().is_terminal() => {
+            cli::Command::Ui
+        }
+        None => {
+            let mut help = <cli::Cli as clap::CommandFactory>::command();
+            let _ = help.write_help(&mut std::io::stderr());
+            return ExitCode::from(2);
+        }
+    };
+    if let cli::Command::Man { command, out } = &command {
         return match man::write(command, out.as_deref()) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -32,7 +46,7 @@ fn main() -> ExitCode {
             }
         };
     }
-    if let cli::Command::Completions { shell } = cli.command {
+    if let cli::Command::Completions { shell } = command {
         return match completion::print_registration(shell) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -49,11 +63,11 @@ fn main() -> ExitCode {
     // up no other's stream. An HTTP server may serve several clients at once, and a run's
     // supervisor streams several agents while it writes their records: a worker per core.
     let serves_many = matches!(
-        &cli.command,
+        &command,
         cli::Command::Mcp(args) if args.transport == cli::Transport::Http
-    ) || matches!(&cli.command, cli::Command::Serve(_))
+    ) || matches!(&command, cli::Command::Serve(_) | cli::Command::Ui)
         || matches!(
-            &cli.command,
+            &command,
             cli::Command::Run(cli::RunArgs {
                 command: None
                     | Some(cli::RunCommand::Resume { .. } | cli::RunCommand::Supervise { .. }),
@@ -72,7 +86,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(commands::run(cli)) {
+    match runtime.block_on(commands::run(cli.home, command)) {
         Ok(()) => ExitCode::SUCCESS,
         // A reader that went away (`berth workspace list | head`) is not an error.
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,

@@ -53,7 +53,7 @@ use berth_store_sql::SqlStore;
 
 /// Progress of checkouts and of the operations' loops, for a front end on a terminal.
 pub use berth_git::progress;
-pub use berth_git::{FileDiff, MergeMode, Merged, WorktreeDiff};
+pub use berth_git::{FileDiff, MergeMode, Merged, WorktreeDiff, WorktreeStatus};
 pub use error::{Error, ErrorKind, Result, blocking};
 pub use git_workspace::{DEFAULT_SETUP_TIMEOUT, adoption};
 pub use merge::{MergeReport, MergeWorkspace};

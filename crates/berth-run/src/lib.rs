@@ -23,6 +23,7 @@ mod agents;
 mod ask;
 mod check;
 mod compare;
+mod detach;
 mod finish;
 mod kept;
 mod notices;
@@ -56,6 +57,7 @@ pub use ask::{Answer, DEFAULT_ASK_TIMEOUT};
 pub use berth_agent::Policy;
 pub use check::CheckResult;
 pub use compare::{Compared, Comparison, compare};
+pub use detach::{Detach, SUPERVISOR_START, ToldDetached, detach, start_detached, tell_detached};
 pub use finish::{
     Cleaned, Dropped, Pick, Picked, clean, cleanable, delete_workspace, discard, merge_message,
     pick,

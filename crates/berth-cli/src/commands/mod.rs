@@ -16,6 +16,7 @@ mod skill;
 mod storage;
 mod store;
 mod token;
+mod ui;
 mod workspace;
 
 use std::io::IsTerminal;
@@ -24,13 +25,13 @@ use std::path::PathBuf;
 use anyhow::Context;
 use berth_ops::{Error, Refill};
 
-use crate::cli::{Cli, Command};
+use crate::cli::Command;
 
-pub async fn run(cli: Cli) -> anyhow::Result<()> {
-    let home = home(cli.home)
+pub async fn run(home: Option<PathBuf>, command: Command) -> anyhow::Result<()> {
+    let home = self::home(home)
         .context("cannot find the platform data folder; pass --home or set BERTH_HOME")?;
     // The doctor opens the store itself: an unreachable one is one of its findings.
-    if let Command::Doctor { mcp_timeout, json } = cli.command {
+    if let Command::Doctor { mcp_timeout, json } = command {
         return doctor::run(&home, mcp_timeout, json.json).await;
     }
     let ops = berth_ops::open(&home, &berth_ops::environment())?;
@@ -50,7 +51,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Err(_) => ops,
     };
     let notices = ops.clone();
-    let done = match cli.command {
+    let done = match command {
         Command::Workspace(cmd) => workspace::run(&ops, cmd).await,
         Command::Session(cmd) => session::run(&ops, cmd).await,
         Command::Binding(cmd) => binding::run(&ops, cmd).await,
@@ -64,6 +65,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Serve(args) => serve::run(ops, args).await,
         Command::Token(cmd) => token::run(&ops, cmd).await,
         Command::Skill(cmd) => skill::run(&ops, cmd).await,
+        Command::Ui => ui::run(ops).await,
         // Answered in main, before a home is opened; the doctor above, before a store is.
         Command::Completions { .. } | Command::Man { .. } | Command::Doctor { .. } => Ok(()),
     };

@@ -21,9 +21,6 @@ use crate::commands::{Interrupted, confirm};
 use crate::render;
 use berth_run::AgentNumber;
 
-/// How long `berth run --detach` waits for its supervisor to take the run.
-const SUPERVISOR_START: Duration = Duration::from_secs(15);
-
 /// How long `berth run stop` waits to see the agents stop (an ACP agent has 5 seconds to
 /// answer its cancel before its process is killed).
 const STOP_WAIT: Duration = Duration::from_secs(15);
@@ -60,10 +57,14 @@ pub async fn run(ops: Ops, args: RunArgs) -> anyhow::Result<()> {
             text,
             task_file,
             allow,
+            detach: detach_it,
             json,
         }) => {
             let text = read_task(text.as_deref(), task_file.as_deref())?;
-            tell(ops, store, &id, agent, &text, &allow, json).await
+            match detach_it {
+                true => tell_detached(&ops, &store, &id, agent, &text, json).await,
+                false => tell(ops, store, &id, agent, &text, &allow, json).await,
+            }
         }
         Some(RunCommand::Answer {
             id,
@@ -129,7 +130,9 @@ pub async fn run(ops: Ops, args: RunArgs) -> anyhow::Result<()> {
             confirm,
             json,
         }) => clean(&ops, &store, dry_run, confirm.yes, json).await,
-        Some(RunCommand::Supervise { id, resume }) => supervise(ops, store, &id, resume).await,
+        Some(RunCommand::Supervise { id, resume, tell }) => {
+            supervise(ops, store, &id, resume, tell).await
+        }
     }
 }
 
@@ -307,37 +310,35 @@ async fn new_run(ops: Ops, store: RunStore, args: NewRunArgs) -> anyhow::Result<
             Repository::Around(std::env::current_dir().context("cannot read the current folder")?)
         }
     };
-    // Checked before the run is recorded or detached: a run that cannot start makes nothing.
-    let checker = AgentBuilder::new(ops.clone()).build();
-    let request = berth_run::preflight(
-        &ops,
-        &checker,
-        RunRequest {
-            task,
-            repository,
-            workspace: None,
-            agents,
-            name: args.name.clone(),
-            policy: Policy::new(&args.allow, args.allow_all),
-            check: args.check.clone(),
-            check_timeout: Duration::from_secs(args.check_timeout),
-            resume: BTreeMap::new(),
-            agent_writable: args.agent_writable.clone(),
-            push,
-            budget: berth_run::Budget {
-                max_tokens: args.max_tokens,
-                max_cost: args.max_cost,
-            },
-            max_agents: None,
-            stderr_dir: None,
-            ask: asks(&args, &config),
+    let request = RunRequest {
+        task,
+        repository,
+        workspace: None,
+        agents,
+        name: args.name.clone(),
+        policy: Policy::new(&args.allow, args.allow_all),
+        check: args.check.clone(),
+        check_timeout: Duration::from_secs(args.check_timeout),
+        resume: BTreeMap::new(),
+        agent_writable: args.agent_writable.clone(),
+        push,
+        budget: berth_run::Budget {
+            max_tokens: args.max_tokens,
+            max_cost: args.max_cost,
         },
-    )
-    .await?;
-    let record = store.create(StoredRequest::of(&request)).await?;
+        max_agents: None,
+        stderr_dir: None,
+        ask: asks(&args, &config),
+    };
     if args.detach {
-        return detach(&ops, &store, &record.id, false, args.json).await;
+        let exe = std::env::current_exe().context("cannot find the berth program to start")?;
+        let (record, pid) = berth_run::start_detached(&ops, &store, request, &exe).await?;
+        return said_detached(&record.id, pid, args.json);
     }
+    // Checked before the run is recorded: a run that cannot start makes nothing.
+    let checker = AgentBuilder::new(ops.clone()).build();
+    let request = berth_run::preflight(&ops, &checker, request).await?;
+    let record = store.create(StoredRequest::of(&request)).await?;
     let supervision = store.supervise(&record.id).await?;
     foreground(ops, supervision, request, args.json).await
 }
@@ -500,62 +501,22 @@ async fn tell(
     }
 }
 
-/// Starts `berth run supervise ID` as a process of its own (its own process group, so a
-/// terminal's Ctrl-C or hangup does not reach it), waits until it has taken the run, and
-/// prints the run's id.
+/// Hands the run to a `berth run supervise ID` process of its own (berth-run's `detach`),
+/// and prints the run's id.
 async fn detach(
     ops: &Ops,
     store: &RunStore,
     id: &RunId,
-    resume: bool,
+    what: berth_run::Detach,
     json: bool,
 ) -> anyhow::Result<()> {
-    use std::os::unix::process::CommandExt;
-    let log_path = store.log_path(id);
-    if let Some(dir) = log_path.parent() {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    }
-    let log = std::fs::File::create(&log_path)
-        .with_context(|| format!("cannot create {}", log_path.display()))?;
     let exe = std::env::current_exe().context("cannot find the berth program to start")?;
-    let mut command = std::process::Command::new(exe);
-    command
-        .arg("--home")
-        .arg(ops.home())
-        .args(["run", "supervise", id.as_str()])
-        .stdin(std::process::Stdio::null())
-        .stdout(log.try_clone()?)
-        .stderr(log)
-        .process_group(0);
-    if resume {
-        command.arg("--resume");
-    }
-    let mut child = command
-        .spawn()
-        .context("cannot start the run's supervisor")?;
-    let started = Instant::now();
-    let pid = loop {
-        if let Some(status) = child.try_wait()? {
-            let said = std::fs::read_to_string(&log_path).unwrap_or_default();
-            bail!(
-                "the run's supervisor ended at once ({status}): {}",
-                said.trim()
-            );
-        }
-        let record = store.load(id).await?;
-        match (record.state, record.supervisor) {
-            (RunState::Running, Some(pid)) => break pid,
-            (RunState::Ended | RunState::Failed, _) => break child.id(),
-            _ if started.elapsed() > SUPERVISOR_START => {
-                bail!(
-                    "the run's supervisor did not start within {} s; see {}",
-                    SUPERVISOR_START.as_secs(),
-                    log_path.display()
-                )
-            }
-            _ => tokio::time::sleep(Duration::from_millis(20)).await,
-        }
-    };
+    let pid = berth_run::detach(ops, store, id, what, &exe).await?;
+    said_detached(id, pid, json)
+}
+
+/// The id of a run handed to supervisor `pid`, and how to follow it.
+fn said_detached(id: &RunId, pid: u32, json: bool) -> anyhow::Result<()> {
     if json {
         render::json(&serde_json::json!({ "run": id, "supervisor": pid }))?;
     } else {
@@ -563,6 +524,49 @@ async fn detach(
         eprintln!(
             "run {id} goes on in process {pid}: `berth run logs {id} -f` follows it, `berth run wait {id}` waits for it"
         );
+    }
+    Ok(())
+}
+
+/// `berth run tell --detach`: the told turn of a run that is over in a supervisor process
+/// of its own; queued, as without `--detach`, for a run still running.
+async fn tell_detached(
+    ops: &Ops,
+    store: &RunStore,
+    id: &str,
+    agent: Option<AgentNumber>,
+    text: &str,
+    json: bool,
+) -> anyhow::Result<()> {
+    let id = store.resolve(id).await?;
+    let exe = std::env::current_exe().context("cannot find the berth program to start")?;
+    let agent = agent.map(AgentNumber::index);
+    match berth_run::tell_detached(ops, store, &id, agent, text, &exe).await? {
+        berth_run::ToldDetached::Queued { agent } => {
+            if json {
+                render::json(
+                    &serde_json::json!({ "run": id, "agent": agent + 1, "queued": true }),
+                )?;
+            } else {
+                eprintln!(
+                    "run {id} is running: agent {} is told once its current turn ends",
+                    agent + 1
+                );
+            }
+        }
+        berth_run::ToldDetached::Started { agent, supervisor } => {
+            if json {
+                render::json(
+                    &serde_json::json!({ "run": id, "agent": agent + 1, "supervisor": supervisor }),
+                )?;
+            } else {
+                render::line(&id)?;
+                eprintln!(
+                    "agent {} of run {id} is told in process {supervisor}: `berth run logs {id} -f` follows it",
+                    agent + 1
+                );
+            }
+        }
     }
     Ok(())
 }
@@ -674,11 +678,47 @@ async fn start_supervised(
     Ok(Supervised::start(ops, agent, supervision, request, Host::Own).await?)
 }
 
-/// The hidden `berth run supervise ID`: a detached run's supervisor.
-async fn supervise(ops: Ops, store: RunStore, id: &str, resume: bool) -> anyhow::Result<()> {
+/// The hidden `berth run supervise ID`: a detached run's supervisor; with `--tell N`, of
+/// agent N's told turn, told what standard input holds.
+async fn supervise(
+    ops: Ops,
+    store: RunStore,
+    id: &str,
+    resume: bool,
+    tell: Option<AgentNumber>,
+) -> anyhow::Result<()> {
     // The terminal that started the run may close; its hangup is not this process's end.
     let _hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
     let id = store.resolve(id).await?;
+    if let Some(agent) = tell {
+        let mut text = String::new();
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .context("cannot read what to tell the agent from standard input")?;
+        let runner = AgentBuilder::new(ops.clone())
+            .tools(berth_agent::tools::builtin())
+            .build();
+        let told = Supervised::tell_or_queue(
+            ops,
+            runner,
+            &store,
+            &id,
+            Some(agent.index()),
+            &text,
+            &[],
+            Host::Own,
+        )
+        .await?;
+        if let berth_run::Told::Started(mut supervised) = told {
+            while let Some(next) = supervised.next().await {
+                if let Next::Unkept(e) = next {
+                    eprintln!("berth: {e} (the run goes on)");
+                }
+            }
+            supervised.finish().await?;
+        }
+        return Ok(());
+    }
     let mut supervision = store.supervise(&id).await?;
     let again = match resume {
         true => supervision.record().unfinished(),
@@ -708,7 +748,7 @@ async fn resume(
     let id = store.resolve(id).await?;
     let again = store.resumable(&id).await?;
     if detach_it {
-        return detach(&ops, &store, &id, true, json).await;
+        return detach(&ops, &store, &id, berth_run::Detach::Resume, json).await;
     }
     let mut supervision = store.supervise(&id).await?;
     supervision.resuming(&again).await?;

@@ -1,0 +1,186 @@
+//! A kept run handed to a supervisor process of its own (`berth run supervise`): what
+//! `berth run --detach`, `run resume --detach`, and the terminal dashboard's start, resume
+//! and tell do. The process outlives whoever started it; this returns once it has taken the
+//! run, so a caller never reports a run started that then silently was not.
+
+use std::io::Write;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use berth_ops::{ErrorKind, Ops};
+
+use crate::{KeptError, RunError, RunId, RunState, RunStore};
+
+/// How long a supervisor may take to take its run.
+pub const SUPERVISOR_START: Duration = Duration::from_secs(15);
+
+/// What the supervisor does with the run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Detach {
+    /// Starts it: a run just recorded.
+    Start,
+    /// Continues its unfinished agents (`berth run resume`).
+    Resume,
+    /// Tells agent `agent` (0-based) of a run that is over `text` (`berth run tell`).
+    Tell { agent: usize, text: String },
+}
+
+/// Starts `program` (the berth binary) as `berth --home HOME run supervise ID` in its own
+/// process group, so a terminal's Ctrl-C or hangup does not reach it, with its output in
+/// the run's log; waits until it has taken the run. The supervisor's process id.
+pub async fn detach(
+    ops: &Ops,
+    store: &RunStore,
+    id: &RunId,
+    what: Detach,
+    program: &Path,
+) -> Result<u32, RunError> {
+    let log_path = store.log_path(id);
+    let io = |path: &Path| {
+        let path = path.to_owned();
+        move |source| KeptError::Io { path, source }
+    };
+    if let Some(dir) = log_path.parent() {
+        std::fs::create_dir_all(dir).map_err(io(dir))?;
+    }
+    let log = std::fs::File::create(&log_path).map_err(io(&log_path))?;
+    let log_too = log.try_clone().map_err(io(&log_path))?;
+    let mut command = Command::new(program);
+    command
+        .arg("--home")
+        .arg(ops.home())
+        .args(["run", "supervise", id.as_str()])
+        .stdout(log_too)
+        .stderr(log)
+        .process_group(0);
+    // What an agent is told goes on standard input: never on a command line, where any
+    // process of the machine could read it.
+    let told = match &what {
+        Detach::Start => {
+            command.stdin(Stdio::null());
+            None
+        }
+        Detach::Resume => {
+            command.arg("--resume").stdin(Stdio::null());
+            None
+        }
+        Detach::Tell { agent, text } => {
+            command
+                .args(["--tell", &(agent + 1).to_string()])
+                .stdin(Stdio::piped());
+            Some(text.clone())
+        }
+    };
+    let cannot = |e: std::io::Error| {
+        RunError::Ops(berth_ops::Error::rule(
+            ErrorKind::Io,
+            format!(
+                "cannot start the run's supervisor {}: {e}",
+                program.display()
+            ),
+        ))
+    };
+    let spawned = chrono::Utc::now();
+    let mut child = command.spawn().map_err(cannot)?;
+    if let (Some(text), Some(mut stdin)) = (told, child.stdin.take()) {
+        stdin.write_all(text.as_bytes()).map_err(cannot)?;
+    }
+    let started = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().map_err(cannot)? {
+            let said = std::fs::read_to_string(&log_path).unwrap_or_default();
+            return Err(RunError::Ops(berth_ops::Error::rule(
+                ErrorKind::External,
+                format!(
+                    "the run's supervisor ended at once ({status}): {}",
+                    said.trim()
+                ),
+            )));
+        }
+        let record = store.load(id).await?;
+        match (record.state, record.supervisor) {
+            (RunState::Running, Some(pid)) if pid == child.id() => return Ok(pid),
+            // Over already: a quick one, or one that could not start. Its record says how.
+            // A told run was over before; it is over again once it ended after the spawn.
+            (RunState::Ended | RunState::Failed, _)
+                if !matches!(what, Detach::Tell { .. })
+                    || record.ended_at.is_some_and(|t| t > spawned) =>
+            {
+                return Ok(child.id());
+            }
+            _ if started.elapsed() > SUPERVISOR_START => {
+                return Err(RunError::Ops(berth_ops::Error::rule(
+                    ErrorKind::External,
+                    format!(
+                        "the run's supervisor did not start within {} s; see {}",
+                        SUPERVISOR_START.as_secs(),
+                        log_path.display()
+                    ),
+                )));
+            }
+            _ => tokio::time::sleep(Duration::from_millis(20)).await,
+        }
+    }
+}
+
+/// A run recorded and started in a supervisor process of its own: checked first as every
+/// new run is ([`crate::preflight`]), so one that cannot start makes nothing. The record
+/// as made, and the supervisor's process id.
+pub async fn start_detached(
+    ops: &Ops,
+    store: &RunStore,
+    request: crate::RunRequest,
+    program: &Path,
+) -> Result<(crate::RunRecord, u32), RunError> {
+    let checker = berth_agent::AgentBuilder::new(ops.clone()).build();
+    let request = crate::preflight(ops, &checker, request).await?;
+    let record = store.create(crate::StoredRequest::of(&request)).await?;
+    let pid = detach(ops, store, &record.id, Detach::Start, program).await?;
+    Ok((record, pid))
+}
+
+/// What [`tell_detached`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToldDetached {
+    /// The run is running: agent `agent` (0-based) is told once its current turn ends.
+    Queued { agent: usize },
+    /// The run was over: the agent's told turn runs in process `supervisor`.
+    Started { agent: usize, supervisor: u32 },
+}
+
+/// Tells agent `which` (the only one when `None`) of run `id` `text`: queued for a run
+/// still running, as [`crate::Supervised::tell_or_queue`] does; for a run that is over, in
+/// a supervisor process of its own rather than the caller's.
+pub async fn tell_detached(
+    ops: &Ops,
+    store: &RunStore,
+    id: &RunId,
+    which: Option<usize>,
+    text: &str,
+    program: &Path,
+) -> Result<ToldDetached, RunError> {
+    if text.trim().is_empty() {
+        return Err(RunError::EmptyTask);
+    }
+    if !store.load(id).await?.state.is_over() {
+        match store.queue_tell(id, which, text).await {
+            Ok(agent) => return Ok(ToldDetached::Queued { agent }),
+            // It ended meanwhile: told as a run that is over.
+            Err(KeptError::NotRunning { .. }) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    // Refused here, before a process is started, when the agent cannot be told.
+    let again = store.tellable(id, which, text).await?;
+    let Some(&agent) = again.keys().next() else {
+        return Err(KeptError::NothingToResume(id.clone()).into());
+    };
+    let what = Detach::Tell {
+        agent,
+        text: text.to_owned(),
+    };
+    let supervisor = detach(ops, store, id, what, program).await?;
+    Ok(ToldDetached::Started { agent, supervisor })
+}

@@ -1,0 +1,223 @@
+//! What an [`Action`] does, through the same functions of berth-run and berth-ops as the
+//! CLI, MCP and the web page: the dashboard writes no rule of its own. Each ends in one
+//! [`Update`]: what it read, or a line saying what it did or why it could not.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use berth_ops::{Ops, Repository};
+use berth_run::{RunRequest, RunStore, StopRequest};
+
+use crate::model::{Action, NewRun, Update};
+
+/// What every action runs with.
+#[derive(Clone)]
+pub struct Context {
+    pub ops: Ops,
+    pub store: RunStore,
+    pub program: PathBuf,
+    pub here: PathBuf,
+}
+
+impl Action {
+    /// Whether the list of runs should be read again once it is done.
+    pub fn changes_runs(&self) -> bool {
+        matches!(
+            self,
+            Action::Pick { .. }
+                | Action::Discard { .. }
+                | Action::Stop { .. }
+                | Action::Resume(_)
+                | Action::Tell { .. }
+                | Action::Answer { .. }
+                | Action::Start(_)
+        )
+    }
+}
+
+/// Does `action`.
+pub async fn act(cx: &Context, action: Action) -> Update {
+    let (ops, store) = (&cx.ops, &cx.store);
+    match action {
+        Action::Follow(_) | Action::Quit => Update::Done(String::new()),
+        Action::MoreRuns(cursor) => match store.page(crate::app::RUNS_PAGE, Some(&cursor)).await {
+            Ok(page) => Update::MoreRuns {
+                runs: page.runs.into_iter().filter_map(Result::ok).collect(),
+                next: page.next,
+            },
+            Err(e) => Update::Failed(e.to_string()),
+        },
+        Action::LoadDiff {
+            run,
+            agent,
+            workspace,
+        } => Update::Diff {
+            run,
+            agent,
+            diff: berth_run::workspace_diff(ops, store, &workspace, true)
+                .await
+                .map_err(|e| e.to_string()),
+        },
+        Action::LoadWorkspaces => match ops.list_workspaces().await {
+            Ok(list) => Update::Workspaces(list),
+            Err(e) => Update::Failed(format!("cannot list the workspaces: {e}")),
+        },
+        Action::LoadWorkspaceStatus(id) => {
+            let status = match ops.resolve_workspace(&id).await {
+                Ok(ws) => ops.git_status(&ws).await.ok().flatten(),
+                Err(_) => None,
+            };
+            Update::WorkspaceStatus { id, status }
+        }
+        Action::LoadSessions => match ops.list_sessions(None).await {
+            Ok(list) => Update::Sessions(list),
+            Err(e) => Update::Failed(format!("cannot list the sessions: {e}")),
+        },
+        Action::LoadSessionTranscript(id) => {
+            let messages = match ops.resolve_session(&id).await {
+                Ok(session) => ops
+                    .transcript(&session)
+                    .await
+                    .map(|t| t.messages)
+                    .map_err(|e| e.to_string()),
+                Err(e) => Err(e.to_string()),
+            };
+            Update::SessionTranscript { id, messages }
+        }
+        Action::Pick { run, agent } => {
+            let pick = berth_run::Pick {
+                run: run.clone(),
+                agent,
+                mode: berth_ops::MergeMode::Merge,
+                keep_others: false,
+            };
+            match berth_run::pick(ops, store, pick, &cx.here).await {
+                Ok(picked) => Update::Done(format!(
+                    "picked agent {} of run {run}: {} commit(s) merged into {}",
+                    agent + 1,
+                    picked.merge.merged.commits,
+                    picked.merge.merged.into
+                )),
+                Err(e) => Update::Failed(format!("cannot pick agent {}: {e}", agent + 1)),
+            }
+        }
+        Action::Discard { run, agent } => match berth_run::discard(ops, store, &run, agent).await {
+            Ok(dropped) => Update::Done(format!(
+                "dropped {} workspace(s) of run {run}",
+                dropped.len()
+            )),
+            Err(e) => Update::Failed(e.to_string()),
+        },
+        Action::Stop { run, agent } => {
+            let what = match agent {
+                Some(i) => StopRequest::Agent(i),
+                None => StopRequest::All,
+            };
+            match store.request_stop(&run, what).await {
+                Ok(_) => Update::Done(format!("asked run {run} to stop")),
+                Err(e) => Update::Failed(e.to_string()),
+            }
+        }
+        Action::Resume(run) => {
+            let resumed = async {
+                store.resumable(&run).await?;
+                berth_run::detach(ops, store, &run, berth_run::Detach::Resume, &cx.program).await
+            };
+            match resumed.await {
+                Ok(pid) => Update::Done(format!("run {run} resumed in process {pid}")),
+                Err(e) => Update::Failed(e.to_string()),
+            }
+        }
+        Action::Tell { run, agent, text } => {
+            match berth_run::tell_detached(ops, store, &run, Some(agent), &text, &cx.program).await
+            {
+                Ok(berth_run::ToldDetached::Queued { agent }) => Update::Done(format!(
+                    "agent {} is told once its current turn ends",
+                    agent + 1
+                )),
+                Ok(berth_run::ToldDetached::Started { agent, supervisor }) => Update::Done(
+                    format!("agent {} is told, in process {supervisor}", agent + 1),
+                ),
+                Err(e) => Update::Failed(e.to_string()),
+            }
+        }
+        Action::Answer {
+            run,
+            agent,
+            question,
+            answer,
+        } => match store
+            .queue_answer_to(&run, Some(agent), Some(&question), answer)
+            .await
+        {
+            Ok((i, tool)) => Update::Done(format!(
+                "answered agent {}: {tool}: {}",
+                i + 1,
+                answer.as_str()
+            )),
+            Err(e) => Update::Failed(e.to_string()),
+        },
+        Action::Start(form) => match start(cx, form).await {
+            Ok(message) => Update::Done(message),
+            Err(e) => Update::Failed(e),
+        },
+    }
+}
+
+/// A run started from the form, as `berth run --detach` starts one: the agents chosen by
+/// the same rules, checked before anything is made. It asks the person watching about a
+/// call its policy does not cover, since they are here to answer.
+async fn start(cx: &Context, form: NewRun) -> Result<String, String> {
+    let config = cx.ops.config(None).await.map_err(|e| e.to_string())?.config;
+    let agents = form.agents.trim();
+    let specs: Vec<String> = agents
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect();
+    let counted = agents.parse::<usize>().is_ok();
+    let choice = berth_run::AgentChoice {
+        agents: counted.then_some(agents),
+        agent: match counted {
+            true => &[],
+            false => &specs,
+        },
+        model: None,
+        agent_cmd: None,
+    };
+    let agents = berth_run::choose_agents(choice, &config).map_err(|e| e.to_string())?;
+    let allow: Vec<String> = form
+        .allow
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty() && *s != "all")
+        .map(str::to_owned)
+        .collect();
+    let check = Some(form.check.trim().to_owned()).filter(|c| !c.is_empty());
+    let ask = config
+        .run
+        .ask_timeout_secs
+        .map_or(berth_run::DEFAULT_ASK_TIMEOUT, Duration::from_secs);
+    let request = RunRequest {
+        task: form.task.trim().to_owned(),
+        repository: Repository::Around(cx.here.clone()),
+        workspace: None,
+        agents,
+        name: None,
+        policy: berth_run::Policy::new(&allow, form.allow.trim() == "all"),
+        check,
+        check_timeout: Duration::from_secs(berth_run::DEFAULT_CHECK_TIMEOUT_SECS),
+        resume: Default::default(),
+        agent_writable: Vec::new(),
+        push: false,
+        budget: berth_run::Budget::default(),
+        max_agents: None,
+        stderr_dir: None,
+        ask: Some(ask),
+    };
+    let (record, pid) = berth_run::start_detached(&cx.ops, &cx.store, request, &cx.program)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(format!("run {} started in process {pid}", record.id))
+}

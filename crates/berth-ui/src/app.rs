@@ -1,0 +1,202 @@
+//! The dashboard on a real terminal: raw mode and the alternate screen, a thread reading
+//! keys, a feed reading the store, and actions run through berth-run, all sending into one
+//! channel that the loop takes from, applies to the model and draws. The terminal is given
+//! back as it was on quit, on an error, and on a panic (ratatui's hook).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use berth_ops::Ops;
+use berth_run::{RunId, RunStore};
+use ratatui::crossterm::event::{self, Event};
+use tokio::sync::{Notify, mpsc, watch};
+
+use crate::act;
+use crate::draw::draw;
+use crate::keys::key;
+use crate::model::{Action, Model, Update};
+
+/// Runs per page of the list; further pages load as the selection reaches the end.
+pub const RUNS_PAGE: usize = 200;
+
+/// How often the list of runs is read again.
+const RUNS_EVERY: Duration = Duration::from_secs(1);
+
+/// How often the followed run's new events are read.
+const EVENTS_EVERY: Duration = Duration::from_millis(200);
+
+/// What the dashboard needs besides the home.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The berth program, started as the supervisor of a run started, resumed or told here.
+    pub program: PathBuf,
+    /// The folder whose repository a pick merges into and a new run starts in.
+    pub here: PathBuf,
+    /// Colours, unless `NO_COLOR` says not to.
+    pub color: bool,
+}
+
+/// One message for the loop.
+enum Message {
+    Term(Event),
+    Update(Box<Update>),
+}
+
+/// Runs the dashboard until `q`.
+pub async fn run(ops: Ops, store: RunStore, options: Options) -> std::io::Result<()> {
+    let place = match store.pooled() {
+        true => format!("pool · node {}", store.node()),
+        false => ops.home().display().to_string(),
+    };
+    let mut model = Model::new(place, options.color);
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let (follow, followed) = watch::channel(None::<RunId>);
+    let wake = Arc::new(Notify::new());
+    let mut terminal = ratatui::try_init()?;
+    let keys = tx.clone();
+    std::thread::Builder::new()
+        .name("berth-ui-keys".to_owned())
+        .spawn(move || {
+            while let Ok(event) = event::read() {
+                if keys.send(Message::Term(event)).is_err() {
+                    break;
+                }
+            }
+        })?;
+    tokio::spawn(feed(store.clone(), tx.clone(), followed, wake.clone()));
+    let context = act::Context {
+        ops,
+        store,
+        program: options.program,
+        here: options.here,
+    };
+    let mut ticks = tokio::time::interval(Duration::from_secs(1));
+    let result = loop {
+        if let Err(e) = terminal.draw(|frame| draw(frame, &model)) {
+            break Err(e);
+        }
+        let first = tokio::select! {
+            m = rx.recv() => m,
+            _ = ticks.tick() => {
+                model.now = chrono::Utc::now();
+                continue;
+            }
+        };
+        let Some(first) = first else { break Ok(()) };
+        // Everything waiting is taken in before the next frame.
+        let mut actions = Vec::new();
+        let mut next = Some(first);
+        while let Some(message) = next {
+            actions.extend(match message {
+                Message::Term(Event::Key(k)) => key(&mut model, k),
+                Message::Term(_) => Vec::new(),
+                Message::Update(update) => model.apply(*update),
+            });
+            next = rx.try_recv().ok();
+        }
+        if actions.contains(&Action::Quit) {
+            break Ok(());
+        }
+        for action in actions {
+            match action {
+                Action::Follow(id) => {
+                    follow.send_replace(id);
+                }
+                Action::Quit => {}
+                action => {
+                    let (context, tx, wake) = (context.clone(), tx.clone(), wake.clone());
+                    tokio::spawn(async move {
+                        let changes = action.changes_runs();
+                        let update = act::act(&context, action).await;
+                        let _ = tx.send(Message::Update(Box::new(update)));
+                        if changes {
+                            wake.notify_one();
+                        }
+                    });
+                }
+            }
+        }
+    };
+    ratatui::try_restore()?;
+    result
+}
+
+/// Reads the store: the first page of runs each second (and at once when woken: an action
+/// ended, or a pool's database said a run was queued), and the followed run's new events,
+/// from where the last read ended.
+async fn feed(
+    store: RunStore,
+    tx: mpsc::UnboundedSender<Message>,
+    mut followed: watch::Receiver<Option<RunId>>,
+    wake: Arc<Notify>,
+) {
+    let send = |update| tx.send(Message::Update(Box::new(update))).is_ok();
+    let mut listener = store.listen().await.ok().flatten();
+    let mut runs_at = tokio::time::interval(RUNS_EVERY);
+    let mut events_at = tokio::time::interval(EVENTS_EVERY);
+    let mut following: Option<RunId> = None;
+    let mut cursor = 0;
+    let mut said: Option<String> = None;
+    loop {
+        tokio::select! {
+            _ = runs_at.tick() => {}
+            _ = wake.notified() => {}
+            _ = async {
+                match listener.as_mut() {
+                    Some(l) => { let _ = l.next().await; }
+                    None => std::future::pending::<()>().await,
+                }
+            } => {}
+            _ = events_at.tick() => {
+                let want = followed.borrow_and_update().clone();
+                let from_start = want != following;
+                if from_start {
+                    following = want;
+                    cursor = 0;
+                }
+                let Some(id) = &following else { continue };
+                match store.events(id, cursor).await {
+                    Ok((events, next)) => {
+                        cursor = next;
+                        if (from_start || !events.is_empty())
+                            && !send(Update::Events { run: id.clone(), events, from_start })
+                        {
+                            return;
+                        }
+                    }
+                    Err(e) => {
+                        if !send(Update::Failed(e.to_string())) {
+                            return;
+                        }
+                    }
+                }
+                continue;
+            }
+        }
+        let update = match store.page(RUNS_PAGE, None).await {
+            Ok(page) => {
+                let mut runs = Vec::with_capacity(page.runs.len());
+                for r in page.runs {
+                    match r {
+                        Ok(r) => runs.push(r),
+                        // A record that cannot be read is said once, never left out quietly.
+                        Err(e) if said.as_deref() != Some(&e.to_string()) => {
+                            said = Some(e.to_string());
+                            let _ = send(Update::Failed(e.to_string()));
+                        }
+                        Err(_) => {}
+                    }
+                }
+                Update::Runs {
+                    runs,
+                    next: page.next,
+                }
+            }
+            Err(e) => Update::Failed(format!("cannot read the runs: {e}")),
+        };
+        if !send(update) {
+            return;
+        }
+    }
+}

@@ -1,0 +1,772 @@
+//! Draws the model: a header with the tabs, the tab's panes, a status line, the keys, and
+//! whatever is open on top. Only the rows that show are built: a list of 10,000 workspaces
+//! or a transcript of 50,000 lines costs a frame what a screenful does. Without colour
+//! (`NO_COLOR`), selection and emphasis are reverse video and bold.
+
+use berth_run::{AgentRecord, AgentState, RunRecord, RunState};
+use chrono::{DateTime, Utc};
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Cell, Clear, Paragraph, Row, Table, Wrap};
+
+use crate::keys::{FORM_FIELDS, KEYS};
+use crate::lines::{self, Kind, Lines};
+use crate::model::{Detail, Input, Model, Overlay, Pane, Question, Tab};
+
+/// Wide enough for the runs beside their agents.
+const WIDE: u16 = 120;
+
+/// Styles, in colour or not.
+struct Theme {
+    color: bool,
+}
+
+impl Theme {
+    fn fg(&self, color: Color) -> Style {
+        match self.color {
+            true => Style::new().fg(color),
+            false => Style::new(),
+        }
+    }
+
+    fn selected(&self) -> Style {
+        match self.color {
+            true => Style::new().bg(Color::Blue).fg(Color::White),
+            false => Style::new().add_modifier(Modifier::REVERSED),
+        }
+    }
+
+    fn focus(&self, focused: bool) -> Style {
+        match (focused, self.color) {
+            (true, true) => Style::new().fg(Color::Cyan),
+            (true, false) => Style::new().add_modifier(Modifier::BOLD),
+            (false, _) => Style::new(),
+        }
+    }
+
+    fn line(&self, kind: Kind) -> Style {
+        match kind {
+            Kind::Text => Style::new(),
+            Kind::Heading => self.fg(Color::Cyan).add_modifier(Modifier::BOLD),
+            Kind::Tool => self.fg(Color::Yellow),
+            Kind::Bad | Kind::Removed => self.fg(Color::Red),
+            Kind::Good => self.fg(Color::Green),
+            Kind::Asked => self.fg(Color::Magenta),
+            Kind::Quiet => self.fg(Color::DarkGray),
+        }
+    }
+
+    fn state(&self, state: &str) -> Style {
+        match state {
+            "done" | "ended" | "merged" => self.fg(Color::Green),
+            "failed" | "budget" => self.fg(Color::Red),
+            "working" | "running" | "starting" => self.fg(Color::Yellow),
+            "waiting" => self.fg(Color::Magenta),
+            _ => self.fg(Color::DarkGray),
+        }
+    }
+}
+
+/// Draws the whole screen.
+pub fn draw(frame: &mut Frame, model: &Model) {
+    let theme = Theme { color: model.color };
+    let [header, body, status, footer] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Min(3),
+        Constraint::Length(1),
+        Constraint::Length(1),
+    ])
+    .areas(frame.area());
+    draw_header(frame, header, model, &theme);
+    match model.tab {
+        Tab::Runs => draw_runs_tab(frame, body, model, &theme),
+        Tab::Workspaces => draw_workspaces(frame, body, model, &theme),
+        Tab::Sessions => draw_sessions(frame, body, model, &theme),
+    }
+    if let Some((message, failed)) = &model.status {
+        let style = match failed {
+            true => theme.fg(Color::Red).add_modifier(Modifier::BOLD),
+            false => theme.fg(Color::Green),
+        };
+        frame.render_widget(
+            Paragraph::new(Span::styled(message.as_str(), style)),
+            status,
+        );
+    }
+    draw_footer(frame, footer, model, &theme);
+    if let Some(q) = model.question() {
+        draw_question(frame, &q, &theme);
+    } else {
+        match &model.overlay {
+            Some(Overlay::Help) => draw_help(frame, &theme),
+            Some(Overlay::Confirm { question, .. }) => {
+                let text = vec![
+                    Line::from(question.as_str()),
+                    Line::from(""),
+                    Line::from("y yes · n no"),
+                ];
+                popup(frame, "Sure?", text, 64, &theme);
+            }
+            _ => {}
+        }
+    }
+    match &model.overlay {
+        Some(Overlay::Input { purpose, text }) => {
+            let title = match purpose {
+                Input::Filter => format!("Filter {}", model.tab.title().to_lowercase()),
+                Input::Tell { run, agent } => format!("Tell agent {} of run {run}", agent + 1),
+            };
+            let lines = vec![
+                Line::from(format!("{text}▏")),
+                Line::from(""),
+                Line::from("Enter gives it · Esc drops it"),
+            ];
+            popup(frame, &title, lines, 70, &theme);
+        }
+        Some(Overlay::NewRun { form, field }) => {
+            let values = [&form.task, &form.agents, &form.check, &form.allow];
+            let mut text: Vec<Line> = FORM_FIELDS
+                .iter()
+                .zip(values)
+                .enumerate()
+                .map(|(i, (name, value))| {
+                    let cursor = if i == *field { "▏" } else { "" };
+                    let style = theme.focus(i == *field);
+                    Line::from(vec![
+                        Span::styled(format!("{name:>7}: "), style),
+                        Span::raw(format!("{value}{cursor}")),
+                    ])
+                })
+                .collect();
+            text.push(Line::from(""));
+            text.push(Line::from(
+                "Agents: a number, or berth, berth:MODEL, codex, … separated by commas",
+            ));
+            text.push(Line::from(
+                "Allow: tools the agents may use (write_file,run_command), or all",
+            ));
+            text.push(Line::from("Tab next field · Enter start · Esc drop"));
+            popup(
+                frame,
+                "Start a run in this folder's repository",
+                text,
+                76,
+                &theme,
+            );
+        }
+        _ => {}
+    }
+}
+
+fn draw_header(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
+    let mut spans = vec![Span::styled(
+        " berth ",
+        theme.fg(Color::Cyan).add_modifier(Modifier::BOLD),
+    )];
+    for (i, tab) in Tab::ALL.iter().enumerate() {
+        let style = match *tab == model.tab {
+            true => theme.selected().add_modifier(Modifier::BOLD),
+            false => Style::new(),
+        };
+        spans.push(Span::raw(" "));
+        spans.push(Span::styled(format!("{} {}", i + 1, tab.title()), style));
+    }
+    spans.push(Span::styled(
+        format!("   {}", model.place),
+        theme.fg(Color::DarkGray),
+    ));
+    frame.render_widget(Paragraph::new(Line::from(spans)), area);
+}
+
+fn draw_footer(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
+    let keys: &[&str] = match model.tab {
+        Tab::Runs => match model.pane {
+            Pane::Runs => &["Enter", "/", "d", "l", "p", "x", "s", "r", "c", "t"],
+            _ => &["Esc", "Tab", "d", "l", "t", "p", "x", "s", "r"],
+        },
+        Tab::Workspaces => &["1 2 3", "j k ↑ ↓", "/", "R"],
+        Tab::Sessions => &["Enter", "Esc", "/", "R"],
+    };
+    let key_style = theme.fg(Color::Cyan).add_modifier(Modifier::BOLD);
+    // `? keys q quit` always shows: the keys before it as many as fit.
+    let tail = [("?", "keys"), ("q", "quit")];
+    let tail_width: usize = tail.iter().map(|(k, w)| k.len() + w.len() + 2).sum();
+    let mut used = 0;
+    let mut spans = Vec::new();
+    for k in keys {
+        let Some((key, what)) = KEYS.iter().find(|(key, _)| key == k) else {
+            continue;
+        };
+        // Only the first word.
+        let short = what.split([' ', '(']).next().unwrap_or(what);
+        let width = key.chars().count() + short.chars().count() + 2;
+        if used + width + tail_width > area.width as usize {
+            break;
+        }
+        used += width;
+        spans.push(Span::styled(format!(" {key} "), key_style));
+        spans.push(Span::raw(short.to_owned()));
+    }
+    for (key, what) in tail {
+        spans.push(Span::styled(format!(" {key} "), key_style));
+        spans.push(Span::raw(what));
+    }
+    frame.render_widget(Paragraph::new(Line::from(spans)), area);
+}
+
+fn block<'a>(title: String, focused: bool, theme: &Theme) -> Block<'a> {
+    Block::new()
+        .borders(Borders::ALL)
+        .border_style(theme.focus(focused))
+        .title(Span::styled(title, theme.focus(focused)))
+}
+
+/// The first row to show so that `sel` shows in `height` rows.
+fn first_row(sel: usize, height: usize) -> usize {
+    (sel + 1).saturating_sub(height.max(1))
+}
+
+fn draw_runs_tab(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
+    let agents = model.selected_run().map_or(1, |r| r.agents.len()) as u16;
+    if area.width >= WIDE {
+        let [left, right] =
+            Layout::horizontal([Constraint::Percentage(42), Constraint::Percentage(58)])
+                .areas(area);
+        let [top, bottom] = Layout::vertical([
+            Constraint::Length((agents + 3).min(area.height / 2)),
+            Constraint::Min(3),
+        ])
+        .areas(right);
+        draw_runs(frame, left, model, theme);
+        draw_agents(frame, top, model, theme);
+        draw_detail(frame, bottom, model, theme);
+    } else if model.pane == Pane::Detail {
+        draw_detail(frame, area, model, theme);
+    } else {
+        let [top, middle, bottom] = Layout::vertical([
+            Constraint::Percentage(40),
+            Constraint::Length((agents + 3).min(area.height / 3)),
+            Constraint::Min(3),
+        ])
+        .areas(area);
+        draw_runs(frame, top, model, theme);
+        draw_agents(frame, middle, model, theme);
+        draw_detail(frame, bottom, model, theme);
+    }
+}
+
+fn draw_runs(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
+    let shown = model.shown_runs();
+    let more = match &model.runs_next {
+        Some(_) => "+",
+        None => "",
+    };
+    let filter = model
+        .filter(Tab::Runs)
+        .map(|f| format!(" /{f}"))
+        .unwrap_or_default();
+    let title = format!(" Runs ({}{more}){filter} ", shown.len());
+    let height = area.height.saturating_sub(3) as usize;
+    let first = first_row(model.run_sel, height);
+    let rows: Vec<Row> = shown
+        .iter()
+        .enumerate()
+        .skip(first)
+        .take(height)
+        .map(|(at, &i)| {
+            let r = &model.runs[i];
+            let style = match at == model.run_sel {
+                true => theme.selected(),
+                false => Style::new(),
+            };
+            Row::new(vec![
+                Cell::new(short_id(r.id.as_str())),
+                Cell::new(r.state.as_str()).style(theme.state(run_state(r))),
+                Cell::new(agent_counts(r)),
+                Cell::new(age(model.now, r.created_at)),
+                Cell::new(berth_ops::title_of(&r.request.task)),
+            ])
+            .style(style)
+        })
+        .collect();
+    let widths = [
+        Constraint::Length(8),
+        Constraint::Length(8),
+        Constraint::Length(9),
+        Constraint::Length(4),
+        Constraint::Min(10),
+    ];
+    let table = Table::new(rows, widths)
+        .header(
+            Row::new(["RUN", "STATE", "AGENTS", "AGE", "TASK"]).style(theme.fg(Color::DarkGray)),
+        )
+        .block(block(title, model.pane == Pane::Runs, theme));
+    frame.render_widget(table, area);
+    if shown.is_empty() {
+        let why = match (model.runs.is_empty(), model.filter(Tab::Runs)) {
+            (true, _) => "no runs yet: c starts one (or `berth run TASK`)",
+            (false, _) => "no run matches the filter: / changes it, Esc in it clears it",
+        };
+        let inner = area.inner(ratatui::layout::Margin::new(2, 2));
+        frame.render_widget(Paragraph::new(why).wrap(Wrap { trim: true }), inner);
+    }
+}
+
+/// A run's state, with `waiting` when one of its agents waits on a person.
+fn run_state(r: &RunRecord) -> &'static str {
+    if r.state == RunState::Running && r.agents.iter().any(|a| a.status.waiting.is_some()) {
+        return "waiting";
+    }
+    r.state.as_str()
+}
+
+/// `2✓ 1✗ 1?`: done, failed or stopped, waiting on a person, and working.
+fn agent_counts(r: &RunRecord) -> String {
+    let (mut done, mut failed, mut waiting, mut working) = (0, 0, 0, 0);
+    for a in &r.agents {
+        match a.status.state {
+            _ if a.status.waiting.is_some() => waiting += 1,
+            AgentState::Done => done += 1,
+            AgentState::Failed | AgentState::Stopped | AgentState::Budget => failed += 1,
+            _ => working += 1,
+        }
+    }
+    let mut parts = Vec::new();
+    for (n, mark) in [(done, "✓"), (failed, "✗"), (waiting, "?"), (working, "…")] {
+        if n > 0 {
+            parts.push(format!("{n}{mark}"));
+        }
+    }
+    parts.join(" ")
+}
+
+fn short_id(id: &str) -> &str {
+    &id[..id.len().min(8)]
+}
+
+/// `42s`, `5m`, `3h`, `12d`.
+fn age(now: DateTime<Utc>, then: DateTime<Utc>) -> String {
+    let s = (now - then).num_seconds().max(0);
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m", s / 60),
+        3600..86400 => format!("{}h", s / 3600),
+        _ => format!("{}d", s / 86400),
+    }
+}
+
+fn draw_agents(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
+    let Some(run) = model.selected_run() else {
+        frame.render_widget(block(" Agents ".to_owned(), false, theme), area);
+        return;
+    };
+    let title = format!(
+        " Run {} · {} · {} ",
+        short_id(run.id.as_str()),
+        run_state(run),
+        berth_ops::title_of(&run.request.task)
+    );
+    let rows: Vec<Row> = run
+        .agents
+        .iter()
+        .enumerate()
+        .map(|(i, a)| {
+            let style = match i == model.agent_sel && model.pane != Pane::Runs {
+                true => theme.selected(),
+                false => Style::new(),
+            };
+            agent_row(i, a, model.now, run, theme).style(style)
+        })
+        .collect();
+    let widths = [
+        Constraint::Length(2),
+        Constraint::Length(14),
+        Constraint::Length(8),
+        Constraint::Length(9),
+        Constraint::Min(12),
+        Constraint::Length(7),
+        Constraint::Length(6),
+        Constraint::Length(6),
+        Constraint::Length(5),
+    ];
+    let header = Row::new([
+        "#", "AGENT", "STATE", "OUTCOME", "LATEST", "TOKENS", "COST", "CHECK", "TIME",
+    ])
+    .style(theme.fg(Color::DarkGray));
+    let table = Table::new(rows, widths).header(header).block(block(
+        title,
+        model.pane == Pane::Agents,
+        theme,
+    ));
+    frame.render_widget(table, area);
+}
+
+fn agent_row<'a>(
+    i: usize,
+    a: &'a AgentRecord,
+    now: DateTime<Utc>,
+    run: &RunRecord,
+    theme: &Theme,
+) -> Row<'a> {
+    let state = match a.status.waiting {
+        Some(_) => "waiting",
+        None => a.status.state.as_str(),
+    };
+    let outcome = a.outcome.map_or("", |o| o.as_str());
+    let summary = a.summary.as_ref();
+    let tokens = a.status.input_tokens + a.status.output_tokens;
+    let cost = summary
+        .and_then(|s| s.cost_usd)
+        .map_or(String::new(), |c| format!("${c:.2}"));
+    let check = match a.status.check_passed {
+        Some(true) => "pass",
+        Some(false) => "fail",
+        None if summary
+            .and_then(|s| s.check.as_ref())
+            .is_some_and(|c| c.not_run) =>
+        {
+            "not run"
+        }
+        None => "",
+    };
+    let time = match a.status.elapsed_ms {
+        0 if !a.status.state.is_final() => run.started_at.map_or(String::new(), |t| age(now, t)),
+        ms => age(now, now - chrono::Duration::milliseconds(ms as i64)),
+    };
+    Row::new(vec![
+        Cell::new((i + 1).to_string()),
+        Cell::new(a.label.as_str()),
+        Cell::new(state).style(theme.state(state)),
+        Cell::new(outcome).style(theme.state(outcome)),
+        Cell::new(a.status.latest.clone().unwrap_or_default()),
+        Cell::new(lines::tokens(tokens)),
+        Cell::new(cost),
+        Cell::new(check).style(theme.state(match check {
+            "pass" => "done",
+            "fail" => "failed",
+            _ => "",
+        })),
+        Cell::new(time),
+    ])
+}
+
+fn draw_detail(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
+    let focused = model.pane == Pane::Detail;
+    let agent = model.agent_sel;
+    let label = model
+        .selected_run()
+        .and_then(|r| r.agents.get(agent))
+        .map_or(String::new(), |a| a.label.clone());
+    match model.detail {
+        Detail::Transcript => {
+            let following = match model.transcript_scroll.back {
+                0 => "following",
+                _ => "scrolled: G follows",
+            };
+            let title = format!(" Agent {} ({label}) · transcript · {following} ", agent + 1);
+            let empty = Lines::default();
+            let lines = model.followed.agents.get(&agent).unwrap_or(&empty);
+            draw_lines(
+                frame,
+                area,
+                lines,
+                model.transcript_scroll.back,
+                title,
+                focused,
+                theme,
+            );
+        }
+        Detail::Diff => {
+            let title = format!(" Agent {} ({label}) · diff ", agent + 1);
+            match &model.diff {
+                Some((run, i, Ok(lines)))
+                    if Some(run) == model.selected_run().map(|r| &r.id) && *i == agent =>
+                {
+                    draw_lines(
+                        frame,
+                        area,
+                        lines,
+                        model.diff_scroll.back,
+                        title,
+                        focused,
+                        theme,
+                    )
+                }
+                Some((_, _, Err(why))) => {
+                    let p = Paragraph::new(why.as_str())
+                        .wrap(Wrap { trim: true })
+                        .block(block(title, focused, theme));
+                    frame.render_widget(p, area);
+                }
+                _ => {
+                    let p = Paragraph::new("reading the diff…").block(block(title, focused, theme));
+                    frame.render_widget(p, area);
+                }
+            }
+        }
+    }
+}
+
+/// `lines` in a box, ending `back` lines before the last, wrapped to the box's width.
+fn draw_lines(
+    frame: &mut Frame,
+    area: Rect,
+    lines: &Lines,
+    back: usize,
+    title: String,
+    focused: bool,
+    theme: &Theme,
+) {
+    let b = block(title, focused, theme);
+    let inner = b.inner(area);
+    let rows = lines::window(lines, inner.width as usize, inner.height as usize, back);
+    let text: Vec<Line> = rows
+        .into_iter()
+        .map(|(kind, text)| Line::styled(text, theme.line(kind)))
+        .collect();
+    frame.render_widget(b, area);
+    frame.render_widget(Paragraph::new(text), inner);
+}
+
+fn draw_workspaces(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
+    let [list, detail] = Layout::vertical([Constraint::Min(5), Constraint::Length(6)]).areas(area);
+    let shown = model.shown_workspaces();
+    let filter = model
+        .filter(Tab::Workspaces)
+        .map(|f| format!(" /{f}"))
+        .unwrap_or_default();
+    let title = match model.workspaces_loaded {
+        true => format!(" Workspaces ({}){filter} ", shown.len()),
+        false => " Workspaces (reading…) ".to_owned(),
+    };
+    let height = list.height.saturating_sub(3) as usize;
+    let first = first_row(model.ws_sel, height);
+    let rows: Vec<Row> = shown
+        .iter()
+        .enumerate()
+        .skip(first)
+        .take(height)
+        .map(|(at, &i)| {
+            let w = &model.workspaces[i];
+            let style = match at == model.ws_sel {
+                true => theme.selected(),
+                false => Style::new(),
+            };
+            let (kind, branch) = match &w.git {
+                Some(g) => ("git", g.branch.as_str()),
+                None => ("plain", ""),
+            };
+            let ports = w
+                .ports
+                .map_or(String::new(), |p| format!("{}-{}", p.first, p.last));
+            Row::new(vec![
+                Cell::new(w.name.clone().unwrap_or_else(|| w.id.to_string())),
+                Cell::new(kind),
+                Cell::new(branch.to_owned()),
+                Cell::new(worktree_state(model.ws_status.get(w.id.as_str()))),
+                Cell::new(ports),
+                Cell::new(age(model.now, w.last_accessed)),
+            ])
+            .style(style)
+        })
+        .collect();
+    let widths = [
+        Constraint::Fill(2),
+        Constraint::Length(5),
+        Constraint::Fill(2),
+        Constraint::Length(16),
+        Constraint::Length(11),
+        Constraint::Length(4),
+    ];
+    let header = Row::new(["NAME", "KIND", "BRANCH", "STATE", "PORTS", "LAST"])
+        .style(theme.fg(Color::DarkGray));
+    let table = Table::new(rows, widths)
+        .header(header)
+        .block(block(title, true, theme));
+    frame.render_widget(table, list);
+    let text = match model.selected_workspace() {
+        Some(w) => {
+            let mut text = vec![Line::from(format!("{}  {}", w.label, w.description))];
+            if let Some(path) = &w.path {
+                text.push(Line::from(format!("folder: {}", path.display())));
+            }
+            if let Some(g) = &w.git {
+                text.push(Line::from(format!(
+                    "branch {} from {} in {}",
+                    g.branch,
+                    g.base_branch,
+                    g.repo.display()
+                )));
+            }
+            text
+        }
+        None => vec![Line::from(match model.workspaces_loaded {
+            true => "no workspace: `berth workspace create` makes one",
+            false => "",
+        })],
+    };
+    frame.render_widget(
+        Paragraph::new(text).block(block(" Workspace ".to_owned(), false, theme)),
+        detail,
+    );
+}
+
+/// `clean`, `3 changed, 2 ahead`, or nothing while it is read.
+fn worktree_state(status: Option<&Option<berth_ops::WorktreeStatus>>) -> String {
+    let Some(Some(s)) = status else {
+        return String::new();
+    };
+    let mut parts = Vec::new();
+    if let Some(n) = s.changed_files.filter(|n| *n > 0) {
+        parts.push(format!("{n} changed"));
+    }
+    if let Some(n) = s.ahead.filter(|n| *n > 0) {
+        parts.push(format!("{n} ahead"));
+    }
+    match parts.is_empty() {
+        true => "clean".to_owned(),
+        false => parts.join(", "),
+    }
+}
+
+fn draw_sessions(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
+    if let Some((id, lines)) = &model.session_open {
+        let title = format!(" Session {id} · transcript · Esc back ");
+        match lines {
+            Ok(lines) => draw_lines(
+                frame,
+                area,
+                lines,
+                model.session_scroll.back,
+                title,
+                true,
+                theme,
+            ),
+            Err(why) => frame.render_widget(
+                Paragraph::new(why.as_str())
+                    .wrap(Wrap { trim: true })
+                    .block(block(title, true, theme)),
+                area,
+            ),
+        }
+        return;
+    }
+    let shown = model.shown_sessions();
+    let filter = model
+        .filter(Tab::Sessions)
+        .map(|f| format!(" /{f}"))
+        .unwrap_or_default();
+    let title = match model.sessions_loaded {
+        true => format!(" Sessions ({}){filter} ", shown.len()),
+        false => " Sessions (reading…) ".to_owned(),
+    };
+    let height = area.height.saturating_sub(3) as usize;
+    let first = first_row(model.ses_sel, height);
+    let rows: Vec<Row> = shown
+        .iter()
+        .enumerate()
+        .skip(first)
+        .take(height)
+        .map(|(at, &i)| {
+            let s = &model.sessions[i];
+            let style = match at == model.ses_sel {
+                true => theme.selected(),
+                false => Style::new(),
+            };
+            let title = match s.title.is_empty() {
+                true => s.id.to_string(),
+                false => s.title.clone(),
+            };
+            Row::new(vec![
+                Cell::new(title),
+                Cell::new(
+                    s.workspace_name
+                        .clone()
+                        .unwrap_or_else(|| s.workspace_id.to_string()),
+                ),
+                Cell::new(s.model.clone()),
+                Cell::new(lines::tokens(s.usage.input_tokens + s.usage.output_tokens)),
+                Cell::new(age(model.now, s.updated_at)),
+            ])
+            .style(style)
+        })
+        .collect();
+    let widths = [
+        Constraint::Fill(3),
+        Constraint::Fill(2),
+        Constraint::Length(22),
+        Constraint::Length(7),
+        Constraint::Length(4),
+    ];
+    let header = Row::new(["TITLE", "WORKSPACE", "MODEL", "TOKENS", "LAST"])
+        .style(theme.fg(Color::DarkGray));
+    let table = Table::new(rows, widths)
+        .header(header)
+        .block(block(title, true, theme));
+    frame.render_widget(table, area);
+}
+
+fn draw_question(frame: &mut Frame, q: &Question, theme: &Theme) {
+    let text = vec![
+        Line::from(format!(
+            "Agent {} ({}) of run {} asks:",
+            q.agent + 1,
+            q.label,
+            short_id(q.run.as_str())
+        )),
+        Line::from(Span::styled(
+            format!("may it {}?", q.waiting.tool),
+            theme.fg(Color::Magenta).add_modifier(Modifier::BOLD),
+        )),
+        Line::from(q.waiting.description.as_str()),
+        Line::from(format!("task: {}", q.task)),
+        Line::from(""),
+        Line::from("y allow once · a always · n deny · Esc later"),
+    ];
+    popup(frame, "An agent waits for you", text, 72, theme);
+}
+
+fn draw_help(frame: &mut Frame, theme: &Theme) {
+    let text: Vec<Line> = KEYS
+        .iter()
+        .map(|(key, what)| {
+            Line::from(vec![
+                Span::styled(
+                    format!("{key:>9}  "),
+                    theme.fg(Color::Cyan).add_modifier(Modifier::BOLD),
+                ),
+                Span::raw(*what),
+            ])
+        })
+        .collect();
+    popup(frame, "Keys (any key closes)", text, 50, theme);
+}
+
+/// A box in the middle of the screen, at most `width` columns, over what is below.
+fn popup(frame: &mut Frame, title: &str, text: Vec<Line>, width: u16, theme: &Theme) {
+    let screen = frame.area();
+    let width = width.min(screen.width.saturating_sub(2)).max(10);
+    let inner_width = width.saturating_sub(2).max(1) as usize;
+    let rows: usize = text
+        .iter()
+        .map(|l| l.width().div_ceil(inner_width).max(1))
+        .sum();
+    let height = (rows as u16 + 2).min(screen.height);
+    let area = Rect {
+        x: screen.x + (screen.width.saturating_sub(width)) / 2,
+        y: screen.y + (screen.height.saturating_sub(height)) / 2,
+        width,
+        height,
+    };
+    frame.render_widget(Clear, area);
+    frame.render_widget(
+        Paragraph::new(text).wrap(Wrap { trim: false }).block(block(
+            format!(" {title} "),
+            true,
+            theme,
+        )),
+        area,
+    );
+}
