@@ -168,3 +168,23 @@ fn the_dashboard_follows_diffs_picks_answers_and_quits_cleanly() {
 
     home.run(&["run", "stop", &slow_id]);
 }
+
+#[test]
+fn berth_alone_is_the_dashboard_on_a_terminal_and_the_help_elsewhere() {
+    let home = Home::new();
+    let (_tmp, root) = project();
+    let term = Terminal::start(&home, &root, &[]);
+    let screen = term.wait_for("the dashboard", |s| s.contains("1 Runs"));
+    assert!(screen.contains("no runs yet"), "{screen}");
+    term.send_keys(&["q"]);
+    let (code, _) = term.wait_exit();
+    assert_eq!(code, 0);
+
+    // Not a terminal: the help and status 2, as before; `berth ui` says why it cannot.
+    let r = home.run(&[]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("Usage: berth"), "{}", r.stderr);
+    let r = home.run(&["ui"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("needs a terminal"), "{}", r.stderr);
+}

@@ -50,6 +50,7 @@ pub async fn run(ops: Ops, store: RunStore, options: Options) -> std::io::Result
         false => ops.home().display().to_string(),
     };
     let mut model = Model::new(place, options.color);
+    model.pooled = store.pooled();
     let (tx, mut rx) = mpsc::unbounded_channel();
     let (follow, followed) = watch::channel(None::<RunId>);
     let wake = Arc::new(Notify::new());
@@ -72,6 +73,9 @@ pub async fn run(ops: Ops, store: RunStore, options: Options) -> std::io::Result
         here: options.here,
     };
     let mut ticks = tokio::time::interval(Duration::from_secs(1));
+    // Actions under way: a quit waits for them, so a pick is never cut between its merge
+    // and its record.
+    let mut running = tokio::task::JoinSet::new();
     let result = loop {
         if let Err(e) = terminal.draw(|frame| draw(frame, &model)) {
             break Err(e);
@@ -106,7 +110,7 @@ pub async fn run(ops: Ops, store: RunStore, options: Options) -> std::io::Result
                 Action::Quit => {}
                 action => {
                     let (context, tx, wake) = (context.clone(), tx.clone(), wake.clone());
-                    tokio::spawn(async move {
+                    running.spawn(async move {
                         let changes = action.changes_runs();
                         let update = act::act(&context, action).await;
                         let _ = tx.send(Message::Update(Box::new(update)));
@@ -117,7 +121,17 @@ pub async fn run(ops: Ops, store: RunStore, options: Options) -> std::io::Result
                 }
             }
         }
+        // Ended ones are let go of as the loop goes.
+        while running.try_join_next().is_some() {}
     };
+    if !running.is_empty() {
+        model.status = Some((
+            format!("finishing {} action(s) before quitting…", running.len()),
+            false,
+        ));
+        let _ = terminal.draw(|frame| draw(frame, &model));
+        while running.join_next().await.is_some() {}
+    }
     ratatui::try_restore()?;
     result
 }

@@ -270,6 +270,8 @@ fn draw_runs(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
     let title = format!(" Runs ({}{more}){filter} ", shown.len());
     let height = area.height.saturating_sub(3) as usize;
     let first = first_row(model.run_sel, height);
+    // Where each ran, when the runs may be on several machines (a pool) and there is room.
+    let with_node = model.pooled && area.width >= 60;
     let rows: Vec<Row> = shown
         .iter()
         .enumerate()
@@ -281,27 +283,34 @@ fn draw_runs(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
                 true => theme.selected(),
                 false => Style::new(),
             };
-            Row::new(vec![
+            let mut cells = vec![
                 Cell::new(short_id(r.id.as_str())),
-                Cell::new(r.state.as_str()).style(theme.state(run_state(r))),
+                Cell::new(run_state(r)).style(theme.state(run_state(r))),
                 Cell::new(agent_counts(r)),
                 Cell::new(age(model.now, r.created_at)),
-                Cell::new(berth_ops::title_of(&r.request.task)),
-            ])
-            .style(style)
+            ];
+            if with_node {
+                cells.push(Cell::new(node_of(r)));
+            }
+            cells.push(Cell::new(berth_ops::title_of(&r.request.task)));
+            Row::new(cells).style(style)
         })
         .collect();
-    let widths = [
+    let mut widths = vec![
         Constraint::Length(8),
         Constraint::Length(8),
         Constraint::Length(9),
         Constraint::Length(4),
-        Constraint::Min(10),
     ];
+    let mut header = vec!["RUN", "STATE", "AGENTS", "AGE"];
+    if with_node {
+        widths.push(Constraint::Length(12));
+        header.push("NODE");
+    }
+    widths.push(Constraint::Min(10));
+    header.push("TASK");
     let table = Table::new(rows, widths)
-        .header(
-            Row::new(["RUN", "STATE", "AGENTS", "AGE", "TASK"]).style(theme.fg(Color::DarkGray)),
-        )
+        .header(Row::new(header).style(theme.fg(Color::DarkGray)))
         .block(block(title, model.pane == Pane::Runs, theme));
     frame.render_widget(table, area);
     if shown.is_empty() {
@@ -320,6 +329,15 @@ fn run_state(r: &RunRecord) -> &'static str {
         return "waiting";
     }
     r.state.as_str()
+}
+
+/// The machine a run's agents ran on (the first's), or the one it is queued for.
+fn node_of(r: &RunRecord) -> String {
+    r.agents
+        .iter()
+        .find_map(|a| a.node.clone())
+        .or_else(|| r.request.pool.as_ref().and_then(|p| p.node.clone()))
+        .unwrap_or_else(|| "-".to_owned())
 }
 
 /// `2✓ 1✗ 1?`: done, failed or stopped, waiting on a person, and working.

@@ -203,6 +203,8 @@ pub struct Model {
     pub color: bool,
     /// Where the runs are kept, for the header.
     pub place: String,
+    /// Whether the runs are a pool's, run on several machines: the list names each one's node.
+    pub pooled: bool,
 
     pub runs: Vec<RunRecord>,
     pub runs_next: Option<String>,
@@ -247,6 +249,7 @@ impl Model {
             now: Utc::now(),
             color,
             place: place.into(),
+            pooled: false,
             runs: Vec::new(),
             runs_next: None,
             more_loaded: false,

@@ -139,8 +139,18 @@ async fn runs_tab_lists_runs_and_shows_agents_and_a_transcript_at_both_sizes() {
         let (text, _) = screen(&model, size);
         assert!(text.contains("I found the bug in parse.rs."), "{text}");
         assert!(text.contains("G follows"), "{text}");
-        // Agent 2: its failed tool and why it failed.
+        // A pool's runs name the node each ran on.
+        model.pooled = true;
         press(&mut model, KeyCode::Esc);
+        press(&mut model, KeyCode::Esc);
+        let (text, _) = screen(&model, size);
+        assert!(
+            text.contains("NODE") && text.contains(h.store.node()),
+            "{text}"
+        );
+        model.pooled = false;
+        // Agent 2: its failed tool and why it failed.
+        press(&mut model, KeyCode::Enter);
         press(&mut model, KeyCode::Char('j'));
         press(&mut model, KeyCode::Char('l'));
         let (text, _) = screen(&model, size);
