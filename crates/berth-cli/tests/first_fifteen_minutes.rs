@@ -54,6 +54,8 @@ const TOUR: &[(&str, Expect)] = &[
     ("berth run pick RUN 2", Expect::Status(2)),
     // No finished run has anything left: nothing to do, said so.
     ("berth run clean", Expect::Ok),
+    // Interactive: run in a real terminal by `ui_terminal.rs`.
+    ("berth ui", Expect::Elsewhere),
     // Servers that wait for a client: tests/mcp and tests/acp drive them with the official
     // SDKs; `serve_pair_*` below starts this one.
     ("berth mcp", Expect::Elsewhere),

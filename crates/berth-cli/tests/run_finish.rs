@@ -183,13 +183,31 @@ fn a_kept_agent_told_more_leaves_the_winner_merged() {
     assert!(worktree(&before, 1).exists(), "kept");
     assert!(!worktree(&before, 0).exists(), "the winner's is removed");
 
-    // The kept agent is told more: it runs again, and the merged one stays as it was.
+    // The kept agent is told more, in a supervisor of its own (`--detach`, what the
+    // dashboard's `t` does): it runs again, and the merged one stays as it was.
     server.push(Reply::anthropic(&write_call("second\n")));
     server.push(Reply::anthropic(&Turn::new().text(["Changed it."])));
     let mut tell = berth_run(&home, &server, &root, &[]);
-    tell.args(["tell", &id, "--agent", "2", "Make it say second"]);
+    tell.args([
+        "tell",
+        &id,
+        "--agent",
+        "2",
+        "--detach",
+        "Make it say second",
+    ]);
     let told = run(tell);
     assert_eq!(told.code, 0, "{}\n{}", told.stderr, told.stdout);
+    assert_eq!(told.stdout.trim(), id, "{}", told.stderr);
+    let waited = home.run(&["run", "wait", &id]);
+    assert_eq!(waited.code, 0, "{}\n{}", waited.stderr, waited.stdout);
+    assert!(
+        server.requests()[4]
+            .body
+            .to_string()
+            .contains("Make it say second"),
+        "the detached supervisor read what to tell from its standard input"
+    );
     let after = show(&home, &id);
     assert_eq!(states(&after), ["done", "done"], "{after:#}");
     assert_eq!(
