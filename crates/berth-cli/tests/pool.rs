@@ -398,3 +398,88 @@ fn a_worker_on_sqlite_takes_queued_runs_on_one_machine() {
     let logs = berth_testkit::run(solo.cmd(&["run", "logs", &ids[2], "--json"]));
     assert!(logs.stdout.contains("\"queued\""), "{}", logs.stdout);
 }
+
+/// One HTTP/1.1 request to `addr`, as the page's script sends it (same origin, the page's
+/// CSRF header when given): the status and the body.
+fn http(addr: &str, method: &str, path: &str, csrf: Option<&str>) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    let mut request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nOrigin: http://{addr}\r\nConnection: close\r\nContent-Length: 0\r\n"
+    );
+    if let Some(token) = csrf {
+        request.push_str(&format!("x-berth-csrf: {token}\r\n"));
+    }
+    request.push_str("\r\n");
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    let status = answer
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("not HTTP: {answer}"));
+    let body = answer.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    (status, body.to_owned())
+}
+
+#[test]
+fn the_web_pages_merge_of_an_agent_another_node_made_merges_it() {
+    let url = berth_testkit::postgres::fresh_database_blocking();
+    let tmp = tempfile::tempdir().unwrap();
+    let remote_url = berth_testkit::bare_remote(tmp.path());
+    let alpha = Node::new("alpha", &url, "30");
+    let mut beta = Node::new("beta", &url, "30");
+    script(&beta, 1, Duration::from_millis(10));
+    beta.start_worker();
+    let id = queue(&alpha, "Write out.txt", &remote_url, &["--node", "beta"]);
+    let run = wait_ended(&beta, &id, Duration::from_secs(60));
+    assert_eq!(run["agents"][0]["state"], "done", "{run:#}\n{}", beta.said());
+    // On another machine, beta's worktree is not here.
+    let worktree = PathBuf::from(run["agents"][0]["worktree"].as_str().unwrap());
+    std::fs::rename(&worktree, tmp.path().join("moved-away")).unwrap();
+
+    // Alpha's page, served from a person's clone of the project.
+    let checkout = tmp.path().join("checkout");
+    berth_testkit::git(
+        tmp.path(),
+        &["clone", "--quiet", &remote_url, checkout.to_str().unwrap()],
+    );
+    let log_path = tmp.path().join("alpha-serve.log");
+    let mut serve = alpha.cmd(&["serve", "--open", "--listen", "127.0.0.1:0"]);
+    serve
+        .current_dir(&checkout)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log_path).unwrap());
+    let mut child = serve.spawn().unwrap();
+    let addr = until("alpha's page", Duration::from_secs(30), || {
+        let said = std::fs::read_to_string(&log_path).unwrap_or_default();
+        let at = said.find("web page at http://")?;
+        let rest = &said[at + "web page at http://".len()..];
+        Some(rest[..rest.find('/')?].to_owned())
+    });
+    let (status, page) = http(&addr, "GET", &format!("/runs/{id}"), None);
+    assert_eq!(status, 200, "{page}");
+    let csrf = page
+        .split("name=\"berth-csrf\" content=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap()
+        .to_owned();
+    let (status, body) = http(
+        &addr,
+        "POST",
+        &format!("/runs/{id}/agents/1/merge"),
+        Some(&csrf),
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(status, 200, "{body}");
+    // Beta's pushed branch, merged into the clone the page is served from.
+    let merged = berth_testkit::git(&checkout, &["show", "HEAD:out.txt"]);
+    assert!(merged.starts_with("beta "), "{merged}");
+    let log = berth_testkit::git(&checkout, &["log", "-1", "--format=%B"]);
+    assert!(log.contains("Write out.txt"), "{log}");
+    let shown = alpha.json(&["run", "show", &id, "--json"]);
+    assert_eq!(shown["agents"][0]["outcome"], "merged", "{shown:#}");
+}
