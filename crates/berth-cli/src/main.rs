@@ -10,6 +10,7 @@
 mod cli;
 mod commands;
 mod completion;
+mod logging;
 mod man;
 mod progress;
 mod render;
@@ -74,6 +75,17 @@ fn main() -> ExitCode {
                 ..
             })
         );
+    // A server's output is its log: structured lines. A run's supervisor writes to the
+    // run's log file.
+    let server = matches!(&command, cli::Command::Serve(_))
+        || matches!(
+            &command,
+            cli::Command::Run(cli::RunArgs {
+                command: Some(cli::RunCommand::Supervise { .. }),
+                ..
+            })
+        );
+    logging::init(0, server);
     let mut builder = if serves_many {
         tokio::runtime::Builder::new_multi_thread()
     } else {

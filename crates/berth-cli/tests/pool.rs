@@ -434,7 +434,12 @@ fn the_web_pages_merge_of_an_agent_another_node_made_merges_it() {
     beta.start_worker();
     let id = queue(&alpha, "Write out.txt", &remote_url, &["--node", "beta"]);
     let run = wait_ended(&beta, &id, Duration::from_secs(60));
-    assert_eq!(run["agents"][0]["state"], "done", "{run:#}\n{}", beta.said());
+    assert_eq!(
+        run["agents"][0]["state"],
+        "done",
+        "{run:#}\n{}",
+        beta.said()
+    );
     // On another machine, beta's worktree is not here.
     let worktree = PathBuf::from(run["agents"][0]["worktree"].as_str().unwrap());
     std::fs::rename(&worktree, tmp.path().join("moved-away")).unwrap();

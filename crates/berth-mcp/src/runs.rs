@@ -78,7 +78,7 @@ impl Runs {
                 Some(Next::Event(event @ RunEvent::Started { .. })) => {
                     // In the record before the tool answers: status reads it from there.
                     if let Err(e) = supervised.keep().await {
-                        eprintln!("berth mcp: run {}: {e} (the run goes on)", record.id);
+                        tracing::warn!(id = %record.id, "run {}: {e} (the run goes on)", record.id);
                     }
                     break Ok(event);
                 }
@@ -86,7 +86,9 @@ impl Runs {
                     message: Some(m), ..
                 })) => break Err(berth_ops::Error::rule(ErrorKind::External, m)),
                 Some(Next::Event(_)) => {}
-                Some(Next::Unkept(e)) => eprintln!("berth mcp: run {}: {e}", record.id),
+                Some(Next::Unkept(e)) => {
+                    tracing::warn!(id = %record.id, "run {}: {e}", record.id)
+                }
                 None => {
                     break Err(berth_ops::Error::rule(
                         ErrorKind::External,

@@ -148,7 +148,7 @@ async fn gather(cx: &Context, ws: &Workspace) -> Result<Skills, ErrorData> {
         .await
         .map_err(|e| errors::protocol(&e))?;
     for w in &found.warnings {
-        eprintln!("berth mcp: workspace {}: {w}", ws.label());
+        tracing::warn!(workspace = %ws.label(), "workspace {}: {w}", ws.label());
     }
     Ok(found)
 }
@@ -198,7 +198,7 @@ fn manifest(skill: &Found) -> Manifest {
                 bytes.len() as u64,
             )),
             Err(e) => {
-                eprintln!("berth mcp: skill {}: {e}", skill.name);
+                tracing::warn!(skill = %skill.name, "skill {}: {e}", skill.name);
                 return None;
             }
         }

@@ -176,7 +176,7 @@ impl Notifier {
         inner.busy.fetch_add(1, Ordering::SeqCst);
         if inner.tx.try_send(notice).is_err() {
             done(&inner.busy, &inner.idle);
-            eprintln!("berth: a notification was dropped: {QUEUE} are waiting to be sent already");
+            tracing::warn!("a notification was dropped: {QUEUE} are waiting to be sent already");
         }
     }
 
@@ -301,8 +301,9 @@ impl Worker {
             wait *= 2;
         }
         if let Err(why) = &outcome {
-            eprintln!(
-                "berth: the {} notification to {sink} failed: {why}",
+            tracing::warn!(
+                event = notice.event.as_str(),
+                "the {} notification to {sink} failed: {why}",
                 notice.event.as_str()
             );
         }
@@ -518,8 +519,8 @@ impl Log {
             .open(&self.path)
             .and_then(|mut f| f.write_all(text.as_bytes()));
         if let Err(e) = written {
-            eprintln!(
-                "berth: cannot keep a notification's outcome in {}: {e}",
+            tracing::warn!(
+                "cannot keep a notification's outcome in {}: {e}",
                 self.path.display()
             );
         }

@@ -915,7 +915,7 @@ impl Ops {
                     })
                     .await;
                     if let Err(e) = filled {
-                        eprintln!("berth: could not refill spare checkouts: {e}");
+                        tracing::warn!("could not refill spare checkouts: {e}");
                     }
                 });
             }
@@ -951,7 +951,7 @@ impl Ops {
                         std::thread::spawn(move || child.wait());
                     }
                     Err(e) => {
-                        eprintln!("berth: warning: could not start filling spare checkouts: {e}")
+                        tracing::warn!("could not start filling spare checkouts: {e}")
                     }
                 }
             }

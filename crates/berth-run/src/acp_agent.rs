@@ -43,17 +43,14 @@ use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
     CancelNotification, ClientCapabilities, ContentBlock, CreateTerminalRequest,
-    CreateTerminalResponse, FileSystemCapabilities, InitializeRequest, KillTerminalRequest,
-    KillTerminalResponse, LoadSessionRequest, NewSessionRequest, PermissionOptionKind,
-    PromptRequest, ReadTextFileRequest, ReadTextFileResponse, ReleaseTerminalRequest,
-    ReleaseTerminalResponse, RequestPermissionOutcome, RequestPermissionRequest,
-    RequestPermissionResponse, SelectedPermissionOutcome, SessionId, SessionNotification,
-    SessionUpdate, StopReason, TerminalExitStatus, TerminalOutputRequest, TerminalOutputResponse,
-    TextContent, ToolCallContent, ToolCallStatus, ToolKind as AcpKind, WaitForTerminalExitRequest,
-    WaitForTerminalExitResponse, WriteTextFileRequest, WriteTextFileResponse,
+    FileSystemCapabilities, InitializeRequest, KillTerminalRequest, LoadSessionRequest,
+    NewSessionRequest, PermissionOptionKind, PromptRequest, ReadTextFileRequest,
+    ReleaseTerminalRequest, RequestPermissionRequest, SessionId, SessionNotification, StopReason,
+    TerminalExitStatus, TerminalOutputRequest, TextContent, ToolCallContent, ToolCallStatus,
+    ToolKind as AcpKind, WaitForTerminalExitRequest, WriteTextFileRequest,
 };
 use agent_client_protocol::{Agent, ByteStreams, Client, ErrorCode};
-use berth_agent::{CancellationToken, Decision, ToolKind, TurnStop, Usage};
+use berth_agent::{CancellationToken, ToolKind, TurnStop, Usage};
 use berth_confined::Unconfined;
 use berth_ops::{Message, Ops, Role, Session, StoragePath, tool_record};
 use tokio::sync::mpsc;
@@ -61,6 +58,8 @@ use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 
 use crate::terminals::{Exit, TerminalError, Terminals};
 use crate::{Policy, RunEvent};
+
+mod handlers;
 
 /// Files the agent may read through berth at once.
 const MAX_READ_BYTES: u64 = 10 << 20;
@@ -416,9 +415,19 @@ async fn last_words(
 /// The lines of a failed agent's standard error its failure message quotes.
 const STDERR_LINES: usize = 12;
 
-/// Runs the agent's turn on the task; how it ended.
-pub(crate) async fn turn(t: AcpTurn<'_>) -> (TurnStop, Usage) {
-    let failed = |message: String| (TurnStop::Failed { message }, Usage::default());
+/// The agent's process, started confined in the worktree, and what the handlers share.
+struct Started {
+    child: tokio::process::Child,
+    stdin: tokio::process::ChildStdin,
+    stdout: tokio::process::ChildStdout,
+    shared: Arc<Shared>,
+    stderr_tail: crate::stderr::Tail,
+    stderr_task: Option<tokio::task::JoinHandle<()>>,
+    confinement: Option<berth_sandbox::Confinement>,
+}
+
+/// Starts the agent's command, confined, in the worktree; why not, when it cannot.
+async fn start_agent(t: &AcpTurn<'_>) -> Result<Started, String> {
     let ws = t
         .ops
         .resolve_workspace(t.session.workspace_id.as_str())
@@ -428,14 +437,11 @@ pub(crate) async fn turn(t: AcpTurn<'_>) -> (TurnStop, Usage) {
         sandbox,
         confinement,
         env: process_env,
-    } = match t
+    } = t
         .ops
         .agent_process(ws.as_ref(), t.worktree, t.command, &t.declared, t.env)
         .await
-    {
-        Ok(p) => p,
-        Err(e) => return failed(e.to_string()),
-    };
+        .map_err(|e| e.to_string())?;
     let mut command = tokio::process::Command::new("sh");
     command
         .arg("-c")
@@ -451,15 +457,10 @@ pub(crate) async fn turn(t: AcpTurn<'_>) -> (TurnStop, Usage) {
     if let Some(c) = &confinement {
         c.apply_tokio(&mut command);
     }
-    let mut child = match command.spawn() {
-        Ok(c) => c,
-        Err(e) => {
-            return failed(match &confinement {
-                Some(c) => c.spawn_error(t.command, &e),
-                None => format!("cannot start `{}`: {e}", t.command),
-            });
-        }
-    };
+    let mut child = command.spawn().map_err(|e| match &confinement {
+        Some(c) => c.spawn_error(t.command, &e),
+        None => format!("cannot start `{}`: {e}", t.command),
+    })?;
     // Its standard error, kept with the run: what says why it failed, when it does.
     let (stderr_tail, stderr_task) = match child.stderr.take() {
         Some(stream) => {
@@ -469,27 +470,12 @@ pub(crate) async fn turn(t: AcpTurn<'_>) -> (TurnStop, Usage) {
         None => (crate::stderr::Tail::default(), None),
     };
     let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
-        return failed("the agent's stdio could not be opened".to_owned());
+        return Err("the agent's stdio could not be opened".to_owned());
     };
-    let transport = ByteStreams::new(stdin.compat_write(), stdout.compat());
-    let dir = match berth_confined::open(t.worktree) {
-        Ok(d) => d,
-        Err(e) => {
-            return failed(format!(
-                "cannot open the worktree {}: {e}",
-                t.worktree.display()
-            ));
-        }
-    };
-    let terminals = match Terminals::new(t.worktree, t.env, sandbox) {
-        Ok(terminals) => terminals,
-        Err(e) => {
-            return failed(format!(
-                "cannot resolve the worktree {}: {e}",
-                t.worktree.display()
-            ));
-        }
-    };
+    let dir = berth_confined::open(t.worktree)
+        .map_err(|e| format!("cannot open the worktree {}: {e}", t.worktree.display()))?;
+    let terminals = Terminals::new(t.worktree, t.env, sandbox)
+        .map_err(|e| format!("cannot resolve the worktree {}: {e}", t.worktree.display()))?;
     let shared = Arc::new(Shared {
         dir,
         terminals,
@@ -504,353 +490,33 @@ pub(crate) async fn turn(t: AcpTurn<'_>) -> (TurnStop, Usage) {
         calls: Mutex::new(HashMap::new()),
         replaying: AtomicBool::new(false),
     });
-    let (s1, s2, s3, s4) = (
-        shared.clone(),
-        shared.clone(),
-        shared.clone(),
-        shared.clone(),
-    );
-    let (t1, t2, t3, t4, t5) = (
-        shared.clone(),
-        shared.clone(),
-        shared.clone(),
-        shared.clone(),
-        shared.clone(),
-    );
-    let task = t.prompt.to_owned();
-    let worktree = t.worktree.to_path_buf();
-    let cancel = t.cancel.clone();
-    let resume = t.resume.clone();
-    let asking = t.asking.clone();
-    let loader = shared.clone();
-    let result: Result<Outcome, agent_client_protocol::Error> = Client
-        .v1()
-        .name("berth")
-        .on_receive_notification(
-            async move |n: SessionNotification, _cx: ConnectionTo<Agent>| {
-                if s1.replaying.load(Ordering::Acquire) {
-                    return Ok(());
-                }
-                let event = match n.update {
-                    SessionUpdate::AgentMessageChunk(chunk) => match chunk.content {
-                        ContentBlock::Text(text) => {
-                            s1.answer
-                                .lock()
-                                .unwrap_or_else(|e| e.into_inner())
-                                .push_str(&text.text);
-                            Some(RunEvent::Text {
-                                agent: s1.agent,
-                                text: text.text,
-                            })
-                        }
-                        _ => None,
-                    },
-                    SessionUpdate::ToolCall(call) => {
-                        let event = RunEvent::Tool {
-                            agent: s1.agent,
-                            name: call.name.clone().unwrap_or_else(|| call.title.clone()),
-                            kind: kind_of(call.kind),
-                        };
-                        let _ = s1.tx.send(event).await;
-                        let status = call.status;
-                        s1.tool_reported(
-                            call.tool_call_id.0.to_string(),
-                            move |c| {
-                                c.title = call.title;
-                                c.name = call.name;
-                                c.input = call.raw_input;
-                                c.output = call.raw_output;
-                                c.content = call.content;
-                            },
-                            Some(status),
-                        )
-                        .await;
-                        None
-                    }
-                    SessionUpdate::ToolCallUpdate(update) => {
-                        let fields = update.fields;
-                        let status = fields.status;
-                        s1.tool_reported(
-                            update.tool_call_id.0.to_string(),
-                            move |c| {
-                                if let Some(title) = fields.title {
-                                    c.title = title;
-                                }
-                                if fields.name.is_some() {
-                                    c.name = fields.name;
-                                }
-                                if fields.raw_input.is_some() {
-                                    c.input = fields.raw_input;
-                                }
-                                if fields.raw_output.is_some() {
-                                    c.output = fields.raw_output;
-                                }
-                                if let Some(content) = fields.content {
-                                    c.content = content;
-                                }
-                            },
-                            status,
-                        )
-                        .await;
-                        None
-                    }
-                    _ => None,
-                };
-                if let Some(event) = event {
-                    let _ = s1.tx.send(event).await;
-                }
-                Ok(())
-            },
-            agent_client_protocol::on_receive_notification!(),
-        )
-        .on_receive_request(
-            async move |request: RequestPermissionRequest, responder, _cx: ConnectionTo<Agent>| {
-                let (option, allowed) = s2.decide(&request);
-                if let (false, Some(asking)) = (allowed, asking.clone()) {
-                    // A person is asked, on a task of its own: the answer may take minutes,
-                    // and the agent's other messages must not wait for it.
-                    let shared = s2.clone();
-                    tokio::spawn(async move {
-                        let call = &request.tool_call.fields;
-                        let what = call.title.clone().unwrap_or_else(|| "a tool call".to_owned());
-                        let tool = call.name.clone().unwrap_or_else(|| what.clone());
-                        let decision = asking.ask(shared.agent, &tool, &what).await;
-                        let allowed = matches!(decision, Decision::AllowOnce | Decision::AllowAlways);
-                        let option = shared.option(&request, allowed, decision == Decision::AllowAlways);
-                        let outcome = match option {
-                            Some(id) => RequestPermissionOutcome::Selected(
-                                SelectedPermissionOutcome::new(id),
-                            ),
-                            None => RequestPermissionOutcome::Cancelled,
-                        };
-                        let _ = responder.respond(RequestPermissionResponse::new(outcome));
-                    });
-                    return Ok(());
-                }
-                if !allowed {
-                    let what = request
-                        .tool_call
-                        .fields
-                        .title
-                        .clone()
-                        .unwrap_or_else(|| "a tool call".to_owned());
-                    s2.refused(
-                        &what,
-                        "the run's policy does not allow it (--allow, --allow-all)".to_owned(),
-                    )
-                    .await;
-                }
-                let outcome = match option {
-                    Some(id) => {
-                        RequestPermissionOutcome::Selected(SelectedPermissionOutcome::new(id))
-                    }
-                    None => RequestPermissionOutcome::Cancelled,
-                };
-                responder.respond(RequestPermissionResponse::new(outcome))
-            },
-            agent_client_protocol::on_receive_request!(),
-        )
-        .on_receive_request(
-            async move |request: ReadTextFileRequest, responder, _cx: ConnectionTo<Agent>| {
-                let shared = s3.clone();
-                let path = request.path.clone();
-                let read = tokio::task::spawn_blocking(move || {
-                    shared.read(&request.path, request.line, request.limit)
-                })
-                .await
-                .unwrap_or_else(|e| Err(Denied::Failed(e.to_string())));
-                match read {
-                    Ok(content) => responder.respond(ReadTextFileResponse::new(content)),
-                    Err(denied) => {
-                        if let Denied::Refused(why) = &denied {
-                            let what = format!("fs/read_text_file {}", path.display());
-                            s3.refused(&what, why.clone()).await;
-                        }
-                        responder.respond_with_error(denied.error())
-                    }
-                }
-            },
-            agent_client_protocol::on_receive_request!(),
-        )
-        .on_receive_request(
-            async move |request: WriteTextFileRequest, responder, _cx: ConnectionTo<Agent>| {
-                let shared = s4.clone();
-                let path = request.path.clone();
-                let written = tokio::task::spawn_blocking(move || {
-                    shared.write(&request.path, &request.content)
-                })
-                .await
-                .unwrap_or_else(|e| Err(Denied::Failed(e.to_string())));
-                match written {
-                    Ok(()) => responder.respond(WriteTextFileResponse::new()),
-                    Err(denied) => {
-                        if let Denied::Refused(why) = &denied {
-                            let what = format!("fs/write_text_file {}", path.display());
-                            s4.refused(&what, why.clone()).await;
-                        }
-                        responder.respond_with_error(denied.error())
-                    }
-                }
-            },
-            agent_client_protocol::on_receive_request!(),
-        )
-        .on_receive_request(
-            async move |request: CreateTerminalRequest, responder, _cx: ConnectionTo<Agent>| {
-                let shown = std::iter::once(request.command.as_str())
-                    .chain(request.args.iter().map(String::as_str))
-                    .collect::<Vec<_>>()
-                    .join(" ");
-                let what = format!("terminal/create `{shown}`");
-                let may_run = t1.granted_execute.load(Ordering::Relaxed)
-                    || t1.policy.allows_call("terminal", ToolKind::Execute);
-                if !may_run {
-                    let why = "the run's policy does not allow running commands (--allow execute, --allow-all)";
-                    t1.refused(&what, why.to_owned()).await;
-                    return responder.respond_with_error(agent_client_protocol::Error::new(
-                        ErrorCode::INVALID_PARAMS,
-                        why.to_owned(),
-                    ));
-                }
-                let env: Vec<(String, String)> = request
-                    .env
-                    .iter()
-                    .map(|v| (v.name.clone(), v.value.clone()))
-                    .collect();
-                let created = t1.terminals.create(
-                    &request.command,
-                    &request.args,
-                    &env,
-                    request.cwd.as_deref(),
-                    request.output_byte_limit,
-                );
-                match created {
-                    Ok(id) => responder.respond(CreateTerminalResponse::new(id)),
-                    Err(e) => {
-                        if let TerminalError::Outside(why) = &e {
-                            t1.refused(&what, why.clone()).await;
-                        }
-                        responder.respond_with_error(terminal_error(e))
-                    }
-                }
-            },
-            agent_client_protocol::on_receive_request!(),
-        )
-        .on_receive_request(
-            async move |request: TerminalOutputRequest, responder, _cx: ConnectionTo<Agent>| {
-                match t2.terminals.output(&request.terminal_id.0) {
-                    Ok((output, truncated, exit)) => responder.respond(
-                        TerminalOutputResponse::new(output, truncated).exit_status(exit.map(status_of)),
-                    ),
-                    Err(e) => responder.respond_with_error(terminal_error(e)),
-                }
-            },
-            agent_client_protocol::on_receive_request!(),
-        )
-        .on_receive_request(
-            async move |request: WaitForTerminalExitRequest, responder, cx: ConnectionTo<Agent>| {
-                // Handlers run in the connection's dispatch loop, which waits for each; a wait
-                // lasts as long as the command, so it runs beside the loop, which goes on
-                // answering meanwhile (the agent's text, a `terminal/kill` of this very
-                // command when its own timeout fires). It always answers and ends `Ok`: an
-                // `Err` from a spawned task would close the connection.
-                let shared = t3.clone();
-                cx.spawn(async move {
-                    let _ = match shared.terminals.wait(&request.terminal_id.0).await {
-                        Ok(exit) => {
-                            responder.respond(WaitForTerminalExitResponse::new(status_of(exit)))
-                        }
-                        Err(e) => responder.respond_with_error(terminal_error(e)),
-                    };
-                    Ok(())
-                })
-            },
-            agent_client_protocol::on_receive_request!(),
-        )
-        .on_receive_request(
-            async move |request: KillTerminalRequest, responder, _cx: ConnectionTo<Agent>| {
-                match t4.terminals.kill(&request.terminal_id.0) {
-                    Ok(()) => responder.respond(KillTerminalResponse::new()),
-                    Err(e) => responder.respond_with_error(terminal_error(e)),
-                }
-            },
-            agent_client_protocol::on_receive_request!(),
-        )
-        .on_receive_request(
-            async move |request: ReleaseTerminalRequest, responder, _cx: ConnectionTo<Agent>| {
-                match t5.terminals.release(&request.terminal_id.0) {
-                    Ok(()) => responder.respond(ReleaseTerminalResponse::new()),
-                    Err(e) => responder.respond_with_error(terminal_error(e)),
-                }
-            },
-            agent_client_protocol::on_receive_request!(),
-        )
-        .connect_with(transport, async move |cx: ConnectionTo<Agent>| {
-            let capabilities = ClientCapabilities::new()
-                .fs(FileSystemCapabilities::new()
-                    .read_text_file(true)
-                    .write_text_file(true))
-                .terminal(true);
-            let agent = cx
-                .send_request(
-                    InitializeRequest::new(ProtocolVersion::V1).client_capabilities(capabilities),
-                )
-                .block_task()
-                .await?;
-            let session = match resume {
-                None => {
-                    cx.send_request(NewSessionRequest::new(worktree))
-                        .block_task()
-                        .await?
-                        .session_id
-                }
-                Some(id) if agent.agent_capabilities.load_session => {
-                    loader.replaying.store(true, Ordering::Release);
-                    let loaded = cx
-                        .send_request(LoadSessionRequest::new(id.clone(), worktree))
-                        .block_task()
-                        .await;
-                    loader.replaying.store(false, Ordering::Release);
-                    loaded?;
-                    SessionId::new(id)
-                }
-                // Not a protocol failure: the agent is fine, it just cannot do what a resume
-                // needs, which the run says in its own words.
-                Some(_) => return Ok(Outcome::CannotLoad),
-            };
-            let _ = loader
-                .tx
-                .send(RunEvent::AgentSession {
-                    agent: loader.agent,
-                    id: session.0.to_string(),
-                })
-                .await;
-            // The prompt is recorded as it is sent, once the agent has a session: an agent
-            // that cannot start, or cannot load what a resume needs, was told nothing.
-            if let Err(e) = loader
-                .ops
-                .append_message(&loader.session, &Message::new(Role::User, task.clone()))
-                .await
-            {
-                return Ok(Outcome::Unrecorded(e));
-            }
-            let prompt = cx.send_request(PromptRequest::new(
-                session.clone(),
-                vec![ContentBlock::Text(TextContent::new(task))],
-            ));
-            let answer = prompt.block_task();
-            tokio::pin!(answer);
-            tokio::select! {
-                answer = &mut answer => Ok(ended(answer?)),
-                () = cancel.cancelled() => {
-                    cx.send_notification(CancelNotification::new(session))?;
-                    match tokio::time::timeout(CANCEL_GRACE, answer).await {
-                        Ok(answer) => Ok(ended(answer?)),
-                        Err(_) => Ok(Outcome::Answered(StopReason::Cancelled, Usage::default())),
-                    }
-                }
-            }
-        })
-        .await;
+    Ok(Started {
+        child,
+        stdin,
+        stdout,
+        shared,
+        stderr_tail,
+        stderr_task,
+        confinement,
+    })
+}
+
+/// Runs the agent's turn on the task; how it ended.
+pub(crate) async fn turn(t: AcpTurn<'_>) -> (TurnStop, Usage) {
+    let Started {
+        mut child,
+        stdin,
+        stdout,
+        shared,
+        stderr_tail,
+        stderr_task,
+        confinement,
+    } = match start_agent(&t).await {
+        Ok(started) => started,
+        Err(message) => return (TurnStop::Failed { message }, Usage::default()),
+    };
+    let transport = ByteStreams::new(stdin.compat_write(), stdout.compat());
+    let result = converse(&t, transport, shared.clone()).await;
     // The turn is over: no terminal outlives it, whoever still holds the handlers.
     shared.terminals.kill_all();
     // An agent whose process ended under the turn (killed, crashed) is said as that: the
@@ -864,32 +530,7 @@ pub(crate) async fn turn(t: AcpTurn<'_>) -> (TurnStop, Usage) {
     };
     let _ = child.start_kill();
     let (stop, usage) = match result {
-        Ok(Outcome::Answered(reason, usage)) => (
-            match reason {
-                StopReason::EndTurn => TurnStop::EndTurn,
-                StopReason::MaxTokens => TurnStop::MaxTokens,
-                StopReason::MaxTurnRequests => TurnStop::MaxToolIterations,
-                StopReason::Refusal => TurnStop::Refusal,
-                _ => TurnStop::Cancelled,
-            },
-            usage,
-        ),
-        Ok(Outcome::Unrecorded(e)) => (
-            TurnStop::Failed {
-                message: format!("cannot record the prompt in the session: {e}"),
-            },
-            Usage::default(),
-        ),
-        Ok(Outcome::CannotLoad) => (
-            TurnStop::Failed {
-                message: format!(
-                    "the ACP agent `{}` cannot load a session (it does not offer \
-                     session/load), so its work cannot be resumed",
-                    t.command
-                ),
-            },
-            Usage::default(),
-        ),
+        Ok(outcome) => outcome.stop(t.command),
         Err(e) => {
             let why = match exited {
                 Some(status) => format!(
@@ -923,6 +564,188 @@ pub(crate) async fn turn(t: AcpTurn<'_>) -> (TurnStop, Usage) {
     (stop, usage)
 }
 
+/// The conversation with the agent over `transport`: each message it sends to its handler
+/// (`handlers.rs`), and the turn itself (`prompt`).
+async fn converse(
+    t: &AcpTurn<'_>,
+    transport: ByteStreams<
+        tokio_util::compat::Compat<tokio::process::ChildStdin>,
+        tokio_util::compat::Compat<tokio::process::ChildStdout>,
+    >,
+    shared: Arc<Shared>,
+) -> Result<Outcome, agent_client_protocol::Error> {
+    let (updates, permissions, reads, writes) = (
+        shared.clone(),
+        shared.clone(),
+        shared.clone(),
+        shared.clone(),
+    );
+    let (creates, outputs, waits, kills, releases) = (
+        shared.clone(),
+        shared.clone(),
+        shared.clone(),
+        shared.clone(),
+        shared.clone(),
+    );
+    let asking = t.asking.clone();
+    let prompt = Prompt {
+        task: t.prompt.to_owned(),
+        worktree: t.worktree.to_path_buf(),
+        resume: t.resume.clone(),
+        cancel: t.cancel.clone(),
+    };
+    Client
+        .v1()
+        .name("berth")
+        .on_receive_notification(
+            async move |n: SessionNotification, _cx: ConnectionTo<Agent>| {
+                updates.on_update(n).await;
+                Ok(())
+            },
+            agent_client_protocol::on_receive_notification!(),
+        )
+        .on_receive_request(
+            async move |request: RequestPermissionRequest, responder, _cx: ConnectionTo<Agent>| {
+                permissions
+                    .on_permission(request, responder, asking.clone())
+                    .await
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: ReadTextFileRequest, responder, _cx: ConnectionTo<Agent>| {
+                reads.on_read(request, responder).await
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: WriteTextFileRequest, responder, _cx: ConnectionTo<Agent>| {
+                writes.on_write(request, responder).await
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: CreateTerminalRequest, responder, _cx: ConnectionTo<Agent>| {
+                creates.on_create_terminal(request, responder).await
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: TerminalOutputRequest, responder, _cx: ConnectionTo<Agent>| {
+                outputs.on_terminal_output(request, responder)
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: WaitForTerminalExitRequest, responder, cx: ConnectionTo<Agent>| {
+                waits.on_wait_for_exit(request, responder, cx)
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: KillTerminalRequest, responder, _cx: ConnectionTo<Agent>| {
+                kills.on_kill_terminal(request, responder)
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: ReleaseTerminalRequest, responder, _cx: ConnectionTo<Agent>| {
+                releases.on_release_terminal(request, responder)
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .connect_with(transport, async move |cx: ConnectionTo<Agent>| {
+            prompt.send(cx, shared).await
+        })
+        .await
+}
+
+/// The turn asked of the agent: the task, where, the session it continues, and its stop.
+struct Prompt {
+    task: String,
+    worktree: PathBuf,
+    resume: Option<String>,
+    cancel: CancellationToken,
+}
+
+impl Prompt {
+    /// Initializes the agent, opens its session (new, or its own loaded to resume), records
+    /// the prompt and sends it; a stop sends `session/cancel` and waits a grace period.
+    async fn send(
+        self,
+        cx: ConnectionTo<Agent>,
+        shared: Arc<Shared>,
+    ) -> Result<Outcome, agent_client_protocol::Error> {
+        let capabilities = ClientCapabilities::new()
+            .fs(FileSystemCapabilities::new()
+                .read_text_file(true)
+                .write_text_file(true))
+            .terminal(true);
+        let agent = cx
+            .send_request(
+                InitializeRequest::new(ProtocolVersion::V1).client_capabilities(capabilities),
+            )
+            .block_task()
+            .await?;
+        let session = match self.resume {
+            None => {
+                cx.send_request(NewSessionRequest::new(self.worktree))
+                    .block_task()
+                    .await?
+                    .session_id
+            }
+            Some(id) if agent.agent_capabilities.load_session => {
+                shared.replaying.store(true, Ordering::Release);
+                let loaded = cx
+                    .send_request(LoadSessionRequest::new(id.clone(), self.worktree))
+                    .block_task()
+                    .await;
+                shared.replaying.store(false, Ordering::Release);
+                loaded?;
+                SessionId::new(id)
+            }
+            // Not a protocol failure: the agent is fine, it just cannot do what a resume
+            // needs, which the run says in its own words.
+            Some(_) => return Ok(Outcome::CannotLoad),
+        };
+        let _ = shared
+            .tx
+            .send(RunEvent::AgentSession {
+                agent: shared.agent,
+                id: session.0.to_string(),
+            })
+            .await;
+        // The prompt is recorded as it is sent, once the agent has a session: an agent
+        // that cannot start, or cannot load what a resume needs, was told nothing.
+        if let Err(e) = shared
+            .ops
+            .append_message(
+                &shared.session,
+                &Message::new(Role::User, self.task.clone()),
+            )
+            .await
+        {
+            return Ok(Outcome::Unrecorded(e));
+        }
+        let prompt = cx.send_request(PromptRequest::new(
+            session.clone(),
+            vec![ContentBlock::Text(TextContent::new(self.task))],
+        ));
+        let answer = prompt.block_task();
+        tokio::pin!(answer);
+        tokio::select! {
+            answer = &mut answer => Ok(ended(answer?)),
+            () = self.cancel.cancelled() => {
+                cx.send_notification(CancelNotification::new(session))?;
+                match tokio::time::timeout(CANCEL_GRACE, answer).await {
+                    Ok(answer) => Ok(ended(answer?)),
+                    Err(_) => Ok(Outcome::Answered(StopReason::Cancelled, Usage::default())),
+                }
+            }
+        }
+    }
+}
+
 /// How the turn's conversation with the agent ended, short of a protocol failure.
 enum Outcome {
     /// The prompt was answered: how, and the tokens the agent says it used.
@@ -931,6 +754,39 @@ enum Outcome {
     CannotLoad,
     /// The prompt could not be written to the transcript, so it was not sent.
     Unrecorded(berth_ops::Error),
+}
+
+impl Outcome {
+    /// How the turn ended, as a run's agent's turn does, and the tokens it used.
+    fn stop(self, command: &str) -> (TurnStop, Usage) {
+        match self {
+            Outcome::Answered(reason, usage) => (
+                match reason {
+                    StopReason::EndTurn => TurnStop::EndTurn,
+                    StopReason::MaxTokens => TurnStop::MaxTokens,
+                    StopReason::MaxTurnRequests => TurnStop::MaxToolIterations,
+                    StopReason::Refusal => TurnStop::Refusal,
+                    _ => TurnStop::Cancelled,
+                },
+                usage,
+            ),
+            Outcome::Unrecorded(e) => (
+                TurnStop::Failed {
+                    message: format!("cannot record the prompt in the session: {e}"),
+                },
+                Usage::default(),
+            ),
+            Outcome::CannotLoad => (
+                TurnStop::Failed {
+                    message: format!(
+                        "the ACP agent `{command}` cannot load a session (it does not offer \
+                         session/load), so its work cannot be resumed"
+                    ),
+                },
+                Usage::default(),
+            ),
+        }
+    }
 }
 
 /// How a prompt ended, and the tokens the agent says it used (the proposal's

@@ -205,17 +205,17 @@ impl Supervised {
 
     /// Supervises the run to its end on a task of its own, every event kept and none shown:
     /// for a server that hosts it (MCP's `session_run` and `session_tell`, the web page's
-    /// Tell). What cannot be kept is said on standard error, naming `who`.
+    /// Tell). What cannot be kept is logged (`tracing`), naming `who`.
     pub fn spawn_hosted(mut self, who: &'static str) {
         let id = self.record().id.clone();
         tokio::spawn(async move {
             while let Some(next) = self.next().await {
                 if let Next::Unkept(e) = next {
-                    eprintln!("{who}: run {id}: {e} (the run goes on)");
+                    tracing::warn!(%id, host = who, "run {id}: {e} (the run goes on)");
                 }
             }
             if let Err(e) = self.finish().await {
-                eprintln!("{who}: run {id}: {e}");
+                tracing::error!(%id, host = who, "run {id}: {e}");
             }
         });
     }
@@ -320,8 +320,10 @@ impl Supervised {
         }
         for (agent, text) in tells {
             if !self.run.tell(agent, text) {
-                eprintln!(
-                    "berth: run {}: agent {} was told something after its last turn ended; tell it again once the run is over",
+                tracing::warn!(
+                    id = %self.record().id,
+                    agent = agent + 1,
+                    "run {}: agent {} was told something after its last turn ended; tell it again once the run is over",
                     self.record().id,
                     agent + 1
                 );

@@ -80,7 +80,7 @@ pub async fn work(
                 Ok(Some(s)) => s,
                 Ok(None) => break,
                 Err(e) => {
-                    eprintln!("berth worker {}: cannot claim a run: {e}", store.node());
+                    tracing::error!(node = store.node(), "cannot claim a run: {e}");
                     break;
                 }
             };
@@ -96,7 +96,7 @@ pub async fn work(
             tokio::spawn(async move {
                 let id = supervision.record().id.clone();
                 if let Err(e) = work_one(ops, agent, &store, supervision, max).await {
-                    eprintln!("berth worker {}: run {id}: {e}", store.node());
+                    tracing::error!(node = store.node(), %id, "run {id}: {e}");
                 }
                 busy.fetch_sub(agents, Ordering::AcqRel);
                 freed.notify_one();
@@ -220,15 +220,16 @@ async fn work_one(
     let was = record.state;
     let mut supervised = Supervised::start(ops, agent, supervision, request, Host::Server).await?;
     if was != RunState::Queued {
-        eprintln!(
-            "berth worker {}: took over run {} from a node whose hold ran out",
-            store.node(),
+        tracing::info!(
+            node = store.node(),
+            id = %record.id,
+            "took over run {} from a node whose hold ran out",
             record.id
         );
     }
     while let Some(next) = supervised.next().await {
         if let Next::Unkept(e) = next {
-            eprintln!("berth worker {}: run {}: {e}", store.node(), record.id);
+            tracing::warn!(node = store.node(), id = %record.id, "run {}: {e}", record.id);
             if matches!(e, KeptError::Fenced { .. }) {
                 // Another node has it now: this one lets it be, writing nothing more.
                 return Ok(());

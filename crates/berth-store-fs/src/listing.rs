@@ -110,7 +110,7 @@ impl Layout {
             Err(reason) => {
                 // A fresh home has no index and nothing to index: it is made without a word.
                 if reason != NO_INDEX || !self.list_ids()?.is_empty() {
-                    eprintln!("berth: rebuilding the workspace index: {reason}");
+                    tracing::warn!("rebuilding the workspace index: {reason}");
                 }
                 self.rebuild_index()
             }

@@ -1,0 +1,125 @@
+//! The one `tracing` subscriber: what the libraries log (a notification that failed, a run a
+//! worker took over, an index rebuilt) reaches standard error here and only here. A person's
+//! command says it as `berth: …`; a server (`berth serve`, a run's supervisor, whose output
+//! is a log file) writes structured lines: time, level, where, message and fields.
+//!
+//! How much: warnings (a server: information too); `-v` adds berth's debug lines, `-vv` its
+//! trace; `RUST_LOG` (`info`, `berth_run=debug,warn`, …) overrides both.
+
+use std::fmt;
+
+use tracing::field::{Field, Visit};
+use tracing::{Event, Level, Subscriber};
+use tracing_subscriber::filter::{LevelFilter, Targets};
+use tracing_subscriber::fmt::format::Writer;
+use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
+use tracing_subscriber::registry::LookupSpan;
+
+/// berth's own crates, which `-v` makes more talkative (a dependency's debug lines stay off).
+const BERTH_CRATES: &[&str] = &[
+    "berth_acp",
+    "berth_agent",
+    "berth_confined",
+    "berth_core",
+    "berth_git",
+    "berth_import",
+    "berth_llm",
+    "berth_mcp",
+    "berth_notify",
+    "berth_ops",
+    "berth_run",
+    "berth_sandbox",
+    "berth_serve",
+    "berth_skills",
+    "berth_store_fs",
+    "berth_store_sql",
+    "berth_ui",
+    "berth_web",
+];
+
+/// Installs the subscriber; `server` for a long-running process whose output is a log.
+pub fn init(verbose: u8, server: bool) {
+    let filter = match std::env::var("RUST_LOG") {
+        Ok(spec) if !spec.trim().is_empty() => match spec.parse::<Targets>() {
+            Ok(targets) => targets,
+            Err(e) => {
+                eprintln!("berth: RUST_LOG={spec:?} is not a filter ({e}); logging warnings");
+                Targets::new().with_default(LevelFilter::WARN)
+            }
+        },
+        _ => {
+            let (berth, others) = match (verbose, server) {
+                (0, false) => (LevelFilter::WARN, LevelFilter::WARN),
+                (0, true) => (LevelFilter::INFO, LevelFilter::WARN),
+                (1, _) => (LevelFilter::DEBUG, LevelFilter::INFO),
+                _ => (LevelFilter::TRACE, LevelFilter::DEBUG),
+            };
+            Targets::new()
+                .with_default(others)
+                .with_targets(BERTH_CRATES.iter().map(|c| (*c, berth)))
+        }
+    };
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    let lines = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    // A second subscriber (a test that calls this twice) is refused; the first stays.
+    let _ = match server {
+        true => tracing_subscriber::registry()
+            .with(lines.with_ansi(false).with_filter(filter))
+            .try_init(),
+        false => tracing_subscriber::registry()
+            .with(lines.event_format(Plain).with_filter(filter))
+            .try_init(),
+    };
+}
+
+use tracing_subscriber::Layer;
+
+/// `berth: message` (an error: `berth: error: message`; a debug line names where it is
+/// from), as the CLI's own messages read; the fields are for the server's lines.
+struct Plain;
+
+impl<S, N> FormatEvent<S, N> for Plain
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+    N: for<'a> FormatFields<'a> + 'static,
+{
+    fn format_event(
+        &self,
+        _cx: &FmtContext<'_, S, N>,
+        mut writer: Writer<'_>,
+        event: &Event<'_>,
+    ) -> fmt::Result {
+        let mut message = Message(String::new());
+        event.record(&mut message);
+        let meta = event.metadata();
+        match *meta.level() {
+            Level::ERROR => writeln!(writer, "berth: error: {}", message.0),
+            Level::WARN | Level::INFO => writeln!(writer, "berth: {}", message.0),
+            level => writeln!(
+                writer,
+                "berth: {}: {}: {}",
+                level.as_str().to_lowercase(),
+                meta.target(),
+                message.0
+            ),
+        }
+    }
+}
+
+/// An event's message alone.
+struct Message(String);
+
+impl Visit for Message {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        if field.name() == "message" {
+            self.0 = value.to_owned();
+        }
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        if field.name() == "message" {
+            self.0 = format!("{value:?}");
+        }
+    }
+}
