@@ -20,11 +20,11 @@ use agent_client_protocol::Client;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
     ContentBlock, ContentChunk, Plan, PlanEntry, PlanEntryPriority, PlanEntryStatus,
-    PromptResponse, SessionId, SessionNotification, SessionUpdate, StopReason, Terminal,
+    PromptResponse, SessionId, SessionNotification, SessionUpdate, Terminal,
     TextContent, ToolCall, ToolCallContent, ToolCallLocation, ToolCallStatus, ToolCallUpdate,
     ToolCallUpdateFields, ToolKind, Usage as AcpUsage, UsageUpdate,
 };
-use berth_agent::{AgentEvent, StepStatus, Turn, TurnStop};
+use berth_agent::{AgentEvent, StepStatus, Turn};
 use serde_json::{Value, json};
 
 use crate::client::{self, Relayed};
@@ -113,17 +113,10 @@ impl Relay {
                         usage.output_tokens,
                     ))
                 };
-                return match stop {
-                    TurnStop::EndTurn => Ok(answer(StopReason::EndTurn)),
-                    TurnStop::MaxTokens => Ok(answer(StopReason::MaxTokens)),
-                    TurnStop::MaxToolIterations => Ok(answer(StopReason::MaxTurnRequests)),
-                    TurnStop::Refusal => Ok(answer(StopReason::Refusal)),
-                    TurnStop::Cancelled => Ok(answer(StopReason::Cancelled)),
-                    // The provider's own message, or the loop's: a failure outside ACP's reach.
-                    TurnStop::Failed { message } => {
-                        Err(errors::of_kind(berth_ops::ErrorKind::External, message))
-                    }
-                };
+                // A failure is the provider's own message, or the loop's: outside ACP's reach.
+                return berth_run::stop_reason_of(stop)
+                    .map(answer)
+                    .map_err(|message| errors::of_kind(berth_ops::ErrorKind::External, message));
             }
             self.event(event, work_dir);
         }

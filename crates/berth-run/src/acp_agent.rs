@@ -760,16 +760,7 @@ impl Outcome {
     /// How the turn ended, as a run's agent's turn does, and the tokens it used.
     fn stop(self, command: &str) -> (TurnStop, Usage) {
         match self {
-            Outcome::Answered(reason, usage) => (
-                match reason {
-                    StopReason::EndTurn => TurnStop::EndTurn,
-                    StopReason::MaxTokens => TurnStop::MaxTokens,
-                    StopReason::MaxTurnRequests => TurnStop::MaxToolIterations,
-                    StopReason::Refusal => TurnStop::Refusal,
-                    _ => TurnStop::Cancelled,
-                },
-                usage,
-            ),
+            Outcome::Answered(reason, usage) => (crate::acp_stop::turn_stop_of(reason), usage),
             Outcome::Unrecorded(e) => (
                 TurnStop::Failed {
                     message: format!("cannot record the prompt in the session: {e}"),
