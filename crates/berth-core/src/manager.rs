@@ -25,6 +25,13 @@ use crate::transcript::{Message, Transcript};
 /// Shortest id prefix accepted, so a stray "a" never resolves to somebody's workspace.
 pub const MIN_PREFIX: usize = 4;
 
+/// The id-prefix rule, once for workspaces, sessions and runs: `identifier` names an id it
+/// begins when it has at least [`MIN_PREFIX`] characters (a shorter one would name too many
+/// to be meant, and could guess at ids it should not know of).
+pub fn is_id_prefix(identifier: &str, id: &str) -> bool {
+    identifier.len() >= MIN_PREFIX && id.starts_with(identifier)
+}
+
 /// How stale `last_accessed` may get before a use rewrites it. Garbage collection works in
 /// days, so a minute of slack costs nothing and spares a durable metadata write on every read.
 const ACCESS_GRANULARITY: Duration = Duration::seconds(60);
@@ -124,7 +131,7 @@ impl WorkspaceManager {
             .list_ids()
             .await?
             .into_iter()
-            .filter(|id| id.as_str().starts_with(identifier))
+            .filter(|id| is_id_prefix(identifier, id.as_str()))
             .collect();
         match matches.as_slice() {
             [] => Err(not_found()),
@@ -409,7 +416,7 @@ impl WorkspaceManager {
         }
         let mut found = Vec::new();
         for id in self.sessions.list_ids().await? {
-            if id.as_str().starts_with(identifier) {
+            if is_id_prefix(identifier, id.as_str()) {
                 // The id list may hold sessions deleted a moment ago; only live ones count.
                 match self.sessions.load(&id).await {
                     Ok(s) => found.push(s),

@@ -79,7 +79,7 @@ pub use berth_store_fs::default_home;
 /// The types of berth's domain that front ends name.
 pub use berth_core::config::{AgentEntry, Config, LoadedConfig, PoolSettings, ProviderKind};
 /// The shortest id prefix that names a workspace or a session.
-pub use berth_core::manager::MIN_PREFIX;
+pub use berth_core::manager::{MIN_PREFIX, is_id_prefix};
 pub use berth_core::{
     Binding, DeviceId, EntryKind, Message, Role, Session, SessionId, SessionStatus, StorageEntry,
     StoragePath, TokenUsage, Transcript, TurnHold, Workspace, WorkspaceId, WorkspaceName,

@@ -203,7 +203,7 @@ impl RunStore {
         }
     }
 
-    /// The run an id or a prefix of one (4 digits or more) names.
+    /// The run an id or a prefix of one (`berth_ops::MIN_PREFIX` digits or more) names.
     pub async fn resolve(&self, identifier: &str) -> Result<RunId, KeptError> {
         // Said as it was given: `RUN` is no id, whatever its lowercase is.
         let id = RunId::try_from(identifier.to_ascii_lowercase())
@@ -215,13 +215,13 @@ impl RunStore {
             Err(KeptError::Corrupt { .. }) => return Ok(id),
             Err(e) => return Err(e),
         }
-        if id.as_str().len() >= 4 {
+        if id.as_str().len() >= berth_ops::MIN_PREFIX {
             let mut found: Vec<String> = self
                 .backend
                 .ids()
                 .await?
                 .into_iter()
-                .filter(|i| i.as_str().starts_with(id.as_str()))
+                .filter(|i| berth_ops::is_id_prefix(id.as_str(), i.as_str()))
                 .map(String::from)
                 .collect();
             found.sort();

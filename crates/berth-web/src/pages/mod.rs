@@ -8,7 +8,7 @@ pub mod sessions;
 pub mod workspaces;
 
 use axum::http::{HeaderMap, StatusCode};
-use berth_ops::{HeldTo, MIN_PREFIX, Session, Workspace};
+use berth_ops::{HeldTo, Session, Workspace};
 
 use crate::error::{PageError, PageResult};
 use crate::{Viewer, Web};
@@ -28,7 +28,7 @@ impl Web {
             let id = own.id.as_str();
             let names_it = identifier == id
                 || own.name.as_ref().is_some_and(|n| n.as_str() == identifier)
-                || (identifier.len() >= MIN_PREFIX && id.starts_with(identifier));
+                || berth_ops::is_id_prefix(identifier, id);
             if !names_it {
                 return Err(PageError::not_found("workspace"));
             }
