@@ -14,7 +14,7 @@
 //!   by root).
 
 use std::ffi::CString;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -379,8 +379,21 @@ fn setup(e: impl std::fmt::Display) -> SandboxError {
     SandboxError::Setup(e.to_string())
 }
 
-impl Confinement {
-    pub(crate) fn prepare(req: Request<'_>) -> Result<Confinement, SandboxError> {
+/// A request's paths as the kernel resolves them; those that do not exist are left out.
+struct Resolved {
+    work: PathBuf,
+    cwd: PathBuf,
+    berth_home: PathBuf,
+    writable: Vec<PathBuf>,
+    deny: Vec<PathBuf>,
+    keep: Option<PathBuf>,
+    readable: Vec<PathBuf>,
+    /// `$HOME`, when it is hidden.
+    hidden_home: Option<PathBuf>,
+}
+
+impl Resolved {
+    fn from_request(req: &Request<'_>) -> Result<Resolved, SandboxError> {
         let work = resolved(req.work).ok_or_else(|| {
             SandboxError::Invalid(format!("the folder {} does not exist", req.work.display()))
         })?;
@@ -393,29 +406,8 @@ impl Confinement {
         let berth_home = resolved(req.berth_home).unwrap_or_else(|| req.berth_home.to_owned());
         let writable: Vec<PathBuf> = req.writable.iter().filter_map(|p| resolved(p)).collect();
         let deny: Vec<PathBuf> = req.deny.iter().filter_map(|p| resolved(p)).collect();
-        let keep_dir = req.keep.and_then(resolved);
+        let keep = req.keep.and_then(resolved);
         let readable: Vec<PathBuf> = req.readable.iter().filter_map(|p| resolved(p)).collect();
-
-        let mut kept: Vec<&Path> = vec![&work];
-        kept.extend(keep_dir.as_deref());
-        kept.extend(readable.iter().map(PathBuf::as_path));
-        kept.extend(writable.iter().map(PathBuf::as_path));
-        for d in &deny {
-            if let Some(k) = kept.iter().find(|k| k.starts_with(d)) {
-                return Err(SandboxError::Invalid(format!(
-                    "{} is inside {}, which the sandbox hides; move it, or remove {} from [sandbox] deny_read",
-                    k.display(),
-                    d.display(),
-                    d.display()
-                )));
-            }
-        }
-        let mut items: Vec<(PathBuf, Item)> =
-            vec![(PathBuf::from("/tmp"), Item::Hide(req.limits.tmp_mib))];
-        if berth_home.is_dir() {
-            // Nothing can be written there (Landlock), but by a kept folder bound back.
-            items.push((berth_home.clone(), Item::Hide(1)));
-        }
         // `$HOME` is an empty folder but for what is bound back: a credential file at a path
         // nobody listed, or made after the start, is out of reach. (Not when the work folder
         // is `$HOME` itself, or holds it: then it is the agent's to write anyway.)
@@ -423,155 +415,251 @@ impl Confinement {
             .user_home
             .and_then(resolved)
             .filter(|home| home.parent().is_some() && !home.starts_with(&work));
-        if let Some(home) = &hidden_home {
-            items.push((home.clone(), Item::Hide(1)));
-        }
-        items.extend(
-            deny.iter()
-                .map(|d| (d.clone(), Item::Deny { dir: d.is_dir() })),
-        );
-        items.extend(
-            kept.iter()
-                .map(|k| (k.to_path_buf(), Item::Keep { dir: k.is_dir() })),
-        );
-        let git = work.join(".git");
-        let read_only = std::iter::once(git).chain(req.protect.iter().cloned());
-        for path in read_only {
-            // Its folder as the kernel resolves it (the writable roots are), itself not.
-            let path = match (path.parent().and_then(resolved), path.file_name()) {
-                (Some(parent), Some(name)) => parent.join(name),
-                _ => path,
-            };
-            // Only what exists as itself, not through a symlink, inside the work folder or
-            // another writable one, and not hidden already.
-            if std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file() || m.is_dir())
-                && (path.starts_with(&work) || writable.iter().any(|w| path.starts_with(w)))
-                && !deny.iter().any(|d| path.starts_with(d))
-            {
-                items.push((path, Item::ReadOnly));
-            }
-        }
-        let (plan, sources) = mount_steps(&items)?;
+        Ok(Resolved {
+            work,
+            cwd,
+            berth_home,
+            writable,
+            deny,
+            keep,
+            readable,
+            hidden_home,
+        })
+    }
+}
 
-        // Each source gets a descriptor number here, held open (so no other file takes it)
-        // until the command is dropped; the child opens the path again onto that number.
-        let mut fds = Vec::new();
-        let mut slots = Vec::new();
-        let mut proc_fd = |path: &Path| -> Result<CString, SandboxError> {
-            let fd = open_path(path)?;
-            let name = CString::new(format!("/proc/self/fd/{}", fd.as_raw_fd())).map_err(setup)?;
-            slots.push((cstring(path)?, fd.as_raw_fd()));
-            fds.push(fd);
-            Ok(name)
+/// What each path of the mount plan is: hidden, denied, kept or read-only. A kept path inside a
+/// denied one is refused.
+fn mount_items(req: &Request<'_>, paths: &Resolved) -> Result<Vec<(PathBuf, Item)>, SandboxError> {
+    let Resolved {
+        work,
+        berth_home,
+        writable,
+        deny,
+        keep: keep_dir,
+        readable,
+        hidden_home,
+        ..
+    } = paths;
+    let mut kept: Vec<&Path> = vec![work];
+    kept.extend(keep_dir.as_deref());
+    kept.extend(readable.iter().map(PathBuf::as_path));
+    kept.extend(writable.iter().map(PathBuf::as_path));
+    for d in deny {
+        if let Some(k) = kept.iter().find(|k| k.starts_with(d)) {
+            return Err(SandboxError::Invalid(format!(
+                "{} is inside {}, which the sandbox hides; move it, or remove {} from [sandbox] deny_read",
+                k.display(),
+                d.display(),
+                d.display()
+            )));
+        }
+    }
+    let mut items: Vec<(PathBuf, Item)> =
+        vec![(PathBuf::from("/tmp"), Item::Hide(req.limits.tmp_mib))];
+    if berth_home.is_dir() {
+        // Nothing can be written there (Landlock), but by a kept folder bound back.
+        items.push((berth_home.clone(), Item::Hide(1)));
+    }
+    if let Some(home) = hidden_home {
+        items.push((home.clone(), Item::Hide(1)));
+    }
+    items.extend(
+        deny.iter()
+            .map(|d| (d.clone(), Item::Deny { dir: d.is_dir() })),
+    );
+    items.extend(
+        kept.iter()
+            .map(|k| (k.to_path_buf(), Item::Keep { dir: k.is_dir() })),
+    );
+    let git = work.join(".git");
+    let read_only = std::iter::once(git).chain(req.protect.iter().cloned());
+    for path in read_only {
+        // Its folder as the kernel resolves it (the writable roots are), itself not.
+        let path = match (path.parent().and_then(resolved), path.file_name()) {
+            (Some(parent), Some(name)) => parent.join(name),
+            _ => path,
         };
-        let mut steps = Vec::new();
-        let mut denied_source = None;
-        for step in plan {
-            steps.push(match step {
-                PlanStep::Tmpfs(target, data, readonly) => Step::Tmpfs {
-                    target: cstring(&target)?,
-                    data: CString::new(data.as_str()).map_err(setup)?,
-                    readonly,
-                },
-                PlanStep::DenyFile(target) => {
-                    if denied_source.is_none() {
-                        denied_source = Some(proc_fd(&denied_file(&berth_home)?)?);
-                    }
-                    Step::Bind {
-                        source: denied_source.clone().expect("just set"),
-                        target: cstring(&target)?,
-                        readonly: true,
-                    }
-                }
-                PlanStep::Mkdir(path) => Step::Mkdir {
-                    path: cstring(&path)?,
-                },
-                PlanStep::Touch(path) => Step::Touch {
-                    path: cstring(&path)?,
-                },
-                PlanStep::Bind(source, target, readonly) => Step::Bind {
-                    source: proc_fd(&sources[source])?,
-                    target: cstring(&target)?,
-                    readonly,
-                },
-            });
+        // Only what exists as itself, not through a symlink, inside the work folder or
+        // another writable one, and not hidden already.
+        if std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file() || m.is_dir())
+            && (path.starts_with(work) || writable.iter().any(|w| path.starts_with(w)))
+            && !deny.iter().any(|d| path.starts_with(d))
+        {
+            items.push((path, Item::ReadOnly));
         }
-        // A fresh /dev: the harmless devices, bound from the host's.
-        steps.push(Step::Tmpfs {
-            target: c"/dev".to_owned(),
-            data: c"mode=0755,size=64k".to_owned(),
-            readonly: false,
-        });
-        for dev in DEVICES {
-            let host = Path::new("/dev").join(dev);
-            if !host.exists() {
-                continue;
-            }
-            steps.push(Step::Touch {
-                path: cstring(&host)?,
-            });
-            steps.push(Step::Bind {
-                source: proc_fd(&host)?,
-                target: cstring(&host)?,
-                readonly: false,
-            });
-        }
-        for (target, link) in [
-            (c"/proc/self/fd", c"/dev/fd"),
-            (c"/proc/self/fd/0", c"/dev/stdin"),
-            (c"/proc/self/fd/1", c"/dev/stdout"),
-            (c"/proc/self/fd/2", c"/dev/stderr"),
-        ] {
-            steps.push(Step::Symlink {
-                target: target.to_owned(),
-                link: link.to_owned(),
-            });
-        }
-        steps.push(Step::Mkdir {
-            path: c"/dev/shm".to_owned(),
-        });
-        steps.push(Step::Tmpfs {
-            target: c"/dev/shm".to_owned(),
-            data: CString::new(format!("mode=1777,size={}m", req.limits.tmp_mib)).map_err(setup)?,
-            readonly: false,
-        });
+    }
+    Ok(items)
+}
 
+/// The paths the child mounts from. Each source gets a descriptor number here, held open (so
+/// no other file takes it) until the command is dropped; the child opens the path again onto
+/// that number.
+#[derive(Default)]
+struct Sources {
+    fds: Vec<OwnedFd>,
+    /// Each path, and the number the child opens it onto.
+    slots: Vec<(CString, RawFd)>,
+}
+
+impl Sources {
+    /// Opens `path` as a source: the `/proc/self/fd/N` a `Bind` step mounts from.
+    fn proc_fd(&mut self, path: &Path) -> Result<CString, SandboxError> {
+        let fd = open_path(path)?;
+        let name = CString::new(format!("/proc/self/fd/{}", fd.as_raw_fd())).map_err(setup)?;
+        self.slots.push((cstring(path)?, fd.as_raw_fd()));
+        self.fds.push(fd);
+        Ok(name)
+    }
+}
+
+/// The plan's steps as the child makes them: paths as C strings, sources opened.
+fn child_steps(
+    plan: Vec<PlanStep>,
+    sources: &[PathBuf],
+    berth_home: &Path,
+    opened: &mut Sources,
+) -> Result<Vec<Step>, SandboxError> {
+    let mut steps = Vec::new();
+    let mut denied_source = None;
+    for step in plan {
+        steps.push(match step {
+            PlanStep::Tmpfs(target, data, readonly) => Step::Tmpfs {
+                target: cstring(&target)?,
+                data: CString::new(data.as_str()).map_err(setup)?,
+                readonly,
+            },
+            PlanStep::DenyFile(target) => {
+                if denied_source.is_none() {
+                    denied_source = Some(opened.proc_fd(&denied_file(berth_home)?)?);
+                }
+                Step::Bind {
+                    source: denied_source.clone().expect("just set"),
+                    target: cstring(&target)?,
+                    readonly: true,
+                }
+            }
+            PlanStep::Mkdir(path) => Step::Mkdir {
+                path: cstring(&path)?,
+            },
+            PlanStep::Touch(path) => Step::Touch {
+                path: cstring(&path)?,
+            },
+            PlanStep::Bind(source, target, readonly) => Step::Bind {
+                source: opened.proc_fd(&sources[source])?,
+                target: cstring(&target)?,
+                readonly,
+            },
+        });
+    }
+    Ok(steps)
+}
+
+/// A fresh /dev: the harmless devices, bound from the host's, and a `/dev/shm` of
+/// `tmp_mib` MiB.
+fn push_dev_steps(
+    steps: &mut Vec<Step>,
+    opened: &mut Sources,
+    tmp_mib: u64,
+) -> Result<(), SandboxError> {
+    steps.push(Step::Tmpfs {
+        target: c"/dev".to_owned(),
+        data: c"mode=0755,size=64k".to_owned(),
+        readonly: false,
+    });
+    for dev in DEVICES {
+        let host = Path::new("/dev").join(dev);
+        if !host.exists() {
+            continue;
+        }
+        steps.push(Step::Touch {
+            path: cstring(&host)?,
+        });
+        steps.push(Step::Bind {
+            source: opened.proc_fd(&host)?,
+            target: cstring(&host)?,
+            readonly: false,
+        });
+    }
+    for (target, link) in [
+        (c"/proc/self/fd", c"/dev/fd"),
+        (c"/proc/self/fd/0", c"/dev/stdin"),
+        (c"/proc/self/fd/1", c"/dev/stdout"),
+        (c"/proc/self/fd/2", c"/dev/stderr"),
+    ] {
+        steps.push(Step::Symlink {
+            target: target.to_owned(),
+            link: link.to_owned(),
+        });
+    }
+    steps.push(Step::Mkdir {
+        path: c"/dev/shm".to_owned(),
+    });
+    steps.push(Step::Tmpfs {
+        target: c"/dev/shm".to_owned(),
+        data: CString::new(format!("mode=1777,size={tmp_mib}m")).map_err(setup)?,
+        readonly: false,
+    });
+    Ok(())
+}
+
+/// The Landlock ruleset: writes to the work folder, the writable extras and the writable
+/// devices only (the child adds its private `/tmp` and `/dev/shm`); and the write access it
+/// handles, which the child's own rules grant.
+fn landlock_ruleset(
+    level: u8,
+    work: &Path,
+    writable: &[PathBuf],
+) -> Result<(OwnedFd, u64), SandboxError> {
+    let abi = landlock_abi(level);
+    let write = AccessFs::from_write(abi);
+    let mut ruleset = Ruleset::default()
+        .set_compatibility(CompatLevel::HardRequirement)
+        .handle_access(write)
+        .map_err(setup)?;
+    if level >= crate::kernel::LANDLOCK_SCOPES {
+        ruleset = ruleset.scope(Scope::from_all(abi)).map_err(setup)?;
+    }
+    let mut created = ruleset.create().map_err(setup)?;
+    let mut writable_roots = vec![work.to_path_buf()];
+    writable_roots.extend(writable.iter().cloned());
+    for root in &writable_roots {
+        let fd = PathFd::new(root).map_err(setup)?;
+        let access = if root.is_dir() {
+            write
+        } else {
+            write & AccessFs::from_file(abi)
+        };
+        created = created
+            .add_rule(PathBeneath::new(fd, access))
+            .map_err(setup)?;
+    }
+    for dev in WRITABLE_DEVICES {
+        let host = Path::new("/dev").join(dev);
+        if let Ok(fd) = PathFd::new(&host) {
+            created = created
+                .add_rule(PathBeneath::new(fd, write & AccessFs::from_file(abi)))
+                .map_err(setup)?;
+        }
+    }
+    let ruleset: OwnedFd = Option::<OwnedFd>::from(created)
+        .ok_or_else(|| setup("the kernel made no Landlock ruleset"))?;
+    Ok((ruleset, write.bits()))
+}
+
+impl Confinement {
+    pub(crate) fn prepare(req: Request<'_>) -> Result<Confinement, SandboxError> {
+        let paths = Resolved::from_request(&req)?;
+        let items = mount_items(&req, &paths)?;
+        let (plan, sources) = mount_steps(&items)?;
+        let mut opened = Sources::default();
+        let mut steps = child_steps(plan, &sources, &paths.berth_home, &mut opened)?;
+        push_dev_steps(&mut steps, &mut opened, req.limits.tmp_mib)?;
         // The rules of the ABI this kernel has (or the lower one `BERTH_SANDBOX_PRETEND`
         // names): below 6 the PID and network namespaces do what the scopes would.
         let level = crate::support().landlock_abi;
-        let abi = landlock_abi(level);
-        let write = AccessFs::from_write(abi);
-        let mut ruleset = Ruleset::default()
-            .set_compatibility(CompatLevel::HardRequirement)
-            .handle_access(write)
-            .map_err(setup)?;
-        if level >= crate::kernel::LANDLOCK_SCOPES {
-            ruleset = ruleset.scope(Scope::from_all(abi)).map_err(setup)?;
-        }
-        let mut created = ruleset.create().map_err(setup)?;
-        let mut writable_roots = vec![work.clone()];
-        writable_roots.extend(writable.iter().cloned());
-        for root in &writable_roots {
-            let fd = PathFd::new(root).map_err(setup)?;
-            let access = if root.is_dir() {
-                write
-            } else {
-                write & AccessFs::from_file(abi)
-            };
-            created = created
-                .add_rule(PathBeneath::new(fd, access))
-                .map_err(setup)?;
-        }
-        for dev in WRITABLE_DEVICES {
-            let host = Path::new("/dev").join(dev);
-            if let Ok(fd) = PathFd::new(&host) {
-                created = created
-                    .add_rule(PathBeneath::new(fd, write & AccessFs::from_file(abi)))
-                    .map_err(setup)?;
-            }
-        }
-        let ruleset: OwnedFd = Option::<OwnedFd>::from(created)
-            .ok_or_else(|| setup("the kernel made no Landlock ruleset"))?;
+        let (ruleset, write_access) = landlock_ruleset(level, &paths.work, &paths.writable)?;
+        let Sources { mut fds, slots } = opened;
 
         let (report, report_tx) = report_pipe()?;
         let report_fd = report_tx.as_raw_fd();
@@ -605,12 +693,21 @@ impl Confinement {
             steps,
             ruleset: ruleset.as_raw_fd(),
             child_writable: vec![c"/tmp".to_owned(), c"/dev/shm".to_owned()],
-            write_access: write.bits(),
-            cwd: cstring(&cwd)?,
+            write_access,
+            cwd: cstring(&paths.cwd)?,
             report: report_fd,
             sources: slots,
             seccomp: crate::seccomp::program(level < 3),
         };
+        let Resolved {
+            work,
+            berth_home,
+            writable,
+            deny,
+            readable,
+            hidden_home,
+            ..
+        } = paths;
         Ok(Confinement {
             child: Arc::new(Holder {
                 plan,

@@ -86,45 +86,17 @@ impl Inner {
     ) -> (TurnStop, Usage) {
         let mut first_answered = Some(first_answered);
         let mut usage = Usage::default();
-        for message in std::mem::take(&mut setup.notices) {
-            out.send(AgentEvent::Notice { message }).await;
-        }
         let session = &request.session;
         let cancel = &request.cancel;
-        let mut history = std::mem::take(&mut setup.history);
-        history.push(ChatMessage::user_with_images(
-            request.prompt.clone(),
-            &request.images,
-        ));
-        // The prompt is written to the transcript while the turn's tools are gathered (external
-        // MCP servers starting): the two waits overlap instead of adding up. The model is asked
-        // only once the prompt is durable, so a crash never leaves an answer, or a bill, for a
-        // prompt the session does not hold; a failed append ends the turn before it is asked.
-        let prompt = Message::new(Role::User, transcript_prompt(request));
-        let gather = async {
-            let toolbox = self.turn_tools(&setup.mcp, request, out).await;
-            let tools = toolbox.specs();
-            (toolbox, tools)
+        let (mut history, toolbox, tools) = match self.start_turn(&mut setup, request, out).await {
+            Ok(started) => started,
+            Err(stop) => return (stop, usage),
         };
-        let (appended, (toolbox, tools)) =
-            tokio::join!(self.ops.append_message(session, &prompt), gather);
-        if let Err(e) = appended {
-            return (failed(e), usage);
-        }
         let first = provider_request(&setup, &history, &tools);
         let mut opened = open_answer(&*setup.provider, first, cancel).await;
         // Messages in the transcript so far: an answer kept aside follows them.
         let mut written = setup.transcript_len + 1;
-        let cx = ToolContext {
-            cwd: request.cwd.clone(),
-            ops: self.ops.clone(),
-            session: session.clone(),
-            cancel: cancel.clone(),
-            call_id: String::new(),
-            files: request.options.files.clone(),
-            commands: request.options.commands.clone(),
-            unconfined: false,
-        };
+        let cx = self.tool_context(request);
         let mut rounds = 0;
         loop {
             let keeper = PartialKeeper::start(self.ops.clone(), session.clone(), written);
@@ -139,23 +111,7 @@ impl Inner {
             let (message, stop, used) = match answer {
                 Ok(done) => done,
                 Err((shown, error)) => {
-                    // What the person saw stays, marked; nothing is sent again.
-                    if !shown.is_empty() {
-                        let text = format!("{shown}{INTERRUPTED}");
-                        let _ = self
-                            .ops
-                            .append_message(session, &Message::new(Role::Assistant, text))
-                            .await;
-                    }
-                    if kept {
-                        let _ = self.ops.forget_partial_answer(session).await;
-                    }
-                    let stop = match error {
-                        ProviderError::Cancelled => TurnStop::Cancelled,
-                        e => TurnStop::Failed {
-                            message: e.to_string(),
-                        },
-                    };
+                    let stop = self.end_interrupted(session, &shown, error, kept).await;
                     return (stop, usage);
                 }
             };
@@ -167,32 +123,13 @@ impl Inner {
                 .stop_after
                 .as_ref()
                 .is_some_and(|over| over(usage));
-            let text = message.text();
             let calls: Vec<ToolCall> = message.tool_calls().cloned().collect();
-            let append = async {
-                match text.is_empty() {
-                    true => Ok(()),
-                    false => {
-                        self.ops
-                            .append_message(session, &Message::new(Role::Assistant, text))
-                            .await
-                    }
-                }
-            };
-            // The last answer's append and the turn's count go to disk together (the
-            // transcript and the record have a lock each): the count never holds up the end.
-            let appended = if calls.is_empty() {
-                let (appended, counted) = tokio::join!(append, self.count(session, usage));
-                out.counted = true;
-                if let Some(message) = counted {
-                    out.send(AgentEvent::Notice { message }).await;
-                }
-                appended
-            } else {
-                append.await
-            };
-            if let Err(e) = appended {
-                return (failed(e), usage);
+            let last = calls.is_empty();
+            if let Err(stop) = self
+                .append_answer(session, &message, last, usage, out)
+                .await
+            {
+                return (stop, usage);
             }
             if !message.text().is_empty() {
                 written += 1;
@@ -218,19 +155,10 @@ impl Inner {
                 return (TurnStop::MaxToolIterations, usage);
             }
             let results = self.run_tools(&toolbox, &calls, &cx, request, out).await;
-            // Each call and its result join the transcript, in the order the model made them:
-            // the session is then a whole record of what the agent did.
-            for (call, result) in calls.iter().zip(&results) {
-                let input = match &call.arguments {
-                    Ok(value) => value.to_string(),
-                    Err(raw) => raw.clone(),
-                };
-                let record = tool_record(&call.name, &input, result.is_error, &result.content);
-                if let Err(e) = self.ops.append_message(session, &record).await {
-                    return (failed(e), usage);
-                }
-                written += 1;
+            if let Err(stop) = self.record_tool_calls(session, &calls, &results).await {
+                return (stop, usage);
             }
+            written += calls.len();
             if cancel.is_cancelled() {
                 return (TurnStop::Cancelled, usage);
             }
@@ -241,6 +169,139 @@ impl Inner {
             let next = provider_request(&setup, &history, &tools);
             opened = open_answer(&*setup.provider, next, cancel).await;
         }
+    }
+
+    /// The turn's start: the setup's notices told, the prompt made durable and the turn's
+    /// tools gathered. The history with the prompt, the toolbox and its specs; or how the turn
+    /// ended when the prompt could not be written.
+    async fn start_turn(
+        &self,
+        setup: &mut Setup,
+        request: &TurnRequest,
+        out: &mut Out,
+    ) -> Result<(Vec<ChatMessage>, Toolbox, Arc<[ToolSpec]>), TurnStop> {
+        for message in std::mem::take(&mut setup.notices) {
+            out.send(AgentEvent::Notice { message }).await;
+        }
+        let mut history = std::mem::take(&mut setup.history);
+        history.push(ChatMessage::user_with_images(
+            request.prompt.clone(),
+            &request.images,
+        ));
+        // The prompt is written to the transcript while the turn's tools are gathered (external
+        // MCP servers starting): the two waits overlap instead of adding up. The model is asked
+        // only once the prompt is durable, so a crash never leaves an answer, or a bill, for a
+        // prompt the session does not hold; a failed append ends the turn before it is asked.
+        let prompt = Message::new(Role::User, transcript_prompt(request));
+        let gather = async {
+            let toolbox = self.turn_tools(&setup.mcp, request, out).await;
+            let tools = toolbox.specs();
+            (toolbox, tools)
+        };
+        let (appended, (toolbox, tools)) =
+            tokio::join!(self.ops.append_message(&request.session, &prompt), gather);
+        appended.map_err(failed)?;
+        Ok((history, toolbox, tools))
+    }
+
+    /// What the turn's tool calls can reach.
+    fn tool_context(&self, request: &TurnRequest) -> ToolContext {
+        ToolContext {
+            cwd: request.cwd.clone(),
+            ops: self.ops.clone(),
+            session: request.session.clone(),
+            cancel: request.cancel.clone(),
+            call_id: String::new(),
+            files: request.options.files.clone(),
+            commands: request.options.commands.clone(),
+            unconfined: false,
+        }
+    }
+
+    /// Ends a turn whose answer failed or was cancelled while it streamed; `kept` says whether
+    /// a partial answer was kept aside for it.
+    async fn end_interrupted(
+        &self,
+        session: &Session,
+        shown: &str,
+        error: ProviderError,
+        kept: bool,
+    ) -> TurnStop {
+        // What the person saw stays, marked; nothing is sent again.
+        if !shown.is_empty() {
+            let text = format!("{shown}{INTERRUPTED}");
+            let _ = self
+                .ops
+                .append_message(session, &Message::new(Role::Assistant, text))
+                .await;
+        }
+        if kept {
+            let _ = self.ops.forget_partial_answer(session).await;
+        }
+        match error {
+            ProviderError::Cancelled => TurnStop::Cancelled,
+            e => TurnStop::Failed {
+                message: e.to_string(),
+            },
+        }
+    }
+
+    /// Writes the text of a round's answer to the transcript (if it has any); the `last`
+    /// answer's, together with the turn's count.
+    async fn append_answer(
+        &self,
+        session: &Session,
+        message: &ChatMessage,
+        last: bool,
+        usage: Usage,
+        out: &mut Out,
+    ) -> Result<(), TurnStop> {
+        let text = message.text();
+        let append = async {
+            match text.is_empty() {
+                true => Ok(()),
+                false => {
+                    self.ops
+                        .append_message(session, &Message::new(Role::Assistant, text))
+                        .await
+                }
+            }
+        };
+        // The last answer's append and the turn's count go to disk together (the
+        // transcript and the record have a lock each): the count never holds up the end.
+        let appended = if last {
+            let (appended, counted) = tokio::join!(append, self.count(session, usage));
+            out.counted = true;
+            if let Some(message) = counted {
+                out.send(AgentEvent::Notice { message }).await;
+            }
+            appended
+        } else {
+            append.await
+        };
+        appended.map_err(failed)
+    }
+
+    /// Each call and its result join the transcript, in the order the model made them: the
+    /// session is then a whole record of what the agent did.
+    async fn record_tool_calls(
+        &self,
+        session: &Session,
+        calls: &[ToolCall],
+        results: &[ToolResult],
+    ) -> Result<(), TurnStop> {
+        for (call, result) in calls.iter().zip(results) {
+            let input = match &call.arguments {
+                Ok(value) => value.to_string(),
+                Err(raw) => raw.clone(),
+            };
+            let record = tool_record(&call.name, &input, result.is_error, &result.content);
+            self.ops
+                .append_message(session, &record)
+                .await
+                .map_err(failed)?;
+        }
+        Ok(())
     }
 
     /// Adds a turn's tokens to its session; what to tell the person when that fails (a
@@ -321,128 +382,14 @@ impl Inner {
         request: &TurnRequest,
         out: &mut Out,
     ) -> Vec<ToolResult> {
-        enum Plan {
-            Run(Value, Option<FileChange>),
-            Answer(String),
-        }
         let mut plans = Vec::with_capacity(calls.len());
         for call in calls {
-            let arguments = call.arguments.clone().unwrap_or(Value::Null);
-            let tool = toolbox.get(&call.name);
-            out.send(AgentEvent::ToolStarted {
-                id: call.id.clone(),
-                name: call.name.clone(),
-                // A tool the model made up runs nothing; it is shown as `other`.
-                kind: tool.map_or(ToolKind::Other, |t| t.kind()),
-                location: tool.and_then(|t| t.location(&arguments)),
-                arguments: arguments.clone(),
-            })
-            .await;
-            let plan = match (&call.arguments, toolbox.get(&call.name)) {
-                (Err(raw), _) => Plan::Answer(format!(
-                    "the arguments of this call are not valid JSON, so it did not run: {raw:?}; call {} again with a JSON object",
-                    call.name
-                )),
-                (_, None) => Plan::Answer(format!(
-                    "there is no tool named {:?}; the tools are: {}",
-                    call.name,
-                    toolbox
-                        .specs()
-                        .iter()
-                        .map(|s| s.name.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )),
-                (Ok(args), Some(tool)) if tool.needs_permission() => {
-                    let key = (request.session.id.to_string(), call.name.clone());
-                    let remembered = self.allowed_always(&key);
-                    let cx = cx.for_call(&call.id);
-                    let Preview {
-                        description,
-                        change,
-                    } = tool.preview(args, &cx).await;
-                    if remembered {
-                        Plan::Run(args.clone(), change)
-                    } else {
-                        out.send(AgentEvent::PermissionAsked {
-                            id: call.id.clone(),
-                            name: call.name.clone(),
-                            description: description.clone(),
-                            change: change.clone(),
-                        })
-                        .await;
-                        let asked = PermissionRequest {
-                            call_id: call.id.clone(),
-                            tool: call.name.clone(),
-                            arguments: args.clone(),
-                            description,
-                            change: change.clone(),
-                        };
-                        let decision = tokio::select! {
-                            _ = request.cancel.cancelled() => Decision::Reject,
-                            d = request.permissions.decide(&asked) => d,
-                        };
-                        match decision {
-                            Decision::AllowOnce => Plan::Run(args.clone(), change),
-                            Decision::AllowAlways => {
-                                self.always_allowed
-                                    .lock()
-                                    .unwrap_or_else(|e| e.into_inner())
-                                    .insert(key);
-                                Plan::Run(args.clone(), change)
-                            }
-                            Decision::Reject => Plan::Answer(format!(
-                                "the user refused to let {} run; do not try it again unasked — say what you wanted to do, or find another way",
-                                call.name
-                            )),
-                            Decision::NotAllowed => Plan::Answer(format!(
-                                "the run's policy does not allow {} (nobody was asked: this run answers by its --allow list alone), so it did not run; do not try it again — say what you wanted to do, and the person can allow it when they tell you more",
-                                call.name
-                            )),
-                            Decision::Expired => Plan::Answer(format!(
-                                "nobody answered the request to let {} run in the time allowed, so it did not run; say what you wanted to do, and the user can ask for it again",
-                                call.name
-                            )),
-                        }
-                    }
-                }
-                (Ok(args), Some(_)) => Plan::Run(args.clone(), None),
-            };
-            plans.push(plan);
+            plans.push(self.plan_call(toolbox, call, cx, request, out).await);
         }
-        let runs = calls.iter().zip(plans).map(|(call, plan)| async move {
-            let (content, is_error, change) = match plan {
-                Plan::Answer(message) => (message, true, None),
-                Plan::Run(args, change) => {
-                    let tool = toolbox.get(&call.name).expect("planned to run").clone();
-                    let cx = cx.for_call(&call.id);
-                    let ran = tokio::select! {
-                        _ = cx.cancel.cancelled() => Ran {
-                            outcome: Err("cancelled by the user".to_owned()),
-                            refused: None,
-                        },
-                        r = tool.run(args.clone(), &cx) => r,
-                    };
-                    let ran = match unconfined_once(&*tool, call, &args, &cx, request, &ran).await {
-                        Some(again) => again,
-                        None => ran.outcome,
-                    };
-                    match ran {
-                        Ok(output) => (output, false, change),
-                        Err(message) => (message, true, None),
-                    }
-                }
-            };
-            (
-                ToolResult {
-                    call_id: call.id.clone(),
-                    name: call.name.clone(),
-                    content,
-                    is_error,
-                },
-                change,
-            )
-        });
+        let runs = calls
+            .iter()
+            .zip(plans)
+            .map(|(call, plan)| run_planned(toolbox, call, plan, cx, request));
         let done = futures::future::join_all(runs).await;
         let mut results = Vec::with_capacity(done.len());
         for ((r, change), call) in done.into_iter().zip(calls) {
@@ -469,12 +416,169 @@ impl Inner {
         results
     }
 
+    /// Announces one call, and decides what becomes of it: an answer when its arguments or
+    /// its tool are wrong, else a run, once a person allowed it where its tool needs that.
+    async fn plan_call(
+        &self,
+        toolbox: &Toolbox,
+        call: &ToolCall,
+        cx: &ToolContext,
+        request: &TurnRequest,
+        out: &mut Out,
+    ) -> CallPlan {
+        let arguments = call.arguments.clone().unwrap_or(Value::Null);
+        let tool = toolbox.get(&call.name);
+        out.send(AgentEvent::ToolStarted {
+            id: call.id.clone(),
+            name: call.name.clone(),
+            // A tool the model made up runs nothing; it is shown as `other`.
+            kind: tool.map_or(ToolKind::Other, |t| t.kind()),
+            location: tool.and_then(|t| t.location(&arguments)),
+            arguments: arguments.clone(),
+        })
+        .await;
+        match (&call.arguments, toolbox.get(&call.name)) {
+            (Err(raw), _) => CallPlan::Answer(format!(
+                "the arguments of this call are not valid JSON, so it did not run: {raw:?}; call {} again with a JSON object",
+                call.name
+            )),
+            (_, None) => CallPlan::Answer(format!(
+                "there is no tool named {:?}; the tools are: {}",
+                call.name,
+                toolbox
+                    .specs()
+                    .iter()
+                    .map(|s| s.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+            (Ok(args), Some(tool)) if tool.needs_permission() => {
+                self.ask_permission(&**tool, call, args, cx, request, out)
+                    .await
+            }
+            (Ok(args), Some(_)) => CallPlan::Run(args.clone(), None),
+        }
+    }
+
+    /// A call of a tool that needs permission: run if the session's person allowed the tool
+    /// always, else as the front end decides (a refusal is the model's answer).
+    async fn ask_permission(
+        &self,
+        tool: &dyn Tool,
+        call: &ToolCall,
+        args: &Value,
+        cx: &ToolContext,
+        request: &TurnRequest,
+        out: &mut Out,
+    ) -> CallPlan {
+        let key = (request.session.id.to_string(), call.name.clone());
+        let remembered = self.allowed_always(&key);
+        let cx = cx.for_call(&call.id);
+        let Preview {
+            description,
+            change,
+        } = tool.preview(args, &cx).await;
+        if remembered {
+            return CallPlan::Run(args.clone(), change);
+        }
+        out.send(AgentEvent::PermissionAsked {
+            id: call.id.clone(),
+            name: call.name.clone(),
+            description: description.clone(),
+            change: change.clone(),
+        })
+        .await;
+        let asked = PermissionRequest {
+            call_id: call.id.clone(),
+            tool: call.name.clone(),
+            arguments: args.clone(),
+            description,
+            change: change.clone(),
+        };
+        let decision = tokio::select! {
+            _ = request.cancel.cancelled() => Decision::Reject,
+            d = request.permissions.decide(&asked) => d,
+        };
+        match decision {
+            Decision::AllowOnce => CallPlan::Run(args.clone(), change),
+            Decision::AllowAlways => {
+                self.always_allowed
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(key);
+                CallPlan::Run(args.clone(), change)
+            }
+            Decision::Reject => CallPlan::Answer(format!(
+                "the user refused to let {} run; do not try it again unasked — say what you wanted to do, or find another way",
+                call.name
+            )),
+            Decision::NotAllowed => CallPlan::Answer(format!(
+                "the run's policy does not allow {} (nobody was asked: this run answers by its --allow list alone), so it did not run; do not try it again — say what you wanted to do, and the person can allow it when they tell you more",
+                call.name
+            )),
+            Decision::Expired => CallPlan::Answer(format!(
+                "nobody answered the request to let {} run in the time allowed, so it did not run; say what you wanted to do, and the user can ask for it again",
+                call.name
+            )),
+        }
+    }
+
     fn allowed_always(&self, key: &(String, String)) -> bool {
         self.always_allowed
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .contains(key)
     }
+}
+
+/// What becomes of one tool call, once its permission is settled.
+enum CallPlan {
+    /// Run it with these arguments; the file change it was allowed with, if any.
+    Run(Value, Option<FileChange>),
+    /// Do not run it: this is the model's (error) result.
+    Answer(String),
+}
+
+/// One call as planned: run (stopped when the turn is cancelled, and run once more without
+/// the sandbox where a person allows it), or answered. Its result, and the file change it made.
+async fn run_planned(
+    toolbox: &Toolbox,
+    call: &ToolCall,
+    plan: CallPlan,
+    cx: &ToolContext,
+    request: &TurnRequest,
+) -> (ToolResult, Option<FileChange>) {
+    let (content, is_error, change) = match plan {
+        CallPlan::Answer(message) => (message, true, None),
+        CallPlan::Run(args, change) => {
+            let tool = toolbox.get(&call.name).expect("planned to run").clone();
+            let cx = cx.for_call(&call.id);
+            let ran = tokio::select! {
+                _ = cx.cancel.cancelled() => Ran {
+                    outcome: Err("cancelled by the user".to_owned()),
+                    refused: None,
+                },
+                r = tool.run(args.clone(), &cx) => r,
+            };
+            let ran = match unconfined_once(&*tool, call, &args, &cx, request, &ran).await {
+                Some(again) => again,
+                None => ran.outcome,
+            };
+            match ran {
+                Ok(output) => (output, false, change),
+                Err(message) => (message, true, None),
+            }
+        }
+    };
+    (
+        ToolResult {
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            content,
+            is_error,
+        },
+        change,
+    )
 }
 
 /// A command the sandbox refused part of, run once more without it when a person allows it

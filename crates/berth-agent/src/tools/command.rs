@@ -24,13 +24,16 @@ use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::io::AsyncReadExt;
-use tokio::process::Command;
+use tokio::process::{Child, Command};
 use tokio::time::Instant;
 
-use berth_sandbox::Subject;
+use berth_ops::Workspace;
+use berth_sandbox::{Confinement, Subject};
 
 use super::files::{parse_args, printable};
-use super::{CommandRequest, CommandResult, Ran, Tool, ToolContext, ToolKind, ToolOutcome};
+use super::{
+    CommandRequest, CommandResult, Commands, Ran, Tool, ToolContext, ToolKind, ToolOutcome,
+};
 use crate::conversation::ToolSpec;
 
 /// How long a command may run when the model does not say.
@@ -195,59 +198,79 @@ impl RunCommand {
             .timeout_secs
             .unwrap_or(DEFAULT_TIMEOUT_SECS)
             .clamp(1, MAX_TIMEOUT_SECS);
-        // The workspace's ports, so a dev server started here takes its own, given now if
-        // this is the first of its processes (no block free fails the command, saying which
-        // `[ports]` keys to change); a workspace that cannot be read (deleted meanwhile) gives
-        // none rather than failing the command.
-        let ws = match cx
-            .ops
-            .resolve_workspace(cx.session.workspace_id.as_str())
-            .await
-        {
-            Ok(ws) => Some(cx.ops.with_ports(ws).await.map_err(|e| e.to_string())?),
-            Err(_) => None,
-        };
-        let env = ws
-            .as_ref()
-            .map(|ws| cx.ops.workspace_env(ws))
-            .unwrap_or_default();
-        // Confined unless `[sandbox] mode = "off"`; a sandbox that cannot be made refuses the
-        // command rather than running it with all of the user's rights.
-        let confinement = match cx.unconfined {
-            true => None,
-            false => cx
-                .ops
-                .sandbox(ws.as_ref(), &cx.cwd)
-                .await
-                .map_err(|e| e.to_string())?
-                .confine(None, &Subject::Command)
-                .map_err(|e| e.to_string())?,
-        };
+        let (ws, env) = workspace_and_env(cx).await?;
+        let confinement = confinement(cx, ws.as_ref()).await?;
         // A front end's terminal (an editor's) would run the command with the user's rights,
         // so it is used only where nothing is confined.
         if let Some(commands) = cx.commands.as_ref().filter(|_| confinement.is_none()) {
-            let hidden_env = SECRET_NAMES
-                .iter()
-                .map(|n| (*n).to_owned())
-                .chain(self.environment_names().filter(|n| is_secret_name(n)))
-                .collect::<std::collections::BTreeSet<_>>()
-                .into_iter()
-                .collect();
-            let request = CommandRequest {
-                command: args.command,
-                cwd: cx.cwd.clone(),
-                timeout: Duration::from_secs(timeout),
-                call_id: cx.call_id.clone(),
-                hidden_env,
-                env,
-            };
-            let result = commands.run(request, cx.cancel.clone()).await?;
-            return outcome(&result);
+            return self
+                .run_in_front_end(commands.as_ref(), args.command, timeout, env, cx)
+                .await;
         }
+        let mut command = self.shell_command(&args.command, env, confinement.as_ref(), cx);
+        let mut child = command.spawn().map_err(|e| match &confinement {
+            Some(c) => c.spawn_error("sh", &e),
+            None => format!("could not start `sh` in {}: {e}", cx.cwd.display()),
+        })?;
+        // A turn that is cancelled may drop this future mid-run (the loop races the call
+        // against its cancellation): the guard kills the group then too.
+        let mut group = Group(child.id());
+        let (status, output) = wait_capturing(&mut child, &mut group, cx, timeout).await?;
+        let mut text = output.text();
+        // What the sandbox refused, said so the model knows which rule it met.
+        if let Some(note) = confinement
+            .as_ref()
+            .and_then(|c| berth_sandbox::explain(&text, c))
+        {
+            text.push_str(if text.ends_with('\n') { "" } else { "\n" });
+            text.push_str(&note);
+            *refused = Some(note);
+        }
+        shell_outcome(status, text)
+    }
+
+    /// Runs `command` in a front end's terminal, with every secret name it would start with
+    /// hidden from it.
+    async fn run_in_front_end(
+        &self,
+        commands: &dyn Commands,
+        command: String,
+        timeout: u64,
+        env: Vec<(String, String)>,
+        cx: &ToolContext,
+    ) -> ToolOutcome {
+        let hidden_env = SECRET_NAMES
+            .iter()
+            .map(|n| (*n).to_owned())
+            .chain(self.environment_names().filter(|n| is_secret_name(n)))
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let request = CommandRequest {
+            command,
+            cwd: cx.cwd.clone(),
+            timeout: Duration::from_secs(timeout),
+            call_id: cx.call_id.clone(),
+            hidden_env,
+            env,
+        };
+        let result = commands.run(request, cx.cancel.clone()).await?;
+        outcome(&result)
+    }
+
+    /// `sh -c line` in the working directory, in a session of its own, its output piped, and
+    /// confined where `confinement` says.
+    fn shell_command(
+        &self,
+        line: &str,
+        env: Vec<(String, String)>,
+        confinement: Option<&Confinement>,
+        cx: &ToolContext,
+    ) -> Command {
         let mut command = Command::new("sh");
         command
             .arg("-c")
-            .arg(&args.command)
+            .arg(line)
             .current_dir(&cx.cwd)
             .env_clear()
             // Confined, only what the sandbox's allow list passes (a `PGPASSWORD` has no
@@ -255,14 +278,14 @@ impl RunCommand {
             .envs(
                 self.environment()
                     .into_iter()
-                    .filter(|(name, _)| confinement.as_ref().is_none_or(|c| c.passes_env(name))),
+                    .filter(|(name, _)| confinement.is_none_or(|c| c.passes_env(name))),
             )
             .envs(env)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            // The group guard below kills everything; this covers the shell should the guard
-            // never be made.
+            // The group guard made after the spawn kills everything; this covers the shell
+            // should the guard never be made.
             .kill_on_drop(true);
         // SAFETY: the closure runs in the child between fork and exec, and calls only setsid,
         // which is async-signal-safe; it touches no memory of the parent.
@@ -274,98 +297,140 @@ impl RunCommand {
                 Ok(())
             });
         }
-        if let Some(c) = &confinement {
+        if let Some(c) = confinement {
             c.apply_tokio(&mut command);
         }
-        let mut child = command.spawn().map_err(|e| match &confinement {
-            Some(c) => c.spawn_error("sh", &e),
-            None => format!("could not start `sh` in {}: {e}", cx.cwd.display()),
-        })?;
-        // A turn that is cancelled may drop this future mid-run (the loop races the call
-        // against its cancellation): the guard kills the group then too.
-        let mut group = Group(child.id());
-        let (Some(mut stdout), Some(mut stderr)) = (child.stdout.take(), child.stderr.take())
-        else {
-            return Err("could not capture the command's output".into());
-        };
-
-        let mut output = Capped::default();
-        let (mut out_buf, mut err_buf) = (vec![0u8; 8192], vec![0u8; 8192]);
-        let (mut out_open, mut err_open) = (true, true);
-        let mut status: Option<ExitStatus> = None;
-        let mut deadline = Instant::now() + Duration::from_secs(timeout);
-        loop {
-            if status.is_some() && !out_open && !err_open {
-                break;
-            }
-            tokio::select! {
-                _ = cx.cancel.cancelled() => {
-                    group.kill();
-                    let _ = child.wait().await;
-                    return Err(format!(
-                        "cancelled; the command and everything it started were stopped. Output so far:\n{}",
-                        output.text()
-                    ));
-                }
-                _ = tokio::time::sleep_until(deadline) => {
-                    if status.is_some() {
-                        // The shell is done; something it left holds the pipes open.
-                        break;
-                    }
-                    group.kill();
-                    let _ = child.wait().await;
-                    return Err(format!(
-                        "timed out after {timeout} s; the command and everything it started were killed. Output so far:\n{}",
-                        output.text()
-                    ));
-                }
-                read = stdout.read(&mut out_buf), if out_open => match read {
-                    Ok(0) | Err(_) => out_open = false,
-                    Ok(n) => output.push(&out_buf[..n]),
-                },
-                read = stderr.read(&mut err_buf), if err_open => match read {
-                    Ok(0) | Err(_) => err_open = false,
-                    Ok(n) => output.push(&err_buf[..n]),
-                },
-                exited = child.wait(), if status.is_none() => {
-                    let exited = exited.map_err(|e| format!("could not wait for the command: {e}"))?;
-                    status = Some(exited);
-                    // What it left running in the background goes with it, so the pipes
-                    // close and nothing outlives the call.
-                    group.kill();
-                    deadline = deadline.min(Instant::now() + DRAIN);
-                }
-            }
-        }
-        let mut text = output.text();
-        // What the sandbox refused, said so the model knows which rule it met.
-        if let Some(note) = confinement
-            .as_ref()
-            .and_then(|c| berth_sandbox::explain(&text, c))
-        {
-            text.push_str(if text.ends_with('\n') { "" } else { "\n" });
-            text.push_str(&note);
-            *refused = Some(note);
-        }
-        let status = status.ok_or("the command's status was lost")?;
-        if status.success() {
-            return Ok(if text.is_empty() {
-                "(no output)".into()
-            } else {
-                text
-            });
-        }
-        let how = match (status.code(), status.signal()) {
-            (Some(code), _) => format!("exit status {code}"),
-            (None, Some(signal)) => format!("killed by signal {signal}"),
-            (None, None) => status.to_string(),
-        };
-        Err(if text.is_empty() {
-            format!("{how} (no output)")
-        } else {
-            format!("{how}\n{text}")
-        })
+        command
     }
+}
+
+/// The session's workspace (`None` when it cannot be read), and the variables it sets for a
+/// command.
+async fn workspace_and_env(
+    cx: &ToolContext,
+) -> Result<(Option<Workspace>, Vec<(String, String)>), String> {
+    // The workspace's ports, so a dev server started here takes its own, given now if
+    // this is the first of its processes (no block free fails the command, saying which
+    // `[ports]` keys to change); a workspace that cannot be read (deleted meanwhile) gives
+    // none rather than failing the command.
+    let ws = match cx
+        .ops
+        .resolve_workspace(cx.session.workspace_id.as_str())
+        .await
+    {
+        Ok(ws) => Some(cx.ops.with_ports(ws).await.map_err(|e| e.to_string())?),
+        Err(_) => None,
+    };
+    let env = ws
+        .as_ref()
+        .map(|ws| cx.ops.workspace_env(ws))
+        .unwrap_or_default();
+    Ok((ws, env))
+}
+
+/// The command's confinement; `None` where it runs unconfined.
+async fn confinement(
+    cx: &ToolContext,
+    ws: Option<&Workspace>,
+) -> Result<Option<Confinement>, String> {
+    // Confined unless `[sandbox] mode = "off"`; a sandbox that cannot be made refuses the
+    // command rather than running it with all of the user's rights.
+    match cx.unconfined {
+        true => Ok(None),
+        false => cx
+            .ops
+            .sandbox(ws, &cx.cwd)
+            .await
+            .map_err(|e| e.to_string())?
+            .confine(None, &Subject::Command)
+            .map_err(|e| e.to_string()),
+    }
+}
+
+/// Waits for the shell to end while keeping its output, until the pipes close (or a short
+/// drain after the shell exits); kills the group on a timeout or a cancelled turn.
+async fn wait_capturing(
+    child: &mut Child,
+    group: &mut Group,
+    cx: &ToolContext,
+    timeout: u64,
+) -> Result<(Option<ExitStatus>, Capped), String> {
+    let (Some(mut stdout), Some(mut stderr)) = (child.stdout.take(), child.stderr.take()) else {
+        return Err("could not capture the command's output".into());
+    };
+
+    let mut output = Capped::default();
+    let (mut out_buf, mut err_buf) = (vec![0u8; 8192], vec![0u8; 8192]);
+    let (mut out_open, mut err_open) = (true, true);
+    let mut status: Option<ExitStatus> = None;
+    let mut deadline = Instant::now() + Duration::from_secs(timeout);
+    loop {
+        if status.is_some() && !out_open && !err_open {
+            break;
+        }
+        tokio::select! {
+            _ = cx.cancel.cancelled() => {
+                group.kill();
+                let _ = child.wait().await;
+                return Err(format!(
+                    "cancelled; the command and everything it started were stopped. Output so far:\n{}",
+                    output.text()
+                ));
+            }
+            _ = tokio::time::sleep_until(deadline) => {
+                if status.is_some() {
+                    // The shell is done; something it left holds the pipes open.
+                    break;
+                }
+                group.kill();
+                let _ = child.wait().await;
+                return Err(format!(
+                    "timed out after {timeout} s; the command and everything it started were killed. Output so far:\n{}",
+                    output.text()
+                ));
+            }
+            read = stdout.read(&mut out_buf), if out_open => match read {
+                Ok(0) | Err(_) => out_open = false,
+                Ok(n) => output.push(&out_buf[..n]),
+            },
+            read = stderr.read(&mut err_buf), if err_open => match read {
+                Ok(0) | Err(_) => err_open = false,
+                Ok(n) => output.push(&err_buf[..n]),
+            },
+            exited = child.wait(), if status.is_none() => {
+                let exited = exited.map_err(|e| format!("could not wait for the command: {e}"))?;
+                status = Some(exited);
+                // What it left running in the background goes with it, so the pipes
+                // close and nothing outlives the call.
+                group.kill();
+                deadline = deadline.min(Instant::now() + DRAIN);
+            }
+        }
+    }
+    Ok((status, output))
+}
+
+/// The shell's result as the model sees it: the output on success, the exit status (or
+/// signal) and the output as an error otherwise.
+fn shell_outcome(status: Option<ExitStatus>, text: String) -> ToolOutcome {
+    let status = status.ok_or("the command's status was lost")?;
+    if status.success() {
+        return Ok(if text.is_empty() {
+            "(no output)".into()
+        } else {
+            text
+        });
+    }
+    let how = match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exit status {code}"),
+        (None, Some(signal)) => format!("killed by signal {signal}"),
+        (None, None) => status.to_string(),
+    };
+    Err(if text.is_empty() {
+        format!("{how} (no output)")
+    } else {
+        format!("{how}\n{text}")
+    })
 }
 
 /// A front end's command result as the model sees it: the output on success, the exit status
