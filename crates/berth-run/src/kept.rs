@@ -733,8 +733,6 @@ impl fmt::Display for PageCursor {
     }
 }
 
-/// What other processes asked of a run's supervisor since its last look.
-
 /// The process supervising `record`, which runs; refused otherwise.
 fn supervisor_of(record: &RunRecord) -> Result<u32, KeptError> {
     match (record.state, record.supervisor) {

@@ -28,18 +28,13 @@ pub async fn run(ops: &Ops, cmd: WorkspaceCmd) -> anyhow::Result<()> {
             base,
             json,
         } => {
-            let repository = match repo {
-                // A URL: berth's clone of it under the home, fetched now.
-                Some(r) => Repository::Named(ops.named_repository(&r).await?.path),
-                None => Repository::Around(current_dir()?),
-            };
             let request = CreateWorkspace {
                 id,
                 name,
                 description,
                 agent_id,
                 plain,
-                repository,
+                repository: repository(ops, repo).await?,
                 new_branch: branch,
                 checkout,
                 base,
@@ -79,15 +74,10 @@ pub async fn run(ops: &Ops, cmd: WorkspaceCmd) -> anyhow::Result<()> {
             delete,
             json,
         } => {
-            let mode = match (squash, rebase) {
-                (true, _) => MergeMode::Squash,
-                (_, true) => MergeMode::Rebase,
-                _ => MergeMode::Merge,
-            };
             let request = MergeWorkspace {
                 workspace: meant(ops, workspace.as_deref()).await?,
                 into,
-                mode,
+                mode: merge_mode(squash, rebase),
                 delete,
                 message: None,
             };
@@ -97,77 +87,30 @@ pub async fn run(ops: &Ops, cmd: WorkspaceCmd) -> anyhow::Result<()> {
             workspace,
             force,
             confirm: c,
-        } => {
-            // Named, never taken from the folder: deleting the workspace one stands in is
-            // too easy to do by accident.
-            let mut named = Vec::with_capacity(workspace.len());
-            for w in &workspace {
-                named.push(meant(ops, Some(w)).await?);
-            }
-            delete(ops, &named, force, c.yes).await
-        }
+        } => delete(ops, &workspace, force, c.yes).await,
         WorkspaceCmd::Gc {
             max_age,
             merged,
             dry_run,
             confirm: c,
             json,
-        } => {
-            let age = (!merged).then_some(max_age);
-            gc(ops, age, dry_run, c.yes, json.json).await
-        }
+        } => gc(ops, (!merged).then_some(max_age), dry_run, c.yes, json.json).await,
         WorkspaceCmd::Prune {
             dry_run,
             confirm: c,
             json,
         } => prune(ops, dry_run, c.yes, json.json).await,
-        WorkspaceCmd::Path { workspace } => {
-            let workspace = meant(ops, workspace.as_deref()).await?;
-            let path = ops.workspace_path(&workspace).await?;
-            Ok(render::line(path.display())?)
-        }
+        WorkspaceCmd::Path { workspace } => path(ops, workspace.as_deref()).await,
         WorkspaceCmd::Ports { workspace, json } => {
-            let workspace = meant(ops, workspace.as_deref()).await?;
-            let ports = ops.workspace_ports(&workspace).await?;
-            if json.json {
-                return Ok(render::json(&ports)?);
-            }
-            Ok(render::line(format!(
-                "{}-{}",
-                ports.ports.first, ports.ports.last
-            ))?)
+            ports(ops, workspace.as_deref(), json.json).await
         }
-        WorkspaceCmd::Repair { repo, json } => {
-            let repo = match repo {
-                Some(r) => r,
-                None => current_dir()?,
-            };
-            repair(ops, &repo, json.json).await
-        }
+        WorkspaceCmd::Repair { repo, json } => repair(ops, &repo_or_here(repo)?, json.json).await,
         WorkspaceCmd::Spares {
             repo,
             fill,
             clear,
             json,
-        } => {
-            let repo = match repo {
-                Some(r) => r,
-                None => current_dir()?,
-            };
-            crate::progress::watch(json.json);
-            let report = ops.spares(&repo, fill, clear).await;
-            crate::progress::finish_all();
-            let report = report?;
-            if json.json {
-                return Ok(render::json(&report)?);
-            }
-            Ok(render::line(format!(
-                "{} spare checkout(s) of {} in {}",
-                report.ready,
-                report.repo.display(),
-                report.dir.display()
-            ))?)
-        }
+        } => spares(ops, &repo_or_here(repo)?, fill, clear, json.json).await,
         WorkspaceCmd::Storage(cmd) => super::storage::run(ops, Owner::Workspace, cmd).await,
         WorkspaceCmd::Push {
             workspace,
@@ -201,6 +144,71 @@ pub async fn run(ops: &Ops, cmd: WorkspaceCmd) -> anyhow::Result<()> {
 
 fn current_dir() -> anyhow::Result<PathBuf> {
     std::env::current_dir().context("cannot read the current folder")
+}
+
+/// The repository `--repo` names, else the one containing this folder.
+fn repo_or_here(repo: Option<PathBuf>) -> anyhow::Result<PathBuf> {
+    match repo {
+        Some(r) => Ok(r),
+        None => current_dir(),
+    }
+}
+
+/// Where `workspace create` makes its worktree from.
+async fn repository(ops: &Ops, repo: Option<PathBuf>) -> anyhow::Result<Repository> {
+    Ok(match repo {
+        // A URL: berth's clone of it under the home, fetched now.
+        Some(r) => Repository::Named(ops.named_repository(&r).await?.path),
+        None => Repository::Around(current_dir()?),
+    })
+}
+
+fn merge_mode(squash: bool, rebase: bool) -> MergeMode {
+    match (squash, rebase) {
+        (true, _) => MergeMode::Squash,
+        (_, true) => MergeMode::Rebase,
+        _ => MergeMode::Merge,
+    }
+}
+
+async fn path(ops: &Ops, workspace: Option<&str>) -> anyhow::Result<()> {
+    let workspace = meant(ops, workspace).await?;
+    let path = ops.workspace_path(&workspace).await?;
+    Ok(render::line(path.display())?)
+}
+
+async fn ports(ops: &Ops, workspace: Option<&str>, json: bool) -> anyhow::Result<()> {
+    let workspace = meant(ops, workspace).await?;
+    let ports = ops.workspace_ports(&workspace).await?;
+    if json {
+        return Ok(render::json(&ports)?);
+    }
+    Ok(render::line(format!(
+        "{}-{}",
+        ports.ports.first, ports.ports.last
+    ))?)
+}
+
+async fn spares(
+    ops: &Ops,
+    repo: &std::path::Path,
+    fill: bool,
+    clear: bool,
+    json: bool,
+) -> anyhow::Result<()> {
+    crate::progress::watch(json);
+    let report = ops.spares(repo, fill, clear).await;
+    crate::progress::finish_all();
+    let report = report?;
+    if json {
+        return Ok(render::json(&report)?);
+    }
+    Ok(render::line(format!(
+        "{} spare checkout(s) of {} in {}",
+        report.ready,
+        report.repo.display(),
+        report.dir.display()
+    ))?)
 }
 
 async fn list(ops: &Ops, size: bool, json: bool) -> anyhow::Result<()> {
@@ -513,11 +521,17 @@ async fn show(ops: &Ops, identifier: &str, json: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn delete(ops: &Ops, identifiers: &[String], force: bool, yes: bool) -> anyhow::Result<()> {
+async fn delete(ops: &Ops, names: &[String], force: bool, yes: bool) -> anyhow::Result<()> {
+    // Named, never taken from the folder: deleting the workspace one stands in is
+    // too easy to do by accident.
+    let mut identifiers = Vec::with_capacity(names.len());
+    for w in names {
+        identifiers.push(meant(ops, Some(w)).await?);
+    }
     // Every one planned before asking, and refused before asking when one would lose work:
     // a question whose yes would fail anyway wastes a turn. The removal checks again.
     let mut plans = Vec::with_capacity(identifiers.len());
-    for identifier in identifiers {
+    for identifier in &identifiers {
         let plan = ops.plan_delete(identifier, force).await?;
         if plans
             .iter()

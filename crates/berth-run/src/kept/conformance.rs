@@ -1,4 +1,6 @@
-//! The rules of kept runs, run on every backend (files, SQLite, Postgres).
+//! The conformance suite of kept runs: every rule of [`RunStore`] held on each backend
+//! (files, SQLite, Postgres). The Postgres tests need the server `test.sh` starts, and fail
+//! without it.
 
 use super::*;
 use crate::AgentState;
@@ -24,10 +26,6 @@ impl StoredRequest {
         }
     }
 }
-
-/// The conformance suite of kept runs: every rule of [`RunStore`] held on each backend
-/// (files, SQLite, Postgres). The Postgres tests need the server `test.sh` starts, and fail
-/// without it.
 
 /// A lease short enough for a test to see it lapse.
 const LEASE_SECS: &str = "1";

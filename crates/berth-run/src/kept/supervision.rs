@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use super::*;
 use crate::{AgentStatus, Resume, RunEvent};
 
+/// What other processes asked of a run's supervisor since its last look.
 #[derive(Debug, Default)]
 pub struct Requests {
     pub stops: Vec<StopRequest>,

@@ -1,0 +1,323 @@
+//! The kept runs, read and steered from any process: `list`, `show`, `logs`, `wait`, `stop`
+//! and `answer`.
+
+use std::collections::BTreeMap;
+use std::io::{IsTerminal, Write};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use berth_run::{AgentNumber, RunRecord, RunState, RunStore, StopRequest};
+
+use super::summary::print_summary;
+use super::view::{Json, Lines, View};
+use crate::render;
+
+/// How long `berth run stop` waits to see the agents stop (an ACP agent has 5 seconds to
+/// answer its cancel before its process is killed).
+const STOP_WAIT: Duration = Duration::from_secs(15);
+
+pub(super) async fn list(
+    store: &RunStore,
+    limit: usize,
+    cursor: Option<&str>,
+    json: bool,
+) -> anyhow::Result<()> {
+    if limit == 0 {
+        return Err(berth_ops::Error::invalid("--limit takes 1 to 1000 runs, not 0").into());
+    }
+    let page = store.page(limit, cursor).await?;
+    let mut records = Vec::new();
+    let mut problems = Vec::new();
+    for run in page.runs {
+        match run {
+            Ok(r) => records.push(r),
+            Err(e) => problems.push(e),
+        }
+    }
+    if json {
+        render::json(&records)?;
+    } else if records.is_empty() && problems.is_empty() && cursor.is_none() {
+        // A note for a person, on standard error: a script reading the table sees no rows.
+        eprintln!("no runs yet: `berth run TASK` starts one");
+    } else {
+        let rows: Vec<Vec<String>> = records
+            .iter()
+            .map(|r| {
+                vec![
+                    r.id.to_string(),
+                    r.state.as_str().to_owned(),
+                    agent_counts(r),
+                    render::time(r.created_at),
+                    render::cell(&berth_ops::title_of(&r.request.task)),
+                ]
+            })
+            .collect();
+        render::table(&["RUN", "STATE", "AGENTS", "STARTED", "TASK"], &rows)?;
+    }
+    if let Some(next) = &page.next {
+        eprintln!("more runs: `berth run list --cursor {next}`");
+    }
+    // A run whose record cannot be read is said, and fails the command: never left out.
+    match problems.into_iter().reduce(|first, other| {
+        eprintln!("berth: {other}");
+        first
+    }) {
+        Some(first) => Err(first.into()),
+        None => Ok(()),
+    }
+}
+
+/// `3: 2 done, 1 failed`.
+fn agent_counts(r: &RunRecord) -> String {
+    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+    for a in &r.agents {
+        let shown = match a.outcome {
+            Some(outcome) => outcome.as_str(),
+            None => a.status.state.as_str(),
+        };
+        *counts.entry(shown).or_default() += 1;
+    }
+    let parts: Vec<String> = counts.iter().map(|(s, n)| format!("{n} {s}")).collect();
+    format!("{}: {}", r.agents.len(), parts.join(", "))
+}
+
+pub(super) async fn show(store: &RunStore, id: &str, json: bool) -> anyhow::Result<()> {
+    let record = store.load(&store.resolve(id).await?).await?;
+    if json {
+        return Ok(render::json(&record)?);
+    }
+    let pinned = record.request.pool.as_ref().and_then(|p| p.node.as_deref());
+    let state = match (record.state, record.supervisor, pinned) {
+        (RunState::Running, Some(pid), _) => format!("running (process {pid})"),
+        (RunState::Queued, _, Some(node)) => format!("queued for node {node}"),
+        (RunState::Queued, _, None) => "queued for the first free worker".to_owned(),
+        _ => record.state.as_str().to_owned(),
+    };
+    render::line(format!("run {}  {state}", record.id))?;
+    render::line(format!(
+        "task: {}",
+        render::cell(&berth_ops::title_of(&record.request.task))
+    ))?;
+    render::line(format!("started {}", render::time(record.created_at)))?;
+    // Where each agent ran: one machine named once, several per agent.
+    let mut nodes: Vec<&str> = record
+        .agents
+        .iter()
+        .filter_map(|a| a.node.as_deref())
+        .collect();
+    nodes.dedup();
+    match nodes.as_slice() {
+        [] => {}
+        [one] => render::line(format!("node: {one}"))?,
+        _ => render::line(format!(
+            "nodes: {}",
+            record
+                .agents
+                .iter()
+                .enumerate()
+                .map(|(i, a)| format!("{} on {}", i + 1, a.node.as_deref().unwrap_or("-")))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))?,
+    }
+    if let Some(m) = &record.message {
+        render::line(format!("why: {}", render::cell(m)))?;
+    }
+    render::line("")?;
+    Ok(print_summary(&record)?)
+}
+
+pub(super) async fn wait(store: &RunStore, id: &str, json: bool) -> anyhow::Result<()> {
+    let id = store.resolve(id).await?;
+    let record = loop {
+        let record = store.load(&id).await?;
+        if record.state.is_over() {
+            break record;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    if json {
+        render::json(&record)?;
+    } else {
+        print_summary(&record)?;
+    }
+    if !record.succeeded() {
+        bail!(
+            "run {id} {}: not every agent finished its answer and passed the check",
+            record.state.as_str()
+        );
+    }
+    Ok(())
+}
+
+pub(super) async fn stop(
+    store: &RunStore,
+    id: &str,
+    agent: Option<AgentNumber>,
+    json: bool,
+) -> anyhow::Result<()> {
+    let id = store.resolve(id).await?;
+    let what = match agent {
+        None => StopRequest::All,
+        Some(n) => StopRequest::Agent(n.index()),
+    };
+    store.request_stop(&id, what).await?;
+    let asked = Instant::now();
+    let record = loop {
+        let record = store.load(&id).await?;
+        let stopped = match what {
+            StopRequest::All => record.agents.iter().all(|a| a.status.state.is_final()),
+            StopRequest::Agent(i) => record.agents[i].status.state.is_final(),
+        };
+        if stopped || record.state.is_over() || asked.elapsed() > STOP_WAIT {
+            break record;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    if json {
+        return Ok(render::json(&record)?);
+    }
+    for (i, a) in record.agents.iter().enumerate() {
+        if agent.is_none_or(|n| n.index() == i) {
+            render::line(format!("[{}] {}", i + 1, a.status.state.as_str()))?;
+        }
+    }
+    Ok(())
+}
+
+/// `run logs RUN --agent N --stderr`: what agent N's process wrote to its standard error.
+pub(super) async fn agent_stderr(
+    store: &RunStore,
+    id: &str,
+    agent: Option<AgentNumber>,
+) -> anyhow::Result<()> {
+    let id = store.resolve(id).await?;
+    let record = store.load(&id).await?;
+    let i = match agent {
+        Some(n) => n.index(),
+        None if record.agents.len() == 1 => 0,
+        None => {
+            return Err(berth_run::KeptError::WhichAgent {
+                id: id.clone(),
+                count: record.agents.len(),
+            }
+            .into());
+        }
+    };
+    let Some(a) = record.agents.get(i) else {
+        return Err(berth_run::KeptError::NoSuchAgent {
+            id: id.clone(),
+            agent: i + 1,
+            count: record.agents.len(),
+        }
+        .into());
+    };
+    let path = store.stderr_path(&id, i);
+    match berth_run::read_kept_stderr(&path)
+        .with_context(|| format!("cannot read {}", path.display()))?
+    {
+        Some(text) => {
+            // Byte for byte into a file or a pipe; on a terminal, with no control character
+            // of the agent's to drive it.
+            let mut out = std::io::stdout().lock();
+            match out.is_terminal() {
+                true => out.write_all(render::lines(&text).as_bytes())?,
+                false => out.write_all(text.as_bytes())?,
+            }
+            out.flush()?;
+            Ok(())
+        }
+        None => {
+            let why = match (&record.request.agents.get(i), &a.node) {
+                (Some(berth_run::AgentSpec::Berth { .. }), _) => {
+                    "berth's own agent runs in berth's process, which has no standard error of its own".to_owned()
+                }
+                (_, Some(node)) if node != store.node() => format!(
+                    "it ran on node {node}, which keeps it: run this there"
+                ),
+                _ => "it never started a process, or wrote nothing".to_owned(),
+            };
+            Err(berth_ops::Error::rule(
+                berth_ops::ErrorKind::NotFound,
+                format!(
+                    "agent {} of run {id} has no standard error kept here: {why}",
+                    i + 1
+                ),
+            )
+            .into())
+        }
+    }
+}
+
+pub(super) async fn logs(
+    store: &RunStore,
+    id: &str,
+    follow: bool,
+    agent: Option<AgentNumber>,
+    json: bool,
+) -> anyhow::Result<()> {
+    let id = store.resolve(id).await?;
+    // Checked first: a run that is not there is an error, not an empty log.
+    store.load(&id).await?;
+    let mut view: Box<dyn View> = if json {
+        Box::new(Json)
+    } else {
+        Box::new(Lines::with_text())
+    };
+    let mut offset = 0;
+    loop {
+        let over = store.load(&id).await?.state.is_over();
+        let (events, next) = store.events(&id, offset).await?;
+        offset = next;
+        for event in &events {
+            if agent.is_none_or(|n| event.agent().is_none_or(|a| a == n.index())) {
+                view.event(event)?;
+            }
+        }
+        // The state is read before the log: a run over then has all its events in it.
+        if !follow || over {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    view.end()?;
+    Ok(())
+}
+
+/// `berth run answer`: the question an agent of a running run waits on, answered.
+pub(super) async fn answer(
+    store: &RunStore,
+    id: &str,
+    agent: Option<AgentNumber>,
+    answer: crate::cli::AnswerArg,
+    always: bool,
+    json: bool,
+) -> anyhow::Result<()> {
+    let answer = match (answer, always) {
+        (crate::cli::AnswerArg::Allow, false) => berth_run::Answer::Allow,
+        (crate::cli::AnswerArg::Allow, true) => berth_run::Answer::AllowAlways,
+        (crate::cli::AnswerArg::Deny, false) => berth_run::Answer::Deny,
+        (crate::cli::AnswerArg::Deny, true) => {
+            return Err(berth_ops::Error::invalid(
+                "--always goes with allow: a denial is for this call",
+            )
+            .into());
+        }
+    };
+    let id = store.resolve(id).await?;
+    let (i, tool) = store
+        .queue_answer(&id, agent.map(AgentNumber::index), answer)
+        .await?;
+    if json {
+        render::json(&serde_json::json!({
+            "run": id, "agent": i + 1, "tool": tool, "answer": answer.as_str()
+        }))?;
+    } else {
+        eprintln!(
+            "answered agent {} of run {id}: {tool}: {}",
+            i + 1,
+            answer.as_str()
+        );
+    }
+    Ok(())
+}
