@@ -20,9 +20,9 @@ use agent_client_protocol::Client;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
     ContentBlock, ContentChunk, Plan, PlanEntry, PlanEntryPriority, PlanEntryStatus,
-    PromptResponse, SessionId, SessionNotification, SessionUpdate, Terminal,
-    TextContent, ToolCall, ToolCallContent, ToolCallLocation, ToolCallStatus, ToolCallUpdate,
-    ToolCallUpdateFields, ToolKind, Usage as AcpUsage, UsageUpdate,
+    PromptResponse, SessionId, SessionNotification, SessionUpdate, Terminal, TextContent, ToolCall,
+    ToolCallContent, ToolCallLocation, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields,
+    ToolKind, Usage as AcpUsage, UsageUpdate,
 };
 use berth_agent::{AgentEvent, StepStatus, Turn};
 use serde_json::{Value, json};
