@@ -53,6 +53,11 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "PATH")]
     pub home: Option<PathBuf>,
 
+    /// Say more of what berth does, on standard error: -v adds its debug lines, -vv its
+    /// trace. RUST_LOG (`info`, `berth_run=debug`, …) chooses instead.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+
     /// None: the dashboard on a terminal, else the help (`main.rs`).
     #[command(subcommand)]
     pub command: Option<Command>,

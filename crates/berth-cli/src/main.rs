@@ -85,7 +85,7 @@ fn main() -> ExitCode {
                 ..
             })
         );
-    logging::init(0, server);
+    logging::init(cli.verbose, server);
     let mut builder = if serves_many {
         tokio::runtime::Builder::new_multi_thread()
     } else {

@@ -228,3 +228,27 @@ fn concurrent_writers_leave_an_index_that_matches_the_records() {
     assert_eq!(ids, ids_on_disk(&home));
     assert_eq!(ids.len(), 6 * 4, "{ids:?}");
 }
+
+/// What a library logs (here, berth-store-fs rebuilding its index) reaches a person as one
+/// `berth: …` line, and `RUST_LOG` chooses how much: `off` silences it.
+#[test]
+fn a_librarys_log_line_reads_as_berths_and_rust_log_chooses() {
+    let home = Home::new();
+    let a = home.ok(&["workspace", "create", "alpha"]).trim().to_owned();
+    list(&home);
+    std::fs::remove_dir_all(home.workspace_dir(&a)).unwrap();
+    let mut quiet = home.cmd(&["workspace", "list"]);
+    quiet.env("RUST_LOG", "off");
+    let r = berth_testkit::run(quiet);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(!r.stderr.contains(REBUILD), "{}", r.stderr);
+    // Rebuilt quietly; the next one is said again.
+    let b = home.ok(&["workspace", "create", "beta"]).trim().to_owned();
+    std::fs::remove_dir_all(home.workspace_dir(&b)).unwrap();
+    let (_, err) = list(&home);
+    let line = err
+        .lines()
+        .find(|l| l.contains(REBUILD))
+        .unwrap_or_else(|| panic!("{err}"));
+    assert!(line.starts_with(&format!("berth: {REBUILD}")), "{line}");
+}
