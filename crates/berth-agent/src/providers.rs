@@ -44,11 +44,7 @@ pub fn default_base_url(kind: ProviderKind) -> &'static str {
 pub fn from_config(config: &Config, http: &Http) -> Result<Arc<dyn Provider>, SetupError> {
     let kind = config.provider();
     let settings = config.provider_settings(kind);
-    let (env, table) = match kind {
-        ProviderKind::Claude => ("ANTHROPIC_API_KEY", "claude"),
-        ProviderKind::Openai => ("OPENAI_API_KEY", "openai"),
-        ProviderKind::Gemini => ("GEMINI_API_KEY", "gemini"),
-    };
+    let (env, table) = (kind.key_variable(), kind.as_str());
     let key = settings
         .api_key
         .as_ref()

@@ -619,11 +619,7 @@ fn providers(config: &Config, home: &Path) -> Vec<Finding> {
         }
         let name = kind.as_str();
         let check = format!("provider {name}");
-        let (variable, section) = match kind {
-            ProviderKind::Claude => ("ANTHROPIC_API_KEY", "claude"),
-            ProviderKind::Openai => ("OPENAI_API_KEY", "openai"),
-            ProviderKind::Gemini => ("GEMINI_API_KEY", "gemini"),
-        };
+        let (variable, section) = (kind.key_variable(), kind.as_str());
         let url = match &settings.base_url {
             Some(u) => berth_store_sql::redact(u),
             None => "its default base URL".to_owned(),

@@ -47,20 +47,20 @@ const TAIL_BYTES: usize = 48 * 1024;
 /// After the shell exits, how long output still in the pipes is drained.
 const DRAIN: Duration = Duration::from_secs(2);
 
-/// Variables never passed to a command, whatever their name's pattern.
-const SECRET_NAMES: [&str; 5] = [
-    "ANTHROPIC_API_KEY",
-    "OPENAI_API_KEY",
-    "GEMINI_API_KEY",
-    "GOOGLE_API_KEY",
-    "BERTH_MCP_TOKEN",
-];
+/// Variables never passed to a command, whatever their name's pattern: every provider's key
+/// variables, and berth's own token.
+fn secret_names() -> impl Iterator<Item = &'static str> {
+    berth_ops::ProviderKind::ALL
+        .into_iter()
+        .flat_map(|kind| kind.key_variables().iter().copied())
+        .chain(["BERTH_MCP_TOKEN"])
+}
 
 /// Whether an environment variable's name says it holds a secret: the keys berth knows, and
 /// any name ending in `_API_KEY` or `_TOKEN` or containing `SECRET` (in any case).
 pub fn is_secret_name(name: &str) -> bool {
     let upper = name.to_ascii_uppercase();
-    SECRET_NAMES.contains(&upper.as_str())
+    secret_names().any(|n| n == upper)
         || upper.ends_with("_API_KEY")
         || upper.ends_with("_TOKEN")
         || upper.contains("SECRET")
@@ -239,9 +239,8 @@ impl RunCommand {
         env: Vec<(String, String)>,
         cx: &ToolContext,
     ) -> ToolOutcome {
-        let hidden_env = SECRET_NAMES
-            .iter()
-            .map(|n| (*n).to_owned())
+        let hidden_env = secret_names()
+            .map(str::to_owned)
             .chain(self.environment_names().filter(|n| is_secret_name(n)))
             .collect::<std::collections::BTreeSet<_>>()
             .into_iter()

@@ -80,11 +80,8 @@ impl<'a> Effective<'a> {
         let mut unset: BTreeMap<&'static str, Vec<String>> = BTreeMap::new();
         let kind = config.provider();
         fill(&mut table, &["provider"], kind.as_str());
-        for (other, env) in [
-            (ProviderKind::Claude, "ANTHROPIC_API_KEY"),
-            (ProviderKind::Openai, "OPENAI_API_KEY"),
-            (ProviderKind::Gemini, "GEMINI_API_KEY"),
-        ] {
+        for other in ProviderKind::ALL {
+            let env = other.key_variable();
             let name = other.as_str();
             let settings = config.provider_settings(other);
             fill(

@@ -6,7 +6,7 @@ use std::fmt;
 
 use serde::Serialize;
 
-use super::{Config, ConfigText};
+use super::{Config, ConfigText, ProviderKind};
 use crate::error::{Error, Result, line_of_offset};
 
 /// A key that no part of berth reads, and the layer that set it.
@@ -180,18 +180,24 @@ fn env_layer(
     vars.sort();
     let mut table = toml::Table::new();
     let mut names = Vec::new();
-    let has_gemini = vars.iter().any(|(k, _)| k == "GEMINI_API_KEY");
+    let set: Vec<String> = vars.iter().map(|(k, _)| k.clone()).collect();
     for (name, value) in vars {
-        let path: Vec<String> = match name.as_str() {
-            "ANTHROPIC_API_KEY" => vec!["providers".into(), "claude".into(), "api_key".into()],
-            "OPENAI_API_KEY" => vec!["providers".into(), "openai".into(), "api_key".into()],
-            "GEMINI_API_KEY" => vec!["providers".into(), "gemini".into(), "api_key".into()],
-            "GOOGLE_API_KEY" if !has_gemini => {
-                vec!["providers".into(), "gemini".into(), "api_key".into()]
-            }
+        // A provider's key, by the first of its variables that is set.
+        let key_of = ProviderKind::ALL.into_iter().find(|kind| {
+            let names = kind.key_variables();
+            names.iter().position(|n| *n == name).is_some_and(|at| {
+                !names[..at]
+                    .iter()
+                    .any(|before| set.iter().any(|s| s == before))
+            })
+        });
+        let path: Vec<String> = match (key_of, name.as_str()) {
+            (Some(kind), _) => vec!["providers".into(), kind.as_str().into(), "api_key".into()],
             // The store's conventional name; `BERTH_STORE__URL` says the same.
-            "BERTH_STORE_URL" => vec!["store".into(), "url".into()],
-            n if n.starts_with("BERTH_") && !PROCESS_VARS.contains(&n) && !is_port_var(n) => {
+            (None, "BERTH_STORE_URL") => vec!["store".into(), "url".into()],
+            (None, n)
+                if n.starts_with("BERTH_") && !PROCESS_VARS.contains(&n) && !is_port_var(n) =>
+            {
                 let rest = &n["BERTH_".len()..];
                 if rest.is_empty() || rest.split("__").any(str::is_empty) {
                     return Err(Error::Config(format!(

@@ -42,13 +42,38 @@ impl fmt::Display for ProviderKind {
     }
 }
 
+/// Each provider's facts, once: its name (and its table, `[providers.NAME]`), the variables its
+/// key is read from, and its default model. Its default base URL is its wire format's
+/// (berth-llm), and berth-agent's `providers::default_base_url` names it.
 impl ProviderKind {
+    pub const ALL: [ProviderKind; 3] = [
+        ProviderKind::Claude,
+        ProviderKind::Openai,
+        ProviderKind::Gemini,
+    ];
+
+    /// The name, and the table of its settings: `[providers.claude]`.
     pub fn as_str(self) -> &'static str {
         match self {
             ProviderKind::Claude => "claude",
             ProviderKind::Openai => "openai",
             ProviderKind::Gemini => "gemini",
         }
+    }
+
+    /// The variables its key is read from, by their conventional names: the first wins when
+    /// several are set (`GOOGLE_API_KEY` counts only without `GEMINI_API_KEY`).
+    pub fn key_variables(self) -> &'static [&'static str] {
+        match self {
+            ProviderKind::Claude => &["ANTHROPIC_API_KEY"],
+            ProviderKind::Openai => &["OPENAI_API_KEY"],
+            ProviderKind::Gemini => &["GEMINI_API_KEY", "GOOGLE_API_KEY"],
+        }
+    }
+
+    /// The variable a message names when its key is missing.
+    pub fn key_variable(self) -> &'static str {
+        self.key_variables()[0]
     }
 
     /// The model used when no layer names one.
