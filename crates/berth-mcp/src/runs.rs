@@ -11,10 +11,9 @@ use std::sync::OnceLock;
 use berth_agent::{Agent, AgentBuilder};
 use berth_ops::{ErrorKind, Ops};
 use berth_run::{
-    AgentStatus, Host, Next, RunError, RunEvent, RunId, RunRequest, RunStore, StopRequest,
-    StoredRequest, Supervised,
+    AgentStatus, Host, RunError, RunEvent, RunId, RunRequest, RunStore, StopRequest, StoredRequest,
+    Supervised,
 };
-use chrono::Utc;
 use serde::Serialize;
 
 /// berth's agent for this server's runs, and the home's run store, each made once: a status
@@ -73,30 +72,10 @@ impl Runs {
             Supervised::start(ops.clone(), agent, supervision, request, Host::Server)
                 .await
                 .map_err(run_error)?;
-        let first = loop {
-            match supervised.next().await {
-                Some(Next::Event(event @ RunEvent::Started { .. })) => {
-                    // In the record before the tool answers: status reads it from there.
-                    if let Err(e) = supervised.keep().await {
-                        tracing::warn!(id = %record.id, "run {}: {e} (the run goes on)", record.id);
-                    }
-                    break Ok(event);
-                }
-                Some(Next::Event(RunEvent::Ended {
-                    message: Some(m), ..
-                })) => break Err(berth_ops::Error::rule(ErrorKind::External, m)),
-                Some(Next::Event(_)) => {}
-                Some(Next::Unkept(e)) => {
-                    tracing::warn!(id = %record.id, "run {}: {e}", record.id)
-                }
-                None => {
-                    break Err(berth_ops::Error::rule(
-                        ErrorKind::External,
-                        "the run ended before its session was made",
-                    ));
-                }
-            }
-        };
+        let first = supervised
+            .until_started()
+            .await
+            .map_err(|why| berth_ops::Error::rule(ErrorKind::External, why));
         // Driven to its end here whatever the first news was: a run that failed to start
         // still checks nothing, sums up, and is kept so.
         supervised.spawn_hosted("berth mcp");
@@ -159,21 +138,11 @@ impl Runs {
         else {
             return Ok(None);
         };
-        let mut status = store
+        let status = store
             .agent_status(&record, agent)
             .await
             .map_err(kept_error)?;
         let kept = &record.agents[agent];
-        // What only the record knows: an agent failed by a supervisor that went away.
-        if kept.status.state.is_final() && !status.state.is_final() {
-            status.state = kept.status.state;
-            status.stop = kept.status.stop.clone();
-            status.message = kept.status.message.clone();
-        }
-        if status.stop.is_none() {
-            let so_far = Utc::now() - record.created_at;
-            status.elapsed_ms = u64::try_from(so_far.num_milliseconds()).unwrap_or(0);
-        }
         Ok(Some(RunState {
             session_id: session_id.to_owned(),
             workspace_id: kept.workspace.clone().unwrap_or_default(),

@@ -316,7 +316,9 @@ impl RunStore {
     /// Where agent `agent` of `record` is in its latest turn, its answer so far included:
     /// the events since its last start folded as every watcher folds them. What a process
     /// that is not the run's supervisor shows. An agent resumed or told, whose new turn has
-    /// not started yet, is as the record has it (starting).
+    /// not started yet, is as the record has it (starting); one the record has ended (failed
+    /// by a supervisor that went away) is ended; one still working has worked since the run
+    /// was made.
     pub async fn agent_status(
         &self,
         record: &RunRecord,
@@ -333,11 +335,20 @@ impl RunStore {
             status.apply(event);
         }
         let kept = record.agents.get(agent).map(|a| &a.status);
-        if let Some(kept) = kept
-            && !kept.state.is_final()
-            && status.state.is_final()
-        {
-            return Ok(kept.clone());
+        if let Some(kept) = kept {
+            if !kept.state.is_final() && status.state.is_final() {
+                return Ok(kept.clone());
+            }
+            // What only the record knows: an agent failed by a supervisor that went away.
+            if kept.state.is_final() && !status.state.is_final() {
+                status.state = kept.state;
+                status.stop = kept.stop.clone();
+                status.message = kept.message.clone();
+            }
+        }
+        if status.stop.is_none() {
+            let so_far = Utc::now() - record.created_at;
+            status.elapsed_ms = u64::try_from(so_far.num_milliseconds()).unwrap_or(0);
         }
         Ok(status)
     }
@@ -557,6 +568,43 @@ impl RunStore {
                 moved: false,
             },
         )]))
+    }
+
+    /// Waits until run `id` is over, looking four times a second: its record then.
+    pub async fn wait(&self, id: &RunId) -> Result<RunRecord, KeptError> {
+        loop {
+            let record = self.load(id).await?;
+            if record.state.is_over() {
+                return Ok(record);
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
+    /// Asks the run to stop (`what`, as [`RunStore::request_stop`]), then waits, at most
+    /// `within`, to see what it asked for stopped: the record as last read.
+    pub async fn stop_and_wait(
+        &self,
+        id: &RunId,
+        what: StopRequest,
+        within: Duration,
+    ) -> Result<RunRecord, KeptError> {
+        self.request_stop(id, what).await?;
+        let asked = std::time::Instant::now();
+        loop {
+            let record = self.load(id).await?;
+            let stopped = match what {
+                StopRequest::All => record.agents.iter().all(|a| a.status.state.is_final()),
+                StopRequest::Agent(i) => record
+                    .agents
+                    .get(i)
+                    .is_none_or(|a| a.status.state.is_final()),
+            };
+            if stopped || record.state.is_over() || asked.elapsed() > within {
+                return Ok(record);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     }
 
     /// Asks the run's supervisor to stop the run or one agent. Refused when the run is not

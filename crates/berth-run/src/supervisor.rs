@@ -203,6 +203,31 @@ impl Supervised {
         })
     }
 
+    /// Drives the run until an agent's `Started` event, kept in the record before this
+    /// returns (so a status read elsewhere sees it): that event; or why the run ended first
+    /// (the agent's failure, or that it ended before any session was made). What a front end
+    /// that answers once the run is under way waits for (MCP's `session_run`).
+    pub async fn until_started(&mut self) -> Result<RunEvent, String> {
+        loop {
+            match self.next().await {
+                Some(Next::Event(event @ RunEvent::Started { .. })) => {
+                    if let Err(e) = self.keep().await {
+                        tracing::warn!(id = %self.record().id, "run {}: {e} (the run goes on)", self.record().id);
+                    }
+                    return Ok(event);
+                }
+                Some(Next::Event(RunEvent::Ended {
+                    message: Some(m), ..
+                })) => return Err(m),
+                Some(Next::Event(_)) => {}
+                Some(Next::Unkept(e)) => {
+                    tracing::warn!(id = %self.record().id, "run {}: {e}", self.record().id)
+                }
+                None => return Err("the run ended before its session was made".to_owned()),
+            }
+        }
+    }
+
     /// Supervises the run to its end on a task of its own, every event kept and none shown:
     /// for a server that hosts it (MCP's `session_run` and `session_tell`, the web page's
     /// Tell). What cannot be kept is logged (`tracing`), naming `who`.

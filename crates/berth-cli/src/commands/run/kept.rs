@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, bail};
 use berth_run::{AgentNumber, RunRecord, RunState, RunStore, StopRequest};
@@ -129,13 +129,7 @@ pub(super) async fn show(store: &RunStore, id: &str, json: bool) -> anyhow::Resu
 
 pub(super) async fn wait(store: &RunStore, id: &str, json: bool) -> anyhow::Result<()> {
     let id = store.resolve(id).await?;
-    let record = loop {
-        let record = store.load(&id).await?;
-        if record.state.is_over() {
-            break record;
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    };
+    let record = store.wait(&id).await?;
     if json {
         render::json(&record)?;
     } else {
@@ -161,19 +155,7 @@ pub(super) async fn stop(
         None => StopRequest::All,
         Some(n) => StopRequest::Agent(n.index()),
     };
-    store.request_stop(&id, what).await?;
-    let asked = Instant::now();
-    let record = loop {
-        let record = store.load(&id).await?;
-        let stopped = match what {
-            StopRequest::All => record.agents.iter().all(|a| a.status.state.is_final()),
-            StopRequest::Agent(i) => record.agents[i].status.state.is_final(),
-        };
-        if stopped || record.state.is_over() || asked.elapsed() > STOP_WAIT {
-            break record;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let record = store.stop_and_wait(&id, what, STOP_WAIT).await?;
     if json {
         return Ok(render::json(&record)?);
     }
