@@ -314,9 +314,10 @@ fn draw_runs(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
         .block(block(title, model.pane == Pane::Runs, theme));
     frame.render_widget(table, area);
     if shown.is_empty() {
-        let why = match (model.runs.is_empty(), model.filter(Tab::Runs)) {
-            (true, _) => "no runs yet: c starts one (or `berth run TASK`)",
-            (false, _) => "no run matches the filter: / changes it, Esc in it clears it",
+        let why = match (model.runs_loaded, model.runs.is_empty()) {
+            (false, _) => "reading the runs…",
+            (true, true) => "no runs yet: c starts one (or `berth run TASK`)",
+            (true, false) => "no run matches the filter: / changes it, Esc in it clears it",
         };
         let inner = area.inner(ratatui::layout::Margin::new(2, 2));
         frame.render_widget(Paragraph::new(why).wrap(Wrap { trim: true }), inner);
@@ -472,6 +473,10 @@ fn agent_row<'a>(
 
 fn draw_detail(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
     let focused = model.pane == Pane::Detail;
+    if model.selected_run().is_none() {
+        frame.render_widget(block(" Transcript ".to_owned(), focused, theme), area);
+        return;
+    }
     let agent = model.agent_sel;
     let label = model
         .selected_run()

@@ -210,6 +210,8 @@ pub struct Model {
     pub runs_next: Option<String>,
     /// Whether pages past the first were loaded.
     pub more_loaded: bool,
+    /// Whether the first page came in: until then the list is being read, not empty.
+    pub runs_loaded: bool,
     pub run_sel: usize,
     pub agent_sel: usize,
     pub followed: Followed,
@@ -253,6 +255,7 @@ impl Model {
             runs: Vec::new(),
             runs_next: None,
             more_loaded: false,
+            runs_loaded: false,
             run_sel: 0,
             agent_sel: 0,
             followed: Followed::default(),
@@ -280,6 +283,7 @@ impl Model {
     pub fn apply(&mut self, update: Update) -> Vec<Action> {
         match update {
             Update::Runs { runs, next } => {
+                self.runs_loaded = true;
                 let selected = self.selected_run().map(|r| r.id.clone());
                 match self.more_loaded {
                     // Pages loaded further down stay below the fresh first one.
