@@ -174,8 +174,9 @@ fn berth_alone_is_the_dashboard_on_a_terminal_and_the_help_elsewhere() {
     let home = Home::new();
     let (_tmp, root) = project();
     let term = Terminal::start(&home, &root, &[]);
-    let screen = term.wait_for("the dashboard", |s| s.contains("1 Runs"));
-    assert!(screen.contains("no runs yet"), "{screen}");
+    term.wait_for("the dashboard, with no runs", |s| {
+        s.contains("1 Runs") && s.contains("no runs yet")
+    });
     term.send_keys(&["q"]);
     let (code, _) = term.wait_exit();
     assert_eq!(code, 0);
