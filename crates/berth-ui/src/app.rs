@@ -156,12 +156,17 @@ async fn feed(
         tokio::select! {
             _ = runs_at.tick() => {}
             _ = wake.notified() => {}
-            _ = async {
+            broke = async {
                 match listener.as_mut() {
-                    Some(l) => { let _ = l.next().await; }
-                    None => std::future::pending::<()>().await,
+                    Some(l) => l.next().await.is_err(),
+                    None => std::future::pending::<bool>().await,
                 }
-            } => {}
+            } => {
+                // A connection that broke is left: the reads each second go on without it.
+                if broke {
+                    listener = None;
+                }
+            }
             _ = events_at.tick() => {
                 let want = followed.borrow_and_update().clone();
                 let from_start = want != following;
