@@ -122,8 +122,7 @@ impl Supervised {
         let request = store.load(id).await?.request.request(again.clone());
         crate::preflight(&ops, &agent, request).await?;
         let mut supervision = store.supervise(id).await?;
-        supervision.resuming(&again).await?;
-        let mut request = supervision.record().request.request(again);
+        let mut request = supervision.request_again(again).await?;
         if !allow.is_empty() {
             // Wider for the told turn only: the run keeps its own policy.
             let mut tools = request.policy.named();

@@ -202,10 +202,7 @@ async fn work_one(
             (i, r)
         })
         .collect();
-    if !again.is_empty() {
-        supervision.resuming(&again).await?;
-    }
-    let mut request = supervision.record().request.request(again);
+    let mut request = supervision.request_again(again).await?;
     request.repository = Repository::Named(repository);
     request.push = true;
     request.max_agents = Some(max_agents);

@@ -58,6 +58,19 @@ impl Supervision {
         self.hold()?.write(&record).await
     }
 
+    /// The request that runs again the agents `again` names (none: the run as it was
+    /// asked), their state back to starting first: what a resume, a told turn and a worker
+    /// taking a run over each start.
+    pub async fn request_again(
+        &mut self,
+        again: BTreeMap<usize, Resume>,
+    ) -> Result<crate::RunRequest, KeptError> {
+        if !again.is_empty() {
+            self.resuming(&again).await?;
+        }
+        Ok(self.record.request.request(again))
+    }
+
     /// Records that the run could not start at all, and why.
     pub async fn fail(&mut self, why: &str) -> Result<(), KeptError> {
         self.record.fail(why);

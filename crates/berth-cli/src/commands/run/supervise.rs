@@ -248,10 +248,7 @@ pub(super) async fn supervise(
         true => supervision.record().unfinished(),
         false => BTreeMap::new(),
     };
-    if resume {
-        supervision.resuming(&again).await?;
-    }
-    let request = supervision.record().request.request(again);
+    let request = supervision.request_again(again).await?;
     let mut supervised = start_supervised(ops, supervision, request).await?;
     while let Some(next) = supervised.next().await {
         if let Next::Unkept(e) = next {
@@ -275,7 +272,6 @@ pub(super) async fn resume(
         return detach(&ops, &store, &id, berth_run::Detach::Resume, json).await;
     }
     let mut supervision = store.supervise(&id).await?;
-    supervision.resuming(&again).await?;
-    let request = supervision.record().request.request(again);
+    let request = supervision.request_again(again).await?;
     foreground(ops, supervision, request, json).await
 }
