@@ -98,6 +98,7 @@ fn the_dashboard_follows_diffs_picks_answers_and_quits_cleanly() {
     // The finished run: its first agent's diff names the file and shows an added line.
     term.send_keys(&["Escape"]);
     term.send_keys(&["Escape"]);
+    term.wait_for("the runs' keys", |s| s.contains("Enter open"));
     term.send_keys(&["j"]);
     term.send_keys(&["Enter"]);
     term.send_keys(&["d"]);

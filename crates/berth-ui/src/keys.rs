@@ -38,6 +38,15 @@ pub fn key(model: &mut Model, key: KeyEvent) -> Vec<Action> {
     if key.modifiers.contains(KeyModifiers::CONTROL) && key.code == KeyCode::Char('c') {
         return vec![Action::Quit];
     }
+    // A terminal sends Esc and a key typed right after it as one Alt-key (`ESC j`): both
+    // were meant, in that order. No key of the dashboard is an Alt-key.
+    if key.modifiers.contains(KeyModifiers::ALT) {
+        let mut actions = self::key(model, KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE));
+        let mut plain = key;
+        plain.modifiers.remove(KeyModifiers::ALT);
+        actions.extend(self::key(model, plain));
+        return actions;
+    }
     match model.overlay.take() {
         Some(Overlay::Input { purpose, text }) => return typed(model, purpose, text, key),
         Some(Overlay::NewRun { form, field }) => return form_key(model, form, field, key),

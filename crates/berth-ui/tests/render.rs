@@ -423,3 +423,25 @@ async fn screens_for_the_docs() {
     press(&mut model, KeyCode::Char('3'));
     save("sessions", &model, (80, 24));
 }
+
+/// Esc and a key typed right after it reach the dashboard as one Alt-key (`ESC j`): it does
+/// both, so a quick `Esc j` moves in the list it went back to.
+#[tokio::test(flavor = "multi_thread")]
+async fn esc_then_a_key_sent_as_one_alt_key_does_both() {
+    let h = home().await;
+    common::finished_run(&h.store, "A second run", 3).await;
+    let mut model = common::loaded(&h.ops, &h.store, true).await;
+    press(&mut model, KeyCode::Enter);
+    assert_eq!(model.pane, berth_ui::Pane::Agents);
+    berth_ui::key(
+        &mut model,
+        KeyEvent::new(KeyCode::Char('j'), KeyModifiers::ALT),
+    );
+    assert_eq!(model.pane, berth_ui::Pane::Runs);
+    assert_eq!(model.run_sel, 1, "j moved in the runs");
+    // Two Escs at once: back twice.
+    press(&mut model, KeyCode::Enter);
+    press(&mut model, KeyCode::Enter);
+    berth_ui::key(&mut model, KeyEvent::new(KeyCode::Esc, KeyModifiers::ALT));
+    assert_eq!(model.pane, berth_ui::Pane::Runs);
+}
