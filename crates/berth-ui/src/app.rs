@@ -52,7 +52,9 @@ pub async fn run(ops: Ops, store: RunStore, options: Options) -> std::io::Result
     let mut model = Model::new(place, options.color);
     model.pooled = store.pooled();
     let (tx, mut rx) = mpsc::unbounded_channel();
-    let (follow, followed) = watch::channel(None::<RunId>);
+    // The run to follow, and how many times one was asked for: each ask reads it afresh
+    // (`R` asks again for the same run).
+    let (follow, followed) = watch::channel((None::<RunId>, 0u64));
     let wake = Arc::new(Notify::new());
     let mut terminal = ratatui::try_init()?;
     let keys = tx.clone();
@@ -105,7 +107,10 @@ pub async fn run(ops: Ops, store: RunStore, options: Options) -> std::io::Result
         for action in actions {
             match action {
                 Action::Follow(id) => {
-                    follow.send_replace(id);
+                    follow.send_modify(|(run, asked)| {
+                        *run = id;
+                        *asked += 1;
+                    });
                 }
                 Action::Quit => {}
                 action => {
@@ -142,7 +147,7 @@ pub async fn run(ops: Ops, store: RunStore, options: Options) -> std::io::Result
 async fn feed(
     store: RunStore,
     tx: mpsc::UnboundedSender<Message>,
-    mut followed: watch::Receiver<Option<RunId>>,
+    mut followed: watch::Receiver<(Option<RunId>, u64)>,
     wake: Arc<Notify>,
 ) {
     let send = |update| tx.send(Message::Update(Box::new(update))).is_ok();
@@ -150,6 +155,7 @@ async fn feed(
     let mut runs_at = tokio::time::interval(RUNS_EVERY);
     let mut events_at = tokio::time::interval(EVENTS_EVERY);
     let mut following: Option<RunId> = None;
+    let mut asked = 0;
     let mut cursor = 0;
     let mut said: Option<String> = None;
     loop {
@@ -168,10 +174,10 @@ async fn feed(
                 }
             }
             _ = events_at.tick() => {
-                let want = followed.borrow_and_update().clone();
-                let from_start = want != following;
+                let (want, times) = followed.borrow_and_update().clone();
+                let from_start = times != asked;
                 if from_start {
-                    following = want;
+                    (following, asked) = (want, times);
                     cursor = 0;
                 }
                 let Some(id) = &following else { continue };

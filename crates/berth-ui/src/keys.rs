@@ -120,10 +120,9 @@ pub fn key(model: &mut Model, key: KeyEvent) -> Vec<Action> {
         }
         KeyCode::Char('R') => match model.tab {
             Tab::Runs => {
-                let id = model.followed.run.take();
+                // The followed run's events read again from the start.
                 model.followed.agents.clear();
-                model.followed.run = id.clone();
-                vec![Action::Follow(None), Action::Follow(id)]
+                vec![Action::Follow(model.followed.run.clone())]
             }
             Tab::Workspaces => {
                 model.ws_status.clear();
