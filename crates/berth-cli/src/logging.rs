@@ -15,27 +15,9 @@ use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
 use tracing_subscriber::registry::LookupSpan;
 
-/// berth's own crates, which `-v` makes more talkative (a dependency's debug lines stay off).
-const BERTH_CRATES: &[&str] = &[
-    "berth_acp",
-    "berth_agent",
-    "berth_confined",
-    "berth_core",
-    "berth_git",
-    "berth_import",
-    "berth_llm",
-    "berth_mcp",
-    "berth_notify",
-    "berth_ops",
-    "berth_run",
-    "berth_sandbox",
-    "berth_serve",
-    "berth_skills",
-    "berth_store_fs",
-    "berth_store_sql",
-    "berth_ui",
-    "berth_web",
-];
+/// berth's own crates, which `-v` makes more talkative (a dependency's debug lines stay
+/// off): a target matches by its start, so this is every `berth_*` crate, and the binary.
+const BERTH: &str = "berth";
 
 /// Installs the subscriber; `server` for a long-running process whose output is a log.
 pub fn init(verbose: u8, server: bool) {
@@ -56,7 +38,7 @@ pub fn init(verbose: u8, server: bool) {
             };
             Targets::new()
                 .with_default(others)
-                .with_targets(BERTH_CRATES.iter().map(|c| (*c, berth)))
+                .with_target(BERTH, berth)
         }
     };
     use tracing_subscriber::layer::SubscriberExt;

@@ -18,7 +18,8 @@ use support::Home;
 use support::runs::{berth_run, project, until, write_call};
 
 /// A `[[notify]]` entry whose command appends each notification, one line of JSON, to a file
-/// of `dir`; `events` as the entry's list (empty: the default). The file.
+/// of `dir`; `events` as the entry's list (empty: the default). The file. The line is one
+/// write (`printf`), so two notifications sent at once never interleave in it.
 fn notified_to(home: &Home, dir: &Path, entries: &[(&str, &[&str])]) -> Vec<PathBuf> {
     let mut config = String::new();
     let mut files = Vec::new();
@@ -26,8 +27,7 @@ fn notified_to(home: &Home, dir: &Path, entries: &[(&str, &[&str])]) -> Vec<Path
         let file = dir.join(format!("{name}.jsonl"));
         let events: Vec<String> = events.iter().map(|e| format!("{e:?}")).collect();
         config.push_str(&format!(
-            "[[notify]]\ncommand = \"cat >> '{}'; echo >> '{}'\"\nevents = [{}]\n",
-            file.display(),
+            "[[notify]]\ncommand = \"printf '%s\\\\n' \\\"$(cat)\\\" >> '{}'\"\nevents = [{}]\n",
             file.display(),
             events.join(", ")
         ));

@@ -85,7 +85,12 @@ pub async fn detach(
     let spawned = chrono::Utc::now();
     let mut child = command.spawn().map_err(cannot)?;
     if let (Some(text), Some(mut stdin)) = (told, child.stdin.take()) {
-        stdin.write_all(text.as_bytes()).map_err(cannot)?;
+        // A text longer than the pipe holds waits for the supervisor to read it: off the
+        // async threads.
+        tokio::task::spawn_blocking(move || stdin.write_all(text.as_bytes()))
+            .await
+            .map_err(|e| cannot(std::io::Error::other(e)))?
+            .map_err(cannot)?;
     }
     let started = Instant::now();
     loop {

@@ -66,8 +66,8 @@ pub use preflight::preflight;
 pub use pull_request::pull_request_text;
 pub use pushed::{merge_workspace, pushed_url, workspace_diff};
 pub use request::{
-    Budget, DEFAULT_CHECK_TIMEOUT_SECS, NAME_FROM_TASK_MAX, Resume, RunRequest, name_from_task,
-    prepare,
+    Budget, DEFAULT_CHECK_TIMEOUT_SECS, NAME_FROM_TASK_MAX, Resume, RunRequest, ask_wait,
+    name_from_task, prepare,
 };
 pub(crate) use request::{moved_prompt, resume_prompt, writable_needs_an_acp_agent};
 pub use running::{Run, Stopper, start};

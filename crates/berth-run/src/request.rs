@@ -57,6 +57,47 @@ pub struct RunRequest {
     pub ask: Option<Duration>,
 }
 
+impl RunRequest {
+    /// `task` for `agents` in `repository`, everything else as a run is by default: new
+    /// workspaces named from the task, a policy that allows nothing beyond reading, no check,
+    /// `[run]`'s budget, nobody asked. Front ends set what their person chose on top.
+    pub fn new(task: String, repository: Repository, agents: Vec<AgentSpec>) -> RunRequest {
+        RunRequest {
+            task,
+            repository,
+            workspace: None,
+            agents,
+            name: None,
+            policy: Policy::new(&[] as &[String], false),
+            check: None,
+            check_timeout: Duration::from_secs(DEFAULT_CHECK_TIMEOUT_SECS),
+            resume: BTreeMap::new(),
+            agent_writable: Vec::new(),
+            push: false,
+            budget: Budget::default(),
+            max_agents: None,
+            stderr_dir: None,
+            ask: None,
+        }
+    }
+}
+
+/// How long a run's question waits for a person (`RunRequest::ask`), or `None` when it asks
+/// nobody: when the run was asked to (`--ask`, the dashboard) or `[run] ask` says so, for
+/// `timeout_secs`, else `[run] ask_timeout_secs`, else [`crate::DEFAULT_ASK_TIMEOUT`].
+pub fn ask_wait(
+    asked: bool,
+    timeout_secs: Option<u64>,
+    config: &berth_ops::Config,
+) -> Option<Duration> {
+    let run = &config.run;
+    (asked || run.ask == Some(true)).then(|| {
+        timeout_secs
+            .or(run.ask_timeout_secs)
+            .map_or(crate::DEFAULT_ASK_TIMEOUT, Duration::from_secs)
+    })
+}
+
 /// What one agent of a run may use; past it the agent is stopped, recorded as `budget`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Budget {

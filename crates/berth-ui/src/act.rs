@@ -3,7 +3,6 @@
 //! [`Update`]: what it read, or a line saying what it did or why it could not.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use berth_ops::{Ops, Repository};
 use berth_run::{RunRequest, RunStore, StopRequest};
@@ -194,27 +193,15 @@ async fn start(cx: &Context, form: NewRun) -> Result<String, String> {
         .filter(|s| !s.is_empty() && *s != "all")
         .map(str::to_owned)
         .collect();
-    let check = Some(form.check.trim().to_owned()).filter(|c| !c.is_empty());
-    let ask = config
-        .run
-        .ask_timeout_secs
-        .map_or(berth_run::DEFAULT_ASK_TIMEOUT, Duration::from_secs);
     let request = RunRequest {
-        task: form.task.trim().to_owned(),
-        repository: Repository::Around(cx.here.clone()),
-        workspace: None,
-        agents,
-        name: None,
         policy: berth_run::Policy::new(&allow, form.allow.trim() == "all"),
-        check,
-        check_timeout: Duration::from_secs(berth_run::DEFAULT_CHECK_TIMEOUT_SECS),
-        resume: Default::default(),
-        agent_writable: Vec::new(),
-        push: false,
-        budget: berth_run::Budget::default(),
-        max_agents: None,
-        stderr_dir: None,
-        ask: Some(ask),
+        check: Some(form.check.trim().to_owned()).filter(|c| !c.is_empty()),
+        ask: berth_run::ask_wait(true, None, &config),
+        ..RunRequest::new(
+            form.task.trim().to_owned(),
+            Repository::Around(cx.here.clone()),
+            agents,
+        )
     };
     let (record, pid) = berth_run::start_detached(&cx.ops, &cx.store, request, &cx.program)
         .await

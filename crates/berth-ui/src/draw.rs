@@ -223,6 +223,36 @@ fn block<'a>(title: String, focused: bool, theme: &Theme) -> Block<'a> {
         .title(Span::styled(title, theme.focus(focused)))
 }
 
+/// A list's title: its name, how many it shows (`None`: still being read), and the filter.
+fn list_title(name: &str, count: Option<String>, filter: Option<&str>) -> String {
+    let filter = filter.map(|f| format!(" /{f}")).unwrap_or_default();
+    match count {
+        Some(n) => format!(" {name} ({n}){filter} "),
+        None => format!(" {name} (reading…) "),
+    }
+}
+
+/// The rows of `shown` that fit in `height` with the selected one (`sel`) among them,
+/// marked: only those are built, however long the list.
+fn visible_rows<'a>(
+    shown: &[usize],
+    sel: usize,
+    height: usize,
+    theme: &Theme,
+    row: impl Fn(usize) -> Row<'a>,
+) -> Vec<Row<'a>> {
+    shown
+        .iter()
+        .enumerate()
+        .skip(first_row(sel, height))
+        .take(height)
+        .map(|(at, &i)| match at == sel {
+            true => row(i).style(theme.selected()),
+            false => row(i),
+        })
+        .collect()
+}
+
 /// The first row to show so that `sel` shows in `height` rows.
 fn first_row(sel: usize, height: usize) -> usize {
     (sel + 1).saturating_sub(height.max(1))
@@ -263,39 +293,28 @@ fn draw_runs(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
         Some(_) => "+",
         None => "",
     };
-    let filter = model
-        .filter(Tab::Runs)
-        .map(|f| format!(" /{f}"))
-        .unwrap_or_default();
-    let title = format!(" Runs ({}{more}){filter} ", shown.len());
+    let title = list_title(
+        "Runs",
+        Some(format!("{}{more}", shown.len())),
+        model.filter(Tab::Runs),
+    );
     let height = area.height.saturating_sub(3) as usize;
-    let first = first_row(model.run_sel, height);
     // Where each ran, when the runs may be on several machines (a pool) and there is room.
     let with_node = model.pooled && area.width >= 60;
-    let rows: Vec<Row> = shown
-        .iter()
-        .enumerate()
-        .skip(first)
-        .take(height)
-        .map(|(at, &i)| {
-            let r = &model.runs[i];
-            let style = match at == model.run_sel {
-                true => theme.selected(),
-                false => Style::new(),
-            };
-            let mut cells = vec![
-                Cell::new(short_id(r.id.as_str())),
-                Cell::new(run_state(r)).style(theme.state(run_state(r))),
-                Cell::new(agent_counts(r)),
-                Cell::new(age(model.now, r.created_at)),
-            ];
-            if with_node {
-                cells.push(Cell::new(node_of(r)));
-            }
-            cells.push(Cell::new(berth_ops::title_of(&r.request.task)));
-            Row::new(cells).style(style)
-        })
-        .collect();
+    let rows = visible_rows(&shown, model.run_sel, height, theme, |i| {
+        let r = &model.runs[i];
+        let mut cells = vec![
+            Cell::new(short_id(r.id.as_str())),
+            Cell::new(run_state(r)).style(theme.state(run_state(r))),
+            Cell::new(agent_counts(r)),
+            Cell::new(age(model.now, r.created_at)),
+        ];
+        if with_node {
+            cells.push(Cell::new(node_of(r)));
+        }
+        cells.push(Cell::new(berth_ops::title_of(&r.request.task)));
+        Row::new(cells)
+    });
     let mut widths = vec![
         Constraint::Length(8),
         Constraint::Length(8),
@@ -556,45 +575,30 @@ fn draw_lines(
 fn draw_workspaces(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
     let [list, detail] = Layout::vertical([Constraint::Min(5), Constraint::Length(6)]).areas(area);
     let shown = model.shown_workspaces();
-    let filter = model
-        .filter(Tab::Workspaces)
-        .map(|f| format!(" /{f}"))
-        .unwrap_or_default();
-    let title = match model.workspaces_loaded {
-        true => format!(" Workspaces ({}){filter} ", shown.len()),
-        false => " Workspaces (reading…) ".to_owned(),
-    };
+    let title = list_title(
+        "Workspaces",
+        model.workspaces_loaded.then(|| shown.len().to_string()),
+        model.filter(Tab::Workspaces),
+    );
     let height = list.height.saturating_sub(3) as usize;
-    let first = first_row(model.ws_sel, height);
-    let rows: Vec<Row> = shown
-        .iter()
-        .enumerate()
-        .skip(first)
-        .take(height)
-        .map(|(at, &i)| {
-            let w = &model.workspaces[i];
-            let style = match at == model.ws_sel {
-                true => theme.selected(),
-                false => Style::new(),
-            };
-            let (kind, branch) = match &w.git {
-                Some(g) => ("git", g.branch.as_str()),
-                None => ("plain", ""),
-            };
-            let ports = w
-                .ports
-                .map_or(String::new(), |p| format!("{}-{}", p.first, p.last));
-            Row::new(vec![
-                Cell::new(w.name.clone().unwrap_or_else(|| w.id.to_string())),
-                Cell::new(kind),
-                Cell::new(branch.to_owned()),
-                Cell::new(worktree_state(model.ws_status.get(w.id.as_str()))),
-                Cell::new(ports),
-                Cell::new(age(model.now, w.last_accessed)),
-            ])
-            .style(style)
-        })
-        .collect();
+    let rows = visible_rows(&shown, model.ws_sel, height, theme, |i| {
+        let w = &model.workspaces[i];
+        let (kind, branch) = match &w.git {
+            Some(g) => ("git", g.branch.as_str()),
+            None => ("plain", ""),
+        };
+        let ports = w
+            .ports
+            .map_or(String::new(), |p| format!("{}-{}", p.first, p.last));
+        Row::new(vec![
+            Cell::new(w.name.clone().unwrap_or_else(|| w.id.to_string())),
+            Cell::new(kind),
+            Cell::new(branch.to_owned()),
+            Cell::new(worktree_state(model.ws_status.get(w.id.as_str()))),
+            Cell::new(ports),
+            Cell::new(age(model.now, w.last_accessed)),
+        ])
+    });
     let widths = [
         Constraint::Fill(2),
         Constraint::Length(5),
@@ -677,45 +681,30 @@ fn draw_sessions(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
         return;
     }
     let shown = model.shown_sessions();
-    let filter = model
-        .filter(Tab::Sessions)
-        .map(|f| format!(" /{f}"))
-        .unwrap_or_default();
-    let title = match model.sessions_loaded {
-        true => format!(" Sessions ({}){filter} ", shown.len()),
-        false => " Sessions (reading…) ".to_owned(),
-    };
+    let title = list_title(
+        "Sessions",
+        model.sessions_loaded.then(|| shown.len().to_string()),
+        model.filter(Tab::Sessions),
+    );
     let height = area.height.saturating_sub(3) as usize;
-    let first = first_row(model.ses_sel, height);
-    let rows: Vec<Row> = shown
-        .iter()
-        .enumerate()
-        .skip(first)
-        .take(height)
-        .map(|(at, &i)| {
-            let s = &model.sessions[i];
-            let style = match at == model.ses_sel {
-                true => theme.selected(),
-                false => Style::new(),
-            };
-            let title = match s.title.is_empty() {
-                true => s.id.to_string(),
-                false => s.title.clone(),
-            };
-            Row::new(vec![
-                Cell::new(title),
-                Cell::new(
-                    s.workspace_name
-                        .clone()
-                        .unwrap_or_else(|| s.workspace_id.to_string()),
-                ),
-                Cell::new(s.model.clone()),
-                Cell::new(lines::tokens(s.usage.input_tokens + s.usage.output_tokens)),
-                Cell::new(age(model.now, s.updated_at)),
-            ])
-            .style(style)
-        })
-        .collect();
+    let rows = visible_rows(&shown, model.ses_sel, height, theme, |i| {
+        let s = &model.sessions[i];
+        let title = match s.title.is_empty() {
+            true => s.id.to_string(),
+            false => s.title.clone(),
+        };
+        Row::new(vec![
+            Cell::new(title),
+            Cell::new(
+                s.workspace_name
+                    .clone()
+                    .unwrap_or_else(|| s.workspace_id.to_string()),
+            ),
+            Cell::new(s.model.clone()),
+            Cell::new(lines::tokens(s.usage.input_tokens + s.usage.output_tokens)),
+            Cell::new(age(model.now, s.updated_at)),
+        ])
+    });
     let widths = [
         Constraint::Fill(3),
         Constraint::Fill(2),

@@ -445,3 +445,78 @@ async fn esc_then_a_key_sent_as_one_alt_key_does_both() {
     berth_ui::key(&mut model, KeyEvent::new(KeyCode::Esc, KeyModifiers::ALT));
     assert_eq!(model.pane, berth_ui::Pane::Runs);
 }
+
+/// What an agent chooses (a tool's name, its failure's words from its standard error, its
+/// answer) and what a device or a page names (a session's title, a workspace's description)
+/// never reaches the terminal as a control sequence: an escape could retitle the window, set
+/// the clipboard (OSC 52) or clear the screen. Every cell of every tab is checked.
+#[tokio::test(flavor = "multi_thread")]
+async fn what_an_agent_or_a_device_names_reaches_no_terminal_as_control_sequences() {
+    const EVIL: &str = "\x1b]52;c;ZXZpbA==\x07\x1b]0;owned\x07\x1b[2J\u{9b}31m";
+    let h = home().await;
+    let mut create = CreateWorkspace::new(Repository::None);
+    create.name = Some("hostile".to_owned());
+    create.description = format!("described {EVIL}");
+    h.ops.create_workspace(create).await.unwrap();
+    h.ops
+        .create_session(CreateSession {
+            workspace: "hostile".to_owned(),
+            title: format!("titled {EVIL}"),
+            provider: None,
+            // A model's name is refused with control characters at the edge already.
+            model: Some("claude-sonnet-4-5".to_owned()),
+            id: None,
+            cwd: None,
+        })
+        .await
+        .unwrap();
+    let record = h
+        .store
+        .create(berth_run::StoredRequest::of(&common::request(
+            &format!("task {EVIL}"),
+            1,
+        )))
+        .await
+        .unwrap();
+    let mut s = h.store.supervise(&record.id).await.unwrap();
+    for event in [
+        common::started(0, record.id.as_str()),
+        berth_run::RunEvent::Text {
+            agent: 0,
+            text: format!("answer {EVIL}\n"),
+        },
+        common::tool(0, &format!("tool{EVIL}")),
+    ] {
+        s.take(&event).await.unwrap();
+    }
+    s.flush().await.unwrap();
+    let mut model = common::loaded(&h.ops, &h.store, true).await;
+    let mut screens = Vec::new();
+    for keys in ["", "\n\n", "2/hostile\n", "3"] {
+        for c in keys.chars() {
+            press(
+                &mut model,
+                match c {
+                    '\n' => KeyCode::Enter,
+                    c => KeyCode::Char(c),
+                },
+            );
+        }
+        for size in SIZES {
+            screens.push(screen(&model, size));
+        }
+    }
+    let shown: String = screens.iter().map(|(t, _)| t.as_str()).collect();
+    for name in ["task", "answer", "tool", "described", "titled"] {
+        assert!(shown.contains(name), "{name} is on a screen:\n{shown}");
+    }
+    for (text, buffer) in &screens {
+        for cell in buffer.content() {
+            assert!(
+                !cell.symbol().chars().any(char::is_control),
+                "a control character reached the terminal: {:?}\n{text}",
+                cell.symbol()
+            );
+        }
+    }
+}

@@ -35,7 +35,7 @@ pub fn request(task: &str, agents: usize) -> RunRequest {
     }
 }
 
-fn started(agent: usize, run: &str) -> RunEvent {
+pub fn started(agent: usize, run: &str) -> RunEvent {
     RunEvent::Started {
         agent,
         label: "berth".to_owned(),
@@ -180,7 +180,7 @@ pub async fn finished_run(store: &RunStore, task: &str, lines: usize) -> RunId {
 }
 
 /// A tool call, as its JSON line reads (the tool's kind is berth-agent's).
-fn tool(agent: usize, name: &str) -> RunEvent {
+pub fn tool(agent: usize, name: &str) -> RunEvent {
     serde_json::from_value(serde_json::json!({
         "event": "tool", "agent": agent, "name": name, "kind": "edit"
     }))

@@ -1,7 +1,6 @@
 //! Starting a run: the task read (and checked for a misspelt subcommand), the agents chosen,
 //! and the run started here, handed to a supervisor process, or queued for the pool.
 
-use std::collections::BTreeMap;
 use std::io::Read;
 use std::time::Duration;
 
@@ -46,24 +45,8 @@ pub(super) async fn new_run(ops: Ops, store: RunStore, args: NewRunArgs) -> anyh
         }
     };
     let request = RunRequest {
-        task,
-        repository,
-        workspace: None,
-        agents,
-        name: args.name.clone(),
-        policy: Policy::new(&args.allow, args.allow_all),
-        check: args.check.clone(),
-        check_timeout: Duration::from_secs(args.check_timeout),
-        resume: BTreeMap::new(),
-        agent_writable: args.agent_writable.clone(),
         push,
-        budget: berth_run::Budget {
-            max_tokens: args.max_tokens,
-            max_cost: args.max_cost,
-        },
-        max_agents: None,
-        stderr_dir: None,
-        ask: asks(&args, &config),
+        ..request_of(&args, &config, task, repository, agents)
     };
     if args.detach {
         let exe = std::env::current_exe().context("cannot find the berth program to start")?;
@@ -78,14 +61,27 @@ pub(super) async fn new_run(ops: Ops, store: RunStore, args: NewRunArgs) -> anyh
     foreground(ops, supervision, request, args.json).await
 }
 
-/// How long a question of `--ask` (or `[run] ask`) waits; `None`: the run asks nobody.
-fn asks(args: &NewRunArgs, config: &berth_ops::Config) -> Option<Duration> {
-    let run = &config.run;
-    (args.ask || run.ask == Some(true)).then(|| {
-        args.ask_timeout
-            .or(run.ask_timeout_secs)
-            .map_or(berth_run::DEFAULT_ASK_TIMEOUT, Duration::from_secs)
-    })
+/// The run `args` ask for: `task` for `agents` in `repository`, with the options given.
+fn request_of(
+    args: &NewRunArgs,
+    config: &berth_ops::Config,
+    task: String,
+    repository: Repository,
+    agents: Vec<berth_run::AgentSpec>,
+) -> RunRequest {
+    RunRequest {
+        name: args.name.clone(),
+        policy: Policy::new(&args.allow, args.allow_all),
+        check: args.check.clone(),
+        check_timeout: Duration::from_secs(args.check_timeout),
+        agent_writable: args.agent_writable.clone(),
+        budget: berth_run::Budget {
+            max_tokens: args.max_tokens,
+            max_cost: args.max_cost,
+        },
+        ask: berth_run::ask_wait(args.ask, args.ask_timeout, config),
+        ..RunRequest::new(task, repository, agents)
+    }
 }
 
 /// `berth run --queue`: the run recorded queued, for a worker of the pool to take; its id
@@ -101,24 +97,8 @@ async fn queue(
 ) -> anyhow::Result<()> {
     let here = std::env::current_dir().context("cannot read the current folder")?;
     let request = RunRequest {
-        task,
-        repository: Repository::None,
-        workspace: None,
-        agents,
-        name: args.name.clone(),
-        policy: Policy::new(&args.allow, args.allow_all),
-        check: args.check.clone(),
-        check_timeout: Duration::from_secs(args.check_timeout),
-        resume: BTreeMap::new(),
-        agent_writable: args.agent_writable.clone(),
         push: true,
-        budget: berth_run::Budget {
-            max_tokens: args.max_tokens,
-            max_cost: args.max_cost,
-        },
-        max_agents: None,
-        stderr_dir: None,
-        ask: asks(args, config),
+        ..request_of(args, config, task, Repository::None, agents)
     };
     let record = berth_run::queue(
         ops,

@@ -36,20 +36,21 @@ pub(super) async fn tell(
     match Supervised::tell_or_queue(ops, runner, &store, &id, agent, text, allow, Host::Own).await?
     {
         berth_run::Told::Started(supervised) => shown(*supervised, interrupts, json).await,
-        berth_run::Told::Queued { agent } => {
-            if json {
-                render::json(
-                    &serde_json::json!({ "run": id, "agent": agent + 1, "queued": true }),
-                )?;
-            } else {
-                eprintln!(
-                    "run {id} is running: agent {} is told once its current turn ends (`berth run logs -f {id}` follows it)",
-                    agent + 1
-                );
-            }
-            Ok(())
-        }
+        berth_run::Told::Queued { agent } => said_queued(&id, agent, json),
     }
+}
+
+/// What was said of a tell queued for agent `agent` (0-based) of a run still running.
+fn said_queued(id: &berth_run::RunId, agent: usize, json: bool) -> anyhow::Result<()> {
+    if json {
+        render::json(&serde_json::json!({ "run": id, "agent": agent + 1, "queued": true }))?;
+    } else {
+        eprintln!(
+            "run {id} is running: agent {} is told once its current turn ends (`berth run logs -f {id}` follows it)",
+            agent + 1
+        );
+    }
+    Ok(())
 }
 
 /// `berth run tell --detach`: the told turn of a run that is over in a supervisor process
@@ -66,18 +67,7 @@ pub(super) async fn tell_detached(
     let exe = std::env::current_exe().context("cannot find the berth program to start")?;
     let agent = agent.map(AgentNumber::index);
     match berth_run::tell_detached(ops, store, &id, agent, text, &exe).await? {
-        berth_run::ToldDetached::Queued { agent } => {
-            if json {
-                render::json(
-                    &serde_json::json!({ "run": id, "agent": agent + 1, "queued": true }),
-                )?;
-            } else {
-                eprintln!(
-                    "run {id} is running: agent {} is told once its current turn ends",
-                    agent + 1
-                );
-            }
-        }
+        berth_run::ToldDetached::Queued { agent } => said_queued(&id, agent, json)?,
         berth_run::ToldDetached::Started { agent, supervisor } => {
             if json {
                 render::json(
