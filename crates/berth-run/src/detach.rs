@@ -29,7 +29,8 @@ pub enum Detach {
 
 /// Starts `program` (the berth binary) as `berth --home HOME run supervise ID` in its own
 /// process group, so a terminal's Ctrl-C or hangup does not reach it, with its output in
-/// the run's log; waits until it has taken the run. The supervisor's process id.
+/// the run's log; waits until it has taken the run. The supervisor's process id. A resume
+/// with nothing to resume, or of a run still running, is refused before anything starts.
 pub async fn detach(
     ops: &Ops,
     store: &RunStore,
@@ -37,6 +38,9 @@ pub async fn detach(
     what: Detach,
     program: &Path,
 ) -> Result<u32, RunError> {
+    if what == Detach::Resume {
+        store.resumable(id).await?;
+    }
     let log_path = store.log_path(id);
     let io = |path: &Path| {
         let path = path.to_owned();

@@ -118,11 +118,8 @@ pub async fn act(cx: &Context, action: Action) -> Update {
             }
         }
         Action::Resume(run) => {
-            let resumed = async {
-                store.resumable(&run).await?;
-                berth_run::detach(ops, store, &run, berth_run::Detach::Resume, &cx.program).await
-            };
-            match resumed.await {
+            match berth_run::detach(ops, store, &run, berth_run::Detach::Resume, &cx.program).await
+            {
                 Ok(pid) => Update::Done(format!("run {run} resumed in process {pid}")),
                 Err(e) => Update::Failed(e.to_string()),
             }

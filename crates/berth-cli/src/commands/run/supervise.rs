@@ -257,10 +257,10 @@ pub(super) async fn resume(
     json: bool,
 ) -> anyhow::Result<()> {
     let id = store.resolve(id).await?;
-    let again = store.resumable(&id).await?;
     if detach_it {
         return detach(&ops, &store, &id, berth_run::Detach::Resume, json).await;
     }
+    let again = store.resumable(&id).await?;
     let mut supervision = store.supervise(&id).await?;
     let request = supervision.request_again(again).await?;
     foreground(ops, supervision, request, json).await
