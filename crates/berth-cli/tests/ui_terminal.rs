@@ -153,6 +153,9 @@ fn the_dashboard_follows_diffs_picks_answers_and_quits_cleanly() {
 
     // q: the shell's screen is back, and the terminal is in its usual mode.
     term.send_keys(&["q"]);
+    term.wait_for("the dashboard gone", |s| {
+        s.contains("before-ui") && !s.contains("1 Runs")
+    });
     term.type_text("stty -a | tr ' ;' '\\n\\n' | grep -xE -- '-?(icanon|echo)'; echo after-ui");
     term.send_keys(&["Enter"]);
     let after = term.wait_for("the shell again", |s| {

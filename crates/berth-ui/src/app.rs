@@ -57,16 +57,22 @@ pub async fn run(ops: Ops, store: RunStore, options: Options) -> std::io::Result
     let (follow, followed) = watch::channel((None::<RunId>, 0u64));
     let wake = Arc::new(Notify::new());
     let mut terminal = ratatui::try_init()?;
+    // The key thread reads one event at a time, each when the loop has taken in the one
+    // before. So nothing is read past the `q` that quits: what a person types next stays
+    // in the terminal for the shell, and no reader is left on a terminal given back.
+    let (read_next, may_read) = std::sync::mpsc::channel::<()>();
     let keys = tx.clone();
     std::thread::Builder::new()
         .name("berth-ui-keys".to_owned())
         .spawn(move || {
-            while let Ok(event) = event::read() {
+            while may_read.recv().is_ok() {
+                let Ok(event) = event::read() else { break };
                 if keys.send(Message::Term(event)).is_err() {
                     break;
                 }
             }
         })?;
+    let _ = read_next.send(());
     tokio::spawn(feed(store.clone(), tx.clone(), followed, wake.clone()));
     let context = act::Context {
         ops,
@@ -94,11 +100,18 @@ pub async fn run(ops: Ops, store: RunStore, options: Options) -> std::io::Result
         let mut actions = Vec::new();
         let mut next = Some(first);
         while let Some(message) = next {
+            let read = matches!(message, Message::Term(_));
             actions.extend(match message {
                 Message::Term(Event::Key(k)) => key(&mut model, k),
                 Message::Term(_) => Vec::new(),
                 Message::Update(update) => model.apply(*update),
             });
+            if actions.contains(&Action::Quit) {
+                break;
+            }
+            if read {
+                let _ = read_next.send(());
+            }
             next = rx.try_recv().ok();
         }
         if actions.contains(&Action::Quit) {
