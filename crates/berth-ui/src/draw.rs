@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
-use ratatui::text::{Line, Span};
+use ratatui::text::{Line, Span, Text};
 use ratatui::widgets::{Block, Borders, Cell, Clear, Paragraph, Row, Table, Wrap};
 
 use crate::keys::{FORM_FIELDS, KEYS};
@@ -69,13 +69,30 @@ impl Theme {
     }
 }
 
+/// Most rows a failure's message takes, so that git's own words after its command show.
+const FAILURE_ROWS: usize = 5;
+
+/// One row for the status line, or as many as a failure's message needs, up to
+/// [`FAILURE_ROWS`]: the reason of a failure is what a person needs to act on.
+fn status_rows(model: &Model, width: u16) -> u16 {
+    let Some((message, true)) = &model.status else {
+        return 1;
+    };
+    let width = usize::from(width.max(1));
+    let rows: usize = message
+        .lines()
+        .map(|l| Line::from(l).width().div_ceil(width).max(1))
+        .sum();
+    rows.clamp(1, FAILURE_ROWS) as u16
+}
+
 /// Draws the whole screen.
 pub fn draw(frame: &mut Frame, model: &Model) {
     let theme = Theme { color: model.color };
     let [header, body, status, footer] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Min(3),
-        Constraint::Length(1),
+        Constraint::Length(status_rows(model, frame.area().width)),
         Constraint::Length(1),
     ])
     .areas(frame.area());
@@ -91,7 +108,7 @@ pub fn draw(frame: &mut Frame, model: &Model) {
             false => theme.fg(Color::Green),
         };
         frame.render_widget(
-            Paragraph::new(Span::styled(message.as_str(), style)),
+            Paragraph::new(Text::styled(message.as_str(), style)).wrap(Wrap { trim: false }),
             status,
         );
     }

@@ -520,3 +520,31 @@ async fn what_an_agent_or_a_device_names_reaches_no_terminal_as_control_sequence
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failure_shows_its_reason_past_a_long_command_and_a_key_clears_it() {
+    let h = home().await;
+    let mut model = common::loaded(&h.ops, &h.store, true).await;
+    // What a pick says when git has no identity: the command is long, git's words follow.
+    let failure = "cannot pick agent 1: `git -C /home/a-person/src/project merge --no-ff \
+        --no-edit -m berth: Fix the parser bug in parse.rs (run 7f3a, agent 1) \
+        berth/run-7f3a-1` failed: Committer identity unknown\n\n*** Please tell me who you \
+        are.\n\nRun\n\n  git config --global user.email \"you@example.com\"";
+    model.apply(Update::Failed(failure.to_owned()));
+    for size in SIZES {
+        let (text, buffer) = screen(&model, size);
+        assert!(text.contains("Committer identity unknown"), "{text}");
+        assert!(text.contains("Please tell me who you"), "{text}");
+        // The keys' line is still the last row.
+        let last = text.lines().last().unwrap();
+        assert!(last.contains("quit"), "{text}");
+        let failed_cell = (0..size.0)
+            .flat_map(|x| (0..size.1).map(move |y| (x, y)))
+            .find(|&(x, y)| buffer[(x, y)].symbol() == "C" && buffer[(x, y)].fg == Color::Red);
+        assert!(failed_cell.is_some(), "the failure is red:\n{text}");
+    }
+    // Any key clears it.
+    press(&mut model, KeyCode::Char('j'));
+    let (text, _) = screen(&model, (80, 24));
+    assert!(!text.contains("Committer identity"), "{text}");
+}
