@@ -79,11 +79,20 @@ fn status_rows(model: &Model, width: u16) -> u16 {
         return 1;
     };
     let width = usize::from(width.max(1));
-    let rows: usize = message
-        .lines()
-        .map(|l| Line::from(l).width().div_ceil(width).max(1))
+    let rows: usize = status_lines(message)
+        .map(|l| l.width().div_ceil(width).max(1))
         .sum();
     rows.clamp(1, FAILURE_ROWS) as u16
+}
+
+/// A status message's lines, without the blank ones (git's messages have many) that would
+/// take rows from its words.
+fn status_lines(message: &str) -> impl Iterator<Item = Line<'_>> {
+    message
+        .lines()
+        .map(str::trim_end)
+        .filter(|l| !l.is_empty())
+        .map(Line::from)
 }
 
 /// Draws the whole screen.
@@ -108,7 +117,8 @@ pub fn draw(frame: &mut Frame, model: &Model) {
             false => theme.fg(Color::Green),
         };
         frame.render_widget(
-            Paragraph::new(Text::styled(message.as_str(), style)).wrap(Wrap { trim: false }),
+            Paragraph::new(Text::from_iter(status_lines(message)).style(style))
+                .wrap(Wrap { trim: false }),
             status,
         );
     }
