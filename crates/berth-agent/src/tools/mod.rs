@@ -141,6 +141,16 @@ pub struct Preview {
     pub change: Option<FileChange>,
 }
 
+impl Preview {
+    /// A description alone: a tool that changes no file, or a call that cannot be read.
+    pub fn described(description: impl Into<String>) -> Self {
+        Preview {
+            description: description.into(),
+            change: None,
+        }
+    }
+}
+
 /// What a tool does: how front ends show its calls, and whether a call needs permission.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -273,10 +283,7 @@ pub trait Tool: Send + Sync {
     /// The description, with the file change where the tool writes one (read once, for
     /// both). Only called for tools that need permission.
     async fn preview(&self, arguments: &Value, cx: &ToolContext) -> Preview {
-        Preview {
-            description: self.describe(arguments, cx).await,
-            change: None,
-        }
+        Preview::described(self.describe(arguments, cx).await)
     }
 
     async fn call(&self, arguments: Value, cx: &ToolContext) -> ToolOutcome;

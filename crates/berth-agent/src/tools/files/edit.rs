@@ -69,10 +69,7 @@ impl Tool for EditFile {
         let args: EditArgs = match parse_args("edit_file", arguments.clone()) {
             Ok(a) => a,
             Err(e) => {
-                return Preview {
-                    description: e,
-                    change: None,
-                };
+                return Preview::described(e);
             }
         };
         match self.plan(args, cx).await {
@@ -84,10 +81,7 @@ impl Tool for EditFile {
                     new: edit.new,
                 }),
             },
-            Err(e) => Preview {
-                description: format!("edit_file '{}': {e}", shown_arg(arguments)),
-                change: None,
-            },
+            Err(e) => Preview::described(format!("edit_file '{}': {e}", shown_arg(arguments))),
         }
     }
 

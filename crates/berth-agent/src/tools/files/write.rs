@@ -51,16 +51,11 @@ impl Tool for WriteFile {
         let args: WriteArgs = match parse_args("write_file", arguments.clone()) {
             Ok(a) => a,
             Err(e) => {
-                return Preview {
-                    description: e,
-                    change: None,
-                };
+                return Preview::described(e);
             }
         };
-        let failed = |e: String| Preview {
-            description: format!("write_file '{}': {e}", shown_arg(arguments)),
-            change: None,
-        };
+        let failed =
+            |e: String| Preview::described(format!("write_file '{}': {e}", shown_arg(arguments)));
         if let Some(files) = &cx.files {
             let (path, abs) = match confined_for_front_end(&cx.cwd, &args.path).await {
                 Ok(p) => p,
