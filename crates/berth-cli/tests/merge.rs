@@ -142,13 +142,14 @@ fn refusals_change_nothing_and_say_why_with_their_exit_status() {
     assert_eq!(rev(&project.root, "main"), main);
     assert_eq!(git(&project.root, &["status", "--porcelain"]), "");
 
-    // The base checked out with uncommitted changes: exit 4, nothing changed.
+    // The base checked out with an uncommitted change to a tracked file: exit 4, nothing
+    // changed.
     let wt2 = workspace(&home, &project, "clean");
     commit(&wt2, "new.txt", "new\n");
-    std::fs::write(project.root.join("scratch.txt"), "mine\n").unwrap();
+    std::fs::write(project.root.join("shared.txt"), "one\nMAIN\nedited\n").unwrap();
     let r = berth(&home, &project.root, &["workspace", "merge", "clean"]);
     assert_eq!(r.code, 4, "{}", r.stderr);
-    assert!(r.stderr.contains("uncommitted change"), "{}", r.stderr);
+    assert!(r.stderr.contains("1 uncommitted change"), "{}", r.stderr);
     assert_eq!(rev(&project.root, "main"), main);
 
     // A plain workspace has nothing to merge: exit 2.
@@ -185,4 +186,48 @@ fn merge_delete_removes_the_workspace_and_keeps_its_commits_on_a_ref() {
         &["for-each-ref", "--format=%(objectname)", "refs/berth/lost/"],
     );
     assert!(kept.contains(&tip), "{kept}");
+}
+
+/// The person's checkout of the base is judged as git's own merge would judge it: an untracked
+/// file the merge would overwrite refuses it (exit 4, the file named, nothing moved), one
+/// anywhere else is left where it is and the merge goes through.
+#[test]
+fn an_untracked_file_in_the_base_checkout_refuses_only_what_would_overwrite_it() {
+    let home = Home::new();
+    let project = Project::new();
+    let wt = workspace(&home, &project, "feat");
+    commit(&wt, "report.txt", "from the workspace\n");
+    std::fs::write(project.root.join("report.txt"), "the person's own\n").unwrap();
+    std::fs::write(project.root.join("scratch.txt"), "notes\n").unwrap();
+    let (main, work) = (rev(&project.root, "main"), rev(&wt, "HEAD"));
+
+    let r = berth(&home, &project.root, &["workspace", "merge", "feat"]);
+    assert_eq!(r.code, 4, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("overwrite 1 untracked or ignored file(s): report.txt;")
+            && r.stderr.contains("nothing was changed"),
+        "{}",
+        r.stderr
+    );
+    assert!(!r.stderr.contains("scratch.txt"), "{}", r.stderr);
+    assert_eq!(rev(&project.root, "main"), main);
+    assert_eq!(rev(&wt, "HEAD"), work);
+    assert_eq!(
+        std::fs::read_to_string(project.root.join("report.txt")).unwrap(),
+        "the person's own\n"
+    );
+
+    // Moved out of the way, the merge goes through; the unrelated file stays untouched.
+    std::fs::remove_file(project.root.join("report.txt")).unwrap();
+    let r = berth(&home, &project.root, &["workspace", "merge", "feat", "--json"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(rev(&project.root, "main"), work);
+    assert_eq!(
+        std::fs::read_to_string(project.root.join("report.txt")).unwrap(),
+        "from the workspace\n"
+    );
+    assert_eq!(
+        git(&project.root, &["status", "--porcelain"]),
+        "?? scratch.txt\n"
+    );
 }

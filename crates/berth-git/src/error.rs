@@ -52,6 +52,13 @@ pub enum GitError {
         path: PathBuf,
         count: usize,
     },
+    #[error("'{branch}' is checked out at {}, where the merge would overwrite {} untracked or ignored file(s): {}; move or delete them there first (nothing was changed)", .path.display(), .files.len(), .files.join(", "))]
+    TargetUntracked {
+        branch: String,
+        path: PathBuf,
+        /// Relative to the checkout.
+        files: Vec<String>,
+    },
     #[error(
         "the worktree at {} holds a git repository of its own at {} (a folder with its own .git): git would record it as a link to a commit only that folder has, not as files, and berth's git never looks inside one. Nothing was committed. Remove it, or only its .git folder to keep its files as part of the work, or add it to .gitignore; then try again", .worktree.display(), .paths.join(", ")
     )]
@@ -62,6 +69,8 @@ pub enum GitError {
     },
     #[error("the worktree is on '{0}' itself; name another branch to merge into")]
     MergeIntoItself(String),
+    #[error("{} is corrupt: {reason}; fix or remove it (berth then counts each lost ref without a reflog as made now)", .path.display())]
+    Corrupt { path: PathBuf, reason: String },
     #[error("`git {command}` failed: {message}")]
     Command { command: String, message: String },
     #[error("cannot run git: {0}")]

@@ -18,6 +18,7 @@ mod diff;
 mod discover;
 mod error;
 mod linked;
+mod lost;
 mod merge;
 pub mod progress;
 mod refs;
@@ -32,6 +33,7 @@ pub use create::{AddedWorktree, BaseBehind, BranchSpec, WorktreePlan};
 pub use diff::{FileDiff, WorktreeDiff, diff, diff_refs};
 pub use error::{GitError, Result};
 pub use linked::{LinkedWorktree, ListedWorktree, linked_worktree};
+pub use lost::{LOST_PREFIX, LostRef};
 pub use merge::{MergeMode, MergeRequest, Merged, Work};
 pub use refs::BranchMerged;
 pub use remote::{

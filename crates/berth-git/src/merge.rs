@@ -4,8 +4,10 @@
 //! Everything that can refuse is checked first, on objects only: the worktree's uncommitted
 //! changes become a commit object (through a copy of its index) that no ref points to yet,
 //! `git merge-tree --write-tree` merges in memory and names the conflicting files, and the
-//! target branch's checkout (if it has one) must be clean. A refusal therefore leaves both
-//! sides exactly as they were. Only then does the target move: with `merge --ff-only` in the
+//! target branch's checkout (if it has one) is judged as git's own merge would: it must have
+//! no change to a tracked file, and no untracked or ignored file where the merge adds one (an
+//! untracked file anywhere else stays, untouched). A refusal therefore leaves both sides
+//! exactly as they were. Only then does the target move: with `merge --ff-only` in the
 //! checkout where it is checked out (its files follow), else as a compare-and-swap of its ref.
 //! Last, the worktree's own branch takes the commit of its uncommitted changes, so the work
 //! merged is the work the workspace holds. The workspace's commits are never rewritten or
@@ -18,7 +20,7 @@ use serde::Serialize;
 
 use crate::command::{git_output, run};
 use crate::remove::{Embedded, snapshot_tree};
-use crate::status::head_state;
+use crate::status::{head_state, tracked_state};
 use crate::{GitError, Repo, Result};
 
 /// How the work lands on the target branch.
@@ -121,7 +123,7 @@ impl Repo {
             .unwrap_or(0);
         let checkout = self.checkout_of(request.into)?;
         if let Some(path) = &checkout {
-            let target = head_state(path)?;
+            let target = tracked_state(path)?;
             if target.changed > 0 {
                 return Err(GitError::TargetDirty {
                     branch: request.into.to_owned(),
@@ -155,6 +157,18 @@ impl Repo {
                 MergeMode::Rebase => self.replay(wt, request.into, &before, &work)?,
             }
         };
+        if after != before
+            && let Some(path) = &checkout
+        {
+            let files = overwritten_untracked(path, &before, &after)?;
+            if !files.is_empty() {
+                return Err(GitError::TargetUntracked {
+                    branch: request.into.to_owned(),
+                    path: path.clone(),
+                    files,
+                });
+            }
+        }
         if after != before {
             match &checkout {
                 // The checkout is clean and `after` descends from its HEAD: its files follow.
@@ -276,6 +290,64 @@ fn conflicts(wt: &Path, ours: &str, theirs: &str) -> Result<Vec<String>> {
         Err(GitError::MergeConflict { files, .. }) => Ok(files),
         Err(e) => Err(e),
     }
+}
+
+/// The files in `checkout` (on `before`) that git does not track and that moving it to
+/// `after` would write over: a path the merge adds that is already there (a file, a folder, a
+/// link; untracked or ignored alike), or a file in the way of a folder the merge adds (unless
+/// the merge deletes that file itself). Relative to the checkout, in git's order.
+fn overwritten_untracked(checkout: &Path, before: &str, after: &str) -> Result<Vec<String>> {
+    let out = run(
+        checkout,
+        [
+            "diff",
+            "--name-status",
+            "-z",
+            "--no-renames",
+            "--diff-filter=AD",
+            before,
+            after,
+            "--",
+        ],
+    )?;
+    let mut added = Vec::new();
+    let mut deleted = std::collections::HashSet::new();
+    let mut fields = out.split('\0');
+    while let (Some(status), Some(path)) = (fields.next(), fields.next()) {
+        match status {
+            "A" => added.push(path),
+            "D" => {
+                deleted.insert(path);
+            }
+            _ => {}
+        }
+    }
+    let mut found: Vec<String> = Vec::new();
+    for path in added {
+        let mut in_the_way = None;
+        // Each folder above the path, from the top: a file there (not one the merge deletes)
+        // stands where git must make a folder.
+        let parts: Vec<&str> = path.split('/').collect();
+        for end in 1..parts.len() {
+            let prefix = parts[..end].join("/");
+            if let Ok(meta) = std::fs::symlink_metadata(checkout.join(&prefix))
+                && !meta.is_dir()
+                && !deleted.contains(prefix.as_str())
+            {
+                in_the_way = Some(prefix);
+                break;
+            }
+        }
+        if in_the_way.is_none() && std::fs::symlink_metadata(checkout.join(path)).is_ok() {
+            in_the_way = Some(path.to_owned());
+        }
+        if let Some(p) = in_the_way
+            && !found.contains(&p)
+        {
+            found.push(p);
+        }
+    }
+    Ok(found)
 }
 
 fn is_ancestor(wt: &Path, ancestor: &str, of: &str) -> Result<bool> {

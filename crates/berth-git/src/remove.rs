@@ -200,36 +200,12 @@ impl Repo {
             }
             self.git(&args)?.trim().to_owned()
         };
-        let refname = self.create_ref(refname, &target)?;
+        let refname = self.create_lost_ref(refname, &target)?;
         Ok(Some(KeptWork {
             refname,
             commits,
             uncommitted,
         }))
-    }
-
-    /// Creates `name` (or `name-2`, `-3`…, the first that does not exist) at `target`.
-    fn create_ref(&self, name: &str, target: &str) -> Result<String> {
-        let mut last = None;
-        for n in 1..=100 {
-            let candidate = match n {
-                1 => name.to_owned(),
-                n => format!("{name}-{n}"),
-            };
-            // The empty old value: only if the ref does not exist yet.
-            match self.git([
-                "update-ref",
-                "-m",
-                "berth: kept by a forced removal",
-                &candidate,
-                target,
-                "",
-            ]) {
-                Ok(_) => return Ok(candidate),
-                Err(e) => last = Some(e),
-            }
-        }
-        Err(last.expect("tried at least once"))
     }
 
     /// The revision range of commits the worktree's HEAD holds that nothing else keeps: no

@@ -189,12 +189,31 @@ const SUBMODULE_DEPTH: usize = 8;
 /// (untracked included), from one `git status`, plus each of the repository's own submodules
 /// with uncommitted changes of its own ([`dirty_submodules`]).
 pub(crate) fn head_state(worktree: &Path) -> Result<HeadState> {
-    head_state_in(worktree, None, 0)
+    head_state_in(worktree, None, 0, Untracked::Count)
+}
+
+/// [`head_state`] counting only changes to tracked files (modified, staged, deleted), as
+/// git's own merge does in a checkout it updates: an untracked file is the merge's business
+/// only where the merge would write over it.
+pub(crate) fn tracked_state(worktree: &Path) -> Result<HeadState> {
+    head_state_in(worktree, None, 0, Untracked::Skip)
+}
+
+/// Whether untracked files count as changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Untracked {
+    Count,
+    Skip,
 }
 
 /// [`head_state`] of the checkout at `worktree`, with the git folder `git_dir` when given (a
 /// submodule's, checked once); `depth` submodules down.
-fn head_state_in(worktree: &Path, git_dir: Option<&Path>, depth: usize) -> Result<HeadState> {
+fn head_state_in(
+    worktree: &Path,
+    git_dir: Option<&Path>,
+    depth: usize,
+    untracked: Untracked,
+) -> Result<HeadState> {
     let out = run_with_git_dir(
         worktree,
         git_dir,
@@ -203,7 +222,10 @@ fn head_state_in(worktree: &Path, git_dir: Option<&Path>, depth: usize) -> Resul
             "--porcelain=v2",
             "--branch",
             "-z",
-            "--untracked-files=normal",
+            match untracked {
+                Untracked::Count => "--untracked-files=normal",
+                Untracked::Skip => "--untracked-files=no",
+            },
             IGNORE_NESTED,
         ],
     )?;
@@ -237,7 +259,7 @@ fn head_state_in(worktree: &Path, git_dir: Option<&Path>, depth: usize) -> Resul
             state.changed += 1;
         }
     }
-    state.changed += dirty_submodules(worktree, git_dir, depth)
+    state.changed += dirty_submodules(worktree, git_dir, depth, untracked)
         .iter()
         .filter(|path| !listed.contains(&path.as_str()))
         .count();
@@ -267,7 +289,7 @@ pub fn changed_paths(worktree: &Path) -> Result<Vec<String>> {
         }
         paths.push(entry.to_owned());
     }
-    for dirty in dirty_submodules(worktree, None, 0) {
+    for dirty in dirty_submodules(worktree, None, 0, Untracked::Count) {
         if !paths.iter().any(|p| p.get(3..) == Some(dirty.as_str())) {
             paths.push(format!(" M {dirty}"));
         }
@@ -276,7 +298,8 @@ pub fn changed_paths(worktree: &Path) -> Result<Vec<String>> {
 }
 
 /// The submodules of the checkout at `dir` (read with the git folder `git_dir` when given)
-/// that have uncommitted changes of their own, untracked files included: what git's own
+/// that have uncommitted changes of their own, untracked files included unless `untracked`
+/// skips them: what git's own
 /// `git status` would find by running `git status` inside each, which berth's never does
 /// (`IGNORE_NESTED`), since a nested repository's config is a command git runs. berth looks
 /// inside only a submodule `.gitmodules` declares whose git folder is one of the repository's
@@ -284,7 +307,12 @@ pub fn changed_paths(worktree: &Path) -> Result<Vec<String>> {
 /// its config is the person's, as the worktree's own is. An agent's own repository, even
 /// committed as a gitlink and declared, keeps its git folder in the worktree, and is never
 /// looked inside. One that cannot be read counts as changed: removing it could lose work.
-fn dirty_submodules(dir: &Path, git_dir: Option<&Path>, depth: usize) -> Vec<String> {
+fn dirty_submodules(
+    dir: &Path,
+    git_dir: Option<&Path>,
+    depth: usize,
+    untracked: Untracked,
+) -> Vec<String> {
     if depth >= SUBMODULE_DEPTH || !dir.join(".gitmodules").is_file() {
         return Vec::new();
     }
@@ -329,7 +357,8 @@ fn dirty_submodules(dir: &Path, git_dir: Option<&Path>, depth: usize) -> Vec<Str
         .filter(|path| {
             let folder = dir.join(path);
             own_git_folder(&folder, &common).is_some_and(|git_dir| {
-                head_state_in(&folder, Some(&git_dir), depth + 1).map_or(true, |s| s.changed > 0)
+                head_state_in(&folder, Some(&git_dir), depth + 1, untracked)
+                    .map_or(true, |s| s.changed > 0)
             })
         })
         .map(str::to_owned)

@@ -214,6 +214,77 @@ fn a_target_checked_out_with_uncommitted_changes_is_refused_and_nothing_changes(
     assert_eq!(status(&root), before);
 }
 
+/// An untracked file in the target's checkout is none of the merge's business unless the
+/// merge would write over it, as with git's own merge: this one stays, untouched.
+#[test]
+fn an_untracked_file_elsewhere_in_the_target_checkout_lets_the_merge_through_and_stays() {
+    for mode in [MergeMode::Merge, MergeMode::Squash, MergeMode::Rebase] {
+        let (_tmp, root, wt, repo) = setup();
+        commit(&wt, "a.txt", "a\n");
+        commit(&root, "m.txt", "m\n");
+        std::fs::write(root.join("scratch.txt"), "mine\n").unwrap();
+        let merged = repo.merge(&request(&wt, "main", mode)).unwrap();
+        assert_eq!(head(&root, "main"), merged.after, "{mode:?}");
+        assert!(root.join("a.txt").exists(), "{mode:?}");
+        assert_eq!(
+            std::fs::read_to_string(root.join("scratch.txt")).unwrap(),
+            "mine\n",
+            "{mode:?}"
+        );
+        assert_eq!(status(&root), "?? scratch.txt\n", "{mode:?}");
+    }
+}
+
+/// An untracked or ignored file where the merge adds one, or a file where it adds a folder,
+/// refuses it, naming them, before anything moves on either side.
+#[test]
+fn an_untracked_or_ignored_file_the_merge_would_overwrite_is_refused_naming_it() {
+    for mode in [MergeMode::Merge, MergeMode::Squash, MergeMode::Rebase] {
+        let (_tmp, root, wt, repo) = setup();
+        commit(&wt, "new.txt", "from the workspace\n");
+        std::fs::create_dir_all(wt.join("build")).unwrap();
+        std::fs::create_dir_all(wt.join("docs")).unwrap();
+        commit(&wt, "build/out.log", "from the workspace\n");
+        commit(&wt, "docs/guide.md", "from the workspace\n");
+        std::fs::write(wt.join("pending.txt"), "not committed\n").unwrap();
+        // main moves on, so a merge and a squash make a commit of their own.
+        commit(&root, ".gitignore", "build/\n");
+        std::fs::write(root.join("new.txt"), "the person's\n").unwrap();
+        std::fs::create_dir(root.join("build")).unwrap();
+        std::fs::write(root.join("build/out.log"), "ignored\n").unwrap();
+        std::fs::write(root.join("docs"), "a file where a folder comes\n").unwrap();
+        let (main, work, wt_status, root_status) =
+            (head(&root, "main"), head(&wt, "HEAD"), status(&wt), status(&root));
+
+        let e = repo.merge(&request(&wt, "main", mode)).unwrap_err();
+        match &e {
+            GitError::TargetUntracked {
+                branch,
+                path,
+                files,
+            } => {
+                assert_eq!(branch, "main");
+                assert_eq!(path, &root);
+                assert_eq!(files, &["build/out.log", "docs", "new.txt"], "{mode:?}");
+            }
+            other => panic!("{mode:?}: {other}"),
+        }
+        assert!(e.to_string().contains("nothing was changed"), "{e}");
+        assert_eq!(head(&root, "main"), main, "{mode:?}");
+        assert_eq!(status(&root), root_status, "{mode:?}");
+        assert_eq!(
+            std::fs::read_to_string(root.join("new.txt")).unwrap(),
+            "the person's\n"
+        );
+        assert_eq!(
+            std::fs::read_to_string(root.join("build/out.log")).unwrap(),
+            "ignored\n"
+        );
+        assert_eq!(head(&wt, "HEAD"), work, "{mode:?}");
+        assert_eq!(status(&wt), wt_status, "{mode:?}: the uncommitted work stays");
+    }
+}
+
 #[test]
 fn a_branch_checked_out_nowhere_moves_by_its_ref_and_merging_into_itself_is_refused() {
     let (_tmp, root, wt, repo) = setup();

@@ -139,13 +139,16 @@ fn git_kind(e: &GitError) -> ErrorKind {
         | GitError::Unreferenced { .. }
         | GitError::NotAWorktree { .. } => ErrorKind::Refused,
         GitError::BranchExists(_) | GitError::MergeConflict { .. } => ErrorKind::Conflict,
-        GitError::TargetDirty { .. } | GitError::EmbeddedRepository { .. } => ErrorKind::Refused,
+        GitError::TargetDirty { .. }
+        | GitError::TargetUntracked { .. }
+        | GitError::EmbeddedRepository { .. } => ErrorKind::Refused,
         GitError::MergeIntoItself(_) => ErrorKind::Invalid,
         GitError::BranchMissing(_) => ErrorKind::NotFound,
         GitError::Command { .. } | GitError::Submodule { .. } | GitError::Spawn(_) => {
             ErrorKind::External
         }
         GitError::Io { .. } => ErrorKind::Io,
+        GitError::Corrupt { .. } => ErrorKind::Corrupt,
     }
 }
 
