@@ -62,6 +62,12 @@ pub enum GitError {
     },
     #[error("the worktree is on '{0}' itself; name another branch to merge into")]
     MergeIntoItself(String),
+    #[error("'{0}' names no commit in this repository, so there is no work to restore from it")]
+    RestoreFromMissing(String),
+    /// A worktree cannot be made again as it was recorded; the message says why and what to
+    /// do.
+    #[error("cannot restore the worktree: {0}")]
+    RestoreRefused(String),
     #[error("`git {command}` failed: {message}")]
     Command { command: String, message: String },
     #[error("cannot run git: {0}")]

@@ -141,7 +141,8 @@ fn git_kind(e: &GitError) -> ErrorKind {
         GitError::BranchExists(_) | GitError::MergeConflict { .. } => ErrorKind::Conflict,
         GitError::TargetDirty { .. } | GitError::EmbeddedRepository { .. } => ErrorKind::Refused,
         GitError::MergeIntoItself(_) => ErrorKind::Invalid,
-        GitError::BranchMissing(_) => ErrorKind::NotFound,
+        GitError::BranchMissing(_) | GitError::RestoreFromMissing(_) => ErrorKind::NotFound,
+        GitError::RestoreRefused(_) => ErrorKind::Refused,
         GitError::Command { .. } | GitError::Submodule { .. } | GitError::Spawn(_) => {
             ErrorKind::External
         }
