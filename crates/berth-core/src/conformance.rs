@@ -33,8 +33,8 @@ pub use sessions::{
 };
 pub use storage::storage;
 pub use workspaces::{
-    access_time_and_gc, delete_frees_id_and_name, missing_things_are_not_found, workspace_config,
-    workspace_round_trip, workspace_set_git, workspace_uniqueness,
+    access_time_and_gc, delete_frees_id_and_name, missing_things_are_not_found, workspace_archive,
+    workspace_config, workspace_round_trip, workspace_set_git, workspace_uniqueness,
 };
 
 /// A fresh, empty backend: the three store slots (often one object behind three `Arc`s).
@@ -91,7 +91,7 @@ macro_rules! conformance_tests {
     ($make:expr) => {
         $crate::conformance_tests!(@each $make;
             workspace_round_trip, workspace_uniqueness, missing_things_are_not_found,
-            delete_frees_id_and_name, workspace_config, workspace_set_git, access_time_and_gc,
+            delete_frees_id_and_name, workspace_config, workspace_set_git, workspace_archive, access_time_and_gc,
             bindings, storage,
             manager_resolution, manager_device_and_delete, manager_gc_and_default,
             session_lifecycle, deleting_a_workspace_deletes_its_sessions, manager_sessions,

@@ -24,6 +24,13 @@ pub struct Workspace {
     pub last_accessed: DateTime<Utc>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_id: Option<String>,
+    /// When its work was put away: a git workspace's worktree (and the branch berth made)
+    /// removed, what it held kept on a ref, and the record kept, with its sessions and
+    /// storage, so that they can still be read and the work restored. `None` for a workspace
+    /// in use. An archived workspace takes no new session and is neither collected nor
+    /// pruned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub archived_at: Option<DateTime<Utc>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub git: Option<GitInfo>,
     /// The TCP ports that are this workspace's alone, from when something of its own first
@@ -33,6 +40,11 @@ pub struct Workspace {
 }
 
 impl Workspace {
+    /// Whether its work was put away ([`Workspace::archived_at`]).
+    pub fn is_archived(&self) -> bool {
+        self.archived_at.is_some()
+    }
+
     /// How messages name a workspace: `<name> (<id>)`, or the id alone: the name first, as a
     /// person knows it. The one place this is spelled, so every front end says it the same
     /// way.

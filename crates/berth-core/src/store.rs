@@ -67,6 +67,9 @@ pub trait WorkspaceStore: Send + Sync {
     /// worktrees reattached), keeping every other field; `NotFound` if the workspace does not
     /// exist.
     async fn set_git(&self, id: &WorkspaceId, git: &GitInfo) -> Result<()>;
+    /// Marks the workspace archived at `at`, or in use again with `None`, keeping every other
+    /// field, and returns the record as written; `NotFound` if the workspace does not exist.
+    async fn set_archived(&self, id: &WorkspaceId, at: Option<DateTime<Utc>>) -> Result<Workspace>;
     /// The workspace's block of ports: the one it holds (whatever `range` says now), else the
     /// lowest block of `range` that overlaps no other workspace's ([`PortRange::lowest_free`]),
     /// written into its record before this returns and held until the workspace is deleted.

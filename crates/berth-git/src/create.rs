@@ -318,7 +318,7 @@ impl Repo {
 
     /// Undoes a failed `add_worktree`: the folder (if this call made it), git's record of the
     /// worktree, and the branch (only if this call created it).
-    fn roll_back(&self, path: &Path, existed: bool, created_branch: Option<&str>) {
+    pub(crate) fn roll_back(&self, path: &Path, existed: bool, created_branch: Option<&str>) {
         if !existed {
             let _ = std::fs::remove_dir_all(path);
         }

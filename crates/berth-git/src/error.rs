@@ -71,6 +71,12 @@ pub enum GitError {
     MergeIntoItself(String),
     #[error("{} is corrupt: {reason}; fix or remove it (berth then counts each lost ref without a reflog as made now)", .path.display())]
     Corrupt { path: PathBuf, reason: String },
+    #[error("'{0}' names no commit in this repository, so there is no work to restore from it")]
+    RestoreFromMissing(String),
+    /// A worktree cannot be made again as it was recorded; the message says why and what to
+    /// do.
+    #[error("cannot restore the worktree: {0}")]
+    RestoreRefused(String),
     #[error("`git {command}` failed: {message}")]
     Command { command: String, message: String },
     #[error("cannot run git: {0}")]

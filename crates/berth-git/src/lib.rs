@@ -24,6 +24,7 @@ pub mod progress;
 mod refs;
 mod remote;
 mod remove;
+mod restore;
 mod setup;
 pub mod spares;
 mod status;
@@ -40,6 +41,7 @@ pub use remote::{
     clone_dir, commit_all, compare_url, has_password, is_url, push_branch, remote_url,
 };
 pub use remove::KeptWork;
+pub use restore::RestoredWork;
 pub use setup::{Copied, SetupError, copy_files, run_one, run_setup};
 pub use status::{Health, LastCommit, WorktreeStatus, changed_paths};
 pub use version::{

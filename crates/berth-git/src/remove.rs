@@ -12,6 +12,11 @@ use crate::error::NAMED_COMMITS;
 use crate::status::{HeadState, head_state};
 use crate::{DETACHED_HEAD, GitError, Repo, Result, WorktreeRef};
 
+/// Who commits the work a forced removal keeps, and how its subject starts: what tells that
+/// commit apart from the work's own (`restore.rs` reads it back).
+pub(crate) const KEPT_COMMITTER: &str = "berth@localhost";
+pub(crate) const KEPT_SUBJECT: &str = "berth: the work of ";
+
 /// What a forced removal kept of the work it would otherwise have lost.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct KeptWork {
@@ -184,14 +189,14 @@ impl Repo {
                 "-c".to_owned(),
                 "user.name=berth".to_owned(),
                 "-c".to_owned(),
-                "user.email=berth@localhost".to_owned(),
+                format!("user.email={KEPT_COMMITTER}"),
                 "-c".to_owned(),
                 "commit.gpgsign=false".to_owned(),
                 "commit-tree".to_owned(),
                 tree,
                 "-m".to_owned(),
                 format!(
-                    "berth: the work of {} kept by a forced removal ({commits} commit(s), {uncommitted} uncommitted file(s))",
+                    "{KEPT_SUBJECT}{} kept by a forced removal ({commits} commit(s), {uncommitted} uncommitted file(s))",
                     wt.path.display()
                 ),
             ];

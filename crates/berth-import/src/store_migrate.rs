@@ -293,6 +293,10 @@ impl Run<'_> {
                             .update_accessed(&ws.id, ws.last_accessed)
                             .await?;
                     }
+                    // An archived workspace stays archived: its worktree is not there to use.
+                    if ws.archived_at.is_some() {
+                        dst.workspaces().set_archived(&ws.id, ws.archived_at).await?;
+                    }
                 }
                 let outcome = self.copied();
                 self.note(MigrateKind::Workspace, label, ws, outcome, "");

@@ -143,7 +143,8 @@ fn git_kind(e: &GitError) -> ErrorKind {
         | GitError::TargetUntracked { .. }
         | GitError::EmbeddedRepository { .. } => ErrorKind::Refused,
         GitError::MergeIntoItself(_) => ErrorKind::Invalid,
-        GitError::BranchMissing(_) => ErrorKind::NotFound,
+        GitError::BranchMissing(_) | GitError::RestoreFromMissing(_) => ErrorKind::NotFound,
+        GitError::RestoreRefused(_) => ErrorKind::Refused,
         GitError::Command { .. } | GitError::Submodule { .. } | GitError::Spawn(_) => {
             ErrorKind::External
         }

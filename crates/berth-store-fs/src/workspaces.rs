@@ -136,6 +136,7 @@ impl Layout {
             created_at: now,
             last_accessed: now,
             agent_id: new.agent_id,
+            archived_at: None,
             git: new.git,
             ports: new.ports,
         };
@@ -555,6 +556,18 @@ impl WorkspaceStore for FsStore {
             let mut ws = l.load_workspace(&id)?;
             ws.git = Some(git);
             l.write_workspace(&ws)
+        })
+        .await
+    }
+
+    async fn set_archived(&self, id: &WorkspaceId, at: Option<DateTime<Utc>>) -> Result<Workspace> {
+        let id = id.clone();
+        self.blocking(move |l| {
+            let _guard = l.lock_workspace(&id)?;
+            let mut ws = l.load_workspace(&id)?;
+            ws.archived_at = at;
+            l.write_workspace(&ws)?;
+            Ok(ws)
         })
         .await
     }

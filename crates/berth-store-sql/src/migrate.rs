@@ -42,6 +42,11 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/sqlite/0005_runs.sql"),
         postgres: include_str!("../migrations/postgres/0005_runs.sql"),
     },
+    Migration {
+        version: 6,
+        sqlite: include_str!("../migrations/sqlite/0006_archived.sql"),
+        postgres: include_str!("../migrations/postgres/0006_archived.sql"),
+    },
 ];
 
 /// The schema version this binary writes.

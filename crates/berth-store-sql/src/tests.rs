@@ -55,6 +55,7 @@ mod on_postgres {
         delete_frees_id_and_name,
         workspace_config,
         workspace_set_git,
+        workspace_archive,
         access_time_and_gc,
         bindings,
         storage,

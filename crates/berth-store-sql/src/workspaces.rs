@@ -19,7 +19,7 @@ use crate::{Failure, Result, SqlStore, from_ns, parse, to_ns};
 /// The columns `workspace` reads, in its order.
 macro_rules! cols {
     () => {
-        "id, name, description, created_ns, accessed_ns, agent_id, git_repo, git_branch, git_base, git_branch_created, git_worktree, port_first, port_count"
+        "id, name, description, created_ns, accessed_ns, agent_id, git_repo, git_branch, git_base, git_branch_created, git_worktree, port_first, port_count, archived_ns"
     };
 }
 
@@ -102,6 +102,7 @@ pub(crate) fn workspace(row: &Row) -> Result<Workspace> {
         created_at: from_ns(row.int(3)?),
         last_accessed: from_ns(row.int(4)?),
         agent_id: row.opt_text(5)?,
+        archived_at: row.opt_int(13)?.map(from_ns),
         git,
         ports,
     })
@@ -154,6 +155,7 @@ impl SqlStore {
             created_at: now,
             last_accessed: now,
             agent_id: new.agent_id,
+            archived_at: None,
             git: new.git,
             ports: new.ports,
         };
@@ -177,7 +179,7 @@ impl SqlStore {
                         concat!(
                             "INSERT INTO workspaces (",
                             cols!(),
-                            ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) ON CONFLICT DO NOTHING"
+                            ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) ON CONFLICT DO NOTHING"
                         ),
                         &[
                     Arg::Text(ws.id.as_str()),
@@ -193,6 +195,7 @@ impl SqlStore {
                     Arg::OptText(worktree),
                     Arg::OptInt(ws.ports.map(|p| i64::from(p.first))),
                     Arg::OptInt(ws.ports.map(|p| i64::from(p.count))),
+                    Arg::OptInt(None),
                 ],
             )
             .await?;
@@ -538,6 +541,28 @@ impl WorkspaceStore for SqlStore {
                 return Err(missing(id));
             }
             Ok(())
+        }
+        .await
+        .map_err(|e| self.err(e))
+    }
+
+    async fn set_archived(
+        &self,
+        id: &WorkspaceId,
+        at: Option<DateTime<Utc>>,
+    ) -> berth_core::Result<Workspace> {
+        async {
+            let changed = self
+                .pool()
+                .exec(
+                    "UPDATE workspaces SET archived_ns = $2 WHERE id = $1",
+                    &[Arg::Text(id.as_str()), Arg::OptInt(at.map(to_ns))],
+                )
+                .await?;
+            if changed == 0 {
+                return Err(missing(id));
+            }
+            self.load_workspace(id).await
         }
         .await
         .map_err(|e| self.err(e))

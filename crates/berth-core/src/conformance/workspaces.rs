@@ -226,6 +226,66 @@ pub async fn workspace_set_git(b: Backend) {
     assert!(err.is_not_found(), "{err}");
 }
 
+/// A workspace can be archived and brought back: the time is kept (to the microsecond at
+/// least), every other field stays, listings and pages see it, and a missing id is not found.
+pub async fn workspace_archive(b: Backend) {
+    let now = Utc::now();
+    let git = GitInfo {
+        repo: "/src/r".into(),
+        branch: "berth/a".into(),
+        base_branch: "main".into(),
+        branch_created: true,
+        worktree: "/wt/a".into(),
+    };
+    let ws = b
+        .workspaces
+        .create(
+            NewWorkspace {
+                git: Some(git.clone()),
+                ..named("ws-1", "alpha")
+            },
+            now,
+        )
+        .await
+        .unwrap();
+    assert_eq!(ws.archived_at, None, "a new workspace is in use");
+    let at = now + Duration::seconds(5);
+    let archived = b.workspaces.set_archived(&ws.id, Some(at)).await.unwrap();
+    let kept = archived.archived_at.expect("archived");
+    assert!((kept - at).abs() < Duration::microseconds(1), "{kept} vs {at}");
+    let loaded = b.workspaces.load(&ws.id).await.unwrap();
+    assert_eq!(loaded, archived, "load shows what set_archived returned");
+    assert_eq!(
+        crate::model::Workspace {
+            archived_at: None,
+            ..loaded.clone()
+        },
+        ws,
+        "nothing else changed"
+    );
+    let listed = b.workspaces.list().await.unwrap();
+    assert_eq!(listed[0].archived_at, loaded.archived_at, "listings see it");
+    let page = b.workspaces.page(None, 10).await.unwrap();
+    assert_eq!(page[0].archived_at, loaded.archived_at, "pages see it");
+    let by_name = b
+        .workspaces
+        .load_by_name(&WorkspaceName::new("alpha").unwrap())
+        .await
+        .unwrap();
+    assert_eq!(by_name.archived_at, loaded.archived_at);
+
+    let back = b.workspaces.set_archived(&ws.id, None).await.unwrap();
+    assert_eq!(back, ws, "un-archived: the record as it was made");
+    assert_eq!(b.workspaces.load(&ws.id).await.unwrap().archived_at, None);
+
+    let err = b
+        .workspaces
+        .set_archived(&wid("nope"), Some(at))
+        .await
+        .unwrap_err();
+    assert!(err.is_not_found(), "{err}");
+}
+
 /// A workspace's own config is kept as text, exactly (comments included), and goes with it.
 pub async fn workspace_config(b: Backend) {
     let now = Utc::now();
