@@ -693,6 +693,8 @@ async fn workspaces(ops: &Ops) -> Vec<Finding> {
             )];
         }
     };
+    // An archived workspace's worktree is gone by design.
+    let records: Vec<_> = records.into_iter().filter(|w| !w.is_archived()).collect();
     let gits: Vec<_> = records.iter().filter_map(|w| w.git.clone()).collect();
     let statuses = git_workspace::statuses(gits).await.unwrap_or_default();
     let mut statuses = statuses.into_iter();

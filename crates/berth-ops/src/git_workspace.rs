@@ -391,7 +391,9 @@ pub struct Removed {
 /// Then the record.
 pub async fn remove(manager: &WorkspaceManager, ws: &Workspace, force: bool) -> Result<Removed> {
     let mut warning = None;
-    if let Some(git) = ws.git.clone() {
+    // An archived workspace's worktree and the branch berth made went with its archive; a
+    // branch of that name now is someone else's.
+    if let Some(git) = ws.git.clone().filter(|_| !ws.is_archived()) {
         let keep = force.then(|| lost_ref(&ws.id));
         warning = blocking(move || remove_worktree(&git, keep.as_deref())).await?;
     }
@@ -399,9 +401,10 @@ pub async fn remove(manager: &WorkspaceManager, ws: &Workspace, force: bool) -> 
     Ok(Removed { unbound, warning })
 }
 
-/// Where a forced removal of workspace `id` keeps the work it would otherwise lose.
+/// Where a forced removal of workspace `id` keeps the work it would otherwise lose: where an
+/// archive keeps it too.
 fn lost_ref(id: &WorkspaceId) -> String {
-    format!("refs/berth/lost/{id}")
+    crate::archive::lost_ref(id)
 }
 
 /// Removes the worktree (and the branch berth made). Without `keep` (unforced) the check for
@@ -462,7 +465,7 @@ fn remove_worktree(git: &GitInfo, keep: Option<&str>) -> Result<Option<String>> 
 /// Whether removing this workspace would lose work; `Err` says why. Plain workspaces, and
 /// git workspaces whose worktree and repository are both gone, are always removable.
 pub async fn check_removable(ws: &Workspace) -> Result<()> {
-    let Some(git) = ws.git.clone() else {
+    let Some(git) = ws.git.clone().filter(|_| !ws.is_archived()) else {
         return Ok(());
     };
     blocking(move || match Repo::open(&git.repo) {
@@ -519,7 +522,10 @@ pub async fn repair(
     let mut found = Vec::new();
     let mut skipped = Vec::new();
     for ws in manager.list().await? {
-        let Some(git) = ws.git.clone() else { continue };
+        // An archived workspace has no worktree to reattach.
+        let Some(git) = ws.git.clone().filter(|_| !ws.is_archived()) else {
+            continue;
+        };
         let repo = repo.clone();
         let found_at = blocking(move || {
             if git.repo == repo.root() || Repo::open(&git.repo).is_ok() {

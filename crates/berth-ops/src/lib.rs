@@ -5,7 +5,8 @@
 //! - [`Ops`] comes from [`open`], the store factory: the config picks the store, front ends
 //!   never build one.
 //! - Workspaces (`workspaces`): create (the plain or git decision and the branch rules),
-//!   show, list, delete, garbage collection, spare checkouts. The record and its worktree move
+//!   show, list, delete, garbage collection, spare checkouts; archive and restore
+//!   (`archive`). The record and its worktree move
 //!   together (`git_workspace`); the manager's record-only removals are reachable only from
 //!   here, so no front end can leave a worktree without its record or the other way round.
 //! - Sessions (`sessions`), storage of either scope (`storage`), device bindings
@@ -18,6 +19,7 @@
 
 #![forbid(unsafe_code)]
 
+mod archive;
 mod bindings;
 pub mod config;
 pub mod disk;
@@ -54,6 +56,7 @@ use berth_store_sql::SqlStore;
 /// Progress of checkouts and of the operations' loops, for a front end on a terminal.
 pub use berth_git::progress;
 pub use berth_git::{FileDiff, MergeMode, Merged, WorktreeDiff, WorktreeStatus};
+pub use archive::Archived;
 pub use error::{Error, ErrorKind, Result, blocking};
 pub use git_workspace::{DEFAULT_SETUP_TIMEOUT, adoption};
 pub use merge::{MergeReport, MergeWorkspace};

@@ -95,10 +95,16 @@ impl Ops {
         let mut kept = Vec::new();
 
         // Records whose worktree is gone.
-        let gits: Vec<_> = records.iter().filter_map(|w| w.git.clone()).collect();
-        let statuses = git_workspace::statuses(gits).await?;
         let mut workspaces = Vec::new();
-        for (ws, status) in records.iter().filter(|w| w.git.is_some()).zip(statuses) {
+        // An archived workspace has no worktree by design: it is not broken.
+        let gits: Vec<_> = records
+            .iter()
+            .filter(|w| !w.is_archived())
+            .filter_map(|w| w.git.clone())
+            .collect();
+        let statuses = git_workspace::statuses(gits).await?;
+        let in_use = records.iter().filter(|w| w.git.is_some() && !w.is_archived());
+        for (ws, status) in in_use.zip(statuses) {
             let gone = match status.health {
                 Health::WorktreeMissing => true,
                 Health::RepoMissing => ws.git.as_ref().is_some_and(|g| !g.worktree.exists()),

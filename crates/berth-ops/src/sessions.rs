@@ -182,7 +182,9 @@ impl Ops {
     }
 
     /// Where a workspace's work happens on this machine: its worktree, else its folder.
+    /// Refused for an archived workspace, which takes no new work.
     pub fn work_dir(&self, ws: &Workspace) -> Result<PathBuf> {
+        crate::archive::refuse_archived(ws, "no new work can start in it")?;
         self.view(ws, None)
             .work_dir()
             .map(Path::to_path_buf)
@@ -248,9 +250,15 @@ impl Ops {
         choice: SessionChoice,
     ) -> Result<Session> {
         let ws = self.workspace_for_turn(workspace, dir).await?;
+        crate::archive::refuse_archived(&ws, "no turn can start in it")?;
         match choice {
             SessionChoice::Existing(id) => {
                 let s = self.manager.resolve_session(&id).await?;
+                if s.workspace_id != ws.id
+                    && let Some(own) = self.workspace_of(&s).await?
+                {
+                    crate::archive::refuse_archived(&own, "no turn can start in it")?;
+                }
                 if workspace.is_some() && s.workspace_id != ws.id {
                     return Err(crate::Error::invalid(format!(
                         "session {} belongs to workspace {}, not {}",
@@ -288,6 +296,7 @@ impl Ops {
     /// workspace's worktree (a git workspace) or folder.
     pub async fn create_session(&self, request: CreateSession) -> Result<Session> {
         let ws = self.manager.resolve(&request.workspace).await?;
+        crate::archive::refuse_archived(&ws, "no new session can start in it")?;
         let id = request.id.map(SessionId::new).transpose()?;
         // A provider or model named here is the session's choice, kept like `/model`'s.
         let chosen = request.provider.is_some() || request.model.is_some();
@@ -429,25 +438,46 @@ impl Ops {
         Ok(self.manager.resolve_session(identifier).await?)
     }
 
-    /// The sessions of one workspace (by id, name or prefix), or of all; oldest first.
+    /// The sessions of one workspace (by id, name or prefix), or of all but those of archived
+    /// workspaces; oldest first. See [`Ops::list_sessions_including`].
     pub async fn list_sessions(&self, workspace: Option<&str>) -> Result<Vec<SessionView>> {
-        // Each session's workspace by name, for the person reading the list.
-        let (ws, names): (_, HashMap<WorkspaceId, Option<WorkspaceName>>) = match workspace {
+        self.list_sessions_including(workspace, false).await
+    }
+
+    /// The sessions of one workspace (by id, name or prefix: an archived one's too, since it
+    /// was named), or of all, those of archived workspaces only when `archived`; oldest first.
+    pub async fn list_sessions_including(
+        &self,
+        workspace: Option<&str>,
+        archived: bool,
+    ) -> Result<Vec<SessionView>> {
+        // Each session's workspace by name, for the person reading the list, and whether it is
+        // archived.
+        type Known = HashMap<WorkspaceId, (Option<WorkspaceName>, bool)>;
+        let (ws, known): (_, Known) = match workspace {
             Some(w) => {
                 let ws = self.manager.resolve(w).await?;
-                (Some(ws.id.clone()), HashMap::from([(ws.id, ws.name)]))
+                (Some(ws.id.clone()), HashMap::from([(ws.id, (ws.name, false))]))
             }
             None => {
                 let all = self.manager.list().await?;
-                (None, all.into_iter().map(|w| (w.id, w.name)).collect())
+                let known = all
+                    .into_iter()
+                    .map(|w| {
+                        let hidden = !archived && w.is_archived();
+                        (w.id, (w.name, hidden))
+                    })
+                    .collect();
+                (None, known)
             }
         };
         Ok(self
             .session_records(ws.as_ref())
             .await?
             .iter()
+            .filter(|s| !known.get(&s.workspace_id).is_some_and(|(_, hidden)| *hidden))
             .map(|s| {
-                let name = names.get(&s.workspace_id).and_then(Option::as_ref);
+                let name = known.get(&s.workspace_id).and_then(|(n, _)| n.as_ref());
                 SessionView::in_workspace(s, name)
             })
             .collect())

@@ -27,6 +27,9 @@ pub struct WorkspaceView {
     pub created_at: DateTime<Utc>,
     pub last_accessed: DateTime<Utc>,
     pub agent_id: Option<String>,
+    /// When its work was put away (`Ops::archive_workspace`): a git workspace's worktree is
+    /// gone, its work on a ref; null for a workspace in use.
+    pub archived_at: Option<DateTime<Utc>>,
     /// The workspace's folder on this machine (`None` for a store that keeps none).
     pub path: Option<PathBuf>,
     pub git: Option<GitView>,
@@ -101,6 +104,7 @@ impl WorkspaceView {
             created_at: ws.created_at,
             last_accessed: ws.last_accessed,
             agent_id: ws.agent_id.clone(),
+            archived_at: ws.archived_at,
             path,
             git: ws.git.as_ref().map(GitView::of),
             ports: ws.ports.map(PortsView::of),

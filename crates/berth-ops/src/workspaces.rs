@@ -362,7 +362,11 @@ impl Ops {
         let dir = dir.canonicalize().unwrap_or(dir);
         let mut best: Option<(usize, Workspace)> = None;
         for ws in self.manager.list().await? {
-            let Some(git) = &ws.git else { continue };
+            // An archived workspace's worktree is gone; a folder made at its path since is not
+            // its work.
+            let Some(git) = ws.git.as_ref().filter(|_| !ws.is_archived()) else {
+                continue;
+            };
             let root = git
                 .worktree
                 .canonicalize()
@@ -378,11 +382,13 @@ impl Ops {
     }
 
     /// A page of workspaces after the cursor `after`, in id order: `limit` of them (see
-    /// [`page_limit`]) whose id, name or description holds `query` (ignoring case). Without a
-    /// query a page is the store's page, which loads only its own records, so it costs the
-    /// same however many workspaces there are (bar reading their ids from the filesystem).
-    /// With one, the records come from the store's listing (one file, or one query) instead of
-    /// one read each, since a rare match may mean looking at all of them.
+    /// [`page_limit`]) whose id, name or description holds `query` (ignoring case), archived
+    /// ones left out (each can still be shown by its id). Without a query a page is the
+    /// store's page, which loads only its own records, so it costs the same however many
+    /// workspaces there are (bar reading their ids from the filesystem, and the store's pages
+    /// read past archived ones). With one, the records come from the store's listing (one
+    /// file, or one query) instead of one read each, since a rare match may mean looking at
+    /// all of them.
     pub async fn workspace_page(
         &self,
         after: Option<&str>,
@@ -392,14 +398,24 @@ impl Ops {
         let limit = page_limit(limit)?;
         let query = query.map(str::to_lowercase).filter(|q| !q.is_empty());
         let Some(query) = query else {
-            let after = after
+            let mut after = after
                 .map(|c| cursor_id(c, |c| WorkspaceId::new(c).ok()))
                 .transpose()?;
-            let items = self
-                .manager
-                .workspaces()
-                .page(after.as_ref(), limit + 1)
-                .await?;
+            let mut items = Vec::new();
+            loop {
+                let read = self
+                    .manager
+                    .workspaces()
+                    .page(after.as_ref(), limit + 1)
+                    .await?;
+                let last = read.len() <= limit;
+                after = read.last().map(|ws| ws.id.clone());
+                items.extend(read.into_iter().filter(|ws| !ws.is_archived()));
+                if last || items.len() > limit {
+                    break;
+                }
+            }
+            items.truncate(limit + 1);
             return Ok(page_of(items, limit, |ws| ws.id.to_string()));
         };
         let all = self.manager.list().await?;
@@ -408,12 +424,13 @@ impl Ops {
         let mut items = Vec::new();
         while let Some(i) = pager.next_index(items.len()) {
             let ws = &all[i];
-            let matches = ws.id.as_str().to_lowercase().contains(&query)
-                || ws
-                    .name
-                    .as_ref()
-                    .is_some_and(|n| n.as_str().to_lowercase().contains(&query))
-                || ws.description.to_lowercase().contains(&query);
+            let matches = !ws.is_archived()
+                && (ws.id.as_str().to_lowercase().contains(&query)
+                    || ws
+                        .name
+                        .as_ref()
+                        .is_some_and(|n| n.as_str().to_lowercase().contains(&query))
+                    || ws.description.to_lowercase().contains(&query));
             if matches {
                 items.push(ws.clone());
             }
@@ -482,15 +499,33 @@ impl Ops {
         )
     }
 
-    /// Every workspace with its worktree's state.
+    /// Every workspace in use with its worktree's state; archived ones are left out (see
+    /// [`Ops::list_workspaces_including`]).
     pub async fn list_workspaces(&self) -> Result<Vec<WorkspaceView>> {
-        let all = self.manager.list().await?;
-        let gits: Vec<_> = all.iter().filter_map(|ws| ws.git.clone()).collect();
+        self.list_workspaces_including(false).await
+    }
+
+    /// Every workspace with its worktree's state, archived ones too when `archived` (they
+    /// have no worktree, so no state).
+    pub async fn list_workspaces_including(&self, archived: bool) -> Result<Vec<WorkspaceView>> {
+        let all: Vec<Workspace> = self
+            .manager
+            .list()
+            .await?
+            .into_iter()
+            .filter(|ws| archived || !ws.is_archived())
+            .collect();
+        let in_use = |ws: &Workspace| ws.git.is_some() && !ws.is_archived();
+        let gits: Vec<_> = all
+            .iter()
+            .filter(|ws| in_use(ws))
+            .filter_map(|ws| ws.git.clone())
+            .collect();
         let mut found = git_workspace::statuses(gits).await?.into_iter();
         Ok(all
             .iter()
             .map(|ws| {
-                let status = ws.git.as_ref().and_then(|_| found.next());
+                let status = in_use(ws).then(|| found.next()).flatten();
                 self.view(ws, status)
             })
             .collect())
@@ -523,7 +558,12 @@ impl Ops {
                 v.path
                     .iter()
                     .cloned()
-                    .chain(v.git.as_ref().map(|g| g.worktree.clone()))
+                    .chain(
+                        v.git
+                            .as_ref()
+                            .filter(|_| v.archived_at.is_none())
+                            .map(|g| g.worktree.clone()),
+                    )
                     .collect()
             })
             .collect();
@@ -566,9 +606,10 @@ impl Ops {
         Ok(())
     }
 
-    /// The state of a git workspace's worktree; `None` for a plain workspace.
+    /// The state of a git workspace's worktree; `None` for a plain workspace, and for an
+    /// archived one, which has no worktree.
     pub async fn git_status(&self, ws: &Workspace) -> Result<Option<WorktreeStatus>> {
-        match ws.git.clone() {
+        match ws.git.clone().filter(|_| !ws.is_archived()) {
             Some(git) => blocking(move || Ok(git_workspace::status(&git)))
                 .await
                 .map(Some),
@@ -739,7 +780,7 @@ impl Ops {
         }
     }
 
-    /// Which workspaces are unused for `max_age_days` (never `default`), split into those
+    /// Which workspaces are unused for `max_age_days` (never `default`, never an archived one),
     /// that can go and those whose removal would lose work.
     pub async fn plan_gc(&self, max_age_days: u32) -> Result<GcPlan> {
         let plan = self
@@ -748,7 +789,8 @@ impl Ops {
             .await?;
         let mut stale = Vec::new();
         let mut kept = Vec::new();
-        for ws in plan.stale {
+        // An archived workspace holds only records, kept for whoever reviews its work.
+        for ws in plan.stale.into_iter().filter(|ws| !ws.is_archived()) {
             match git_workspace::check_removable(&ws).await {
                 Ok(()) => stale.push(self.view(&ws, None)),
                 Err(why) => kept.push(KeptView::new(&ws, why.to_string())),
@@ -779,7 +821,7 @@ impl Ops {
             let Some(git) = ws.git.clone() else {
                 continue;
             };
-            if git.branch == berth_git::DETACHED_HEAD || ws.id.is_default() {
+            if git.branch == berth_git::DETACHED_HEAD || ws.id.is_default() || ws.is_archived() {
                 continue;
             }
             let merged = blocking(move || {
@@ -840,6 +882,7 @@ impl Ops {
     /// asking counts as a use.
     pub async fn workspace_path(&self, identifier: &str) -> Result<PathBuf> {
         let ws = self.manager.resolve(identifier).await?;
+        crate::archive::refuse_archived(&ws, "it has no folder to work in")?;
         self.manager.touch(&ws).await?;
         let view = self.view(&ws, None);
         let dir = view.work_dir().map(Path::to_owned).ok_or_else(|| {

@@ -41,6 +41,9 @@ pub enum SessionCmd {
         /// Every workspace's sessions, even inside a worktree.
         #[arg(long, short, conflicts_with = "workspace")]
         all: bool,
+        /// Sessions of archived workspaces too (a named workspace's are always listed).
+        #[arg(long)]
+        archived: bool,
         #[command(flatten)]
         json: JsonFlag,
     },

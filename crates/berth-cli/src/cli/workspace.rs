@@ -11,13 +11,16 @@ use crate::completion;
 
 #[derive(Subcommand)]
 pub enum WorkspaceCmd {
-    /// List every workspace.
+    /// List every workspace (archived ones only with --archived).
     #[command(visible_alias = "ls")]
     List {
         /// Measure each workspace's disk use (its folder and worktree; a SIZE column, or
         /// size_bytes in JSON). Walks every file, so it takes a while on big worktrees.
         #[arg(long)]
         size: bool,
+        /// Archived workspaces too (an ARCHIVED column; archived_at in JSON).
+        #[arg(long)]
+        archived: bool,
         #[command(flatten)]
         json: JsonFlag,
     },
@@ -198,6 +201,24 @@ pub enum WorkspaceCmd {
         force: bool,
         #[command(flatten)]
         confirm: ConfirmFlag,
+    },
+    /// Archive a workspace: put its work away, keeping its record, sessions and storage.
+    ///
+    /// A git workspace's work is kept on the git ref refs/berth/lost/<id> (what was
+    /// uncommitted as one commit on top of its HEAD; the ref is named), then its worktree is
+    /// removed, and its branch if berth created it; nothing is refused, since nothing is lost.
+    /// A plain workspace keeps its folder. An archived workspace is left out of `workspace
+    /// list` and `session list` (unless --archived), takes no new session, and is passed over
+    /// by gc and prune; `workspace show` and `session show` still show it, and `workspace
+    /// delete` removes its record. `berth run restore` brings a run's dropped agent back.
+    /// Archiving an archived workspace changes nothing; `default` cannot be archived.
+    #[command(verbatim_doc_comment)]
+    Archive {
+        /// Id, name or id prefix.
+        #[arg(add = ArgValueCompleter::new(completion::workspaces))]
+        workspace: String,
+        #[command(flatten)]
+        json: JsonFlag,
     },
     /// Delete workspaces unused for a while (never `default`), or those merged (--merged).
     ///

@@ -39,8 +39,9 @@ pub async fn run(ops: &Ops, cmd: SessionCmd) -> anyhow::Result<()> {
         SessionCmd::List {
             workspace,
             all,
+            archived,
             json,
-        } => list(ops, workspace.as_deref(), all, json.json).await,
+        } => list(ops, workspace.as_deref(), all, archived, json.json).await,
         SessionCmd::Show { session, json } => show(ops, &session, json.json).await,
         SessionCmd::Append {
             session,
@@ -76,7 +77,13 @@ async fn fork(
     made(ops, &forked, json).await
 }
 
-async fn list(ops: &Ops, workspace: Option<&str>, all: bool, json: bool) -> anyhow::Result<()> {
+async fn list(
+    ops: &Ops,
+    workspace: Option<&str>,
+    all: bool,
+    archived: bool,
+    json: bool,
+) -> anyhow::Result<()> {
     let workspace = match all {
         true => None,
         false => {
@@ -85,7 +92,7 @@ async fn list(ops: &Ops, workspace: Option<&str>, all: bool, json: bool) -> anyh
         }
     };
     let sessions = ops
-        .list_sessions(workspace.map(|w| w.id.to_string()).as_deref())
+        .list_sessions_including(workspace.map(|w| w.id.to_string()).as_deref(), archived)
         .await?;
     if json {
         return Ok(render::json(&sessions)?);
@@ -136,6 +143,7 @@ async fn show(ops: &Ops, session: &str, json: bool) -> anyhow::Result<()> {
     if json {
         return Ok(render::json(&serde_json::json!({
             "session": view,
+            "workspace_archived_at": workspace.archived_at,
             "cost_usd": cost,
             "frontmatter": t.frontmatter,
             "messages": t.messages,
@@ -145,9 +153,12 @@ async fn show(ops: &Ops, session: &str, json: bool) -> anyhow::Result<()> {
     }
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     writeln!(out, "session:   {}", s.id)?;
+    let archived = workspace.archived_at.map_or_else(String::new, |at| {
+        format!(", archived {} (no new turn)", render::time(at))
+    });
     match &workspace.name {
-        Some(name) => writeln!(out, "workspace: {name} ({})", s.workspace_id)?,
-        None => writeln!(out, "workspace: {}", s.workspace_id)?,
+        Some(name) => writeln!(out, "workspace: {name} ({}){archived}", s.workspace_id)?,
+        None => writeln!(out, "workspace: {}{archived}", s.workspace_id)?,
     }
     if !s.title.is_empty() {
         writeln!(out, "title:     {}", render::cell(&s.title))?;

@@ -15,7 +15,15 @@ use crate::render;
 
 pub async fn run(ops: &Ops, cmd: WorkspaceCmd) -> anyhow::Result<()> {
     match cmd {
-        WorkspaceCmd::List { size, json } => list(ops, size, json.json).await,
+        WorkspaceCmd::List {
+            size,
+            archived,
+            json,
+        } => list(ops, size, archived, json.json).await,
+        WorkspaceCmd::Archive { workspace, json } => {
+            let workspace = meant(ops, Some(&workspace)).await?;
+            archive(ops, &workspace, json.json).await
+        }
         WorkspaceCmd::Create {
             name,
             description,
@@ -211,8 +219,34 @@ async fn spares(
     ))?)
 }
 
-async fn list(ops: &Ops, size: bool, json: bool) -> anyhow::Result<()> {
-    let mut all = ops.list_workspaces().await?;
+async fn archive(ops: &Ops, identifier: &str, json: bool) -> anyhow::Result<()> {
+    let archived = ops.archive_workspace(identifier).await?;
+    if let Some(w) = &archived.warning {
+        eprintln!("warning: {w}");
+    }
+    if json {
+        return Ok(render::json(&archived)?);
+    }
+    match (&archived.lost_ref, archived.already) {
+        (_, true) => eprintln!(
+            "workspace {} was archived already, {}",
+            archived.label,
+            render::time(archived.archived_at)
+        ),
+        (Some(r), false) => eprintln!(
+            "archived workspace {}; its work is kept on {r}, its sessions and storage stay",
+            archived.label
+        ),
+        (None, false) => eprintln!(
+            "archived workspace {}; its sessions and storage stay",
+            archived.label
+        ),
+    }
+    Ok(())
+}
+
+async fn list(ops: &Ops, size: bool, archived: bool, json: bool) -> anyhow::Result<()> {
+    let mut all = ops.list_workspaces_including(archived).await?;
     if size {
         ops.measure_workspaces(&mut all).await?;
     }
@@ -242,16 +276,22 @@ async fn list(ops: &Ops, size: bool, json: bool) -> anyhow::Result<()> {
             if size {
                 row.push(ws.size_bytes.map_or("-".to_owned(), berth_ops::disk::human));
             }
+            if archived {
+                row.push(ws.archived_at.map_or("-".to_owned(), render::time));
+            }
             row.push(render::cell(&ws.description));
             row
         })
         .collect();
-    let headers: &[&str] = if size {
-        &["NAME", "ID", "LAST USED", "GIT", "SIZE", "DESCRIPTION"]
-    } else {
-        &["NAME", "ID", "LAST USED", "GIT", "DESCRIPTION"]
-    };
-    render::table(headers, &rows)?;
+    let mut headers = vec!["NAME", "ID", "LAST USED", "GIT"];
+    if size {
+        headers.push("SIZE");
+    }
+    if archived {
+        headers.push("ARCHIVED");
+    }
+    headers.push("DESCRIPTION");
+    render::table(&headers, &rows)?;
     if all.iter().any(|ws| ws.git_status.is_some()) {
         render::legend(GIT_LEGEND);
     }
@@ -465,6 +505,27 @@ async fn show(ops: &Ops, identifier: &str, json: bool) -> anyhow::Result<()> {
             ),
         ),
     ];
+    if let Some(at) = ws.archived_at {
+        let what = match &ws.git {
+            Some(_) => format!(
+                "its worktree was removed and its work kept on a ref under refs/berth/lost/{}",
+                ws.id
+            ),
+            None => "its folder is kept".to_owned(),
+        };
+        rows.push((
+            "archived",
+            format!("{}: {what}; it takes no new session", render::time(at)),
+        ));
+        if let Some(git) = &ws.git {
+            rows.push(("repository", git.repo.display().to_string()));
+            rows.push(("worktree", format!("{} (removed)", git.worktree.display())));
+            rows.push((
+                "branch",
+                format!("{} (from {})", git.branch, git.base_branch),
+            ));
+        }
+    }
     if let (Some(git), Some(st)) = (&ws.git, &ws.git_status) {
         rows.push(("repository", git.repo.display().to_string()));
         rows.push(("worktree", git.worktree.display().to_string()));
