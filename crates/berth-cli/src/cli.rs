@@ -149,14 +149,18 @@ pub enum Command {
     /// checkouts are used when there are any) and a session titled after the task, whose
     /// transcript keeps the task and the answer. The agents run at once. On a terminal a table
     /// shows each one's state, last tool, tokens and time; otherwise one line per event, or
-    /// with --json one JSON object per event. When all are done, --check runs in each
-    /// worktree, and a summary says how each ended, what it changed, the check's result,
-    /// tokens and time. Ctrl-C stops every agent and cuts a running check short (what
-    /// streamed is kept); a second Ctrl-C ends the run at once, recorded failed.
+    /// with --json one JSON object per event. As each agent ends done having changed
+    /// something, --check runs in its worktree ([run] check_jobs at once); once all are
+    /// done, a summary says how each ended, what it changed, the check's result (its last
+    /// lines when it failed), tokens and time. Ctrl-C stops every agent and cuts a running
+    /// check short (what streamed is kept); a second Ctrl-C ends the run at once, recorded
+    /// failed.
     ///
-    /// A run has no one to ask: tools that write or run are refused unless --allow names them
-    /// or --allow-all is given; the agent is told, and the refusal is shown. Review and bring
-    /// the work back with `berth workspace diff` and `berth workspace merge`.
+    /// Tools that write or run are refused unless --allow names them or --allow-all is
+    /// given (the agent is told, and the refusal is shown), or, with --ask, a person answers
+    /// (`berth run answer`). Review the agents with `berth run compare`, then pick the
+    /// winner with `berth run pick RUN N` (or `best`), or drop them with `berth run
+    /// discard`; nothing is lost (`berth run restore`, `berth run pick --undo`).
     ///
     /// Every run is kept under the home: --detach returns at once and leaves the run to a
     /// supervisor process; `berth run list`, `show`, `logs -f`, `wait`, `stop` and `resume`
@@ -301,6 +305,33 @@ pub struct JsonFlag {
     /// Print JSON for scripts instead of a table.
     #[arg(long)]
     pub json: bool,
+}
+
+/// A duration as a person writes it: a number and a unit, `30s`, `15m`, `12h`, `7d`, `2w`.
+pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let n: u64 = number.parse().map_err(|_| {
+        format!("{text:?} is not a duration: give a number and a unit, such as 30s, 12h, 7d")
+    })?;
+    let seconds = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        "w" => 604_800,
+        _ => {
+            return Err(format!(
+                "{text:?} is not a duration: its unit is one of s, m, h, d, w (30s, 12h, 7d)"
+            ));
+        }
+    };
+    n.checked_mul(seconds)
+        .map(std::time::Duration::from_secs)
+        .ok_or_else(|| format!("{text:?} is too long a duration"))
 }
 
 #[derive(Args)]

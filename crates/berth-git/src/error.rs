@@ -67,6 +67,16 @@ pub enum GitError {
         /// The folders, relative to the worktree.
         paths: Vec<String>,
     },
+    #[error(
+        "'{branch}' has moved on since the pick ({merged} was merged, it is at {now} now): putting it back would drop what came after; `{revert}` undoes the pick in a new commit instead"
+    )]
+    MovedOnSinceMerge {
+        branch: String,
+        merged: String,
+        now: String,
+        /// The git command that undoes the merge in a new commit.
+        revert: String,
+    },
     #[error("the worktree is on '{0}' itself; name another branch to merge into")]
     MergeIntoItself(String),
     #[error("{} is corrupt: {reason}; fix or remove it (berth then counts each lost ref without a reflog as made now)", .path.display())]

@@ -29,6 +29,7 @@ mod setup;
 pub mod spares;
 mod status;
 mod submodules;
+mod undo;
 mod version;
 pub use create::{AddedWorktree, BaseBehind, BranchSpec, WorktreePlan};
 pub use diff::{FileDiff, WorktreeDiff, diff, diff_refs};
@@ -44,6 +45,7 @@ pub use remove::KeptWork;
 pub use restore::RestoredWork;
 pub use setup::{Copied, SetupError, copy_files, run_one, run_setup};
 pub use status::{Health, LastCommit, WorktreeStatus, changed_paths};
+pub use undo::UndoneMerge;
 pub use version::{
     GitVersion, MINIMUM as GIT_MINIMUM, REBASE_MINIMUM as GIT_REBASE_MINIMUM, version,
 };

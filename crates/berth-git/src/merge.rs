@@ -199,7 +199,7 @@ impl Repo {
     }
 
     /// The worktree (main checkout or linked) where `branch` is checked out, if any.
-    fn checkout_of(&self, branch: &str) -> Result<Option<PathBuf>> {
+    pub(crate) fn checkout_of(&self, branch: &str) -> Result<Option<PathBuf>> {
         let listed = self.git(["worktree", "list", "--porcelain", "-z"])?;
         let wanted = format!("branch refs/heads/{branch}");
         let mut path = None;

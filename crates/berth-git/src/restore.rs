@@ -64,7 +64,8 @@ impl Repo {
             }
             None => None,
         };
-        tip.map(|tip| self.create_lost_ref(refname, &tip)).transpose()
+        tip.map(|tip| self.create_lost_ref(refname, &tip))
+            .transpose()
     }
 
     /// Makes the worktree `wt` again from `from` (a ref `keep_for_restore` or a forced

@@ -141,7 +141,8 @@ fn git_kind(e: &GitError) -> ErrorKind {
         GitError::BranchExists(_) | GitError::MergeConflict { .. } => ErrorKind::Conflict,
         GitError::TargetDirty { .. }
         | GitError::TargetUntracked { .. }
-        | GitError::EmbeddedRepository { .. } => ErrorKind::Refused,
+        | GitError::EmbeddedRepository { .. }
+        | GitError::MovedOnSinceMerge { .. } => ErrorKind::Refused,
         GitError::MergeIntoItself(_) => ErrorKind::Invalid,
         GitError::BranchMissing(_) | GitError::RestoreFromMissing(_) => ErrorKind::NotFound,
         GitError::RestoreRefused(_) => ErrorKind::Refused,

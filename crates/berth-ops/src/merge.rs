@@ -58,6 +58,29 @@ impl Ops {
         blocking(move || Ok(berth_git::diff(&git.worktree, &git.base_branch, patch)?)).await
     }
 
+    /// Undoes a merge berth made into `branch` of the repository `repo` (a pick's), moving
+    /// it from `after` back to `before` when nothing was committed on top since, and keeping
+    /// `after` on workspace `workspace`'s lost-work ref first: the ref's name.
+    pub async fn undo_merge(
+        &self,
+        repo: &std::path::Path,
+        branch: &str,
+        before: &str,
+        after: &str,
+        workspace: &str,
+    ) -> Result<Option<String>> {
+        let repo = repo.to_path_buf();
+        let (branch, before, after) = (branch.to_owned(), before.to_owned(), after.to_owned());
+        let keep = format!("refs/berth/lost/{workspace}");
+        blocking(move || {
+            let repo = Repo::open(&repo)?;
+            Ok(Some(
+                repo.undo_merge(&branch, &before, &after, &keep)?.kept_on,
+            ))
+        })
+        .await
+    }
+
     /// Merges a git workspace's work into a branch (see the module's doc).
     pub async fn merge_workspace(&self, request: MergeWorkspace) -> Result<MergeReport> {
         let ws = self.manager.resolve(&request.workspace).await?;

@@ -1,28 +1,39 @@
-//! The run's check command (`--check "cargo test"`), in each worktree once its agent is done:
-//! `sh -c`, in its own process group, killed with everything it started when it times out
-//! (berth-git's setup runner, which `[git] setup` commands use too). It runs what the agent
-//! left, so it is confined as the agent's commands are (berth-sandbox), without the API keys
-//! in berth's environment.
+//! The run's check command (`--check "cargo test"`), in each worktree as soon as its agent
+//! ends done having changed something: `sh -c`, in its own process group, killed with
+//! everything it started when it times out or is stopped. It runs what the agent left, so it
+//! is confined as the agent's commands are (berth-sandbox), without the API keys in berth's
+//! environment. Its output, both streams as one in the order written, is kept bounded
+//! (`output.rs`) in the run's folder on the machine that ran it, `agent-N.check`, which
+//! `berth run logs RUN --agent N --check` prints; the record quotes its last lines.
 
-use std::path::PathBuf;
+mod output;
+
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use berth_sandbox::{Sandbox, Subject};
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
+pub use output::{HEAD as KEPT_HEAD, KeptOutput, QUOTED_LINES, TAIL as KEPT_TAIL};
+
 /// How a check went.
 #[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct CheckResult {
     pub command: String,
     pub passed: bool,
-    /// It did not run, or was cut short, because its agent or the run was stopped: neither
-    /// passed nor failed, and shown as `not run`.
+    /// It did not run (its agent did not finish, or changed nothing), or was cut short by a
+    /// stop: neither passed nor failed, and shown as `not run`, with why in `outcome`.
     #[serde(default)]
     pub not_run: bool,
-    /// How it failed (`exited with status 101`, `timed out after 600 s`), when it did.
+    /// How it failed (`exit 101`, `killed by signal 9`, `timed out after 600 s`), or why it
+    /// did not run.
     pub outcome: Option<String>,
-    /// The end of its output, when it failed.
+    /// The last lines of its output (at most [`QUOTED_LINES`]), when it failed; the whole of
+    /// it is kept beside the run's record.
     pub output: Option<String>,
     pub elapsed_ms: u64,
 }
@@ -36,10 +47,54 @@ impl CheckResult {
             (false, false) => "failed",
         }
     }
+
+    /// How it went, in a few words: `passed`, `failed (exit 1)`, `not run (the agent
+    /// changed nothing)`.
+    pub fn described(&self) -> String {
+        match (self.passed, self.outcome.as_deref()) {
+            (true, _) | (false, None) => self.verdict().to_owned(),
+            (false, Some(why)) => {
+                let why = why.strip_prefix("not run: ").unwrap_or(why);
+                format!("{} ({why})", self.verdict())
+            }
+        }
+    }
+
+    /// A check that was not run, and why (`the agent failed`).
+    pub fn not_run(command: &str, why: impl Into<String>) -> CheckResult {
+        CheckResult {
+            command: command.to_owned(),
+            passed: false,
+            not_run: true,
+            outcome: Some(why.into()),
+            output: None,
+            elapsed_ms: 0,
+        }
+    }
+
+    fn failed(command: String, why: String, elapsed_ms: u64) -> CheckResult {
+        CheckResult {
+            command,
+            passed: false,
+            not_run: false,
+            outcome: Some(why),
+            output: None,
+            elapsed_ms,
+        }
+    }
+}
+
+/// An exit status in a few words: `exit 1`, `killed by signal 9`.
+fn status_words(status: ExitStatus) -> String {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exit {code}"),
+        (None, Some(signal)) => format!("killed by signal {signal}"),
+        (None, None) => status.to_string(),
+    }
 }
 
 /// Runs `command` in `dir`, with the workspace's `env` (its ports); `stop` cuts it short (a
-/// stopped run does not wait for its checks).
+/// stopped run does not wait for its checks). Its output is kept in `keep` when given.
 pub async fn run(
     dir: PathBuf,
     command: String,
@@ -47,18 +102,11 @@ pub async fn run(
     timeout: Duration,
     sandbox: berth_ops::Result<Sandbox>,
     stop: CancellationToken,
+    keep: Option<PathBuf>,
 ) -> CheckResult {
     let started = Instant::now();
-    let shown = command.clone();
     if stop.is_cancelled() {
-        return CheckResult {
-            command: shown,
-            passed: false,
-            not_run: true,
-            outcome: Some("not run: the agent was stopped".to_owned()),
-            output: None,
-            elapsed_ms: 0,
-        };
+        return CheckResult::not_run(&command, "the agent was stopped");
     }
     let confinement = sandbox.map_err(|e| e.to_string()).and_then(|s| {
         s.confine(None, &Subject::Command)
@@ -66,79 +114,184 @@ pub async fn run(
     });
     let confinement = match confinement {
         Ok(c) => c,
-        Err(e) => {
-            return CheckResult {
-                command: shown,
-                passed: false,
-                not_run: false,
-                outcome: Some(e),
-                output: None,
-                elapsed_ms: 0,
-            };
-        }
+        Err(e) => return CheckResult::failed(command, e, 0),
     };
+    let shown = command.clone();
     let stopped = stop.clone();
     let done = tokio::task::spawn_blocking(move || {
-        let result = berth_git::run_one(
-            &dir,
-            &command,
-            &env,
-            timeout,
-            &|cmd| {
-                for (name, _) in std::env::vars_os() {
-                    if name
-                        .to_str()
-                        .is_some_and(berth_agent::tools::command::is_secret_name)
-                    {
-                        cmd.env_remove(name);
-                    }
+        let ran = run_blocking(&dir, &command, &env, timeout, &stop, &|cmd| {
+            for (name, _) in std::env::vars_os() {
+                if name
+                    .to_str()
+                    .is_some_and(berth_agent::tools::command::is_secret_name)
+                {
+                    cmd.env_remove(name);
                 }
-                if let Some(c) = &confinement {
-                    c.apply_std(cmd);
-                }
-            },
-            &|| stop.is_cancelled(),
-        );
-        (result, confinement)
+            }
+            if let Some(c) = &confinement {
+                c.apply_std(cmd);
+            }
+        });
+        (ran, confinement)
     })
     .await;
     let elapsed_ms = started.elapsed().as_millis() as u64;
-    let (passed, outcome, output) = match done {
-        Ok((Ok(()), _)) => (true, None, None),
-        Ok((
-            Err(berth_git::SetupError::Failed {
-                outcome,
-                mut output,
-                ..
-            }),
-            confinement,
-        )) => {
-            if let Some(note) = confinement
-                .as_ref()
-                .and_then(|c| berth_sandbox::explain(&output, c))
-            {
-                output.push('\n');
-                output.push_str(&note);
-            }
-            (false, Some(outcome), Some(output))
-        }
-        Ok((Err(berth_git::SetupError::Spawn { source, .. }), Some(c))) => {
-            (false, Some(c.spawn_error("sh", &source)), None)
-        }
-        Ok((Err(e), _)) => (false, Some(e.to_string()), None),
-        Err(e) => (false, Some(format!("its task failed: {e}")), None),
+    let (ran, confinement) = match done {
+        Ok(done) => done,
+        Err(e) => return CheckResult::failed(shown, format!("its task failed: {e}"), elapsed_ms),
     };
-    // Cut short by a stop: it did not finish, so it neither passed nor failed.
-    let not_run = !passed && stopped.is_cancelled();
+    let (ended, kept) = match ran {
+        Ok(ran) => ran,
+        Err(e) => {
+            let why = match &confinement {
+                Some(c) => c.spawn_error("sh", &e),
+                None => format!("cannot start sh: {e}"),
+            };
+            return CheckResult::failed(shown, why, elapsed_ms);
+        }
+    };
+    if let Some(path) = &keep {
+        keep_output(path, &kept);
+    }
+    let why = match ended {
+        Ended::Exited(status) if status.success() => {
+            return CheckResult {
+                command: shown,
+                passed: true,
+                not_run: false,
+                outcome: None,
+                output: None,
+                elapsed_ms,
+            };
+        }
+        // Cut short by a stop: it did not finish, so it neither passed nor failed.
+        _ if stopped.is_cancelled() => {
+            return CheckResult::not_run(&shown, "stopped before it finished");
+        }
+        Ended::Exited(status) => status_words(status),
+        Ended::TimedOut => format!("timed out after {} s", timeout.as_secs()),
+        Ended::Stopped => "stopped before it finished".to_owned(),
+    };
+    let mut output = kept.last_lines(QUOTED_LINES);
+    if let Some(note) = confinement
+        .as_ref()
+        .and_then(|c| berth_sandbox::explain(&output, c))
+    {
+        output.push('\n');
+        output.push_str(&note);
+    }
     CheckResult {
         command: shown,
-        passed,
-        not_run,
-        outcome: match not_run {
-            true => Some("not run: stopped before it finished".to_owned()),
-            false => outcome,
-        },
-        output,
+        passed: false,
+        not_run: false,
+        outcome: Some(why),
+        output: Some(output),
         elapsed_ms,
     }
+}
+
+/// A check's kept output (`agent-N.check`), as written: its head, the line saying what was
+/// cut, its tail; `None` when there is none. A file grown past what berth writes is read to
+/// that size only.
+pub fn read_kept(path: &Path) -> std::io::Result<Option<String>> {
+    use std::io::Read as _;
+    let file = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let mut bytes = Vec::new();
+    file.take((KEPT_HEAD + KEPT_TAIL + 4096) as u64)
+        .read_to_end(&mut bytes)?;
+    Ok(Some(String::from_utf8_lossy(&bytes).into_owned()))
+}
+
+/// Writes a check's output where the run keeps it, atomically; a failure to is said in the
+/// supervisor's log and costs the check nothing.
+fn keep_output(path: &Path, kept: &KeptOutput) {
+    if let Some(dir) = path.parent()
+        && let Err(e) = std::fs::create_dir_all(dir)
+    {
+        tracing::warn!("cannot keep the check's output in {}: {e}", dir.display());
+        return;
+    }
+    if let Err(e) = berth_confined::write_atomic(path, &kept.bytes()) {
+        tracing::warn!("cannot keep the check's output in {}: {e}", path.display());
+    }
+}
+
+/// How a check's process ended.
+enum Ended {
+    Exited(ExitStatus),
+    TimedOut,
+    Stopped,
+}
+
+/// How long a check's output is still read after its process ended: what it started in
+/// the background may hold the pipe open (confined, it dies with its PID namespace).
+const DRAIN: Duration = Duration::from_secs(2);
+
+/// Runs the command on this thread, both its streams into one pipe read into a
+/// [`KeptOutput`]; `Err` when it cannot start.
+fn run_blocking(
+    dir: &Path,
+    command: &str,
+    env: &[(String, String)],
+    timeout: Duration,
+    stop: &CancellationToken,
+    prepare: &dyn Fn(&mut Command),
+) -> std::io::Result<(Ended, KeptOutput)> {
+    let (reader, writer) = std::io::pipe()?;
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c")
+        .arg(command)
+        .current_dir(dir)
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .stdout(writer.try_clone()?)
+        .stderr(writer)
+        // Its own process group, so a timeout kills what the command started too.
+        .process_group(0);
+    prepare(&mut cmd);
+    let spawned = cmd.spawn();
+    // The parent's copies of the pipe's writing end go with the command: the reader sees
+    // the end of the output once the command's processes are gone.
+    drop(cmd);
+    let mut child = spawned?;
+    let kept = Arc::new(Mutex::new(KeptOutput::default()));
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    let reading = kept.clone();
+    std::thread::spawn(move || {
+        KeptOutput::read_all(&reading, reader);
+        let _ = done_tx.send(());
+    });
+    let started = Instant::now();
+    let ended = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break Ended::Exited(status),
+            Ok(None) if started.elapsed() >= timeout || stop.is_cancelled() => {
+                let why = match stop.is_cancelled() {
+                    true => Ended::Stopped,
+                    false => Ended::TimedOut,
+                };
+                if let Ok(pgid) = libc::pid_t::try_from(child.id())
+                    && pgid > 1
+                {
+                    // SAFETY: killpg only sends a signal; the group id is this child's own
+                    // pid, made a group leader by process_group(0) above, so nothing else is
+                    // hit.
+                    unsafe { libc::killpg(pgid, libc::SIGKILL) };
+                }
+                let _ = child.kill();
+                let _ = child.wait();
+                break why;
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+            Err(e) => return Err(e),
+        }
+    };
+    let _ = done_rx.recv_timeout(DRAIN);
+    let mut kept = kept.lock().unwrap_or_else(|e| e.into_inner());
+    let taken = std::mem::take(&mut *kept);
+    Ok((ended, taken))
 }

@@ -13,6 +13,8 @@ pub struct Comparison {
     pub run: String,
     pub task: String,
     pub state: String,
+    /// Where its review stands (`review`, `picked`, …), with its checks.
+    pub review: crate::Review,
     pub check: Option<String>,
     pub agents: Vec<Compared>,
 }
@@ -40,8 +42,13 @@ pub struct Compared {
     /// Its check in a word: `passed`, `failed` or `not run` (a stop kept it from running);
     /// `None` without a check.
     pub check_verdict: Option<String>,
-    /// How its check failed, when it did.
+    /// How its check failed (`exit 1`), or why it did not run, when it did not pass.
     pub check_outcome: Option<String>,
+    /// Its check in full, its last lines of output included, once it ran or was found not
+    /// to run.
+    pub check: Option<crate::CheckResult>,
+    /// Why it is not picked without being forced, when it is not ([`crate::pick_refusal`]).
+    pub refusal: Option<String>,
     pub input_tokens: u64,
     pub output_tokens: u64,
     pub cost_usd: Option<f64>,
@@ -92,6 +99,8 @@ pub async fn compare(
                     .map(|p| if p { "passed" } else { "failed" }.to_owned()),
             },
             check_outcome: check.and_then(|c| c.outcome.clone()),
+            check: check.cloned(),
+            refusal: crate::pick_refusal(&record, i),
             input_tokens: a.status.input_tokens,
             output_tokens: a.status.output_tokens,
             cost_usd: summary.and_then(|s| s.cost_usd),
@@ -127,6 +136,7 @@ pub async fn compare(
         run: record.id.to_string(),
         task: record.request.task.clone(),
         state: record.state.as_str().to_owned(),
+        review: record.review(),
         check: record.request.check.clone(),
         agents,
     })

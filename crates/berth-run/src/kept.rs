@@ -39,7 +39,8 @@ use files::read_events;
 pub(crate) use backend::{Decide, Hold, Request, RunBackend};
 pub use error::KeptError;
 pub use record::{
-    AgentOutcome, AgentRecord, PoolPlace, RunId, RunRecord, RunState, StopRequest, StoredRequest,
+    AgentOutcome, AgentRecord, MergeRecord, PoolPlace, Review, ReviewStage, RunId, RunRecord,
+    RunState, StopRequest, StoredRequest,
 };
 pub use supervision::{Requests, Supervision};
 
@@ -172,6 +173,12 @@ impl RunStore {
     /// a file of the run's folder under this home, whichever store keeps the run.
     pub fn stderr_path(&self, id: &RunId, agent: usize) -> PathBuf {
         self.run_dir(id).join(format!("agent-{}.stderr", agent + 1))
+    }
+
+    /// Where agent `agent`'s (0-based) check output is kept (its first 64 KiB and last MiB),
+    /// on the machine that ran it, as its standard error is.
+    pub fn check_path(&self, id: &RunId, agent: usize) -> PathBuf {
+        self.run_dir(id).join(crate::running::check_log_name(agent))
     }
 
     /// The run's folder on this machine (`<home>/runs/<id>`), for what only this machine
@@ -688,6 +695,35 @@ impl RunStore {
         Ok(found)
     }
 
+    /// Deletes the record of run `id`, which must be over, with its events and (on this
+    /// machine) its folder of kept output. Refused while a supervisor holds it.
+    pub async fn delete(&self, id: &RunId) -> Result<(), KeptError> {
+        let record = self.load(id).await?;
+        if !record.state.is_over() {
+            return Err(KeptError::StillRunning {
+                id: id.clone(),
+                state: record.state,
+            });
+        }
+        if !self.backend.delete_unsupervised(id).await? {
+            let now = self.load(id).await?;
+            return Err(KeptError::StillRunning {
+                id: id.clone(),
+                state: now.state,
+            });
+        }
+        // On a database, what only this machine kept of it (standard error, checks' output).
+        if self.db.is_some() {
+            let dir = self.run_dir(id);
+            match std::fs::remove_dir_all(&dir) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(source) => return Err(KeptError::Io { path: dir, source }),
+            }
+        }
+        Ok(())
+    }
+
     /// Records what was done with agent `agent`'s work. Refused while the run is supervised
     /// (its supervisor writes the record then): finish a run once it is over.
     pub async fn set_outcome(
@@ -695,6 +731,19 @@ impl RunStore {
         id: &RunId,
         agent: usize,
         outcome: AgentOutcome,
+    ) -> Result<RunRecord, KeptError> {
+        self.change_agent(id, agent, move |a| a.outcome = Some(outcome))
+            .await
+    }
+
+    /// Changes what is recorded of agent `agent`'s work once the run is over (its outcome,
+    /// its lost ref, its merge), and nothing else of the run. Refused while the run is
+    /// supervised (its supervisor writes the record then).
+    pub async fn change_agent(
+        &self,
+        id: &RunId,
+        agent: usize,
+        change: impl Fn(&mut AgentRecord) + Send + Sync + Clone + 'static,
     ) -> Result<RunRecord, KeptError> {
         let record = self.load(id).await?;
         if agent >= record.agents.len() {
@@ -710,20 +759,32 @@ impl RunStore {
                 state: record.state,
             });
         }
-        let decide = move |record: &mut RunRecord| {
-            if !record.state.is_over() {
-                return false;
+        // Whether `change` would still change the agent: compared as written.
+        let changes = {
+            let change = change.clone();
+            move |a: &AgentRecord| {
+                let mut changed = a.clone();
+                change(&mut changed);
+                serde_json::to_value(&changed).ok() != serde_json::to_value(a).ok()
             }
-            match record.agents.get_mut(agent) {
-                Some(a) if a.outcome != Some(outcome) => {
-                    a.outcome = Some(outcome);
-                    true
+        };
+        let decide = {
+            let changes = changes.clone();
+            move |record: &mut RunRecord| {
+                if !record.state.is_over() {
+                    return false;
                 }
-                _ => false,
+                match record.agents.get_mut(agent) {
+                    Some(a) if changes(a) => {
+                        change(a);
+                        true
+                    }
+                    _ => false,
+                }
             }
         };
         let now = self.backend.write_unsupervised(id, &decide).await?;
-        if now.agents.get(agent).and_then(|a| a.outcome) != Some(outcome) {
+        if !now.state.is_over() || now.agents.get(agent).is_none_or(&changes) {
             // A supervisor took the run meanwhile (`run tell`, `run resume`).
             return Err(KeptError::StillRunning {
                 id: id.clone(),

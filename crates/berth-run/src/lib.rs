@@ -7,10 +7,11 @@
 //! (made with the usual create rules: spares, `[git] copy` and `setup`), and a berth session
 //! in it titled after the task, whose transcript keeps the task and the answer as they stream.
 //! The agents run at once; their events come through one channel as [`RunEvent`]s, tagged
-//! with the agent's index, in the order each agent produced them. When every agent has ended,
-//! the run's check command (`--check`) runs in each worktree, and a [`RunEvent::Summary`]
-//! closes the channel: per agent, how it stopped, what it changed against its base, the
-//! check's result, tokens and time.
+//! with the agent's index, in the order each agent produced them. As each agent ends, the
+//! run's check command (`--check`) runs in its worktree when it finished having changed
+//! something (at most `[run] check_jobs` at once); once every agent has ended and been
+//! checked, a [`RunEvent::Summary`] closes the channel: per agent, how it stopped, what it
+//! changed against its base, the check's result, tokens and time.
 //!
 //! Permissions are a policy: tools the policy allows run; every other call that writes or runs
 //! is refused, the agent is told it was the policy (an error result), and the refusal is an
@@ -26,6 +27,7 @@ mod check;
 mod compare;
 mod detach;
 mod event;
+mod evidence;
 mod finish;
 mod kept;
 mod notices;
@@ -50,17 +52,18 @@ pub use agents::{
 };
 pub use ask::{Answer, DEFAULT_ASK_TIMEOUT};
 pub use berth_agent::Policy;
-pub use check::CheckResult;
+pub use check::{CheckResult, KEPT_HEAD, KEPT_TAIL, QUOTED_LINES, read_kept as read_kept_check};
 pub use compare::{Compared, Comparison, compare};
 pub use detach::{Detach, SUPERVISOR_START, ToldDetached, detach, start_detached, tell_detached};
 pub use event::{AgentState, AgentStatus, AgentSummary, RunEvent, Waiting};
+pub use evidence::{Choice, Pickable, best, merged, pick_refusal, pickable};
 pub use finish::{
-    Cleaned, Dropped, Pick, Picked, clean, cleanable, delete_workspace, discard, merge_message,
-    pick,
+    Cleaned, DeletedRun, Dropped, Pick, Picked, Restored, Undone, clean, cleanable, delete_run,
+    delete_workspace, discard, merge_message, pick, restore, undo_pick,
 };
 pub use kept::{
-    AgentOutcome, AgentRecord, KeptError, PoolPlace, RunId, RunPage, RunRecord, RunState, RunStore,
-    StopRequest, StoredRequest, Supervision,
+    AgentOutcome, AgentRecord, KeptError, MergeRecord, PoolPlace, Review, ReviewStage, RunId,
+    RunPage, RunRecord, RunState, RunStore, StopRequest, StoredRequest, Supervision,
 };
 pub use preflight::preflight;
 pub use pull_request::pull_request_text;

@@ -27,8 +27,8 @@ pub(crate) struct How {
 pub(crate) fn of(record: &RunRecord, event: &RunEvent, how: How) -> Vec<Notice> {
     let title = format!("berth run: {}", berth_ops::title_of(&record.request.task));
     let many = record.agents.len() > 1;
-    let agent_notice = |agent: usize, kind: NotifyEvent, summary: String| {
-        let mut notice = Notice::new(kind, title.clone(), summary);
+    let agent_notice = |agent: usize, kind: NotifyEvent, title: String, summary: String| {
+        let mut notice = Notice::new(kind, title, summary);
         notice.run = Some(record.id.to_string());
         notice.agent = Some(agent + 1);
         if let Some(a) = record.agents.get(agent) {
@@ -60,6 +60,7 @@ pub(crate) fn of(record: &RunRecord, event: &RunEvent, how: How) -> Vec<Notice> 
             vec![agent_notice(
                 *agent,
                 NotifyEvent::AgentDone,
+                title.clone(),
                 format!(
                     "{} {} ({tokens} tokens, {took}s)",
                     label(*agent),
@@ -71,6 +72,7 @@ pub(crate) fn of(record: &RunRecord, event: &RunEvent, how: How) -> Vec<Notice> 
             vec![agent_notice(
                 *agent,
                 NotifyEvent::CheckFailed,
+                title.clone(),
                 format!(
                     "{}: the check `{}` {}",
                     label(*agent),
@@ -85,9 +87,11 @@ pub(crate) fn of(record: &RunRecord, event: &RunEvent, how: How) -> Vec<Notice> 
             tool,
             description,
         } => {
+            // Titled for what it is: a person is needed, not a run's end.
             let mut notice = agent_notice(
                 *agent,
                 NotifyEvent::NeedsInput,
+                format!("needs you: may agent {} use {tool}?", agent + 1),
                 format!("{} asks: may it {tool}? {description}", label(*agent)),
             );
             notice.request = Some(question.clone());
@@ -95,9 +99,10 @@ pub(crate) fn of(record: &RunRecord, event: &RunEvent, how: How) -> Vec<Notice> 
         }
         RunEvent::Summary { .. } if how.stopped_by_person => Vec::new(),
         RunEvent::Summary { agents } => {
-            let all_well = agents
-                .iter()
-                .all(|a| a.state == AgentState::Done && a.check.as_ref().is_none_or(|c| c.passed));
+            let all_well = agents.iter().all(|a| {
+                a.state == AgentState::Done
+                    && a.check.as_ref().is_none_or(|c| c.passed || c.not_run)
+            });
             let kind = match agents.as_slice() {
                 _ if how.told => NotifyEvent::ToldDone,
                 _ if all_well => NotifyEvent::Done,
@@ -167,12 +172,10 @@ fn ended(state: AgentState, message: Option<&str>) -> String {
     }
 }
 
-/// How a check went, in words: `passed`, `failed (exited with status 1)`, `not run`.
+/// How a check went, in words: `passed`, `failed (exit 1)`, `not run (the agent changed
+/// nothing)`.
 fn checked(check: &CheckResult) -> String {
-    match (check.verdict(), &check.outcome) {
-        ("failed", Some(o)) => format!("failed ({o})"),
-        (verdict, _) => verdict.to_owned(),
-    }
+    check.described()
 }
 
 /// What an agent changed, and its check: `2 file(s) changed (+10 -1), check passed`.

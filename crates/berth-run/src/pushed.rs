@@ -7,7 +7,7 @@ use std::path::Path;
 
 use berth_ops::{MergeReport, MergeWorkspace, Ops, Workspace, WorktreeDiff};
 
-use crate::kept::{AgentOutcome, KeptError, RunStore};
+use crate::kept::{KeptError, RunStore};
 
 /// The URL a queued run pushed workspace `id`'s branch to, when a run of the pool made it.
 pub async fn pushed_url(store: &RunStore, id: &str) -> Result<Option<String>, KeptError> {
@@ -81,15 +81,24 @@ pub async fn merge_workspace(
         }
         _ => None,
     };
-    let mut report = match pushed_to {
-        Some(url) => ops.merge_pushed(request, &url, dir).await?,
+    let mut report = match &pushed_to {
+        Some(url) => ops.merge_pushed(request, url, dir).await?,
         None => ops.merge_workspace(request).await?,
     };
-    if let Some((record, i)) = &run
-        && let Err(why) =
-            crate::finish::record_outcome_of(store, record, *i, AgentOutcome::Merged).await
-    {
-        report.warning = Some(why);
+    if let Some((record, i)) = &run {
+        // Where it went, for `run pick --undo`: a local workspace's repository only.
+        let merge = match (&ws.git, pushed_to.is_some()) {
+            (Some(git), false) => Some(crate::kept::MergeRecord {
+                into: report.merged.into.clone(),
+                before: report.merged.before.clone(),
+                after: report.merged.after.clone(),
+                repo: git.repo.clone(),
+            }),
+            _ => None,
+        };
+        if let Err(why) = crate::finish::record_merged(store, record, *i, merge).await {
+            report.warning = Some(why);
+        }
     }
     Ok(report)
 }

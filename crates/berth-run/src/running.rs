@@ -299,57 +299,29 @@ impl Running {
             max,
             free: Arc::new(tokio::sync::Semaphore::new(max)),
         });
+        let check_jobs = match self.ops.config(None).await {
+            Ok(loaded) => loaded.config.run.check_jobs(),
+            Err(_) => 1,
+        };
+        let check_jobs = Arc::new(tokio::sync::Semaphore::new(check_jobs));
+        // Each agent is measured and checked as soon as it ends, not after the slowest.
         let agents = which.into_iter().map(|i| {
             let me = self.clone();
             let base = base.clone();
             let places = places.clone();
-            async move { me.one(i, &base, places.as_ref()).await }
+            let check_jobs = check_jobs.clone();
+            async move {
+                let mut outcome = me.one(i, &base, places.as_ref()).await;
+                let measured = me.measure(&mut outcome.summary).await;
+                me.check(&mut outcome, measured, &check_jobs).await;
+                outcome
+            }
         });
         let mut summaries = futures::future::join_all(agents).await;
-        if let Some(command) = &self.request.check {
-            let checks = summaries.iter().map(|s| {
-                // A stop of the run, or of this agent, cuts its check short.
-                let stop = self.stopper.agent(s.summary.agent);
-                let worktree = s.worktree.clone();
-                let env = s.env.clone();
-                let command = command.clone();
-                let timeout = self.request.check_timeout;
-                let workspace = s.summary.workspace.clone();
-                let ops = self.ops.clone();
-                async move {
-                    let dir = worktree?;
-                    let ws = match workspace {
-                        Some(id) => ops.resolve_workspace(&id).await.ok(),
-                        None => None,
-                    };
-                    let sandbox = ops.sandbox(ws.as_ref(), &dir).await;
-                    Some(check::run(dir, command, env, timeout, sandbox, stop).await)
-                }
-            });
-            let results = futures::future::join_all(checks).await;
-            for (s, result) in summaries.iter_mut().zip(results) {
-                if let Some(result) = result {
-                    self.send(RunEvent::Checked {
-                        agent: s.summary.agent,
-                        check: result.clone(),
-                    })
-                    .await;
-                    s.summary.check = Some(result);
-                }
-            }
-        }
         if self.request.push {
             self.push(&summaries).await;
         }
         for s in &mut summaries {
-            if let Some(id) = &s.summary.workspace
-                && let Ok(d) = self.ops.workspace_diff(id, false).await
-            {
-                let (added, removed) = d.totals();
-                s.summary.files_changed = d.files.len();
-                s.summary.added = added;
-                s.summary.removed = removed;
-            }
             if let Some(id) = &s.summary.session
                 && let Ok(session) = self.ops.resolve_session(id).await
             {
@@ -358,6 +330,97 @@ impl Running {
         }
         let agents = summaries.into_iter().map(|s| s.summary).collect();
         self.send(RunEvent::Summary { agents }).await;
+    }
+
+    /// What the agent changed against its base, into its summary; `false` when that cannot
+    /// be read (no workspace, or git failed), so nothing is concluded from it.
+    async fn measure(&self, summary: &mut AgentSummary) -> bool {
+        let Some(id) = &summary.workspace else {
+            return false;
+        };
+        match self.ops.workspace_diff(id, false).await {
+            Ok(d) => {
+                let (added, removed) = d.totals();
+                summary.files_changed = d.files.len();
+                summary.added = added;
+                summary.removed = removed;
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// The run's check for an agent that ended: run in its worktree (one of `check_jobs`
+    /// places) when it ended done having changed something, else `not run` with why. Its
+    /// output is kept beside the run's record.
+    async fn check(
+        &self,
+        outcome: &mut Outcome,
+        measured: bool,
+        check_jobs: &tokio::sync::Semaphore,
+    ) {
+        let Some(command) = &self.request.check else {
+            return;
+        };
+        let i = outcome.summary.agent;
+        let keep = self
+            .request
+            .stderr_dir
+            .as_ref()
+            .map(|d| d.join(check_log_name(i)));
+        let not_run = match outcome.summary.state {
+            AgentState::Done if measured && outcome.summary.files_changed == 0 => {
+                Some("the agent changed nothing")
+            }
+            AgentState::Done => None,
+            AgentState::Failed => Some("the agent failed"),
+            AgentState::Stopped => Some("the agent was stopped"),
+            AgentState::Budget => Some("the agent went over its budget"),
+            AgentState::Queued | AgentState::Starting | AgentState::Working => {
+                Some("the agent did not finish")
+            }
+        };
+        let result = match (not_run, &outcome.worktree) {
+            (None, Some(dir)) => {
+                // A stop of the run, or of this agent, cuts its check short, or keeps it from
+                // starting while it waits for a place.
+                let stop = self.stopper.agent(i);
+                let place = tokio::select! {
+                    place = check_jobs.acquire() => place.ok(),
+                    _ = stop.cancelled() => None,
+                };
+                let ws = match &outcome.summary.workspace {
+                    Some(id) => self.ops.resolve_workspace(id).await.ok(),
+                    None => None,
+                };
+                let sandbox = self.ops.sandbox(ws.as_ref(), dir).await;
+                let result = check::run(
+                    dir.clone(),
+                    command.clone(),
+                    outcome.env.clone(),
+                    self.request.check_timeout,
+                    sandbox,
+                    stop,
+                    keep,
+                )
+                .await;
+                drop(place);
+                result
+            }
+            (why, _) => {
+                // What an earlier turn's check printed says nothing of this one.
+                if let Some(path) = &keep {
+                    let _ = std::fs::remove_file(path);
+                }
+                check::CheckResult::not_run(command, why.unwrap_or("the agent has no worktree"))
+            }
+        };
+        self.send(RunEvent::Checked {
+            agent: i,
+            check: result.clone(),
+        })
+        .await;
+        outcome.summary.check = Some(result);
     }
 
     /// Gives each agent's work back to the repository's `origin`: the uncommitted work of
@@ -395,7 +458,7 @@ impl Running {
     async fn one(&self, i: usize, base: &str, places: Option<&Places>) -> Outcome {
         let spec = &self.request.agents[i];
         let mut summary = AgentSummary::starting(i, spec.label());
-        // Held until its turn ends: the check runs after every agent's, out of the count.
+        // Held until its turn ends: its check runs out of the count.
         let _place = match places {
             Some(places) => match self.take_place(i, places).await {
                 Some(place) => Some(place),
@@ -787,6 +850,11 @@ impl Running {
         }
         unreachable!("a turn's events end with TurnEnded")
     }
+}
+
+/// The file in a run's folder that keeps agent `i`'s (0-based) check output.
+pub(crate) fn check_log_name(i: usize) -> String {
+    format!("agent-{}.check", i + 1)
 }
 
 /// An agent's summary, and where its check runs.

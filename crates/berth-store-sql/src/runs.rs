@@ -405,6 +405,25 @@ impl SqlRuns {
         .await)
     }
 
+    /// Deletes run `id` with its events, requests and session index, unless a lease holds it
+    /// now; whether it was deleted.
+    pub async fn delete_unheld(&self, id: &str) -> berth_core::Result<bool> {
+        self.wrap(
+            async {
+                let n = self
+                .store
+                .pool()
+                .exec(
+                    "DELETE FROM runs WHERE id = $1 AND (lease_until IS NULL OR lease_until < $2)",
+                    &[Arg::Text(id), Arg::Int(to_ns(Utc::now()))],
+                )
+                .await?;
+                Ok(n == 1)
+            }
+            .await,
+        )
+    }
+
     /// Appends events as the holder of `fence`, in order; `false` (nothing appended) once
     /// another took the run.
     pub async fn append(

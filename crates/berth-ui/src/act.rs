@@ -86,9 +86,11 @@ pub async fn act(cx: &Context, action: Action) -> Update {
         Action::Pick { run, agent } => {
             let pick = berth_run::Pick {
                 run: run.clone(),
-                agent,
+                choice: berth_run::Choice::Agent(agent),
                 mode: berth_ops::MergeMode::Merge,
                 keep_others: false,
+                force: false,
+                also: false,
             };
             match berth_run::pick(ops, store, pick, &cx.here).await {
                 Ok(picked) => Update::Done(format!(

@@ -119,7 +119,14 @@ pub struct NewRunArgs {
 pub enum RunCommand {
     /// The runs of this home (or its database), newest first: state, agents, when, task. A
     /// page at a time: when there are more, standard error gives the --cursor of the next.
+    ///
+    /// The STATE column is where the run's review stands: `running`, `waiting` (an agent
+    /// asks a person), `review` (over, nothing picked or discarded), `picked N`,
+    /// `discarded`; then its checks, `2✓ 1✗`. --json adds it to each run as "review".
     List {
+        /// Only the runs waiting for review: over, nothing picked or discarded.
+        #[arg(long)]
+        review: bool,
         /// Runs on this page (1 to 1000).
         #[arg(long, value_name = "N", default_value_t = berth_ops::PAGE_DEFAULT)]
         limit: usize,
@@ -152,6 +159,11 @@ pub enum RunCommand {
         /// as kept on the machine that ran it.
         #[arg(long, conflicts_with_all = ["follow", "json"])]
         stderr: bool,
+        /// The agent's check's output instead (standard output and error as one, in the
+        /// order written: its first 64 KiB and its last MiB), as kept on the machine that
+        /// ran it.
+        #[arg(long, conflicts_with_all = ["follow", "json", "stderr"])]
+        check: bool,
         /// The events as JSON objects, one per line.
         #[arg(long)]
         json: bool,
@@ -251,21 +263,30 @@ pub enum RunCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Pick the winner of a run that is over: agent N's work is merged into the run's base,
-    /// with a commit message naming the task and the agent, and its workspace removed; the
-    /// other agents' workspaces are dropped (their commits and uncommitted files kept on
-    /// refs/berth/lost/<id>), or kept with --keep-others. Each agent's outcome (merged,
-    /// discarded, kept) is recorded in the run.
+    /// Pick the winner of a run that is over, on evidence: agent N's work (or the best's) is
+    /// merged into the run's base, with a commit naming the task, the run, the agent and its
+    /// check; the other agents' work is dropped (kept on refs/berth/lost/<id>, and `berth run
+    /// restore` brings it back), or kept with --keep-others. No workspace's sessions are
+    /// deleted: a dropped or merged agent's workspace is archived (only its worktree goes).
     ///
-    /// --json prints {"run", "agent", "merge": {…as `workspace merge --json`}, "dropped":
-    /// [{"agent", "workspace", "note"}], "kept": [N, …]}.
+    /// An agent that did not finish (failed, stopped, over budget), changed nothing, or
+    /// whose check failed is refused, saying why, unless --force. `best` picks the agent
+    /// whose check passed with the fewest changed lines, then the lowest cost, and says
+    /// why; a run without --check has no evidence, so `best` refuses. A run has one
+    /// winner: a second agent needs --also. --undo puts the base back where it was before
+    /// the pick, when nothing was committed on top since (otherwise it names the `git
+    /// revert` that would do it).
+    ///
+    /// --json prints {"run", "agent", "why", "forced", "merge": {…as `workspace merge
+    /// --json`}, "dropped": [{"agent", "workspace", "lost_ref", "note"}], "kept": [N, …]};
+    /// with --undo {"run", "agent", "branch", "from", "to", "lost_ref"}.
     #[command(verbatim_doc_comment)]
     Pick {
         #[arg(value_name = "RUN")]
         id: String,
-        /// The agent to merge (1 is the first).
-        #[arg(value_name = "N")]
-        agent: berth_run::AgentNumber,
+        /// The agent to merge (1 is the first), or `best`.
+        #[arg(value_name = "N|best", required_unless_present = "undo")]
+        agent: Option<berth_run::Choice>,
         /// One new commit with the agent's changes.
         #[arg(long, conflicts_with = "rebase")]
         squash: bool,
@@ -275,12 +296,23 @@ pub enum RunCommand {
         /// Keep the other agents' workspaces (recorded `kept`), to look at or tell later.
         #[arg(long)]
         keep_others: bool,
+        /// Merge it though it did not finish, changed nothing, or failed its check.
+        #[arg(long)]
+        force: bool,
+        /// Merge it though another agent of the run was merged already: their work
+        /// combined, on purpose.
+        #[arg(long)]
+        also: bool,
+        /// Undo the run's pick: its base put back where it was before it.
+        #[arg(long, conflicts_with_all = ["agent", "squash", "rebase", "keep_others", "force", "also"])]
+        undo: bool,
         #[arg(long)]
         json: bool,
     },
     /// Drop the work of a run that is over, on purpose: every agent's workspace, or agent N's
     /// with --agent. No --force is needed for uncommitted work: it is kept on
-    /// refs/berth/lost/<id> first. A merged agent is left alone (refused when named).
+    /// refs/berth/lost/<id> first (`berth run restore` brings it back), and the workspace is
+    /// archived, its sessions kept. A merged agent is left alone (refused when named).
     Discard {
         #[arg(value_name = "RUN")]
         id: String,
@@ -292,13 +324,45 @@ pub enum RunCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Bring back a dropped agent's work: its workspace made again, the same id, from the
+    /// ref its work was kept on, against its original base, with what was uncommitted
+    /// uncommitted again; recorded `kept`, so `workspace diff`, `run tell` and `run pick`
+    /// work on it.
+    Restore {
+        #[arg(value_name = "RUN")]
+        id: String,
+        /// The agent to bring back (1 is the first).
+        #[arg(value_name = "N")]
+        agent: berth_run::AgentNumber,
+        #[arg(long)]
+        json: bool,
+    },
     /// Drop the workspaces left by runs that are finished: over, with an agent picked
-    /// (merged) or every agent discarded. Workspaces kept on purpose (`pick
-    /// --keep-others`) stay.
+    /// (merged) or every agent discarded; with --older-than, also those of runs nobody
+    /// reviewed that ended that long ago. Their work is kept on refs/berth/lost/<id> and
+    /// their sessions stay (the workspaces are archived). Workspaces kept on purpose (`pick
+    /// --keep-others`, `restore`) stay.
     Clean {
+        /// Also runs never reviewed that ended this long ago: `30s`, `12h`, `7d`, `2w`.
+        #[arg(long, value_name = "DURATION", value_parser = crate::cli::parse_duration)]
+        older_than: Option<std::time::Duration>,
         /// Show what would be dropped, and drop nothing.
         #[arg(long)]
         dry_run: bool,
+        #[command(flatten)]
+        confirm: ConfirmFlag,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Delete a run's record once it is over: its events and kept output go. Its agents'
+    /// sessions stay, unless --with-sessions (then an agent's archived workspace goes with
+    /// them); a workspace still in use stays as it is.
+    Delete {
+        #[arg(value_name = "RUN")]
+        id: String,
+        /// Delete its agents' sessions too.
+        #[arg(long)]
+        with_sessions: bool,
         #[command(flatten)]
         confirm: ConfirmFlag,
         #[arg(long)]

@@ -21,17 +21,24 @@ pub async fn run(ops: Ops, args: RunArgs) -> anyhow::Result<()> {
     match args.command {
         None => start::new_run(ops, store, args.new).await,
         Some(RunCommand::List {
+            review,
             limit,
             cursor,
             json,
-        }) => kept::list(&store, limit, cursor.as_deref(), json).await,
+        }) => kept::list(&store, review, limit, cursor.as_deref(), json).await,
         Some(RunCommand::Show { id, json }) => kept::show(&store, &id, json).await,
         Some(RunCommand::Logs {
             id,
             agent,
             stderr: true,
             ..
-        }) => kept::agent_stderr(&store, &id, agent).await,
+        }) => kept::agent_file(&store, &id, agent, kept::AgentFile::Stderr).await,
+        Some(RunCommand::Logs {
+            id,
+            agent,
+            check: true,
+            ..
+        }) => kept::agent_file(&store, &id, agent, kept::AgentFile::Check).await,
         Some(RunCommand::Logs {
             id,
             follow,
@@ -69,18 +76,39 @@ pub async fn run(ops: Ops, args: RunArgs) -> anyhow::Result<()> {
         }
         Some(RunCommand::Pick {
             id,
+            undo: true,
+            json,
+            ..
+        }) => finish::undo(&ops, &store, &id, json).await,
+        Some(RunCommand::Pick {
+            id,
             agent,
             squash,
             rebase,
             keep_others,
+            force,
+            also,
             json,
+            ..
         }) => {
             let mode = match (squash, rebase) {
                 (true, _) => berth_ops::MergeMode::Squash,
                 (_, true) => berth_ops::MergeMode::Rebase,
                 _ => berth_ops::MergeMode::Merge,
             };
-            finish::pick(&ops, &store, &id, agent, mode, keep_others, json).await
+            let Some(choice) = agent else {
+                return Err(berth_ops::Error::invalid(
+                    "name the agent to pick (its number, or `best`), or --undo",
+                )
+                .into());
+            };
+            let how = finish::How {
+                mode,
+                keep_others,
+                force,
+                also,
+            };
+            finish::pick(&ops, &store, &id, choice, how, json).await
         }
         Some(RunCommand::Discard {
             id,
@@ -88,11 +116,21 @@ pub async fn run(ops: Ops, args: RunArgs) -> anyhow::Result<()> {
             confirm,
             json,
         }) => finish::discard(&ops, &store, &id, agent, confirm.yes, json).await,
+        Some(RunCommand::Restore { id, agent, json }) => {
+            finish::restore(&ops, &store, &id, agent, json).await
+        }
         Some(RunCommand::Clean {
+            older_than,
             dry_run,
             confirm,
             json,
-        }) => finish::clean(&ops, &store, dry_run, confirm.yes, json).await,
+        }) => finish::clean(&ops, &store, older_than, dry_run, confirm.yes, json).await,
+        Some(RunCommand::Delete {
+            id,
+            with_sessions,
+            confirm,
+            json,
+        }) => finish::delete(&ops, &store, &id, with_sessions, confirm.yes, json).await,
         Some(RunCommand::Supervise { id, resume, tell }) => {
             supervise::supervise(ops, store, &id, resume, tell).await
         }

@@ -198,6 +198,23 @@ pub struct RunSettings {
     /// Default: 1800 (30 minutes).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ask_timeout_secs: Option<u64>,
+    /// Checks (`--check`) of one run running at once, each started when its agent ends.
+    /// Default: half the CPUs, at least one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub check_jobs: Option<NonZeroUsize>,
+}
+
+impl RunSettings {
+    /// `[run] check_jobs`, else half the CPUs (at least one): a check is usually a build and
+    /// its tests, which use more than one core each.
+    pub fn check_jobs(&self) -> usize {
+        self.check_jobs.map(NonZeroUsize::get).unwrap_or_else(|| {
+            std::thread::available_parallelism()
+                .map(|n| n.get() / 2)
+                .unwrap_or(1)
+                .max(1)
+        })
+    }
 }
 
 /// An ACP agent a run can start by name (`[agents.NAME]`, `--agent NAME`).

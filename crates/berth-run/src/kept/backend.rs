@@ -54,6 +54,9 @@ pub(crate) trait RunBackend: Send + Sync + fmt::Debug {
     /// (`true`), written. The run as it then is.
     async fn write_unsupervised(&self, id: &RunId, decide: &Decide)
     -> Result<RunRecord, KeptError>;
+    /// Deletes the run and all that is kept of it in the store, unless a supervisor holds it
+    /// now: whether it was deleted.
+    async fn delete_unsupervised(&self, id: &RunId) -> Result<bool, KeptError>;
     /// Becomes the run's supervisor: refused (`Busy`) while another holds it.
     async fn hold(&self, id: &RunId) -> Result<Box<dyn Hold>, KeptError>;
     /// Leaves `request` for the supervisor of `record` (process `pid`, on files), and tells

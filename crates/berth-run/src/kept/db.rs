@@ -211,6 +211,13 @@ impl RunBackend for DbRuns {
         }
     }
 
+    async fn delete_unsupervised(&self, id: &RunId) -> Result<bool, KeptError> {
+        self.runs
+            .delete_unheld(id.as_str())
+            .await
+            .map_err(store_err)
+    }
+
     async fn hold(&self, id: &RunId) -> Result<Box<dyn Hold>, KeptError> {
         let fence = self
             .runs

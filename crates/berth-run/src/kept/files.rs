@@ -276,6 +276,35 @@ impl RunBackend for FileRuns {
         Ok(record)
     }
 
+    async fn delete_unsupervised(&self, id: &RunId) -> Result<bool, KeptError> {
+        let runs = self.clone();
+        let id = id.clone();
+        tokio::task::spawn_blocking(move || {
+            let _writing = runs.record_lock(&id)?;
+            // Under the record's lock, as a supervisor taking the run takes it too.
+            if runs.supervised_sync(&id)? {
+                return Ok(false);
+            }
+            // Out of the listing at once (a rename), then removed: a crash between the two
+            // leaves a trash folder no listing reads.
+            let dir = runs.dir(&id);
+            let trash = dir.with_file_name(format!(".trash-{id}"));
+            std::fs::rename(&dir, &trash).map_err(io_at(&dir))?;
+            if let Some(parent) = dir.parent() {
+                File::open(parent)
+                    .and_then(|d| d.sync_all())
+                    .map_err(io_at(parent))?;
+            }
+            std::fs::remove_dir_all(&trash).map_err(io_at(&trash))?;
+            Ok(true)
+        })
+        .await
+        .map_err(|e| KeptError::Io {
+            path: self.root.clone(),
+            source: io::Error::other(e.to_string()),
+        })?
+    }
+
     async fn hold(&self, id: &RunId) -> Result<Box<dyn Hold>, KeptError> {
         let waited = std::time::Instant::now();
         // Only a supervisor that is ending (a resume right after a run ended) holds it: no

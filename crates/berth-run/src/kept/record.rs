@@ -202,6 +202,25 @@ pub struct AgentRecord {
     /// `workspace merge`, `workspace delete`, the review page); never by its turns.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outcome: Option<AgentOutcome>,
+    /// Where its work was kept when its worktree was dropped (`refs/berth/lost/<id>`): what
+    /// `berth run restore` brings back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost_ref: Option<String>,
+    /// Where its work was merged, to undo it (`berth run pick --undo`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merge: Option<MergeRecord>,
+}
+
+/// A pick's merge, as kept: the branch, and its tip before and after.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MergeRecord {
+    /// The branch the work went into.
+    pub into: String,
+    /// Its tip before the merge, and after (full SHAs).
+    pub before: String,
+    pub after: String,
+    /// The repository the branch is in.
+    pub repo: PathBuf,
 }
 
 /// What was done with an agent's work once it ended.
@@ -268,6 +287,8 @@ impl RunRecord {
                 status: AgentStatus::default(),
                 summary: None,
                 outcome: None,
+                lost_ref: None,
+                merge: None,
             })
             .collect();
         RunRecord {
@@ -283,16 +304,15 @@ impl RunRecord {
         }
     }
 
-    /// Whether the run is over with every agent done and every check passed: what the CLI's
+    /// Whether the run is over with every agent done and no check failed: what the CLI's
     /// exit status says.
     pub fn succeeded(&self) -> bool {
         self.state == RunState::Ended
             && self.agents.iter().all(|a| {
                 a.status.state == AgentState::Done
-                    && a.summary
-                        .as_ref()
-                        .and_then(|s| s.check.as_ref())
-                        .is_none_or(|c| c.passed)
+                    // A check not run for an agent done is one that changed nothing:
+                    // nothing failed.
+                    && a.check().is_none_or(|c| c.passed || c.not_run)
             })
     }
 
@@ -380,6 +400,118 @@ impl RunRecord {
                 a.status.message = Some(why.to_owned());
             }
         }
+    }
+}
+
+/// Where a run's review stands: what a person reads first (`run list`, `run show`, the
+/// dashboard, the web page).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Review {
+    pub stage: ReviewStage,
+    /// The agents merged (counted from 1), when picked.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub picked: Vec<usize>,
+    /// Checks that passed, and that failed (one not run counts in neither).
+    pub checks_passed: usize,
+    pub checks_failed: usize,
+}
+
+/// A run's review, in a word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReviewStage {
+    /// Queued for a worker.
+    Queued,
+    /// Its agents are at work.
+    Running,
+    /// An agent waits for a person's answer (`--ask`).
+    Waiting,
+    /// Over, and nothing picked or discarded yet: a person's turn.
+    Review,
+    /// An agent's work was merged.
+    Picked,
+    /// Every agent's work was dropped, or kept aside, and none merged.
+    Discarded,
+}
+
+impl ReviewStage {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReviewStage::Queued => "queued",
+            ReviewStage::Running => "running",
+            ReviewStage::Waiting => "waiting",
+            ReviewStage::Review => "review",
+            ReviewStage::Picked => "picked",
+            ReviewStage::Discarded => "discarded",
+        }
+    }
+}
+
+impl fmt::Display for Review {
+    /// `picked 3 2✓ 1✗`, `review 1✓`, `running`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.stage.as_str())?;
+        if !self.picked.is_empty() {
+            let picked: Vec<String> = self.picked.iter().map(usize::to_string).collect();
+            write!(f, " {}", picked.join(","))?;
+        }
+        if self.checks_passed > 0 {
+            write!(f, " {}✓", self.checks_passed)?;
+        }
+        if self.checks_failed > 0 {
+            write!(f, " {}✗", self.checks_failed)?;
+        }
+        Ok(())
+    }
+}
+
+impl RunRecord {
+    /// Where the run's review stands.
+    pub fn review(&self) -> Review {
+        let merged: Vec<usize> = self
+            .agents
+            .iter()
+            .enumerate()
+            .filter(|(_, a)| a.outcome == Some(AgentOutcome::Merged))
+            .map(|(i, _)| i + 1)
+            .collect();
+        let stage = match self.state {
+            RunState::Queued => ReviewStage::Queued,
+            RunState::Starting | RunState::Running
+                if self.agents.iter().any(|a| a.status.waiting.is_some()) =>
+            {
+                ReviewStage::Waiting
+            }
+            RunState::Starting | RunState::Running => ReviewStage::Running,
+            RunState::Ended | RunState::Failed if !merged.is_empty() => ReviewStage::Picked,
+            RunState::Ended | RunState::Failed
+                if !self.agents.is_empty() && self.agents.iter().all(|a| a.outcome.is_some()) =>
+            {
+                ReviewStage::Discarded
+            }
+            RunState::Ended | RunState::Failed => ReviewStage::Review,
+        };
+        let (mut checks_passed, mut checks_failed) = (0, 0);
+        for a in &self.agents {
+            match a.check().map(|c| (c.passed, c.not_run)) {
+                Some((true, _)) => checks_passed += 1,
+                Some((false, false)) => checks_failed += 1,
+                _ => {}
+            }
+        }
+        Review {
+            stage,
+            picked: merged,
+            checks_passed,
+            checks_failed,
+        }
+    }
+}
+
+impl AgentRecord {
+    /// Its check's result, once it ran (or was found not to run).
+    pub fn check(&self) -> Option<&crate::CheckResult> {
+        self.summary.as_ref().and_then(|s| s.check.as_ref())
     }
 }
 

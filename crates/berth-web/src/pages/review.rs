@@ -239,9 +239,11 @@ pub async fn merge(
         runs,
         berth_run::Pick {
             run: run.clone(),
-            agent: n.index(),
+            choice: berth_run::Choice::Agent(n.index()),
             mode: MergeMode::Merge,
             keep_others: query.others.as_deref() != Some("delete"),
+            force: false,
+            also: false,
         },
         &here,
     )

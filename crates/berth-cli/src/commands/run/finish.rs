@@ -1,5 +1,6 @@
-//! Finishing a run that is over: `pick` merges the winner and drops the others, `discard` and
-//! `clean` drop work on purpose.
+//! Finishing a run that is over: `pick` merges the winner and drops the others (`--undo`
+//! takes it back), `discard` and `clean` drop work on purpose, `restore` brings dropped work
+//! back, `delete` removes a run's record.
 
 use anyhow::Context;
 use berth_ops::Ops;
@@ -8,13 +9,20 @@ use berth_run::{AgentNumber, RunStore};
 use crate::commands::confirm;
 use crate::render;
 
+/// How to pick: the merge's style, and what the person said to override.
+pub(super) struct How {
+    pub mode: berth_ops::MergeMode,
+    pub keep_others: bool,
+    pub force: bool,
+    pub also: bool,
+}
+
 pub(super) async fn pick(
     ops: &Ops,
     store: &RunStore,
     id: &str,
-    agent: AgentNumber,
-    mode: berth_ops::MergeMode,
-    keep_others: bool,
+    choice: berth_run::Choice,
+    how: How,
     json: bool,
 ) -> anyhow::Result<()> {
     let run = store.resolve(id).await?;
@@ -24,15 +32,23 @@ pub(super) async fn pick(
         store,
         berth_run::Pick {
             run,
-            agent: agent.index(),
-            mode,
-            keep_others,
+            choice,
+            mode: how.mode,
+            keep_others: how.keep_others,
+            force: how.force,
+            also: how.also,
         },
         &here,
     )
     .await?;
     if json {
         return Ok(render::json(&picked)?);
+    }
+    if let Some(why) = &picked.why {
+        render::line(format!("best: {why}"))?;
+    }
+    if let Some(forced) = &picked.forced {
+        eprintln!("warning: forced: {forced}");
     }
     let m = &picked.merge;
     render::line(format!(
@@ -45,9 +61,6 @@ pub(super) async fn pick(
         &m.merged.before[..m.merged.before.len().min(12)],
         &m.merged.after[..m.merged.after.len().min(12)]
     ))?;
-    if let Some(deleted) = &m.deleted {
-        render::line(format!("removed its workspace {}", deleted.label))?;
-    }
     if let Some(w) = &m.warning {
         eprintln!("warning: {w}");
     }
@@ -59,6 +72,88 @@ pub(super) async fn pick(
             kept.join(", ")
         ))?;
     }
+    render::line(format!(
+        "undo with `berth run pick {} --undo` while nothing is committed on top",
+        picked.run
+    ))?;
+    Ok(())
+}
+
+pub(super) async fn undo(ops: &Ops, store: &RunStore, id: &str, json: bool) -> anyhow::Result<()> {
+    let run = store.resolve(id).await?;
+    let undone = berth_run::undo_pick(ops, store, &run).await?;
+    if json {
+        return Ok(render::json(&undone)?);
+    }
+    render::line(format!(
+        "undid the pick of agent {} of run {}: {} is back at {} (was {})",
+        undone.agent,
+        undone.run,
+        undone.branch,
+        &undone.to[..undone.to.len().min(12)],
+        &undone.from[..undone.from.len().min(12)]
+    ))?;
+    if let Some(r) = &undone.lost_ref {
+        render::line(format!(
+            "its work is kept on {r}: `berth run restore {} {}` brings it back as a workspace",
+            undone.run, undone.agent
+        ))?;
+    }
+    Ok(())
+}
+
+pub(super) async fn restore(
+    ops: &Ops,
+    store: &RunStore,
+    id: &str,
+    agent: AgentNumber,
+    json: bool,
+) -> anyhow::Result<()> {
+    let run = store.resolve(id).await?;
+    let restored = berth_run::restore(ops, store, &run, agent.index()).await?;
+    if json {
+        return Ok(render::json(&restored)?);
+    }
+    let ws = &restored.workspace;
+    render::line(format!(
+        "restored agent {} of run {} from {}: workspace {}{}",
+        restored.agent,
+        restored.run,
+        restored.from,
+        ws.label,
+        ws.path
+            .as_ref()
+            .map(|p| format!(" at {}", p.display()))
+            .unwrap_or_default()
+    ))?;
+    Ok(())
+}
+
+pub(super) async fn delete(
+    ops: &Ops,
+    store: &RunStore,
+    id: &str,
+    with_sessions: bool,
+    yes: bool,
+    json: bool,
+) -> anyhow::Result<()> {
+    let run = store.resolve(id).await?;
+    let question = match with_sessions {
+        true => format!("Delete run {run}'s record and its agents' sessions?"),
+        false => format!("Delete run {run}'s record (its sessions stay)?"),
+    };
+    confirm(yes, &question)?;
+    let deleted = berth_run::delete_run(ops, store, &run, with_sessions).await?;
+    if json {
+        return Ok(render::json(&deleted)?);
+    }
+    render::line(format!("deleted run {}", deleted.run))?;
+    for ws in &deleted.workspaces {
+        render::line(format!("deleted its archived workspace {ws}"))?;
+    }
+    if !deleted.sessions.is_empty() {
+        render::line(format!("deleted {} session(s)", deleted.sessions.len()))?;
+    }
     Ok(())
 }
 
@@ -68,6 +163,9 @@ fn print_dropped(dropped: &[berth_run::Dropped]) -> std::io::Result<()> {
             "dropped agent {}'s workspace {}",
             d.agent, d.workspace
         ))?;
+        if let Some(r) = &d.lost_ref {
+            render::line(format!("  its work is kept on {r}"))?;
+        }
         if let Some(note) = &d.note {
             render::line(format!("  {note}"))?;
         }
@@ -103,11 +201,12 @@ pub(super) async fn discard(
 pub(super) async fn clean(
     ops: &Ops,
     store: &RunStore,
+    older_than: Option<std::time::Duration>,
     dry_run: bool,
     yes: bool,
     json: bool,
 ) -> anyhow::Result<()> {
-    let runs = berth_run::cleanable(ops, store).await?;
+    let runs = berth_run::cleanable(ops, store, older_than).await?;
     let left: usize = runs.iter().map(|(_, agents)| agents.len()).sum();
     if dry_run || runs.is_empty() {
         if json {

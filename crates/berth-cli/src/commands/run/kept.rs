@@ -6,7 +6,7 @@ use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use berth_run::{AgentNumber, RunRecord, RunState, RunStore, StopRequest};
+use berth_run::{AgentNumber, ReviewStage, RunRecord, RunState, RunStore, StopRequest};
 
 use super::summary::print_summary;
 use super::view::{Json, Lines, View};
@@ -18,6 +18,7 @@ const STOP_WAIT: Duration = Duration::from_secs(15);
 
 pub(super) async fn list(
     store: &RunStore,
+    review: bool,
     limit: usize,
     cursor: Option<&str>,
     json: bool,
@@ -25,27 +26,43 @@ pub(super) async fn list(
     if limit == 0 {
         return Err(berth_ops::Error::invalid("--limit takes 1 to 1000 runs, not 0").into());
     }
-    let page = store.page(limit, cursor).await?;
     let mut records = Vec::new();
     let mut problems = Vec::new();
-    for run in page.runs {
-        match run {
-            Ok(r) => records.push(r),
-            Err(e) => problems.push(e),
+    let mut cursor = cursor.map(str::to_owned);
+    let first = cursor.is_none();
+    // With --review, pages are read until `limit` runs waiting for review are found: a page
+    // of the newest runs may hold none.
+    let next = loop {
+        let page = store.page(limit, cursor.as_deref()).await?;
+        for run in page.runs {
+            match run {
+                Ok(r) if review && r.review().stage != ReviewStage::Review => {}
+                Ok(r) if records.len() < limit => records.push(r),
+                Ok(_) => {}
+                Err(e) => problems.push(e),
+            }
         }
-    }
+        if !review || records.len() >= limit || page.next.is_none() {
+            break page.next;
+        }
+        cursor = page.next;
+    };
     if json {
-        render::json(&records)?;
-    } else if records.is_empty() && problems.is_empty() && cursor.is_none() {
+        let listed: Vec<serde_json::Value> = records.iter().map(with_review).collect();
+        render::json(&listed)?;
+    } else if records.is_empty() && problems.is_empty() && first {
         // A note for a person, on standard error: a script reading the table sees no rows.
-        eprintln!("no runs yet: `berth run TASK` starts one");
+        match review {
+            true => eprintln!("no run waits for review"),
+            false => eprintln!("no runs yet: `berth run TASK` starts one"),
+        }
     } else {
         let rows: Vec<Vec<String>> = records
             .iter()
             .map(|r| {
                 vec![
                     r.id.to_string(),
-                    r.state.as_str().to_owned(),
+                    r.review().to_string(),
                     agent_counts(r),
                     render::time(r.created_at),
                     render::cell(&berth_ops::title_of(&r.request.task)),
@@ -54,8 +71,9 @@ pub(super) async fn list(
             .collect();
         render::table(&["RUN", "STATE", "AGENTS", "STARTED", "TASK"], &rows)?;
     }
-    if let Some(next) = &page.next {
-        eprintln!("more runs: `berth run list --cursor {next}`");
+    if let Some(next) = &next {
+        let flag = if review { " --review" } else { "" };
+        eprintln!("more runs: `berth run list{flag} --cursor {next}`");
     }
     // A run whose record cannot be read is said, and fails the command: never left out.
     match problems.into_iter().reduce(|first, other| {
@@ -67,13 +85,27 @@ pub(super) async fn list(
     }
 }
 
+/// A run's record as JSON, with where its review stands (`"review"`), which the record does
+/// not keep: it follows from the agents.
+pub(super) fn with_review(r: &RunRecord) -> serde_json::Value {
+    let mut value = serde_json::to_value(r).unwrap_or_default();
+    if let Some(object) = value.as_object_mut() {
+        object.insert(
+            "review".to_owned(),
+            serde_json::to_value(r.review()).unwrap_or_default(),
+        );
+    }
+    value
+}
+
 /// `3: 2 done, 1 failed`.
 fn agent_counts(r: &RunRecord) -> String {
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
     for a in &r.agents {
-        let shown = match a.outcome {
-            Some(outcome) => outcome.as_str(),
-            None => a.status.state.as_str(),
+        let shown = match (a.outcome, &a.status.waiting) {
+            (Some(outcome), _) => outcome.as_str(),
+            (None, Some(_)) => "waiting",
+            (None, None) => a.status.state.as_str(),
         };
         *counts.entry(shown).or_default() += 1;
     }
@@ -84,14 +116,15 @@ fn agent_counts(r: &RunRecord) -> String {
 pub(super) async fn show(store: &RunStore, id: &str, json: bool) -> anyhow::Result<()> {
     let record = store.load(&store.resolve(id).await?).await?;
     if json {
-        return Ok(render::json(&record)?);
+        return Ok(render::json(&with_review(&record))?);
     }
     let pinned = record.request.pool.as_ref().and_then(|p| p.node.as_deref());
     let state = match (record.state, record.supervisor, pinned) {
         (RunState::Running, Some(pid), _) => format!("running (process {pid})"),
         (RunState::Queued, _, Some(node)) => format!("queued for node {node}"),
         (RunState::Queued, _, None) => "queued for the first free worker".to_owned(),
-        _ => record.state.as_str().to_owned(),
+        (RunState::Failed, _, _) => format!("{}, its supervisor failed", record.review()),
+        _ => record.review().to_string(),
     };
     render::line(format!("run {}  {state}", record.id))?;
     render::line(format!(
@@ -167,11 +200,22 @@ pub(super) async fn stop(
     Ok(())
 }
 
-/// `run logs RUN --agent N --stderr`: what agent N's process wrote to its standard error.
-pub(super) async fn agent_stderr(
+/// A file kept of an agent on the machine that ran it.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum AgentFile {
+    /// Its process's standard error (`run logs --stderr`).
+    Stderr,
+    /// Its check's output (`run logs --check`).
+    Check,
+}
+
+/// `run logs RUN --agent N --stderr|--check`: what agent N's process wrote to its standard
+/// error, or what its check printed.
+pub(super) async fn agent_file(
     store: &RunStore,
     id: &str,
     agent: Option<AgentNumber>,
+    which: AgentFile,
 ) -> anyhow::Result<()> {
     let id = store.resolve(id).await?;
     let record = store.load(&id).await?;
@@ -194,10 +238,15 @@ pub(super) async fn agent_stderr(
         }
         .into());
     };
-    let path = store.stderr_path(&id, i);
-    match berth_run::read_kept_stderr(&path)
-        .with_context(|| format!("cannot read {}", path.display()))?
-    {
+    let path = match which {
+        AgentFile::Stderr => store.stderr_path(&id, i),
+        AgentFile::Check => store.check_path(&id, i),
+    };
+    let kept = match which {
+        AgentFile::Stderr => berth_run::read_kept_stderr(&path),
+        AgentFile::Check => berth_run::read_kept_check(&path),
+    };
+    match kept.with_context(|| format!("cannot read {}", path.display()))? {
         Some(text) => {
             // Byte for byte into a file or a pipe; on a terminal, with no control character
             // of the agent's to drive it.
@@ -210,21 +259,29 @@ pub(super) async fn agent_stderr(
             Ok(())
         }
         None => {
-            let why = match (&record.request.agents.get(i), &a.node) {
-                (Some(berth_run::AgentSpec::Berth { .. }), _) => {
+            let elsewhere = a.node.as_deref().filter(|node| *node != store.node());
+            let why = match (which, &record.request.agents.get(i), elsewhere) {
+                (_, _, Some(node)) => format!("it ran on node {node}, which keeps it: run this there"),
+                (AgentFile::Stderr, Some(berth_run::AgentSpec::Berth { .. }), _) => {
                     "berth's own agent runs in berth's process, which has no standard error of its own".to_owned()
                 }
-                (_, Some(node)) if node != store.node() => format!(
-                    "it ran on node {node}, which keeps it: run this there"
-                ),
-                _ => "it never started a process, or wrote nothing".to_owned(),
+                (AgentFile::Stderr, _, _) => "it never started a process, or wrote nothing".to_owned(),
+                (AgentFile::Check, _, _) if record.request.check.is_none() => {
+                    "the run has no --check".to_owned()
+                }
+                (AgentFile::Check, _, _) => match a.check() {
+                    Some(c) if c.not_run => format!("its check was {}", c.described()),
+                    Some(_) => "its check's output was not kept (a run of an older berth)".to_owned(),
+                    None => "its check has not run yet".to_owned(),
+                },
+            };
+            let what = match which {
+                AgentFile::Stderr => "standard error",
+                AgentFile::Check => "check output",
             };
             Err(berth_ops::Error::rule(
                 berth_ops::ErrorKind::NotFound,
-                format!(
-                    "agent {} of run {id} has no standard error kept here: {why}",
-                    i + 1
-                ),
+                format!("agent {} of run {id} has no {what} kept here: {why}", i + 1),
             )
             .into())
         }
@@ -244,7 +301,7 @@ pub(super) async fn logs(
     let mut view: Box<dyn View> = if json {
         Box::new(Json)
     } else {
-        Box::new(Lines::with_text())
+        Box::new(Lines::with_text(id.as_str()))
     };
     let mut offset = 0;
     loop {

@@ -26,8 +26,9 @@ pub(super) fn print_summary(record: &RunRecord) -> std::io::Result<()> {
             let summary = a.summary.as_ref();
             let check = match summary.and_then(|s| s.check.as_ref()) {
                 None => "-".to_owned(),
+                // Why it did not run is said under the table, in full.
                 Some(c) if c.passed || c.not_run => c.verdict().to_owned(),
-                Some(c) => format!("failed ({})", c.outcome.as_deref().unwrap_or("?")),
+                Some(c) => c.described(),
             };
             // A short state in the table; why, in full, under it. What was done with the
             // work, once decided, after it.
@@ -96,8 +97,41 @@ pub(super) fn print_summary(record: &RunRecord) -> std::io::Result<()> {
                 writeln!(out, "    {line}")?;
             }
         }
+        if let Some(c) = a.check() {
+            print_check(&mut out, &record.id.to_string(), i, c)?;
+        }
     }
     out.flush()
+}
+
+/// A check that failed, in its own words: its last lines, and where the rest is; one that
+/// did not run, and why.
+pub(super) fn print_check(
+    out: &mut impl Write,
+    run: &str,
+    i: usize,
+    c: &berth_run::CheckResult,
+) -> std::io::Result<()> {
+    let n = i + 1;
+    if c.not_run {
+        return writeln!(out, "[{n}] check {}", render::cell(&c.described()));
+    }
+    if c.passed {
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "[{n}] check `{}` {}:",
+        render::cell(&c.command),
+        c.described()
+    )?;
+    for line in c.output.as_deref().unwrap_or("").lines() {
+        writeln!(out, "    {}", render::cell(line))?;
+    }
+    writeln!(
+        out,
+        "    (all of it: `berth run logs {run} --agent {n} --check`)"
+    )
 }
 
 /// How an agent ended, short: its state, and why its turn stopped when that says more
@@ -149,8 +183,10 @@ pub(super) async fn compare(
         row("outcome", &|a| {
             a.outcome.clone().unwrap_or_else(|| "-".to_owned())
         }),
-        row("check", &|a| {
-            a.check_verdict.clone().unwrap_or_else(|| "-".to_owned())
+        row("check", &|a| match (&a.check_verdict, &a.check_outcome) {
+            (Some(v), Some(why)) if v == "failed" => format!("{v} ({why})"),
+            (Some(v), _) => v.clone(),
+            (None, _) => "-".to_owned(),
         }),
         row("changed", &|a| match &a.unreadable {
             Some(_) => "?".to_owned(),
@@ -189,8 +225,25 @@ pub(super) async fn compare(
             eprintln!("berth: agent {}'s changes cannot be shown: {why}", a.agent);
         }
     }
-    render::legend(
-        "per file: +lines added -lines removed against the base; `berth workspace diff NAME` shows one agent's diff",
-    );
+    let mut out = std::io::stdout().lock();
+    for a in agents {
+        if let Some(c) = &a.check {
+            print_check(&mut out, &compared.run, a.agent - 1, c)?;
+        }
+        if let Some(why) = &a.refusal {
+            writeln!(
+                out,
+                "[{}] not picked without --force: {}",
+                a.agent,
+                render::cell(why)
+            )?;
+        }
+    }
+    out.flush()?;
+    drop(out);
+    render::legend(&format!(
+        "per file: +lines added -lines removed against the base; `berth workspace diff NAME` shows one agent's diff; `berth run pick {} N` (or `best`) merges the winner",
+        compared.run
+    ));
     Ok(())
 }

@@ -120,7 +120,7 @@ async fn shown(
     } else if std::io::stdout().is_terminal() {
         Box::new(Table::new(supervised.record()))
     } else {
-        Box::new(Lines::default())
+        Box::new(Lines::of(supervised.record().id.as_str()))
     };
     let id = supervised.record().id.clone();
     let mut ticks = tokio::time::interval(Duration::from_millis(500));
@@ -163,7 +163,7 @@ async fn shown(
             .any(|a| a.summary.as_ref().is_some_and(|s| s.files_changed > 0));
         render::line(match changed {
             true => format!(
-                "run {id}: review with `berth workspace diff NAME`, bring back with `berth workspace merge NAME`"
+                "run {id}: compare with `berth run compare {id}`, then `berth run pick {id} N` (or `best`) merges the winner, or `berth run discard {id}` drops them all"
             ),
             false => format!("run {id}: no agent changed a file"),
         })?;

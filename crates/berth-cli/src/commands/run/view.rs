@@ -40,12 +40,24 @@ impl View for Json {
 pub(super) struct Lines {
     /// Each agent's text since its last whole line, when text is shown.
     text: Option<BTreeMap<usize, String>>,
+    /// The run's id, for the commands a line names; `RUN` until known.
+    run: Option<String>,
 }
 
 impl Lines {
-    pub(super) fn with_text() -> Lines {
+    /// Without the answers' text, for the run `run`.
+    pub(super) fn of(run: &str) -> Lines {
+        Lines {
+            text: None,
+            run: Some(run.to_owned()),
+        }
+    }
+
+    /// With the answers' text, for the run `run`.
+    pub(super) fn with_text(run: &str) -> Lines {
         Lines {
             text: Some(BTreeMap::new()),
+            run: Some(run.to_owned()),
         }
     }
 
@@ -132,8 +144,9 @@ impl View for Lines {
                 description,
                 ..
             } => format!(
-                "[{}] waits for you: may it {tool}? {description} (`berth run answer RUN --agent {} allow|deny`)",
+                "[{}] waits for you: may it {tool}? {description} (`berth run answer {} --agent {} allow|deny`)",
                 agent + 1,
+                self.run.as_deref().unwrap_or("RUN"),
                 agent + 1
             ),
             RunEvent::Answered { agent, answer, .. } => {
@@ -143,7 +156,7 @@ impl View for Lines {
                 "[{}] check `{}` {}",
                 agent + 1,
                 check.command,
-                check.verdict()
+                check.described()
             ),
             RunEvent::Text { .. }
             | RunEvent::ToolDone { .. }
