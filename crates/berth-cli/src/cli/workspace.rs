@@ -210,6 +210,10 @@ pub enum WorkspaceCmd {
     /// never committed to is not "merged"; its reflog tells). One with uncommitted or
     /// untracked files, or commits only its HEAD holds, is kept and listed. Each is checked
     /// again at the moment of its removal, as for the age, and never forced.
+    ///
+    /// Either way, the work forced removals kept (refs/berth/lost/<id>, a forced delete's or
+    /// a run's) goes once berth made it [git] keep_lost_days ago (default 30), in every
+    /// repository berth knows: those its git workspaces name and its clones of URLs.
     #[command(verbatim_doc_comment)]
     Gc {
         /// Days without use after which a workspace is removed.
