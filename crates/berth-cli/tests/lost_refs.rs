@@ -7,7 +7,7 @@
 
 mod support;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use berth_testkit::{Run, commit, git, run};
 use support::Home;
@@ -23,14 +23,17 @@ fn project() -> (tempfile::TempDir, PathBuf) {
     (tmp, root)
 }
 
-fn berth_in(home: &Home, dir: &PathBuf, args: &[&str]) -> Run {
+fn berth_in(home: &Home, dir: &Path, args: &[&str]) -> Run {
     let mut cmd = home.cmd(args);
     cmd.current_dir(dir);
     run(cmd)
 }
 
-fn lost_refs(root: &PathBuf) -> String {
-    git(root, &["for-each-ref", "--format=%(refname)", "refs/berth/lost/"])
+fn lost_refs(root: &Path) -> String {
+    git(
+        root,
+        &["for-each-ref", "--format=%(refname)", "refs/berth/lost/"],
+    )
 }
 
 #[test]
@@ -69,10 +72,8 @@ fn gc_expires_a_forced_deletes_lost_ref_after_keep_lost_days_and_not_before() {
     let r = home.run(&["workspace", "gc", "--dry-run"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(
-        r.stdout.contains(&format!(
-            "would remove {refname} in {}",
-            root.display()
-        )),
+        r.stdout
+            .contains(&format!("would remove {refname} in {}", root.display())),
         "{}",
         r.stdout
     );

@@ -204,7 +204,8 @@ fn an_untracked_file_in_the_base_checkout_refuses_only_what_would_overwrite_it()
     let r = berth(&home, &project.root, &["workspace", "merge", "feat"]);
     assert_eq!(r.code, 4, "{}", r.stderr);
     assert!(
-        r.stderr.contains("overwrite 1 untracked or ignored file(s): report.txt;")
+        r.stderr
+            .contains("overwrite 1 untracked or ignored file(s): report.txt;")
             && r.stderr.contains("nothing was changed"),
         "{}",
         r.stderr
@@ -219,7 +220,11 @@ fn an_untracked_file_in_the_base_checkout_refuses_only_what_would_overwrite_it()
 
     // Moved out of the way, the merge goes through; the unrelated file stays untouched.
     std::fs::remove_file(project.root.join("report.txt")).unwrap();
-    let r = berth(&home, &project.root, &["workspace", "merge", "feat", "--json"]);
+    let r = berth(
+        &home,
+        &project.root,
+        &["workspace", "merge", "feat", "--json"],
+    );
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(rev(&project.root, "main"), work);
     assert_eq!(

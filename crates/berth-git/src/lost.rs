@@ -146,7 +146,14 @@ impl Repo {
     /// When the ref's reflog starts (its oldest entry), if it has one.
     fn reflog_start(&self, name: &str) -> Result<Option<u64>> {
         // `%gD` with `--date=unix` names each entry `<ref>@{<seconds>}`, newest first.
-        let out = self.git(["log", "--walk-reflogs", "--date=unix", "--format=%gD", name, "--"])?;
+        let out = self.git([
+            "log",
+            "--walk-reflogs",
+            "--date=unix",
+            "--format=%gD",
+            name,
+            "--",
+        ])?;
         Ok(out.lines().last().and_then(|line| {
             let (_, at) = line.rsplit_once("@{")?;
             at.strip_suffix('}')?.parse().ok()

@@ -25,7 +25,13 @@ fn old_commit(dir: &Path, file: &str) {
     git(dir, &["add", file]);
     git(
         dir,
-        &["commit", "--quiet", "--date=2001-01-01T00:00:00Z", "-m", file],
+        &[
+            "commit",
+            "--quiet",
+            "--date=2001-01-01T00:00:00Z",
+            "-m",
+            file,
+        ],
     );
 }
 
@@ -78,7 +84,13 @@ fn a_lost_ref_is_timed_by_when_berth_made_it_and_expires_by_that_time() {
     assert!(!root.join(".git/berth-lost-seen").exists());
     let reflog = git(
         &root,
-        &["log", "--walk-reflogs", "--format=%gs", "refs/berth/lost/w", "--"],
+        &[
+            "log",
+            "--walk-reflogs",
+            "--format=%gs",
+            "refs/berth/lost/w",
+            "--",
+        ],
     );
     assert_eq!(reflog, "berth: kept by a forced removal\n");
 
@@ -99,7 +111,10 @@ fn a_lost_ref_without_a_reflog_counts_from_when_berth_first_saw_it() {
     let (_tmp, root, repo) = setup();
     git(&root, &["update-ref", "refs/berth/lost/old", "berth/w", ""]);
     assert_eq!(
-        git(&root, &["log", "--walk-reflogs", "refs/berth/lost/old", "--"]),
+        git(
+            &root,
+            &["log", "--walk-reflogs", "refs/berth/lost/old", "--"]
+        ),
         "",
         "git keeps no reflog for it"
     );

@@ -253,8 +253,12 @@ fn an_untracked_or_ignored_file_the_merge_would_overwrite_is_refused_naming_it()
         std::fs::create_dir(root.join("build")).unwrap();
         std::fs::write(root.join("build/out.log"), "ignored\n").unwrap();
         std::fs::write(root.join("docs"), "a file where a folder comes\n").unwrap();
-        let (main, work, wt_status, root_status) =
-            (head(&root, "main"), head(&wt, "HEAD"), status(&wt), status(&root));
+        let (main, work, wt_status, root_status) = (
+            head(&root, "main"),
+            head(&wt, "HEAD"),
+            status(&wt),
+            status(&root),
+        );
 
         let e = repo.merge(&request(&wt, "main", mode)).unwrap_err();
         match &e {
@@ -281,7 +285,11 @@ fn an_untracked_or_ignored_file_the_merge_would_overwrite_is_refused_naming_it()
             "ignored\n"
         );
         assert_eq!(head(&wt, "HEAD"), work, "{mode:?}");
-        assert_eq!(status(&wt), wt_status, "{mode:?}: the uncommitted work stays");
+        assert_eq!(
+            status(&wt),
+            wt_status,
+            "{mode:?}: the uncommitted work stays"
+        );
     }
 }
 

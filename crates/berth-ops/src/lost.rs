@@ -181,8 +181,7 @@ fn read_repos(path: &Path) -> Result<Vec<PathBuf>> {
     }
 }
 
-/// Writes the repositories file whole, through a temporary file renamed over it; written
-/// empty, it goes.
+/// Writes the repositories file whole and durably; written empty, it goes.
 fn write_repos(path: &Path, repos: &[PathBuf]) -> Result<()> {
     if repos.is_empty() {
         return match std::fs::remove_file(path) {
@@ -192,18 +191,9 @@ fn write_repos(path: &Path, repos: &[PathBuf]) -> Result<()> {
             _ => Ok(()),
         };
     }
-    let text: String = repos
-        .iter()
-        .map(|p| format!("{}\n", p.display()))
-        .collect();
-    let tmp = path.with_extension("tmp");
-    let write = || -> std::io::Result<()> {
-        let mut file = std::fs::File::create(&tmp)?;
-        std::io::Write::write_all(&mut file, text.as_bytes())?;
-        file.sync_all()?;
-        std::fs::rename(&tmp, path)
-    };
-    write().map_err(|e| io_error(format!("cannot write {}", path.display()), e))
+    let text: String = repos.iter().map(|p| format!("{}\n", p.display())).collect();
+    berth_store_fs::durable::write_atomic(path, text.as_bytes())
+        .map_err(|e| io_error(format!("cannot write {}", path.display()), e))
 }
 
 fn io_error(context: String, e: std::io::Error) -> Error {

@@ -11,8 +11,8 @@ use serde::Serialize;
 
 use crate::error::{Error, Result, blocking};
 use crate::git_workspace::{self, Collected, GitRequest};
-use crate::lost::LostRefView;
 pub use crate::git_workspace::{CreateWarning, Reattached, RepairReport, StartPoint};
+use crate::lost::LostRefView;
 use crate::page::{Page, Pager, cursor_id, page_limit, page_of};
 use crate::view::{KeptView, PortsView, WorkspaceView};
 use crate::{Ops, Refill};
