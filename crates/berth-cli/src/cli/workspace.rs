@@ -114,7 +114,8 @@ pub enum WorkspaceCmd {
     /// branch has not moved); --squash makes one commit of it, --rebase replays its commits on
     /// the branch. Everything is checked before anything changes: a conflict is refused with
     /// the conflicting files named, and so is a branch checked out (in the main checkout or
-    /// another worktree) with uncommitted changes; then neither side is touched. Where the
+    /// another worktree) with changes to tracked files, or with an untracked or ignored file
+    /// where the merge adds one (named); then neither side is touched. Where the
     /// branch is checked out, its files are updated too. The workspace's own commits stay on
     /// its branch. --delete then removes the workspace (its commits kept on
     /// refs/berth/lost/<id>, as a forced delete keeps them).
