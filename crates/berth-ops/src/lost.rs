@@ -32,7 +32,7 @@ pub struct LostRefView {
 }
 
 /// The lost refs old enough to go, and what could not be looked at.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct LostPlan {
     pub(crate) keep_days: u32,
     pub(crate) expired: Vec<LostRefView>,
@@ -45,13 +45,21 @@ impl Ops {
     /// cannot be read is a warning, and its refs stay.
     pub(crate) async fn plan_lost(&self) -> Result<LostPlan> {
         let keep_days = self.config(None).await?.config.git.keep_lost_days();
-        let mut repos: Vec<PathBuf> = self
-            .manager
-            .list()
-            .await?
-            .into_iter()
-            .filter_map(|ws| ws.git.map(|git| git.repo))
-            .collect();
+        let mut warnings = Vec::new();
+        // A record that does not read must not stop the age gc, which reads none; its
+        // repository's lost refs wait for the next gc.
+        let mut repos: Vec<PathBuf> = match self.manager.list().await {
+            Ok(records) => records
+                .into_iter()
+                .filter_map(|ws| ws.git.map(|git| git.repo))
+                .collect(),
+            Err(e) => {
+                warnings.push(format!(
+                    "lost-work refs of the workspaces' repositories not looked at: {e}"
+                ));
+                Vec::new()
+            }
+        };
         repos.extend(clones(&self.home.join("repos")));
         let listed_path = self.home.join(REPOS_FILE);
         let listed = read_repos(&listed_path)?;
@@ -59,7 +67,8 @@ impl Ops {
         blocking(move || {
             let mut plan = LostPlan {
                 keep_days,
-                ..LostPlan::default()
+                expired: Vec::new(),
+                warnings,
             };
             let keep = Duration::from_secs(u64::from(keep_days) * 24 * 60 * 60);
             let now = SystemTime::now();
