@@ -1,5 +1,5 @@
 //! Workspace operations: create (deciding plain or git, and the branch rules), list, show,
-//! delete, garbage collection, path and spare checkouts.
+//! delete, garbage collection (lost-work refs too, `lost`), path and spare checkouts.
 
 use std::path::{Path, PathBuf};
 
@@ -12,6 +12,7 @@ use serde::Serialize;
 use crate::error::{Error, Result, blocking};
 use crate::git_workspace::{self, Collected, GitRequest};
 pub use crate::git_workspace::{CreateWarning, Reattached, RepairReport, StartPoint};
+use crate::lost::LostRefView;
 use crate::page::{Page, Pager, cursor_id, page_limit, page_of};
 use crate::view::{KeptView, PortsView, WorkspaceView};
 use crate::{Ops, Refill};
@@ -199,6 +200,11 @@ pub struct GcPlan {
     pub stale: Vec<WorkspaceView>,
     /// Idle as long, but removing them would lose work.
     pub kept: Vec<KeptView>,
+    /// `[git] keep_lost_days`, and the lost-work refs made longer ago than that, which go too.
+    pub keep_lost_days: u32,
+    pub lost_refs: Vec<LostRefView>,
+    /// Repositories whose lost-work refs could not be read.
+    pub warnings: Vec<String>,
 }
 
 /// What garbage collection did (or, for a dry run, would do).
@@ -212,7 +218,10 @@ pub struct GcReport {
     #[serde(rename = "workspaces")]
     pub removed: Vec<WorkspaceView>,
     pub kept: Vec<KeptView>,
-    /// Cleanup that could not finish (a worktree folder left behind).
+    pub keep_lost_days: u32,
+    /// The lost-work refs deleted (would be, in a dry run).
+    pub lost_refs: Vec<LostRefView>,
+    /// Cleanup that could not finish (a worktree folder left behind, a ref not deleted).
     pub warnings: Vec<String>,
 }
 
@@ -225,8 +234,15 @@ impl GcPlan {
             merged: self.merged,
             removed: self.stale,
             kept: self.kept,
-            warnings: Vec::new(),
+            keep_lost_days: self.keep_lost_days,
+            lost_refs: self.lost_refs,
+            warnings: self.warnings,
         }
+    }
+
+    /// Whether applying it would remove nothing.
+    pub fn is_empty(&self) -> bool {
+        self.stale.is_empty() && self.lost_refs.is_empty()
     }
 }
 
@@ -758,6 +774,9 @@ impl Ops {
     pub async fn delete_workspace(&self, plan: DeletePlan) -> Result<Deleted> {
         match plan.target {
             DeleteTarget::Whole(ws) => {
+                if let Some(git) = ws.git.as_ref().filter(|_| plan.force) {
+                    self.remember_lost_repo(&git.repo)?;
+                }
                 let removed = git_workspace::remove(&self.manager, &ws, plan.force).await?;
                 Ok(Deleted {
                     id: ws.id,
@@ -796,12 +815,16 @@ impl Ops {
                 Err(why) => kept.push(KeptView::new(&ws, why.to_string())),
             }
         }
+        let lost = self.plan_lost().await?;
         Ok(GcPlan {
             max_age_days: Some(max_age_days),
             merged: false,
             cutoff: plan.cutoff,
             stale,
             kept,
+            keep_lost_days: lost.keep_days,
+            lost_refs: lost.expired,
+            warnings: lost.warnings,
         })
     }
 
@@ -839,18 +862,23 @@ impl Ops {
                 Err(why) => kept.push(KeptView::new(&ws, why.to_string())),
             }
         }
+        let lost = self.plan_lost().await?;
         Ok(GcPlan {
             max_age_days: None,
             merged: true,
             cutoff,
             stale,
             kept,
+            keep_lost_days: lost.keep_days,
+            lost_refs: lost.expired,
+            warnings: lost.warnings,
         })
     }
 
     /// Applies a plan, one workspace at a time: its worktree first, checked for lost work
     /// again at that moment and never forced, then its record if it is still idle. What
     /// changed since the plan (new files, new commits, a use) is kept whole and reported.
+    /// Last the planned lost-work refs go, each only if it still holds what it held.
     pub async fn apply_gc(&self, plan: GcPlan) -> Result<GcReport> {
         let mut report = GcReport {
             dry_run: false,
@@ -858,7 +886,9 @@ impl Ops {
             merged: plan.merged,
             removed: Vec::new(),
             kept: plan.kept,
-            warnings: Vec::new(),
+            keep_lost_days: plan.keep_lost_days,
+            lost_refs: Vec::new(),
+            warnings: plan.warnings,
         };
         let total = plan.stale.len() as u64;
         for (i, view) in plan.stale.into_iter().enumerate() {
@@ -875,6 +905,9 @@ impl Ops {
             }
         }
         crate::progress::finish(GC_PROGRESS);
+        let (deleted, warnings) = self.expire_lost(plan.lost_refs).await?;
+        report.lost_refs = deleted;
+        report.warnings.extend(warnings);
         Ok(report)
     }
 

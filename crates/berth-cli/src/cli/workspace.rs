@@ -117,7 +117,8 @@ pub enum WorkspaceCmd {
     /// branch has not moved); --squash makes one commit of it, --rebase replays its commits on
     /// the branch. Everything is checked before anything changes: a conflict is refused with
     /// the conflicting files named, and so is a branch checked out (in the main checkout or
-    /// another worktree) with uncommitted changes; then neither side is touched. Where the
+    /// another worktree) with changes to tracked files, or with an untracked or ignored file
+    /// where the merge adds one (named); then neither side is touched. Where the
     /// branch is checked out, its files are updated too. The workspace's own commits stay on
     /// its branch. --delete then removes the workspace (its commits kept on
     /// refs/berth/lost/<id>, as a forced delete keeps them).
@@ -231,6 +232,10 @@ pub enum WorkspaceCmd {
     /// never committed to is not "merged"; its reflog tells). One with uncommitted or
     /// untracked files, or commits only its HEAD holds, is kept and listed. Each is checked
     /// again at the moment of its removal, as for the age, and never forced.
+    ///
+    /// Either way, the work forced removals kept (refs/berth/lost/<id>, a forced delete's or
+    /// a run's) goes once berth made it [git] keep_lost_days ago (default 30), in every
+    /// repository berth knows: those its git workspaces name and its clones of URLs.
     #[command(verbatim_doc_comment)]
     Gc {
         /// Days without use after which a workspace is removed.

@@ -645,19 +645,27 @@ async fn gc(
     for kept in &plan.kept {
         eprintln!("keeping {}: {}", kept.label, kept.reason);
     }
-    let report = if dry_run || plan.stale.is_empty() {
+    let report = if dry_run || plan.is_empty() {
         plan.dry_run()
     } else {
-        let question = match max_age {
+        let mut question = match max_age {
             Some(days) => format!(
-                "Delete {} workspace(s) unused for {days} days?",
+                "Delete {} workspace(s) unused for {days} days",
                 plan.stale.len()
             ),
             None => format!(
-                "Delete {} workspace(s) whose branch is merged?",
+                "Delete {} workspace(s) whose branch is merged",
                 plan.stale.len()
             ),
         };
+        if !plan.lost_refs.is_empty() {
+            question += &format!(
+                " and {} lost-work ref(s) older than {} days",
+                plan.lost_refs.len(),
+                plan.keep_lost_days
+            );
+        }
+        question += "?";
         let already = plan.kept.len();
         confirm(yes, &question)?;
         crate::progress::watch(json);
@@ -688,7 +696,19 @@ async fn gc(
             render::time(ws.last_accessed)
         ))?;
     }
-    eprintln!("{verb} {} workspace(s)", report.removed.len());
+    for lost in &report.lost_refs {
+        render::line(format!(
+            "{verb} {} in {} (kept {})",
+            lost.name,
+            lost.repo.display(),
+            render::time(lost.made_at)
+        ))?;
+    }
+    eprintln!(
+        "{verb} {} workspace(s) and {} lost-work ref(s)",
+        report.removed.len(),
+        report.lost_refs.len()
+    );
     Ok(())
 }
 

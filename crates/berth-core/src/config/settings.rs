@@ -32,9 +32,18 @@ pub struct GitSettings {
     /// it has them). Default true.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub submodules: Option<bool>,
+    /// Days a lost-work ref (`refs/berth/lost/<id>`, what a forced removal kept) is kept
+    /// before `workspace gc` deletes it, counted from when berth made it. Default 30.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub keep_lost_days: Option<u32>,
 }
 
 impl GitSettings {
+    /// `[git] keep_lost_days`, default 30.
+    pub fn keep_lost_days(&self) -> u32 {
+        self.keep_lost_days.unwrap_or(30)
+    }
+
     /// `[git] spare_worktrees`, default 0.
     pub fn spare_worktrees(&self) -> usize {
         self.spare_worktrees.unwrap_or(0)

@@ -63,6 +63,7 @@ pub const TEMPLATE: &str = r#"# berth configuration. Layers: this file -> worksp
 # setup_timeout_secs = 600
 # spare_worktrees = 1                    # checkouts kept ready: create skips the checkout
 # submodules = false                     # default true: submodules checked out in new worktrees
+# keep_lost_days = 30                    # work a forced delete kept (refs/berth/lost/*) goes in gc after this
 
 [ports]
 # first = 20000                # a workspace is given the lowest free block of ports in
