@@ -159,6 +159,11 @@ def test_a_question_of_an_asking_run_is_answered_on_the_review_page(home, provid
         browser.get(f"{base}/runs/{run_id}")
         question = wait_for(browser, lambda d: by_css(d, ".compare section.agent .question"))[0]
         assert "write_file" in question.text and "out.txt" in question.text, question.text
+        # A running agent cannot be merged or dropped: no buttons that would fail, but why.
+        section = by_css(browser, ".compare section.agent")[0]
+        assert not section.find_elements("css selector", "button.merge, button.discard, button.merge-anyway")
+        assert "still running" in section.find_element("css selector", ".cannot").text
+        assert by_css(browser, "h1 .state")[0].text == "waiting"
         question.find_element("css selector", "button.allow").click()
         wait_for(browser, lambda d: berth_json(home, "run", "list")[0]["state"] == "ended", timeout=30)
     [ended] = berth_json(home, "run", "list")
@@ -166,3 +171,67 @@ def test_a_question_of_an_asking_run_is_answered_on_the_review_page(home, provid
     worktree = ended["agents"][0]["worktree"]
     with open(f"{worktree}/out.txt") as f:
         assert f.read() == "from the page\n"
+
+
+CRASHING_AGENT = "import sys\nsys.stdin.readline()\nsys.stderr.write('fatal: out of memory\\n')\nsys.exit(3)\n"
+
+
+def test_merge_follows_the_evidence_and_a_failed_check_is_folded_under_its_agent(home, provider, browser, tmp_path):
+    """An agent that crashed shows no Merge; one whose check failed shows Merge disabled with
+    the reason, its check's last lines folded under its card, and an explicit Merge anyway
+    whose confirmation names the reason; accepting it merges."""
+    repo = git_repo(tmp_path / "repo")
+    with open(repo / "crash.py", "w") as f:
+        f.write(CRASHING_AGENT)
+    subprocess.run(["git", "add", "crash.py"], cwd=repo, check=True)
+    subprocess.run(["git", "commit", "-qm", "crash"], cwd=repo, check=True)
+    provider.push(Reply().tool("w1", "write_file", {"path": "out.txt", "content": "work\n"}))
+    provider.push(Reply().text("Done."))
+    ran = subprocess.run(
+        [BERTH, "run", "Write out.txt", "--agent", "cmd:python3 crash.py", "--agent", "berth",
+         "--allow", "write_file", "--check", "echo output-begins; seq 1 25; false"],
+        cwd=repo, env=env_for(home, provider), capture_output=True, text=True, timeout=120,
+    )
+    assert ran.returncode == 1, ran.stderr + ran.stdout
+    [run] = berth_json(home, "run", "list")
+    run_id = run["id"]
+    assert run["review"]["stage"] == "review", run
+
+    with serving(home, provider) as base:
+        sign_in(browser, base)
+        browser.get(f"{base}/runs/{run_id}")
+        sections = {s.get_attribute("data-agent"): s for s in wait_for(browser, lambda d: by_css(d, ".compare section.agent"))}
+        assert by_css(browser, "h1 .state")[0].text == "review 1✗"
+        crashed, failing = sections["1"], sections["2"]
+        # The crash: nothing to merge, and why.
+        assert not [b for b in crashed.find_elements("css selector", "button.merge, button.merge-only") if b.is_enabled()]
+        assert not crashed.find_elements("css selector", "button.merge-anyway")
+        assert "agent 1 failed" in crashed.find_element("css selector", ".refusal").text
+        assert "not run" in crashed.find_element("css selector", "dd.check").text
+        assert not crashed.find_elements("css selector", "details.check-output")
+        # The failing check: Merge disabled with the reason; its output folded, then shown.
+        merge = failing.find_element("css selector", "button.merge")
+        assert not merge.is_enabled()
+        assert "check failed (exit 1)" in merge.get_attribute("title")
+        folded = failing.find_element("css selector", "details.check-output")
+        assert folded.get_attribute("open") is None
+        assert "exit 1" in folded.find_element("css selector", "summary").text
+        folded.find_element("css selector", "summary").click()
+        lines = folded.find_element("css selector", "pre").text
+        assert lines.endswith("25") and "output-begins" not in lines, lines
+        assert f"berth run logs {run_id} --agent 2 --check" in folded.text
+        screenshot(browser, "review-refused", DESKTOP)
+        # Forcing is explicit, and its confirmation names the reason.
+        failing.find_element("css selector", "button.merge-anyway").click()
+        alert = browser.switch_to.alert
+        assert "agent 2's check failed (exit 1)" in alert.text, alert.text
+        alert.accept()
+        wait_for(
+            browser,
+            lambda d: subprocess.run(["git", "show", "main:out.txt"], cwd=repo, capture_output=True, text=True).stdout
+            == "work\n",
+            timeout=30,
+        )
+    shown = berth_json(home, "run", "show", run_id)
+    # Merge (not "and drop the others") keeps the other agent, as pick --keep-others does.
+    assert [a.get("outcome") for a in shown["agents"]] == ["kept", "merged"], shown

@@ -49,6 +49,9 @@ pub struct Compared {
     pub check: Option<crate::CheckResult>,
     /// Why it is not picked without being forced, when it is not ([`crate::pick_refusal`]).
     pub refusal: Option<String>,
+    /// Why it cannot be picked or dropped at all now (the run still running, its work merged
+    /// or discarded already, no workspace), when it cannot ([`crate::pickable`]).
+    pub closed: Option<String>,
     pub input_tokens: u64,
     pub output_tokens: u64,
     pub cost_usd: Option<f64>,
@@ -101,6 +104,7 @@ pub async fn compare(
             check_outcome: check.and_then(|c| c.outcome.clone()),
             check: check.cloned(),
             refusal: crate::pick_refusal(&record, i),
+            closed: crate::pickable(&record, i).closed,
             input_tokens: a.status.input_tokens,
             output_tokens: a.status.output_tokens,
             cost_usd: summary.and_then(|s| s.cost_usd),

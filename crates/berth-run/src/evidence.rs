@@ -71,7 +71,12 @@ pub fn pick_refusal(record: &RunRecord, i: usize) -> Option<String> {
 
 /// The first line of a message that says something, cut at 200 characters.
 fn first_line(message: Option<&str>) -> Option<String> {
-    let line = message?.lines().find(|l| !l.trim().is_empty())?.trim();
+    // A line that leads into the next ones ("its standard error ended:") ends here.
+    let line = message?
+        .lines()
+        .find(|l| !l.trim().is_empty())?
+        .trim()
+        .trim_end_matches([':', ';', ',']);
     Some(match line.char_indices().nth(200) {
         Some((at, _)) => format!("{}…", &line[..at]),
         None => line.to_owned(),

@@ -3,8 +3,12 @@
 //! diff; and the actions that finish the work, each the library call the CLI makes:
 //!
 //! - Merge (`berth_run::pick`, as `berth run pick`): the agent's work merged with a message
-//!   naming the task, its workspace removed, the other agents' workspaces kept or (Merge and
-//!   delete the others) dropped; each agent's outcome recorded in the run;
+//!   naming the task, its workspace archived, the other agents' workspaces kept or (Merge
+//!   and drop the others) dropped; each agent's outcome recorded in the run. The buttons
+//!   follow berth-run's rule of a pick on evidence: shown only when a pick can work (never
+//!   on a running run's agent, nor one merged or discarded), disabled with the reason when
+//!   the evidence is against the agent, beside an explicit "Merge anyway" whose
+//!   confirmation names that reason;
 //! - Tell (`Supervised::tell_or_queue`, as `berth run tell`): after the agent's current turn
 //!   in a running run, else the run runs again, supervised by this server;
 //! - a comment on a line of a diff, which becomes a Tell quoting the file and the line;
@@ -12,7 +16,8 @@
 //!   waits on (`RunStore::queue_answer`, as `berth run answer`);
 //! - Discard (`berth_run::discard`, as `berth run discard --agent N`).
 //!
-//! A merged or discarded agent shows how it ended, without these actions.
+//! A merged or discarded agent shows how it ended, without these actions. A failed check's
+//! last lines are folded under its agent's card.
 //!
 //! Runs are this machine's: the admin's only, as `/runs` is.
 
@@ -44,7 +49,7 @@ pub async fn show(
     let body = html! {
         p.crumbs { a href="/runs" { "Runs" } " / " }
         div.bar {
-            h1 { "Run " code { (compared.run) } " " span class={ "state " (compared.state) } { (compared.state) } }
+            h1 { "Run " code { (compared.run) } " " span class={ "state " (compared.review.stage.as_str()) } { (compared.review.to_string()) } }
         }
         p.task { (compared.task.chars().take(600).collect::<String>()) }
         @if let Some(check) = &compared.check { p.meta { "check: " code { (check) } } }
@@ -59,8 +64,7 @@ pub async fn show(
 fn agent_view(run: &str, a: &Compared) -> Markup {
     let base = format!("/runs/{run}/agents/{}", a.agent);
     let name = a.workspace_name.clone().unwrap_or_else(|| a.label.clone());
-    let others =
-        "Merge this agent's work and delete the other agents' workspaces (their work is dropped)?";
+    let others = "Merge this agent's work and drop the other agents' (kept on lost refs, which berth run restore brings back)?";
     html! {
         section.agent data-agent=(a.agent) {
             h2 { "Agent " (a.agent) " " small { (name) } }
@@ -70,7 +74,7 @@ fn agent_view(run: &str, a: &Compared) -> Markup {
                 dt { "Check" } dd.check { @match a.check_verdict.as_deref() {
                     Some("passed") => span.add { "passed" },
                     Some("failed") => span.del { "failed" @if let Some(o) = &a.check_outcome { " (" (o) ")" } },
-                    Some(other) => (other),
+                    Some(other) => { (other) @if let Some(o) = &a.check_outcome { " (" (o) ")" } },
                     None => "—",
                 } }
                 dt { "Changed" } dd.changed { (a.files.len()) @if a.files.len() == 1 { " file " } @else { " files " } span.add { "+" (a.added) } " " span.del { "−" (a.removed) } }
@@ -80,11 +84,30 @@ fn agent_view(run: &str, a: &Compared) -> Markup {
                 @if let Some(s) = &a.session { dt { "Session" } dd { a href={ "/s/" (s) } { "transcript" } } }
             }
             @let closed = matches!(a.outcome.as_deref(), Some("merged" | "discarded"));
-            @if a.workspace.is_some() && a.unreadable.is_none() && !closed {
-                div.actions {
-                    button.js-post.merge type="button" data-action={ (base) "/merge" } data-confirm="Merge this agent's work into its base branch?" { "Merge" }
-                    button.js-post.secondary.merge-only type="button" data-action={ (base) "/merge?others=delete" } data-confirm=(others) { "Merge and delete the others" }
-                    button.js-post.secondary.discard type="button" data-action={ (base) "/discard" } data-confirm="Delete this agent's workspace and its work?" { "Discard" }
+            @match (&a.closed, &a.refusal) {
+                // Nothing to pick or drop now: why, instead of buttons that would fail.
+                (Some(why), _) => {
+                    @if !closed { p.cannot { "Merge and Discard: not now, " (why) "." } }
+                }
+                (None, Some(refusal)) => {
+                    div.actions {
+                        button.merge type="button" disabled title=(refusal) { "Merge" }
+                        // Forcing is for work there is: an agent that changed nothing has none.
+                        @if !a.files.is_empty() || a.unreadable.is_some() {
+                            button.js-post.secondary.merge-anyway type="button" data-action={ (base) "/merge?force=1" } data-confirm={ (refusal) ". Merge this agent's work into its base branch anyway?" } { "Merge anyway" }
+                        }
+                        button.js-post.secondary.discard type="button" data-action={ (base) "/discard" } data-confirm="Drop this agent's work? It is kept on a lost ref, and berth run restore brings it back." { "Discard" }
+                    }
+                    p.refusal { "Not merged without forcing it: " (refusal) "." }
+                }
+                (None, None) => {
+                    @if a.unreadable.is_none() {
+                        div.actions {
+                            button.js-post.merge type="button" data-action={ (base) "/merge" } data-confirm="Merge this agent's work into its base branch?" { "Merge" }
+                            button.js-post.secondary.merge-only type="button" data-action={ (base) "/merge?others=delete" } data-confirm=(others) { "Merge and drop the others" }
+                            button.js-post.secondary.discard type="button" data-action={ (base) "/discard" } data-confirm="Drop this agent's work? It is kept on a lost ref, and berth run restore brings it back." { "Discard" }
+                        }
+                    }
                 }
             }
             @if !closed {
@@ -107,6 +130,13 @@ fn agent_view(run: &str, a: &Compared) -> Markup {
             }
             @if let Some(why) = &a.message {
                 pre.why { (why) }
+            }
+            @if let Some(c) = a.check.as_ref().filter(|c| !c.passed && !c.not_run) {
+                details.check-output {
+                    summary { "The check's last lines (" (c.described()) ")" }
+                    pre { (c.output.as_deref().unwrap_or("")) }
+                    p.meta { "All of it: " code { "berth run logs " (run) " --agent " (a.agent) " --check" } }
+                }
             }
             @if let Some(why) = &a.unreadable {
                 p.problem { "Its changes cannot be shown: " (why) }
@@ -210,13 +240,17 @@ pub async fn answer(
 
 #[derive(Deserialize)]
 pub struct MergeQuery {
-    /// `delete`: the other agents' workspaces are deleted once this one is merged.
+    /// `delete`: the other agents' work is dropped once this one is merged.
     others: Option<String>,
+    /// `1`: merged though the evidence is against it (`berth run pick --force`).
+    force: Option<String>,
+    /// `1`: merged though another agent of the run was (`berth run pick --also`).
+    also: Option<String>,
 }
 
 /// `POST /runs/{id}/agents/{n}/merge`: the agent picked, as `berth run pick` does: its work
-/// merged into its base and its workspace removed; the other agents' workspaces kept, or
-/// with `?others=delete` dropped.
+/// merged into its base and its workspace archived; the other agents' workspaces kept, or
+/// with `?others=delete` dropped. `?force=1` and `?also=1` are pick's `--force` and `--also`.
 pub async fn merge(
     State(web): State<Web>,
     Extension(viewer): Extension<Viewer>,
@@ -242,8 +276,8 @@ pub async fn merge(
             choice: berth_run::Choice::Agent(n.index()),
             mode: MergeMode::Merge,
             keep_others: query.others.as_deref() != Some("delete"),
-            force: false,
-            also: false,
+            force: query.force.as_deref() == Some("1"),
+            also: query.also.as_deref() == Some("1"),
         },
         &here,
     )

@@ -91,7 +91,7 @@ fn run_view(run: &RunRecord) -> Markup {
             div.bar {
                 h2 {
                     a href={ "/runs/" (id) } { code { (id.get(..8).unwrap_or(id)) } } " "
-                    span class={ "state " (run.state.as_str()) } { (run.state.as_str()) }
+                    span class={ "state " (run.review().stage.as_str()) } { (run.review().to_string()) }
                 }
                 @if !run.state.is_over() {
                     button.js-post.secondary type="button" data-action={ "/runs/" (id) "/stop" } data-confirm="Stop every agent of this run?" { "Stop" }
