@@ -113,10 +113,7 @@ impl Ops {
                     Ok(done) => done,
                     Err(e) => {
                         if !already {
-                            self.manager
-                                .workspaces()
-                                .set_archived(&ws.id, None)
-                                .await?;
+                            self.manager.workspaces().set_archived(&ws.id, None).await?;
                         }
                         return Err(e);
                     }

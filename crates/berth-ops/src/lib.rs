@@ -53,10 +53,10 @@ use berth_core::WorkspaceManager;
 use berth_store_fs::FsStore;
 use berth_store_sql::SqlStore;
 
+pub use archive::Archived;
 /// Progress of checkouts and of the operations' loops, for a front end on a terminal.
 pub use berth_git::progress;
 pub use berth_git::{FileDiff, MergeMode, Merged, WorktreeDiff, WorktreeStatus};
-pub use archive::Archived;
 pub use error::{Error, ErrorKind, Result, blocking};
 pub use git_workspace::{DEFAULT_SETUP_TIMEOUT, adoption};
 pub use merge::{MergeReport, MergeWorkspace};

@@ -103,7 +103,9 @@ impl Ops {
             .filter_map(|w| w.git.clone())
             .collect();
         let statuses = git_workspace::statuses(gits).await?;
-        let in_use = records.iter().filter(|w| w.git.is_some() && !w.is_archived());
+        let in_use = records
+            .iter()
+            .filter(|w| w.git.is_some() && !w.is_archived());
         for (ws, status) in in_use.zip(statuses) {
             let gone = match status.health {
                 Health::WorktreeMissing => true,

@@ -457,7 +457,10 @@ impl Ops {
         let (ws, known): (_, Known) = match workspace {
             Some(w) => {
                 let ws = self.manager.resolve(w).await?;
-                (Some(ws.id.clone()), HashMap::from([(ws.id, (ws.name, false))]))
+                (
+                    Some(ws.id.clone()),
+                    HashMap::from([(ws.id, (ws.name, false))]),
+                )
             }
             None => {
                 let all = self.manager.list().await?;
@@ -475,7 +478,11 @@ impl Ops {
             .session_records(ws.as_ref())
             .await?
             .iter()
-            .filter(|s| !known.get(&s.workspace_id).is_some_and(|(_, hidden)| *hidden))
+            .filter(|s| {
+                !known
+                    .get(&s.workspace_id)
+                    .is_some_and(|(_, hidden)| *hidden)
+            })
             .map(|s| {
                 let name = known.get(&s.workspace_id).and_then(|(n, _)| n.as_ref());
                 SessionView::in_workspace(s, name)
