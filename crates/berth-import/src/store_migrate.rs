@@ -295,7 +295,9 @@ impl Run<'_> {
                     }
                     // An archived workspace stays archived: its worktree is not there to use.
                     if ws.archived_at.is_some() {
-                        dst.workspaces().set_archived(&ws.id, ws.archived_at).await?;
+                        dst.workspaces()
+                            .set_archived(&ws.id, ws.archived_at)
+                            .await?;
                     }
                 }
                 let outcome = self.copied();

@@ -252,7 +252,10 @@ pub async fn workspace_archive(b: Backend) {
     let at = now + Duration::seconds(5);
     let archived = b.workspaces.set_archived(&ws.id, Some(at)).await.unwrap();
     let kept = archived.archived_at.expect("archived");
-    assert!((kept - at).abs() < Duration::microseconds(1), "{kept} vs {at}");
+    assert!(
+        (kept - at).abs() < Duration::microseconds(1),
+        "{kept} vs {at}"
+    );
     let loaded = b.workspaces.load(&ws.id).await.unwrap();
     assert_eq!(loaded, archived, "load shows what set_archived returned");
     assert_eq!(
