@@ -4,10 +4,11 @@
 //!
 //! Every front end that pages takes its rules from here: the page size a caller may ask for
 //! ([`page_limit`]), what a cursor is (the last id a page looked at; anything else is refused),
-//! and the listing of everything, workspaces then sessions ([`Ops::listing_page`]), whose
-//! cursors say which of the two they continue.
+//! the page of workspaces (`Ops::workspace_page`, archived ones left out), and the listing of
+//! everything, workspaces then sessions ([`Ops::listing_page`]), whose cursors say which of
+//! the two they continue.
 
-use berth_core::{Session, Workspace};
+use berth_core::{Session, Workspace, WorkspaceId};
 
 use crate::Ops;
 use crate::error::{Error, Result};
@@ -91,6 +92,63 @@ fn bad_cursor(cursor: &str) -> Error {
 }
 
 impl Ops {
+    /// A page of workspaces after the cursor `after`, in id order: `limit` of them (see
+    /// [`page_limit`]) whose id, name or description holds `query` (ignoring case), archived
+    /// ones left out (each can still be shown by its id). Without a query a page is the
+    /// store's page, which loads only its own records, so it costs the same however many
+    /// workspaces there are (bar reading their ids from the filesystem, and the store's pages
+    /// read past archived ones). With one, the records come from the store's listing (one
+    /// file, or one query) instead of one read each, since a rare match may mean looking at
+    /// all of them.
+    pub async fn workspace_page(
+        &self,
+        after: Option<&str>,
+        limit: Option<usize>,
+        query: Option<&str>,
+    ) -> Result<Page<Workspace>> {
+        let limit = page_limit(limit)?;
+        let query = query.map(str::to_lowercase).filter(|q| !q.is_empty());
+        let Some(query) = query else {
+            let mut after = after
+                .map(|c| cursor_id(c, |c| WorkspaceId::new(c).ok()))
+                .transpose()?;
+            let mut items = Vec::new();
+            loop {
+                let read = self
+                    .manager
+                    .workspaces()
+                    .page(after.as_ref(), limit + 1)
+                    .await?;
+                let last = read.len() <= limit;
+                after = read.last().map(|ws| ws.id.clone());
+                items.extend(read.into_iter().filter(|ws| !ws.is_archived()));
+                if last || items.len() > limit {
+                    break;
+                }
+            }
+            items.truncate(limit + 1);
+            return Ok(page_of(items, limit, |ws| ws.id.to_string()));
+        };
+        let all = self.manager.list().await?;
+        let ids: Vec<&str> = all.iter().map(|ws| ws.id.as_str()).collect();
+        let mut pager = Pager::new(&ids, after, limit)?;
+        let mut items = Vec::new();
+        while let Some(i) = pager.next_index(items.len()) {
+            let ws = &all[i];
+            let matches = !ws.is_archived()
+                && (ws.id.as_str().to_lowercase().contains(&query)
+                    || ws
+                        .name
+                        .as_ref()
+                        .is_some_and(|n| n.as_str().to_lowercase().contains(&query))
+                    || ws.description.to_lowercase().contains(&query));
+            if matches {
+                items.push(ws.clone());
+            }
+        }
+        Ok(pager.finish(items))
+    }
+
     /// Up to `limit` items of the listing of everything: the workspaces in id order, then the
     /// sessions in id order, each page loading only its own records. The cursor continues
     /// where the previous page stopped (`next`), and is refused if it is not one.

@@ -13,7 +13,6 @@ use crate::error::{Error, Result, blocking};
 use crate::git_workspace::{self, Collected, GitRequest};
 pub use crate::git_workspace::{CreateWarning, Reattached, RepairReport, StartPoint};
 use crate::lost::LostRefView;
-use crate::page::{Page, Pager, cursor_id, page_limit, page_of};
 use crate::view::{KeptView, PortsView, WorkspaceView};
 use crate::{Ops, Refill};
 
@@ -395,63 +394,6 @@ impl Ops {
             }
         }
         Ok(best.map(|(_, ws)| ws))
-    }
-
-    /// A page of workspaces after the cursor `after`, in id order: `limit` of them (see
-    /// [`page_limit`]) whose id, name or description holds `query` (ignoring case), archived
-    /// ones left out (each can still be shown by its id). Without a query a page is the
-    /// store's page, which loads only its own records, so it costs the same however many
-    /// workspaces there are (bar reading their ids from the filesystem, and the store's pages
-    /// read past archived ones). With one, the records come from the store's listing (one
-    /// file, or one query) instead of one read each, since a rare match may mean looking at
-    /// all of them.
-    pub async fn workspace_page(
-        &self,
-        after: Option<&str>,
-        limit: Option<usize>,
-        query: Option<&str>,
-    ) -> Result<Page<Workspace>> {
-        let limit = page_limit(limit)?;
-        let query = query.map(str::to_lowercase).filter(|q| !q.is_empty());
-        let Some(query) = query else {
-            let mut after = after
-                .map(|c| cursor_id(c, |c| WorkspaceId::new(c).ok()))
-                .transpose()?;
-            let mut items = Vec::new();
-            loop {
-                let read = self
-                    .manager
-                    .workspaces()
-                    .page(after.as_ref(), limit + 1)
-                    .await?;
-                let last = read.len() <= limit;
-                after = read.last().map(|ws| ws.id.clone());
-                items.extend(read.into_iter().filter(|ws| !ws.is_archived()));
-                if last || items.len() > limit {
-                    break;
-                }
-            }
-            items.truncate(limit + 1);
-            return Ok(page_of(items, limit, |ws| ws.id.to_string()));
-        };
-        let all = self.manager.list().await?;
-        let ids: Vec<&str> = all.iter().map(|ws| ws.id.as_str()).collect();
-        let mut pager = Pager::new(&ids, after, limit)?;
-        let mut items = Vec::new();
-        while let Some(i) = pager.next_index(items.len()) {
-            let ws = &all[i];
-            let matches = !ws.is_archived()
-                && (ws.id.as_str().to_lowercase().contains(&query)
-                    || ws
-                        .name
-                        .as_ref()
-                        .is_some_and(|n| n.as_str().to_lowercase().contains(&query))
-                    || ws.description.to_lowercase().contains(&query));
-            if matches {
-                items.push(ws.clone());
-            }
-        }
-        Ok(pager.finish(items))
     }
 
     /// Every workspace record, sorted by id, without git state: cheap, for listings that page

@@ -42,6 +42,9 @@ const VERSION: u32 = 1;
 /// A log shorter than this is never compacted: rewriting costs more than replaying it.
 const COMPACT_FLOOR: u64 = 1 << 20;
 
+// A `Put` is most of every log, each read and moved once on its way into a `Replay`: boxing it
+// would cost an allocation per record for no saving.
+#[allow(clippy::large_enum_variant)]
 #[derive(Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 enum Entry {
