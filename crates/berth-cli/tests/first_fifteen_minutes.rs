@@ -51,9 +51,10 @@ const TOUR: &[(&str, Expect)] = &[
     ),
     // RUN stands for a run's id, which is hex: refused as no id, saying what one is.
     ("berth run compare RUN", Expect::Status(2)),
-    ("berth run pick RUN 2", Expect::Status(2)),
+    ("berth run pick RUN best", Expect::Status(2)),
+    ("berth run restore RUN 3", Expect::Status(2)),
     // No finished run has anything left: nothing to do, said so.
-    ("berth run clean", Expect::Ok),
+    ("berth run clean --older-than 7d", Expect::Ok),
     // Interactive: run in a real terminal by `ui_terminal.rs`.
     ("berth ui", Expect::Elsewhere),
     // Servers that wait for a client: tests/mcp and tests/acp drive them with the official
@@ -238,6 +239,12 @@ fn the_readme_tour_on_a_fresh_home_without_a_key() {
         pick.stderr.contains("invalid run id \"RUN\"") && pick.stderr.contains("`berth run list`"),
         "{}",
         pick.stderr
+    );
+    let restore = step("berth run restore");
+    assert!(
+        restore.stderr.contains("invalid run id \"RUN\""),
+        "{}",
+        restore.stderr
     );
     let clean = step("berth run clean");
     assert!(

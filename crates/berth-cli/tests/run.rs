@@ -153,8 +153,10 @@ fn a_write_the_policy_does_not_allow_is_refused_shown_and_fails_the_run() {
         "{}",
         r.stdout
     );
+    // Nothing changed, so nothing was checked: no evidence, and the run fails.
     assert!(
-        r.stdout.contains("check `test -f out.txt` failed"),
+        r.stdout
+            .contains("check `test -f out.txt` not run (the agent changed nothing)"),
         "{}",
         r.stdout
     );
@@ -401,7 +403,9 @@ fn a_repository_by_url_is_cloned_fetched_and_given_its_branches_back() {
         &seed,
         &["push", "--quiet", remote.to_str().unwrap(), "main"],
     );
-    server.push(Reply::anthropic(&Turn::new().text(["Nothing to do."])));
+    // It changes something, so its check runs.
+    server.push(Reply::anthropic(&write_call("looked\n")));
+    server.push(Reply::anthropic(&Turn::new().text(["Nothing more to do."])));
     let r = run(berth_run(
         &home,
         &server,
@@ -411,6 +415,8 @@ fn a_repository_by_url_is_cloned_fetched_and_given_its_branches_back() {
             "Look",
             "--repo",
             &url,
+            "--allow",
+            "write_file",
             "--check",
             "git log -1 --format=%s",
             "--json",

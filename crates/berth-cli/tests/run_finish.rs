@@ -114,7 +114,8 @@ fn pick_merges_the_winner_names_the_task_and_leaves_nothing_behind() {
         message.contains(&format!("berth run {id}, agent 2")),
         "{message}"
     );
-    // Nothing is left for gc: no workspace of the run, none of the agents' worktrees.
+    // Nothing is left for gc: no workspace of the run is listed (each is archived, its
+    // session kept), and none of the agents' worktrees is there.
     let left = workspace_ids(&home);
     for ws in &workspaces {
         assert!(!left.contains(ws), "{ws} is left: {left:?}");
@@ -122,8 +123,9 @@ fn pick_merges_the_winner_names_the_task_and_leaves_nothing_behind() {
     for i in 0..3 {
         assert!(!worktree(&before, i).exists());
     }
-    // The losers' uncommitted work is kept on berth's lost-work refs; the winner's is on main.
-    assert_eq!(lost_refs(&root), 2);
+    // Every agent's worktree is kept on a lost-work ref, so each can be restored: the
+    // losers' uncommitted work, and the winner's HEAD (its work is on main too).
+    assert_eq!(lost_refs(&root), 3);
 
     // The record says how each ended, and their states are as they were.
     let after = show(&home, &id);

@@ -363,6 +363,8 @@ fn a_stop_cuts_a_running_check_short() {
     let home = Home::new();
     let server = ProviderServer::start_in_background();
     let (_tmp, root) = project();
+    // It changes something, so its check runs.
+    server.push(Reply::anthropic(&write_call("work\n")));
     server.push(Reply::anthropic(&Turn::new().text(["Done."])));
     let r = run(berth_run(
         &home,
@@ -370,6 +372,8 @@ fn a_stop_cuts_a_running_check_short() {
         &root,
         &[
             "Do it",
+            "--allow",
+            "write_file",
             "--check",
             "touch check-started && sleep 600",
             "--detach",

@@ -128,12 +128,20 @@ fn ctrl_c_exits_130_with_the_check_not_run_and_notifies_nothing() {
     let server = ProviderServer::start_in_background();
     let (tmp, root) = project();
     let files = notified_to(&home, tmp.path(), &[("default", &[])]);
+    // It changes something, so its check runs.
+    server.push(Reply::anthropic(&write_call("work\n")));
     server.push(Reply::anthropic(&Turn::new().text(["Done."])));
     let mut cmd = berth_run(
         &home,
         &server,
         &root,
-        &["Do it", "--check", "touch check-started && sleep 600"],
+        &[
+            "Do it",
+            "--allow",
+            "write_file",
+            "--check",
+            "touch check-started && sleep 600",
+        ],
     );
     let child = cmd
         .stdout(std::process::Stdio::piped())

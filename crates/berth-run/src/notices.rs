@@ -101,7 +101,7 @@ pub(crate) fn of(record: &RunRecord, event: &RunEvent, how: How) -> Vec<Notice> 
         RunEvent::Summary { agents } => {
             let all_well = agents.iter().all(|a| {
                 a.state == AgentState::Done
-                    && a.check.as_ref().is_none_or(|c| c.passed || c.not_run)
+                    && a.check.as_ref().is_none_or(|c| c.passed)
             });
             let kind = match agents.as_slice() {
                 _ if how.told => NotifyEvent::ToldDone,

@@ -304,15 +304,15 @@ impl RunRecord {
         }
     }
 
-    /// Whether the run is over with every agent done and no check failed: what the CLI's
+    /// Whether the run is over with every agent done and every check passed: what the CLI's
     /// exit status says.
     pub fn succeeded(&self) -> bool {
         self.state == RunState::Ended
             && self.agents.iter().all(|a| {
                 a.status.state == AgentState::Done
-                    // A check not run for an agent done is one that changed nothing:
-                    // nothing failed.
-                    && a.check().is_none_or(|c| c.passed || c.not_run)
+                    // A check not run (the agent changed nothing) is no evidence the work
+                    // is good: only a check that passed says so.
+                    && a.check().is_none_or(|c| c.passed)
             })
     }
 
