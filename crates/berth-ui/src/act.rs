@@ -57,6 +57,28 @@ pub async fn act(cx: &Context, action: Action) -> Update {
                 .await
                 .map_err(|e| e.to_string()),
         },
+        Action::LoadCheck { run, agent } => {
+            let path = store.check_path(&run, agent);
+            // Up to a MiB and more: read off the async threads.
+            let kept = tokio::task::spawn_blocking(move || berth_run::read_kept_check(&path))
+                .await
+                .map_err(|e| e.to_string())
+                .and_then(|read| read.map_err(|e| e.to_string()));
+            Update::Check { run, agent, kept }
+        }
+        Action::LoadSaid {
+            run,
+            agent,
+            question,
+        } => match store.events(&run, 0).await {
+            Ok((events, _)) => Update::Said {
+                text: crate::lines::said_before(&events, agent, &question),
+                run,
+                agent,
+                question,
+            },
+            Err(e) => Update::Failed(format!("cannot read what agent {} said: {e}", agent + 1)),
+        },
         Action::LoadWorkspaces => match ops.list_workspaces().await {
             Ok(list) => Update::Workspaces(list),
             Err(e) => Update::Failed(format!("cannot list the workspaces: {e}")),
@@ -83,18 +105,27 @@ pub async fn act(cx: &Context, action: Action) -> Update {
             };
             Update::SessionTranscript { id, messages }
         }
-        Action::Pick { run, agent } => {
+        Action::Pick {
+            run,
+            agent,
+            force,
+            also,
+        } => {
             let pick = berth_run::Pick {
                 run: run.clone(),
                 choice: berth_run::Choice::Agent(agent),
                 mode: berth_ops::MergeMode::Merge,
                 keep_others: false,
-                force: false,
-                also: false,
+                force,
+                also,
+            };
+            let against = match force {
+                true => " against its evidence",
+                false => "",
             };
             match berth_run::pick(ops, store, pick, &cx.here).await {
                 Ok(picked) => Update::Done(format!(
-                    "picked agent {} of run {run}: {} commit(s) merged into {}",
+                    "picked agent {} of run {run}{against}: {} commit(s) merged into {}",
                     agent + 1,
                     picked.merge.merged.commits,
                     picked.merge.merged.into
@@ -127,16 +158,23 @@ pub async fn act(cx: &Context, action: Action) -> Update {
             }
         }
         Action::Tell { run, agent, text } => {
-            match berth_run::tell_detached(ops, store, &run, Some(agent), &text, &cx.program).await
-            {
-                Ok(berth_run::ToldDetached::Queued { agent }) => Update::Done(format!(
-                    "agent {} is told once its current turn ends",
-                    agent + 1
-                )),
-                Ok(berth_run::ToldDetached::Started { agent, supervisor }) => Update::Done(
-                    format!("agent {} is told, in process {supervisor}", agent + 1),
-                ),
-                Err(e) => Update::Failed(e.to_string()),
+            let message =
+                match berth_run::tell_detached(ops, store, &run, Some(agent), &text, &cx.program)
+                    .await
+                {
+                    Ok(berth_run::ToldDetached::Queued { agent }) => {
+                        format!("agent {} is told once its current turn ends", agent + 1)
+                    }
+                    Ok(berth_run::ToldDetached::Started { agent, supervisor }) => {
+                        format!("agent {} is told, in process {supervisor}", agent + 1)
+                    }
+                    Err(e) => return Update::Failed(e.to_string()),
+                };
+            Update::Told {
+                run,
+                agent,
+                text,
+                message,
             }
         }
         Action::Answer {
