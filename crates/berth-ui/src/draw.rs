@@ -212,8 +212,8 @@ fn draw_header(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
 fn draw_footer(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
     let keys: &[&str] = match model.tab {
         Tab::Runs => match model.pane {
-            Pane::Runs => &["Enter", "/", "d", "l", "v", "p", "x", "s", "r", "c", "t"],
-            _ => &["Esc", "Tab", "d", "l", "v", "t", "p", "x", "s", "r"],
+            Pane::Runs => &["Enter", "/", "d", "l", "p", "x", "v", "s", "r", "c", "t"],
+            _ => &["Esc", "Tab", "d", "l", "t", "p", "x", "v", "s", "r"],
         },
         Tab::Workspaces => &["1 2 3", "j k ↑ ↓", "/", "R"],
         Tab::Sessions => &["Enter", "Esc", "/", "R"],

@@ -19,7 +19,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("/", "filter"),
     ("d", "diff"),
     ("l", "transcript"),
-    ("v", "its check's output"),
+    ("v", "check: its output, or why it did not run"),
     ("t", "tell the agent more"),
     ("p", "pick it (merge): y, F against its evidence, A also"),
     ("x", "discard"),

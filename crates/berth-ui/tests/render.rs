@@ -394,6 +394,14 @@ async fn screens_for_the_docs() {
     save("runs-wide", &model, (160, 48));
     press(&mut model, KeyCode::Enter);
     save("agents", &model, (80, 24));
+    press(&mut model, KeyCode::Char('j'));
+    press(&mut model, KeyCode::Char('p'));
+    save("pick", &model, (80, 24));
+    press(&mut model, KeyCode::Esc);
+    press(&mut model, KeyCode::Char('v'));
+    save("check", &model, (80, 24));
+    press(&mut model, KeyCode::Esc);
+    press(&mut model, KeyCode::Char('k'));
     press(&mut model, KeyCode::Enter);
     save("transcript", &model, (80, 24));
     press(&mut model, KeyCode::Char('2'));
