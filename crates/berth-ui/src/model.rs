@@ -463,38 +463,7 @@ impl Model {
                 Vec::new()
             }
             Update::Check { run, agent, kept } => {
-                let Some(record) = self.selected_run() else {
-                    return Vec::new();
-                };
-                let Some(check) = record.agents.get(agent).and_then(|a| a.check()) else {
-                    return Vec::new();
-                };
-                if record.id != run || agent != self.agent_sel {
-                    return Vec::new();
-                }
-                let lines = match &kept {
-                    Ok(Some(whole)) => lines::of_check(check, Some(whole), None),
-                    Ok(None) => lines::of_check(
-                        check,
-                        check.output.as_deref(),
-                        check.output.as_ref().map(|_| {
-                            "the last lines the record quotes (the whole output is kept where the check ran)"
-                        }),
-                    ),
-                    Err(e) => lines::of_check(
-                        check,
-                        check.output.as_deref(),
-                        Some(&format!(
-                            "cannot read the kept output ({e}): its last lines, as the record quotes them"
-                        )),
-                    ),
-                };
-                self.check = Some(CheckShown {
-                    run,
-                    agent,
-                    ran: true,
-                    lines,
-                });
+                self.take_check(run, agent, kept);
                 Vec::new()
             }
             Update::Said {
@@ -568,6 +537,43 @@ impl Model {
         }
         self.run_sel = self.run_sel.min(shown.len().saturating_sub(1));
         self.follow_selected()
+    }
+
+    /// A check's kept output read: the check pane shows it, when its agent is still the
+    /// selected one; the record's last lines, saying so, when it is not kept here.
+    fn take_check(&mut self, run: RunId, agent: usize, kept: Result<Option<String>, String>) {
+        let Some(record) = self.selected_run() else {
+            return;
+        };
+        let Some(check) = record.agents.get(agent).and_then(|a| a.check()) else {
+            return;
+        };
+        if record.id != run || agent != self.agent_sel {
+            return;
+        }
+        let lines = match &kept {
+            Ok(Some(whole)) => lines::of_check(check, Some(whole), None),
+            Ok(None) => lines::of_check(
+                check,
+                check.output.as_deref(),
+                check.output.as_ref().map(|_| {
+                    "the last lines the record quotes (the whole output is kept where the check ran)"
+                }),
+            ),
+            Err(e) => lines::of_check(
+                check,
+                check.output.as_deref(),
+                Some(&format!(
+                    "cannot read the kept output ({e}): its last lines, as the record quotes them"
+                )),
+            ),
+        };
+        self.check = Some(CheckShown {
+            run,
+            agent,
+            ran: true,
+            lines,
+        });
     }
 
     /// The texts told from here to the followed run at the event folded last (or before the
