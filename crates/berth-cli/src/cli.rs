@@ -135,10 +135,16 @@ pub enum Command {
     /// the key from ANTHROPIC_API_KEY, OPENAI_API_KEY or GEMINI_API_KEY (or the config).
     #[command(verbatim_doc_comment)]
     Chat(ChatArgs),
-    /// The terminal dashboard: every run and its agents live, an agent's transcript as it
-    /// streams and its diff, the workspaces and the sessions. An agent's question is answered
-    /// in a dialog (y allow, a always, n deny); p picks an agent, x discards, s stops, r
-    /// resumes, t tells it more, c starts a run; ? shows every key, q quits.
+    /// The terminal dashboard: every run and what it needs done (review 1✓ 1✗, picked 2),
+    /// its agents live, an agent's transcript as it streams, its diff and its check (v), the
+    /// workspaces and the sessions. An agent's question is answered in a dialog that quotes
+    /// what it said (y allow, a always, n deny); x discards, s stops, r resumes, t tells it
+    /// more, c starts a run; ? shows every key, q quits.
+    ///
+    /// p picks an agent: its dialog says first what stands against it, as `berth run pick`
+    /// does. y picks an agent nothing stands against; F picks one whose evidence is against
+    /// it (a failed check, no change, not finished) anyway, as --force; A merges one beside
+    /// a winner already, as --also; Esc cancels.
     ///
     /// `berth` with no command starts it on a terminal. It follows NO_COLOR.
     #[command(verbatim_doc_comment)]

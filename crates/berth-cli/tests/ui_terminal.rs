@@ -1,7 +1,7 @@
 //! `berth ui` in a real terminal (tmux): a home with a finished 2-agent run and a detached
-//! slow one. The runs are listed; the slow agent's transcript grows on screen; `d` shows the
-//! finished agent's diff; `p` then `y` merges agent 1 into the base branch and the outcomes
-//! change on screen; a `--ask` run started meanwhile shows its question as a dialog, and `y`
+//! slow one. The runs are listed, the finished one for review; the slow agent's transcript
+//! grows on screen; `d` shows the finished agent's diff; `p` then `y` merges agent 1 into the
+//! base branch and the outcomes and the run's state (`picked 1`) change on screen; a `--ask` run started meanwhile shows its question as a dialog, and `y`
 //! lets its agent go on; `q` gives the terminal back as it was. The real binary, a real
 //! repository, the provider stand-in.
 //!
@@ -81,8 +81,12 @@ fn the_dashboard_follows_diffs_picks_answers_and_quits_cleanly() {
     );
     term.type_text("echo before-ui; berth ui");
     term.send_keys(&["Enter"]);
+    // Each says what it needs: the finished one a review, the slow one is running.
     term.wait_for("both runs listed", |s| {
-        s.contains("Write out.txt") && s.contains("Explain the code slowly")
+        s.contains("Write out.txt")
+            && s.contains("Explain the code slowly")
+            && s.lines()
+                .any(|l| l.contains("Write out.txt") && l.contains("review"))
     });
 
     // The slow run is the newest, selected first: its agent's transcript grows.
@@ -117,7 +121,10 @@ fn the_dashboard_follows_diffs_picks_answers_and_quits_cleanly() {
     });
     term.send_keys(&["y"]);
     let picked = term.wait_for("the outcomes", |s| {
-        s.contains("merged") && s.contains("discarded")
+        s.contains("merged")
+            && s.contains("discarded")
+            && s.lines()
+                .any(|l| l.contains("Write out.txt") && l.contains("picked 1"))
     });
     assert!(picked.contains("picked agent 1 of run"), "{picked}");
     let merged = git(&root, &["show", "main:out.txt"]);

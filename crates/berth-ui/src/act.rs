@@ -57,6 +57,12 @@ pub async fn act(cx: &Context, action: Action) -> Update {
                 .await
                 .map_err(|e| e.to_string()),
         },
+        Action::LoadCheck { run, agent } => kept_check(store, run, agent).await,
+        Action::LoadSaid {
+            run,
+            agent,
+            question,
+        } => said(store, run, agent, question).await,
         Action::LoadWorkspaces => match ops.list_workspaces().await {
             Ok(list) => Update::Workspaces(list),
             Err(e) => Update::Failed(format!("cannot list the workspaces: {e}")),
@@ -83,18 +89,27 @@ pub async fn act(cx: &Context, action: Action) -> Update {
             };
             Update::SessionTranscript { id, messages }
         }
-        Action::Pick { run, agent } => {
+        Action::Pick {
+            run,
+            agent,
+            force,
+            also,
+        } => {
             let pick = berth_run::Pick {
                 run: run.clone(),
                 choice: berth_run::Choice::Agent(agent),
                 mode: berth_ops::MergeMode::Merge,
                 keep_others: false,
-                force: false,
-                also: false,
+                force,
+                also,
+            };
+            let against = match force {
+                true => " against its evidence",
+                false => "",
             };
             match berth_run::pick(ops, store, pick, &cx.here).await {
                 Ok(picked) => Update::Done(format!(
-                    "picked agent {} of run {run}: {} commit(s) merged into {}",
+                    "picked agent {} of run {run}{against}: {} commit(s) merged into {}",
                     agent + 1,
                     picked.merge.merged.commits,
                     picked.merge.merged.into
@@ -126,19 +141,7 @@ pub async fn act(cx: &Context, action: Action) -> Update {
                 Err(e) => Update::Failed(e.to_string()),
             }
         }
-        Action::Tell { run, agent, text } => {
-            match berth_run::tell_detached(ops, store, &run, Some(agent), &text, &cx.program).await
-            {
-                Ok(berth_run::ToldDetached::Queued { agent }) => Update::Done(format!(
-                    "agent {} is told once its current turn ends",
-                    agent + 1
-                )),
-                Ok(berth_run::ToldDetached::Started { agent, supervisor }) => Update::Done(
-                    format!("agent {} is told, in process {supervisor}", agent + 1),
-                ),
-                Err(e) => Update::Failed(e.to_string()),
-            }
-        }
+        Action::Tell { run, agent, text } => tell(cx, run, agent, text).await,
         Action::Answer {
             run,
             agent,
@@ -206,4 +209,50 @@ async fn start(cx: &Context, form: NewRun) -> Result<String, String> {
         .await
         .map_err(|e| e.to_string())?;
     Ok(format!("run {} started in process {pid}", record.id))
+}
+
+/// An agent's check output as the run keeps it on this machine.
+async fn kept_check(store: &RunStore, run: berth_run::RunId, agent: usize) -> Update {
+    let path = store.check_path(&run, agent);
+    // Up to a MiB and more: read off the async threads.
+    let kept = tokio::task::spawn_blocking(move || berth_run::read_kept_check(&path))
+        .await
+        .map_err(|e| e.to_string())
+        .and_then(|read| read.map_err(|e| e.to_string()));
+    Update::Check { run, agent, kept }
+}
+
+/// What an agent said before it asked `question`, from its run's events.
+async fn said(store: &RunStore, run: berth_run::RunId, agent: usize, question: String) -> Update {
+    match store.events(&run, 0).await {
+        Ok((events, _)) => Update::Said {
+            text: crate::lines::said_before(&events, agent, &question),
+            run,
+            agent,
+            question,
+        },
+        Err(e) => Update::Failed(format!("cannot read what agent {} said: {e}", agent + 1)),
+    }
+}
+
+/// An agent told `text`, as `berth run tell --detach` tells it; the text is kept to show in
+/// its transcript, since the run's events do not hold it.
+async fn tell(cx: &Context, run: berth_run::RunId, agent: usize, text: String) -> Update {
+    let (ops, store) = (&cx.ops, &cx.store);
+    let message =
+        match berth_run::tell_detached(ops, store, &run, Some(agent), &text, &cx.program).await {
+            Ok(berth_run::ToldDetached::Queued { agent }) => {
+                format!("agent {} is told once its current turn ends", agent + 1)
+            }
+            Ok(berth_run::ToldDetached::Started { agent, supervisor }) => {
+                format!("agent {} is told, in process {supervisor}", agent + 1)
+            }
+            Err(e) => return Update::Failed(e.to_string()),
+        };
+    Update::Told {
+        run,
+        agent,
+        text,
+        message,
+    }
 }

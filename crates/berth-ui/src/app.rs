@@ -88,17 +88,20 @@ pub async fn run(ops: Ops, store: RunStore, options: Options) -> std::io::Result
         if let Err(e) = terminal.draw(|frame| draw(frame, &model)) {
             break Err(e);
         }
-        let first = tokio::select! {
-            m = rx.recv() => m,
-            _ = ticks.tick() => {
-                model.now = chrono::Utc::now();
-                continue;
-            }
-        };
-        let Some(first) = first else { break Ok(()) };
         // Everything waiting is taken in before the next frame.
         let mut actions = Vec::new();
-        let mut next = Some(first);
+        let first = tokio::select! {
+            m = rx.recv() => match m {
+                Some(m) => Some(m),
+                None => break Ok(()),
+            },
+            _ = ticks.tick() => {
+                // A working agent's diff is read again as time passes.
+                actions.extend(model.tick(chrono::Utc::now()));
+                None
+            }
+        };
+        let mut next = first;
         while let Some(message) = next {
             let read = matches!(message, Message::Term(_));
             actions.extend(match message {

@@ -3,7 +3,7 @@
 //! or a transcript of 50,000 lines costs a frame what a screenful does. Without colour
 //! (`NO_COLOR`), selection and emphasis are reverse video and bold.
 
-use berth_run::{AgentRecord, AgentState, RunRecord, RunState};
+use berth_run::{AgentRecord, AgentState, RunRecord};
 use chrono::{DateTime, Utc};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -13,7 +13,7 @@ use ratatui::widgets::{Block, Borders, Cell, Clear, Paragraph, Row, Table, Wrap}
 
 use crate::keys::{FORM_FIELDS, KEYS};
 use crate::lines::{self, Kind, Lines};
-use crate::model::{Detail, Input, Model, Overlay, Pane, Question, Tab};
+use crate::model::{Detail, Input, Model, Overlay, Pane, PickAsked, Question, Tab};
 
 /// Wide enough for the runs beside their agents.
 const WIDE: u16 = 120;
@@ -60,10 +60,11 @@ impl Theme {
 
     fn state(&self, state: &str) -> Style {
         match state {
-            "done" | "ended" | "merged" => self.fg(Color::Green),
+            "done" | "ended" | "merged" | "picked" => self.fg(Color::Green),
             "failed" | "budget" => self.fg(Color::Red),
             "working" | "running" | "starting" => self.fg(Color::Yellow),
-            "waiting" => self.fg(Color::Magenta),
+            // A person's turn: an answer, or a review.
+            "waiting" | "review" => self.fg(Color::Magenta),
             _ => self.fg(Color::DarkGray),
         }
     }
@@ -128,6 +129,7 @@ pub fn draw(frame: &mut Frame, model: &Model) {
     } else {
         match &model.overlay {
             Some(Overlay::Help) => draw_help(frame, &theme),
+            Some(Overlay::Pick(asked)) => draw_pick(frame, asked, &theme),
             Some(Overlay::Confirm { question, .. }) => {
                 let text = vec![
                     Line::from(question.as_str()),
@@ -210,8 +212,8 @@ fn draw_header(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
 fn draw_footer(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
     let keys: &[&str] = match model.tab {
         Tab::Runs => match model.pane {
-            Pane::Runs => &["Enter", "/", "d", "l", "p", "x", "s", "r", "c", "t"],
-            _ => &["Esc", "Tab", "d", "l", "t", "p", "x", "s", "r"],
+            Pane::Runs => &["Enter", "/", "d", "l", "p", "x", "v", "s", "r", "c", "t"],
+            _ => &["Esc", "Tab", "d", "l", "t", "p", "x", "v", "s", "r"],
         },
         Tab::Workspaces => &["1 2 3", "j k ↑ ↓", "/", "R"],
         Tab::Sessions => &["Enter", "Esc", "/", "R"],
@@ -330,9 +332,10 @@ fn draw_runs(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
     let with_node = model.pooled && area.width >= 60;
     let rows = visible_rows(&shown, model.run_sel, height, theme, |i| {
         let r = &model.runs[i];
+        let review = r.review();
         let mut cells = vec![
             Cell::new(short_id(r.id.as_str())),
-            Cell::new(run_state(r)).style(theme.state(run_state(r))),
+            Cell::new(review.to_string()).style(theme.state(review.stage.as_str())),
             Cell::new(agent_counts(r)),
             Cell::new(age(model.now, r.created_at)),
         ];
@@ -344,7 +347,8 @@ fn draw_runs(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
     });
     let mut widths = vec![
         Constraint::Length(8),
-        Constraint::Length(8),
+        // `review 2✓ 1✗`, `picked 1 1✓ 1✗`: what the run needs done.
+        Constraint::Length(15),
         Constraint::Length(9),
         Constraint::Length(4),
     ];
@@ -368,14 +372,6 @@ fn draw_runs(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
         let inner = area.inner(ratatui::layout::Margin::new(2, 2));
         frame.render_widget(Paragraph::new(why).wrap(Wrap { trim: true }), inner);
     }
-}
-
-/// A run's state, with `waiting` when one of its agents waits on a person.
-fn run_state(r: &RunRecord) -> &'static str {
-    if r.state == RunState::Running && r.agents.iter().any(|a| a.status.waiting.is_some()) {
-        return "waiting";
-    }
-    r.state.as_str()
 }
 
 /// The machine a run's agents ran on (the first's), or the one it is queued for.
@@ -430,7 +426,7 @@ fn draw_agents(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
     let title = format!(
         " Run {} · {} · {} ",
         short_id(run.id.as_str()),
-        run_state(run),
+        run.review(),
         berth_ops::title_of(&run.request.task)
     );
     let rows: Vec<Row> = run
@@ -453,7 +449,8 @@ fn draw_agents(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
         Constraint::Min(12),
         Constraint::Length(7),
         Constraint::Length(6),
-        Constraint::Length(6),
+        // `not run`.
+        Constraint::Length(7),
         Constraint::Length(5),
     ];
     let header = Row::new([
@@ -547,13 +544,28 @@ fn draw_detail(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
                 theme,
             );
         }
+        Detail::Check => {
+            let title = format!(" Agent {} ({label}) · check ", agent + 1);
+            let selected = model.selected_agent();
+            match &model.check {
+                Some(c) if selected == Some((c.run.clone(), c.agent)) => draw_lines(
+                    frame,
+                    area,
+                    &c.lines,
+                    model.check_scroll.back,
+                    title,
+                    focused,
+                    theme,
+                ),
+                _ => frame.render_widget(block(title, focused, theme), area),
+            }
+        }
         Detail::Diff => {
             let title = format!(" Agent {} ({label}) · diff ", agent + 1);
+            let selected = model.selected_agent();
             match &model.diff {
-                Some((run, i, Ok(lines)))
-                    if Some(run) == model.selected_run().map(|r| &r.id) && *i == agent =>
-                {
-                    draw_lines(
+                Some((run, i, diff)) if selected == Some((run.clone(), *i)) => match diff {
+                    Ok(lines) => draw_lines(
                         frame,
                         area,
                         lines,
@@ -561,14 +573,14 @@ fn draw_detail(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
                         title,
                         focused,
                         theme,
-                    )
-                }
-                Some((_, _, Err(why))) => {
-                    let p = Paragraph::new(why.as_str())
-                        .wrap(Wrap { trim: true })
-                        .block(block(title, focused, theme));
-                    frame.render_widget(p, area);
-                }
+                    ),
+                    Err(why) => {
+                        let p = Paragraph::new(why.as_str())
+                            .wrap(Wrap { trim: true })
+                            .block(block(title, focused, theme));
+                        frame.render_widget(p, area);
+                    }
+                },
                 _ => {
                     let p = Paragraph::new("reading the diff…").block(block(title, focused, theme));
                     frame.render_widget(p, area);
@@ -748,7 +760,7 @@ fn draw_sessions(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
 }
 
 fn draw_question(frame: &mut Frame, q: &Question, theme: &Theme) {
-    let text = vec![
+    let mut text = vec![
         Line::from(format!(
             "Agent {} ({}) of run {} asks:",
             q.agent + 1,
@@ -761,10 +773,85 @@ fn draw_question(frame: &mut Frame, q: &Question, theme: &Theme) {
         )),
         Line::from(q.waiting.description.as_str()),
         Line::from(format!("task: {}", q.task)),
-        Line::from(""),
-        Line::from("y allow once · a always · n deny · Esc later"),
     ];
+    // What it said in its turn before asking: why it wants the call, in its own words.
+    if let Some(said) = q.said.as_deref().filter(|s| !s.is_empty()) {
+        let lines: Vec<&str> = said.lines().collect();
+        let from = lines.len().saturating_sub(SAID_LINES);
+        text.push(Line::from(""));
+        text.push(Line::styled(
+            "it said:",
+            theme.fg(Color::DarkGray).add_modifier(Modifier::BOLD),
+        ));
+        if from > 0 {
+            text.push(Line::styled("…", theme.fg(Color::DarkGray)));
+        }
+        for line in &lines[from..] {
+            text.push(Line::styled(
+                format!("  {}", cut(line, SAID_WIDTH)),
+                Style::new().add_modifier(Modifier::ITALIC),
+            ));
+        }
+    }
+    text.push(Line::from(""));
+    text.push(Line::from("y allow once · a always · n deny · Esc later"));
     popup(frame, "An agent waits for you", text, 72, theme);
+}
+
+/// Most lines of what an agent said that its question's dialog quotes (the last ones), and
+/// most characters of each: the dialog fits a screen of 24 rows.
+const SAID_LINES: usize = 5;
+const SAID_WIDTH: usize = 200;
+
+/// `text` cut at `most` characters, marked.
+fn cut(text: &str, most: usize) -> String {
+    match text.char_indices().nth(most) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_owned(),
+    }
+}
+
+/// The pick dialog: what a pick does, then each reason against it in berth-run's own
+/// words with the key that goes past it.
+fn draw_pick(frame: &mut Frame, asked: &PickAsked, theme: &Theme) {
+    let n = asked.agent + 1;
+    let bad = theme.fg(Color::Red).add_modifier(Modifier::BOLD);
+    let mut text = vec![
+        Line::from(format!(
+            "Merge agent {n} ({}) of run {} into its base branch, and drop the others' workspaces?",
+            asked.label, asked.run
+        )),
+        Line::from(""),
+    ];
+    let mut keys = Vec::new();
+    if let Some(refusal) = &asked.refusal {
+        text.push(Line::styled(format!("{refusal}."), bad));
+        match asked.force {
+            true => text.push(Line::from("F given: picked against it")),
+            false => keys.push("F picks it anyway"),
+        }
+    }
+    if let Some(winner) = asked.winner {
+        text.push(Line::styled(
+            format!(
+                "run {} has its winner already: agent {} was merged.",
+                asked.run,
+                winner + 1
+            ),
+            bad,
+        ));
+        match asked.also {
+            true => text.push(Line::from("A given: merged as well")),
+            false => keys.push("A merges it as well, combining their work"),
+        }
+    }
+    text.push(Line::from(""));
+    let keys = match keys.is_empty() {
+        true => "y pick · n or Esc cancels".to_owned(),
+        false => format!("{} · Esc cancels", keys.join(" · ")),
+    };
+    text.push(Line::styled(keys, theme.fg(Color::Cyan)));
+    popup(frame, &format!("Pick agent {n}?"), text, 72, theme);
 }
 
 fn draw_help(frame: &mut Frame, theme: &Theme) {
@@ -780,7 +867,7 @@ fn draw_help(frame: &mut Frame, theme: &Theme) {
             ])
         })
         .collect();
-    popup(frame, "Keys (any key closes)", text, 50, theme);
+    popup(frame, "Keys (any key closes)", text, 64, theme);
 }
 
 /// A box in the middle of the screen, at most `width` columns, over what is below.

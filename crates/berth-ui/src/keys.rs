@@ -4,7 +4,7 @@
 
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 
-use crate::model::{Action, Detail, Input, Model, NewRun, Overlay, Pane, Scroll, Tab};
+use crate::model::{Action, Detail, Input, Model, NewRun, Overlay, Pane, PickAsked, Scroll, Tab};
 
 /// Rows a page key moves.
 const PAGE: usize = 20;
@@ -19,8 +19,9 @@ pub const KEYS: &[(&str, &str)] = &[
     ("/", "filter"),
     ("d", "diff"),
     ("l", "transcript"),
+    ("v", "check: its output, or why it did not run"),
     ("t", "tell the agent more"),
-    ("p", "pick this agent (merge it)"),
+    ("p", "pick it (merge): y, F against its evidence, A also"),
     ("x", "discard"),
     ("s", "stop"),
     ("r", "resume"),
@@ -59,19 +60,22 @@ pub fn key(model: &mut Model, key: KeyEvent) -> Vec<Action> {
             KeyCode::Char('n') => Some(berth_run::Answer::Deny),
             KeyCode::Esc => {
                 model.put_aside.insert(q.waiting.question);
-                return Vec::new();
+                // The next question's words, when another waits.
+                return model.said_wanted();
             }
             _ => None,
         };
         if let Some(answer) = answer {
             // Not asked again while the answer makes its way to the agent.
             model.put_aside.insert(q.waiting.question.clone());
-            return vec![Action::Answer {
+            let mut actions = vec![Action::Answer {
                 run: q.run,
                 agent: q.agent,
                 question: q.waiting.question,
                 answer,
             }];
+            actions.extend(model.said_wanted());
+            return actions;
         }
         if key.code != KeyCode::Char('q') {
             return Vec::new();
@@ -85,6 +89,7 @@ pub fn key(model: &mut Model, key: KeyEvent) -> Vec<Action> {
             }
             return Vec::new();
         }
+        Some(Overlay::Pick(asked)) => return pick_key(model, asked, key.code),
         Some(Overlay::Confirm { action, question }) => {
             return match key.code {
                 KeyCode::Char('y') | KeyCode::Char('Y') => vec![action],
@@ -186,7 +191,15 @@ fn scrolled(scroll: &mut Scroll, len: usize, code: KeyCode) -> bool {
     true
 }
 
+/// A key on the Runs tab; then what the detail pane needs read for what is selected now
+/// (the selected agent's diff or check, whatever moved).
 fn runs_key(model: &mut Model, key: KeyEvent) -> Vec<Action> {
+    let mut actions = runs_pane_key(model, key);
+    actions.extend(model.detail_wanted());
+    actions
+}
+
+fn runs_pane_key(model: &mut Model, key: KeyEvent) -> Vec<Action> {
     let code = key.code;
     if model.pane == Pane::Detail {
         let len = match model.detail {
@@ -199,10 +212,12 @@ fn runs_key(model: &mut Model, key: KeyEvent) -> Vec<Action> {
                 Some((_, _, Ok(lines))) => lines.len(),
                 _ => 0,
             },
+            Detail::Check => model.check.as_ref().map_or(0, |c| c.lines.len()),
         };
         let scroll = match model.detail {
             Detail::Transcript => &mut model.transcript_scroll,
             Detail::Diff => &mut model.diff_scroll,
+            Detail::Check => &mut model.check_scroll,
         };
         if scrolled(scroll, len, code) {
             return Vec::new();
@@ -266,9 +281,6 @@ fn runs_key(model: &mut Model, key: KeyEvent) -> Vec<Action> {
                 if sel != model.agent_sel {
                     model.agent_sel = sel;
                     model.transcript_scroll = Scroll::default();
-                    if model.detail == Detail::Diff {
-                        return diff_of_selected(model);
-                    }
                 }
                 return Vec::new();
             }
@@ -303,9 +315,21 @@ fn run_action(model: &mut Model, code: KeyCode) -> Vec<Action> {
         KeyCode::Char('d') => {
             model.detail = Detail::Diff;
             model.pane = Pane::Detail;
-            diff_of_selected(model)
+            Vec::new()
+        }
+        KeyCode::Char('v') => {
+            model.detail = Detail::Check;
+            model.pane = Pane::Detail;
+            Vec::new()
         }
         KeyCode::Char('p') => {
+            if agent >= count {
+                return Vec::new();
+            }
+            // berth-run's rules, said before anything is done: why it cannot be picked at
+            // all, or the evidence against it, and a winner already.
+            let pickable = berth_run::pickable(run, agent);
+            let winner = berth_run::merged(run).into_iter().find(|w| *w != agent);
             if !over {
                 model.status = Some((
                     format!(
@@ -315,13 +339,22 @@ fn run_action(model: &mut Model, code: KeyCode) -> Vec<Action> {
                 ));
                 return Vec::new();
             }
-            model.overlay = Some(Overlay::Confirm {
-                question: format!(
-                    "Merge agent {} ({label}) of run {id} into its base branch, and drop the others' workspaces?",
-                    agent + 1
-                ),
-                action: Action::Pick { run: id, agent },
-            });
+            if let Some(closed) = pickable.closed {
+                model.status = Some((
+                    format!("agent {} cannot be picked: {closed}", agent + 1),
+                    true,
+                ));
+                return Vec::new();
+            }
+            model.overlay = Some(Overlay::Pick(PickAsked {
+                run: id,
+                agent,
+                label,
+                refusal: pickable.refusal,
+                winner,
+                force: false,
+                also: false,
+            }));
             Vec::new()
         }
         KeyCode::Char('x') => {
@@ -367,31 +400,25 @@ fn run_action(model: &mut Model, code: KeyCode) -> Vec<Action> {
     }
 }
 
-fn diff_of_selected(model: &mut Model) -> Vec<Action> {
-    let Some(run) = model.selected_run() else {
-        return Vec::new();
-    };
-    let agent = model.agent_sel;
-    let id = run.id.clone();
-    match run.agents.get(agent).and_then(|a| a.workspace.clone()) {
-        Some(workspace) => vec![Action::LoadDiff {
-            run: id,
-            agent,
-            workspace,
-        }],
-        None => {
-            let why = match run.agents.get(agent).and_then(|a| a.outcome) {
-                Some(outcome) => format!(
-                    "agent {} was {}: its workspace is gone",
-                    agent + 1,
-                    outcome.as_str()
-                ),
-                None => format!("agent {} has no workspace yet", agent + 1),
-            };
-            model.diff = Some((id, agent, Err(why)));
-            Vec::new()
+/// A key in the pick dialog: y picks when nothing stands against it; F forces it past
+/// the evidence and A merges it beside a winner, each said on its own, and the pick is
+/// asked for once every key its reasons need was given.
+fn pick_key(model: &mut Model, mut asked: PickAsked, code: KeyCode) -> Vec<Action> {
+    match code {
+        KeyCode::Char('y') | KeyCode::Char('Y') if asked.ready() => return vec![asked.action()],
+        KeyCode::Char('F') if asked.refusal.is_some() => asked.force = true,
+        KeyCode::Char('A') if asked.winner.is_some() => asked.also = true,
+        KeyCode::Char('n') | KeyCode::Esc => {
+            model.status = Some(("left as it was".to_owned(), false));
+            return Vec::new();
         }
+        _ => {}
     }
+    if asked.ready() && (asked.force || asked.also) {
+        return vec![asked.action()];
+    }
+    model.overlay = Some(Overlay::Pick(asked));
+    Vec::new()
 }
 
 fn workspaces_key(model: &mut Model, key: KeyEvent) -> Vec<Action> {

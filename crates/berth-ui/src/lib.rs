@@ -25,4 +25,7 @@ pub use app::{Options, RUNS_PAGE, run};
 pub use draw::draw;
 pub use keys::{KEYS, key};
 pub use lines::{Kind, Line, Lines};
-pub use model::{Action, Detail, Input, Model, NewRun, Overlay, Pane, Question, Tab, Update};
+pub use model::{
+    Action, CheckShown, Detail, Input, Model, NewRun, Overlay, Pane, PickAsked, Question, Tab,
+    ToldText, Update,
+};

@@ -4,7 +4,7 @@
 //! transcript of 50,000 lines costs a frame no more than one of 50.
 
 use berth_ops::WorktreeDiff;
-use berth_run::RunEvent;
+use berth_run::{CheckResult, RunEvent};
 use unicode_width::UnicodeWidthChar;
 
 /// What a line is, which decides its colour.
@@ -211,6 +211,71 @@ pub fn take_event(lines: &mut Lines, event: &RunEvent) {
     }
 }
 
+/// A text told to the agent from the dashboard: whole, as it was typed.
+pub fn told(lines: &mut Lines, text: &str) {
+    lines.push(Kind::Heading, format!("› told: {text}"));
+}
+
+/// A check, as the check pane shows it: how it went and its command, then its output (the
+/// whole kept output, or the record's last lines after `note`, which says so).
+pub fn of_check(check: &CheckResult, output: Option<&str>, note: Option<&str>) -> Lines {
+    let mut lines = Lines::default();
+    let kind = match (check.passed, check.not_run) {
+        (true, _) => Kind::Good,
+        (false, true) => Kind::Quiet,
+        (false, false) => Kind::Bad,
+    };
+    lines.push(
+        kind,
+        format!("check {}: {}", check.described(), check.command),
+    );
+    if check.not_run {
+        return lines;
+    }
+    if let Some(note) = note {
+        lines.push(Kind::Quiet, format!("· {note}"));
+    }
+    match output.map(str::trim_end) {
+        Some("") => lines.push(Kind::Quiet, "· it printed nothing"),
+        Some(out) => lines.push(Kind::Text, out),
+        // A passing check's output is kept where it ran, and the record quotes none.
+        None if check.passed => {}
+        None => lines.push(Kind::Quiet, "· its output is not kept here"),
+    }
+    lines
+}
+
+/// What agent `agent` said last before it asked `question`: the pieces of its answer just
+/// before the call it asks about, over the tool calls of the same turn (as many as the
+/// model made), up to what it did before (an answer, a question, its start).
+pub fn said_before(events: &[RunEvent], agent: usize, question: &str) -> String {
+    let asked = events
+        .iter()
+        .position(|e| {
+            matches!(e, RunEvent::Asked { agent: a, question: q, .. } if *a == agent && q == question)
+        })
+        .unwrap_or(events.len());
+    let mut pieces = Vec::new();
+    for event in events[..asked].iter().rev() {
+        if event.agent() != Some(agent) {
+            continue;
+        }
+        match event {
+            RunEvent::Text { text, .. } => pieces.push(text.as_str()),
+            RunEvent::Tool { .. } | RunEvent::ToolDone { .. } | RunEvent::Notice { .. }
+                if pieces.is_empty() => {}
+            _ => break,
+        }
+    }
+    pieces.reverse();
+    let said: String = pieces.concat();
+    said.trim()
+        .lines()
+        .map(clean)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 fn tool_line(name: &str) -> String {
     format!("▸ {name}")
 }
@@ -353,6 +418,46 @@ mod tests {
         l.stream(Kind::Text, "after\x1b[2J");
         let texts: Vec<&str> = l.iter().map(|l| l.text.as_str()).collect();
         assert_eq!(texts, ["Hello, world", "second", "▸ read_file", "after[2J"]);
+    }
+
+    #[test]
+    fn what_was_said_before_a_question_is_the_last_answer_over_its_tool_calls() {
+        let text = |agent, t: &str| RunEvent::Text {
+            agent,
+            text: t.to_owned(),
+        };
+        let asked = |question: &str| RunEvent::Asked {
+            agent: 0,
+            question: question.to_owned(),
+            tool: "write_file".to_owned(),
+            description: "write notes.txt".to_owned(),
+        };
+        let done = RunEvent::ToolDone {
+            agent: 0,
+            name: "read_file".to_owned(),
+            is_error: false,
+        };
+        let events = vec![
+            text(0, "An earlier answer."),
+            asked("q-1"),
+            RunEvent::Answered {
+                agent: 0,
+                question: "q-1".to_owned(),
+                answer: "allow".to_owned(),
+            },
+            text(0, "I read it; "),
+            text(1, "another agent's words"),
+            text(0, "now I will\x1b[2J write\nthe notes."),
+            done,
+            asked("q-2"),
+            text(0, "After."),
+        ];
+        assert_eq!(
+            said_before(&events, 0, "q-2"),
+            "I read it; now I will[2J write\nthe notes."
+        );
+        assert_eq!(said_before(&events, 0, "q-1"), "An earlier answer.");
+        assert_eq!(said_before(&events[1..], 0, "q-1"), "");
     }
 
     #[test]

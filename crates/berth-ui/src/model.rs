@@ -46,6 +46,8 @@ pub enum Pane {
 pub enum Detail {
     Transcript,
     Diff,
+    /// The agent's check: its output when it ran, why not when it did not.
+    Check,
 }
 
 /// Something that changed, from the feed or from an action's end.
@@ -72,6 +74,26 @@ pub enum Update {
         run: RunId,
         agent: usize,
         diff: Result<WorktreeDiff, String>,
+    },
+    /// A check's whole output as kept beside the run (`None`: not kept on this machine).
+    Check {
+        run: RunId,
+        agent: usize,
+        kept: Result<Option<String>, String>,
+    },
+    /// What an agent said in the turn before it asked `question`.
+    Said {
+        run: RunId,
+        agent: usize,
+        question: String,
+        text: String,
+    },
+    /// An agent was told `text` from here: `message` says how.
+    Told {
+        run: RunId,
+        agent: usize,
+        text: String,
+        message: String,
     },
     Workspaces(Vec<WorkspaceView>),
     WorkspaceStatus {
@@ -100,6 +122,16 @@ pub enum Action {
         agent: usize,
         workspace: String,
     },
+    LoadCheck {
+        run: RunId,
+        agent: usize,
+    },
+    /// What the agent said before it asked `question`, for the question's dialog.
+    LoadSaid {
+        run: RunId,
+        agent: usize,
+        question: String,
+    },
     LoadWorkspaces,
     LoadWorkspaceStatus(String),
     LoadSessions,
@@ -107,6 +139,10 @@ pub enum Action {
     Pick {
         run: RunId,
         agent: usize,
+        /// Merged though the evidence is against it (`berth_run::pick_refusal`).
+        force: bool,
+        /// Merged though another agent of the run was merged already.
+        also: bool,
     },
     Discard {
         run: RunId,
@@ -152,6 +188,9 @@ pub enum Overlay {
         question: String,
         action: Action,
     },
+    /// A pick asked about: the evidence against it and a winner already are said, and each
+    /// needs its own key (F, A) before y picks.
+    Pick(PickAsked),
     /// A line typed: for what.
     Input {
         purpose: Input,
@@ -162,6 +201,36 @@ pub enum Overlay {
         form: NewRun,
         field: usize,
     },
+}
+
+/// What the pick dialog says, and which of its keys were given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PickAsked {
+    pub run: RunId,
+    pub agent: usize,
+    pub label: String,
+    /// Why it is not picked without being forced (`berth_run::pick_refusal`).
+    pub refusal: Option<String>,
+    /// The agent merged already (0-based), when the run has its winner.
+    pub winner: Option<usize>,
+    pub force: bool,
+    pub also: bool,
+}
+
+impl PickAsked {
+    /// Whether every key its reasons need was given.
+    pub fn ready(&self) -> bool {
+        (self.refusal.is_none() || self.force) && (self.winner.is_none() || self.also)
+    }
+
+    pub fn action(&self) -> Action {
+        Action::Pick {
+            run: self.run.clone(),
+            agent: self.agent,
+            force: self.force,
+            also: self.also,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -178,6 +247,8 @@ pub struct Question {
     pub label: String,
     pub task: String,
     pub waiting: berth_run::Waiting,
+    /// What the agent said in its turn before asking, once read.
+    pub said: Option<String>,
 }
 
 /// The followed run's agents' transcripts, folded from its events.
@@ -185,6 +256,18 @@ pub struct Question {
 pub struct Followed {
     pub run: Option<RunId>,
     pub agents: BTreeMap<usize, Lines>,
+    /// How many of the run's events were folded in.
+    pub folded: usize,
+}
+
+/// A text told to an agent from here, shown in its transcript after the event it was told
+/// at (the run's events do not hold what was told).
+#[derive(Debug, Clone)]
+pub struct ToldText {
+    pub agent: usize,
+    /// How many of the run's events had been folded when it was told.
+    pub at: usize,
+    pub text: String,
 }
 
 /// A scrolled text: how many lines back from the end it shows (0 follows the end).
@@ -219,6 +302,19 @@ pub struct Model {
     /// The diff shown, of which run's agent.
     pub diff: Option<(RunId, usize, Result<Lines, String>)>,
     pub diff_scroll: Scroll,
+    /// The diff being read (of which run's agent), and when it was asked for: one read at a
+    /// time, and a working agent's read again at most once a second.
+    pub diff_reading: Option<(RunId, usize)>,
+    pub diff_asked: DateTime<Utc>,
+    /// The check shown.
+    pub check: Option<CheckShown>,
+    pub check_scroll: Scroll,
+    /// What each asking agent said before its question, by the question's id; and the
+    /// questions whose words were asked for.
+    pub said: BTreeMap<String, String>,
+    pub said_asked: BTreeSet<String>,
+    /// Texts told from here, by run.
+    pub told: BTreeMap<RunId, Vec<ToldText>>,
 
     pub workspaces: Vec<WorkspaceView>,
     pub workspaces_loaded: bool,
@@ -262,6 +358,13 @@ impl Model {
             transcript_scroll: Scroll::default(),
             diff: None,
             diff_scroll: Scroll::default(),
+            diff_reading: None,
+            diff_asked: DateTime::<Utc>::MIN_UTC,
+            check: None,
+            check_scroll: Scroll::default(),
+            said: BTreeMap::new(),
+            said_asked: BTreeSet::new(),
+            told: BTreeMap::new(),
             workspaces: Vec::new(),
             workspaces_loaded: false,
             ws_sel: 0,
@@ -303,7 +406,10 @@ impl Model {
                         self.runs_next = next;
                     }
                 }
-                self.reselect_run(selected)
+                let mut actions = self.reselect_run(selected);
+                actions.extend(self.detail_wanted());
+                actions.extend(self.said_wanted());
+                actions
             }
             Update::MoreRuns { runs, next } => {
                 for r in runs {
@@ -325,17 +431,68 @@ impl Model {
                 }
                 if from_start {
                     self.followed.agents.clear();
+                    self.followed.folded = 0;
+                    self.place_told();
                 }
                 for event in &events {
                     if let Some(i) = event.agent() {
                         lines::take_event(self.followed.agents.entry(i).or_default(), event);
                     }
+                    self.followed.folded += 1;
+                    self.place_told();
                 }
                 Vec::new()
             }
             Update::Diff { run, agent, diff } => {
+                let read = (run, agent);
+                if self.diff_reading.as_ref() == Some(&read) {
+                    self.diff_reading = None;
+                }
+                // An answer for an agent no longer selected is dropped: the pane shows the
+                // selected agent's diff, read now if it is not being read.
+                if self.selected_agent().as_ref() != Some(&read) {
+                    return self.diff_wanted();
+                }
+                let (run, agent) = read;
+                let again = matches!(&self.diff, Some((r, i, _)) if *r == run && *i == agent);
                 self.diff = Some((run, agent, diff.map(|d| lines::of_diff(&d))));
-                self.diff_scroll = Scroll::default();
+                // Read again while the agent works: where the person scrolled to stays.
+                if !again {
+                    self.diff_scroll = Scroll::default();
+                }
+                Vec::new()
+            }
+            Update::Check { run, agent, kept } => {
+                self.take_check(run, agent, kept);
+                Vec::new()
+            }
+            Update::Said {
+                run,
+                agent,
+                question,
+                text,
+            } => {
+                self.said.insert(said_key(&run, agent, &question), text);
+                Vec::new()
+            }
+            Update::Told {
+                run,
+                agent,
+                text,
+                message,
+            } => {
+                self.status = Some((message, false));
+                let at = match self.followed.run.as_ref() == Some(&run) {
+                    true => {
+                        lines::told(self.followed.agents.entry(agent).or_default(), &text);
+                        self.followed.folded
+                    }
+                    false => 0,
+                };
+                self.told
+                    .entry(run)
+                    .or_default()
+                    .push(ToldText { agent, at, text });
                 Vec::new()
             }
             Update::Workspaces(list) => {
@@ -382,6 +539,57 @@ impl Model {
         self.follow_selected()
     }
 
+    /// A check's kept output read: the check pane shows it, when its agent is still the
+    /// selected one; the record's last lines, saying so, when it is not kept here.
+    fn take_check(&mut self, run: RunId, agent: usize, kept: Result<Option<String>, String>) {
+        let Some(record) = self.selected_run() else {
+            return;
+        };
+        let Some(check) = record.agents.get(agent).and_then(|a| a.check()) else {
+            return;
+        };
+        if record.id != run || agent != self.agent_sel {
+            return;
+        }
+        let lines = match &kept {
+            Ok(Some(whole)) => lines::of_check(check, Some(whole), None),
+            Ok(None) => lines::of_check(
+                check,
+                check.output.as_deref(),
+                check.output.as_ref().map(|_| {
+                    "the last lines the record quotes (the whole output is kept where the check ran)"
+                }),
+            ),
+            Err(e) => lines::of_check(
+                check,
+                check.output.as_deref(),
+                Some(&format!(
+                    "cannot read the kept output ({e}): its last lines, as the record quotes them"
+                )),
+            ),
+        };
+        self.check = Some(CheckShown {
+            run,
+            agent,
+            ran: true,
+            lines,
+        });
+    }
+
+    /// The texts told from here to the followed run at the event folded last (or before the
+    /// first), into their agents' transcripts.
+    fn place_told(&mut self) {
+        let Some(run) = &self.followed.run else {
+            return;
+        };
+        let at = self.followed.folded;
+        for t in self.told.get(run).into_iter().flatten() {
+            if t.at == at {
+                lines::told(self.followed.agents.entry(t.agent).or_default(), &t.text);
+            }
+        }
+    }
+
     /// Follows the selected run, when it is not followed already.
     pub fn follow_selected(&mut self) -> Vec<Action> {
         let id = self.selected_run().map(|r| r.id.clone());
@@ -391,9 +599,11 @@ impl Model {
         self.followed = Followed {
             run: id.clone(),
             agents: BTreeMap::new(),
+            folded: 0,
         };
         self.transcript_scroll = Scroll::default();
         self.diff = None;
+        self.check = None;
         let agents = self.selected_run().map_or(0, |r| r.agents.len());
         self.agent_sel = self.agent_sel.min(agents.saturating_sub(1));
         vec![Action::Follow(id)]
@@ -506,12 +716,163 @@ impl Model {
                         agent: i,
                         label: a.label.clone(),
                         task: berth_ops::title_of(&r.request.task),
+                        said: self
+                            .said
+                            .get(&said_key(&r.id, i, &waiting.question))
+                            .cloned(),
                         waiting,
                     })
                 })
             })
             .find(|q| !self.put_aside.contains(&q.waiting.question))
     }
+
+    /// The words of the question on top, when not asked for yet.
+    pub fn said_wanted(&mut self) -> Vec<Action> {
+        let Some(q) = self.question() else {
+            return Vec::new();
+        };
+        match self
+            .said_asked
+            .insert(said_key(&q.run, q.agent, &q.waiting.question))
+        {
+            true => vec![Action::LoadSaid {
+                run: q.run,
+                agent: q.agent,
+                question: q.waiting.question,
+            }],
+            false => Vec::new(),
+        }
+    }
+
+    /// The selected run's id and the selected agent, when there is one.
+    pub fn selected_agent(&self) -> Option<(RunId, usize)> {
+        let run = self.selected_run()?;
+        (self.agent_sel < run.agents.len()).then(|| (run.id.clone(), self.agent_sel))
+    }
+
+    /// Time passed: what it asks for (a working agent's diff read again).
+    pub fn tick(&mut self, now: DateTime<Utc>) -> Vec<Action> {
+        self.now = now;
+        self.diff_wanted()
+    }
+
+    /// What the detail pane needs read: the selected agent's diff or check.
+    pub fn detail_wanted(&mut self) -> Vec<Action> {
+        let mut actions = self.diff_wanted();
+        actions.extend(self.check_wanted());
+        actions
+    }
+
+    /// The selected agent's diff, when the diff pane shows and it is not the one shown or
+    /// being read; again once a second while the agent works.
+    pub fn diff_wanted(&mut self) -> Vec<Action> {
+        if self.tab != Tab::Runs || self.detail != Detail::Diff {
+            return Vec::new();
+        }
+        let Some(run) = self.selected_run() else {
+            return Vec::new();
+        };
+        let agent = self.agent_sel;
+        let Some(a) = run.agents.get(agent) else {
+            return Vec::new();
+        };
+        let id = run.id.clone();
+        let read = (id.clone(), agent);
+        if self.diff_reading.as_ref() == Some(&read) {
+            return Vec::new();
+        }
+        let shown = matches!(&self.diff, Some((r, i, _)) if *r == id && *i == agent);
+        let stale = !a.status.state.is_final()
+            && self.now - self.diff_asked >= chrono::Duration::seconds(1);
+        if shown && !stale {
+            return Vec::new();
+        }
+        match a.workspace.clone() {
+            Some(workspace) => {
+                self.diff_reading = Some(read);
+                self.diff_asked = self.now;
+                vec![Action::LoadDiff {
+                    run: id,
+                    agent,
+                    workspace,
+                }]
+            }
+            None => {
+                let why = format!("agent {} has no workspace yet", agent + 1);
+                self.diff = Some((id, agent, Err(why)));
+                Vec::new()
+            }
+        }
+    }
+
+    /// The selected agent's check, when the check pane shows: what the record says at once,
+    /// and its whole kept output asked for when it ran.
+    pub fn check_wanted(&mut self) -> Vec<Action> {
+        if self.tab != Tab::Runs || self.detail != Detail::Check {
+            return Vec::new();
+        }
+        let Some(run) = self.selected_run() else {
+            return Vec::new();
+        };
+        let agent = self.agent_sel;
+        let Some(a) = run.agents.get(agent) else {
+            return Vec::new();
+        };
+        let id = run.id.clone();
+        let check = a.check().cloned();
+        if self
+            .check
+            .as_ref()
+            .is_some_and(|c| c.run == id && c.agent == agent && c.ran == check.is_some())
+        {
+            return Vec::new();
+        }
+        let n = agent + 1;
+        let (lines, actions) = match &check {
+            None => {
+                let why = match (&run.request.check, a.status.state.is_final()) {
+                    (None, _) => format!("run {id} has no check (`berth run --check CMD`)"),
+                    (Some(_), false) => format!("agent {n}'s check runs once it ends"),
+                    (Some(_), true) => format!("agent {n}'s check has not told its result yet"),
+                };
+                let mut lines = Lines::default();
+                lines.push(lines::Kind::Quiet, why);
+                (lines, Vec::new())
+            }
+            Some(c) if c.not_run => (lines::of_check(c, None, None), Vec::new()),
+            Some(c) => (
+                lines::of_check(c, c.output.as_deref(), None),
+                vec![Action::LoadCheck {
+                    run: id.clone(),
+                    agent,
+                }],
+            ),
+        };
+        self.check = Some(CheckShown {
+            run: id,
+            agent,
+            ran: check.is_some(),
+            lines,
+        });
+        self.check_scroll = Scroll::default();
+        actions
+    }
+}
+
+/// The check the check pane shows, of which run's agent; `ran` when the record had its
+/// result (a check that had not run is looked at again once it has).
+#[derive(Debug)]
+pub struct CheckShown {
+    pub run: RunId,
+    pub agent: usize,
+    pub ran: bool,
+    pub lines: Lines,
+}
+
+/// A question's key: its run, its agent, and its id.
+fn said_key(run: &RunId, agent: usize, question: &str) -> String {
+    format!("{run}/{agent}/{question}")
 }
 
 /// Whether every word of `filter` is in one of `fields`, ignoring case.

@@ -9,8 +9,6 @@ mod common;
 use berth_ops::{CreateSession, CreateWorkspace, Message, Ops, Repository, Role};
 use berth_run::RunStore;
 use berth_ui::{Action, Model, Update};
-use ratatui::Terminal;
-use ratatui::backend::TestBackend;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::style::Color;
 
@@ -59,29 +57,7 @@ async fn home() -> Home {
     }
 }
 
-fn screen(model: &Model, (w, h): (u16, u16)) -> (String, ratatui::buffer::Buffer) {
-    let mut terminal = Terminal::new(TestBackend::new(w, h)).unwrap();
-    terminal.draw(|f| berth_ui::draw(f, model)).unwrap();
-    let buffer = terminal.backend().buffer().clone();
-    let mut text = String::new();
-    for y in 0..h {
-        for x in 0..w {
-            text.push_str(buffer[(x, y)].symbol());
-        }
-        text.push('\n');
-    }
-    (text, buffer)
-}
-
-fn press(model: &mut Model, code: KeyCode) -> Vec<Action> {
-    berth_ui::key(model, KeyEvent::new(code, KeyModifiers::NONE))
-}
-
-fn typed(model: &mut Model, text: &str) {
-    for c in text.chars() {
-        press(model, KeyCode::Char(c));
-    }
-}
+use common::{press, screen, typed};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn runs_tab_lists_runs_and_shows_agents_and_a_transcript_at_both_sizes() {
@@ -346,7 +322,9 @@ async fn pick_and_discard_ask_first_and_tell_and_a_new_run_are_typed() {
         press(&mut model, KeyCode::Char('y')),
         vec![Action::Pick {
             run: id.clone(),
-            agent: 0
+            agent: 0,
+            force: false,
+            also: false,
         }]
     );
     press(&mut model, KeyCode::Char('x'));
@@ -416,6 +394,14 @@ async fn screens_for_the_docs() {
     save("runs-wide", &model, (160, 48));
     press(&mut model, KeyCode::Enter);
     save("agents", &model, (80, 24));
+    press(&mut model, KeyCode::Char('j'));
+    press(&mut model, KeyCode::Char('p'));
+    save("pick", &model, (80, 24));
+    press(&mut model, KeyCode::Esc);
+    press(&mut model, KeyCode::Char('v'));
+    save("check", &model, (80, 24));
+    press(&mut model, KeyCode::Esc);
+    press(&mut model, KeyCode::Char('k'));
     press(&mut model, KeyCode::Enter);
     save("transcript", &model, (80, 24));
     press(&mut model, KeyCode::Char('2'));

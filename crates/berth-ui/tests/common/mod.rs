@@ -223,8 +223,15 @@ pub async fn loaded(ops: &Ops, store: &RunStore, color: bool) -> Model {
         runs: page.runs.into_iter().map(Result::unwrap).collect(),
         next: page.next,
     });
+    let cx = context(ops, store);
     for action in actions {
-        follow(&mut model, store, action).await;
+        match action {
+            berth_ui::Action::LoadSaid { .. } => {
+                let update = berth_ui::act(&cx, action).await;
+                model.apply(update);
+            }
+            action => follow(&mut model, store, action).await,
+        }
     }
     model.apply(Update::Workspaces(ops.list_workspaces().await.unwrap()));
     model.apply(Update::Sessions(ops.list_sessions(None).await.unwrap()));
@@ -240,5 +247,132 @@ pub async fn follow(model: &mut Model, store: &RunStore, action: berth_ui::Actio
             events,
             from_start: true,
         });
+    }
+}
+
+/// What the dashboard's actions run with, over this home.
+pub fn context(ops: &Ops, store: &RunStore) -> berth_ui::Context {
+    berth_ui::Context {
+        ops: ops.clone(),
+        store: store.clone(),
+        program: PathBuf::from("berth"),
+        here: ops.home().to_path_buf(),
+    }
+}
+
+/// The output of agent 2's failing check in [`reviewed_run`]: 60 lines, the last 20 of which
+/// the record quotes.
+pub fn failing_output() -> String {
+    let mut out: String = (1..=59)
+        .map(|i| format!("check output line {i}\n"))
+        .collect();
+    out.push_str("test parse::blank_lines ... FAILED\n");
+    out
+}
+
+/// A 3-agent run that is over, each agent done: agent 1 changed a line and its check
+/// passed; agent 2's check failed (exit 1), its whole output kept beside the run as a
+/// check keeps it; agent 3 changed nothing, so its check did not run.
+pub async fn reviewed_run(store: &RunStore, task: &str) -> RunId {
+    let record = store
+        .create(StoredRequest::of(&request(task, 3)))
+        .await
+        .unwrap();
+    let id = record.id.clone();
+    let mut s = store.supervise(&id).await.unwrap();
+    let output = failing_output();
+    let quoted: Vec<&str> = output.lines().collect();
+    let quoted = quoted[quoted.len() - 20..].join("\n");
+    let checks = [
+        CheckResult {
+            command: "cargo test".to_owned(),
+            passed: true,
+            not_run: false,
+            outcome: None,
+            output: None,
+            elapsed_ms: 1_000,
+        },
+        CheckResult {
+            command: "cargo test".to_owned(),
+            passed: false,
+            not_run: false,
+            outcome: Some("exit 1".to_owned()),
+            output: Some(quoted),
+            elapsed_ms: 1_000,
+        },
+        CheckResult::not_run("cargo test", "not run: the agent changed nothing"),
+    ];
+    let mut summaries = Vec::new();
+    for (agent, check) in checks.into_iter().enumerate() {
+        s.take(&started(agent, id.as_str())).await.unwrap();
+        s.take(&ended(agent, AgentState::Done, None)).await.unwrap();
+        s.take(&RunEvent::Checked {
+            agent,
+            check: check.clone(),
+        })
+        .await
+        .unwrap();
+        let mut summary = summary(agent, AgentState::Done, check.passed);
+        summary.workspace = Some(format!("ws-{id}-{agent}"));
+        summary.files_changed = if agent == 2 { 0 } else { 1 };
+        summary.check = Some(check);
+        summaries.push(summary);
+    }
+    s.take(&RunEvent::Summary { agents: summaries })
+        .await
+        .unwrap();
+    s.flush().await.unwrap();
+    s.release().await;
+    let kept = store.check_path(&id, 1);
+    std::fs::create_dir_all(kept.parent().unwrap()).unwrap();
+    std::fs::write(kept, output).unwrap();
+    id
+}
+
+/// A 1-agent run whose agent is at work: it started and said a line.
+pub async fn working_run(store: &RunStore, task: &str) -> (RunId, berth_run::Supervision) {
+    let record = store
+        .create(StoredRequest::of(&request(task, 1)))
+        .await
+        .unwrap();
+    let id = record.id.clone();
+    let mut s = store.supervise(&id).await.unwrap();
+    for event in [
+        started(0, id.as_str()),
+        RunEvent::Text {
+            agent: 0,
+            text: "Writing the file now.\n".to_owned(),
+        },
+    ] {
+        s.take(&event).await.unwrap();
+    }
+    s.flush().await.unwrap();
+    (id, s)
+}
+
+/// The screen `model` draws at `(w, h)`, as text, and its cells.
+pub fn screen(model: &Model, (w, h): (u16, u16)) -> (String, ratatui::buffer::Buffer) {
+    let mut terminal = ratatui::Terminal::new(ratatui::backend::TestBackend::new(w, h)).unwrap();
+    terminal.draw(|f| berth_ui::draw(f, model)).unwrap();
+    let buffer = terminal.backend().buffer().clone();
+    let mut text = String::new();
+    for y in 0..h {
+        for x in 0..w {
+            text.push_str(buffer[(x, y)].symbol());
+        }
+        text.push('\n');
+    }
+    (text, buffer)
+}
+
+/// A key pressed, as a person presses it.
+pub fn press(model: &mut Model, code: ratatui::crossterm::event::KeyCode) -> Vec<berth_ui::Action> {
+    use ratatui::crossterm::event::{KeyEvent, KeyModifiers};
+    berth_ui::key(model, KeyEvent::new(code, KeyModifiers::NONE))
+}
+
+pub fn typed(model: &mut Model, text: &str) {
+    for c in text.chars() {
+        press(model, ratatui::crossterm::event::KeyCode::Char(c));
     }
 }
