@@ -14,7 +14,7 @@ use berth_testkit::provider_server::{ProviderServer, Reply, Turn};
 use berth_testkit::wait_ok;
 use serde_json::Value;
 use support::Home;
-use support::runs::{berth_run, events, project};
+use support::runs::{berth_run, events, project, write_call};
 
 /// A home whose `[ports]` holds two blocks of 10.
 fn home_with_two_blocks() -> Home {
@@ -129,10 +129,14 @@ fn two_runs_at_once_give_every_agent_a_block_of_its_own() {
         home.ok(&["workspace", "create", &format!("idle-{i}"), "--plain"]);
     }
     let server = ProviderServer::start_in_background();
+    // Each agent writes a file, so its check runs; held back so that every agent's first
+    // request gets a write.
     for _ in 0..4 {
-        server.push(
-            Reply::anthropic(&Turn::new().text(["Done."])).delay_head(Duration::from_millis(500)),
-        );
+        server
+            .push(Reply::anthropic(&write_call("work\n")).delay_head(Duration::from_millis(2000)));
+    }
+    for _ in 0..4 {
+        server.push(Reply::anthropic(&Turn::new().text(["Done."])));
     }
     let (_tmp, root) = project();
     let runs: Vec<_> = ["first task", "second task"]
@@ -146,6 +150,8 @@ fn two_runs_at_once_give_every_agent_a_block_of_its_own() {
                     task,
                     "--agents",
                     "2",
+                    "--allow",
+                    "write_file",
                     "--check",
                     "printf '%s %s' \"$BERTH_PORT\" \"$BERTH_PORT_4\" > .ports",
                     "--json",

@@ -371,6 +371,8 @@ fn a_run_is_deleted_once_over_and_its_sessions_stay_unless_asked() {
     let record = show(&home, &second);
     let session = record["agents"][0]["session"].as_str().unwrap().to_owned();
     home.ok(&["run", "discard", &second, "--yes"]);
+    // Discarded, its session is still read.
+    home.ok(&["session", "show", &session]);
     let deleted = home.json(&[
         "run",
         "delete",

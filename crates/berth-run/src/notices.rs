@@ -99,10 +99,9 @@ pub(crate) fn of(record: &RunRecord, event: &RunEvent, how: How) -> Vec<Notice> 
         }
         RunEvent::Summary { .. } if how.stopped_by_person => Vec::new(),
         RunEvent::Summary { agents } => {
-            let all_well = agents.iter().all(|a| {
-                a.state == AgentState::Done
-                    && a.check.as_ref().is_none_or(|c| c.passed)
-            });
+            let all_well = agents
+                .iter()
+                .all(|a| a.state == AgentState::Done && a.check.as_ref().is_none_or(|c| c.passed));
             let kind = match agents.as_slice() {
                 _ if how.told => NotifyEvent::ToldDone,
                 _ if all_well => NotifyEvent::Done,
