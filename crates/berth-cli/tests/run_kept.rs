@@ -663,6 +663,20 @@ fn tell_on_a_running_run_is_taken_after_the_agents_current_turn() {
         std::fs::read_to_string(worktree.join("out.txt")).unwrap(),
         "told\n"
     );
+    // The run's events say what it was told, whole, between the two answers: what every
+    // front end shows in the transcript.
+    let logged = events(&home.ok(&["run", "logs", &id, "--json"]));
+    let at = logged
+        .iter()
+        .position(|e| e["event"] == "told")
+        .unwrap_or_else(|| panic!("no told event: {logged:#?}"));
+    assert_eq!(logged[at]["text"], "Also write told into out.txt");
+    assert!(logged[..at].iter().any(|e| e["event"] == "text"));
+    let lines = home.ok(&["run", "logs", &id]);
+    assert!(
+        lines.contains("[1] told: Also write told into out.txt"),
+        "{lines}"
+    );
     // An agent that has ended cannot be told while the run goes on; once over, it can.
     let over = home.run(&["run", "tell", &id, " "]);
     assert_eq!(over.code, 2, "{}", over.stderr);

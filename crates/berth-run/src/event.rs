@@ -84,6 +84,9 @@ pub enum RunEvent {
     },
     /// Something a person should know that is not the answer.
     Notice { agent: usize, message: String },
+    /// The agent was told `text` (`berth run tell`, the dashboard, the review page): its
+    /// next turn's prompt, shown in its transcript where it was told.
+    Told { agent: usize, text: String },
     /// A call the policy does not cover waits for a person (`--ask`): `berth run answer`,
     /// or the review page, answers `question`.
     Asked {
@@ -131,6 +134,7 @@ impl RunEvent {
             | RunEvent::ToolDone { agent, .. }
             | RunEvent::Refused { agent, .. }
             | RunEvent::Notice { agent, .. }
+            | RunEvent::Told { agent, .. }
             | RunEvent::Asked { agent, .. }
             | RunEvent::Answered { agent, .. }
             | RunEvent::Ended { agent, .. }
@@ -237,6 +241,7 @@ impl AgentStatus {
                 self.latest = Some(format!("check {}", check.verdict()));
             }
             RunEvent::Pushed { branch, .. } => self.latest = Some(format!("pushed {branch}")),
+            RunEvent::Told { .. } => self.latest = Some("told more".to_owned()),
             RunEvent::Asked {
                 question,
                 tool,

@@ -202,3 +202,118 @@ pub fn pickable(record: &RunRecord, i: usize) -> Pickable {
         closed,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kept::{RunId, StoredRequest};
+    use crate::{AgentSummary, CheckResult};
+
+    /// A run over of `agents.len()` agents, each `(state, lines changed, cost, check passed)`.
+    fn run(check: bool, agents: &[(AgentState, u64, Option<f64>, Option<bool>)]) -> RunRecord {
+        let mut request = StoredRequest::one_agent("Fix it");
+        request.check = check.then(|| "cargo test".to_owned());
+        request.agents = vec![request.agents[0].clone(); agents.len()];
+        let mut record = RunRecord::new(RunId::generate(), request);
+        record.state = crate::RunState::Ended;
+        for (i, (state, lines, cost, passed)) in agents.iter().enumerate() {
+            let a = &mut record.agents[i];
+            a.workspace = Some(format!("w{i}"));
+            a.status.state = *state;
+            a.summary = Some(AgentSummary {
+                agent: i,
+                label: "berth".into(),
+                workspace: a.workspace.clone(),
+                workspace_name: None,
+                session: None,
+                state: *state,
+                stop: "end_turn".into(),
+                message: None,
+                files_changed: usize::from(*lines > 0),
+                added: *lines,
+                removed: 0,
+                check: passed.map(|p| CheckResult {
+                    command: "cargo test".into(),
+                    passed: p,
+                    not_run: false,
+                    outcome: (!p).then(|| "exit 1".into()),
+                    output: None,
+                    elapsed_ms: 0,
+                }),
+                input_tokens: 0,
+                output_tokens: 0,
+                cost_usd: *cost,
+                elapsed_ms: 0,
+            });
+        }
+        record
+    }
+
+    use AgentState::{Done, Failed};
+
+    #[test]
+    fn best_is_the_passing_agent_with_the_fewest_lines_then_the_lowest_cost() {
+        let record = run(
+            true,
+            &[
+                (Done, 3, Some(0.02), Some(false)),
+                (Done, 9, Some(0.01), Some(true)),
+                (Done, 5, Some(0.03), Some(true)),
+                (Done, 5, Some(0.02), Some(true)),
+                (Failed, 1, Some(0.00), None),
+            ],
+        );
+        let (winner, why) = best(&record).unwrap();
+        assert_eq!(winner, 3, "{why}");
+        assert!(why.contains("changed 5 line(s)"), "{why}");
+        assert!(why.contains("as few as agent 3"), "{why}");
+        assert!(why.contains("cost the least"), "{why}");
+        // A cost not known comes after one known.
+        let record = run(
+            true,
+            &[
+                (Done, 5, None, Some(true)),
+                (Done, 5, Some(0.5), Some(true)),
+            ],
+        );
+        assert_eq!(best(&record).unwrap().0, 1);
+    }
+
+    #[test]
+    fn best_refuses_without_a_check_or_a_passing_agent_and_says_why() {
+        let no_check = run(false, &[(Done, 3, None, None)]);
+        assert!(best(&no_check).unwrap_err().contains("has no check"));
+        let none = run(
+            true,
+            &[
+                (Failed, 0, None, None),
+                (Done, 0, None, None),
+                (Done, 2, None, Some(false)),
+            ],
+        );
+        let why = best(&none).unwrap_err();
+        assert!(why.contains("agent 1 failed"), "{why}");
+        assert!(why.contains("agent 2 changed nothing"), "{why}");
+        assert!(why.contains("agent 3's check failed (exit 1)"), "{why}");
+    }
+
+    #[test]
+    fn a_winner_closes_the_others_picks_but_not_its_own_record() {
+        let mut record = run(
+            true,
+            &[(Done, 1, None, Some(true)), (Done, 1, None, Some(true))],
+        );
+        record.agents[0].outcome = Some(AgentOutcome::Merged);
+        assert_eq!(merged(&record), vec![0]);
+        assert_eq!(best(&record).unwrap().0, 1);
+        assert!(pickable(&record, 0).closed.unwrap().contains("merged"));
+        assert!(pickable(&record, 1).closed.is_none());
+        record.state = crate::RunState::Running;
+        assert!(
+            pickable(&record, 1)
+                .closed
+                .unwrap()
+                .contains("still running")
+        );
+    }
+}

@@ -511,7 +511,15 @@ impl Running {
         let prompt = match resume {
             Some(Resume {
                 prompt: Some(told), ..
-            }) => told.clone(),
+            }) => {
+                // A run that was over, told more: what it was told, where it was told.
+                self.send(RunEvent::Told {
+                    agent: i,
+                    text: told.clone(),
+                })
+                .await;
+                told.clone()
+            }
             Some(Resume { moved: true, .. }) => moved_prompt(&self.request.task),
             Some(_) => resume_prompt(&self.request.task),
             None => self.request.task.clone(),
@@ -612,9 +620,9 @@ impl Running {
             }
             match self.told.next_or_close(i) {
                 Some(text) => {
-                    self.send(RunEvent::Notice {
+                    self.send(RunEvent::Told {
                         agent: i,
-                        message: format!("told: {}", berth_ops::title_of(&text)),
+                        text: text.clone(),
                     })
                     .await;
                     prompt = text;

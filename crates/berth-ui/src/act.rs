@@ -235,8 +235,8 @@ async fn said(store: &RunStore, run: berth_run::RunId, agent: usize, question: S
     }
 }
 
-/// An agent told `text`, as `berth run tell --detach` tells it; the text is kept to show in
-/// its transcript, since the run's events do not hold it.
+/// An agent told `text`, as `berth run tell --detach` tells it; the text shows in its
+/// transcript from the run's events (`RunEvent::Told`), as any front end's tell does.
 async fn tell(cx: &Context, run: berth_run::RunId, agent: usize, text: String) -> Update {
     let (ops, store) = (&cx.ops, &cx.store);
     let message =
@@ -249,10 +249,5 @@ async fn tell(cx: &Context, run: berth_run::RunId, agent: usize, text: String) -
             }
             Err(e) => return Update::Failed(e.to_string()),
         };
-    Update::Told {
-        run,
-        agent,
-        text,
-        message,
-    }
+    Update::Done(message)
 }

@@ -27,5 +27,5 @@ pub use keys::{KEYS, key};
 pub use lines::{Kind, Line, Lines};
 pub use model::{
     Action, CheckShown, Detail, Input, Model, NewRun, Overlay, Pane, PickAsked, Question, Tab,
-    ToldText, Update,
+    Update,
 };

@@ -164,6 +164,7 @@ pub fn take_event(lines: &mut Lines, event: &RunEvent) {
             tool, description, ..
         } => lines.push(Kind::Bad, format!("⊘ refused {tool}: {description}")),
         RunEvent::Notice { message, .. } => lines.push(Kind::Quiet, format!("· {message}")),
+        RunEvent::Told { text, .. } => told(lines, text),
         RunEvent::Asked {
             tool, description, ..
         } => lines.push(
@@ -211,7 +212,8 @@ pub fn take_event(lines: &mut Lines, event: &RunEvent) {
     }
 }
 
-/// A text told to the agent from the dashboard: whole, as it was typed.
+/// A text told to the agent (from the dashboard, the CLI or the web page): whole, as it was
+/// typed.
 pub fn told(lines: &mut Lines, text: &str) {
     lines.push(Kind::Heading, format!("› told: {text}"));
 }

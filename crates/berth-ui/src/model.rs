@@ -88,13 +88,6 @@ pub enum Update {
         question: String,
         text: String,
     },
-    /// An agent was told `text` from here: `message` says how.
-    Told {
-        run: RunId,
-        agent: usize,
-        text: String,
-        message: String,
-    },
     Workspaces(Vec<WorkspaceView>),
     WorkspaceStatus {
         id: String,
@@ -260,16 +253,6 @@ pub struct Followed {
     pub folded: usize,
 }
 
-/// A text told to an agent from here, shown in its transcript after the event it was told
-/// at (the run's events do not hold what was told).
-#[derive(Debug, Clone)]
-pub struct ToldText {
-    pub agent: usize,
-    /// How many of the run's events had been folded when it was told.
-    pub at: usize,
-    pub text: String,
-}
-
 /// A scrolled text: how many lines back from the end it shows (0 follows the end).
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Scroll {
@@ -313,8 +296,6 @@ pub struct Model {
     /// questions whose words were asked for.
     pub said: BTreeMap<String, String>,
     pub said_asked: BTreeSet<String>,
-    /// Texts told from here, by run.
-    pub told: BTreeMap<RunId, Vec<ToldText>>,
 
     pub workspaces: Vec<WorkspaceView>,
     pub workspaces_loaded: bool,
@@ -364,7 +345,6 @@ impl Model {
             check_scroll: Scroll::default(),
             said: BTreeMap::new(),
             said_asked: BTreeSet::new(),
-            told: BTreeMap::new(),
             workspaces: Vec::new(),
             workspaces_loaded: false,
             ws_sel: 0,
@@ -432,14 +412,12 @@ impl Model {
                 if from_start {
                     self.followed.agents.clear();
                     self.followed.folded = 0;
-                    self.place_told();
                 }
                 for event in &events {
                     if let Some(i) = event.agent() {
                         lines::take_event(self.followed.agents.entry(i).or_default(), event);
                     }
                     self.followed.folded += 1;
-                    self.place_told();
                 }
                 Vec::new()
             }
@@ -473,26 +451,6 @@ impl Model {
                 text,
             } => {
                 self.said.insert(said_key(&run, agent, &question), text);
-                Vec::new()
-            }
-            Update::Told {
-                run,
-                agent,
-                text,
-                message,
-            } => {
-                self.status = Some((message, false));
-                let at = match self.followed.run.as_ref() == Some(&run) {
-                    true => {
-                        lines::told(self.followed.agents.entry(agent).or_default(), &text);
-                        self.followed.folded
-                    }
-                    false => 0,
-                };
-                self.told
-                    .entry(run)
-                    .or_default()
-                    .push(ToldText { agent, at, text });
                 Vec::new()
             }
             Update::Workspaces(list) => {
@@ -574,20 +532,6 @@ impl Model {
             ran: true,
             lines,
         });
-    }
-
-    /// The texts told from here to the followed run at the event folded last (or before the
-    /// first), into their agents' transcripts.
-    fn place_told(&mut self) {
-        let Some(run) = &self.followed.run else {
-            return;
-        };
-        let at = self.followed.folded;
-        for t in self.told.get(run).into_iter().flatten() {
-            if t.at == at {
-                lines::told(self.followed.agents.entry(t.agent).or_default(), &t.text);
-            }
-        }
     }
 
     /// Follows the selected run, when it is not followed already.

@@ -403,7 +403,7 @@ async fn a_working_agents_diff_is_read_again_at_most_once_a_second() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_text_told_from_here_stays_in_the_transcript() {
+async fn a_told_text_shows_in_the_transcript_where_it_was_told() {
     let h = home().await;
     let id = common::finished_run(&h.store, "Fix the parser bug", 3).await;
     let mut model = common::loaded(&h.ops, &h.store, true).await;
@@ -421,11 +421,22 @@ async fn a_text_told_from_here_stays_in_the_transcript() {
     );
     press(&mut model, KeyCode::Char('l'));
     // The tell went through (what act.rs says when berth-run told it).
-    model.apply(Update::Told {
+    model.apply(Update::Done("agent 1 is told, in process 4242".to_owned()));
+    // The run's events say what it was told, whoever told it, then the told turn.
+    let told = [
+        berth_run::RunEvent::Told {
+            agent: 0,
+            text: "add a test for blank lines".to_owned(),
+        },
+        berth_run::RunEvent::Text {
+            agent: 0,
+            text: "Added the test.\n".to_owned(),
+        },
+    ];
+    model.apply(Update::Events {
         run: id.clone(),
-        agent: 0,
-        text: "add a test for blank lines".to_owned(),
-        message: "agent 1 is told, in process 4242".to_owned(),
+        events: told.to_vec(),
+        from_start: false,
     });
     for size in SIZES {
         let (text, _) = screen(&model, size);
@@ -435,22 +446,9 @@ async fn a_text_told_from_here_stays_in_the_transcript() {
         );
         assert!(text.contains("in process 4242"), "{text}");
     }
-    // The told turn's events come after it; read again from the start (R), it stays where
-    // it was told, once.
-    let (events, _) = h.store.events(&id, 0).await.unwrap();
-    model.apply(Update::Events {
-        run: id.clone(),
-        events: vec![berth_run::RunEvent::Text {
-            agent: 0,
-            text: "Added the test.\n".to_owned(),
-        }],
-        from_start: false,
-    });
-    let mut all = events;
-    all.push(berth_run::RunEvent::Text {
-        agent: 0,
-        text: "Added the test.\n".to_owned(),
-    });
+    // Read again from the start (R), it stays where it was told, once.
+    let (mut all, _) = h.store.events(&id, 0).await.unwrap();
+    all.extend(told);
     let actions = press(&mut model, KeyCode::Char('R'));
     assert_eq!(actions, vec![Action::Follow(Some(id.clone()))]);
     model.apply(Update::Events {

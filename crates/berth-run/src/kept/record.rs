@@ -21,7 +21,7 @@ use crate::{
 pub struct RunId(pub(super) String);
 
 impl RunId {
-    pub(super) fn generate() -> RunId {
+    pub(crate) fn generate() -> RunId {
         RunId(uuid::Uuid::new_v4().simple().to_string()[..12].to_owned())
     }
 
@@ -269,7 +269,7 @@ pub struct RunRecord {
 }
 
 impl RunRecord {
-    pub(super) fn new(id: RunId, request: StoredRequest) -> RunRecord {
+    pub(crate) fn new(id: RunId, request: StoredRequest) -> RunRecord {
         let state = match request.pool {
             Some(_) => RunState::Queued,
             None => RunState::Starting,

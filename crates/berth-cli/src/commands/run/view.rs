@@ -122,6 +122,9 @@ impl View for Lines {
                 agent + 1
             ),
             RunEvent::Notice { agent, message } => format!("[{}] berth: {message}", agent + 1),
+            RunEvent::Told { agent, text } => {
+                format!("[{}] told: {}", agent + 1, berth_ops::title_of(text))
+            }
             RunEvent::Ended {
                 agent,
                 state,
