@@ -262,6 +262,7 @@ fn crash_loses_no_acknowledged_write(url: &str) {
                 provider: ProviderKind::Claude,
                 model: "m".into(),
                 cwd: None,
+                agent: None,
             },
             chrono::Utc::now(),
         )
@@ -524,6 +525,7 @@ fn populated_fs_home() -> (Home, String) {
                     provider: ProviderKind::Gemini,
                     model: "g".into(),
                     cwd: Some("/x".into()),
+                    agent: None,
                 },
                 chrono::Utc::now(),
             )

@@ -403,6 +403,7 @@ impl Run<'_> {
                         provider: s.provider,
                         model: s.model.clone(),
                         cwd: s.cwd.clone(),
+                        agent: s.agent.clone(),
                     };
                     dst.sessions().create(new, s.created_at).await?;
                     dst.sessions()

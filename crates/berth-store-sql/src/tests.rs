@@ -254,6 +254,7 @@ async fn sqlite_appends_made_at_once_commit_together_and_fail_alone() {
             provider: berth_core::config::ProviderKind::Claude,
             model: "m".into(),
             cwd: None,
+            agent: None,
         };
         sessions.push(SessionStore::create(&store, new, now).await.unwrap());
     }
