@@ -428,6 +428,7 @@ impl Run<'_> {
                 let same_record = t.workspace_id == s.workspace_id
                     && t.provider == s.provider
                     && t.model == s.model
+                    && t.agent == s.agent
                     && t.created_at == s.created_at
                     && t.cwd == s.cwd;
                 if !same_record || !mine.starts_with(&theirs) {

@@ -233,6 +233,9 @@ pub async fn session_agent(b: Backend) {
         vec![Some(name), None]
     );
     // Changes of the record keep it.
+    s.append(&made.id, &Message::new(Role::User, "hi"))
+        .await
+        .unwrap();
     s.set_title(&made.id, "renamed", now).await.unwrap();
     s.set_status(&made.id, SessionStatus::Closed, now)
         .await
@@ -242,9 +245,6 @@ pub async fn session_agent(b: Backend) {
         output_tokens: 2,
     };
     s.add_usage(&made.id, turn).await.unwrap();
-    s.append(&made.id, &Message::new(Role::User, "hi"))
-        .await
-        .unwrap();
     assert_eq!(s.load(&made.id).await.unwrap().agent.as_deref(), Some(name));
     for bad in ["", "   "] {
         let mut new = new_session("w1", None);
