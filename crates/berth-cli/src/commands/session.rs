@@ -121,7 +121,14 @@ async fn list(
         })
         .collect();
     render::table(
-        &["ID", "WORKSPACE", "STATUS", "ANSWERED BY", "CREATED", "TITLE"],
+        &[
+            "ID",
+            "WORKSPACE",
+            "STATUS",
+            "ANSWERED BY",
+            "CREATED",
+            "TITLE",
+        ],
         &rows,
     )?;
     Ok(())
