@@ -45,6 +45,7 @@ fn main() {
         provider: berth_core::config::ProviderKind::Claude,
         model: "claude-sonnet-4-5".into(),
         cwd: None,
+        agent: None,
     };
     let short = rt
         .block_on(SessionStore::create(&store, new("short"), now))
@@ -225,6 +226,7 @@ async fn sessions<S: SessionStore + WorkspaceStore>(
             provider: berth_core::config::ProviderKind::Claude,
             model: "claude-sonnet-4-5".into(),
             cwd: None,
+            agent: None,
         };
         ids.push(SessionStore::create(store, new, now).await.unwrap().id);
     }

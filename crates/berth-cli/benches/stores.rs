@@ -220,6 +220,7 @@ async fn populate(m: &WorkspaceManager, count: usize, session_len: usize) {
                 provider: ProviderKind::Claude,
                 model: "m".into(),
                 cwd: None,
+                agent: None,
             },
             chrono::Utc::now(),
         )

@@ -262,6 +262,7 @@ fn crash_loses_no_acknowledged_write(url: &str) {
                 provider: ProviderKind::Claude,
                 model: "m".into(),
                 cwd: None,
+                agent: None,
             },
             chrono::Utc::now(),
         )
@@ -524,6 +525,8 @@ fn populated_fs_home() -> (Home, String) {
                     provider: ProviderKind::Gemini,
                     model: "g".into(),
                     cwd: Some("/x".into()),
+                    // One an ACP agent worked in: the migration carries its name.
+                    agent: (title == "closed").then(|| "claude-code".to_owned()),
                 },
                 chrono::Utc::now(),
             )
@@ -597,6 +600,8 @@ fn migrate_round_trip(url: &str) {
         &everything(&db, &sids, &homes),
         &everything(&fs, &sids, &homes),
     );
+    let closed = db.json(&["session", "show", "closed", "--json"]);
+    assert_eq!(closed["session"]["agent"], "claude-code", "{closed}");
     let config = db.json(&["config", "show", "--workspace", "alpha", "--json"]);
     assert_eq!(config["config"]["model"], "m", "{config}");
     // Again: nothing to copy.

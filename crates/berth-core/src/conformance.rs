@@ -28,8 +28,8 @@ pub use manager::{manager_device_and_delete, manager_gc_and_default, manager_res
 pub use paging::paging;
 pub use ports::{kept_port_blocks, port_blocks, racing_port_assignments};
 pub use sessions::{
-    deleting_a_workspace_deletes_its_sessions, manager_sessions, session_lifecycle, session_turns,
-    session_usage,
+    deleting_a_workspace_deletes_its_sessions, manager_sessions, session_agent, session_lifecycle,
+    session_turns, session_usage,
 };
 pub use storage::storage;
 pub use workspaces::{
@@ -64,6 +64,7 @@ fn new_session(ws: &str, id: Option<&str>) -> NewSession {
         provider: crate::config::ProviderKind::Gemini,
         model: "gemini-2.5-pro".into(),
         cwd: Some("/tmp/x".into()),
+        agent: None,
     }
 }
 
@@ -96,7 +97,7 @@ macro_rules! conformance_tests {
             manager_resolution, manager_device_and_delete, manager_gc_and_default,
             session_lifecycle, deleting_a_workspace_deletes_its_sessions, manager_sessions,
             paging, port_blocks, kept_port_blocks, racing_port_assignments, session_usage,
-            session_turns);
+            session_turns, session_agent);
     };
     (@each $make:expr; $($name:ident),*) => {
         $(

@@ -332,6 +332,11 @@ pub struct Session {
     pub model: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwd: Option<String>,
+    /// The ACP agent that works in the session, as a run names it (`claude-code`,
+    /// `cmd:python3 agent.py`); `None` for berth's own agent. With one, `provider` and `model`
+    /// are only the record's defaults: the agent, not that model, answers in the session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
     pub status: SessionStatus,
     pub created_at: DateTime<Utc>,
     /// Last change of the metadata (title, status); appends do not rewrite it.
@@ -400,12 +405,26 @@ pub struct NewSession {
     pub provider: ProviderKind,
     pub model: String,
     pub cwd: Option<String>,
+    /// The ACP agent that will work in the session (see [`Session::agent`]); `None` for
+    /// berth's own.
+    pub agent: Option<String>,
 }
 
 impl NewSession {
     /// What a store checks before it writes anything: the model name is 1-128 characters
-    /// without control characters.
+    /// without control characters; an agent's name, if any, is 1-4096 bytes (a command line
+    /// may be long, but an empty name would say nothing a `None` does not).
     pub fn check(&self) -> Result<(), Error> {
+        if let Some(agent) = &self.agent
+            && (agent.trim().is_empty() || agent.len() > 4096)
+        {
+            return Err(Error::Invalid(crate::id::InvalidInput {
+                kind: "agent",
+                value: agent.chars().take(80).collect(),
+                rule: "must be 1-4096 bytes, not only spaces; leave it out for berth's own agent"
+                    .to_owned(),
+            }));
+        }
         let model = &self.model;
         if model.is_empty() || model.len() > 128 || model.chars().any(char::is_control) {
             return Err(Error::Invalid(crate::id::InvalidInput {

@@ -403,6 +403,7 @@ impl Run<'_> {
                         provider: s.provider,
                         model: s.model.clone(),
                         cwd: s.cwd.clone(),
+                        agent: s.agent.clone(),
                     };
                     dst.sessions().create(new, s.created_at).await?;
                     dst.sessions()
@@ -427,6 +428,7 @@ impl Run<'_> {
                 let same_record = t.workspace_id == s.workspace_id
                     && t.provider == s.provider
                     && t.model == s.model
+                    && t.agent == s.agent
                     && t.created_at == s.created_at
                     && t.cwd == s.cwd;
                 if !same_record || !mine.starts_with(&theirs) {

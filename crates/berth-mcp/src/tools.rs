@@ -730,7 +730,7 @@ impl BerthMcp {
     }
 
     #[tool(
-        description = "List sessions a page at a time (the berth://session resource): id, workspace, title, provider, model, status, timestamps and URI of each, and next_cursor for the next page.",
+        description = "List sessions a page at a time (the berth://session resource): id, workspace, title, provider, model, agent (the ACP agent that works in it, which answers instead of that model; null for berth's own), status, timestamps and URI of each, and next_cursor for the next page.",
         annotations(read_only_hint = true, open_world_hint = false),
         output_schema = schemas::session_page()
     )]

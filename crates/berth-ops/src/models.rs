@@ -186,8 +186,13 @@ impl Ops {
     /// What the session's tokens cost, in US dollars, at the price `[prices]` gives its model:
     /// the one chosen for it (`/model`, an editor's option, `--model`), else the one it was
     /// made with; `None` when the table does not know the model. Not the configured model of
-    /// the moment: a config changed since must not reprice what was spent.
+    /// the moment: a config changed since must not reprice what was spent. `None` for an ACP
+    /// agent's session: the agent calls a model berth does not know, so no price of berth's
+    /// model is its cost.
     pub async fn session_cost(&self, session: &Session) -> Result<Option<f64>> {
+        if session.agent.is_some() {
+            return Ok(None);
+        }
         let config = self.config(Some(&session.workspace_id)).await?.config;
         let model = match self.kept_model(session).await? {
             Some(choice) => choice.model,

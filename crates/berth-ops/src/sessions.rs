@@ -31,6 +31,9 @@ pub struct CreateSession {
     /// The folder the session works in (an editor's project); `None`: the workspace's
     /// worktree or folder.
     pub cwd: Option<PathBuf>,
+    /// The ACP agent that will work in the session, as a run names it (`claude-code`, a
+    /// command line); `None`: berth's own agent, on the provider and model above.
+    pub agent: Option<String>,
 }
 
 /// Where a client's new session goes: an editor working in a folder, or a phone app that
@@ -338,6 +341,7 @@ impl Ops {
             provider,
             model: model.clone(),
             cwd,
+            agent: request.agent,
         };
         let session = self.manager.create_session(new).await?;
         if chosen {
@@ -369,7 +373,8 @@ impl Ops {
         let forked = async {
             // What a killed process left of its last answer joins the history first.
             self.recover_partial_answer(from, &hold).await?;
-            self.copy_session(from, workspace, cwd, title).await
+            // berth's own agent answers in a fork, on `from`'s model, whatever worked in `from`.
+            self.copy_session(from, workspace, cwd, title, None).await
         }
         .await;
         hold.release().await;
@@ -390,17 +395,20 @@ impl Ops {
             "" => None,
             t => Some(t.to_owned()),
         };
-        self.copy_session(from, Some(workspace), Some(cwd), title)
+        // The same agent goes on in it: a run's ACP agent stays that agent on the new node.
+        self.copy_session(from, Some(workspace), Some(cwd), title, from.agent.clone())
             .await
     }
 
-    /// A new session with `from`'s transcript, as [`Ops::fork_session`] describes it.
+    /// A new session with `from`'s transcript, as [`Ops::fork_session`] describes it, in which
+    /// `agent` works (`None`: berth's own).
     async fn copy_session(
         &self,
         from: &Session,
         workspace: Option<&str>,
         cwd: Option<PathBuf>,
         title: Option<String>,
+        agent: Option<String>,
     ) -> Result<Session> {
         let transcript = self.transcript(from).await?;
         let title = title.unwrap_or_else(|| match from.title.as_str() {
@@ -420,6 +428,7 @@ impl Ops {
                 model: Some(from.model.clone()),
                 id: None,
                 cwd,
+                agent,
             })
             .await?;
         let sessions = self.manager.sessions();

@@ -134,8 +134,11 @@ pub struct SessionView {
     /// `<id> (<title>)`, or the id.
     pub label: String,
     pub title: String,
+    /// The record's provider and model: what answers in it unless `agent` names an ACP agent.
     pub provider: ProviderKind,
     pub model: String,
+    /// The ACP agent that works in the session, as a run names it; null for berth's own.
+    pub agent: Option<String>,
     pub cwd: Option<String>,
     pub status: SessionStatus,
     pub created_at: DateTime<Utc>,
@@ -154,6 +157,7 @@ impl SessionView {
             title: s.title.clone(),
             provider: s.provider,
             model: s.model.clone(),
+            agent: s.agent.clone(),
             cwd: s.cwd.clone(),
             status: s.status,
             created_at: s.created_at,
@@ -167,6 +171,16 @@ impl SessionView {
         SessionView {
             workspace_name: name.map(ToString::to_string),
             ..SessionView::of(s)
+        }
+    }
+
+    /// What answers in the session, as a person reads it: `agent <name>` for an ACP agent,
+    /// else `<provider>/<model>`. The record's model is never shown for an agent's session: no
+    /// berth model answers there.
+    pub fn answered_by(&self) -> String {
+        match &self.agent {
+            Some(agent) => format!("agent {agent}"),
+            None => format!("{}/{}", self.provider, self.model),
         }
     }
 

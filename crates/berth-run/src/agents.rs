@@ -67,6 +67,15 @@ impl AgentSpec {
         }
     }
 
+    /// The label of an ACP agent, which a session it works in records; `None` for berth's
+    /// own agent, whose session records its model instead.
+    pub fn acp_label(&self) -> Option<String> {
+        match self {
+            AgentSpec::Berth { .. } => None,
+            AgentSpec::Acp { .. } => Some(self.label()),
+        }
+    }
+
     pub(crate) fn model(&self) -> Option<&str> {
         match self {
             AgentSpec::Berth { model } => model.as_deref(),

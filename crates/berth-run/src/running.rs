@@ -634,7 +634,8 @@ impl Running {
     }
 
     /// Makes agent `i`'s workspace (`<base>-<i+1>`, or the next free number after it) and its
-    /// session, with the agent's model kept as the session's choice.
+    /// session, with the agent's model kept as the session's choice, or naming the ACP agent
+    /// that works in it (no berth model answers there).
     async fn place(&self, i: usize, base: &str, spec: &AgentSpec) -> berth_ops::Result<Placed> {
         let (workspace, worktree) = match &self.request.workspace {
             Some(identifier) => {
@@ -650,6 +651,7 @@ impl Running {
                 workspace: workspace.id.to_string(),
                 title: berth_ops::title_of(&self.request.task),
                 cwd: Some(worktree.clone()),
+                agent: spec.acp_label(),
                 ..CreateSession::default()
             })
             .await?;

@@ -111,6 +111,7 @@ impl Layout {
             provider: new.provider,
             model: new.model,
             cwd: new.cwd,
+            agent: new.agent,
             status: SessionStatus::Idle,
             created_at: now,
             updated_at: now,

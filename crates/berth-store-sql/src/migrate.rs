@@ -47,6 +47,11 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/sqlite/0006_archived.sql"),
         postgres: include_str!("../migrations/postgres/0006_archived.sql"),
     },
+    Migration {
+        version: 7,
+        sqlite: include_str!("../migrations/sqlite/0007_session_agent.sql"),
+        postgres: include_str!("../migrations/postgres/0007_session_agent.sql"),
+    },
 ];
 
 /// The schema version this binary writes.

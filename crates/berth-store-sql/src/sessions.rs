@@ -19,7 +19,7 @@ use crate::{Failure, Result, SqlStore, from_ns, parse, to_ns};
 /// database's 0.
 macro_rules! new_cols {
     () => {
-        "id, workspace_id, title, provider, model, cwd, status, created_ns, updated_ns"
+        "id, workspace_id, title, provider, model, cwd, status, created_ns, updated_ns, agent"
     };
 }
 
@@ -44,9 +44,10 @@ fn session(row: &Row) -> Result<Session> {
         status: parse(TABLE, &key, row.text(6)?.parse())?,
         created_at: from_ns(row.int(7)?),
         updated_at: from_ns(row.int(8)?),
+        agent: row.opt_text(9)?,
         usage: TokenUsage {
-            input_tokens: row.int(9)?.max(0) as u64,
-            output_tokens: row.int(10)?.max(0) as u64,
+            input_tokens: row.int(10)?.max(0) as u64,
+            output_tokens: row.int(11)?.max(0) as u64,
         },
     })
 }
@@ -139,6 +140,7 @@ impl SqlStore {
             provider: new.provider,
             model: new.model,
             cwd: new.cwd,
+            agent: new.agent,
             status: SessionStatus::Idle,
             created_at: now,
             updated_at: now,
@@ -149,7 +151,7 @@ impl SqlStore {
                 concat!(
                     "INSERT INTO sessions (",
                     new_cols!(),
-                    ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING"
+                    ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT DO NOTHING"
                 ),
                 &[
                     Arg::Text(s.id.as_str()),
@@ -161,6 +163,7 @@ impl SqlStore {
                     Arg::Text(s.status.as_str()),
                     Arg::Int(to_ns(now)),
                     Arg::Int(to_ns(now)),
+                    Arg::OptText(s.agent.as_deref()),
                 ],
             )
             .await?;
@@ -194,7 +197,7 @@ impl SqlStore {
                     .pool()
                     .all(
                         concat!(
-                            "SELECT s.id, s.workspace_id, s.title, s.provider, s.model, s.cwd, s.status, s.created_ns, s.updated_ns, s.input_tokens, s.output_tokens",
+                            "SELECT s.id, s.workspace_id, s.title, s.provider, s.model, s.cwd, s.status, s.created_ns, s.updated_ns, s.agent, s.input_tokens, s.output_tokens",
                             " FROM workspaces w LEFT JOIN sessions s ON s.workspace_id = w.id",
                             " WHERE w.id = $1 ORDER BY s.created_ns, s.id"
                         ),

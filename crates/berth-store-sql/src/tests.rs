@@ -254,6 +254,7 @@ async fn sqlite_appends_made_at_once_commit_together_and_fail_alone() {
             provider: berth_core::config::ProviderKind::Claude,
             model: "m".into(),
             cwd: None,
+            agent: None,
         };
         sessions.push(SessionStore::create(&store, new, now).await.unwrap());
     }
@@ -297,4 +298,51 @@ async fn sqlite_appends_made_at_once_commit_together_and_fail_alone() {
         "{commits} commits for {} appends",
         10 * rounds
     );
+}
+
+/// A database of schema version 6, sessions made before agents were recorded, comes up to 7
+/// on opening: its sessions read as berth's own (no agent), and a new one keeps its agent.
+#[tokio::test]
+async fn a_version_6_database_gets_the_agent_column() {
+    use berth_core::{NewSession, NewWorkspace, SessionStore, WorkspaceStore};
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("berth.db").display());
+    let now = chrono::Utc::now();
+    let new = |agent: Option<&str>| NewSession {
+        id: None,
+        workspace: WorkspaceId::new("w1").unwrap(),
+        title: String::new(),
+        provider: berth_core::config::ProviderKind::Claude,
+        model: "m".into(),
+        cwd: None,
+        agent: agent.map(str::to_owned),
+    };
+    let before = {
+        let store = SqlStore::open(&url, dir.path()).unwrap();
+        let ws = NewWorkspace {
+            id: Some(WorkspaceId::new("w1").unwrap()),
+            ..NewWorkspace::default()
+        };
+        WorkspaceStore::create(&store, ws, now).await.unwrap();
+        let made = SessionStore::create(&store, new(None), now).await.unwrap();
+        // Back to version 6's tables, as a berth before this one left them.
+        let pool = store.pool();
+        pool.exec("ALTER TABLE sessions DROP COLUMN agent", &[])
+            .await
+            .unwrap();
+        pool.exec("UPDATE berth_schema SET version = 6", &[])
+            .await
+            .unwrap();
+        pool.close().await;
+        made
+    };
+    let store = SqlStore::open(&url, dir.path()).unwrap();
+    let loaded = SessionStore::load(&store, &before.id).await.unwrap();
+    assert_eq!(loaded, before);
+    assert_eq!(loaded.agent, None);
+    let made = SessionStore::create(&store, new(Some("claude-code")), now)
+        .await
+        .unwrap();
+    let loaded = SessionStore::load(&store, &made.id).await.unwrap();
+    assert_eq!(loaded.agent.as_deref(), Some("claude-code"));
 }

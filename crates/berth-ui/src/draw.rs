@@ -739,7 +739,11 @@ fn draw_sessions(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
                     .clone()
                     .unwrap_or_else(|| s.workspace_id.to_string()),
             ),
-            Cell::new(s.model.clone()),
+            // An ACP agent's session names the agent: no berth model answers in it.
+            Cell::new(match &s.agent {
+                Some(agent) => format!("agent {agent}"),
+                None => s.model.clone(),
+            }),
             Cell::new(lines::tokens(s.usage.input_tokens + s.usage.output_tokens)),
             Cell::new(age(model.now, s.updated_at)),
         ])
@@ -751,7 +755,7 @@ fn draw_sessions(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
         Constraint::Length(7),
         Constraint::Length(4),
     ];
-    let header = Row::new(["TITLE", "WORKSPACE", "MODEL", "TOKENS", "LAST"])
+    let header = Row::new(["TITLE", "WORKSPACE", "ANSWERED BY", "TOKENS", "LAST"])
         .style(theme.fg(Color::DarkGray));
     let table = Table::new(rows, widths)
         .header(header)

@@ -603,6 +603,7 @@ impl Model {
                             s.id.as_str(),
                             &s.title,
                             &s.model,
+                            s.agent.as_deref().unwrap_or_default(),
                             s.workspace_name
                                 .as_deref()
                                 .unwrap_or(s.workspace_id.as_str()),

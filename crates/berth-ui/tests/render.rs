@@ -38,6 +38,7 @@ async fn home() -> Home {
             model: Some("claude-sonnet-4-5".to_owned()),
             id: None,
             cwd: None,
+            agent: None,
         })
         .await
         .unwrap();
@@ -453,6 +454,7 @@ async fn what_an_agent_or_a_device_names_reaches_no_terminal_as_control_sequence
             model: Some("claude-sonnet-4-5".to_owned()),
             id: None,
             cwd: None,
+            agent: None,
         })
         .await
         .unwrap();

@@ -27,6 +27,7 @@ pub async fn run(ops: &Ops, cmd: SessionCmd) -> anyhow::Result<()> {
                 model,
                 id,
                 cwd: None,
+                agent: None,
             };
             create(ops, request, json.json).await
         }
@@ -113,14 +114,21 @@ async fn list(
                 id,
                 render::cell(s.workspace_label()),
                 s.status.as_str().to_owned(),
-                format!("{}/{}", s.provider, s.model),
+                render::cell(&s.answered_by()),
                 render::time(s.created_at),
                 render::cell(&s.title),
             ]
         })
         .collect();
     render::table(
-        &["ID", "WORKSPACE", "STATUS", "MODEL", "CREATED", "TITLE"],
+        &[
+            "ID",
+            "WORKSPACE",
+            "STATUS",
+            "ANSWERED BY",
+            "CREATED",
+            "TITLE",
+        ],
         &rows,
     )?;
     Ok(())
@@ -164,7 +172,11 @@ async fn show(ops: &Ops, session: &str, json: bool) -> anyhow::Result<()> {
         writeln!(out, "title:     {}", render::cell(&s.title))?;
     }
     writeln!(out, "status:    {}", s.status.as_str())?;
-    writeln!(out, "model:     {}/{}", s.provider, render::cell(&s.model))?;
+    // An ACP agent's session names the agent: no berth model answers in it.
+    match &s.agent {
+        Some(agent) => writeln!(out, "agent:     {}", render::cell(agent))?,
+        None => writeln!(out, "model:     {}/{}", s.provider, render::cell(&s.model))?,
+    }
     writeln!(out, "created:   {}", render::time(s.created_at))?;
     writeln!(out, "messages:  {}", t.messages.len())?;
     if !s.usage.is_zero() {

@@ -204,6 +204,58 @@ pub async fn session_usage(b: Backend) {
     );
 }
 
+/// A session made with an ACP agent keeps its name through a load, a list, a page and every
+/// change of its record; one made without has none; an empty name is refused.
+pub async fn session_agent(b: Backend) {
+    use crate::model::TokenUsage;
+    let now = Utc::now();
+    b.workspaces.create(named("w1", "one"), now).await.unwrap();
+    let s = &b.sessions;
+    // Quotes, a backslash and a non-ASCII letter: a command line is written as typed.
+    let name = r#"python3 "my agent.py" --say 'ü\n'"#;
+    let mut new = new_session("w1", Some("with-agent"));
+    new.agent = Some(name.to_owned());
+    let made = s.create(new, now).await.unwrap();
+    assert_eq!(made.agent.as_deref(), Some(name));
+    let plain = s
+        .create(new_session("w1", Some("without-agent")), now)
+        .await
+        .unwrap();
+    assert_eq!(plain.agent, None);
+    assert_eq!(s.load(&made.id).await.unwrap(), made);
+    assert_eq!(s.load(&plain.id).await.unwrap().agent, None);
+    let listed = s.list(Some(&wid("w1"))).await.unwrap();
+    let agents: Vec<_> = listed.iter().map(|x| x.agent.as_deref()).collect();
+    assert_eq!(agents, vec![Some(name), None]);
+    let paged = s.page(None, 10).await.unwrap();
+    assert_eq!(
+        paged.iter().map(|x| x.agent.as_deref()).collect::<Vec<_>>(),
+        vec![Some(name), None]
+    );
+    // Changes of the record keep it.
+    s.append(&made.id, &Message::new(Role::User, "hi"))
+        .await
+        .unwrap();
+    s.set_title(&made.id, "renamed", now).await.unwrap();
+    s.set_status(&made.id, SessionStatus::Closed, now)
+        .await
+        .unwrap();
+    let turn = TokenUsage {
+        input_tokens: 1,
+        output_tokens: 2,
+    };
+    s.add_usage(&made.id, turn).await.unwrap();
+    assert_eq!(s.load(&made.id).await.unwrap().agent.as_deref(), Some(name));
+    for bad in ["", "   "] {
+        let mut new = new_session("w1", None);
+        new.agent = Some(bad.to_owned());
+        let e = s.create(new, now).await.unwrap_err();
+        assert_eq!(e.kind(), crate::error::ErrorKind::Invalid, "{e}");
+        assert!(e.to_string().contains("agent"), "{e}");
+    }
+    assert_eq!(s.list(Some(&wid("w1"))).await.unwrap().len(), 2);
+}
+
 /// A session's turn is held by one at a time: a second hold is refused until the first is
 /// given back, by release or by drop; a missing session is not found.
 pub async fn session_turns(b: Backend) {

@@ -750,6 +750,8 @@ impl Import<'_> {
                 .view(&ws, None)
                 .work_dir()
                 .map(|p| p.display().to_string()),
+            // Aptove's sessions were its own model's, as berth's own are.
+            agent: None,
         };
         // Through the store, not the manager: importing is not a use of the workspace, whose
         // last use stays Aptove's.

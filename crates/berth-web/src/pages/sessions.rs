@@ -38,11 +38,13 @@ pub async fn show(
     let session = web.visible_session(&held, &id).await?;
     let ops = &web.inner.ops;
     let transcript = ops.transcript(&session).await?;
-    // The model the next turn calls (a choice kept for the session, else the config's), and
-    // the workspace's name for the way back; neither is worth failing the page for.
-    let model = match ops.session_model(&session).await {
-        Ok(m) => m.choice.to_string(),
-        Err(_) => format!("{}/{}", session.provider, session.model),
+    // What answers: the ACP agent that works in the session, else the model the next turn
+    // calls (a choice kept for the session, else the config's); and the workspace's name for
+    // the way back. Neither is worth failing the page for.
+    let model = match (&session.agent, ops.session_model(&session).await) {
+        (Some(agent), _) => format!("agent {agent}"),
+        (None, Ok(m)) => m.choice.to_string(),
+        (None, Err(_)) => format!("{}/{}", session.provider, session.model),
     };
     let workspace = ops
         .resolve_workspace(session.workspace_id.as_str())

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use axum::Extension;
 use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
-use berth_ops::{Node, Owner, StoragePath, Workspace};
+use berth_ops::{Node, Owner, SessionView, StoragePath, Workspace};
 use maud::{Markup, PreEscaped, html};
 use serde::{Deserialize, Serialize};
 
@@ -203,13 +203,13 @@ pub async fn show(
             p.empty { "No sessions yet." }
         } @else {
             table.list.sessions {
-                thead { tr { th { "Session" } th { "Status" } th { "Model" } th { "Tokens" } th { "Updated" } } }
+                thead { tr { th { "Session" } th { "Status" } th { "Answered by" } th { "Tokens" } th { "Updated" } } }
                 tbody {
                     @for s in &sessions {
                         tr {
                             td data-label="Session" { a href={ "/s/" (s.id.as_str()) } { @if s.title.is_empty() { (short(s.id.as_str())) } @else { (s.title) } } }
                             td data-label="Status" { (s.status.as_str()) }
-                            td data-label="Model" { (s.model) }
+                            td data-label="Answered by" { (SessionView::of(s).answered_by()) }
                             td data-label="Tokens" { (s.usage.input_tokens + s.usage.output_tokens) }
                             td data-label="Updated" { (age(s.updated_at)) }
                         }
