@@ -8,29 +8,13 @@ mod support;
 
 use std::path::{Path, PathBuf};
 
-use berth_testkit::{Run, commit, git, run};
+use berth_testkit::{commit, git};
 use serde_json::Value;
 use support::Home;
-
-/// A repository on `main` with one commit.
-fn project() -> (tempfile::TempDir, PathBuf) {
-    let tmp = tempfile::tempdir().unwrap();
-    let root = tmp.path().join("project");
-    std::fs::create_dir(&root).unwrap();
-    git(&root, &["init", "--quiet", "-b", "main"]);
-    commit(&root, "README.md", "hello\n");
-    let root = root.canonicalize().unwrap();
-    (tmp, root)
-}
-
-fn in_dir(home: &Home, dir: &Path, args: &[&str]) -> Run {
-    let mut cmd = home.cmd(args);
-    cmd.current_dir(dir);
-    run(cmd)
-}
+use support::runs::project;
 
 fn json_in(home: &Home, dir: &Path, args: &[&str]) -> Value {
-    let r = in_dir(home, dir, args);
+    let r = home.run_in(dir, args);
     assert_eq!(r.code, 0, "berth {args:?} failed: {}", r.stderr);
     serde_json::from_str(&r.stdout).unwrap()
 }

@@ -9,25 +9,9 @@ mod support;
 
 use std::path::{Path, PathBuf};
 
-use berth_testkit::{Run, commit, git, run};
+use berth_testkit::{commit, git};
 use support::Home;
-
-/// A repository with one commit on `main`.
-fn project() -> (tempfile::TempDir, PathBuf) {
-    let tmp = tempfile::tempdir().unwrap();
-    let root = tmp.path().join("project");
-    std::fs::create_dir(&root).unwrap();
-    git(&root, &["init", "--quiet", "-b", "main"]);
-    commit(&root, "README.md", "hello\n");
-    let root = root.canonicalize().unwrap();
-    (tmp, root)
-}
-
-fn berth_in(home: &Home, dir: &Path, args: &[&str]) -> Run {
-    let mut cmd = home.cmd(args);
-    cmd.current_dir(dir);
-    run(cmd)
-}
+use support::runs::project;
 
 fn lost_refs(root: &Path) -> String {
     git(
@@ -40,7 +24,7 @@ fn lost_refs(root: &Path) -> String {
 fn gc_expires_a_forced_deletes_lost_ref_after_keep_lost_days_and_not_before() {
     let home = Home::new();
     let (_tmp, root) = project();
-    let r = berth_in(&home, &root, &["workspace", "create", "f"]);
+    let r = home.run_in(&root, &["workspace", "create", "f"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let id = r.stdout.trim().to_owned();
     let worktree = PathBuf::from(home.ok(&["workspace", "path", "f"]).trim());

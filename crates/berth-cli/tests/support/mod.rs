@@ -53,6 +53,13 @@ impl Home {
         run(self.cmd(args))
     }
 
+    /// Runs in `dir` (a repository's checkout, say) instead of the home.
+    pub fn run_in(&self, dir: &Path, args: &[&str]) -> Run {
+        let mut cmd = self.cmd(args);
+        cmd.current_dir(dir);
+        run(cmd)
+    }
+
     pub fn run_stdin(&self, args: &[&str], input: &[u8]) -> Run {
         use std::io::Write;
         let mut cmd = self.cmd(args);
