@@ -274,12 +274,16 @@ pub async fn undo_pick(ops: &Ops, store: &RunStore, run: &RunId) -> berth_ops::R
             )));
         }
         [one] => (*one, record.agents[*one].merge.clone()),
+        // Several (`--also`): the last merged, the one whose merge no other came after.
         several => {
-            let last = several
+            let merges: Vec<(usize, &MergeRecord)> = several
                 .iter()
-                .copied()
-                .find(|i| record.agents[*i].merge.is_some())
-                .unwrap_or(several[0]);
+                .filter_map(|i| record.agents[*i].merge.as_ref().map(|m| (*i, m)))
+                .collect();
+            let last = merges
+                .iter()
+                .find(|(_, m)| !merges.iter().any(|(_, other)| other.before == m.after))
+                .map_or(several[0], |(i, _)| *i);
             (last, record.agents[last].merge.clone())
         }
     };
