@@ -267,10 +267,14 @@ def test_the_agent_cmd_process_itself(world, provider):
 
 
 def test_the_check(world, provider):
-    provider.push(Reply().text("Nothing to do."))
+    # The agent changes something, so its check runs.
+    provider.push(Reply().tool("toolu_1", "write_file", {"path": "note.txt", "content": "x\n"}))
+    provider.push(Reply().text("Done."))
     env = world.env(provider)
     # The script passes; the check then fails on purpose, so its output is kept.
-    done = world.berth("run", "escape", "--check", world.command("; exit 1"), "--json", env=env)
+    done = world.berth(
+        "run", "escape", "--allow", "write_file", "--check", world.command("; exit 1"), "--json", env=env
+    )
     events = run_events(done)
     worktree, _ = worktree_of(events)
     check = events[-1]["agents"][0]["check"]
@@ -329,6 +333,8 @@ def test_a_kernel_without_landlock_refuses_commands_and_doctor_says_so(world, pr
     """`BERTH_SANDBOX_PRETEND=no-landlock` makes berth see a kernel without Landlock: the
     command is refused (never run unconfined), the refusal names `mode = "off"`, and
     `berth doctor` reports an error."""
+    # It writes a file first (berth's own file tool), so its check runs too.
+    provider.push(Reply().tool("toolu_0", "write_file", {"path": "note.txt", "content": "x\n"}))
     provider.push(Reply().text("Running it.").tool("toolu_1", "run_command", {"command": world.command()}))
     provider.push(Reply().text("Done."))
     env = world.env(provider, BERTH_SANDBOX_PRETEND="no-landlock")
@@ -338,7 +344,8 @@ def test_a_kernel_without_landlock_refuses_commands_and_doctor_says_so(world, pr
     assert not (worktree / "inside.txt").exists()
     assert not (worktree / "checked.txt").exists()
     tool = [m["content"] for m in session_messages(world, env, started["session"]) if m["role"] == "tool"]
-    assert len(tool) == 1 and "no Landlock" in tool[0] and 'mode = \\"off\\"' in json.dumps(tool[0]), tool
+    refused = [t for t in tool if "no Landlock" in t]
+    assert len(tool) == 2 and len(refused) == 1 and 'mode = \\"off\\"' in json.dumps(refused[0]), tool
     check = events[-1]["agents"][0]["check"]
     assert check["passed"] is False and "no Landlock" in check["outcome"], check
     doctor = world.berth("doctor", "--json", env=env)
