@@ -63,8 +63,15 @@ pub fn line(text: impl std::fmt::Display) -> io::Result<()> {
 /// Text from outside shown in a table cell: control characters would garble the terminal.
 pub fn cell(text: &str) -> String {
     text.chars()
-        .map(|c| if c.is_control() { '�' } else { c })
+        .map(|c| if drives_the_terminal(c) { '�' } else { c })
         .collect()
+}
+
+/// Whether `c`, printed, would drive the terminal or reorder what it shows: C0, DEL and C1
+/// controls (an escape sequence, U+009B's CSI), and the bidirectional overrides and isolates
+/// (U+202A–U+202E, U+2066–U+2069), which make a file name read as another.
+fn drives_the_terminal(c: char) -> bool {
+    c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 
 /// Text from outside shown as lines (an agent's standard error): its line breaks and tabs
@@ -74,7 +81,7 @@ pub fn lines(text: &str) -> String {
     text.chars()
         .map(|c| match c {
             '\n' | '\t' => c,
-            c if c.is_control() => '�',
+            c if drives_the_terminal(c) => '�',
             c => c,
         })
         .collect()
@@ -122,6 +129,15 @@ mod tests {
             super::lines("a\tb\n\x1b]52;c;ZXZpbA==\x07c\r\n"),
             "a\tb\n�]52;c;ZXZpbA==�c�\n"
         );
+    }
+
+    #[test]
+    fn a_cell_loses_escapes_c1_controls_and_bidi_overrides() {
+        assert_eq!(
+            super::cell("evil\x1b[31mname\u{9b}2J\u{202e}txt.exe\u{2066}"),
+            "evil�[31mname�2J�txt.exe�"
+        );
+        assert_eq!(super::cell("plain/name.rs"), "plain/name.rs");
     }
 
     use super::short_ids;

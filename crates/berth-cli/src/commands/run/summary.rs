@@ -170,7 +170,7 @@ pub(super) async fn compare(
         format!(
             "{} {}",
             a.agent,
-            a.workspace_name.clone().unwrap_or_else(|| a.label.clone())
+            render::cell(&a.workspace_name.clone().unwrap_or_else(|| a.label.clone()))
         )
     }));
     let row = |name: &str, cell: &dyn Fn(&berth_run::Compared) -> String| {
@@ -207,8 +207,9 @@ pub(super) async fn compare(
     paths.sort();
     paths.dedup();
     for path in paths {
+        // A file name is the agent's: nothing in it reaches the terminal as a control.
         rows.push(row(
-            path,
+            &render::cell(path),
             &|a| match a.files.iter().find(|f| f.path == path) {
                 Some(f) => match (f.added, f.removed) {
                     (Some(add), Some(rm)) => format!("+{add} -{rm}"),
