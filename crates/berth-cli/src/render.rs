@@ -63,15 +63,14 @@ pub fn line(text: impl std::fmt::Display) -> io::Result<()> {
 /// Text from outside shown in a table cell: control characters would garble the terminal.
 pub fn cell(text: &str) -> String {
     text.chars()
-        .map(|c| if drives_the_terminal(c) { '�' } else { c })
+        .map(|c| {
+            if berth_core::shown::drives_the_terminal(c) {
+                '�'
+            } else {
+                c
+            }
+        })
         .collect()
-}
-
-/// Whether `c`, printed, would drive the terminal or reorder what it shows: C0, DEL and C1
-/// controls (an escape sequence, U+009B's CSI), and the bidirectional overrides and isolates
-/// (U+202A–U+202E, U+2066–U+2069), which make a file name read as another.
-fn drives_the_terminal(c: char) -> bool {
-    c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 
 /// Text from outside shown as lines (an agent's standard error): its line breaks and tabs
@@ -81,7 +80,7 @@ pub fn lines(text: &str) -> String {
     text.chars()
         .map(|c| match c {
             '\n' | '\t' => c,
-            c if drives_the_terminal(c) => '�',
+            c if berth_core::shown::drives_the_terminal(c) => '�',
             c => c,
         })
         .collect()

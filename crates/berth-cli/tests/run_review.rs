@@ -412,3 +412,39 @@ fn pick_merges_beside_an_untracked_file_of_the_checkout() {
         "mine\n"
     );
 }
+
+#[test]
+fn runs_waiting_for_review_come_a_page_at_a_time() {
+    let home = Home::new();
+    let server = ProviderServer::start_in_background();
+    let (_tmp, root) = project();
+    let oldest = one_agent_run(&home, &server, &root, "one\n");
+    let middle = one_agent_run(&home, &server, &root, "two\n");
+    let newest = one_agent_run(&home, &server, &root, "three\n");
+    home.ok(&["run", "discard", &middle, "--yes"]);
+    let ids = |listed: &Value| -> Vec<String> {
+        listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let first = home.run(&["run", "list", "--review", "--limit", "1", "--json"]);
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    assert_eq!(ids(&serde_json::from_str(&first.stdout).unwrap()), [newest]);
+    // The cursor leads past the discarded run to the next one waiting, and none is lost.
+    let cursor = first
+        .stderr
+        .split("--cursor ")
+        .nth(1)
+        .and_then(|c| c.split('`').next())
+        .unwrap_or_else(|| panic!("no cursor: {}", first.stderr))
+        .to_owned();
+    let second = home.json(&[
+        "run", "list", "--review", "--limit", "1", "--cursor", &cursor, "--json",
+    ]);
+    assert_eq!(ids(&second), [oldest]);
+    let all = home.json(&["run", "list", "--review", "--json"]);
+    assert_eq!(all.as_array().unwrap().len(), 2, "{all:#}");
+}

@@ -19,6 +19,7 @@ pub mod error;
 pub mod id;
 pub mod manager;
 pub mod model;
+pub mod shown;
 pub mod storage_path;
 pub mod store;
 pub mod transcript;

@@ -43,7 +43,7 @@ pub use remote::{
 };
 pub use remove::KeptWork;
 pub use restore::RestoredWork;
-pub use setup::{Copied, SetupError, copy_files, run_one, run_setup};
+pub use setup::{Copied, Ended, OutputSink, SetupError, copy_files, run_command, run_setup};
 pub use status::{Health, LastCommit, WorktreeStatus, changed_paths};
 pub use undo::UndoneMerge;
 pub use version::{

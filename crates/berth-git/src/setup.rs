@@ -104,67 +104,81 @@ pub fn run_setup(
     timeout: Duration,
 ) -> Result<(), SetupError> {
     for command in commands {
-        run_one(worktree, command, env, timeout, &|_| {}, &|| false)?;
+        run_one(worktree, command, env, timeout)?;
     }
     Ok(())
 }
 
-/// Runs one command as [`run_setup`] does, with `prepare` applied to it just before it starts
-/// (a run's check is confined there; the user's own setup commands are not). When `stopped`
-/// says so (looked at as often as the timeout), the command is killed with all it started,
-/// as a timeout kills it.
-pub fn run_one(
-    worktree: &Path,
+/// How a command [`run_command`] ran ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    Exited(std::process::ExitStatus),
+    /// Killed, with all it started, at its timeout.
+    TimedOut,
+    /// Killed, with all it started, because `stopped` said so.
+    Stopped,
+}
+
+/// Where [`run_command`] hands a command's output, piece by piece, on its reading thread.
+pub type OutputSink = Box<dyn FnMut(&[u8]) + Send>;
+
+/// How long output is still read after the command ended: what it started in the
+/// background may hold the pipe open (confined, it dies with its PID namespace).
+const DRAIN: Duration = Duration::from_secs(2);
+
+/// Runs `sh -c command` in `dir` with `env` on top of berth's environment, `prepare` applied
+/// just before it starts (a run's check is confined there; the user's own setup commands are
+/// not), in its own process group: killed with everything it started at `timeout`, or when
+/// `stopped` says so (looked at as often). Its standard output and error are one pipe, handed
+/// to `output` in the order written, on a thread of its own; `Err` when it cannot start.
+pub fn run_command(
+    dir: &Path,
     command: &str,
     env: &[(String, String)],
     timeout: Duration,
     prepare: &dyn Fn(&mut Command),
     stopped: &dyn Fn() -> bool,
-) -> Result<(), SetupError> {
-    let failed = |outcome: String, output: String| SetupError::Failed {
-        command: command.to_owned(),
-        outcome,
-        output,
-    };
+    mut output: OutputSink,
+) -> std::io::Result<Ended> {
+    let (mut reader, writer) = std::io::pipe()?;
     let mut cmd = Command::new("sh");
     cmd.arg("-c")
         .arg(command)
-        .current_dir(worktree)
+        .current_dir(dir)
         .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stdout(writer.try_clone()?)
+        .stderr(writer)
         // Its own process group, so a timeout kills what the command started too.
         .process_group(0);
     prepare(&mut cmd);
-    let mut child = cmd.spawn().map_err(|source| SetupError::Spawn {
-        command: command.to_owned(),
-        source,
-    })?;
-    // Read both pipes on threads so a chatty command cannot block on a full pipe.
-    let mut out = child.stdout.take().expect("piped");
-    let mut err = child.stderr.take().expect("piped");
-    let out_reader = std::thread::spawn(move || {
-        let mut buf = Vec::new();
-        let _ = out.read_to_end(&mut buf);
-        buf
-    });
-    let err_reader = std::thread::spawn(move || {
-        let mut buf = Vec::new();
-        let _ = err.read_to_end(&mut buf);
-        buf
+    let spawned = cmd.spawn();
+    // The parent's copies of the pipe's writing end go with the command: the reader sees
+    // the end of the output once the command's processes are gone.
+    drop(cmd);
+    let mut child = spawned?;
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            match reader.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => output(&buf[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => break,
+            }
+        }
+        let _ = done_tx.send(());
     });
     let started = Instant::now();
-    let mut why = None;
-    let status = loop {
+    let ended = loop {
         match child.try_wait() {
-            Ok(Some(status)) => break Some(status),
+            Ok(Some(status)) => break Ended::Exited(status),
             Ok(None) if started.elapsed() >= timeout || stopped() => {
-                why = Some(if stopped() {
-                    "stopped before it finished".to_owned()
-                } else {
-                    format!("timed out after {} s", timeout.as_secs())
-                });
+                let why = match stopped() {
+                    true => Ended::Stopped,
+                    false => Ended::TimedOut,
+                };
                 if let Ok(pgid) = libc::pid_t::try_from(child.id())
                     && pgid > 1
                 {
@@ -175,28 +189,60 @@ pub fn run_one(
                 }
                 let _ = child.kill();
                 let _ = child.wait();
-                break None;
+                break why;
             }
             Ok(None) => std::thread::sleep(Duration::from_millis(20)),
-            Err(e) => {
-                return Err(failed(
-                    format!("could not be waited for ({e})"),
-                    String::new(),
-                ));
-            }
+            Err(e) => return Err(e),
         }
     };
-    let mut output = out_reader.join().unwrap_or_default();
-    output.extend(err_reader.join().unwrap_or_default());
-    let text = String::from_utf8_lossy(&output);
-    let tail: String = {
+    let _ = done_rx.recv_timeout(DRAIN);
+    Ok(ended)
+}
+
+/// What a failed setup command's error quotes of its output: the end of it.
+const SETUP_TAIL: usize = 64 * 1024;
+
+/// Runs one setup command ([`run_command`], unconfined, never stopped); a failure carries
+/// the last 20 lines of its output.
+fn run_one(
+    worktree: &Path,
+    command: &str,
+    env: &[(String, String)],
+    timeout: Duration,
+) -> Result<(), SetupError> {
+    let failed = |outcome: String, output: String| SetupError::Failed {
+        command: command.to_owned(),
+        outcome,
+        output,
+    };
+    let tail = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let writing = tail.clone();
+    let sink = Box::new(move |bytes: &[u8]| {
+        let mut tail = writing.lock().unwrap_or_else(|e| e.into_inner());
+        tail.extend_from_slice(bytes);
+        let over = tail.len().saturating_sub(SETUP_TAIL);
+        tail.drain(..over);
+    });
+    let ended = run_command(worktree, command, env, timeout, &|_| {}, &|| false, sink).map_err(
+        |source| SetupError::Spawn {
+            command: command.to_owned(),
+            source,
+        },
+    )?;
+    let tail = tail.lock().unwrap_or_else(|e| e.into_inner());
+    let text = String::from_utf8_lossy(&tail);
+    let last: String = {
         let lines: Vec<&str> = text.lines().collect();
         lines[lines.len().saturating_sub(20)..].join("\n")
     };
-    match status {
-        Some(s) if s.success() => Ok(()),
-        Some(s) => Err(failed(format!("failed ({s})"), tail)),
-        None => Err(failed(why.unwrap_or_default(), tail)),
+    match ended {
+        Ended::Exited(s) if s.success() => Ok(()),
+        Ended::Exited(s) => Err(failed(format!("failed ({s})"), last)),
+        Ended::TimedOut => Err(failed(
+            format!("timed out after {} s", timeout.as_secs()),
+            last,
+        )),
+        Ended::Stopped => Err(failed("stopped before it finished".to_owned(), last)),
     }
 }
 

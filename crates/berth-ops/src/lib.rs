@@ -85,6 +85,7 @@ pub use berth_store_fs::default_home;
 pub use berth_core::config::{AgentEntry, Config, LoadedConfig, PoolSettings, ProviderKind};
 /// The shortest id prefix that names a workspace or a session.
 pub use berth_core::manager::{MIN_PREFIX, is_id_prefix};
+pub use berth_core::shown;
 pub use berth_core::{
     Binding, DeviceId, EntryKind, Message, Role, Session, SessionId, SessionStatus, StorageEntry,
     StoragePath, TokenUsage, Transcript, TurnHold, Workspace, WorkspaceId, WorkspaceName,

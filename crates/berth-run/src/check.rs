@@ -1,6 +1,7 @@
 //! The run's check command (`--check "cargo test"`), in each worktree as soon as its agent
 //! ends done having changed something: `sh -c`, in its own process group, killed with
-//! everything it started when it times out or is stopped. It runs what the agent left, so it
+//! everything it started when it times out or is stopped (berth-git's `run_command`, which
+//! `[git] setup` commands run through too). It runs what the agent left, so it
 //! is confined as the agent's commands are (berth-sandbox), without the API keys in berth's
 //! environment. Its output, both streams as one in the order written, is kept bounded
 //! (`output.rs`) in the run's folder on the machine that ran it, `agent-N.check`, which
@@ -8,12 +9,13 @@
 
 mod output;
 
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::ExitStatus;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use berth_git::Ended;
 use berth_sandbox::{Sandbox, Subject};
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
@@ -119,7 +121,15 @@ pub async fn run(
     let shown = command.clone();
     let stopped = stop.clone();
     let done = tokio::task::spawn_blocking(move || {
-        let ran = run_blocking(&dir, &command, &env, timeout, &stop, &|cmd| {
+        let kept = Arc::new(Mutex::new(KeptOutput::default()));
+        let writing = kept.clone();
+        let sink = Box::new(move |bytes: &[u8]| {
+            writing
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(bytes)
+        });
+        let prepare = |cmd: &mut std::process::Command| {
             for (name, _) in std::env::vars_os() {
                 if name
                     .to_str()
@@ -131,6 +141,19 @@ pub async fn run(
             if let Some(c) = &confinement {
                 c.apply_std(cmd);
             }
+        };
+        let ran = berth_git::run_command(
+            &dir,
+            &command,
+            &env,
+            timeout,
+            &prepare,
+            &|| stop.is_cancelled(),
+            sink,
+        )
+        .map(|ended| {
+            let kept = std::mem::take(&mut *kept.lock().unwrap_or_else(|e| e.into_inner()));
+            (ended, kept)
         });
         (ran, confinement)
     })
@@ -218,80 +241,4 @@ fn keep_output(path: &Path, kept: &KeptOutput) {
     if let Err(e) = berth_confined::write_atomic(path, &kept.bytes()) {
         tracing::warn!("cannot keep the check's output in {}: {e}", path.display());
     }
-}
-
-/// How a check's process ended.
-enum Ended {
-    Exited(ExitStatus),
-    TimedOut,
-    Stopped,
-}
-
-/// How long a check's output is still read after its process ended: what it started in
-/// the background may hold the pipe open (confined, it dies with its PID namespace).
-const DRAIN: Duration = Duration::from_secs(2);
-
-/// Runs the command on this thread, both its streams into one pipe read into a
-/// [`KeptOutput`]; `Err` when it cannot start.
-fn run_blocking(
-    dir: &Path,
-    command: &str,
-    env: &[(String, String)],
-    timeout: Duration,
-    stop: &CancellationToken,
-    prepare: &dyn Fn(&mut Command),
-) -> std::io::Result<(Ended, KeptOutput)> {
-    let (reader, writer) = std::io::pipe()?;
-    let mut cmd = Command::new("sh");
-    cmd.arg("-c")
-        .arg(command)
-        .current_dir(dir)
-        .envs(env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::null())
-        .stdout(writer.try_clone()?)
-        .stderr(writer)
-        // Its own process group, so a timeout kills what the command started too.
-        .process_group(0);
-    prepare(&mut cmd);
-    let spawned = cmd.spawn();
-    // The parent's copies of the pipe's writing end go with the command: the reader sees
-    // the end of the output once the command's processes are gone.
-    drop(cmd);
-    let mut child = spawned?;
-    let kept = Arc::new(Mutex::new(KeptOutput::default()));
-    let (done_tx, done_rx) = std::sync::mpsc::channel();
-    let reading = kept.clone();
-    std::thread::spawn(move || {
-        KeptOutput::read_all(&reading, reader);
-        let _ = done_tx.send(());
-    });
-    let started = Instant::now();
-    let ended = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break Ended::Exited(status),
-            Ok(None) if started.elapsed() >= timeout || stop.is_cancelled() => {
-                let why = match stop.is_cancelled() {
-                    true => Ended::Stopped,
-                    false => Ended::TimedOut,
-                };
-                if let Ok(pgid) = libc::pid_t::try_from(child.id())
-                    && pgid > 1
-                {
-                    // SAFETY: killpg only sends a signal; the group id is this child's own
-                    // pid, made a group leader by process_group(0) above, so nothing else is
-                    // hit.
-                    unsafe { libc::killpg(pgid, libc::SIGKILL) };
-                }
-                let _ = child.kill();
-                let _ = child.wait();
-                break why;
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
-            Err(e) => return Err(e),
-        }
-    };
-    let _ = done_rx.recv_timeout(DRAIN);
-    let mut kept = kept.lock().unwrap_or_else(|e| e.into_inner());
-    let taken = std::mem::take(&mut *kept);
-    Ok((ended, taken))
 }

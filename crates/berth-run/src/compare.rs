@@ -49,6 +49,8 @@ pub struct Compared {
     pub check: Option<crate::CheckResult>,
     /// Why it is not picked without being forced, when it is not ([`crate::pick_refusal`]).
     pub refusal: Option<String>,
+    /// Whether forcing the pick could merge anything ([`crate::Pickable::forceable`]).
+    pub forceable: bool,
     /// Why it cannot be picked or dropped at all now (the run still running, its work merged
     /// or discarded already, no workspace), when it cannot ([`crate::pickable`]).
     pub closed: Option<String>,
@@ -79,6 +81,7 @@ pub async fn compare(
     let mut agents = Vec::new();
     for (i, a) in record.agents.iter().enumerate() {
         let summary = a.summary.as_ref();
+        let pickable = crate::pickable(&record, i);
         let check = summary.and_then(|s| s.check.as_ref());
         let mut compared = Compared {
             agent: i + 1,
@@ -103,8 +106,9 @@ pub async fn compare(
             },
             check_outcome: check.and_then(|c| c.outcome.clone()),
             check: check.cloned(),
-            refusal: crate::pick_refusal(&record, i),
-            closed: crate::pickable(&record, i).closed,
+            refusal: pickable.refusal,
+            forceable: pickable.forceable,
+            closed: pickable.closed,
             input_tokens: a.status.input_tokens,
             output_tokens: a.status.output_tokens,
             cost_usd: summary.and_then(|s| s.cost_usd),

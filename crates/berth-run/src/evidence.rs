@@ -175,6 +175,10 @@ pub struct Pickable {
     pub agent: usize,
     /// Why it is not picked without being forced, when it is not.
     pub refusal: Option<String>,
+    /// Whether forcing it could merge anything: it is refused, and has work (it changed
+    /// something, or what it changed is not known). An agent that changed nothing has
+    /// nothing to force.
+    pub forceable: bool,
     /// Why it cannot be picked at all (merged or discarded already, no workspace, the run
     /// still running), when it cannot.
     pub closed: Option<String>,
@@ -196,9 +200,12 @@ pub fn pickable(record: &RunRecord, i: usize) -> Pickable {
     } else {
         None
     };
+    let refusal = pick_refusal(record, i);
+    let has_work = a.summary.as_ref().is_none_or(|s| s.files_changed > 0);
     Pickable {
         agent: i + 1,
-        refusal: pick_refusal(record, i),
+        forceable: refusal.is_some() && has_work,
+        refusal,
         closed,
     }
 }
@@ -295,6 +302,10 @@ mod tests {
         assert!(why.contains("agent 1 failed"), "{why}");
         assert!(why.contains("agent 2 changed nothing"), "{why}");
         assert!(why.contains("agent 3's check failed (exit 1)"), "{why}");
+        // Forcing is for work there is: not for an agent that changed nothing.
+        assert!(!pickable(&none, 1).forceable);
+        assert!(pickable(&none, 2).forceable);
+        assert!(!pickable(&no_check, 0).forceable, "nothing refuses it");
     }
 
     #[test]

@@ -286,6 +286,47 @@ impl RunStore {
         Ok(RunPage { runs, next })
     }
 
+    /// A page of the runs waiting for review (over, nothing picked or discarded: `run list
+    /// --review`), newest first, after `cursor`: pages are read until `limit` such runs are
+    /// found, since a page of the newest runs may hold none. A run whose record cannot be
+    /// read is an error in its place, never left out. The cursor follows the last run kept.
+    pub async fn review_page(
+        &self,
+        limit: usize,
+        cursor: Option<&str>,
+    ) -> Result<RunPage, KeptError> {
+        let limit = limit.clamp(1, berth_ops::PAGE_MAX);
+        let mut runs: Vec<Result<RunRecord, KeptError>> = Vec::new();
+        let mut cursor = cursor.map(str::to_owned);
+        let next_after = |runs: &[Result<RunRecord, KeptError>]| {
+            runs.iter()
+                .rev()
+                .find_map(|r| r.as_ref().ok())
+                .map(|r| PageCursor::of(r).to_string())
+        };
+        loop {
+            let page = self.page(limit, cursor.as_deref()).await?;
+            for run in page.runs {
+                if matches!(&run, Ok(r) if r.review().stage != ReviewStage::Review) {
+                    continue;
+                }
+                if runs.len() == limit {
+                    let next = next_after(&runs);
+                    return Ok(RunPage { runs, next });
+                }
+                runs.push(run);
+            }
+            if page.next.is_none() {
+                return Ok(RunPage { runs, next: None });
+            }
+            if runs.len() == limit {
+                let next = next_after(&runs);
+                return Ok(RunPage { runs, next });
+            }
+            cursor = page.next;
+        }
+    }
+
     /// The kept run one of whose agents works in session `session`, and that agent's index;
     /// the newest, should two have (a run resumed in the same session is the same run).
     pub async fn find_session(

@@ -31,22 +31,10 @@ impl Tail {
         }
     }
 
-    /// Its last `n` lines that say something, each at most 300 characters.
+    /// Its last `n` lines that say something ([`quoted_lines`]).
     pub(crate) fn last_lines(&self, n: usize) -> Vec<String> {
         let tail = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        let text = String::from_utf8_lossy(&tail);
-        let mut lines: Vec<String> = text
-            .lines()
-            .map(str::trim_end)
-            .filter(|l| !l.trim().is_empty())
-            .map(|l| match l.char_indices().nth(300) {
-                Some((at, _)) => format!("{}…", &l[..at]),
-                None => l.to_owned(),
-            })
-            .collect();
-        let skip = lines.len().saturating_sub(n);
-        lines.drain(..skip);
-        lines
+        quoted_lines(&String::from_utf8_lossy(&tail), n)
     }
 
     /// All of the end held, as text.
@@ -54,6 +42,30 @@ impl Tail {
         let tail = self.0.lock().unwrap_or_else(|e| e.into_inner());
         String::from_utf8_lossy(&tail).into_owned()
     }
+}
+
+/// The last `n` lines of `text` that say something, as a record quotes what an agent's
+/// process or a check printed: each without its control characters (tabs kept) and cut at
+/// 300 characters.
+pub(crate) fn quoted_lines(text: &str, n: usize) -> Vec<String> {
+    let mut lines: Vec<String> = text
+        .lines()
+        .map(|l| {
+            let clean: String = l
+                .trim_end()
+                .chars()
+                .filter(|c| *c == '\t' || !berth_ops::shown::drives_the_terminal(*c))
+                .collect();
+            match clean.char_indices().nth(300) {
+                Some((at, _)) => format!("{}…", &clean[..at]),
+                None => clean,
+            }
+        })
+        .filter(|l| !l.trim().is_empty())
+        .collect();
+    let skip = lines.len().saturating_sub(n);
+    lines.drain(..skip);
+    lines
 }
 
 /// Reads `stream` to its end on a task of its own: into `path` (when given), and into the

@@ -126,7 +126,7 @@ fn clean(text: &str) -> String {
     text.chars()
         .filter_map(|c| match c {
             '\t' => Some(' '),
-            c if c.is_control() => None,
+            c if berth_ops::shown::drives_the_terminal(c) => None,
             c => Some(c),
         })
         .collect()

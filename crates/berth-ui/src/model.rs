@@ -249,8 +249,6 @@ pub struct Question {
 pub struct Followed {
     pub run: Option<RunId>,
     pub agents: BTreeMap<usize, Lines>,
-    /// How many of the run's events were folded in.
-    pub folded: usize,
 }
 
 /// A scrolled text: how many lines back from the end it shows (0 follows the end).
@@ -411,13 +409,11 @@ impl Model {
                 }
                 if from_start {
                     self.followed.agents.clear();
-                    self.followed.folded = 0;
                 }
                 for event in &events {
                     if let Some(i) = event.agent() {
                         lines::take_event(self.followed.agents.entry(i).or_default(), event);
                     }
-                    self.followed.folded += 1;
                 }
                 Vec::new()
             }
@@ -543,7 +539,6 @@ impl Model {
         self.followed = Followed {
             run: id.clone(),
             agents: BTreeMap::new(),
-            folded: 0,
         };
         self.transcript_scroll = Scroll::default();
         self.diff = None;

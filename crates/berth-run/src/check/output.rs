@@ -4,7 +4,6 @@
 //! terminal would have seen them.
 
 use std::collections::VecDeque;
-use std::io::Read;
 
 /// The beginning kept whole.
 pub const HEAD: usize = 64 * 1024;
@@ -41,22 +40,6 @@ impl KeptOutput {
         self.tail.extend(bytes);
     }
 
-    /// Reads `from` to its end into this output.
-    pub fn read_all(kept: &std::sync::Mutex<KeptOutput>, mut from: impl Read) {
-        let mut buf = vec![0u8; 64 * 1024];
-        loop {
-            match from.read(&mut buf) {
-                Ok(0) => return,
-                Ok(n) => kept
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .push(&buf[..n]),
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(_) => return,
-            }
-        }
-    }
-
     /// Bytes printed between the head and the tail that were not kept.
     pub fn cut(&self) -> u64 {
         self.total - self.head.len() as u64 - self.tail.len() as u64
@@ -80,32 +63,14 @@ impl KeptOutput {
         out
     }
 
-    /// Its last `n` lines that say something, without control characters, each at most 300
-    /// characters: what a record quotes of a failed check.
+    /// Its last `n` lines that say something, as a record quotes a failed check
+    /// ([`crate::stderr::quoted_lines`]).
     pub fn last_lines(&self, n: usize) -> String {
         let end: Vec<u8> = match self.tail.is_empty() {
             true => self.head.clone(),
             false => self.tail.iter().copied().collect(),
         };
-        let text = String::from_utf8_lossy(&end);
-        let mut lines: Vec<String> = text
-            .lines()
-            .map(|l| {
-                let clean: String = l
-                    .trim_end()
-                    .chars()
-                    .filter(|c| !c.is_control() || *c == '\t')
-                    .collect();
-                match clean.char_indices().nth(300) {
-                    Some((at, _)) => format!("{}…", &clean[..at]),
-                    None => clean,
-                }
-            })
-            .filter(|l| !l.trim().is_empty())
-            .collect();
-        let skip = lines.len().saturating_sub(n);
-        lines.drain(..skip);
-        lines.join("\n")
+        crate::stderr::quoted_lines(&String::from_utf8_lossy(&end), n).join("\n")
     }
 }
 

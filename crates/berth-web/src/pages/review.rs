@@ -92,8 +92,7 @@ fn agent_view(run: &str, a: &Compared) -> Markup {
                 (None, Some(refusal)) => {
                     div.actions {
                         button.merge type="button" disabled title=(refusal) { "Merge" }
-                        // Forcing is for work there is: an agent that changed nothing has none.
-                        @if !a.files.is_empty() || a.unreadable.is_some() {
+                        @if a.forceable {
                             button.js-post.secondary.merge-anyway type="button" data-action={ (base) "/merge?force=1" } data-confirm={ (refusal) ". Merge this agent's work into its base branch anyway?" } { "Merge anyway" }
                         }
                         button.js-post.secondary.discard type="button" data-action={ (base) "/discard" } data-confirm="Drop this agent's work? It is kept on a lost ref, and berth run restore brings it back." { "Discard" }

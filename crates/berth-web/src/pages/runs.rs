@@ -86,12 +86,13 @@ fn run_view(run: &RunRecord) -> Markup {
     let id = run.id.as_str();
     let end = run.ended_at.unwrap_or_else(Utc::now);
     let elapsed = (end - run.created_at).num_seconds().max(0);
+    let review = run.review();
     html! {
         section.run data-run=(id) data-state=(run.state.as_str()) {
             div.bar {
                 h2 {
                     a href={ "/runs/" (id) } { code { (id.get(..8).unwrap_or(id)) } } " "
-                    span class={ "state " (run.review().stage.as_str()) } { (run.review().to_string()) }
+                    span class={ "state " (review.stage.as_str()) } { (review.to_string()) }
                 }
                 @if !run.state.is_over() {
                     button.js-post.secondary type="button" data-action={ "/runs/" (id) "/stop" } data-confirm="Stop every agent of this run?" { "Stop" }

@@ -6,7 +6,7 @@ use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use berth_run::{AgentNumber, ReviewStage, RunRecord, RunState, RunStore, StopRequest};
+use berth_run::{AgentNumber, RunRecord, RunState, RunStore, StopRequest};
 
 use super::summary::print_summary;
 use super::view::{Json, Lines, View};
@@ -26,27 +26,20 @@ pub(super) async fn list(
     if limit == 0 {
         return Err(berth_ops::Error::invalid("--limit takes 1 to 1000 runs, not 0").into());
     }
+    let page = match review {
+        true => store.review_page(limit, cursor).await?,
+        false => store.page(limit, cursor).await?,
+    };
+    let first = cursor.is_none();
+    let next = page.next;
     let mut records = Vec::new();
     let mut problems = Vec::new();
-    let mut cursor = cursor.map(str::to_owned);
-    let first = cursor.is_none();
-    // With --review, pages are read until `limit` runs waiting for review are found: a page
-    // of the newest runs may hold none.
-    let next = loop {
-        let page = store.page(limit, cursor.as_deref()).await?;
-        for run in page.runs {
-            match run {
-                Ok(r) if review && r.review().stage != ReviewStage::Review => {}
-                Ok(r) if records.len() < limit => records.push(r),
-                Ok(_) => {}
-                Err(e) => problems.push(e),
-            }
+    for run in page.runs {
+        match run {
+            Ok(r) => records.push(r),
+            Err(e) => problems.push(e),
         }
-        if !review || records.len() >= limit || page.next.is_none() {
-            break page.next;
-        }
-        cursor = page.next;
-    };
+    }
     if json {
         let listed: Vec<serde_json::Value> = records.iter().map(with_review).collect();
         render::json(&listed)?;
