@@ -69,7 +69,8 @@ pub fn pick_refusal(record: &RunRecord, i: usize) -> Option<String> {
     }
 }
 
-/// The first line of a message that says something, cut at 200 characters.
+/// The first line of a message that says something, cut at 200 characters, without what
+/// would drive a terminal.
 fn first_line(message: Option<&str>) -> Option<String> {
     // A line that leads into the next ones ("its standard error ended:") ends here.
     let line = message?
@@ -77,9 +78,15 @@ fn first_line(message: Option<&str>) -> Option<String> {
         .find(|l| !l.trim().is_empty())?
         .trim()
         .trim_end_matches([':', ';', ',']);
+    // An agent's words, quoted in a refusal every front end prints: nothing in them drives
+    // a terminal.
+    let line: String = line
+        .chars()
+        .filter(|c| !berth_ops::shown::drives_the_terminal(*c))
+        .collect();
     Some(match line.char_indices().nth(200) {
         Some((at, _)) => format!("{}…", &line[..at]),
-        None => line.to_owned(),
+        None => line,
     })
 }
 
@@ -306,6 +313,15 @@ mod tests {
         assert!(!pickable(&none, 1).forceable);
         assert!(pickable(&none, 2).forceable);
         assert!(!pickable(&no_check, 0).forceable, "nothing refuses it");
+    }
+
+    #[test]
+    fn a_refusal_quotes_an_agents_words_without_what_drives_a_terminal() {
+        let mut record = run(true, &[(Failed, 0, None, None)]);
+        record.agents[0].status.message =
+            Some("\n  died:\x1b]52;c;ZXZpbA==\x07 \u{202e}gnp.exe:\nmore".to_owned());
+        let why = pick_refusal(&record, 0).unwrap();
+        assert_eq!(why, "agent 1 failed: died:]52;c;ZXZpbA== gnp.exe");
     }
 
     #[test]
