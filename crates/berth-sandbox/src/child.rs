@@ -18,7 +18,7 @@ pub(crate) use listen::{Listen, ProxyPlan};
 pub(crate) use mounts::Step;
 
 use listen::Listening;
-use mounts::{reopen, run_step};
+use mounts::{leave_old_root, reopen, run_step};
 use namespaces::{enter_namespaces, loopback_up};
 use restrict::{add_write_rule, confine_command};
 use supervisor::{PASSED_ON, init_setup, keeper, pipe, signal_fd, signal_set, supervise};
@@ -59,8 +59,8 @@ pub(crate) struct ChildPlan {
     /// Where the command runs: entered again after the mounts, so that `..` from it walks the
     /// new tree and not the one the mounts cover.
     pub cwd: CString,
-    /// The seccomp filter's instructions (address, count), which live as long as the process.
-    pub seccomp: Option<(usize, u16)>,
+    /// The seccomp filters' instructions (address, count), which live as long as the process.
+    pub seccomp: Vec<(usize, u16)>,
     /// The paths bind mounts come from, each opened again in the child's mount namespace (a
     /// mount must come from the caller's own) onto the descriptor number the parent holds for
     /// it, which the `Bind` steps name as `/proc/self/fd/N`.
@@ -125,6 +125,7 @@ impl Stage {
     pub const DESCRIPTORS: u32 = 12;
     pub const CGROUP: u32 = 13;
     pub const PROXY: u32 = 14;
+    pub const OLD_ROOT: u32 = 15;
     pub const MOUNTS: u32 = 16;
 }
 
@@ -167,13 +168,33 @@ fn write_proc(path: &std::ffi::CStr, text: &std::ffi::CStr) -> io::Result<()> {
 
 /// The probe of [`crate::kernel`]: what every confined process does with namespaces, its
 /// init's `/proc` included.
-pub(crate) fn probe(maps: &IdMaps) -> io::Result<()> {
+pub(crate) fn probe(maps: &IdMaps) -> io::Result<std::convert::Infallible> {
+    // A bind of the host's `/dev/null` into the new root, the way every source is bound.
+    // SAFETY: open on a static path.
+    let null = unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_PATH | libc::O_CLOEXEC) };
+    if null == -1 {
+        return Err(io::Error::last_os_error());
+    }
     enter_namespaces(maps, true)?;
-    run_step(&Step::Tmpfs {
-        target: c"/tmp".to_owned(),
-        data: c"mode=0755".to_owned(),
-        readonly: false,
-    })?;
+    reopen(c"/dev/null", null)?;
+    for step in [
+        Step::Root {
+            data: c"mode=0755,size=64k".to_owned(),
+        },
+        Step::Mkdir {
+            path: c"/proc".to_owned(),
+        },
+        Step::Touch {
+            path: c"/null".to_owned(),
+        },
+        Step::Bind {
+            slot: null,
+            target: c"/null".to_owned(),
+            attrs: libc::MOUNT_ATTR_RDONLY | libc::MOUNT_ATTR_NOSUID,
+        },
+    ] {
+        run_step(&step)?;
+    }
     loopback_up()?;
     // SAFETY: fork in this single-threaded child; the init only mounts and exits.
     unsafe {
@@ -189,12 +210,10 @@ pub(crate) fn probe(maps: &IdMaps) -> io::Result<()> {
                 libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
                 std::ptr::null(),
             );
-            let errno = if r == -1 {
-                io::Error::last_os_error()
-                    .raw_os_error()
-                    .unwrap_or(libc::EPERM)
-            } else {
-                0
+            let left = if r == -1 { Err(io::Error::last_os_error()) } else { leave_old_root() };
+            let errno = match left {
+                Err(e) => e.raw_os_error().unwrap_or(libc::EPERM),
+                Ok(()) => 0,
             };
             libc::_exit(errno.min(255));
         }
@@ -210,8 +229,10 @@ pub(crate) fn probe(maps: &IdMaps) -> io::Result<()> {
             };
             return Err(io::Error::from_raw_os_error(errno));
         }
+        // Nothing is left to exec in the new root, which holds only `/null`: the probe ends
+        // here, and the spawn reads its status as the command's.
+        libc::_exit(0)
     }
-    Ok(())
 }
 
 /// Joins the tree's cgroup (its process and memory limits), before anything else.

@@ -121,6 +121,15 @@ fn hidden_note(path: &Path, rules: &crate::plan::Rules) -> Option<String> {
             home.display()
         ));
     }
+    let system = crate::plan::view::SYSTEM
+        .iter()
+        .chain(&["/tmp", "/var/tmp", "/dev", "/proc"])
+        .any(|s| path.starts_with(s));
+    if path.is_absolute() && !kept(path) && !system {
+        return Some(format!(
+            "{shown} is not in the sandbox's view: a confined process sees the system's folders, toolchains, its workspace and [sandbox] readable (or sockets), nothing else"
+        ));
+    }
     None
 }
 

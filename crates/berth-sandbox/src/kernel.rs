@@ -191,7 +191,9 @@ fn probe_namespaces() -> Result<(), String> {
         .stderr(Stdio::null());
     // SAFETY: the closure only makes system calls on data prepared before the fork.
     unsafe {
-        std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || crate::child::probe(&maps));
+        std::os::unix::process::CommandExt::pre_exec(&mut cmd, move || {
+            crate::child::probe(&maps).map(|never| match never {})
+        });
     }
     match cmd.status() {
         Ok(s) if s.success() => Ok(()),

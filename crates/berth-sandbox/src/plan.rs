@@ -1,17 +1,14 @@
 //! The parent's side: the mount plan, the Landlock ruleset, and the hook that applies them to
 //! a command about to be spawned.
 //!
-//! The plan is computed on paths as the kernel resolves them (canonical), shallowest first,
-//! so that a mount never lands beneath one made after it:
+//! What the new root holds is [`view`]'s; this module turns it into the child's steps:
 //!
-//! - berth's home and `/tmp` become empty tmpfs (unless already beneath one);
-//! - each denied folder becomes an empty tmpfs of mode 000, each denied file a bind of an
-//!   empty file of mode 000;
-//! - a kept path (the work folder, the workspace's own folder, the writable extras) that a
-//!   tmpfs covered is bound back at its own path, from a descriptor the parent opened;
-//! - the work folder's `.git` is bound onto itself read-only;
-//! - `/dev` becomes a tmpfs with the harmless devices bound in (no disk can be read raw, even
-//!   by root).
+//! - the root first, an empty tmpfs ([`Step::Root`]);
+//! - each bind from a descriptor the child opens on the host's path before the new root;
+//! - each denied folder an empty tmpfs of mode 000, each denied file a bind of an empty file
+//!   of mode 000;
+//! - `/dev` a tmpfs with the harmless devices bound in (no disk can be read raw, even by
+//!   root).
 
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -26,6 +23,10 @@ use landlock::{
 
 use crate::SandboxError;
 use crate::child::{ChildPlan, IdMaps, Listen, ProxyPlan, Step};
+
+pub(crate) mod view;
+
+use view::{Item, PlanStep, mount_steps};
 
 /// What a confined process may reach on the network.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,13 +49,18 @@ pub(crate) struct Request<'a> {
     pub cwd: &'a Path,
     pub berth_home: &'a Path,
     pub keep: Option<&'a Path>,
-    /// Visible, not writable (nothing outside the work folder and `writable` is).
+    /// Visible, not writable (nothing outside the work folder and `writable` is), besides the
+    /// system's folders and the toolchains ([`view`]).
     pub readable: &'a [PathBuf],
     pub protect: &'a [PathBuf],
-    /// `$HOME`: hidden, but for `readable`, `writable` and the work folder beneath it.
+    /// `$HOME`: an empty folder, but for `readable`, `writable` and the work folder beneath it.
     pub user_home: Option<&'a Path>,
     pub writable: &'a [PathBuf],
     pub deny: &'a [PathBuf],
+    /// Unix sockets of the host bound in (`[sandbox] sockets`): no other is there.
+    pub sockets: &'a [PathBuf],
+    /// Whether the process may make user namespaces of its own.
+    pub nested_namespaces: bool,
     pub net: Net,
     pub limits: Limits,
     pub env: crate::env::EnvAllow,
@@ -80,9 +86,9 @@ const WRITABLE_DEVICES: [&str; 4] = ["null", "zero", "full", "tty"];
 pub(crate) struct Rules {
     pub work: PathBuf,
     pub writable: Vec<PathBuf>,
-    /// What stays readable where a tmpfs hides the rest (`$HOME`, berth's home).
+    /// What is bound read-only besides the system's folders.
     pub readable: Vec<PathBuf>,
-    /// `$HOME`, when it is hidden.
+    /// `$HOME`, an empty folder but for what is bound.
     pub home: Option<PathBuf>,
     pub deny: Vec<PathBuf>,
     pub berth_home: PathBuf,
@@ -122,113 +128,6 @@ fn cstring(p: &Path) -> Result<CString, SandboxError> {
 /// `path` as the kernel resolves it, if it exists.
 fn resolved(path: &Path) -> Option<PathBuf> {
     path.canonicalize().ok()
-}
-
-/// What a path in the plan is.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Item {
-    /// An empty tmpfs in its place (berth's home, `/tmp`), of at most this many MiB.
-    Hide(u64),
-    Deny {
-        dir: bool,
-    },
-    /// Visible as on the host, bound back if a tmpfs covered it.
-    Keep {
-        dir: bool,
-    },
-    /// Bound onto itself read-only.
-    ReadOnly,
-}
-
-/// What covers a path once the mounts so far are made.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Cover<'a> {
-    /// Nothing of ours: the host's view.
-    Host,
-    /// Beneath a tmpfs of ours mounted on this path.
-    Tmpfs(&'a Path),
-    /// Beneath a deny mount.
-    Denied,
-    /// Beneath a path bound back.
-    Kept,
-}
-
-/// The mount steps, from the items sorted shallowest first. Each `Bind` names the index of
-/// the source in the returned paths (opened by the caller).
-fn mount_steps(items: &[(PathBuf, Item)]) -> Result<(Vec<PlanStep>, Vec<PathBuf>), SandboxError> {
-    let mut order: Vec<&(PathBuf, Item)> = items.iter().collect();
-    order.sort_by_key(|(p, _)| p.components().count());
-    let mut done: Vec<(&Path, &Item)> = Vec::new();
-    let mut steps = Vec::new();
-    let mut sources = Vec::new();
-    for (path, item) in order {
-        // The deepest of our mounts at or above this path says what it looks like now.
-        let cover = done
-            .iter()
-            .filter(|(p, _)| path.starts_with(p))
-            .max_by_key(|(p, _)| p.components().count())
-            .map_or(Cover::Host, |(p, i)| match i {
-                Item::Hide(_) => Cover::Tmpfs(p),
-                Item::Deny { .. } => Cover::Denied,
-                Item::Keep { .. } | Item::ReadOnly => Cover::Kept,
-            });
-        match item {
-            Item::Hide(_) | Item::Deny { .. } => {
-                if matches!(cover, Cover::Tmpfs(_) | Cover::Denied) {
-                    continue; // already hidden
-                }
-                steps.push(match item {
-                    Item::Hide(mib) => {
-                        PlanStep::Tmpfs(path.clone(), format!("mode=0755,size={mib}m"), false)
-                    }
-                    Item::Deny { dir: true } => {
-                        PlanStep::Tmpfs(path.clone(), "mode=000,size=4k".into(), true)
-                    }
-                    _ => PlanStep::DenyFile(path.clone()),
-                });
-            }
-            Item::Keep { dir } => match cover {
-                Cover::Host | Cover::Kept => continue,
-                Cover::Denied => {
-                    return Err(SandboxError::Invalid(format!(
-                        "{} is inside a path the sandbox hides ([sandbox] deny_read)",
-                        path.display()
-                    )));
-                }
-                Cover::Tmpfs(top) => {
-                    let rest = path.strip_prefix(top).expect("beneath its cover");
-                    let mut at = top.to_path_buf();
-                    let parts: Vec<_> = rest.components().collect();
-                    for (i, part) in parts.iter().enumerate() {
-                        at.push(part);
-                        if i + 1 < parts.len() || *dir {
-                            steps.push(PlanStep::Mkdir(at.clone()));
-                        } else {
-                            steps.push(PlanStep::Touch(at.clone()));
-                        }
-                    }
-                    steps.push(PlanStep::Bind(sources.len(), path.clone(), false));
-                    sources.push(path.clone());
-                }
-            },
-            Item::ReadOnly => {
-                steps.push(PlanStep::Bind(sources.len(), path.clone(), true));
-                sources.push(path.clone());
-            }
-        }
-        done.push((path, item));
-    }
-    Ok((steps, sources))
-}
-
-/// A mount step before its paths become C strings and its sources descriptors.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum PlanStep {
-    Tmpfs(PathBuf, String, bool),
-    DenyFile(PathBuf),
-    Mkdir(PathBuf),
-    Touch(PathBuf),
-    Bind(usize, PathBuf, bool),
 }
 
 /// An empty file of mode 000 under berth's home, bound over denied files: opening it fails
@@ -387,9 +286,11 @@ struct Resolved {
     writable: Vec<PathBuf>,
     deny: Vec<PathBuf>,
     keep: Option<PathBuf>,
+    /// `[sandbox] readable`, the place's and the agent's program, and the toolchains.
     readable: Vec<PathBuf>,
-    /// `$HOME`, when it is hidden.
-    hidden_home: Option<PathBuf>,
+    sockets: Vec<PathBuf>,
+    /// `$HOME`, an empty folder but for what is bound.
+    home: Option<PathBuf>,
 }
 
 impl Resolved {
@@ -407,14 +308,20 @@ impl Resolved {
         let writable: Vec<PathBuf> = req.writable.iter().filter_map(|p| resolved(p)).collect();
         let deny: Vec<PathBuf> = req.deny.iter().filter_map(|p| resolved(p)).collect();
         let keep = req.keep.and_then(resolved);
-        let readable: Vec<PathBuf> = req.readable.iter().filter_map(|p| resolved(p)).collect();
-        // `$HOME` is an empty folder but for what is bound back: a credential file at a path
-        // nobody listed, or made after the start, is out of reach. (Not when the work folder
-        // is `$HOME` itself, or holds it: then it is the agent's to write anyway.)
-        let hidden_home = req
-            .user_home
-            .and_then(resolved)
-            .filter(|home| home.parent().is_some() && !home.starts_with(&work));
+        let home = req.user_home.and_then(resolved);
+        let mut hidden = deny.clone();
+        hidden.push(berth_home.clone());
+        let mut readable: Vec<PathBuf> = req.readable.iter().filter_map(|p| resolved(p)).collect();
+        readable.extend(view::toolchain_paths(home.as_deref(), &hidden));
+        let sockets = req
+            .sockets
+            .iter()
+            .filter_map(|p| resolved(p))
+            .filter(|p| {
+                use std::os::unix::fs::FileTypeExt;
+                std::fs::metadata(p).is_ok_and(|m| m.file_type().is_socket())
+            })
+            .collect();
         Ok(Resolved {
             work,
             cwd,
@@ -423,30 +330,34 @@ impl Resolved {
             deny,
             keep,
             readable,
-            hidden_home,
+            sockets,
+            home,
         })
     }
 }
 
-/// What each path of the mount plan is: hidden, denied, kept or read-only. A kept path inside a
+/// What each path of the new root is ([`view`]): the system's part, the work folder and the
+/// writable extras, what is readable, the sockets, and the deny list. A bound path inside a
 /// denied one is refused.
 fn mount_items(req: &Request<'_>, paths: &Resolved) -> Result<Vec<(PathBuf, Item)>, SandboxError> {
     let Resolved {
         work,
-        berth_home,
         writable,
         deny,
-        keep: keep_dir,
+        keep,
         readable,
-        hidden_home,
+        sockets,
+        home,
         ..
     } = paths;
-    let mut kept: Vec<&Path> = vec![work];
-    kept.extend(keep_dir.as_deref());
-    kept.extend(readable.iter().map(PathBuf::as_path));
-    kept.extend(writable.iter().map(PathBuf::as_path));
+    let mut items = view::system_items(req.net == Net::Full);
     for d in deny {
-        if let Some(k) = kept.iter().find(|k| k.starts_with(d)) {
+        let inside = std::iter::once(work)
+            .chain(keep)
+            .chain(writable)
+            .chain(readable.iter().filter(|r| !deny.iter().any(|d| r.starts_with(d))))
+            .find(|k| k.starts_with(d));
+        if let Some(k) = inside {
             return Err(SandboxError::Invalid(format!(
                 "{} is inside {}, which the sandbox hides; move it, or remove {} from [sandbox] deny_read",
                 k.display(),
@@ -455,22 +366,34 @@ fn mount_items(req: &Request<'_>, paths: &Resolved) -> Result<Vec<(PathBuf, Item
             )));
         }
     }
-    let mut items: Vec<(PathBuf, Item)> =
-        vec![(PathBuf::from("/tmp"), Item::Hide(req.limits.tmp_mib))];
-    if berth_home.is_dir() {
-        // Nothing can be written there (Landlock), but by a kept folder bound back.
-        items.push((berth_home.clone(), Item::Hide(1)));
+    items.push((PathBuf::from("/tmp"), Item::Fresh(req.limits.tmp_mib)));
+    items.push((PathBuf::from("/var/tmp"), Item::Fresh(req.limits.tmp_mib)));
+    if let Some(home) = home {
+        items.push((home.clone(), Item::Empty));
     }
-    if let Some(home) = hidden_home {
-        items.push((home.clone(), Item::Hide(1)));
-    }
+    let bind = |p: &PathBuf, writable: bool| {
+        (
+            p.clone(),
+            Item::Bind {
+                dir: p.is_dir(),
+                writable,
+            },
+        )
+    };
+    items.push(bind(work, true));
+    items.extend(writable.iter().map(|p| bind(p, true)));
+    items.extend(keep.iter().map(|p| bind(p, false)));
+    // What the command line names may lie in a denied folder: naming it does not open it.
+    items.extend(
+        readable
+            .iter()
+            .filter(|r| !deny.iter().any(|d| r.starts_with(d)))
+            .map(|p| bind(p, false)),
+    );
+    items.extend(sockets.iter().map(|p| (p.clone(), Item::Socket)));
     items.extend(
         deny.iter()
             .map(|d| (d.clone(), Item::Deny { dir: d.is_dir() })),
-    );
-    items.extend(
-        kept.iter()
-            .map(|k| (k.to_path_buf(), Item::Keep { dir: k.is_dir() })),
     );
     let git = work.join(".git");
     let read_only = std::iter::once(git).chain(req.protect.iter().cloned());
@@ -486,7 +409,7 @@ fn mount_items(req: &Request<'_>, paths: &Resolved) -> Result<Vec<(PathBuf, Item
             && (path.starts_with(work) || writable.iter().any(|w| path.starts_with(w)))
             && !deny.iter().any(|d| path.starts_with(d))
         {
-            items.push((path, Item::ReadOnly));
+            items.push(bind(&path, false));
         }
     }
     Ok(items)
@@ -503,24 +426,33 @@ struct Sources {
 }
 
 impl Sources {
-    /// Opens `path` as a source: the `/proc/self/fd/N` a `Bind` step mounts from.
-    fn proc_fd(&mut self, path: &Path) -> Result<CString, SandboxError> {
+    /// Opens `path` as a source: the descriptor number a `Bind` step clones the tree at.
+    fn slot(&mut self, path: &Path) -> Result<RawFd, SandboxError> {
         let fd = open_path(path)?;
-        let name = CString::new(format!("/proc/self/fd/{}", fd.as_raw_fd())).map_err(setup)?;
-        self.slots.push((cstring(path)?, fd.as_raw_fd()));
+        let slot = fd.as_raw_fd();
+        self.slots.push((cstring(path)?, slot));
         self.fds.push(fd);
-        Ok(name)
+        Ok(slot)
     }
 }
 
-/// The plan's steps as the child makes them: paths as C strings, sources opened.
+/// What every bind is: no setuid program, no device node, from anything bound.
+const BIND_ATTRS: u64 = libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NODEV;
+
+/// The new root's size: it holds only mount points and links.
+const ROOT_DATA: &std::ffi::CStr = c"mode=0755,size=1m";
+
+/// The plan's steps as the child makes them, the new root first: paths as C strings, sources
+/// opened.
 fn child_steps(
     plan: Vec<PlanStep>,
     sources: &[PathBuf],
     berth_home: &Path,
     opened: &mut Sources,
 ) -> Result<Vec<Step>, SandboxError> {
-    let mut steps = Vec::new();
+    let mut steps = vec![Step::Root {
+        data: ROOT_DATA.to_owned(),
+    }];
     let mut denied_source = None;
     for step in plan {
         steps.push(match step {
@@ -530,13 +462,14 @@ fn child_steps(
                 readonly,
             },
             PlanStep::DenyFile(target) => {
-                if denied_source.is_none() {
-                    denied_source = Some(opened.proc_fd(&denied_file(berth_home)?)?);
-                }
+                let slot = match denied_source {
+                    Some(slot) => slot,
+                    None => *denied_source.insert(opened.slot(&denied_file(berth_home)?)?),
+                };
                 Step::Bind {
-                    source: denied_source.clone().expect("just set"),
+                    slot,
                     target: cstring(&target)?,
-                    readonly: true,
+                    attrs: BIND_ATTRS | libc::MOUNT_ATTR_RDONLY,
                 }
             }
             PlanStep::Mkdir(path) => Step::Mkdir {
@@ -545,18 +478,26 @@ fn child_steps(
             PlanStep::Touch(path) => Step::Touch {
                 path: cstring(&path)?,
             },
-            PlanStep::Bind(source, target, readonly) => Step::Bind {
-                source: opened.proc_fd(&sources[source])?,
+            PlanStep::Bind(source, target, writable) => Step::Bind {
+                slot: opened.slot(&sources[source])?,
                 target: cstring(&target)?,
-                readonly,
+                attrs: if writable {
+                    BIND_ATTRS
+                } else {
+                    BIND_ATTRS | libc::MOUNT_ATTR_RDONLY
+                },
+            },
+            PlanStep::Symlink(target, link) => Step::Symlink {
+                target: cstring(&target)?,
+                link: cstring(&link)?,
             },
         });
     }
     Ok(steps)
 }
 
-/// A fresh /dev: the harmless devices, bound from the host's, and a `/dev/shm` of
-/// `tmp_mib` MiB.
+/// A fresh /dev (its mount point is the new root's): the harmless devices, bound from the
+/// host's, and a `/dev/shm` of `tmp_mib` MiB.
 fn push_dev_steps(
     steps: &mut Vec<Step>,
     opened: &mut Sources,
@@ -576,9 +517,10 @@ fn push_dev_steps(
             path: cstring(&host)?,
         });
         steps.push(Step::Bind {
-            source: opened.proc_fd(&host)?,
+            slot: opened.slot(&host)?,
             target: cstring(&host)?,
-            readonly: false,
+            // A device node works only without `nodev`.
+            attrs: libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NOEXEC,
         });
     }
     for (target, link) in [
@@ -692,12 +634,19 @@ impl Confinement {
             proxy,
             steps,
             ruleset: ruleset.as_raw_fd(),
-            child_writable: vec![c"/tmp".to_owned(), c"/dev/shm".to_owned()],
+            child_writable: vec![
+                c"/tmp".to_owned(),
+                c"/var/tmp".to_owned(),
+                c"/dev/shm".to_owned(),
+            ],
             write_access,
             cwd: cstring(&paths.cwd)?,
             report: report_fd,
             sources: slots,
-            seccomp: crate::seccomp::program(level < 3),
+            seccomp: crate::seccomp::programs(crate::seccomp::Refuse {
+                truncate: level < 3,
+                user_namespaces: !req.nested_namespaces,
+            }),
         };
         let Resolved {
             work,
@@ -705,7 +654,7 @@ impl Confinement {
             writable,
             deny,
             readable,
-            hidden_home,
+            home,
             ..
         } = paths;
         Ok(Confinement {
@@ -718,7 +667,7 @@ impl Confinement {
             rules: Rules {
                 work,
                 readable,
-                home: hidden_home,
+                home,
                 writable,
                 deny,
                 berth_home,
@@ -814,80 +763,5 @@ impl Confinement {
         std::iter::once(self.rules.work.as_path())
             .chain(self.rules.writable.iter().map(PathBuf::as_path))
             .collect()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn p(s: &str) -> PathBuf {
-        PathBuf::from(s)
-    }
-
-    #[test]
-    fn kept_paths_under_a_tmpfs_are_bound_back_and_denied_ones_stay_hidden() {
-        let items = vec![
-            (p("/tmp"), Item::Hide(1024)),
-            (p("/tmp/h"), Item::Hide(1)),
-            (p("/root/.ssh"), Item::Deny { dir: true }),
-            (p("/tmp/h/config.toml"), Item::Deny { dir: false }),
-            (p("/tmp/h/workspaces/w"), Item::Keep { dir: true }),
-            (
-                p("/tmp/h/workspaces/w/config.toml"),
-                Item::Deny { dir: false },
-            ),
-            (p("/tmp/h/workspaces/w/worktree"), Item::Keep { dir: true }),
-            (p("/tmp/h/workspaces/w/worktree/.git"), Item::ReadOnly),
-        ];
-        let (steps, sources) = mount_steps(&items).unwrap();
-        assert_eq!(
-            steps,
-            [
-                PlanStep::Tmpfs(p("/tmp"), "mode=0755,size=1024m".into(), false),
-                PlanStep::Tmpfs(p("/root/.ssh"), "mode=000,size=4k".into(), true),
-                PlanStep::Mkdir(p("/tmp/h")),
-                PlanStep::Mkdir(p("/tmp/h/workspaces")),
-                PlanStep::Mkdir(p("/tmp/h/workspaces/w")),
-                PlanStep::Bind(0, p("/tmp/h/workspaces/w"), false),
-                PlanStep::DenyFile(p("/tmp/h/workspaces/w/config.toml")),
-                PlanStep::Bind(1, p("/tmp/h/workspaces/w/worktree/.git"), true),
-            ]
-        );
-        assert_eq!(
-            sources,
-            [
-                p("/tmp/h/workspaces/w"),
-                p("/tmp/h/workspaces/w/worktree/.git")
-            ]
-        );
-    }
-
-    #[test]
-    fn a_home_inside_the_work_folder_is_hidden_after_it_is_bound() {
-        let items = vec![
-            (p("/tmp"), Item::Hide(1024)),
-            (p("/tmp/x"), Item::Keep { dir: true }),
-            (p("/tmp/x/home"), Item::Hide(1)),
-        ];
-        let (steps, _) = mount_steps(&items).unwrap();
-        assert_eq!(
-            steps,
-            [
-                PlanStep::Tmpfs(p("/tmp"), "mode=0755,size=1024m".into(), false),
-                PlanStep::Mkdir(p("/tmp/x")),
-                PlanStep::Bind(0, p("/tmp/x"), false),
-                PlanStep::Tmpfs(p("/tmp/x/home"), "mode=0755,size=1m".into(), false),
-            ]
-        );
-    }
-
-    #[test]
-    fn a_kept_path_inside_a_denied_one_is_refused() {
-        let items = vec![
-            (p("/home/u/.aws"), Item::Deny { dir: true }),
-            (p("/home/u/.aws/work"), Item::Keep { dir: true }),
-        ];
-        assert!(mount_steps(&items).is_err());
     }
 }

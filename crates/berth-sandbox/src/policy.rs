@@ -93,6 +93,9 @@ pub struct Policy {
     readable: Vec<PathBuf>,
     /// `[sandbox] env`: berth's variables passed on besides the allow list.
     env: Vec<String>,
+    /// `[sandbox] sockets`: the host's sockets in a confined process's view.
+    sockets: Vec<PathBuf>,
+    nested_namespaces: bool,
     limits: Limits,
 }
 
@@ -191,6 +194,11 @@ impl Policy {
         for p in &settings.deny_read {
             deny.push(expand("deny_read", p)?);
         }
+        let sockets = settings
+            .sockets
+            .iter()
+            .map(|p| expand("sockets", p))
+            .collect::<Result<Vec<_>, _>>()?;
         // Checked now, so that a bad entry is named when the config is read.
         crate::proxy::AllowList::parse(&settings.allow_hosts).map_err(|e| match e {
             SandboxError::Invalid(m) => {
@@ -220,6 +228,8 @@ impl Policy {
             user_home: user_home.map(Path::to_owned),
             readable,
             env: settings.env.clone(),
+            sockets,
+            nested_namespaces: settings.nested_namespaces,
             limits: Limits {
                 processes: settings.max_processes,
                 tmp_mib: settings.tmp_mib,
@@ -324,6 +334,8 @@ impl Policy {
             user_home: self.user_home.as_deref(),
             writable: &writable,
             deny: &deny,
+            sockets: &self.sockets,
+            nested_namespaces: self.nested_namespaces,
             net,
             limits: self.limits,
             env: EnvAllow::new(env),

@@ -1,9 +1,8 @@
 //! The hostile script (tests/sandbox/hostile.sh) under a real confinement, as a command and as
 //! an agent process, as this user and, when this is root, as an unprivileged user too.
 //!
-//! Every file lives outside `/tmp` (in `/var/tmp`, which any user can reach wherever the
-//! checkout is), so what hides the secrets is the deny list and the hidden home, not the
-//! private `/tmp`.
+//! Every file lives outside `/tmp` and `/var/tmp` (in [`base`]), so what hides the secrets
+//! is the new root, the deny list and the hidden home, not a private `/tmp`.
 
 #![allow(clippy::unwrap_used)] // a test: a panic is the failure it reports
 
@@ -20,9 +19,20 @@ const SCRIPT: &str = include_str!("../../../tests/sandbox/hostile.sh");
 const TEST_USER: &str = "berth-sandbox-test";
 /// Set when this binary is run again as the unprivileged user: the folder to work in.
 const DIR_VAR: &str = "BERTH_SANDBOX_TEST_DIR";
-/// Where the tests' folders go: outside `/tmp`, and reachable by the unprivileged user even
-/// when the checkout is not (a clone in a folder of mode 700).
-const BASE: &str = "/var/tmp";
+/// Where the tests' folders go: outside `/tmp` and `/var/tmp` (a confined process has its
+/// own of both), and, as root, reachable by the unprivileged user even when the checkout is
+/// not (a clone in a folder of mode 700).
+fn base() -> PathBuf {
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        return PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    }
+    let base = PathBuf::from("/var/lib/berth-sandbox-test");
+    std::fs::create_dir_all(&base).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&base, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    base
+}
 
 fn git(dir: &Path, args: &[&str]) {
     let ok = Command::new("git")
@@ -55,7 +65,7 @@ struct World {
 fn world() -> World {
     let parent = std::env::var_os(DIR_VAR)
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(BASE));
+        .unwrap_or_else(base);
     let dir = tempfile::Builder::new()
         .prefix("berth-sandbox-test-")
         .tempdir_in(parent)
@@ -326,7 +336,7 @@ fn contained_as_an_unprivileged_user_too() {
     let (uid, gid) = test_user();
     let dir = tempfile::Builder::new()
         .prefix("berth-sandbox-test-")
-        .tempdir_in(BASE)
+        .tempdir_in(base())
         .unwrap();
     // This binary, where the user can run it (the checkout may be out of its reach).
     let exe = dir.path().join("hostile-tests");

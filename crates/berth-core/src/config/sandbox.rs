@@ -49,6 +49,13 @@ pub struct SandboxSettings {
     /// Variables of berth's environment passed on to confined processes besides the allow
     /// list (docs/sandbox.md lists it).
     pub env: Vec<String>,
+    /// Unix sockets of the host a confined process may reach (an ssh-agent's, with `env =
+    /// ["SSH_AUTH_SOCK"]`): no other socket of the host is in its view.
+    pub sockets: Vec<String>,
+    /// Whether a confined process may make user namespaces of its own (Chromium's sandbox,
+    /// bwrap, berth's own tests run as a check need them). Off: `unshare(CLONE_NEWUSER)` is
+    /// refused, the way to much of the kernel's attack surface.
+    pub nested_namespaces: bool,
     /// Processes one confined tree may have at once.
     pub max_processes: u64,
     /// The size of a confined tree's private `/tmp`, and of its `/dev/shm`, in MiB each.
@@ -75,6 +82,8 @@ impl Default for SandboxSettings {
             deny_read: Vec::new(),
             readable: Vec::new(),
             env: Vec::new(),
+            sockets: Vec::new(),
+            nested_namespaces: false,
             max_processes: Self::MAX_PROCESSES,
             tmp_mib: Self::TMP_MIB,
             memory_mib: 0,

@@ -88,7 +88,10 @@ pub const TEMPLATE: &str = r#"# berth configuration. Layers: this file -> worksp
 # network = "off"              # commands reach nothing, agents their provider; "proxy": commands too reach allow_hosts; "full": all
 # allow_hosts = ["index.crates.io"]  # reachable by name through berth's proxy
 # writable = ["~/.cache/sccache"]   # besides the workspace's folder and a private /tmp
-# deny_read = ["~/private"]         # hidden, besides ~/.ssh, ~/.aws, berth's home, ...
+# deny_read = ["~/private"]         # hidden inside what is shown, besides ~/.ssh, ~/.aws, ...
+# readable = ["~/src/shared"]       # shown read-only, besides the system's folders and toolchains
+# sockets = ["/run/user/1000/ssh-agent.sock"]   # host sockets shown (none is otherwise)
+# nested_namespaces = false         # true: confined processes may make user namespaces (Chromium, bwrap)
 
 [serve]
 # device_mcp_servers = ["docs"]     # [[mcp_servers]] a paired device may ask for by command

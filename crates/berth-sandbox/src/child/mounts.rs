@@ -1,6 +1,11 @@
-//! The mount plan's steps (tmpfs, mount points, binds, links), made in the child's own mount
-//! namespace. The parent worked out every path and opened every source, so each step here is a
-//! system call or two on strings the plan owns.
+//! The mount plan's steps (the new root, tmpfs, mount points, binds, links), made in the
+//! child's own mount namespace. The parent worked out every path and opened every source, so
+//! each step here is a system call or a few on strings the plan owns.
+//!
+//! The root is new ([`Step::Root`]): an empty tmpfs, into which only what the plan names is
+//! bound. The host's tree stays below it at [`OLD_ROOT`] until the init has mounted its own
+//! `/proc` (the kernel lets a user namespace mount a `proc` only while one is fully visible in
+//! its mount namespace), and is then detached for good ([`leave_old_root`]).
 
 use std::ffi::CString;
 use std::io;
@@ -8,9 +13,15 @@ use std::os::fd::RawFd;
 
 use super::check;
 
+/// Where the host's tree lies, below the new root, until the init detaches it.
+const OLD_ROOT: &std::ffi::CStr = c"/.oldroot";
+
 /// One step of the mount plan, in order.
 #[derive(Debug)]
 pub(crate) enum Step {
+    /// The new root: a fresh tmpfs (`data`: its options), made the root with `pivot_root`.
+    /// The host's tree is then at [`OLD_ROOT`], and every later path is in the new root.
+    Root { data: CString },
     /// A fresh tmpfs on `target` (`data`: its options, e.g. `mode=0755`).
     Tmpfs {
         target: CString,
@@ -18,86 +29,138 @@ pub(crate) enum Step {
         readonly: bool,
     },
     /// A folder in a tmpfs of ours, as a mount point (an existing one is fine).
-    Mkdir {
-        path: CString,
-    },
+    Mkdir { path: CString },
     /// An empty file in a tmpfs of ours, as a mount point for a file.
-    Touch {
-        path: CString,
-    },
-    /// `source` (a `/proc/self/fd/N` of a descriptor the parent opened) mounted on `target`.
+    Touch { path: CString },
+    /// The tree at `slot` (a descriptor the child opened on the host's path before the new
+    /// root) cloned, submounts included, given `attrs` (`MOUNT_ATTR_*`: read-only, nosuid,
+    /// nodev, on every mount of the clone) and mounted on `target`.
     Bind {
-        source: CString,
+        slot: RawFd,
         target: CString,
-        readonly: bool,
+        attrs: u64,
     },
-    Symlink {
-        target: CString,
-        link: CString,
-    },
+    Symlink { target: CString, link: CString },
 }
 
 impl std::fmt::Display for Step {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let shown = |c: &CString| c.to_string_lossy().into_owned();
         match self {
+            Step::Root { .. } => write!(f, "making the new root"),
             Step::Tmpfs { target, .. } => write!(f, "mounting an empty tmpfs on {}", shown(target)),
             Step::Mkdir { path } => write!(f, "making the mount point {}", shown(path)),
             Step::Touch { path } => write!(f, "making the mount point {}", shown(path)),
-            Step::Bind {
-                target, readonly, ..
-            } => write!(
+            Step::Bind { target, attrs, .. } => write!(
                 f,
                 "mounting {}{}",
                 shown(target),
-                if *readonly { " read-only" } else { "" }
+                if attrs & libc::MOUNT_ATTR_RDONLY != 0 {
+                    " read-only"
+                } else {
+                    ""
+                }
             ),
             Step::Symlink { link, .. } => write!(f, "making {}", shown(link)),
         }
     }
 }
 
-/// Mount flags a read-only remount must keep: in a user namespace the kernel refuses to drop
-/// the ones the original mount had.
-fn kept_flags(target: &std::ffi::CStr) -> io::Result<libc::c_ulong> {
-    // SAFETY: statvfs is plain data, for which all zeroes is a value.
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: statvfs fills the struct we own, from a NUL-terminated path that outlives it.
-    check(unsafe { libc::statvfs(target.as_ptr(), &mut st) })?;
-    let mut flags = 0;
-    for (st_flag, ms_flag) in [
-        (libc::ST_NOSUID, libc::MS_NOSUID),
-        (libc::ST_NODEV, libc::MS_NODEV),
-        (libc::ST_NOEXEC, libc::MS_NOEXEC),
-        (libc::ST_NOATIME, libc::MS_NOATIME),
-        (libc::ST_NODIRATIME, libc::MS_NODIRATIME),
-        (libc::ST_RELATIME, libc::MS_RELATIME),
-    ] {
-        if st.f_flag & st_flag != 0 {
-            flags |= ms_flag;
-        }
+/// Makes a fresh tmpfs the root: mounted on the host's `/tmp` (a folder every system has),
+/// then swapped with the host's tree by `pivot_root`.
+fn make_root(data: &std::ffi::CStr) -> io::Result<()> {
+    // SAFETY: mount, mkdir, pivot_root and chdir on static strings and `data`, which outlive
+    // the calls.
+    unsafe {
+        check(libc::mount(
+            c"tmpfs".as_ptr(),
+            c"/tmp".as_ptr(),
+            c"tmpfs".as_ptr(),
+            libc::MS_NOSUID | libc::MS_NODEV,
+            data.as_ptr().cast(),
+        ))?;
+        check(libc::mkdir(c"/tmp/.oldroot".as_ptr(), 0o700))?;
+        check(libc::syscall(libc::SYS_pivot_root, c"/tmp".as_ptr(), c"/tmp/.oldroot".as_ptr()) as libc::c_int)?;
+        check(libc::chdir(c"/".as_ptr()))
     }
-    Ok(flags)
 }
 
-fn remount_readonly(target: &std::ffi::CStr) -> io::Result<()> {
-    let flags = kept_flags(target)?;
-    // SAFETY: a remount of a mount this namespace made; the strings outlive the call.
+/// `mount_setattr(2)` of `attrs` on the mount at `fd` (with `AT_EMPTY_PATH`) or `path`, and on
+/// every mount beneath it with `recursive`.
+fn set_mount_attrs(fd: RawFd, path: &std::ffi::CStr, attrs: u64, recursive: bool) -> io::Result<()> {
+    let attr = libc::mount_attr {
+        attr_set: attrs,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    let mut flags = if path.is_empty() { libc::AT_EMPTY_PATH } else { 0 };
+    if recursive {
+        flags |= libc::AT_RECURSIVE;
+    }
+    // SAFETY: mount_setattr with a struct on the stack and a path that outlives the call.
     check(unsafe {
-        libc::mount(
-            std::ptr::null(),
-            target.as_ptr(),
-            std::ptr::null(),
-            libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY | flags,
-            std::ptr::null(),
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            fd,
+            path.as_ptr(),
+            flags as libc::c_uint,
+            &attr as *const libc::mount_attr,
+            std::mem::size_of::<libc::mount_attr>(),
         )
-    })
+    } as libc::c_int)
+}
+
+/// Clones the tree at `slot` (submounts included), sets `attrs` on all of it, and mounts the
+/// clone on `target`: one bind whose every mount is read-only (or nosuid, nodev) at once,
+/// which a remount of the top one would not give.
+fn bind(slot: RawFd, target: &std::ffi::CStr, attrs: u64) -> io::Result<()> {
+    // SAFETY: open_tree, move_mount and close on descriptors this process owns, and paths
+    // that outlive the calls.
+    unsafe {
+        let tree = libc::syscall(
+            libc::SYS_open_tree,
+            slot,
+            c"".as_ptr(),
+            libc::OPEN_TREE_CLONE
+                | libc::OPEN_TREE_CLOEXEC as libc::c_uint
+                | libc::AT_RECURSIVE as libc::c_uint
+                | libc::AT_EMPTY_PATH as libc::c_uint,
+        ) as RawFd;
+        if tree == -1 {
+            return Err(io::Error::last_os_error());
+        }
+        let moved = set_mount_attrs(tree, c"", attrs, true).and_then(|()| {
+            check(libc::syscall(
+                libc::SYS_move_mount,
+                tree,
+                c"".as_ptr(),
+                libc::AT_FDCWD,
+                target.as_ptr(),
+                libc::MOVE_MOUNT_F_EMPTY_PATH,
+            ) as libc::c_int)
+        });
+        libc::close(tree);
+        moved
+    }
+}
+
+/// The init's last step on the mounts, once its `/proc` is mounted: the host's tree is
+/// detached (nothing of it is reachable any more), and the new root made read-only.
+pub(super) fn leave_old_root() -> io::Result<()> {
+    // SAFETY: umount2 and rmdir on a static path.
+    unsafe {
+        check(libc::umount2(OLD_ROOT.as_ptr(), libc::MNT_DETACH))?;
+        check(libc::rmdir(OLD_ROOT.as_ptr()))?;
+    }
+    set_mount_attrs(libc::AT_FDCWD, c"/", libc::MOUNT_ATTR_RDONLY, false)
 }
 
 /// Each call below is a system call on NUL-terminated strings the plan owns, which outlive
 /// it: that is every `SAFETY` here.
 pub(super) fn run_step(step: &Step) -> io::Result<()> {
     match step {
+        Step::Root { data } => make_root(data),
         Step::Tmpfs {
             target,
             data,
@@ -145,25 +208,10 @@ pub(super) fn run_step(step: &Step) -> io::Result<()> {
             Ok(())
         }
         Step::Bind {
-            source,
+            slot,
             target,
-            readonly,
-        } => {
-            // SAFETY: see above.
-            check(unsafe {
-                libc::mount(
-                    source.as_ptr(),
-                    target.as_ptr(),
-                    std::ptr::null(),
-                    libc::MS_BIND | libc::MS_REC,
-                    std::ptr::null(),
-                )
-            })?;
-            if *readonly {
-                remount_readonly(target)?;
-            }
-            Ok(())
-        }
+            attrs,
+        } => bind(*slot, target, *attrs),
         Step::Symlink { target, link } => {
             // SAFETY: see above.
             check(unsafe { libc::symlink(target.as_ptr(), link.as_ptr()) })

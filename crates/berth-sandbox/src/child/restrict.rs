@@ -114,7 +114,7 @@ pub(super) fn confine_command(plan: &ChildPlan) -> io::Result<()> {
     // holds open until the spawn returns.
     unsafe {
         check(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)).map_err(at(Stage::LANDLOCK))?;
-        if let Some((filter, len)) = plan.seccomp {
+        for &(filter, len) in &plan.seccomp {
             let program = libc::sock_fprog {
                 len,
                 filter: filter as *mut libc::sock_filter,
