@@ -55,6 +55,8 @@ pub(crate) struct ChildPlan {
     /// Paths that exist only in the child's mounts (the private `/tmp`, `/dev/shm`): write
     /// rules for them are added here, after the mounts.
     pub child_writable: Vec<CString>,
+    /// Whether the init adds a write rule for its own `/proc`, once mounted.
+    pub proc_writable: bool,
     pub write_access: u64,
     /// Where the command runs: entered again after the mounts, so that `..` from it walks the
     /// new tree and not the one the mounts cover.
@@ -210,7 +212,11 @@ pub(crate) fn probe(maps: &IdMaps) -> io::Result<std::convert::Infallible> {
                 libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
                 std::ptr::null(),
             );
-            let left = if r == -1 { Err(io::Error::last_os_error()) } else { leave_old_root() };
+            let left = if r == -1 {
+                Err(io::Error::last_os_error())
+            } else {
+                leave_old_root()
+            };
             let errno = match left {
                 Err(e) => e.raw_os_error().unwrap_or(libc::EPERM),
                 Ok(()) => 0,

@@ -355,7 +355,11 @@ fn mount_items(req: &Request<'_>, paths: &Resolved) -> Result<Vec<(PathBuf, Item
         let inside = std::iter::once(work)
             .chain(keep)
             .chain(writable)
-            .chain(readable.iter().filter(|r| !deny.iter().any(|d| r.starts_with(d))))
+            .chain(
+                readable
+                    .iter()
+                    .filter(|r| !deny.iter().any(|d| r.starts_with(d))),
+            )
             .find(|k| k.starts_with(d));
         if let Some(k) = inside {
             return Err(SandboxError::Invalid(format!(
@@ -616,6 +620,11 @@ impl Confinement {
             }
             _ => None,
         };
+        let child_writable = vec![
+            c"/tmp".to_owned(),
+            c"/var/tmp".to_owned(),
+            c"/dev/shm".to_owned(),
+        ];
         let pid_max = crate::limits::tree_pid_max(req.limits);
         let cgroup = crate::limits::tree_cgroup(req.limits, pid_max.is_some());
         let plan = ChildPlan {
@@ -634,11 +643,10 @@ impl Confinement {
             proxy,
             steps,
             ruleset: ruleset.as_raw_fd(),
-            child_writable: vec![
-                c"/tmp".to_owned(),
-                c"/var/tmp".to_owned(),
-                c"/dev/shm".to_owned(),
-            ],
+            child_writable,
+            // A user namespace of its own is of no use until its ids are mapped, by writing
+            // `/proc/self/uid_map`: the tree's own `/proc` is writable with nested namespaces.
+            proc_writable: req.nested_namespaces,
             write_access,
             cwd: cstring(&paths.cwd)?,
             report: report_fd,

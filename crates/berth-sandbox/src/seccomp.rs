@@ -108,8 +108,12 @@ pub(crate) struct Refuse {
 /// The filters for this architecture, each as the address and length of its instructions
 /// (they live for the whole process); empty where seccompiler has no such architecture.
 pub(crate) fn programs(refuse: Refuse) -> Vec<(usize, u16)> {
-    static PROGRAMS: [OnceLock<Vec<BpfProgram>>; 4] =
-        [OnceLock::new(), OnceLock::new(), OnceLock::new(), OnceLock::new()];
+    static PROGRAMS: [OnceLock<Vec<BpfProgram>>; 4] = [
+        OnceLock::new(),
+        OnceLock::new(),
+        OnceLock::new(),
+        OnceLock::new(),
+    ];
     let index = usize::from(refuse.truncate) + 2 * usize::from(refuse.user_namespaces);
     PROGRAMS[index]
         .get_or_init(|| build(refuse).unwrap_or_default())
@@ -191,7 +195,11 @@ fn build(refuse: Refuse) -> Option<Vec<BpfProgram>> {
         for call in [libc::SYS_unshare, libc::SYS_clone] {
             rules.insert(
                 call,
-                vec![rule(vec![condition(0, SeccompCmpOp::MaskedEq(newuser), newuser)])?],
+                vec![rule(vec![condition(
+                    0,
+                    SeccompCmpOp::MaskedEq(newuser),
+                    newuser,
+                )])?],
             );
         }
         enosys.insert(libc::SYS_clone3, Vec::new());
@@ -206,5 +214,8 @@ fn build(refuse: Refuse) -> Option<Vec<BpfProgram>> {
         .ok()?;
         BpfProgram::try_from(filter).ok()
     };
-    Some(vec![filter(rules, libc::EPERM)?, filter(enosys, libc::ENOSYS)?])
+    Some(vec![
+        filter(rules, libc::EPERM)?,
+        filter(enosys, libc::ENOSYS)?,
+    ])
 }

@@ -21,7 +21,9 @@ const OLD_ROOT: &std::ffi::CStr = c"/.oldroot";
 pub(crate) enum Step {
     /// The new root: a fresh tmpfs (`data`: its options), made the root with `pivot_root`.
     /// The host's tree is then at [`OLD_ROOT`], and every later path is in the new root.
-    Root { data: CString },
+    Root {
+        data: CString,
+    },
     /// A fresh tmpfs on `target` (`data`: its options, e.g. `mode=0755`).
     Tmpfs {
         target: CString,
@@ -29,9 +31,13 @@ pub(crate) enum Step {
         readonly: bool,
     },
     /// A folder in a tmpfs of ours, as a mount point (an existing one is fine).
-    Mkdir { path: CString },
+    Mkdir {
+        path: CString,
+    },
     /// An empty file in a tmpfs of ours, as a mount point for a file.
-    Touch { path: CString },
+    Touch {
+        path: CString,
+    },
     /// The tree at `slot` (a descriptor the child opened on the host's path before the new
     /// root) cloned, submounts included, given `attrs` (`MOUNT_ATTR_*`: read-only, nosuid,
     /// nodev, on every mount of the clone) and mounted on `target`.
@@ -40,7 +46,10 @@ pub(crate) enum Step {
         target: CString,
         attrs: u64,
     },
-    Symlink { target: CString, link: CString },
+    Symlink {
+        target: CString,
+        link: CString,
+    },
 }
 
 impl std::fmt::Display for Step {
@@ -80,21 +89,34 @@ fn make_root(data: &std::ffi::CStr) -> io::Result<()> {
             data.as_ptr().cast(),
         ))?;
         check(libc::mkdir(c"/tmp/.oldroot".as_ptr(), 0o700))?;
-        check(libc::syscall(libc::SYS_pivot_root, c"/tmp".as_ptr(), c"/tmp/.oldroot".as_ptr()) as libc::c_int)?;
+        check(libc::syscall(
+            libc::SYS_pivot_root,
+            c"/tmp".as_ptr(),
+            c"/tmp/.oldroot".as_ptr(),
+        ) as libc::c_int)?;
         check(libc::chdir(c"/".as_ptr()))
     }
 }
 
 /// `mount_setattr(2)` of `attrs` on the mount at `fd` (with `AT_EMPTY_PATH`) or `path`, and on
 /// every mount beneath it with `recursive`.
-fn set_mount_attrs(fd: RawFd, path: &std::ffi::CStr, attrs: u64, recursive: bool) -> io::Result<()> {
+fn set_mount_attrs(
+    fd: RawFd,
+    path: &std::ffi::CStr,
+    attrs: u64,
+    recursive: bool,
+) -> io::Result<()> {
     let attr = libc::mount_attr {
         attr_set: attrs,
         attr_clr: 0,
         propagation: 0,
         userns_fd: 0,
     };
-    let mut flags = if path.is_empty() { libc::AT_EMPTY_PATH } else { 0 };
+    let mut flags = if path.is_empty() {
+        libc::AT_EMPTY_PATH
+    } else {
+        0
+    };
     if recursive {
         flags |= libc::AT_RECURSIVE;
     }

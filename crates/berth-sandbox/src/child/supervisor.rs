@@ -271,6 +271,10 @@ pub(super) fn init_setup(alive: RawFd, plan: &ChildPlan) -> Result<(), (u32, io:
         ))
         .map_err(|e| (Stage::PROC, e))?;
     }
+    if plan.proc_writable {
+        super::add_write_rule(plan.ruleset, c"/proc", plan.write_access)
+            .map_err(|e| (Stage::TMP_RULES, e))?;
+    }
     super::leave_old_root().map_err(|e| (Stage::OLD_ROOT, e))?;
     if let Some(max) = &plan.pid_max {
         write_proc(c"/proc/sys/kernel/pid_max", max).map_err(|e| (Stage::LIMITS, e))?;

@@ -412,12 +412,20 @@ mod tests {
         );
         assert_eq!(sources.len(), 6);
         // ~/.ssh was never bound: nothing to hide, and no step for it.
-        assert!(!steps.iter().any(|s| matches!(s, PlanStep::Tmpfs(p, ..) if p.ends_with(".ssh"))));
+        assert!(
+            !steps
+                .iter()
+                .any(|s| matches!(s, PlanStep::Tmpfs(p, ..) if p.ends_with(".ssh")))
+        );
     }
 
     #[test]
     fn a_bind_inside_the_same_kind_of_bind_is_not_made_again() {
-        let items = vec![(p("/h/.cargo"), RO), (p("/h/.cargo/bin"), RO), (p("/h/.cargo"), RW)];
+        let items = vec![
+            (p("/h/.cargo"), RO),
+            (p("/h/.cargo/bin"), RO),
+            (p("/h/.cargo"), RW),
+        ];
         let (steps, _) = mount_steps(&items).unwrap();
         assert_eq!(
             steps,
@@ -444,10 +452,18 @@ mod tests {
     fn toolchains_never_show_the_home_or_what_is_hidden() {
         let home = Path::new("/home/u");
         let hidden = [p("/home/u/.ssh")];
-        assert!(toolchain_ok(Path::new("/home/u/.cargo/bin"), Some(home), &hidden));
+        assert!(toolchain_ok(
+            Path::new("/home/u/.cargo/bin"),
+            Some(home),
+            &hidden
+        ));
         assert!(!toolchain_ok(Path::new("/home/u"), Some(home), &hidden));
         assert!(!toolchain_ok(Path::new("/home"), Some(home), &hidden));
         assert!(!toolchain_ok(Path::new("/"), Some(home), &hidden));
-        assert!(!toolchain_ok(Path::new("/home/u/.ssh/bin"), Some(home), &hidden));
+        assert!(!toolchain_ok(
+            Path::new("/home/u/.ssh/bin"),
+            Some(home),
+            &hidden
+        ));
     }
 }
