@@ -24,6 +24,7 @@ use landlock::{
 use crate::SandboxError;
 use crate::child::{ChildPlan, IdMaps, Listen, ProxyPlan, Step};
 
+mod scrub;
 pub(crate) mod view;
 
 use view::{Item, PlanStep, mount_steps};
@@ -291,6 +292,8 @@ struct Resolved {
     sockets: Vec<PathBuf>,
     /// `$HOME`, an empty folder but for what is bound.
     home: Option<PathBuf>,
+    /// Files shown without their secrets, as (original, copy).
+    scrubbed: Vec<(PathBuf, PathBuf)>,
 }
 
 impl Resolved {
@@ -322,6 +325,7 @@ impl Resolved {
                 std::fs::metadata(p).is_ok_and(|m| m.file_type().is_socket())
             })
             .collect();
+        let scrubbed = scrub::scrubbed_files(home.as_deref(), &berth_home)?;
         Ok(Resolved {
             work,
             cwd,
@@ -332,6 +336,7 @@ impl Resolved {
             readable,
             sockets,
             home,
+            scrubbed,
         })
     }
 }
@@ -348,6 +353,7 @@ fn mount_items(req: &Request<'_>, paths: &Resolved) -> Result<Vec<(PathBuf, Item
         readable,
         sockets,
         home,
+        scrubbed,
         ..
     } = paths;
     let mut items = view::system_items(req.net == Net::Full);
@@ -395,6 +401,11 @@ fn mount_items(req: &Request<'_>, paths: &Resolved) -> Result<Vec<(PathBuf, Item
             .map(|p| bind(p, false)),
     );
     items.extend(sockets.iter().map(|p| (p.clone(), Item::Socket)));
+    items.extend(
+        scrubbed
+            .iter()
+            .map(|(original, copy)| (original.clone(), Item::Scrubbed(copy.clone()))),
+    );
     items.extend(
         deny.iter()
             .map(|d| (d.clone(), Item::Deny { dir: d.is_dir() })),

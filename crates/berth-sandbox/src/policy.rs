@@ -60,12 +60,13 @@ pub const HOME_READABLE: [&str; 30] = [
 ];
 
 /// Credential files inside the folders of [`HOME_READABLE`], hidden all the same.
-const HOME_READABLE_DENY: [&str; 5] = [
+const HOME_READABLE_DENY: [&str; 6] = [
     ".cargo/credentials.toml",
     ".cargo/credentials",
     ".config/git/credentials",
     ".npm/_authToken",
     ".gem/credentials",
+    ".local/share/uv/credentials",
 ];
 
 /// Sockets that hand out the machine (a container engine's is root's rights): hidden too.

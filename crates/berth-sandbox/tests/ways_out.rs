@@ -2,7 +2,8 @@
 //! command and a confined agent process, as this user and, as root, as the unprivileged user
 //! too: a host Unix socket (GNU screen's types into the person's terminal), file metadata
 //! outside the writable set (a setuid-root copy of a program), a setuid file left in the
-//! worktree, `AF_VSOCK` and netfilter's netlink, nested user namespaces, and `/etc`'s secrets.
+//! worktree, `AF_VSOCK` and netfilter's netlink, nested user namespaces, `/etc`'s secrets, and
+//! the secrets in the files a build needs (cargo's and git's config, uv's credentials).
 //! What the new root shows is checked whole: `find / -type s` finds no socket but those the
 //! process made or was given.
 
@@ -360,6 +361,48 @@ echo x > /tmp/x && echo x > /var/tmp/x && echo "private tmp works"
 }
 
 #[test]
+fn the_files_bound_back_are_shown_without_their_secrets() {
+    let w = world();
+    let home = &w.user_home;
+    let write = |rel: &str, text: &str| {
+        let path = home.join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    };
+    write(
+        ".cargo/config.toml",
+        "[registry]\ntoken = \"SECRET-CARGO\"\n[build]\njobs = 2\n",
+    );
+    write(
+        ".gitconfig",
+        "[user]\n\tname = Me\n[http]\n\textraHeader = Authorization: Bearer SECRET-HEADER\n[url \"https://SECRET-URL@github.com/\"]\n\tinsteadOf = https://github.com/\n[credential]\n\thelper = \"!echo password=SECRET-HELPER\"\n",
+    );
+    write(
+        ".local/share/uv/credentials/credentials.toml",
+        "[[credential]]\npassword = \"SECRET-UV\"\n",
+    );
+    write(".local/share/uv/python/marker", "uv's own\n");
+    for (what, subject) in subjects(&w) {
+        let script = format!(
+            "cd {home}; cat .cargo/config.toml .gitconfig .local/share/uv/python/marker; cat .local/share/uv/credentials/credentials.toml",
+            home = home.display()
+        );
+        let (_, text) = run_confined(&w, &subject, &script, |_| {});
+        assert!(!text.contains("SECRET"), "{what}:\n{text}");
+        assert!(text.contains("jobs = 2"), "{what}:\n{text}");
+        assert!(text.contains("name = Me"), "{what}:\n{text}");
+        assert!(
+            text.contains("insteadOf = https://github.com/"),
+            "{what}:\n{text}"
+        );
+        assert!(text.contains("uv's own"), "{what}:\n{text}");
+    }
+    // The originals are as they were.
+    let git = std::fs::read_to_string(home.join(".gitconfig")).unwrap();
+    assert!(git.contains("SECRET-HEADER"));
+}
+
+#[test]
 fn as_the_unprivileged_user_too() {
     if !support::is_root() {
         return; // the tests above ran as such a user already
@@ -372,5 +415,6 @@ fn as_the_unprivileged_user_too() {
         "vsock_and_netfilter_are_refused_and_routes_are_not",
         "no_user_namespace_is_made_inside_unless_allowed",
         "only_what_is_needed_is_in_the_root",
+        "the_files_bound_back_are_shown_without_their_secrets",
     ]);
 }

@@ -69,6 +69,8 @@ pub(crate) enum Item {
     /// A Unix socket named by `[sandbox] sockets`: bound even inside a folder the sandbox
     /// hides, since it is named on purpose.
     Socket,
+    /// A file shown as this copy without its secrets ([`super::scrub`]), where it is shown.
+    Scrubbed(PathBuf),
 }
 
 /// What covers a path once the mounts so far are made.
@@ -121,7 +123,7 @@ pub(crate) fn mount_steps(
     order.sort_by_key(|(p, item)| {
         let rank = match item {
             Item::Bind { writable: true, .. } => 0,
-            Item::Deny { .. } => 2,
+            Item::Deny { .. } | Item::Scrubbed(_) => 2,
             _ => 1,
         };
         (p.components().count(), rank)
@@ -131,7 +133,7 @@ pub(crate) fn mount_steps(
     let mut steps = Vec::new();
     let mut sources = Vec::new();
     for (path, item) in order {
-        if done.iter().any(|(p, _)| *p == path.as_path()) {
+        if !matches!(item, Item::Scrubbed(_)) && done.iter().any(|(p, _)| *p == path.as_path()) {
             continue; // one mount a path: the first, by the order above
         }
         // The deepest of our mounts at or above this path says what it looks like now.
@@ -145,7 +147,7 @@ pub(crate) fn mount_steps(
                 Item::Bind { writable, .. } => Cover::Bound {
                     writable: *writable,
                 },
-                Item::Socket => Cover::Bound { writable: false },
+                Item::Socket | Item::Scrubbed(_) => Cover::Bound { writable: false },
             });
         // Where the chain of mount points to this path starts.
         let top = match cover {
@@ -201,13 +203,18 @@ pub(crate) fn mount_steps(
                     path.display()
                 )));
             }
+            (Item::Scrubbed(copy), Cover::Bound { .. }) => {
+                steps.push(PlanStep::Bind(sources.len(), path.clone(), false));
+                sources.push(copy.clone());
+            }
             (Item::Deny { dir }, Cover::Bound { .. }) => steps.push(if *dir {
                 PlanStep::Tmpfs(path.clone(), "mode=000,size=4k".into(), true)
             } else {
                 PlanStep::DenyFile(path.clone())
             }),
             // Not there at all, or hidden already.
-            (Item::Deny { .. } | Item::Empty | Item::Link(_) | Item::Fresh(_), _) => continue,
+            (Item::Deny { .. } | Item::Empty | Item::Link(_) | Item::Fresh(_), _)
+            | (Item::Scrubbed(_), _) => continue,
         }
         done.push((path, item));
     }
@@ -436,6 +443,38 @@ mod tests {
                 PlanStep::Bind(1, p("/h/.cargo/bin"), false),
             ]
         );
+    }
+
+    #[test]
+    fn a_scrubbed_copy_is_bound_over_its_original_only_where_it_is_shown() {
+        let items = vec![
+            (
+                p("/h/.gitconfig"),
+                Item::Bind {
+                    dir: false,
+                    writable: false,
+                },
+            ),
+            (
+                p("/h/.gitconfig"),
+                Item::Scrubbed(p("/b/.sandbox/scrubbed/1")),
+            ),
+            (
+                p("/h/.pip/pip.conf"),
+                Item::Scrubbed(p("/b/.sandbox/scrubbed/2")),
+            ),
+        ];
+        let (steps, sources) = mount_steps(&items).unwrap();
+        assert_eq!(
+            steps,
+            [
+                PlanStep::Mkdir(p("/h")),
+                PlanStep::Touch(p("/h/.gitconfig")),
+                PlanStep::Bind(0, p("/h/.gitconfig"), false),
+                PlanStep::Bind(1, p("/h/.gitconfig"), false),
+            ]
+        );
+        assert_eq!(sources, [p("/h/.gitconfig"), p("/b/.sandbox/scrubbed/1")]);
     }
 
     #[test]
