@@ -127,16 +127,11 @@ impl Ops {
                 .collect(),
         };
         passed.extend(declared.env.iter().cloned());
-        // Its hooks and settings, read-only; a missing settings file is made empty first, so
-        // that it is protected rather than written by the agent.
-        let settings = match (profile, &home) {
-            (Some(p), Some(home)) if sandbox.is_on() => p
-                .settings
-                .iter()
-                .map(|rel| home.join(rel))
-                .inspect(|path| make_empty_settings(path))
-                .collect(),
-            _ => Vec::new(),
+        // What of its state it runs or obeys later, read-only (made first where missing, so
+        // that it is covered rather than created); what it must write and then runs, private.
+        let (settings, private) = match (profile, &home) {
+            (Some(p), Some(home)) if sandbox.is_on() => (p.covered(home), p.private_in(home)),
+            _ => (Vec::new(), Vec::new()),
         };
         let confinement = sandbox.confine(
             None,
@@ -146,6 +141,7 @@ impl Ops {
                 env: passed,
                 program: berth_sandbox::program_files(command, path.as_deref(), work),
                 settings,
+                private,
             },
         )?;
         let mut process_env = Vec::new();
@@ -212,29 +208,6 @@ impl Ops {
         let work = work.canonicalize().ok()?;
         let id = work.strip_prefix(&workspaces).ok()?.components().next()?;
         Some(workspaces.join(id))
-    }
-}
-
-/// An agent's settings file made, empty, where it is missing and its folder exists: a JSON
-/// file `{}`, anything else nothing. Folders (hooks, plugins) are left as they are.
-fn make_empty_settings(path: &Path) {
-    let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
-        return;
-    };
-    let text = if name.ends_with(".json") {
-        "{}\n"
-    } else if name.ends_with(".toml") {
-        ""
-    } else {
-        return;
-    };
-    if path.parent().is_some_and(Path::is_dir) {
-        let _ = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(path)
-            .and_then(|mut f| std::io::Write::write_all(&mut f, text.as_bytes()));
     }
 }
 

@@ -86,6 +86,7 @@ fn main() {
         env: vec![],
         program: vec![],
         settings: vec![],
+        private: vec![],
     };
     let run = |confined: bool| -> (f64, f64) {
         let mut cmd = Command::new("python3");

@@ -45,7 +45,7 @@ pub use kernel::{PRETEND_VAR, Support, support};
 pub use limits::enforced as limits_enforced;
 pub use plan::{Confinement, PROXY_PORT};
 pub use policy::{
-    AgentProfile, PROVIDER_ENV, Place, Policy, Sandbox, Subject, agent_hosts, agent_profile,
+    AgentProfile, Obeyed, PROVIDER_ENV, Place, Policy, Sandbox, Subject, agent_hosts, agent_profile,
 };
 pub use proxy::{AllowList, Proxy, ProxyHandle};
 

@@ -60,6 +60,9 @@ pub(crate) struct Request<'a> {
     pub deny: &'a [PathBuf],
     /// Unix sockets of the host bound in (`[sandbox] sockets`): no other is there.
     pub sockets: &'a [PathBuf],
+    /// Fresh folders of the tree's own at these paths, inside the writable set (an agent's
+    /// shell snapshots).
+    pub private: &'a [PathBuf],
     /// Whether the process may make user namespaces of its own.
     pub nested_namespaces: bool,
     pub net: Net,
@@ -378,6 +381,13 @@ fn mount_items(req: &Request<'_>, paths: &Resolved) -> Result<Vec<(PathBuf, Item
     }
     items.push((PathBuf::from("/tmp"), Item::Fresh(req.limits.tmp_mib)));
     items.push((PathBuf::from("/var/tmp"), Item::Fresh(req.limits.tmp_mib)));
+    items.extend(
+        req.private
+            .iter()
+            .filter_map(|p| resolved(p))
+            .filter(|p| p.starts_with(work) || writable.iter().any(|w| p.starts_with(w)))
+            .map(|p| (p, Item::Fresh(PRIVATE_MIB))),
+    );
     if let Some(home) = home {
         items.push((home.clone(), Item::Empty));
     }
@@ -450,6 +460,9 @@ impl Sources {
         Ok(slot)
     }
 }
+
+/// The size of each private folder (an agent's shell snapshots), in MiB.
+const PRIVATE_MIB: u64 = 64;
 
 /// What every bind is: no setuid program, no device node, from anything bound.
 const BIND_ATTRS: u64 = libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NODEV;

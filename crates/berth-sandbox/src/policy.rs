@@ -117,9 +117,14 @@ pub enum Subject {
         /// Its program and installation (a `node_modules` tree, a virtualenv, the files its
         /// command line names), readable wherever they are, `$HOME` included.
         program: Vec<PathBuf>,
-        /// Files of its state that would make it (or the user's next, unconfined run of it)
-        /// run commands: its hooks and settings ([`AgentProfile::settings`]). Read-only.
+        /// What of its state it (or the user's next, unconfined run of it) runs or obeys
+        /// later: its settings, hooks, plugins, commands, instructions
+        /// ([`AgentProfile::covered`]). Read-only.
         settings: Vec<PathBuf>,
+        /// What of its state it must write and then runs (Claude Code's shell snapshots): a
+        /// fresh folder of the tree's own at each path ([`AgentProfile::private_in`]), never
+        /// the person's.
+        private: Vec<PathBuf>,
     },
 }
 
@@ -293,14 +298,17 @@ impl Policy {
         let mut readable = place.readable.clone();
         readable.extend(self.readable.iter().cloned());
         let mut protect = place.protect.clone();
+        let mut private = Vec::new();
         if let Subject::Agent {
             writable: own,
             env: own_env,
             program,
             settings,
+            private: own_private,
             ..
         } = subject
         {
+            private.extend(own_private.iter().cloned());
             writable.extend(own.iter().cloned());
             env.extend(own_env.iter().cloned());
             // What its command line names is readable, but for what the sandbox hides:
@@ -336,6 +344,7 @@ impl Policy {
             writable: &writable,
             deny: &deny,
             sockets: &self.sockets,
+            private: &private,
             nested_namespaces: self.nested_namespaces,
             net,
             limits: self.limits,
@@ -452,15 +461,77 @@ pub struct AgentProfile {
     pub base_url: (&'static str, &'static str),
     /// berth's variables it gets: its provider's key and base URL.
     pub env: &'static [&'static str],
-    /// The files and folders of its state (beneath `$HOME`) that make it run commands: its
-    /// settings, where hooks are declared, and its hooks and plugins. Read-only to it, so that
-    /// it cannot plant a hook the user's next, unconfined run obeys; a settings file that is
-    /// missing is made (empty) first, so that it is protected rather than created.
-    pub settings: &'static [&'static str],
+    /// What of its state (beneath `$HOME`) it runs or obeys later: its settings, where hooks
+    /// are declared, its hooks, plugins, commands, subagents, skills, rules, extensions,
+    /// local install and instructions. Read-only to it, so that it cannot plant something
+    /// the user's next, unconfined run obeys; what is missing is made (empty) first, so that
+    /// it is covered rather than created.
+    pub obeyed: &'static [Obeyed],
+    /// What of its state it must write and then runs (beneath `$HOME`): each a fresh folder
+    /// of the confined tree's own, never the person's.
+    pub private: &'static [&'static str],
     /// A variable that moves all of its state into its state folder (beneath `$HOME`), set
     /// when the user has not: Claude Code otherwise rewrites `~/.claude.json` by renaming a
     /// new file into the home, which a confined process may not do (and it then hangs).
     pub state_var: Option<(&'static str, &'static str)>,
+}
+
+/// A part of an agent's state that it runs or obeys later.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Obeyed {
+    /// A file, made with these contents where it is missing (contents the agent reads as
+    /// "nothing": `{}` for JSON).
+    File(&'static str, &'static str),
+    /// A folder, made empty where it is missing.
+    Dir(&'static str),
+}
+
+impl AgentProfile {
+    /// The paths of [`AgentProfile::obeyed`] beneath `home`, each made first where missing
+    /// (in a state folder that exists), so that a read-only bind covers it.
+    pub fn covered(&self, home: &Path) -> Vec<PathBuf> {
+        self.obeyed
+            .iter()
+            .filter_map(|part| {
+                let (rel, file) = match part {
+                    Obeyed::File(rel, text) => (rel, Some(text)),
+                    Obeyed::Dir(rel) => (rel, None),
+                };
+                let path = home.join(rel);
+                if !path.parent().is_some_and(Path::is_dir) {
+                    return None;
+                }
+                if std::fs::symlink_metadata(&path).is_err() {
+                    let _ = match file {
+                        Some(text) => make_file(&path, text),
+                        None => std::fs::create_dir(&path),
+                    };
+                }
+                std::fs::symlink_metadata(&path).is_ok().then_some(path)
+            })
+            .collect()
+    }
+
+    /// The paths of [`AgentProfile::private`] beneath `home`, each made first where missing:
+    /// a fresh folder is mounted on each.
+    pub fn private_in(&self, home: &Path) -> Vec<PathBuf> {
+        self.private
+            .iter()
+            .map(|rel| home.join(rel))
+            .filter(|path| path.is_dir() || std::fs::create_dir_all(path).is_ok())
+            .collect()
+    }
+}
+
+/// Makes `path` with `text`, never over an existing file, readable by its owner only.
+fn make_file(path: &Path, text: &str) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)?;
+    std::io::Write::write_all(&mut file, text.as_bytes())
 }
 
 /// The provider variables of every agent berth knows: what an agent berth does not know
@@ -492,12 +563,20 @@ const PROFILES: [(&str, AgentProfile); 3] = [
                 "CLAUDE_CODE_OAUTH_TOKEN",
                 "CLAUDE_CONFIG_DIR",
             ],
-            settings: &[
-                ".claude/settings.json",
-                ".claude/settings.local.json",
-                ".claude/hooks",
-                ".claude/plugins",
+            obeyed: &[
+                Obeyed::File(".claude/settings.json", "{}\n"),
+                Obeyed::File(".claude/settings.local.json", "{}\n"),
+                Obeyed::File(".claude/CLAUDE.md", ""),
+                Obeyed::Dir(".claude/hooks"),
+                Obeyed::Dir(".claude/plugins"),
+                Obeyed::Dir(".claude/commands"),
+                Obeyed::Dir(".claude/agents"),
+                Obeyed::Dir(".claude/skills"),
+                Obeyed::Dir(".claude/output-styles"),
+                Obeyed::Dir(".claude/local"),
             ],
+            // Claude Code writes a snapshot of the shell and sources it before each Bash call.
+            private: &[".claude/shell-snapshots"],
             state_var: Some(("CLAUDE_CONFIG_DIR", ".claude")),
         },
     ),
@@ -513,7 +592,14 @@ const PROFILES: [(&str, AgentProfile); 3] = [
                 "OPENAI_BASE_URL",
                 "CODEX_HOME",
             ],
-            settings: &[".codex/config.toml"],
+            obeyed: &[
+                Obeyed::File(".codex/config.toml", ""),
+                Obeyed::File(".codex/AGENTS.md", ""),
+                Obeyed::Dir(".codex/rules"),
+                Obeyed::Dir(".codex/prompts"),
+                Obeyed::Dir(".codex/skills"),
+            ],
+            private: &[],
             state_var: None,
         },
     ),
@@ -532,7 +618,14 @@ const PROFILES: [(&str, AgentProfile); 3] = [
                 "GOOGLE_GEMINI_BASE_URL",
                 "GOOGLE_CLOUD_PROJECT",
             ],
-            settings: &[".gemini/settings.json"],
+            obeyed: &[
+                Obeyed::File(".gemini/settings.json", "{}\n"),
+                Obeyed::File(".gemini/GEMINI.md", ""),
+                Obeyed::Dir(".gemini/extensions"),
+                Obeyed::Dir(".gemini/commands"),
+                Obeyed::Dir(".gemini/policies"),
+            ],
+            private: &[],
             state_var: None,
         },
     ),

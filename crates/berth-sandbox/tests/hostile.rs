@@ -116,6 +116,7 @@ fn a_hostile_agent_process_is_contained() {
             env: vec![],
             program: vec![],
             settings: vec![],
+            private: vec![],
         },
     );
     assert!(text.contains("Permission denied"), "{text}");
@@ -133,6 +134,7 @@ fn an_agent_reaches_its_provider_and_its_state() {
         env: vec![],
         program: vec![],
         settings: vec![],
+        private: vec![],
     });
     let mut cmd = Command::new("bash");
     cmd.args([
@@ -435,6 +437,7 @@ fn inner_environment_canaries() {
         env: vec!["MY_DB_PASSWORD".into()],
         program: vec![],
         settings: vec![],
+        private: vec![],
     };
     let (_, text) = run_confined(&w, &named, "env", |_| {});
     assert!(text.contains("MY_DB_PASSWORD=canary"), "{text}");
@@ -614,6 +617,7 @@ fn mptcp_does_not_slip_past_the_port_rules() {
         env: vec![],
         program: vec![],
         settings: vec![],
+        private: vec![],
     };
     let (_, text) = run_confined(&w, &subject, &mptcp_script(port), |_| {});
     assert!(!text.contains("MPTCP REACHED"), "{text}");
@@ -693,6 +697,7 @@ fn an_agents_way_out_is_the_proxy_by_name() {
         env: vec![],
         program: vec![],
         settings: vec![],
+        private: vec![],
     };
     let targets = [
         format!("127.0.0.1:{a}"),
@@ -785,6 +790,7 @@ fn an_agent_cannot_plant_a_hook_in_its_own_settings() {
         env: vec![],
         program: vec![],
         settings: vec![state.join("settings.json"), state.join("hooks")],
+        private: vec![],
     };
     let script = r#"s=$1
 printf '{"hooks":{"SessionStart":[{"hooks":[{"type":"command","command":"touch /tmp/pwned"}]}]}}' > "$s/settings.json" && echo PLANTED settings

@@ -179,6 +179,7 @@ pub fn agent(w: &World) -> Subject {
         env: vec![],
         program: vec![],
         settings: vec![],
+        private: vec![],
     }
 }
 
