@@ -259,11 +259,21 @@ pub enum Command {
     /// Each finding is ok, warn or error, with what to do. Nothing is changed, but a probe
     /// file written to the home and removed, and the store opened as any command opens it.
     /// The exit status is 1 when something is broken (any error), else 0.
+    ///
+    /// --fix does what berth can do itself: where AppArmor's policy refuses user namespaces
+    /// (Ubuntu 23.10 and newer), it installs a profile that lets berth's binary make them,
+    /// through sudo, printing the profile and the commands first; --dry-run only prints them.
     #[command(verbatim_doc_comment)]
     Doctor {
         /// Seconds each MCP server may take to start and list its tools.
         #[arg(long, default_value_t = 10, value_name = "SECONDS")]
         mcp_timeout: u64,
+        /// Fix what berth can fix itself (berth's AppArmor profile), through sudo.
+        #[arg(long)]
+        fix: bool,
+        /// With --fix: print the profile and the commands, and run nothing.
+        #[arg(long, requires = "fix")]
+        dry_run: bool,
         #[command(flatten)]
         json: JsonFlag,
     },

@@ -231,3 +231,73 @@ fn a_broken_home_fails_and_says_what_to_do_about_each_problem() {
             .any(|l| l.starts_with("ok") && l.contains(" git "))
     );
 }
+
+/// Where user namespaces are refused, doctor says every process is refused, names the
+/// Landlock fallback as a way, and with it set names the fallback and what it lacks.
+#[test]
+fn without_user_namespaces_doctor_names_the_landlock_fallback() {
+    let home = Home::new();
+    let env = [
+        ("ANTHROPIC_API_KEY", KEY),
+        ("BERTH_SANDBOX_PRETEND", "no-userns"),
+    ];
+    let (_, json, _) = doctor(&home, &["--json"], &env);
+    let report: Value = serde_json::from_str(&json).unwrap();
+    let sandbox = finding(&report, "sandbox");
+    assert_eq!(sandbox["status"], "error", "{sandbox:#}");
+    let text = sandbox.to_string();
+    assert!(
+        text.contains("every command and agent process is refused"),
+        "{text}"
+    );
+    assert!(text.contains("fallback = \\\"landlock\\\""), "{text}");
+
+    add_config(&home, "[sandbox]\nfallback = \"landlock\"\n");
+    let (_, json, _) = doctor(&home, &["--json"], &env);
+    let report: Value = serde_json::from_str(&json).unwrap();
+    let sandbox = finding(&report, "sandbox");
+    assert_eq!(sandbox["status"], "warn", "{sandbox:#}");
+    let text = sandbox.to_string();
+    assert!(text.contains("Landlock-only fallback"), "{text}");
+    assert!(text.contains("TCP rules by port, not by address"), "{text}");
+    assert!(text.contains("no private /tmp"), "{text}");
+}
+
+/// Where AppArmor's policy refuses user namespaces, `doctor --fix --dry-run` prints berth's
+/// profile and the sudo commands that install it, and runs nothing; where nothing refuses
+/// them, there is nothing to fix.
+#[test]
+fn doctor_fix_shows_the_apparmor_profile_and_its_commands() {
+    let home = Home::new();
+    let (code, out, err) = doctor(
+        &home,
+        &["--fix", "--dry-run"],
+        &[("BERTH_SANDBOX_PRETEND", "apparmor-userns")],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("profile berth "), "{out}");
+    assert!(out.contains("userns,"), "{out}");
+    assert!(out.contains(env!("CARGO_BIN_EXE_berth")), "{out}");
+    assert!(out.contains("sudo tee /etc/apparmor.d/berth"), "{out}");
+    assert!(
+        out.contains("sudo apparmor_parser -r /etc/apparmor.d/berth"),
+        "{out}"
+    );
+    assert!(out.contains("nothing was run"), "{out}");
+    let (code, json, _) = doctor(
+        &home,
+        &["--json"],
+        &[("BERTH_SANDBOX_PRETEND", "apparmor-userns")],
+    );
+    let report: Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(code, 1);
+    assert!(
+        finding(&report, "sandbox")["fix"]
+            .as_str()
+            .unwrap()
+            .contains("berth doctor --fix")
+    );
+    let (code, out, _) = doctor(&home, &["--fix", "--dry-run"], &[]);
+    assert_eq!(code, 0);
+    assert!(out.contains("nothing to fix"), "{out}");
+}

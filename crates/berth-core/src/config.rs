@@ -22,7 +22,7 @@ use crate::error::{Error, Result};
 pub use layer::{LoadedConfig, UnknownKey, layer};
 pub use notify::{NotifyEvent, NotifyFormat, NotifySettings};
 pub use provider::{ProviderKind, ProviderSettings, Providers};
-pub use sandbox::{SandboxMode, SandboxNetwork, SandboxSettings};
+pub use sandbox::{SandboxFallback, SandboxMode, SandboxNetwork, SandboxSettings};
 pub use secret::Secret;
 pub use settings::{
     AgentEntry, AgentSettings, GitSettings, McpServerSettings, McpSettings, PoolSettings,

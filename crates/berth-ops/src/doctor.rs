@@ -27,6 +27,9 @@ use serde::Serialize;
 
 use crate::{Ops, StoreChoice, config, disk, git_workspace};
 
+/// What the kernel offers the sandbox, and what `berth doctor --fix` can do about it.
+pub use berth_sandbox::{AppArmorFix, support as sandbox_support};
+
 /// How long the store may take to answer before it counts as unreachable.
 pub const STORE_TIMEOUT: Duration = Duration::from_secs(15);
 
@@ -252,11 +255,14 @@ fn notifications(config: &Config, home: &Path) -> Vec<Finding> {
 fn sandbox(config: &Config, home: &Path) -> Finding {
     use berth_core::config::{SandboxMode, SandboxNetwork};
     let off = "set [sandbox] mode = \"off\" to run commands and agents with all of your rights instead (see docs/sandbox.md)";
-    if let Err(e) =
-        berth_sandbox::Policy::from_settings(&config.sandbox, crate::user_home().as_deref(), home)
-    {
-        return Finding::error("sandbox", e.to_string(), "fix [sandbox] in the config");
-    }
+    let policy = match berth_sandbox::Policy::from_settings(
+        &config.sandbox,
+        crate::user_home().as_deref(),
+        home,
+    ) {
+        Ok(policy) => policy,
+        Err(e) => return Finding::error("sandbox", e.to_string(), "fix [sandbox] in the config"),
+    };
     let support = berth_sandbox::support();
     if config.sandbox.mode == SandboxMode::Off {
         return Finding::warn(
@@ -268,11 +274,23 @@ fn sandbox(config: &Config, home: &Path) -> Finding {
             "set [sandbox] mode = \"on\" (the default) to confine them",
         );
     }
-    if let Some(missing) = support.missing() {
+    if support.missing().is_some() && policy.falls_back() {
         let fix = match support.userns_fix() {
-            Some(fix) => format!("{fix}; or {off}"),
+            Some(fix) => format!("for the full sandbox: {fix}"),
+            None => "for the full sandbox, allow user namespaces to berth".to_owned(),
+        };
+        return Finding::warn("sandbox", policy.level(), fix);
+    }
+    if let Some(missing) = support.missing() {
+        let fallback = if support.namespaces.is_err() && support.landlock_abi > 0 {
+            "; or set [sandbox] fallback = \"landlock\" to confine commands by Landlock and seccomp alone (agents stay refused)"
+        } else {
+            ""
+        };
+        let fix = match support.userns_fix() {
+            Some(fix) => format!("{fix}{fallback}; or {off}"),
             None => format!(
-                "run berth on Linux 5.13 or newer with Landlock and user namespaces, or {off}"
+                "run berth on Linux 5.13 or newer with Landlock and user namespaces{fallback}; or {off}"
             ),
         };
         return Finding::error(

@@ -44,6 +44,9 @@ impl IdMaps {
 /// Everything the child needs.
 #[derive(Debug)]
 pub(crate) struct ChildPlan {
+    /// The Landlock-only fallback: no namespace, no mount, no init; only the command's own
+    /// confinement ([`enter_fallback`]).
+    pub fallback: bool,
     pub maps: IdMaps,
     pub netns: bool,
     /// berth's proxy, the only way out of the network namespace (agents', and commands' with
@@ -257,6 +260,9 @@ fn join_cgroup(procs: &std::ffi::CStr) -> io::Result<()> {
 /// A failure before the fork is this process's error, as the spawn's; a failure in the init
 /// is handed to the command (a fork copies memory), which reports it the same way.
 pub(crate) fn enter(plan: &ChildPlan) -> io::Result<()> {
+    if plan.fallback {
+        return enter_fallback(plan);
+    }
     let at = |stage: u32| move |e: io::Error| failed_at(plan.report, stage, e);
     if let Some(procs) = &plan.cgroup_procs {
         join_cgroup(procs).map_err(at(Stage::CGROUP))?;
@@ -322,4 +328,23 @@ pub(crate) fn enter(plan: &ChildPlan) -> io::Result<()> {
         // SAFETY: _exit never returns.
         _ => unsafe { libc::_exit(126) },
     }
+}
+
+/// The Landlock-only fallback's child: the tree's cgroup, a session of its own (no
+/// controlling terminal to type into), death with berth's thread that spawned it (there is
+/// no keeper to watch berth's lifeline), and the command's own confinement.
+fn enter_fallback(plan: &ChildPlan) -> io::Result<()> {
+    let at = |stage: u32| move |e: io::Error| failed_at(plan.report, stage, e);
+    if let Some(procs) = &plan.cgroup_procs {
+        join_cgroup(procs).map_err(at(Stage::CGROUP))?;
+    }
+    // SAFETY: setsid and prctl on this process.
+    unsafe {
+        if libc::setsid() == -1 {
+            return Err(at(Stage::SESSION)(io::Error::last_os_error()));
+        }
+        check(libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0))
+            .map_err(at(Stage::SUPERVISOR))?;
+    }
+    confine_command(plan)
 }

@@ -10,7 +10,8 @@ use std::sync::OnceLock;
 
 /// A test switch, a comma-separated list: `no-landlock`, `landlock-abi=N` (act as if the
 /// kernel's Landlock were ABI N, lower than the real one only), `no-userns` (or
-/// `no-namespaces`), `no-pid-max` (act as if the kernel kept one `pid_max` for all PID
+/// `no-namespaces`), `apparmor-userns` (as `no-userns`, with AppArmor's policy the cause),
+/// `no-pid-max` (act as if the kernel kept one `pid_max` for all PID
 /// namespaces, as before Linux 6.14). It makes the probe report less than the kernel has, so that the
 /// refusals and the walls of older kernels can be tested on a new one. It can only take
 /// confinement away, never grant it; an unknown value is an error, and nothing runs.
@@ -33,6 +34,9 @@ pub struct Support {
     pub pid_max_per_namespace: bool,
     /// `BERTH_SANDBOX_PRETEND` could not be read: nothing is confined, so nothing runs.
     pub pretend_error: Option<String>,
+    /// Whether AppArmor's policy restricts unprivileged user namespaces (Ubuntu 23.10 and
+    /// newer), which a profile for berth's binary lifts.
+    pub apparmor_restricts_userns: bool,
 }
 
 impl Support {
@@ -55,12 +59,10 @@ impl Support {
     pub fn userns_fix(&self) -> Option<String> {
         self.namespaces.as_ref().err()?;
         let read = |p: &str| std::fs::read_to_string(p).ok().map(|v| v.trim().to_owned());
-        if read("/proc/sys/kernel/apparmor_restrict_unprivileged_userns").as_deref() == Some("1") {
-            let exe = std::env::current_exe()
-                .map(|p| p.display().to_string())
-                .unwrap_or_else(|_| "/path/to/berth".into());
+        if let Some(fix) = self.apparmor_fix() {
             return Some(format!(
-                "AppArmor restricts unprivileged user namespaces (Ubuntu 23.10 and newer): allow them to berth's binary with a profile, `printf 'abi <abi/4.0>,\ninclude <tunables/global>\nprofile berth {exe} flags=(unconfined) {{\n  userns,\n}}\n' | sudo tee /etc/apparmor.d/berth && sudo apparmor_parser -r /etc/apparmor.d/berth`"
+                "AppArmor restricts unprivileged user namespaces (Ubuntu 23.10 and newer): allow them to berth's binary with a profile: `berth doctor --fix` runs {}",
+                fix.commands.join(" and ")
             ));
         }
         if read("/proc/sys/kernel/unprivileged_userns_clone").as_deref() == Some("0") {
@@ -76,6 +78,27 @@ impl Support {
         None
     }
 
+    /// berth's AppArmor profile and the commands that install it, where AppArmor is what
+    /// refuses user namespaces.
+    pub fn apparmor_fix(&self) -> Option<AppArmorFix> {
+        if self.namespaces.is_ok() || !self.apparmor_restricts_userns {
+            return None;
+        }
+        let exe = std::env::current_exe()
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|_| "/path/to/berth".into());
+        Some(AppArmorFix {
+            profile: format!(
+                "abi <abi/4.0>,\ninclude <tunables/global>\n\nprofile berth {exe} flags=(unconfined) {{\n  userns,\n}}\n"
+            ),
+            path: APPARMOR_PROFILE.into(),
+            commands: vec![
+                format!("sudo tee {APPARMOR_PROFILE} (the profile on its input)"),
+                format!("sudo apparmor_parser -r {APPARMOR_PROFILE}"),
+            ],
+        })
+    }
+
     /// One line on what is enforced, for `berth doctor`.
     pub fn summary(&self) -> String {
         let userns = match &self.namespaces {
@@ -86,6 +109,18 @@ impl Support {
     }
 }
 
+/// Where berth's AppArmor profile goes.
+const APPARMOR_PROFILE: &str = "/etc/apparmor.d/berth";
+
+/// berth's AppArmor profile (it may make user namespaces), where it goes, and the commands
+/// that install it, as `berth doctor --fix` shows and runs them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppArmorFix {
+    pub profile: String,
+    pub path: String,
+    pub commands: Vec<String>,
+}
+
 /// What `BERTH_SANDBOX_PRETEND` asks for.
 #[derive(Debug, PartialEq, Eq)]
 struct Pretend {
@@ -93,6 +128,8 @@ struct Pretend {
     abi: u8,
     no_userns: bool,
     no_pid_max: bool,
+    /// As if AppArmor's policy refused user namespaces (Ubuntu 23.10 and newer).
+    apparmor: bool,
 }
 
 fn pretend(value: &str, real_abi: u8) -> Result<Pretend, String> {
@@ -100,11 +137,16 @@ fn pretend(value: &str, real_abi: u8) -> Result<Pretend, String> {
         abi: real_abi,
         no_userns: false,
         no_pid_max: false,
+        apparmor: false,
     };
     for item in value.split(',').map(str::trim).filter(|i| !i.is_empty()) {
         match item {
             "no-landlock" => asked.abi = 0,
             "no-userns" | "no-namespaces" => asked.no_userns = true,
+            "apparmor-userns" => {
+                asked.no_userns = true;
+                asked.apparmor = true;
+            }
             "no-pid-max" => asked.no_pid_max = true,
             _ => match item.strip_prefix("landlock-abi=").map(str::parse::<u8>) {
                 Some(Ok(n)) if n <= real_abi => asked.abi = asked.abi.min(n),
@@ -115,7 +157,7 @@ fn pretend(value: &str, real_abi: u8) -> Result<Pretend, String> {
                 }
                 _ => {
                     return Err(format!(
-                        "{PRETEND_VAR} has {item:?}, which is none of no-landlock, landlock-abi=N, no-userns, no-pid-max"
+                        "{PRETEND_VAR} has {item:?}, which is none of no-landlock, landlock-abi=N, no-userns, apparmor-userns, no-pid-max"
                     ));
                 }
             },
@@ -137,6 +179,7 @@ pub fn support() -> &'static Support {
                         abi: 0,
                         no_userns: true,
                         no_pid_max: true,
+                        apparmor: false,
                     };
                     (nothing, Some(e))
                 }
@@ -151,6 +194,11 @@ pub fn support() -> &'static Support {
             landlock_abi: asked.abi,
             namespaces,
             pid_max_per_namespace: !asked.no_pid_max && release_at_least(&release, (6, 14)),
+            apparmor_restricts_userns: asked.apparmor
+                || std::fs::read_to_string(
+                    "/proc/sys/kernel/apparmor_restrict_unprivileged_userns",
+                )
+                .is_ok_and(|v| v.trim() == "1"),
             pretend_error,
         }
     })
@@ -215,6 +263,7 @@ mod tests {
                 abi,
                 no_userns,
                 no_pid_max,
+                apparmor: false,
             })
         };
         assert_eq!(pretend("", 6), asked(6, false, false));

@@ -41,7 +41,7 @@ mod seccomp;
 pub use denial::{NOTE_MARK, explain};
 pub use env::{TOOLCHAINS, allowed_names};
 pub use identity::{program_files, runs_berth};
-pub use kernel::{PRETEND_VAR, Support, support};
+pub use kernel::{AppArmorFix, PRETEND_VAR, Support, support};
 pub use limits::enforced as limits_enforced;
 pub use plan::{Confinement, PROXY_PORT};
 pub use policy::{

@@ -24,6 +24,7 @@ use landlock::{
 use crate::SandboxError;
 use crate::child::{ChildPlan, IdMaps, Listen, ProxyPlan, Step};
 
+pub(crate) mod fallback;
 mod scrub;
 pub(crate) mod view;
 
@@ -65,6 +66,8 @@ pub(crate) struct Request<'a> {
     pub private: &'a [PathBuf],
     /// Whether the process may make user namespaces of its own.
     pub nested_namespaces: bool,
+    /// Confined by Landlock and seccomp alone ([`fallback`]): user namespaces are refused.
+    pub fallback: bool,
     pub net: Net,
     pub limits: Limits,
     pub env: crate::env::EnvAllow,
@@ -619,6 +622,9 @@ fn landlock_ruleset(
 
 impl Confinement {
     pub(crate) fn prepare(req: Request<'_>) -> Result<Confinement, SandboxError> {
+        if req.fallback {
+            return fallback::prepare(req);
+        }
         let paths = Resolved::from_request(&req)?;
         let items = mount_items(&req, &paths)?;
         let (plan, sources) = mount_steps(&items)?;
@@ -652,6 +658,7 @@ impl Confinement {
         let pid_max = crate::limits::tree_pid_max(req.limits);
         let cgroup = crate::limits::tree_cgroup(req.limits, pid_max.is_some());
         let plan = ChildPlan {
+            fallback: false,
             lifeline: lifeline(),
             arguments: crate::child::own_arguments(),
             max_processes: Some(req.limits.processes),
@@ -678,6 +685,7 @@ impl Confinement {
             seccomp: crate::seccomp::programs(crate::seccomp::Refuse {
                 truncate: level < 3,
                 user_namespaces: !req.nested_namespaces,
+                unix_and_udp: false,
             }),
         };
         let Resolved {

@@ -3,7 +3,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use berth_core::config::{SandboxMode, SandboxNetwork, SandboxSettings};
+use berth_core::config::{SandboxFallback, SandboxMode, SandboxNetwork, SandboxSettings};
 
 use crate::SandboxError;
 use crate::env::EnvAllow;
@@ -97,6 +97,7 @@ pub struct Policy {
     /// `[sandbox] sockets`: the host's sockets in a confined process's view.
     sockets: Vec<PathBuf>,
     nested_namespaces: bool,
+    fallback: SandboxFallback,
     limits: Limits,
 }
 
@@ -236,6 +237,7 @@ impl Policy {
             env: settings.env.clone(),
             sockets,
             nested_namespaces: settings.nested_namespaces,
+            fallback: settings.fallback,
             limits: Limits {
                 processes: settings.max_processes,
                 tmp_mib: settings.tmp_mib,
@@ -266,6 +268,68 @@ impl Policy {
             .find(|hiding| path.starts_with(hiding))
     }
 
+    /// Whether a process for `subject` is confined by the Landlock-only fallback: only where
+    /// user namespaces alone are missing, `[sandbox] fallback = "landlock"` says so, and it
+    /// is a command. Refused where the kernel cannot confine it either way.
+    fn uses_fallback(&self, subject: &Subject) -> Result<bool, SandboxError> {
+        let support = crate::support();
+        let Some(missing) = support.missing() else {
+            return Ok(false);
+        };
+        let only_namespaces = support.pretend_error.is_none()
+            && support.landlock_abi > 0
+            && support.namespaces.is_err();
+        let only_namespaces = only_namespaces && self.falls_back();
+        match (self.fallback, only_namespaces, subject) {
+            (SandboxFallback::Landlock, true, Subject::Command) => Ok(true),
+            (SandboxFallback::Landlock, true, Subject::Agent { .. }) => {
+                Err(SandboxError::Unsupported(format!(
+                    "{missing}; the Landlock fallback confines commands only, since an agent's way out, berth's proxy, lives in a network namespace"
+                )))
+            }
+            _ if self.fallback == SandboxFallback::Landlock
+                && support.namespaces.is_err()
+                && support.landlock_abi > 0 =>
+            {
+                Err(SandboxError::Unsupported(format!(
+                    "{missing}, and the Landlock fallback needs Landlock ABI {} (Linux 6.7) for its TCP rules; this kernel has ABI {}",
+                    crate::plan::fallback::FALLBACK_ABI,
+                    support.landlock_abi
+                )))
+            }
+            _ => Err(SandboxError::Unsupported(missing)),
+        }
+    }
+
+    /// Whether commands here are confined by the Landlock-only fallback.
+    pub fn falls_back(&self) -> bool {
+        let support = crate::support();
+        self.is_on()
+            && self.fallback == SandboxFallback::Landlock
+            && support.missing().is_some()
+            && support.pretend_error.is_none()
+            && support.namespaces.is_err()
+            && support.landlock_abi >= crate::plan::fallback::FALLBACK_ABI
+    }
+
+    /// The level of confinement in force here, for `berth doctor`: the full sandbox, the
+    /// Landlock-only fallback with what it lacks, or none (every process refused).
+    pub fn level(&self) -> String {
+        if !self.is_on() {
+            return "off: commands and agents run with all of your rights".into();
+        }
+        let support = crate::support();
+        match support.missing() {
+            None => "the full sandbox (a new root, namespaces, Landlock, seccomp)".into(),
+            Some(missing) if self.falls_back() => {
+                format!(
+                    "the Landlock-only fallback ({missing}): commands are confined by Landlock and seccomp alone; agents are refused. It lacks: TCP rules by port, not by address; chmod, chown and utime are not mediated; the host's processes are visible; there is no private /tmp (TMPDIR is the workspace's own); no process limit but a cgroup's"
+                )
+            }
+            Some(missing) => format!("none: every command and agent is refused ({missing})"),
+        }
+    }
+
     /// The deny list, defaults first, as configured (some may not exist).
     pub fn deny_list(&self) -> &[PathBuf] {
         &self.deny
@@ -281,10 +345,7 @@ impl Policy {
         if !self.is_on() {
             return Ok(None);
         }
-        let support = crate::support();
-        if let Some(missing) = support.missing() {
-            return Err(SandboxError::Unsupported(missing));
-        }
+        let fallback = self.uses_fallback(subject)?;
         let net = match (self.network, subject) {
             (SandboxNetwork::Full, _) => Net::Full,
             (SandboxNetwork::Off, Subject::Command) => Net::Isolated,
@@ -346,6 +407,7 @@ impl Policy {
             sockets: &self.sockets,
             private: &private,
             nested_namespaces: self.nested_namespaces,
+            fallback,
             net,
             limits: self.limits,
             env: EnvAllow::new(env),

@@ -31,6 +31,9 @@
 //! nested_namespaces` says so: inside one a process has every capability again, over
 //! netfilter and the rest of the kernel's namespaced surface.
 //!
+//! In the Landlock-only fallback, which has no network namespace, `socket(AF_UNIX)` and UDP
+//! are refused too: Landlock does not mediate a Unix socket's connect, nor UDP before ABI 8.
+//!
 //! Below Landlock ABI 3, which cannot refuse `truncate(2)` outside the writable folders,
 //! `truncate` is refused as well (`ftruncate` needs a descriptor opened for writing, which
 //! Landlock does refuse).
@@ -103,6 +106,9 @@ pub(crate) struct Refuse {
     pub truncate: bool,
     /// `CLONE_NEWUSER`, unless `[sandbox] nested_namespaces`.
     pub user_namespaces: bool,
+    /// `socket(AF_UNIX)` and UDP: the Landlock-only fallback, where no network namespace
+    /// keeps a process from the host's sockets (`socketpair` stays).
+    pub unix_and_udp: bool,
 }
 
 /// The filters for this architecture, each as the address and length of its instructions
@@ -132,7 +138,7 @@ fn rule(conditions: Vec<Option<SeccompCondition>>) -> Option<SeccompRule> {
 
 /// The rules of `socket(2)`: a family not allowed, netlink but for routes, and the
 /// protocols Landlock does not see.
-fn socket_rules() -> Option<Vec<SeccompRule>> {
+fn socket_rules(unix_and_udp: bool) -> Option<Vec<SeccompRule>> {
     let mut rules = vec![rule(
         FAMILIES
             .iter()
@@ -145,6 +151,20 @@ fn socket_rules() -> Option<Vec<SeccompRule>> {
     ])?);
     for protocol in REFUSED_PROTOCOLS {
         rules.push(rule(vec![condition(2, SeccompCmpOp::Eq, protocol)])?);
+    }
+    if unix_and_udp {
+        rules.push(rule(vec![condition(
+            0,
+            SeccompCmpOp::Eq,
+            libc::AF_UNIX as u64,
+        )])?);
+        // The type's low bits, past SOCK_CLOEXEC and SOCK_NONBLOCK.
+        for family in [libc::AF_INET, libc::AF_INET6] {
+            rules.push(rule(vec![
+                condition(0, SeccompCmpOp::Eq, family as u64),
+                condition(1, SeccompCmpOp::MaskedEq(0xf), libc::SOCK_DGRAM as u64),
+            ])?);
+        }
     }
     Some(rules)
 }
@@ -178,7 +198,7 @@ fn build(refuse: Refuse) -> Option<Vec<BpfProgram>> {
         .map(|request| rule(vec![condition(1, SeccompCmpOp::Eq, *request)]))
         .collect::<Option<Vec<_>>>()?;
     rules.insert(libc::SYS_ioctl, ioctls);
-    rules.insert(libc::SYS_socket, socket_rules()?);
+    rules.insert(libc::SYS_socket, socket_rules(refuse.unix_and_udp)?);
     for (call, arg) in MODE_SETTERS {
         rules.insert(call, set_id_rules(arg, &[])?);
     }

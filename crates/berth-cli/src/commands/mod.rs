@@ -31,7 +31,16 @@ pub async fn run(home: Option<PathBuf>, command: Command) -> anyhow::Result<()> 
     let home = self::home(home)
         .context("cannot find the platform data folder; pass --home or set BERTH_HOME")?;
     // The doctor opens the store itself: an unreachable one is one of its findings.
-    if let Command::Doctor { mcp_timeout, json } = command {
+    if let Command::Doctor {
+        mcp_timeout,
+        json,
+        fix,
+        dry_run,
+    } = command
+    {
+        if fix {
+            return doctor::fix(dry_run);
+        }
         return doctor::run(&home, mcp_timeout, json.json).await;
     }
     let ops = berth_ops::open(&home, &berth_ops::environment())?;

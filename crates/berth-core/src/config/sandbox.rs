@@ -29,6 +29,18 @@ pub enum SandboxNetwork {
     Full,
 }
 
+/// What confines a command where user namespaces are refused (`[sandbox] fallback`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SandboxFallback {
+    /// Nothing: every command and agent process is refused (fail closed).
+    #[default]
+    None,
+    /// Landlock and seccomp alone: commands read only the allow list and write only their
+    /// folders, with no TCP; agents are still refused.
+    Landlock,
+}
+
 /// The confinement of every command and agent process berth starts (`[sandbox]`). Paths may
 /// start with `~/`. See docs/sandbox.md.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -56,6 +68,9 @@ pub struct SandboxSettings {
     /// bwrap, berth's own tests run as a check need them). Off: `unshare(CLONE_NEWUSER)` is
     /// refused, the way to much of the kernel's attack surface.
     pub nested_namespaces: bool,
+    /// What confines a command where user namespaces are refused: nothing (refused) or
+    /// `"landlock"` (see docs/sandbox.md for what it lacks).
+    pub fallback: SandboxFallback,
     /// Processes one confined tree may have at once.
     pub max_processes: u64,
     /// The size of a confined tree's private `/tmp`, and of its `/dev/shm`, in MiB each.
@@ -84,6 +99,7 @@ impl Default for SandboxSettings {
             env: Vec::new(),
             sockets: Vec::new(),
             nested_namespaces: false,
+            fallback: SandboxFallback::None,
             max_processes: Self::MAX_PROCESSES,
             tmp_mib: Self::TMP_MIB,
             memory_mib: 0,

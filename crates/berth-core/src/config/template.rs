@@ -92,6 +92,7 @@ pub const TEMPLATE: &str = r#"# berth configuration. Layers: this file -> worksp
 # readable = ["~/src/shared"]       # shown read-only, besides the system's folders and toolchains
 # sockets = ["/run/user/1000/ssh-agent.sock"]   # host sockets shown (none is otherwise)
 # nested_namespaces = false         # true: confined processes may make user namespaces (Chromium, bwrap)
+# fallback = "none"                 # "landlock": where user namespaces are refused, confine commands by Landlock alone
 
 [serve]
 # device_mcp_servers = ["docs"]     # [[mcp_servers]] a paired device may ask for by command

@@ -44,11 +44,14 @@ pub(super) fn add_write_rule(ruleset: RawFd, path: &std::ffi::CStr, access: u64)
 }
 
 /// No capability survives the exec, even as root: the bounding and ambient sets emptied,
-/// then every set cleared.
+/// then every set cleared. (Emptying the bounding set needs `CAP_SETPCAP`, which a user
+/// without a namespace of its own lacks: it has no capability to lose, and `no_new_privs`
+/// keeps it from gaining one.)
 fn drop_capabilities() -> io::Result<()> {
     // SAFETY: prctl and capset on this process only, with structs on the stack.
     unsafe {
-        for cap in 0..64 {
+        let bounding = has_setpcap();
+        for cap in (0..64).filter(|_| bounding) {
             if libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) == -1 {
                 let e = io::Error::last_os_error();
                 if e.raw_os_error() != Some(libc::EINVAL) {
@@ -95,6 +98,26 @@ fn drop_capabilities() -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// `CAP_SETPCAP`'s number (linux/capability.h).
+const CAP_SETPCAP: u32 = 8;
+
+/// Whether this process's effective set holds `CAP_SETPCAP` (in its own user namespace).
+fn has_setpcap() -> bool {
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: libc::c_int,
+    }
+    let header = Header {
+        version: 0x2008_0522,
+        pid: 0,
+    };
+    let mut data = [0u32; 6];
+    // SAFETY: capget into a buffer of the size _LINUX_CAPABILITY_VERSION_3 writes.
+    let r = unsafe { libc::syscall(libc::SYS_capget, &header, data.as_mut_ptr()) };
+    r == 0 && data[0] & (1 << CAP_SETPCAP) != 0
 }
 
 /// What the command's own process does last: limits, no capability, `no_new_privs`, seccomp,
