@@ -43,6 +43,22 @@ BERTH = os.environ.get("TEST_BERTH_BIN") or str(
 __all__ = ["Reply", "Editor", "berth", "run_agent", "texts"]
 
 
+
+def outside_base():
+    """A folder outside /tmp and /var/tmp, both of which a confined process has a private copy
+    of, wherever the checkout is: /var/lib/berth-tests (mode 1777, for the unprivileged user
+    too) where this user may make it, as root; else ~/.cache/berth-tests. What a test writes
+    "outside the sandbox" to (berth-testkit's outside_dir, for the Python suites)."""
+    system = Path("/var/lib/berth-tests")
+    try:
+        system.mkdir(parents=True, exist_ok=True)
+        system.chmod(0o1777)
+        return system
+    except PermissionError:
+        base = Path.home() / ".cache" / "berth-tests"
+        base.mkdir(parents=True, exist_ok=True)
+        return base
+
 @pytest.fixture
 def anyio_backend():
     return "asyncio"

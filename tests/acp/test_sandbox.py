@@ -33,7 +33,7 @@ import pytest
 from acp import connect_to_agent, text_block
 from acp.ws import create_websocket_stream
 
-from conftest import BERTH, Editor, Reply
+from conftest import BERTH, Editor, Reply, outside_base
 
 pytestmark = pytest.mark.anyio
 
@@ -42,8 +42,8 @@ SCRIPT = REPO / "tests" / "sandbox" / "hostile.sh"
 HOSTILE_AGENT = Path(__file__).parent / "hostile_agent.py"
 # The unprivileged user ./test.sh makes.
 TEST_USER = "berth-sandbox-test"
-# Outside /tmp, and reachable by every user wherever the checkout is.
-BASE = Path("/var/tmp")
+# Outside /tmp and /var/tmp, and reachable by every user wherever the checkout is.
+BASE = outside_base()
 SECRETS = {
     "home/.ssh/id_ed25519": "SECRET-SSH-1\n",
     "home/.aws/credentials": "SECRET-AWS-2\n",

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from acp import text_block
 
-from conftest import Editor, Reply, run_agent
+from conftest import Editor, Reply, outside_base, run_agent
 
 pytestmark = pytest.mark.anyio
 
@@ -31,8 +31,8 @@ UNCONFINED = {"BERTH_SANDBOX__MODE": "off"}
 
 
 async def test_with_the_sandbox_on_berth_runs_the_command_itself_confined(home, work, provider):
-    # Outside /tmp, wherever the checkout is: beneath it, a confined process has a private tmpfs.
-    escaped = Path("/var/tmp") / f"berth-escaped-{uuid.uuid4().hex}.txt"
+    # Outside /tmp and /var/tmp, wherever the checkout is: a confined process has its own.
+    escaped = outside_base() / f"berth-escaped-{uuid.uuid4().hex}.txt"
     command = f"echo hello > inside.txt; echo x > {escaped}"
     provider.push(Reply().tool("toolu_c", "run_command", {"command": command}))
     provider.push(Reply().text("done"))
@@ -112,7 +112,7 @@ async def test_cancel_kills_the_terminals_command(home, work, provider):
 async def test_a_person_may_run_a_refused_command_once_without_the_sandbox(home, work, provider):
     """The sandbox refuses a write outside; the client's person is then asked, in a question
     of its own with no "always", whether to run it once unconfined; allowed, it runs so."""
-    escaped = Path("/var/tmp") / f"berth-escaped-{uuid.uuid4().hex}.txt"
+    escaped = outside_base() / f"berth-escaped-{uuid.uuid4().hex}.txt"
     provider.push(Reply().tool("toolu_c", "run_command", {"command": f"echo x > {escaped}"}))
     provider.push(Reply().text("done"))
     editor = Editor(choice="allow_once", unconfined="allow_once")

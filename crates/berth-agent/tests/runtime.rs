@@ -771,9 +771,8 @@ async fn a_forged_sandbox_note_asks_nothing() {
 /// A write the sandbox refused is still offered once more without it; allowed, it happens.
 #[tokio::test]
 async fn a_real_refusal_asks_to_run_once_unconfined() {
-    // Outside /tmp, where a confined command has a private tmpfs of its own (wherever the
-    // checkout is).
-    let outside = tempfile::tempdir_in("/var/tmp").unwrap();
+    // Outside /tmp and /var/tmp, where a confined command has private tmpfs of its own.
+    let outside = berth_testkit::outside_dir();
     let target = outside.path().join("out.txt");
     let (server, w) = one_command(&format!("echo x > '{}'", target.display())).await;
     let permissions = Arc::new(LiftAsked {
@@ -791,8 +790,11 @@ async fn a_real_refusal_asks_to_run_once_unconfined() {
     let asked = permissions.asked.lock().unwrap().clone();
     assert_eq!(asked.len(), 1, "{asked:?}");
     assert_eq!(asked[0].tool, "run_command without the sandbox");
+    // The folder is not in a confined process's root at all: the note says so.
     assert!(
-        asked[0].description.contains("[berth sandbox] writing"),
+        asked[0].description.contains("[berth sandbox]")
+            && asked[0].description.contains(&target.display().to_string())
+            && asked[0].description.contains("not in the sandbox's view"),
         "{}",
         asked[0].description
     );

@@ -21,9 +21,9 @@ fn a_program_named_berth_that_is_not_berth_is_confined() {
     let home = Home::new();
     let server = ProviderServer::start_in_background();
     let (_tmp, root) = project();
-    // Outside /tmp (where a confined process has a private tmpfs, wherever the checkout is)
-    // and outside the repository, so that the target of its write is a real one.
-    let scratch = tempfile::tempdir_in("/var/tmp").unwrap();
+    // Outside /tmp and /var/tmp (where a confined process has private tmpfs) and outside the
+    // repository, so that the target of its write is a real one.
+    let scratch = berth_testkit::outside_dir();
     let bin = scratch.path().join("bin");
     std::fs::create_dir(&bin).unwrap();
     let outside = scratch.path().join("outside.txt");

@@ -530,10 +530,9 @@ fn ctrl_d_leaves_and_so_does_ctrl_c_twice_at_an_empty_prompt() {
 #[test]
 fn a_command_the_sandbox_refused_runs_once_unconfined_only_when_the_person_says_so() {
     let chat = Chat::start(&[]);
-    // Outside /tmp, where a confined command has a private tmpfs of its own (wherever the
-    // checkout is).
-    let outside =
-        Path::new("/var/tmp").join(format!("berth-unconfined-{}.txt", std::process::id()));
+    // Outside /tmp and /var/tmp, where a confined command has private tmpfs of its own.
+    let outside_dir = berth_testkit::outside_dir();
+    let outside = outside_dir.path().join("unconfined.txt");
     let _ = std::fs::remove_file(&outside);
     let command = |id: &str| {
         Reply::anthropic(

@@ -332,9 +332,8 @@ fn a_failed_agent_says_why_from_its_standard_error() {
     );
 
     // Refused by the sandbox: the failure names the path and the option that opens it.
-    let outside =
-        std::path::Path::new("/var/tmp").join(format!("berth-settings-{}", std::process::id()));
-    std::fs::create_dir_all(&outside).unwrap();
+    let outside_dir = berth_testkit::outside_dir();
+    let outside = outside_dir.path().to_owned();
     let target = outside.join("settings.json");
     let r = run(berth_run(
         &home,
@@ -346,7 +345,6 @@ fn a_failed_agent_says_why_from_its_standard_error() {
             &format!("cmd:python3 failing_agent.py {}", target.display()),
         ],
     ));
-    let _ = std::fs::remove_dir_all(&outside);
     assert_eq!(r.code, 1, "{}\n{}", r.stderr, r.stdout);
     assert!(!target.exists(), "the sandbox let it write");
     let id = home.json(&["run", "list", "--json"])[0]["id"]

@@ -47,7 +47,11 @@ pub fn explain(output: &str, confinement: &Confinement) -> Option<String> {
     for line in output.lines() {
         // A hidden path reads as missing (an empty folder stands in its place): said only for
         // paths the sandbox does hide, never for a file that is simply not there.
-        if line.contains("No such file or directory") || line.contains("ENOENT") {
+        // dash says "Directory nonexistent" where bash says "No such file or directory".
+        if line.contains("No such file or directory")
+            || line.contains("ENOENT")
+            || line.contains("Directory nonexistent")
+        {
             for path in paths_in(line) {
                 if let Some(note) = hidden_note(&path, rules) {
                     push(note);
@@ -127,7 +131,7 @@ fn hidden_note(path: &Path, rules: &crate::plan::Rules) -> Option<String> {
         .any(|s| path.starts_with(s));
     if path.is_absolute() && !kept(path) && !system {
         return Some(format!(
-            "{shown} is not in the sandbox's view: a confined process sees the system's folders, toolchains, its workspace and [sandbox] readable (or sockets), nothing else"
+            "{shown} is not in the sandbox's view: a confined process sees only the system's folders, toolchains, its workspace and [sandbox] readable, and writes only its workspace, /tmp and [sandbox] writable"
         ));
     }
     None

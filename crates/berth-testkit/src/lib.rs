@@ -9,6 +9,8 @@
 //!   harness: a test re-runs its own test binary as child processes that play a role (race,
 //!   append, get SIGKILLed at a random moment).
 //! - [`snapshot`] captures a folder's files for "nothing changed" assertions.
+//! - [`outside_dir`] is a folder a confined process has no private copy of, to try to write
+//!   "outside the sandbox" to.
 //! - [`postgres`] names the throwaway Postgres server `./test.sh` starts, and makes a fresh
 //!   database on it per test.
 //! - [`provider_server`] is the local stand-in for the LLM providers that the agent tests talk
@@ -32,6 +34,30 @@ pub use planted::{dirty, plant_nested_repository};
 pub use process::{
     CHILD_ROLE, Jitter, Run, child, child_role, kill_after_first_ack, processes_with, run, wait_ok,
 };
+
+/// A fresh folder outside `/tmp` and `/var/tmp`, both of which a confined process has a
+/// private copy of, wherever the checkout is (a clone in `/tmp`): where a test tries to write
+/// "outside the sandbox". `/var/lib/berth-tests` (mode 1777, so the unprivileged user the
+/// sandbox tests also run as can use it) where this user may make it, as root; else
+/// `~/.cache/berth-tests`.
+pub fn outside_dir() -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt;
+    let system = Path::new("/var/lib/berth-tests");
+    let base = if std::fs::create_dir_all(system).is_ok()
+        && std::fs::set_permissions(system, std::fs::Permissions::from_mode(0o1777)).is_ok()
+    {
+        system.to_owned()
+    } else {
+        let home = std::env::var_os("HOME").expect("HOME, for ~/.cache/berth-tests");
+        let base = PathBuf::from(home).join(".cache/berth-tests");
+        std::fs::create_dir_all(&base).unwrap();
+        base
+    };
+    tempfile::Builder::new()
+        .prefix("outside-")
+        .tempdir_in(base)
+        .unwrap()
+}
 
 /// Every file under `root` with its bytes, sorted by path, for "nothing changed" assertions.
 /// A symlink is recorded as the bytes `<symlink>` and not followed.
