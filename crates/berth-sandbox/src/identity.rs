@@ -40,10 +40,11 @@ pub fn runs_berth(command: &str, path: Option<&OsStr>, folder: &Path) -> bool {
     }
 }
 
-/// What an agent's command line needs to read, wherever it lies (`$HOME` is hidden from it):
-/// its program, as `sh` finds it, and every file its words name, each with its
-/// installation: the folder holding its `node_modules`, or its virtualenv (the folder with a
-/// `pyvenv.cfg`), else the file itself.
+/// What an agent's command line needs to read, wherever it lies (a confined process sees
+/// little of the host): its program, as `sh` finds it, and every file its words name, each
+/// with its installation: the folder holding its `node_modules`, or its virtualenv (the
+/// folder with a `pyvenv.cfg`), else the file itself, and beside a program in a `bin` folder
+/// its installation's `lib` (a virtualenv's `python` leads to pyenv's).
 pub fn program_files(command: &str, path: Option<&OsStr>, folder: &Path) -> Vec<PathBuf> {
     let mut words = command.split_whitespace().filter(|w| !w.contains('='));
     let program = words.next().and_then(|p| find(p, path, folder));
@@ -59,21 +60,52 @@ pub fn program_files(command: &str, path: Option<&OsStr>, folder: &Path) -> Vec<
         .chain(interpreter)
         .chain(named)
         .flat_map(|p| {
-            // As named (a virtualenv's `bin/python` is a symlink out of it) and as resolved
-            // (a `node_modules/.bin` entry is a symlink into its package).
-            let named = p
-                .parent()
-                .and_then(|d| d.canonicalize().ok())
-                .zip(p.file_name())
-                .map(|(d, n)| d.join(n))
-                .filter(|n| n.exists());
-            named.into_iter().chain(p.canonicalize().ok())
+            // As named (a virtualenv's `bin/python` is a symlink out of it), each link it
+            // leads through (pyenv's `python3`, a link to `python3.11`: a confined process
+            // must find every hop), and as resolved (a `node_modules/.bin` entry is a symlink
+            // into its package).
+            hops(&p).into_iter().chain(p.canonicalize().ok())
         })
         .map(|file| installation(&file).unwrap_or(file))
         .collect();
+    // A program in an installation's `bin` (pyenv's or nvm's interpreter, where a virtualenv's
+    // `python` leads) needs that installation's libraries beside it.
+    let libraries: Vec<PathBuf> = files
+        .iter()
+        .filter(|f| f.parent().is_some_and(|d| d.ends_with("bin")))
+        .filter_map(|f| f.parent()?.parent())
+        .flat_map(|prefix| ["lib", "lib64"].map(|lib| prefix.join(lib)))
+        .filter(|lib| lib.is_dir())
+        .collect();
+    files.extend(libraries);
     files.sort();
     files.dedup();
     files
+}
+
+/// `path` as named (its folder resolved) and each link it leads through, up to 16.
+fn hops(path: &Path) -> Vec<PathBuf> {
+    let mut hops = Vec::new();
+    let mut at = path.to_owned();
+    for _ in 0..16 {
+        let Some(named) = at
+            .parent()
+            .and_then(|d| d.canonicalize().ok())
+            .zip(at.file_name())
+            .map(|(d, n)| d.join(n))
+        else {
+            break;
+        };
+        if !named.exists() {
+            break;
+        }
+        hops.push(named.clone());
+        match (std::fs::read_link(&named), named.parent()) {
+            (Ok(target), Some(folder)) => at = folder.join(target),
+            _ => break,
+        }
+    }
+    hops
 }
 
 /// The program a script's `#!` line names, found as the kernel (and `env`) would.

@@ -137,6 +137,16 @@ fn resolved(path: &Path) -> Option<PathBuf> {
     path.canonicalize().ok()
 }
 
+/// `path` with its folder as the kernel resolves it, itself not (a link stays a link), if it
+/// exists.
+fn named(path: &Path) -> Option<PathBuf> {
+    let named = match (path.parent().and_then(resolved), path.file_name()) {
+        (Some(folder), Some(name)) => folder.join(name),
+        _ => resolved(path)?,
+    };
+    named.exists().then_some(named)
+}
+
 /// An empty file of mode 000 under berth's home, bound over denied files: opening it fails
 /// with "permission denied", even for root (no capability survives into the command).
 fn denied_file(berth_home: &Path) -> Result<PathBuf, SandboxError> {
@@ -320,7 +330,9 @@ impl Resolved {
         let home = req.user_home.and_then(resolved);
         let mut hidden = deny.clone();
         hidden.push(berth_home.clone());
-        let mut readable: Vec<PathBuf> = req.readable.iter().filter_map(|p| resolved(p)).collect();
+        // At the path named, its folder resolved: a link that a program leads through (pyenv's
+        // `python3`) must be found where the link is.
+        let mut readable: Vec<PathBuf> = req.readable.iter().filter_map(|p| named(p)).collect();
         readable.extend(view::toolchain_paths(home.as_deref(), &hidden));
         let sockets = req
             .sockets
