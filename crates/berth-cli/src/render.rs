@@ -123,7 +123,9 @@ pub fn patch(text: &str) -> io::Result<()> {
             Some(_) if !in_hunk => "1",
             _ => "",
         };
-        let body = lines(body);
+        // Shown with its line break, so a `\r\n` stays one; the break goes after the colour.
+        let shown = lines(line);
+        let body = shown.strip_suffix('\n').unwrap_or(&shown);
         match code {
             "" => write!(out, "{body}{end}")?,
             code => write!(out, "\x1b[{code}m{body}\x1b[0m{end}")?,

@@ -247,3 +247,36 @@ fn workspace_diff_gives_a_pipe_the_patch_and_a_terminal_every_line_with_escapes_
         "{plain_text:?}"
     );
 }
+
+/// A workspace's storage is an agent's to write too (berth's agent keeps its notes there): a
+/// name is listed as git quotes it, and a file read on a terminal shows its escapes, into a
+/// pipe its bytes.
+#[test]
+fn storage_lists_names_quoted_and_reads_bytes_into_a_pipe_and_escapes_on_a_terminal() {
+    let home = Home::new();
+    home.ok(&["workspace", "create", "alpha"]);
+    // A bidi override is no control character, so a storage path may hold one.
+    let name = "notes\u{202e}txt.md";
+    let written = home.run_stdin(
+        &["workspace", "storage", "write", "alpha", name],
+        format!("kept{EVIL}\n").as_bytes(),
+    );
+    assert_eq!(written.code, 0, "{}", written.stderr);
+
+    let (listed, _) = into_a_pipe(home.cmd(&["workspace", "storage", "list", "alpha"]));
+    let listed_text = String::from_utf8_lossy(&listed);
+    assert!(
+        listed_text.contains("\"notes\\342\\200\\256txt.md\""),
+        "{listed_text}"
+    );
+    assert_nothing_drives("storage list", &listed);
+
+    let read = ["workspace", "storage", "read", "alpha", name];
+    let (bytes, _) = into_a_pipe(home.cmd(&read));
+    assert_eq!(bytes, format!("kept{EVIL}\n").as_bytes());
+    let shown = on_a_terminal(&home.cmd(&read));
+    assert_eq!(
+        String::from_utf8_lossy(&shown),
+        format!("kept{EVIL_SHOWN}\r\n")
+    );
+}

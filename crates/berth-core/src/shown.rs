@@ -6,7 +6,8 @@
 //! Nothing is dropped; what would drive the terminal is shown as an escape a person can read:
 //!
 //! - in a text ([`Form::Line`], [`Form::Lines`]): a C0 control or DEL as `\xHH` (`\x1b` for
-//!   ESC, `\x0d` for a carriage return), a C1 control or a bidi control as `\u{HEX}`
+//!   ESC, `\x0d` for a carriage return but that of a `\r\n` in lines), a C1 control or a
+//!   bidi control as `\u{HEX}`
 //!   (`\u{9b}`, `\u{202e}`), and a byte that is not UTF-8 as `\xHH` too (`\x9b` for a lone
 //!   0x9B byte, unlike `\u{9b}`, the character). A backslash of the text stays as it is: a
 //!   text shown twice reads the same (what is shown has nothing left to escape), and the
@@ -26,7 +27,8 @@ pub enum Form {
     /// On one line (a table's cell, a line of a list): a line break or a tab is shown as its
     /// escape too.
     Line,
-    /// As lines (an agent's standard error, a diff): line breaks and tabs kept.
+    /// As lines (an agent's standard error, a diff): line breaks (`\n`, and `\r\n`, whose
+    /// carriage return hides nothing) and tabs kept.
     Lines,
     /// A file's name, quoted as git quotes it.
     FileName,
@@ -59,17 +61,31 @@ pub fn visible<T: AsRef<[u8]> + ?Sized>(text: &T, form: Form) -> Cow<'_, str> {
 /// A text's controls and bytes that are not UTF-8 as escapes; with `keep_breaks`, line
 /// breaks and tabs as they are.
 fn escaped(bytes: &[u8], keep_breaks: bool) -> Cow<'_, str> {
-    let shows = |c: char| !drives_the_terminal(c) || (keep_breaks && matches!(c, '\n' | '\t'));
+    // A carriage return is kept only as the start of a `\r\n`, `next` being what follows it.
+    let shows = |c: char, next: Option<char>| {
+        !drives_the_terminal(c)
+            || (keep_breaks && (matches!(c, '\n' | '\t') || (c == '\r' && next == Some('\n'))))
+    };
+    let all_shown = |text: &str| {
+        let mut chars = text.chars().peekable();
+        while let Some(c) = chars.next() {
+            if !shows(c, chars.peek().copied()) {
+                return false;
+            }
+        }
+        true
+    };
     if let Ok(text) = std::str::from_utf8(bytes)
-        && text.chars().all(shows)
+        && all_shown(text)
     {
         return Cow::Borrowed(text);
     }
     let mut out = String::with_capacity(bytes.len() + 16);
     for chunk in bytes.utf8_chunks() {
-        for c in chunk.valid().chars() {
+        let mut chars = chunk.valid().chars().peekable();
+        while let Some(c) = chars.next() {
             match c {
-                c if shows(c) => out.push(c),
+                c if shows(c, chars.peek().copied()) => out.push(c),
                 c if (c as u32) < 0x80 => {
                     let _ = write!(out, "\\x{:02x}", c as u32);
                 }
@@ -165,9 +181,12 @@ mod tests {
 
     #[test]
     fn lines_keep_their_breaks_and_tabs_and_a_line_does_not() {
-        let text = "a\tb\nc\r\n";
-        assert_eq!(visible(text, Form::Lines), "a\tb\nc\\x0d\n");
-        assert_eq!(visible(text, Form::Line), "a\\x09b\\x0ac\\x0d\\x0a");
+        let text = "a\tb\nc\r\nd\re\r";
+        assert_eq!(visible(text, Form::Lines), "a\tb\nc\r\nd\\x0de\\x0d");
+        assert_eq!(
+            visible(text, Form::Line),
+            "a\\x09b\\x0ac\\x0d\\x0ad\\x0de\\x0d"
+        );
     }
 
     #[test]
