@@ -174,7 +174,7 @@ mod tests {
     fn lines_keep_their_breaks_and_show_escape_sequences() {
         assert_eq!(
             super::lines("a\tb\n\x1b]52;c;ZXZpbA==\x07c\r\n"),
-            "a\tb\n\\x1b]52;c;ZXZpbA==\\x07c\\x0d\n"
+            "a\tb\n\\x1b]52;c;ZXZpbA==\\x07c\r\n"
         );
     }
 
