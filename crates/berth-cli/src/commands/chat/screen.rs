@@ -120,7 +120,8 @@ impl<W: Write> Screen<W> {
         self.write(&format!("{line}\n"))
     }
 
-    /// Text of the chat itself (command output, a question), as it is.
+    /// Text of the chat itself (command output, a question), its control characters shown as
+    /// escapes.
     pub fn say(&mut self, text: &str) -> io::Result<()> {
         self.end_line()?;
         self.write(&crate::render::lines(text))?;
