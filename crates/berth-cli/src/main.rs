@@ -112,7 +112,9 @@ fn main() -> ExitCode {
                     e.downcast_ref::<berth_ops::Error>()
                         .is_some_and(|op| *m != op.to_string())
                 });
-            let message = forced.unwrap_or_else(|| format!("{e:#}"));
+            // A message may quote an agent's words or file names (git's, a check's): shown
+            // with their control characters as escapes.
+            let message = crate::render::lines(&forced.unwrap_or_else(|| format!("{e:#}")));
             match listing_hint(&e) {
                 Some(command) => eprintln!("berth: {message}: `{command}`"),
                 None => eprintln!("berth: {message}"),

@@ -1,7 +1,9 @@
 //! Output for people (aligned tables, short times) and for scripts (JSON). Commands build
 //! rows or serializable values; this module decides how they look.
 
-use std::io::{self, Write};
+use std::io::{self, IsTerminal, Write};
+
+use berth_core::shown::{self, Form};
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -48,7 +50,7 @@ pub fn time(t: DateTime<Utc>) -> String {
     t.format("%Y-%m-%d %H:%M UTC").to_string()
 }
 
-/// Writes `text` to stdout as it is (a patch: data for a pager or `git apply`, not a cell).
+/// Writes `text` to stdout as it is (data for a pager or a script, not a cell).
 pub fn raw(text: &str) -> io::Result<()> {
     let mut out = io::stdout().lock();
     out.write_all(text.as_bytes())?;
@@ -60,30 +62,76 @@ pub fn line(text: impl std::fmt::Display) -> io::Result<()> {
     writeln!(io::stdout().lock(), "{text}")
 }
 
-/// Text from outside shown in a table cell: control characters would garble the terminal.
+/// Text from outside shown in a table cell or on one line: every control character (a line
+/// break and a tab too) shown as its escape (berth-core's `shown`), so none drives the
+/// terminal.
 pub fn cell(text: &str) -> String {
-    text.chars()
-        .map(|c| {
-            if berth_core::shown::drives_the_terminal(c) {
-                '�'
-            } else {
-                c
-            }
-        })
-        .collect()
+    shown::visible(text, Form::Line).into_owned()
 }
 
 /// Text from outside shown as lines (an agent's standard error): its line breaks and tabs
-/// kept, every other control character (an escape sequence would drive the terminal) shown
-/// as `�`.
-pub fn lines(text: &str) -> String {
-    text.chars()
-        .map(|c| match c {
-            '\n' | '\t' => c,
-            c if berth_core::shown::drives_the_terminal(c) => '�',
-            c => c,
-        })
-        .collect()
+/// kept, every other control character shown as its escape.
+pub fn lines(text: &(impl AsRef<[u8]> + ?Sized)) -> String {
+    shown::visible(text, Form::Lines).into_owned()
+}
+
+/// A file's name as git quotes it (`"evil\033[31m.txt"`), wherever one is shown.
+pub fn file_name(path: &str) -> String {
+    shown::visible(path, Form::FileName).into_owned()
+}
+
+/// An agent's bytes written out: into a pipe or a file as they are, byte for byte; on a
+/// terminal as lines with every control character shown as its escape.
+pub fn agents_bytes(bytes: &[u8]) -> io::Result<()> {
+    let terminal = io::stdout().is_terminal();
+    let mut out = io::stdout().lock();
+    match terminal {
+        true => out.write_all(lines(bytes).as_bytes())?,
+        false => out.write_all(bytes)?,
+    }
+    out.flush()
+}
+
+/// A unified diff written out: into a pipe or a file as it is, byte for byte (for `git
+/// apply`); on a terminal, each line coloured by what it does (unless `NO_COLOR`) and the
+/// agent's bytes in it shown as escapes, so no line of it can hide another.
+pub fn patch(text: &str) -> io::Result<()> {
+    let terminal = io::stdout().is_terminal();
+    let mut out = io::BufWriter::new(io::stdout().lock());
+    if !terminal {
+        out.write_all(text.as_bytes())?;
+        return out.flush();
+    }
+    let colour = std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+    let mut in_hunk = false;
+    for line in text.split_inclusive('\n') {
+        let (body, end) = match line.strip_suffix('\n') {
+            Some(body) => (body, "\n"),
+            None => (line, ""),
+        };
+        // A file's header ends at its first hunk; inside one, `---` is a removed line.
+        if body.starts_with("diff ") {
+            in_hunk = false;
+        } else if body.starts_with("@@") {
+            in_hunk = true;
+        }
+        let code = match body.as_bytes().first() {
+            _ if !colour => "",
+            Some(b'@') if in_hunk && body.starts_with("@@") => "36",
+            Some(b'+') if in_hunk => "32",
+            Some(b'-') if in_hunk => "31",
+            Some(_) if !in_hunk => "1",
+            _ => "",
+        };
+        // Shown with its line break, so a `\r\n` stays one; the break goes after the colour.
+        let shown = lines(line);
+        let body = shown.strip_suffix('\n').unwrap_or(&shown);
+        match code {
+            "" => write!(out, "{body}{end}")?,
+            code => write!(out, "\x1b[{code}m{body}\x1b[0m{end}")?,
+        }
+    }
+    out.flush()
 }
 
 /// The shortest prefix of each id, 8 characters or more, that no other id of `ids` starts
@@ -123,18 +171,18 @@ pub fn legend(text: &str) {
 #[cfg(test)]
 mod tests {
     #[test]
-    fn lines_keep_their_breaks_and_lose_escape_sequences() {
+    fn lines_keep_their_breaks_and_show_escape_sequences() {
         assert_eq!(
             super::lines("a\tb\n\x1b]52;c;ZXZpbA==\x07c\r\n"),
-            "a\tb\n�]52;c;ZXZpbA==�c�\n"
+            "a\tb\n\\x1b]52;c;ZXZpbA==\\x07c\r\n"
         );
     }
 
     #[test]
-    fn a_cell_loses_escapes_c1_controls_and_bidi_overrides() {
+    fn a_cell_shows_escapes_c1_controls_and_bidi_overrides() {
         assert_eq!(
             super::cell("evil\x1b[31mname\u{9b}2J\u{202e}txt.exe\u{2066}"),
-            "evil�[31mname�2J�txt.exe�"
+            "evil\\x1b[31mname\\u{9b}2J\\u{202e}txt.exe\\u{2066}"
         );
         assert_eq!(super::cell("plain/name.rs"), "plain/name.rs");
     }

@@ -7,8 +7,9 @@
 //! every command berth runs gets [`NO_WORKSPACE_CODE`] through `GIT_CONFIG_COUNT` (the command
 //! line's `-c`, above every config file, for every subcommand and every git it starts): no
 //! hook, no fsmonitor, no recursion into submodules, submodules shown as commits only, and the
-//! file transport only where berth asks for it. Diffs are taken without external diff drivers
-//! or textconv filters (`--no-ext-diff --no-textconv`).
+//! file transport only where berth asks for it; and file names in git's output quoted with
+//! `core.quotePath` on. Diffs are taken without external diff drivers or textconv filters
+//! (`--no-ext-diff --no-textconv`).
 //!
 //! An agent can also make a repository of its own inside its worktree, whose config (a
 //! filter, a textconv driver, an fsmonitor) it writes: git runs that config whenever it looks
@@ -64,7 +65,7 @@ pub(crate) fn command(dir: &Path) -> Command {
 /// The config every git command berth runs gets, above every config file (but below a
 /// `-c` of its own command line, which is how `submodules.rs` allows the file transport for
 /// its own module store).
-const NO_WORKSPACE_CODE: [(&str, &str); 7] = [
+const NO_WORKSPACE_CODE: [(&str, &str); 8] = [
     // No hook and no fsmonitor, wherever the config points.
     ("core.hooksPath", "/dev/null"),
     ("core.fsmonitor", "false"),
@@ -82,6 +83,11 @@ const NO_WORKSPACE_CODE: [(&str, &str); 7] = [
     // takes from a repository's `.gitmodules` (`GIT_PROTOCOL_FROM_USER=0`), whatever the
     // person's own config allows.
     ("protocol.file.allow", "user"),
+    // A file's name in git's own output (a patch's headers, a message) quoted as berth
+    // quotes one (berth-core's `shown`): every byte past ASCII in octal too, so a bidi
+    // override in an agent's file name reaches no page or terminal whatever the person's
+    // config says.
+    ("core.quotePath", "true"),
 ];
 
 /// For a command that compares a worktree's files (`status`): a submodule counts as changed

@@ -44,23 +44,27 @@ pub enum GitError {
     NotALinkedWorktree { path: PathBuf, reason: String },
     #[error("cannot check out the submodule {path}: {message}")]
     Submodule { path: String, message: String },
-    #[error("the work cannot be merged into '{into}' without conflicts in: {}; nothing was changed. Merge '{into}' into the workspace and resolve them there, then merge again", .files.join(", "))]
-    MergeConflict { into: String, files: Vec<String> },
+    #[error("the work cannot be merged into '{into}' without conflicts in: {}; nothing was changed. Merge '{into}' into the workspace and resolve them there, then merge again", names(.files))]
+    MergeConflict {
+        into: String,
+        /// As they are (a message quotes them as git does).
+        files: Vec<String>,
+    },
     #[error("'{branch}' is checked out at {} with {count} uncommitted change(s); commit or stash them there first (nothing was changed)", .path.display())]
     TargetDirty {
         branch: String,
         path: PathBuf,
         count: usize,
     },
-    #[error("'{branch}' is checked out at {}, where the merge would overwrite {} untracked or ignored file(s): {}; move or delete them there first (nothing was changed)", .path.display(), .files.len(), .files.join(", "))]
+    #[error("'{branch}' is checked out at {}, where the merge would overwrite {} untracked or ignored file(s): {}; move or delete them there first (nothing was changed)", .path.display(), .files.len(), names(.files))]
     TargetUntracked {
         branch: String,
         path: PathBuf,
-        /// Relative to the checkout.
+        /// Relative to the checkout, as they are (a message quotes them as git does).
         files: Vec<String>,
     },
     #[error(
-        "the worktree at {} holds a git repository of its own at {} (a folder with its own .git): git would record it as a link to a commit only that folder has, not as files, and berth's git never looks inside one. Nothing was committed. Remove it, or only its .git folder to keep its files as part of the work, or add it to .gitignore; then try again", .worktree.display(), .paths.join(", ")
+        "the worktree at {} holds a git repository of its own at {} (a folder with its own .git): git would record it as a link to a commit only that folder has, not as files, and berth's git never looks inside one. Nothing was committed. Remove it, or only its .git folder to keep its files as part of the work, or add it to .gitignore; then try again", .worktree.display(), names(.paths)
     )]
     EmbeddedRepository {
         worktree: PathBuf,
@@ -113,6 +117,16 @@ impl GitError {
                 | GitError::NotAWorktree { .. }
         )
     }
+}
+
+/// Files named in a message: each quoted as git quotes it (berth-core's `shown`), since an
+/// agent chose the names and every front end prints the message.
+fn names(files: &[String]) -> String {
+    let quoted: Vec<_> = files
+        .iter()
+        .map(|f| berth_core::shown::visible(f, berth_core::shown::Form::FileName))
+        .collect();
+    quoted.join(", ")
 }
 
 /// Commits named in a refusal at most; the count says how many there are in all.

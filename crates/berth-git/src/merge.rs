@@ -230,13 +230,15 @@ impl Repo {
         if !out.status.success() {
             // A commit that does not apply: name the files, as a merge would.
             let files = conflicts(wt, onto, work)?;
+            if files.is_empty() {
+                return Err(GitError::Command {
+                    command: "replay --advance".to_owned(),
+                    message: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+                });
+            }
             return Err(GitError::MergeConflict {
                 into: into.to_owned(),
-                files: if files.is_empty() {
-                    vec![String::from_utf8_lossy(&out.stderr).trim().to_owned()]
-                } else {
-                    files
-                },
+                files,
             });
         }
         // `update refs/heads/<into> <new> <old>`
@@ -260,19 +262,21 @@ fn merged_tree(wt: &Path, into: &str, ours: &str, theirs: &str) -> Result<String
             "--write-tree",
             "--name-only",
             "--no-messages",
+            // The names as they are, not quoted: the error quotes them for a message.
+            "-z",
             ours,
             theirs,
         ],
     )?;
     let text = String::from_utf8_lossy(&out.stdout);
-    let mut lines = text.lines();
-    let tree = lines.next().unwrap_or_default().trim().to_owned();
+    let mut fields = text.split('\0');
+    let tree = fields.next().unwrap_or_default().trim().to_owned();
     match out.status.code() {
         Some(0) => Ok(tree),
         Some(1) => Err(GitError::MergeConflict {
             into: into.to_owned(),
-            files: lines
-                .take_while(|l| !l.is_empty())
+            files: fields
+                .take_while(|f| !f.is_empty())
                 .map(str::to_owned)
                 .collect(),
         }),

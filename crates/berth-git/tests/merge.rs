@@ -237,6 +237,49 @@ fn an_untracked_file_elsewhere_in_the_target_checkout_lets_the_merge_through_and
 
 /// An untracked or ignored file where the merge adds one, or a file where it adds a folder,
 /// refuses it, naming them, before anything moves on either side.
+/// An agent names the files: a refusal's message quotes each as git quotes it, so nothing of
+/// a name (an escape sequence, a C1 CSI, a bidi override) reaches a terminal or a page raw;
+/// the error's fields keep the names as they are.
+#[test]
+fn a_refusal_quotes_the_file_names_an_agent_chose_as_git_does() {
+    let evil = "evil\x1b]52;c;ZXZpbA==\x07\u{9b}2J\u{202e}txt";
+    let quoted = "\"evil\\033]52;c;ZXZpbA==\\a\\302\\2332J\\342\\200\\256txt\"";
+    let (_tmp, root, wt, repo) = setup();
+    commit(&wt, evil, "from the workspace\n");
+    commit(&root, evil, "from main\n");
+    let e = repo
+        .merge(&request(&wt, "main", MergeMode::Merge))
+        .unwrap_err();
+    assert!(
+        matches!(&e, GitError::MergeConflict { files, .. } if files == &[evil]),
+        "{e:?}"
+    );
+    assert!(
+        e.to_string().contains(&format!("conflicts in: {quoted};")),
+        "{e}"
+    );
+
+    let (_tmp, root, wt, repo) = setup();
+    commit(&wt, evil, "from the workspace\n");
+    std::fs::write(root.join(evil), "the person's\n").unwrap();
+    let e = repo
+        .merge(&request(&wt, "main", MergeMode::Merge))
+        .unwrap_err();
+    assert!(
+        matches!(&e, GitError::TargetUntracked { files, .. } if files == &[evil]),
+        "{e:?}"
+    );
+    assert!(
+        e.to_string().contains(&format!("file(s): {quoted};")),
+        "{e}"
+    );
+    assert!(
+        !e.to_string()
+            .chars()
+            .any(berth_core::shown::drives_the_terminal)
+    );
+}
+
 #[test]
 fn an_untracked_or_ignored_file_the_merge_would_overwrite_is_refused_naming_it() {
     for mode in [MergeMode::Merge, MergeMode::Squash, MergeMode::Rebase] {

@@ -215,8 +215,9 @@ pub async fn run(
 
 /// A check's kept output (`agent-N.check`), as written: its head, the line saying what was
 /// cut, its tail; `None` when there is none. A file grown past what berth writes is read to
-/// that size only.
-pub fn read_kept(path: &Path) -> std::io::Result<Option<String>> {
+/// that size only. The bytes as the check wrote them: a front end shows them through
+/// berth-core's `shown`.
+pub fn read_kept(path: &Path) -> std::io::Result<Option<Vec<u8>>> {
     use std::io::Read as _;
     let file = match std::fs::File::open(path) {
         Ok(f) => f,
@@ -226,7 +227,7 @@ pub fn read_kept(path: &Path) -> std::io::Result<Option<String>> {
     let mut bytes = Vec::new();
     file.take((KEPT_HEAD + KEPT_TAIL + 4096) as u64)
         .read_to_end(&mut bytes)?;
-    Ok(Some(String::from_utf8_lossy(&bytes).into_owned()))
+    Ok(Some(bytes))
 }
 
 /// Writes a check's output where the run keeps it, atomically; a failure to is said in the

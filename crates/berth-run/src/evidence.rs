@@ -69,8 +69,8 @@ pub fn pick_refusal(record: &RunRecord, i: usize) -> Option<String> {
     }
 }
 
-/// The first line of a message that says something, cut at 200 characters, without what
-/// would drive a terminal.
+/// The first line of a message that says something, cut at 200 characters, what would drive
+/// a terminal in it shown as escapes.
 fn first_line(message: Option<&str>) -> Option<String> {
     // A line that leads into the next ones ("its standard error ended:") ends here.
     let line = message?
@@ -80,10 +80,7 @@ fn first_line(message: Option<&str>) -> Option<String> {
         .trim_end_matches([':', ';', ',']);
     // An agent's words, quoted in a refusal every front end prints: nothing in them drives
     // a terminal.
-    let line: String = line
-        .chars()
-        .filter(|c| !berth_ops::shown::drives_the_terminal(*c))
-        .collect();
+    let line = berth_ops::shown::visible(line, berth_ops::shown::Form::Line).into_owned();
     Some(match line.char_indices().nth(200) {
         Some((at, _)) => format!("{}…", &line[..at]),
         None => line,
@@ -316,12 +313,15 @@ mod tests {
     }
 
     #[test]
-    fn a_refusal_quotes_an_agents_words_without_what_drives_a_terminal() {
+    fn a_refusal_quotes_an_agents_words_with_what_drives_a_terminal_shown_as_escapes() {
         let mut record = run(true, &[(Failed, 0, None, None)]);
         record.agents[0].status.message =
             Some("\n  died:\x1b]52;c;ZXZpbA==\x07 \u{202e}gnp.exe:\nmore".to_owned());
         let why = pick_refusal(&record, 0).unwrap();
-        assert_eq!(why, "agent 1 failed: died:]52;c;ZXZpbA== gnp.exe");
+        assert_eq!(
+            why,
+            "agent 1 failed: died:\\x1b]52;c;ZXZpbA==\\x07 \\u{202e}gnp.exe"
+        );
     }
 
     #[test]

@@ -45,17 +45,14 @@ impl Tail {
 }
 
 /// The last `n` lines of `text` that say something, as a record quotes what an agent's
-/// process or a check printed: each without its control characters (tabs kept) and cut at
-/// 300 characters.
+/// process or a check printed: each with its control characters shown as escapes (tabs kept;
+/// berth-core's `shown`), so every front end may print it, and cut at 300 characters.
 pub(crate) fn quoted_lines(text: &str, n: usize) -> Vec<String> {
     let mut lines: Vec<String> = text
         .lines()
         .map(|l| {
-            let clean: String = l
-                .trim_end()
-                .chars()
-                .filter(|c| *c == '\t' || !berth_ops::shown::drives_the_terminal(*c))
-                .collect();
+            let clean =
+                berth_ops::shown::visible(l.trim_end(), berth_ops::shown::Form::Lines).into_owned();
             match clean.char_indices().nth(300) {
                 Some((at, _)) => format!("{}…", &clean[..at]),
                 None => clean,
@@ -146,12 +143,14 @@ fn cut(path: &Path) -> io::Result<u64> {
     Ok((all.len() - from) as u64)
 }
 
-/// The last [`KEEP`] bytes of a kept standard error, as text; `None` when none was kept here.
-pub fn read_kept(path: &Path) -> io::Result<Option<String>> {
+/// The last [`KEEP`] bytes of a kept standard error, as the agent wrote them (a front end
+/// shows them through berth-core's `shown`); `None` when none was kept here.
+pub fn read_kept(path: &Path) -> io::Result<Option<Vec<u8>>> {
     match std::fs::read(path) {
-        Ok(all) => {
+        Ok(mut all) => {
             let from = all.len().saturating_sub(KEEP as usize);
-            Ok(Some(String::from_utf8_lossy(&all[from..]).into_owned()))
+            all.drain(..from);
+            Ok(Some(all))
         }
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e),
@@ -189,7 +188,16 @@ mod tests {
         assert!(text.as_bytes().ends_with(&kept), "the end, whole");
         let read = read_kept(&path).unwrap().unwrap();
         assert_eq!(read.len() as u64, KEEP);
-        assert!(read.ends_with("fatal: the last words\n"));
+        assert!(read.ends_with(b"fatal: the last words\n"));
         assert_eq!(read_kept(&dir.path().join("none")).unwrap(), None);
+    }
+
+    #[test]
+    fn quoted_lines_show_an_agents_controls_as_escapes() {
+        let text = "ok\n\x1b[2J\x1b[1Ahidden\tcol \u{9b}31m \u{202e}txt\r\n\n  \n";
+        assert_eq!(
+            quoted_lines(text, 5),
+            ["ok", "\\x1b[2J\\x1b[1Ahidden\tcol \\u{9b}31m \\u{202e}txt"]
+        );
     }
 }

@@ -218,7 +218,11 @@ async fn kept_check(store: &RunStore, run: berth_run::RunId, agent: usize) -> Up
     let kept = tokio::task::spawn_blocking(move || berth_run::read_kept_check(&path))
         .await
         .map_err(|e| e.to_string())
-        .and_then(|read| read.map_err(|e| e.to_string()));
+        .and_then(|read| read.map_err(|e| e.to_string()))
+        // Shown as lines, through berth-core's `shown`: a byte that is not UTF-8 as its escape.
+        .map(|bytes| {
+            bytes.map(|b| berth_ops::shown::visible(&b, berth_ops::shown::Form::Lines).into_owned())
+        });
     Update::Check { run, agent, kept }
 }
 

@@ -88,12 +88,19 @@ fn status_rows(model: &Model, width: u16) -> u16 {
 
 /// A status message's lines, without the blank ones (git's messages have many) that would
 /// take rows from its words.
-fn status_lines(message: &str) -> impl Iterator<Item = Line<'_>> {
+fn status_lines(message: &str) -> impl Iterator<Item = Line<'static>> {
     message
         .lines()
         .map(str::trim_end)
         .filter(|l| !l.is_empty())
-        .map(Line::from)
+        .map(|l| Line::from(outside(l)))
+}
+
+/// Text from outside (an agent's words, a task, a title, a failure quoting git) as a cell
+/// or a line shows it: every control character and bidi control as its escape (berth-core's
+/// `shown`), so none drives the terminal or reorders what it shows.
+fn outside(text: &str) -> String {
+    berth_ops::shown::visible(text, berth_ops::shown::Form::Line).into_owned()
 }
 
 /// Draws the whole screen.
@@ -342,7 +349,7 @@ fn draw_runs(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
         if with_node {
             cells.push(Cell::new(node_of(r)));
         }
-        cells.push(Cell::new(berth_ops::title_of(&r.request.task)));
+        cells.push(Cell::new(outside(&berth_ops::title_of(&r.request.task))));
         Row::new(cells)
     });
     let mut widths = vec![
@@ -427,7 +434,7 @@ fn draw_agents(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
         " Run {} · {} · {} ",
         short_id(run.id.as_str()),
         run.review(),
-        berth_ops::title_of(&run.request.task)
+        outside(&berth_ops::title_of(&run.request.task))
     );
     let rows: Vec<Row> = run
         .agents
@@ -499,10 +506,10 @@ fn agent_row<'a>(
     };
     Row::new(vec![
         Cell::new((i + 1).to_string()),
-        Cell::new(a.label.as_str()),
+        Cell::new(outside(&a.label)),
         Cell::new(state).style(theme.state(state)),
         Cell::new(outcome).style(theme.state(outcome)),
-        Cell::new(a.status.latest.clone().unwrap_or_default()),
+        Cell::new(outside(a.status.latest.as_deref().unwrap_or_default())),
         Cell::new(lines::tokens(tokens)),
         Cell::new(cost),
         Cell::new(check).style(theme.state(match check {
@@ -524,7 +531,7 @@ fn draw_detail(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
     let label = model
         .selected_run()
         .and_then(|r| r.agents.get(agent))
-        .map_or(String::new(), |a| a.label.clone());
+        .map_or(String::new(), |a| outside(&a.label));
     match model.detail {
         Detail::Transcript => {
             let following = match model.transcript_scroll.back {
@@ -654,7 +661,11 @@ fn draw_workspaces(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) 
     frame.render_widget(table, list);
     let text = match model.selected_workspace() {
         Some(w) => {
-            let mut text = vec![Line::from(format!("{}  {}", w.label, w.description))];
+            let mut text = vec![Line::from(format!(
+                "{}  {}",
+                w.label,
+                outside(&w.description)
+            ))];
             if let Some(path) = &w.path {
                 text.push(Line::from(format!("folder: {}", path.display())));
             }
@@ -730,18 +741,18 @@ fn draw_sessions(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
         let s = &model.sessions[i];
         let title = match s.title.is_empty() {
             true => s.id.to_string(),
-            false => s.title.clone(),
+            false => outside(&s.title),
         };
         Row::new(vec![
             Cell::new(title),
             Cell::new(
                 s.workspace_name
-                    .clone()
-                    .unwrap_or_else(|| s.workspace_id.to_string()),
+                    .as_deref()
+                    .map_or_else(|| s.workspace_id.to_string(), outside),
             ),
             // An ACP agent's session names the agent: no berth model answers in it.
             Cell::new(match &s.agent {
-                Some(agent) => format!("agent {agent}"),
+                Some(agent) => format!("agent {}", outside(agent)),
                 None => s.model.clone(),
             }),
             Cell::new(lines::tokens(s.usage.input_tokens + s.usage.output_tokens)),
@@ -768,15 +779,15 @@ fn draw_question(frame: &mut Frame, q: &Question, theme: &Theme) {
         Line::from(format!(
             "Agent {} ({}) of run {} asks:",
             q.agent + 1,
-            q.label,
+            outside(&q.label),
             short_id(q.run.as_str())
         )),
         Line::from(Span::styled(
-            format!("may it {}?", q.waiting.tool),
+            format!("may it {}?", outside(&q.waiting.tool)),
             theme.fg(Color::Magenta).add_modifier(Modifier::BOLD),
         )),
-        Line::from(q.waiting.description.as_str()),
-        Line::from(format!("task: {}", q.task)),
+        Line::from(outside(&q.waiting.description)),
+        Line::from(format!("task: {}", outside(&q.task))),
     ];
     // What it said in its turn before asking: why it wants the call, in its own words.
     if let Some(said) = q.said.as_deref().filter(|s| !s.is_empty()) {
@@ -792,7 +803,7 @@ fn draw_question(frame: &mut Frame, q: &Question, theme: &Theme) {
         }
         for line in &lines[from..] {
             text.push(Line::styled(
-                format!("  {}", cut(line, SAID_WIDTH)),
+                format!("  {}", cut(&outside(line), SAID_WIDTH)),
                 Style::new().add_modifier(Modifier::ITALIC),
             ));
         }
@@ -823,13 +834,14 @@ fn draw_pick(frame: &mut Frame, asked: &PickAsked, theme: &Theme) {
     let mut text = vec![
         Line::from(format!(
             "Merge agent {n} ({}) of run {} into its base branch, and drop the others' workspaces?",
-            asked.label, asked.run
+            outside(&asked.label),
+            asked.run
         )),
         Line::from(""),
     ];
     let mut keys = Vec::new();
     if let Some(refusal) = &asked.refusal {
-        text.push(Line::styled(format!("{refusal}."), bad));
+        text.push(Line::styled(format!("{}.", outside(refusal)), bad));
         match asked.force {
             true => text.push(Line::from("F given: picked against it")),
             false => keys.push("F picks it anyway"),

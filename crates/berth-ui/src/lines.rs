@@ -120,16 +120,12 @@ impl Lines {
     }
 }
 
-/// Control characters (an agent's escape sequences) never reach the terminal; a tab is
-/// spaces.
+/// A line as the terminal may show it: a tab is a space, and every other control character
+/// (an agent's escape sequence, a bidi override) is shown as its escape (berth-core's
+/// `shown`), never sent.
 fn clean(text: &str) -> String {
-    text.chars()
-        .filter_map(|c| match c {
-            '\t' => Some(' '),
-            c if berth_ops::shown::drives_the_terminal(c) => None,
-            c => Some(c),
-        })
-        .collect()
+    let spaced = text.replace('\t', " ");
+    berth_ops::shown::visible(&spaced, berth_ops::shown::Form::Line).into_owned()
 }
 
 /// Takes in one event of an agent: its answer streamed, each tool call one line, and what
@@ -331,7 +327,11 @@ pub fn of_diff(diff: &WorktreeDiff) -> Lines {
         };
         lines.push(
             Kind::Text,
-            format!("  {:<9} {}  {counts}", f.status, f.path),
+            format!(
+                "  {:<9} {}  {counts}",
+                f.status,
+                berth_ops::shown::visible(&f.path, berth_ops::shown::Form::FileName)
+            ),
         );
     }
     lines.push(Kind::Text, "");
@@ -419,7 +419,10 @@ mod tests {
         l.push(Kind::Tool, "▸ read_file");
         l.stream(Kind::Text, "after\x1b[2J");
         let texts: Vec<&str> = l.iter().map(|l| l.text.as_str()).collect();
-        assert_eq!(texts, ["Hello, world", "second", "▸ read_file", "after[2J"]);
+        assert_eq!(
+            texts,
+            ["Hello, world", "second", "▸ read_file", "after\\x1b[2J"]
+        );
     }
 
     #[test]
@@ -456,7 +459,7 @@ mod tests {
         ];
         assert_eq!(
             said_before(&events, 0, "q-2"),
-            "I read it; now I will[2J write\nthe notes."
+            "I read it; now I will\\x1b[2J write\nthe notes."
         );
         assert_eq!(said_before(&events, 0, "q-1"), "An earlier answer.");
         assert_eq!(said_before(&events[1..], 0, "q-1"), "");

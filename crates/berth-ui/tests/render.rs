@@ -439,7 +439,7 @@ async fn esc_then_a_key_sent_as_one_alt_key_does_both() {
 /// the clipboard (OSC 52) or clear the screen. Every cell of every tab is checked.
 #[tokio::test(flavor = "multi_thread")]
 async fn what_an_agent_or_a_device_names_reaches_no_terminal_as_control_sequences() {
-    const EVIL: &str = "\x1b]52;c;ZXZpbA==\x07\x1b]0;owned\x07\x1b[2J\u{9b}31m";
+    const EVIL: &str = "\x1b]52;c;ZXZpbA==\x07\x1b]0;owned\x07\x1b[2J\u{9b}31m\u{202e}";
     let h = home().await;
     let mut create = CreateWorkspace::new(Repository::None);
     create.name = Some("hostile".to_owned());
@@ -498,15 +498,78 @@ async fn what_an_agent_or_a_device_names_reaches_no_terminal_as_control_sequence
     for name in ["task", "answer", "tool", "described", "titled"] {
         assert!(shown.contains(name), "{name} is on a screen:\n{shown}");
     }
-    for (text, buffer) in &screens {
+    no_control_reaches_the_terminal(&screens);
+    // Shown, not dropped: a person sees that the text held an escape and a bidi override.
+    assert!(shown.contains("\\x1b]52;c;ZXZpbA=="), "{shown}");
+    assert!(shown.contains("\\u{202e}"), "{shown}");
+}
+
+/// No cell of any screen holds a control character or a bidi control: each would drive the
+/// terminal or reorder what it shows.
+fn no_control_reaches_the_terminal(screens: &[(String, ratatui::buffer::Buffer)]) {
+    for (text, buffer) in screens {
         for cell in buffer.content() {
             assert!(
-                !cell.symbol().chars().any(char::is_control),
+                !cell
+                    .symbol()
+                    .chars()
+                    .any(berth_ops::shown::drives_the_terminal),
                 "a control character reached the terminal: {:?}\n{text}",
                 cell.symbol()
             );
         }
     }
+}
+
+/// An agent's file names in a diff's list are quoted as git quotes them, and the escape
+/// sequences of its files' lines (OSC 52, a screen clear, cursor moves, a C1 CSI, a bidi
+/// override) are shown as escapes, the diff's colours kept.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_diff_quotes_an_agents_file_names_and_shows_its_escapes() {
+    let h = home().await;
+    let mut model = common::loaded(&h.ops, &h.store, true).await;
+    press(&mut model, KeyCode::Enter);
+    let actions = press(&mut model, KeyCode::Char('d'));
+    let Some(Action::LoadDiff { run, agent, .. }) = actions.first().cloned() else {
+        panic!("d asks for the diff: {actions:?}");
+    };
+    let name = "evil\x1b[31mname\u{9b}2J\u{202e}txt";
+    let quoted = "\"evil\\033[31mname\\302\\2332J\\342\\200\\256txt\"";
+    let diff = berth_ops::WorktreeDiff {
+        base: "main".to_owned(),
+        merge_base: "0".repeat(40),
+        files: vec![berth_ops::FileDiff {
+            path: name.to_owned(),
+            status: "added",
+            added: Some(1),
+            removed: None,
+        }],
+        patch: Some(format!(
+            "diff --git {q} {q}\n+++ {q}\n@@ -0,0 +1 @@\n+ok\x1b]52;c;ZXZpbA==\x07\x1b[2J\x1b[1A\x1b[2Kgone\u{9b}2J\u{202e}\n",
+            q = quoted
+        )),
+    };
+    model.apply(Update::Diff {
+        run,
+        agent,
+        diff: Ok(diff),
+    });
+    let mut screens = Vec::new();
+    for size in SIZES {
+        screens.push(screen(&model, size));
+    }
+    let (text, buffer) = &screens[1];
+    assert!(text.contains(quoted), "the name as git quotes it:\n{text}");
+    let added = text
+        .lines()
+        .position(|l| {
+            l.contains("+ok\\x1b]52;c;ZXZpbA==\\x07\\x1b[2J\\x1b[1A\\x1b[2Kgone\\u{9b}2J\\u{202e}")
+        })
+        .unwrap_or_else(|| panic!("the added line, its escapes shown:\n{text}"));
+    let line = text.lines().nth(added).unwrap();
+    let x = line[..line.find("+ok").unwrap()].chars().count() as u16;
+    assert_eq!(buffer[(x, added as u16)].fg, Color::Green);
+    no_control_reaches_the_terminal(&screens);
 }
 
 #[tokio::test(flavor = "multi_thread")]

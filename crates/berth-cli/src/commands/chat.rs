@@ -93,11 +93,15 @@ pub async fn run(ops: Ops, args: ChatArgs) -> anyhow::Result<()> {
         });
     }
     let color = color(&std::io::stderr());
+    // On a terminal, the model's words with every control character shown as its escape
+    // (they may quote a file it read); into a pipe, as it wrote them.
+    let on_terminal = std::io::stdout().is_terminal();
     let dim = |s: &str| {
+        let s = crate::render::lines(s);
         if color {
             format!("\x1b[2m{s}\x1b[0m")
         } else {
-            s.to_owned()
+            s
         }
     };
     let mut stdout = std::io::stdout().lock();
@@ -105,7 +109,10 @@ pub async fn run(ops: Ops, args: ChatArgs) -> anyhow::Result<()> {
     while let Some(event) = turn.next_event().await {
         match event {
             AgentEvent::Text { text } => {
-                stdout.write_all(text.as_bytes())?;
+                match on_terminal {
+                    true => stdout.write_all(crate::render::lines(&text).as_bytes())?,
+                    false => stdout.write_all(text.as_bytes())?,
+                }
                 stdout.flush()?;
                 if !text.is_empty() {
                     ends_with_newline = text.ends_with('\n');
@@ -116,8 +123,12 @@ pub async fn run(ops: Ops, args: ChatArgs) -> anyhow::Result<()> {
                 name, arguments, ..
             } => eprintln!("{}", dim(&format!("→ {name} {arguments}"))),
             AgentEvent::PermissionAsked { .. } | AgentEvent::Usage { .. } => {}
-            AgentEvent::Notice { message } => eprintln!("berth: {message}"),
-            AgentEvent::Plan { steps } => eprintln!("{}", screen::plan_text(&steps)),
+            AgentEvent::Notice { message } => {
+                eprintln!("berth: {}", crate::render::lines(&message))
+            }
+            AgentEvent::Plan { steps } => {
+                eprintln!("{}", crate::render::lines(&screen::plan_text(&steps)))
+            }
             AgentEvent::ToolFinished {
                 name,
                 output,
@@ -200,7 +211,7 @@ impl Permissions for FlagPermissions {
                 "refused {} (allow it with --allow {} or --allow-all): {}",
                 request.tool,
                 request.tool,
-                first_line(&request.description)
+                crate::render::cell(first_line(&request.description))
             );
             Decision::Reject
         }

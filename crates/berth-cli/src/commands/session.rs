@@ -196,20 +196,9 @@ async fn show(ops: &Ops, session: &str, json: bool) -> anyhow::Result<()> {
     }
     for msg in &t.messages {
         writeln!(out, "\n── {} ──", msg.role)?;
-        // Rendered for a terminal: control characters other than newline and tab
-        // would let a message rewrite the screen.
-        let shown: String = msg
-            .content
-            .chars()
-            .map(|c| {
-                if c.is_control() && c != '\n' && c != '\t' {
-                    '�'
-                } else {
-                    c
-                }
-            })
-            .collect();
-        writeln!(out, "{shown}")?;
+        // An agent's words: a control character other than a line break or a tab would let
+        // a message rewrite the screen, so each is shown as its escape.
+        writeln!(out, "{}", render::lines(&msg.content))?;
     }
     out.flush()?;
     Ok(())

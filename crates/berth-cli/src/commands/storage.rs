@@ -1,7 +1,7 @@
 //! `berth workspace storage …` and `berth session storage …`: one implementation over either
 //! owner.
 
-use std::io::{Read, Write};
+use std::io::Read;
 
 use anyhow::Context;
 use berth_ops::{Ops, Owner};
@@ -17,10 +17,10 @@ pub async fn run(ops: &Ops, owner: Owner, cmd: StorageCmd) -> anyhow::Result<()>
     let at = ops.storage(owner, &named).await?;
     match cmd {
         StorageCmd::Read { path, .. } => {
+            // An agent may have written it: byte for byte into a pipe or a file, its control
+            // characters shown as escapes on a terminal.
             let bytes = ops.read_file(&at, &path).await?;
-            let mut out = std::io::stdout().lock();
-            out.write_all(&bytes)?;
-            out.flush()?;
+            render::agents_bytes(&bytes)?;
         }
         StorageCmd::Write { path, content, .. } => {
             let bytes = read_content(content)?;
@@ -39,7 +39,7 @@ pub async fn run(ops: &Ops, owner: Owner, cmd: StorageCmd) -> anyhow::Result<()>
                     vec![
                         e.kind.as_str().to_owned(),
                         e.size.to_string(),
-                        render::cell(&e.path),
+                        render::file_name(&e.path),
                     ]
                 })
                 .collect();

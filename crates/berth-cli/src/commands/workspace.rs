@@ -383,7 +383,7 @@ async fn diff(ops: &Ops, identifier: &str, stat: bool, json: bool) -> anyhow::Re
         return Ok(render::json(&d)?);
     }
     if let Some(patch) = &d.patch {
-        return Ok(render::raw(patch)?);
+        return Ok(render::patch(patch)?);
     }
     let counted = |n: Option<u64>| n.map_or_else(|| "-".to_owned(), |n| n.to_string());
     let rows: Vec<Vec<String>> = d
@@ -394,7 +394,7 @@ async fn diff(ops: &Ops, identifier: &str, stat: bool, json: bool) -> anyhow::Re
                 f.status.to_owned(),
                 format!("+{}", counted(f.added)),
                 format!("-{}", counted(f.removed)),
-                render::cell(&f.path),
+                render::file_name(&f.path),
             ]
         })
         .collect();

@@ -96,12 +96,12 @@ mod tests {
     }
 
     #[test]
-    fn a_short_output_is_kept_whole_and_its_control_characters_are_not_quoted() {
+    fn a_short_output_is_kept_whole_and_its_control_characters_are_quoted_as_escapes() {
         let mut out = KeptOutput::default();
         out.push(b"ok\n\x1b[31mFAILED\x1b[0m x\n\n");
         assert_eq!(out.bytes(), b"ok\n\x1b[31mFAILED\x1b[0m x\n\n");
         assert_eq!(out.cut(), 0);
-        assert_eq!(out.last_lines(20), "ok\n[31mFAILED[0m x");
+        assert_eq!(out.last_lines(20), "ok\n\\x1b[31mFAILED\\x1b[0m x");
     }
 
     #[test]

@@ -119,7 +119,7 @@ fn agent_view(run: &str, a: &Compared) -> Markup {
             @if let Some(w) = &a.waiting {
                 div.question role="alertdialog" {
                     p { "The agent asks to use " strong { (w.tool) } }
-                    pre { (w.description) }
+                    pre { (shown(&w.description)) }
                     div.actions {
                         button.js-post.allow type="button" data-action={ (base) "/answer?answer=allow" } { "Allow" }
                         button.js-post.secondary.always type="button" data-action={ (base) "/answer?answer=allow_always" } { "Always allow" }
@@ -128,12 +128,12 @@ fn agent_view(run: &str, a: &Compared) -> Markup {
                 }
             }
             @if let Some(why) = &a.message {
-                pre.why { (why) }
+                pre.why { (shown(why)) }
             }
             @if let Some(c) = a.check.as_ref().filter(|c| !c.passed && !c.not_run) {
                 details.check-output {
                     summary { "The check's last lines (" (c.described()) ")" }
-                    pre { (c.output.as_deref().unwrap_or("")) }
+                    pre { (shown(c.output.as_deref().unwrap_or(""))) }
                     p.meta { "All of it: " code { "berth run logs " (run) " --agent " (a.agent) " --check" } }
                 }
             }
@@ -145,16 +145,36 @@ fn agent_view(run: &str, a: &Compared) -> Markup {
     }
 }
 
+/// An agent's words as the page shows them: HTML escapes what would be markup, and
+/// berth-core's `shown` what would reorder the line (a bidi override) or is no text (a
+/// control character), as escapes a person reads.
+fn shown(text: &str) -> String {
+    berth_ops::shown::visible(text, berth_ops::shown::Form::Lines).into_owned()
+}
+
+/// The file a `+++ ` line of a patch names, as git quotes it (`"evil\033[31m.txt"`); `None`
+/// for `/dev/null`.
+fn new_file(header: &str) -> Option<String> {
+    let name = header.strip_prefix("+++ ")?;
+    if let Some(quoted) = name.strip_prefix("\"b/") {
+        // Quoted by git already: the quotes kept, the `b/` taken out.
+        return Some(format!("\"{quoted}"));
+    }
+    let name = name.strip_prefix("b/")?;
+    Some(berth_ops::shown::visible(name, berth_ops::shown::Form::FileName).into_owned())
+}
+
 /// A unified diff with its new side's line numbers; each added or unchanged line can be
-/// commented on (the page's script opens a box under it).
+/// commented on (the page's script opens a box under it). Its files named as git quotes them,
+/// its lines through [`shown`].
 fn diff_view(base: &str, patch: &str) -> Markup {
     let mut file = String::new();
     let mut line = 0u64;
     html! {
         div.diff data-comment={ (base) "/comment" } {
             @for text in patch.lines() {
-                @if let Some(path) = text.strip_prefix("+++ b/") {
-                    ({ file = path.to_owned(); html! { div.file { (path) } } })
+                @if let Some(path) = new_file(text) {
+                    ({ let header = html! { div.file { (path) } }; file = path; header })
                 } @else if text.starts_with("+++") || text.starts_with("---") || text.starts_with("diff ") || text.starts_with("index ") || text.starts_with("new file") || text.starts_with("deleted file") {
                 } @else if let Some(hunk) = text.strip_prefix("@@") {
                     ({
@@ -162,11 +182,11 @@ fn diff_view(base: &str, patch: &str) -> Markup {
                         html! { div.hunk { "@@" (hunk) } }
                     })
                 } @else if let Some(rest) = text.strip_prefix('-') {
-                    div.line.del { span.no {} span.text { "-" (rest) } }
+                    div.line.del { span.no {} span.text { "-" (shown(rest)) } }
                 } @else {
                     @let (class, shown) = match text.strip_prefix('+') {
-                        Some(rest) => ("line add", format!("+{rest}")),
-                        None => ("line ctx", text.to_owned()),
+                        Some(rest) => ("line add", format!("+{}", shown(rest))),
+                        None => ("line ctx", shown(text)),
                     };
                     ({
                         let n = line;
@@ -376,6 +396,38 @@ async fn tell_agent(web: &Web, id: &str, n: AgentNumber, text: &str) -> PageResu
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_diff_names_its_files_as_git_quotes_them_and_shows_an_agents_controls() {
+        let patch = "diff --git \"a/evil\\033[2J\\342\\200\\256.txt\" \"b/evil\\033[2J\\342\\200\\256.txt\"\n\
+            --- /dev/null\n\
+            +++ \"b/evil\\033[2J\\342\\200\\256.txt\"\n\
+            @@ -0,0 +1,2 @@\n\
+            +ok\x1b]52;c;ZXZpbA==\x07 \u{202e}gnp.exe\n\
+            +plain\n\
+            +++ b/src/main.rs\n";
+        let html = diff_view("/runs/r/agents/1", patch).into_string();
+        assert!(
+            html.contains(r#"<div class="file">&quot;evil\033[2J\342\200\256.txt&quot;</div>"#),
+            "{html}"
+        );
+        assert!(
+            html.contains(r#"data-file="&quot;evil\033[2J\342\200\256.txt&quot;" data-line="1""#),
+            "{html}"
+        );
+        assert!(
+            html.contains(r"+ok\x1b]52;c;ZXZpbA==\x07 \u{202e}gnp.exe"),
+            "{html}"
+        );
+        assert!(
+            html.contains(r#"<div class="file">src/main.rs</div>"#),
+            "{html}"
+        );
+        assert!(
+            !html.chars().any(berth_ops::shown::drives_the_terminal),
+            "{html}"
+        );
+    }
 
     #[test]
     fn a_hunk_header_gives_its_first_new_line() {

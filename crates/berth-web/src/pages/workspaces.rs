@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use axum::Extension;
 use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
+use berth_ops::shown::{Form, visible};
 use berth_ops::{Node, Owner, SessionView, StoragePath, Workspace};
 use maud::{Markup, PreEscaped, html};
 use serde::{Deserialize, Serialize};
@@ -249,7 +250,9 @@ pub struct FilesQuery {
 }
 
 /// `/w/{id}/files?root=storage|worktree&path=…`: a folder's entries or a file, confined to the
-/// workspace's storage or its folder as the MCP resources are (no `..`, no symlink out).
+/// workspace's storage or its folder as the MCP resources are (no `..`, no symlink out). An
+/// agent names and writes them: names are quoted as git quotes them and a file's text shows
+/// its control characters and bidi overrides as escapes (berth-core's `shown`).
 pub async fn files(
     State(web): State<Web>,
     Extension(viewer): Extension<Viewer>,
@@ -286,7 +289,7 @@ pub async fn files(
                         @for e in &entries {
                             li {
                                 a href={ (base) "&path=" (encode(&e.path)) } {
-                                    (e.name) @if e.kind == berth_ops::EntryKind::Dir { "/" }
+                                    (visible(&e.name, Form::FileName)) @if e.kind == berth_ops::EntryKind::Dir { "/" }
                                 }
                                 @if e.kind != berth_ops::EntryKind::Dir { " " small { (e.size) " bytes" } }
                             }
@@ -307,7 +310,7 @@ fn crumbs(base: &str, path: Option<&StoragePath>) -> Markup {
             a href=(base) { "/" }
             @for (i, part) in parts.iter().enumerate() {
                 @let upto = parts[..=i].join("/");
-                a href={ (base) "&path=" (encode(&upto)) } { (part) }
+                a href={ (base) "&path=" (encode(&upto)) } { (visible(part, Form::FileName)) }
                 @if i + 1 < parts.len() { "/" }
             }
         }
@@ -324,7 +327,7 @@ fn file_view(path: Option<&StoragePath>, bytes: &[u8]) -> Markup {
         @if markdown {
             article.markdown { (PreEscaped(markdown::to_html(&text))) }
         } @else {
-            pre.file { code { (text) } }
+            pre.file { code { (visible(text.as_ref(), Form::Lines)) } }
         }
     }
 }
@@ -347,7 +350,8 @@ pub async fn diff(
             table.list.files {
                 thead { tr { th { "File" } th { "Change" } th { "Lines" } } }
                 tbody { @for f in &diff.files { tr {
-                    td data-label="File" { code { (f.path) } }
+                    // An agent's name for it, quoted as git quotes it (berth-core's `shown`).
+                    td data-label="File" { code { (visible(&f.path, Form::FileName)) } }
                     td data-label="Change" { (f.status) }
                     td data-label="Lines" { @match (f.added, f.removed) {
                         (Some(a), Some(r)) => { span.add { "+" (a) } " " span.del { "−" (r) } },
@@ -361,7 +365,8 @@ pub async fn diff(
     Ok(page(&viewer, "diff", &ws.label(), body).into_response())
 }
 
-/// A unified diff, each line marked by what it is.
+/// A unified diff, each line marked by what it is; what an agent wrote in a line shows its
+/// control characters and bidi overrides as escapes (berth-core's `shown`).
 fn patch_view(patch: &str) -> Markup {
     html! {
         pre.diff { code {
@@ -377,8 +382,35 @@ fn patch_view(patch: &str) -> Markup {
                 } else {
                     "ctx"
                 };
-                span class=(class) { (line) "\n" }
+                span class=(class) { (visible(line, Form::Lines)) "\n" }
             }
         } }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_patch_and_a_file_show_an_agents_controls_as_escapes() {
+        let patch = "+++ \"b/evil\\342\\200\\256.txt\"\n+ok\x1b[2J\u{9b}1A \u{202e}gnp.exe\n";
+        let html = patch_view(patch).into_string();
+        assert!(
+            html.contains(r#"<span class="add">+ok\x1b[2J\u{9b}1A \u{202e}gnp.exe"#),
+            "{html}"
+        );
+        let file = file_view(None, "a\u{202e}b\x1b]52;c;ZXZpbA==\x07\n".as_bytes()).into_string();
+        assert!(file.contains(r"a\u{202e}b\x1b]52;c;ZXZpbA==\x07"), "{file}");
+        for html in [html, file] {
+            // The page's own line breaks aside.
+            assert!(
+                !html
+                    .chars()
+                    .filter(|c| *c != '\n')
+                    .any(berth_ops::shown::drives_the_terminal),
+                "{html}"
+            );
+        }
     }
 }

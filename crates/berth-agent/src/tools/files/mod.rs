@@ -92,21 +92,12 @@ fn shown(raw: &str) -> String {
     s.escape_debug().to_string().replace("\\'", "'")
 }
 
-/// Text for a permission prompt with its control characters made visible: an escape sequence
-/// or a bare carriage return in a command or a file could otherwise hide what a person is
-/// asked to allow. Newlines, tabs and CRLF line ends stay as they are.
+/// Text for a permission prompt with its control characters made visible (berth-core's
+/// `shown`): an escape sequence, a bare carriage return or a bidi override in a command or a
+/// file could otherwise hide what a person is asked to allow. Newlines, tabs and CRLF line
+/// ends stay as they are.
 pub(crate) fn printable(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '\n' | '\t' => out.push(c),
-            '\r' if chars.peek() == Some(&'\n') => out.push(c),
-            c if c.is_control() => out.extend(c.escape_default()),
-            c => out.push(c),
-        }
-    }
-    out
+    berth_core::shown::visible(text, berth_core::shown::Form::Lines).into_owned()
 }
 
 /// The handle every file tool opens paths beneath.
@@ -367,7 +358,11 @@ mod tests {
         assert_eq!(printable("a\tb\r\nc\n"), "a\tb\r\nc\n");
         assert_eq!(
             printable("ls\u{1b}[2K\rrm -rf ~"),
-            "ls\\u{1b}[2K\\rrm -rf ~"
+            "ls\\x1b[2K\\x0drm -rf ~"
+        );
+        assert_eq!(
+            printable("rm -rf ~ #\u{202e}txt.sh"),
+            "rm -rf ~ #\\u{202e}txt.sh"
         );
     }
 }

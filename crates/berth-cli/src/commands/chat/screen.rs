@@ -1,6 +1,8 @@
 //! How `berth chat` shows a conversation on a terminal: the answer as it streams, thoughts and
 //! tool activity set apart from it (dimmed, or with a prefix when there is no colour), and the
-//! lines of the chat itself (errors, permission questions, command output).
+//! lines of the chat itself (errors, permission questions, command output). What the model
+//! or a tool wrote is shown through berth-core's `shown`: its control characters as escapes,
+//! never sent to the terminal; only the screen's own colours are.
 
 use std::io::{self, Write};
 
@@ -61,7 +63,7 @@ impl<W: Write> Screen<W> {
             self.end_line()?;
         }
         self.last = Last::Text;
-        self.write(text)
+        self.write(&crate::render::lines(text))
     }
 
     /// A piece of the model's reasoning: dimmed, or after `thinking: ` when plain.
@@ -76,10 +78,11 @@ impl<W: Write> Screen<W> {
                 self.write("thinking: ")?;
             }
         }
+        let text = crate::render::lines(text);
         if self.color {
             self.write(&format!("\x1b[2m{text}\x1b[0m"))
         } else {
-            self.write(text)
+            self.write(&text)
         }
     }
 
@@ -113,14 +116,15 @@ impl<W: Write> Screen<W> {
     /// A line about the turn rather than of it (a tool call, a notice), dimmed.
     pub fn activity(&mut self, line: &str) -> io::Result<()> {
         self.end_line()?;
-        let line = self.paint("2", line);
+        let line = self.paint("2", &crate::render::lines(line));
         self.write(&format!("{line}\n"))
     }
 
-    /// Text of the chat itself (command output, a question), as it is.
+    /// Text of the chat itself (command output, a question), its control characters shown as
+    /// escapes.
     pub fn say(&mut self, text: &str) -> io::Result<()> {
         self.end_line()?;
-        self.write(text)?;
+        self.write(&crate::render::lines(text))?;
         if !text.is_empty() && !text.ends_with('\n') {
             self.write("\n")?;
         }
@@ -130,7 +134,7 @@ impl<W: Write> Screen<W> {
     /// `error: message`, in red.
     pub fn error(&mut self, message: &str) -> io::Result<()> {
         self.end_line()?;
-        let line = self.paint("31", &format!("error: {message}"));
+        let line = self.paint("31", &format!("error: {}", crate::render::lines(message)));
         self.write(&format!("{line}\n"))
     }
 
@@ -149,7 +153,7 @@ impl<W: Write> Screen<W> {
             } else {
                 ""
             };
-            let line = self.paint(code, line);
+            let line = self.paint(code, &crate::render::lines(line));
             self.write(&format!("{line}\n"))?;
         }
         Ok(())
@@ -274,5 +278,24 @@ mod tests {
         assert!(out.contains("\x1b[31m-old\x1b[0m"), "{out:?}");
         assert!(out.contains("\x1b[32m+new\x1b[0m"), "{out:?}");
         assert!(out.starts_with("edit_file 'a'\n"), "{out:?}");
+    }
+
+    #[test]
+    fn the_models_escapes_are_shown_and_only_the_screens_own_colours_are_sent() {
+        let evil = "\x1b]52;c;ZXZpbA==\x07\x1b[2J\u{9b}1A\u{202e}";
+        let out = shown(true, |s| {
+            s.text(&format!("answer {evil}\n"))?;
+            s.thought(evil)?;
+            s.request(&format!("+added {evil}"))?;
+            s.error(evil)
+        });
+        assert!(out.contains("answer \\x1b]52;c;ZXZpbA==\\x07\\x1b[2J\\u{9b}1A\\u{202e}\n"));
+        for sent in ["\x1b]", "\x1b[2J", "\u{9b}", "\u{202e}", "\x07"] {
+            assert!(
+                !out.contains(sent),
+                "{sent:?} reached the terminal: {out:?}"
+            );
+        }
+        assert!(out.contains("\x1b[32m+added \\x1b]52"), "{out:?}");
     }
 }

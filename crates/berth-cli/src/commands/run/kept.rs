@@ -2,7 +2,6 @@
 //! and `answer`.
 
 use std::collections::BTreeMap;
-use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
@@ -240,17 +239,9 @@ pub(super) async fn agent_file(
         AgentFile::Check => berth_run::read_kept_check(&path),
     };
     match kept.with_context(|| format!("cannot read {}", path.display()))? {
-        Some(text) => {
-            // Byte for byte into a file or a pipe; on a terminal, with no control character
-            // of the agent's to drive it.
-            let mut out = std::io::stdout().lock();
-            match out.is_terminal() {
-                true => out.write_all(render::lines(&text).as_bytes())?,
-                false => out.write_all(text.as_bytes())?,
-            }
-            out.flush()?;
-            Ok(())
-        }
+        // Byte for byte into a file or a pipe; on a terminal, every control character of the
+        // agent's shown as its escape.
+        Some(bytes) => Ok(render::agents_bytes(&bytes)?),
         None => {
             let elsewhere = a.node.as_deref().filter(|node| *node != store.node());
             let why = match (which, &record.request.agents.get(i), elsewhere) {

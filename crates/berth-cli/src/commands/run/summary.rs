@@ -207,9 +207,10 @@ pub(super) async fn compare(
     paths.sort();
     paths.dedup();
     for path in paths {
-        // A file name is the agent's: nothing in it reaches the terminal as a control.
+        // A file name is the agent's: quoted as git quotes it, so no byte of it reaches the
+        // terminal as a control and it reads as in `git status`.
         rows.push(row(
-            &render::cell(path),
+            &render::file_name(path),
             &|a| match a.files.iter().find(|f| f.path == path) {
                 Some(f) => match (f.added, f.removed) {
                     (Some(add), Some(rm)) => format!("+{add} -{rm}"),

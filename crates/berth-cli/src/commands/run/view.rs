@@ -222,7 +222,7 @@ impl Table {
             lines.push(format!(
                 "{:<4} {:<18} {:<30} {:<9} {:<24} {:>8} {:>6}s",
                 i + 1,
-                clip(&r.label, 18),
+                clip(&render::cell(&r.label), 18),
                 clip(
                     &render::cell(s.workspace_name.as_deref().unwrap_or("-")),
                     30
