@@ -49,17 +49,17 @@ use agent_client_protocol::v1::schema::{
     TerminalExitStatus, TerminalOutputRequest, TextContent, ToolCallContent, ToolCallStatus,
     ToolKind as AcpKind, WaitForTerminalExitRequest, WriteTextFileRequest,
 };
-use agent_client_protocol::{Agent, ByteStreams, Client, ErrorCode};
+use agent_client_protocol::{Agent, Client, ErrorCode};
 use berth_agent::{CancellationToken, ToolKind, TurnStop, Usage};
 use berth_confined::Unconfined;
 use berth_ops::{Message, Ops, Role, Session, StoragePath, tool_record};
 use tokio::sync::mpsc;
-use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 
 use crate::terminals::{Exit, TerminalError, Terminals};
 use crate::{Policy, RunEvent};
 
 mod handlers;
+mod wire;
 
 /// Files the agent may read through berth at once.
 const MAX_READ_BYTES: u64 = 10 << 20;
@@ -515,8 +515,18 @@ pub(crate) async fn turn(t: AcpTurn<'_>) -> (TurnStop, Usage) {
         Ok(started) => started,
         Err(message) => return (TurnStop::Failed { message }, Usage::default()),
     };
-    let transport = ByteStreams::new(stdin.compat_write(), stdout.compat());
-    let result = converse(&t, transport, shared.clone()).await;
+    let max_line = match t.ops.config(None).await {
+        Ok(loaded) => loaded.config.run.max_line_bytes(),
+        Err(_) => berth_ops::RunSettings::default().max_line_bytes(),
+    };
+    let wire::Wire {
+        channel,
+        probes,
+        broken,
+        tasks,
+    } = wire::start(stdin, stdout, max_line);
+    let result = converse(&t, channel, probes, shared.clone()).await;
+    drop(tasks);
     // The turn is over: no terminal outlives it, whoever still holds the handlers.
     shared.terminals.kill_all();
     // An agent whose process ended under the turn (killed, crashed) is said as that: the
@@ -532,12 +542,14 @@ pub(crate) async fn turn(t: AcpTurn<'_>) -> (TurnStop, Usage) {
     let (stop, usage) = match result {
         Ok(outcome) => outcome.stop(t.command),
         Err(e) => {
-            let why = match exited {
-                Some(status) => format!(
+            let why = match (broken.why(), exited) {
+                // What berth refused to read is why, whether or not the agent then ended.
+                (Some(why), _) => format!("the ACP agent `{}` failed: {why}", t.command),
+                (None, Some(status)) => format!(
                     "the ACP agent `{}` ended in the middle of its turn ({status})",
                     t.command
                 ),
-                None => format!("the ACP agent `{}` failed: {e}", t.command),
+                (None, None) => format!("the ACP agent `{}` failed: {e}", t.command),
             };
             let said = last_words(stderr_task, &stderr_tail, confinement.as_ref()).await;
             (
@@ -564,14 +576,13 @@ pub(crate) async fn turn(t: AcpTurn<'_>) -> (TurnStop, Usage) {
     (stop, usage)
 }
 
-/// The conversation with the agent over `transport`: each message it sends to its handler
-/// (`handlers.rs`), and the turn itself (`prompt`).
+/// The conversation with the agent over `transport` (its stdio, bounded: `wire.rs`): each
+/// message it sends to its handler (`handlers.rs`), the reader's probes first, and the turn
+/// itself (`prompt`).
 async fn converse(
     t: &AcpTurn<'_>,
-    transport: ByteStreams<
-        tokio_util::compat::Compat<tokio::process::ChildStdin>,
-        tokio_util::compat::Compat<tokio::process::ChildStdout>,
-    >,
+    transport: agent_client_protocol::Channel,
+    probes: wire::Probes,
     shared: Arc<Shared>,
 ) -> Result<Outcome, agent_client_protocol::Error> {
     let (updates, permissions, reads, writes) = (
@@ -597,6 +608,7 @@ async fn converse(
     Client
         .v1()
         .name("berth")
+        .with_handler(probes)
         .on_receive_notification(
             async move |n: SessionNotification, _cx: ConnectionTo<Agent>| {
                 updates.on_update(n).await;
