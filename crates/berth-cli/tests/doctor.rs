@@ -268,7 +268,9 @@ fn doctor_says_whether_a_trees_memory_is_bounded() {
     assert_eq!(sandbox["status"], "ok", "{sandbox:#}");
     let half = half_the_machine_mib();
     assert!(
-        message.contains(&format!("memory per tree ([sandbox] memory_mib, by default half the machine's: {half} MiB)")),
+        message.contains(&format!(
+            "memory per tree ([sandbox] memory_mib, by default half the machine's: {half} MiB)"
+        )),
         "{message}"
     );
     // Where the tree's cgroup must be a pids one (a kernel without pid_max per PID
@@ -289,7 +291,16 @@ fn doctor_says_whether_a_trees_memory_is_bounded() {
         let sandbox = finding(&report, "sandbox");
         assert_eq!(sandbox["status"], "warn", "{sandbox:#}");
         let message = sandbox["message"].as_str().unwrap();
-        assert!(message.contains("not memory: a tree's cgroup is its pids one"), "{message}");
-        assert!(sandbox["fix"].as_str().unwrap_or_default().contains("cgroup"), "{sandbox:#}");
+        assert!(
+            message.contains("not memory: a tree's cgroup is its pids one"),
+            "{message}"
+        );
+        assert!(
+            sandbox["fix"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("cgroup"),
+            "{sandbox:#}"
+        );
     }
 }

@@ -132,7 +132,12 @@ fn wait_with_peak(pid: u32) -> (i32, u64) {
     // SAFETY: `pid` is this process's own unreaped child; both pointers are to locals that
     // outlive the call.
     let waited = unsafe { libc::wait4(pid as libc::pid_t, &mut status, 0, &mut usage) };
-    assert_eq!(waited, pid as libc::pid_t, "{}", std::io::Error::last_os_error());
+    assert_eq!(
+        waited,
+        pid as libc::pid_t,
+        "{}",
+        std::io::Error::last_os_error()
+    );
     assert!(libc::WIFEXITED(status), "berth did not exit: {status}");
     (libc::WEXITSTATUS(status), usage.ru_maxrss as u64)
 }
@@ -180,9 +185,16 @@ fn a_line_past_max_line_mib_fails_the_agent_and_berth_does_not_hold_it() {
     let line = 8 * MIB - 100;
     let (home, ran) = run_big_line(config, line, "text");
     assert_eq!(ran.code, 0, "{:#}", ran.shown);
-    assert_eq!(answer_bytes(&transcript(&home, &ran)), text_of(line), "the answer, whole");
+    assert_eq!(
+        answer_bytes(&transcript(&home, &ran)),
+        text_of(line),
+        "the answer, whole"
+    );
     let grew = ran.peak_kib.saturating_sub(ran.before_kib);
-    assert!(grew < 4 * 8 * 1024, "berth grew {grew} KiB for a line of 8 MiB");
+    assert!(
+        grew < 4 * 8 * 1024,
+        "berth grew {grew} KiB for a line of 8 MiB"
+    );
 
     // Twenty-five times the limit: nothing of it past the limit is read.
     let (_home, ran) = run_big_line(config, 200 * MIB, "text");
@@ -193,7 +205,10 @@ fn a_line_past_max_line_mib_fails_the_agent_and_berth_does_not_hold_it() {
         "{why}"
     );
     let grew = ran.peak_kib.saturating_sub(ran.before_kib);
-    assert!(grew < 2 * 8 * 1024, "berth grew {grew} KiB for a line it refused");
+    assert!(
+        grew < 2 * 8 * 1024,
+        "berth grew {grew} KiB for a line it refused"
+    );
 }
 
 #[test]
@@ -204,7 +219,10 @@ fn a_line_of_too_many_values_fails_the_agent_before_it_is_parsed() {
     let why = failure(&ran);
     assert!(why.contains("more than 65536 JSON values"), "{why}");
     let grew = ran.peak_kib.saturating_sub(ran.before_kib);
-    assert!(grew < 2 * 8 * 1024, "berth grew {grew} KiB for a line it refused");
+    assert!(
+        grew < 2 * 8 * 1024,
+        "berth grew {grew} KiB for a line it refused"
+    );
 }
 
 #[test]
@@ -213,7 +231,11 @@ fn a_line_at_the_default_limit_keeps_berth_under_300_mb() {
     let line = 64 * MIB - 1024;
     let (home, ran) = run_big_line("", line, "text");
     assert_eq!(ran.code, 0, "{:#}", ran.shown);
-    assert_eq!(answer_bytes(&transcript(&home, &ran)), text_of(line), "the answer, whole");
+    assert_eq!(
+        answer_bytes(&transcript(&home, &ran)),
+        text_of(line),
+        "the answer, whole"
+    );
     let peak_mb = ran.peak_kib * 1024 / 1_000_000;
     assert!(peak_mb < 300, "berth's peak was {peak_mb} MB");
 }

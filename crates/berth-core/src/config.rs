@@ -279,7 +279,10 @@ mod tests {
                 "[ports]\nfirst = 100\nlast = 104\nblock = 6\n",
                 "fewer than one",
             ),
-            ("[run]\nmax_line_mib = 0\n", "max_line_mib must be 1 to 1024"),
+            (
+                "[run]\nmax_line_mib = 0\n",
+                "max_line_mib must be 1 to 1024",
+            ),
             ("[run]\nmax_line_mib = 4096\n", "not 4096"),
         ] {
             let err = layer(Some(&text("g.toml", bad)), None, []).unwrap_err();

@@ -45,9 +45,9 @@ use agent_client_protocol::v1::schema::{
     CancelNotification, ClientCapabilities, ContentBlock, CreateTerminalRequest,
     FileSystemCapabilities, InitializeRequest, KillTerminalRequest, LoadSessionRequest,
     NewSessionRequest, PermissionOptionKind, PromptRequest, ReadTextFileRequest,
-    ReleaseTerminalRequest, RequestPermissionRequest, SessionId, StopReason,
-    TerminalExitStatus, TerminalOutputRequest, TextContent, ToolCallStatus,
-    ToolKind as AcpKind, WaitForTerminalExitRequest,
+    ReleaseTerminalRequest, RequestPermissionRequest, SessionId, StopReason, TerminalExitStatus,
+    TerminalOutputRequest, TextContent, ToolCallStatus, ToolKind as AcpKind,
+    WaitForTerminalExitRequest,
 };
 use agent_client_protocol::{Agent, Client, ErrorCode};
 use berth_agent::{CancellationToken, ToolKind, TurnStop, Usage};
@@ -123,8 +123,7 @@ impl Shared {
     /// transcript keeps the order the agent spoke and acted in); `suffix` marks the end of an
     /// interrupted answer.
     async fn flush_answer(&self, suffix: &str) {
-        let mut text =
-            std::mem::take(&mut *self.answer.lock().unwrap_or_else(|e| e.into_inner()));
+        let mut text = std::mem::take(&mut *self.answer.lock().unwrap_or_else(|e| e.into_inner()));
         if !text.is_empty() {
             text.push_str(suffix);
             self.write_answer(text).await;

@@ -365,7 +365,11 @@ mod tests {
         let big = t
             .create(
                 "head",
-                &["-c".into(), (MAX_OUTPUT_LIMIT + 4096).to_string(), "/dev/zero".into()],
+                &[
+                    "-c".into(),
+                    (MAX_OUTPUT_LIMIT + 4096).to_string(),
+                    "/dev/zero".into(),
+                ],
                 &[],
                 None,
                 Some(u64::MAX),

@@ -237,7 +237,10 @@ fn controller_parent(controller: &str) -> Option<(PathBuf, bool)> {
                 own.lines().find_map(|l| {
                     let mut parts = l.splitn(3, ':');
                     let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
-                    controllers.split(',').any(|c| c == controller).then_some(path)
+                    controllers
+                        .split(',')
+                        .any(|c| c == controller)
+                        .then_some(path)
                 }),
             ),
             "cgroup2"
@@ -352,14 +355,18 @@ mod tests {
         };
         let enforced = enforced();
         if !root || !holds {
-            let why = enforced.memory_missing().expect("doctor says it is not in force");
+            let why = enforced
+                .memory_missing()
+                .expect("doctor says it is not in force");
             assert!(enforced.to_string().contains(why), "{enforced}");
             return;
         }
         assert_eq!(enforced.memory_missing(), None, "{enforced}");
         let half = machine_memory_bytes().unwrap() / 2;
         assert!(
-            enforced.to_string().contains(&format!("{} MiB", half >> 20)),
+            enforced
+                .to_string()
+                .contains(&format!("{} MiB", half >> 20)),
             "{enforced}"
         );
         let dir = tree_cgroup(limits(0), pid_max).expect("a tree's cgroup");

@@ -45,7 +45,8 @@ impl HandleDispatchFrom<Agent> for Owned {
         let invalid = |e: serde_json::Error| Error::invalid_params().data(e.to_string());
         match message {
             Dispatch::Notification(n) if n.method == UPDATE => {
-                let update: SessionNotification = serde_json::from_value(n.params).map_err(invalid)?;
+                let update: SessionNotification =
+                    serde_json::from_value(n.params).map_err(invalid)?;
                 self.0.on_update(update).await;
                 Ok(Handled::Yes)
             }

@@ -174,7 +174,9 @@ mod tests {
     fn a_call_keeps_a_bounded_record() {
         let mut call = Call::default();
         call.set_title("t".repeat(CALL_NAME * 2));
-        call.set_input(Some(serde_json::json!({ "text": "i".repeat(CALL_TEXT * 2) })));
+        call.set_input(Some(
+            serde_json::json!({ "text": "i".repeat(CALL_TEXT * 2) }),
+        ));
         call.set_output(Some(serde_json::Value::String("o".repeat(CALL_TEXT * 2))));
         assert!(call.title.len() < CALL_NAME + 64);
         assert!(call.input.as_ref().unwrap().len() < CALL_TEXT + 64);

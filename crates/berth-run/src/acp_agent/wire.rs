@@ -47,7 +47,10 @@ pub(crate) struct Broken(Arc<Mutex<Option<String>>>);
 
 impl Broken {
     fn set(&self, why: String) {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(why);
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_or_insert(why);
     }
 
     /// Why, once it broke.
@@ -164,7 +167,11 @@ impl<R: tokio::io::AsyncRead + Unpin> Reader<R> {
             }
             ahead = 0;
             probes += 1;
-            if self.to_sdk.unbounded_send(probe(probes, &self.key)).is_err() {
+            if self
+                .to_sdk
+                .unbounded_send(probe(probes, &self.key))
+                .is_err()
+            {
                 return;
             }
             loop {
@@ -223,19 +230,35 @@ fn frame_of(line: Vec<u8>) -> Result<TransportFrame, String> {
                 "it wrote a line of more than {MAX_LINE_VALUES} JSON values, more than berth parses in one message"
             ));
         }
-        Scanned::NotJson => return Ok(malformed(false, agent_client_protocol::Error::parse_error())),
+        Scanned::NotJson => {
+            return Ok(malformed(
+                false,
+                agent_client_protocol::Error::parse_error(),
+            ));
+        }
         Scanned::NotObject => {
-            return Ok(malformed(false, agent_client_protocol::Error::invalid_request()));
+            return Ok(malformed(
+                false,
+                agent_client_protocol::Error::invalid_request(),
+            ));
         }
         Scanned::Object => {}
     }
     // Valid JSON is valid UTF-8 (serde_json checked it); the buffer becomes the text as is.
     let Ok(text) = String::from_utf8(line) else {
-        return Ok(malformed(false, agent_client_protocol::Error::parse_error()));
+        return Ok(malformed(
+            false,
+            agent_client_protocol::Error::parse_error(),
+        ));
     };
     let value: serde_json::Value = match serde_json::from_str(&text) {
         Ok(value) => value,
-        Err(_) => return Ok(malformed(false, agent_client_protocol::Error::parse_error())),
+        Err(_) => {
+            return Ok(malformed(
+                false,
+                agent_client_protocol::Error::parse_error(),
+            ));
+        }
     };
     drop(text);
     let response_shaped = value.as_object().is_some_and(|o| {
@@ -420,10 +443,16 @@ mod tests {
     async fn lines_are_read_whole_up_to_the_limit_and_refused_past_it() {
         let text = b"{\"a\":1}\r\nshort\n0123456789\nlast without a break".to_vec();
         let mut reader = BufReader::with_capacity(4, std::io::Cursor::new(text));
-        assert_eq!(read_line(&mut reader, 10).await.unwrap().unwrap(), b"{\"a\":1}");
+        assert_eq!(
+            read_line(&mut reader, 10).await.unwrap().unwrap(),
+            b"{\"a\":1}"
+        );
         assert_eq!(read_line(&mut reader, 10).await.unwrap().unwrap(), b"short");
         // Exactly the limit is a line; one byte more is not.
-        assert_eq!(read_line(&mut reader, 10).await.unwrap().unwrap(), b"0123456789");
+        assert_eq!(
+            read_line(&mut reader, 10).await.unwrap().unwrap(),
+            b"0123456789"
+        );
         let why = read_line(&mut reader, 10).await.unwrap_err();
         assert!(why.contains("[run] max_line_mib"), "{why}");
         let mut reader = BufReader::new(std::io::Cursor::new(b"tail".to_vec()));
@@ -446,8 +475,14 @@ mod tests {
             line
         };
         // The object, the array and its numbers.
-        assert_eq!(scan(values(MAX_LINE_VALUES - 3).as_bytes()), Scanned::Object);
-        assert_eq!(scan(values(MAX_LINE_VALUES - 2).as_bytes()), Scanned::TooMany);
+        assert_eq!(
+            scan(values(MAX_LINE_VALUES - 3).as_bytes()),
+            Scanned::Object
+        );
+        assert_eq!(
+            scan(values(MAX_LINE_VALUES - 2).as_bytes()),
+            Scanned::TooMany
+        );
     }
 
     #[test]
