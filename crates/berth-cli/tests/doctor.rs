@@ -301,3 +301,76 @@ fn doctor_fix_shows_the_apparmor_profile_and_its_commands() {
     assert_eq!(code, 0);
     assert!(out.contains("nothing to fix"), "{out}");
 }
+
+/// Half of `MemTotal`, in MiB, as berth's default memory limit of a confined tree.
+fn half_the_machine_mib() -> u64 {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap();
+    let kib: u64 = meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|l| l.split_whitespace().next())
+        .unwrap()
+        .parse()
+        .unwrap();
+    (kib * 1024 / 2) >> 20
+}
+
+#[test]
+fn doctor_says_whether_a_trees_memory_is_bounded() {
+    let home = Home::new();
+    let (_, json, stderr) = doctor(&home, &["--json"], &[]);
+    let report: Value = serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}: {stderr}"));
+    let sandbox = finding(&report, "sandbox");
+    let message = sandbox["message"].as_str().unwrap();
+    // SAFETY: geteuid cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    let memory_cgroup = std::fs::read_to_string("/proc/self/cgroup")
+        .unwrap()
+        .lines()
+        .any(|l| l.starts_with("0::") || l.split(':').nth(1) == Some("memory"));
+    if !root || !memory_cgroup {
+        assert_eq!(sandbox["status"], "warn", "{sandbox:#}");
+        assert!(message.contains("not memory"), "{message}");
+        return;
+    }
+    // As root with a memory controller (these tests' machines): in force, by default half
+    // the machine's memory.
+    assert_eq!(sandbox["status"], "ok", "{sandbox:#}");
+    let half = half_the_machine_mib();
+    assert!(
+        message.contains(&format!(
+            "memory per tree ([sandbox] memory_mib, by default half the machine's: {half} MiB)"
+        )),
+        "{message}"
+    );
+    // Where the tree's cgroup must be a pids one (a kernel without pid_max per PID
+    // namespace) and the pids hierarchy has no memory controller (cgroup v1), it is not in
+    // force, and doctor says so.
+    let v1 = !std::fs::read_to_string("/proc/self/cgroup")
+        .unwrap()
+        .lines()
+        .any(|l| l.starts_with("0::/") && l.len() > 4)
+        && std::path::Path::new("/sys/fs/cgroup/memory").is_dir();
+    if v1 {
+        let (_, json, _) = doctor(
+            &home,
+            &["--json"],
+            &[("BERTH_SANDBOX_PRETEND", "no-pid-max")],
+        );
+        let report: Value = serde_json::from_str(&json).unwrap();
+        let sandbox = finding(&report, "sandbox");
+        assert_eq!(sandbox["status"], "warn", "{sandbox:#}");
+        let message = sandbox["message"].as_str().unwrap();
+        assert!(
+            message.contains("not memory: a tree's cgroup is its pids one"),
+            "{message}"
+        );
+        assert!(
+            sandbox["fix"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("cgroup"),
+            "{sandbox:#}"
+        );
+    }
+}

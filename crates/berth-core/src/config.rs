@@ -279,6 +279,11 @@ mod tests {
                 "[ports]\nfirst = 100\nlast = 104\nblock = 6\n",
                 "fewer than one",
             ),
+            (
+                "[run]\nmax_line_mib = 0\n",
+                "max_line_mib must be 1 to 1024",
+            ),
+            ("[run]\nmax_line_mib = 4096\n", "not 4096"),
         ] {
             let err = layer(Some(&text("g.toml", bad)), None, []).unwrap_err();
             assert_eq!(err.kind(), crate::ErrorKind::Invalid, "{err}");
@@ -322,6 +327,7 @@ mod tests {
         assert_eq!(loaded.config.git.setup, vec!["npm ci"]);
         assert_eq!(loaded.config.ports.block, Some(10));
         assert_eq!(loaded.config.run.max_agents.map(|n| n.get()), Some(4));
+        assert_eq!(loaded.config.run.max_line_mib(), 64);
         assert_eq!(loaded.config.sandbox.mode, SandboxMode::On);
         assert_eq!(loaded.config.sandbox.deny_read, ["~/private"]);
         let usage = crate::model::TokenUsage {

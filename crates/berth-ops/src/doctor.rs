@@ -312,14 +312,20 @@ fn sandbox(config: &Config, home: &Path) -> Finding {
         ),
         SandboxNetwork::Full => "the network is open (network = \"full\")".to_owned(),
     };
-    Finding::ok(
-        "sandbox",
-        format!(
-            "on, enforced by {}; {network}; limits: {}",
-            support.summary(),
-            berth_sandbox::limits_enforced()
+    let limits = berth_sandbox::limits_enforced();
+    let said = format!(
+        "on, enforced by {}; {network}; limits: {limits}",
+        support.summary()
+    );
+    match limits.memory_missing() {
+        // An agent's tree could take all the machine's memory: said, not refused.
+        Some(_) => Finding::warn(
+            "sandbox",
+            said,
+            "run berth as root where it can make a cgroup with the memory controller (cgroup v2, or v1's memory hierarchy on Linux 6.14 or newer), or bound its memory from outside (systemd-run -p MemoryMax=…)",
         ),
-    )
+        None => Finding::ok("sandbox", said),
+    }
 }
 
 /// `allow_hosts` as doctor shows it, after what it adds to.

@@ -82,7 +82,9 @@ pub use workspaces::{
 pub use berth_store_fs::default_home;
 
 /// The types of berth's domain that front ends name.
-pub use berth_core::config::{AgentEntry, Config, LoadedConfig, PoolSettings, ProviderKind};
+pub use berth_core::config::{
+    AgentEntry, Config, LoadedConfig, PoolSettings, ProviderKind, RunSettings,
+};
 /// The shortest id prefix that names a workspace or a session.
 pub use berth_core::manager::{MIN_PREFIX, is_id_prefix};
 pub use berth_core::shown;

@@ -45,21 +45,24 @@ use agent_client_protocol::v1::schema::{
     CancelNotification, ClientCapabilities, ContentBlock, CreateTerminalRequest,
     FileSystemCapabilities, InitializeRequest, KillTerminalRequest, LoadSessionRequest,
     NewSessionRequest, PermissionOptionKind, PromptRequest, ReadTextFileRequest,
-    ReleaseTerminalRequest, RequestPermissionRequest, SessionId, SessionNotification, StopReason,
-    TerminalExitStatus, TerminalOutputRequest, TextContent, ToolCallContent, ToolCallStatus,
-    ToolKind as AcpKind, WaitForTerminalExitRequest, WriteTextFileRequest,
+    ReleaseTerminalRequest, RequestPermissionRequest, SessionId, StopReason, TerminalExitStatus,
+    TerminalOutputRequest, TextContent, ToolCallStatus, ToolKind as AcpKind,
+    WaitForTerminalExitRequest,
 };
-use agent_client_protocol::{Agent, ByteStreams, Client, ErrorCode};
+use agent_client_protocol::{Agent, Client, ErrorCode};
 use berth_agent::{CancellationToken, ToolKind, TurnStop, Usage};
 use berth_confined::Unconfined;
 use berth_ops::{Message, Ops, Role, Session, StoragePath, tool_record};
 use tokio::sync::mpsc;
-use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 
 use crate::terminals::{Exit, TerminalError, Terminals};
 use crate::{Policy, RunEvent};
 
 mod handlers;
+mod record;
+mod wire;
+
+use record::Call;
 
 /// Files the agent may read through berth at once.
 const MAX_READ_BYTES: u64 = 10 << 20;
@@ -115,63 +118,54 @@ struct Shared {
     replaying: AtomicBool,
 }
 
-/// What the agent said of one tool call so far.
-#[derive(Default)]
-struct Call {
-    title: String,
-    name: Option<String>,
-    input: Option<serde_json::Value>,
-    output: Option<serde_json::Value>,
-    content: Vec<ToolCallContent>,
-}
-
-impl Call {
-    /// The call's output as the record keeps it: its text content, what its diffs and
-    /// terminals were, or its raw output.
-    fn output_text(&self) -> String {
-        let mut parts = Vec::new();
-        for c in &self.content {
-            match c {
-                ToolCallContent::Content(c) => {
-                    if let ContentBlock::Text(t) = &c.content {
-                        parts.push(t.text.clone());
-                    }
-                }
-                ToolCallContent::Diff(d) => {
-                    parts.push(format!("(a change of {})", d.path.display()))
-                }
-                ToolCallContent::Terminal(t) => {
-                    parts.push(format!("(terminal {})", t.terminal_id.0))
-                }
-                _ => {}
-            }
-        }
-        if parts.is_empty()
-            && let Some(raw) = &self.output
-        {
-            parts.push(match raw {
-                serde_json::Value::String(s) => s.clone(),
-                other => other.to_string(),
-            });
-        }
-        parts.join("\n")
-    }
-}
-
 impl Shared {
     /// Writes the answer's text so far to the transcript (before a tool record, so the
     /// transcript keeps the order the agent spoke and acted in); `suffix` marks the end of an
     /// interrupted answer.
     async fn flush_answer(&self, suffix: &str) {
-        let text = std::mem::take(&mut *self.answer.lock().unwrap_or_else(|e| e.into_inner()));
+        let mut text = std::mem::take(&mut *self.answer.lock().unwrap_or_else(|e| e.into_inner()));
         if !text.is_empty() {
+            text.push_str(suffix);
+            self.write_answer(text).await;
+        }
+    }
+
+    /// Takes in a chunk of the answer: held, or, once what is held would pass
+    /// [`record::ANSWER_PIECE`], written to the transcript after what was held before it (a
+    /// long answer is several messages, a long chunk too, never copied whole: writing a
+    /// message copies it twice more).
+    async fn answered(&self, chunk: String) {
+        let held = {
+            let mut answer = self.answer.lock().unwrap_or_else(|e| e.into_inner());
+            if answer.len() + chunk.len() < record::ANSWER_PIECE {
+                answer.push_str(&chunk);
+                return;
+            }
+            std::mem::take(&mut *answer)
+        };
+        if !held.is_empty() {
+            self.write_answer(held).await;
+        }
+        if chunk.len() < record::ANSWER_PIECE {
+            *self.answer.lock().unwrap_or_else(|e| e.into_inner()) = chunk;
+        } else {
+            self.write_answer(chunk).await;
+        }
+    }
+
+    /// Writes `text` to the transcript as messages of at most [`record::ANSWER_PIECE`]
+    /// bytes.
+    async fn write_answer(&self, text: String) {
+        if text.len() <= record::ANSWER_PIECE {
             let _ = self
                 .ops
-                .append_message(
-                    &self.session,
-                    &Message::new(Role::Assistant, format!("{text}{suffix}")),
-                )
+                .append_message(&self.session, &Message::new(Role::Assistant, text))
                 .await;
+            return;
+        }
+        for piece in record::pieces(&text, record::ANSWER_PIECE) {
+            let message = Message::new(Role::Assistant, piece);
+            let _ = self.ops.append_message(&self.session, &message).await;
         }
     }
 
@@ -187,8 +181,15 @@ impl Shared {
             status,
             Some(ToolCallStatus::Completed | ToolCallStatus::Failed)
         );
+        // An id is the agent's to choose, of any length: kept as a name is.
+        let id = record::clip(id, record::CALL_NAME, "of its id");
         let finished = {
             let mut calls = self.calls.lock().unwrap_or_else(|e| e.into_inner());
+            // Past the calls kept open, a new one is not recorded: each holds some of the
+            // agent's output, and an agent that never ends its calls must not grow berth.
+            if calls.len() >= record::OPEN_CALLS && !calls.contains_key(&id) {
+                return;
+            }
             update(calls.entry(id.clone()).or_default());
             if over { calls.remove(&id) } else { None }
         };
@@ -198,7 +199,7 @@ impl Shared {
         let is_error = status == Some(ToolCallStatus::Failed);
         let name = call.name.clone().unwrap_or_else(|| call.title.clone());
         let input = match &call.input {
-            Some(v) => v.to_string(),
+            Some(v) => v.clone(),
             None if call.name.is_some() => call.title.clone(),
             None => String::new(),
         };
@@ -515,8 +516,18 @@ pub(crate) async fn turn(t: AcpTurn<'_>) -> (TurnStop, Usage) {
         Ok(started) => started,
         Err(message) => return (TurnStop::Failed { message }, Usage::default()),
     };
-    let transport = ByteStreams::new(stdin.compat_write(), stdout.compat());
-    let result = converse(&t, transport, shared.clone()).await;
+    let max_line = match t.ops.config(None).await {
+        Ok(loaded) => loaded.config.run.max_line_bytes(),
+        Err(_) => berth_ops::RunSettings::default().max_line_bytes(),
+    };
+    let wire::Wire {
+        channel,
+        probes,
+        broken,
+        tasks,
+    } = wire::start(stdin, stdout, max_line);
+    let result = converse(&t, channel, probes, shared.clone()).await;
+    drop(tasks);
     // The turn is over: no terminal outlives it, whoever still holds the handlers.
     shared.terminals.kill_all();
     // An agent whose process ended under the turn (killed, crashed) is said as that: the
@@ -532,12 +543,14 @@ pub(crate) async fn turn(t: AcpTurn<'_>) -> (TurnStop, Usage) {
     let (stop, usage) = match result {
         Ok(outcome) => outcome.stop(t.command),
         Err(e) => {
-            let why = match exited {
-                Some(status) => format!(
+            let why = match (broken.why(), exited) {
+                // What berth refused to read is why, whether or not the agent then ended.
+                (Some(why), _) => format!("the ACP agent `{}` failed: {why}", t.command),
+                (None, Some(status)) => format!(
                     "the ACP agent `{}` ended in the middle of its turn ({status})",
                     t.command
                 ),
-                None => format!("the ACP agent `{}` failed: {e}", t.command),
+                (None, None) => format!("the ACP agent `{}` failed: {e}", t.command),
             };
             let said = last_words(stderr_task, &stderr_tail, confinement.as_ref()).await;
             (
@@ -564,22 +577,17 @@ pub(crate) async fn turn(t: AcpTurn<'_>) -> (TurnStop, Usage) {
     (stop, usage)
 }
 
-/// The conversation with the agent over `transport`: each message it sends to its handler
-/// (`handlers.rs`), and the turn itself (`prompt`).
+/// The conversation with the agent over `transport` (its stdio, bounded: `wire.rs`): each
+/// message it sends to its handler (`handlers.rs`: the reader's probes first, then updates
+/// and file writes taken whole, the rest by the SDK's typed handlers), and the turn itself
+/// (`prompt`).
 async fn converse(
     t: &AcpTurn<'_>,
-    transport: ByteStreams<
-        tokio_util::compat::Compat<tokio::process::ChildStdin>,
-        tokio_util::compat::Compat<tokio::process::ChildStdout>,
-    >,
+    transport: agent_client_protocol::Channel,
+    probes: wire::Probes,
     shared: Arc<Shared>,
 ) -> Result<Outcome, agent_client_protocol::Error> {
-    let (updates, permissions, reads, writes) = (
-        shared.clone(),
-        shared.clone(),
-        shared.clone(),
-        shared.clone(),
-    );
+    let (owned, permissions, reads) = (shared.clone(), shared.clone(), shared.clone());
     let (creates, outputs, waits, kills, releases) = (
         shared.clone(),
         shared.clone(),
@@ -597,13 +605,8 @@ async fn converse(
     Client
         .v1()
         .name("berth")
-        .on_receive_notification(
-            async move |n: SessionNotification, _cx: ConnectionTo<Agent>| {
-                updates.on_update(n).await;
-                Ok(())
-            },
-            agent_client_protocol::on_receive_notification!(),
-        )
+        .with_handler(probes)
+        .with_handler(handlers::Owned(owned))
         .on_receive_request(
             async move |request: RequestPermissionRequest, responder, _cx: ConnectionTo<Agent>| {
                 permissions
@@ -615,12 +618,6 @@ async fn converse(
         .on_receive_request(
             async move |request: ReadTextFileRequest, responder, _cx: ConnectionTo<Agent>| {
                 reads.on_read(request, responder).await
-            },
-            agent_client_protocol::on_receive_request!(),
-        )
-        .on_receive_request(
-            async move |request: WriteTextFileRequest, responder, _cx: ConnectionTo<Agent>| {
-                writes.on_write(request, responder).await
             },
             agent_client_protocol::on_receive_request!(),
         )

@@ -145,6 +145,9 @@ impl RunEvent {
     }
 }
 
+/// Of an agent's answer, what [`AgentStatus`] keeps: its end.
+pub const ANSWER_KEPT: usize = 1 << 20;
+
 /// Where one agent of a run is, folded from its events: what every front end that watches a
 /// run shows (the CLI's table, MCP's `session_status`, later the web page).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -160,7 +163,8 @@ pub struct AgentStatus {
     pub latest: Option<String>,
     /// Calls the policy refused.
     pub refused: Vec<String>,
-    /// The answer so far.
+    /// The answer so far: its last [`ANSWER_KEPT`] bytes at least, and never more than
+    /// twice that (the session's transcript has all of it).
     pub answer: String,
     pub input_tokens: u64,
     pub output_tokens: u64,
@@ -211,7 +215,17 @@ impl AgentStatus {
                 self.state = AgentState::Working;
                 self.workspace_name = Some(workspace_name.clone());
             }
-            RunEvent::Text { text, .. } => self.answer.push_str(text),
+            RunEvent::Text { text, .. } => {
+                self.answer.push_str(text);
+                // Its end only: a watcher's memory must not grow with an agent's answer.
+                if self.answer.len() > 2 * ANSWER_KEPT {
+                    let mut cut = self.answer.len() - ANSWER_KEPT;
+                    while !self.answer.is_char_boundary(cut) {
+                        cut += 1;
+                    }
+                    self.answer.drain(..cut);
+                }
+            }
             RunEvent::Tool { name, .. } => {
                 self.last_tool = Some(name.clone());
                 self.latest = Some(name.clone());

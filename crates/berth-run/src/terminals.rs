@@ -1,6 +1,7 @@
 //! The terminals berth runs for an ACP agent in a run (`terminal/*`): each a command in its
 //! own process group, in the agent's worktree or a folder beneath it, its output kept up to
-//! the agent's byte limit (the oldest bytes dropped first, as the protocol says).
+//! the agent's byte limit (the oldest bytes dropped first, as the protocol says), at most
+//! [`MAX_OUTPUT_LIMIT`] whatever it names, and at most [`MAX_OPEN`] terminals at once.
 //!
 //! **The worktree is the reach.** A `cwd` is resolved (symlinks and `..` followed, as the
 //! kernel would) and refused unless it is the worktree or beneath it; a `cwd` that does not
@@ -29,6 +30,13 @@ pub(crate) struct Exit {
 
 /// Output kept when the agent names no limit.
 const DEFAULT_OUTPUT_LIMIT: usize = 1 << 20;
+
+/// The most output kept of one terminal, whatever limit the agent names: the agent's
+/// number is its own to choose, and berth holds the output.
+const MAX_OUTPUT_LIMIT: usize = 16 << 20;
+
+/// Terminals an agent may have at once (not yet released): each holds its output.
+const MAX_OPEN: usize = 32;
 
 /// Why a terminal request was not done.
 #[derive(Debug)]
@@ -131,6 +139,11 @@ impl Terminals {
         cwd: Option<&Path>,
         limit: Option<u64>,
     ) -> Result<String, TerminalError> {
+        if lock(&self.open).len() >= MAX_OPEN {
+            return Err(TerminalError::Failed(format!(
+                "{MAX_OPEN} terminals are open: release one (terminal/release) first"
+            )));
+        }
         let folder = self.folder(cwd)?;
         let confinement = self
             .sandbox
@@ -159,7 +172,9 @@ impl Terminals {
         let (exit_tx, exit) = watch::channel(None);
         let terminal = Arc::new(Terminal {
             output: Mutex::new(Output {
-                limit: limit.map_or(DEFAULT_OUTPUT_LIMIT, |l| l as usize),
+                limit: limit.map_or(DEFAULT_OUTPUT_LIMIT, |l| {
+                    usize::try_from(l).map_or(MAX_OUTPUT_LIMIT, |l| l.min(MAX_OUTPUT_LIMIT))
+                }),
                 ..Output::default()
             }),
             exit,
@@ -337,6 +352,42 @@ mod tests {
                 hidden: vec![],
             },
         )
+    }
+
+    /// What an agent names does not make berth hold more: a terminal keeps at most
+    /// `MAX_OUTPUT_LIMIT` of its output, and at most `MAX_OPEN` are open at once.
+    #[tokio::test]
+    async fn an_agents_limits_are_bounded_by_berths() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("wt");
+        std::fs::create_dir_all(&root).unwrap();
+        let t = Terminals::new(&root, &[], sandbox(&root)).unwrap();
+        let big = t
+            .create(
+                "head",
+                &[
+                    "-c".into(),
+                    (MAX_OUTPUT_LIMIT + 4096).to_string(),
+                    "/dev/zero".into(),
+                ],
+                &[],
+                None,
+                Some(u64::MAX),
+            )
+            .unwrap();
+        t.wait(&big).await.unwrap();
+        let (out, truncated, _) = t.output(&big).unwrap();
+        assert!(truncated);
+        assert_eq!(out.len(), MAX_OUTPUT_LIMIT);
+        for _ in 1..MAX_OPEN {
+            t.create("sleep", &["5".into()], &[], None, None).unwrap();
+        }
+        let refused = t.create("true", &[], &[], None, None).unwrap_err();
+        assert!(
+            matches!(&refused, TerminalError::Failed(why) if why.contains("release one")),
+            "{refused:?}"
+        );
+        t.kill_all();
     }
 
     #[tokio::test]

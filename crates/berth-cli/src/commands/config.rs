@@ -134,6 +134,11 @@ impl<'a> Effective<'a> {
                 .or_default()
                 .push("max_agents: not set; every agent of a `berth run` works at once".to_owned());
         }
+        fill(
+            &mut table,
+            &["run", "max_line_mib"],
+            config.run.max_line_mib() as i64,
+        );
         if config.store.url.is_none() {
             unset.entry("store").or_default().push(
                 "url: not set; records are plain files under the home (or BERTH_STORE_URL)"

@@ -88,6 +88,7 @@ pub fn layer(
         .try_into()
         .map_err(|e: toml::de::Error| Error::Config(e.message().to_owned()))?;
     config.ports.check()?;
+    config.run.check()?;
     config.check_prices()?;
     Ok(LoadedConfig {
         config,

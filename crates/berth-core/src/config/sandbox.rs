@@ -75,8 +75,9 @@ pub struct SandboxSettings {
     pub max_processes: u64,
     /// The size of a confined tree's private `/tmp`, and of its `/dev/shm`, in MiB each.
     pub tmp_mib: u64,
-    /// The memory one confined tree may use, in MiB, where a cgroup can hold it; 0: no
-    /// limit of berth's.
+    /// The memory one confined tree may use, in MiB, where a cgroup can hold it; 0 (the
+    /// default): half the machine's memory. As much as the machine has, or more, limits
+    /// nothing, and berth makes no cgroup for it.
     pub memory_mib: u64,
 }
 
@@ -85,6 +86,9 @@ impl SandboxSettings {
     pub const MAX_PROCESSES: u64 = 1024;
     /// `tmp_mib`'s default: 1 GiB.
     pub const TMP_MIB: u64 = 1024;
+    /// `memory_mib`'s default, 0: half the machine's memory (berth-sandbox reads how much
+    /// the machine has, where it makes the tree's cgroup).
+    pub const MEMORY_MIB_HALF: u64 = 0;
 }
 
 impl Default for SandboxSettings {
@@ -102,7 +106,7 @@ impl Default for SandboxSettings {
             fallback: SandboxFallback::None,
             max_processes: Self::MAX_PROCESSES,
             tmp_mib: Self::TMP_MIB,
-            memory_mib: 0,
+            memory_mib: Self::MEMORY_MIB_HALF,
         }
     }
 }

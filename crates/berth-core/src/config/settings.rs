@@ -211,9 +211,43 @@ pub struct RunSettings {
     /// Default: half the CPUs, at least one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub check_jobs: Option<NonZeroUsize>,
+    /// The longest line an ACP agent may write to berth, in MiB: a longer one fails that
+    /// agent. Default: 64. berth holds a line whole while it parses it, so this is what one
+    /// agent's message may cost berth's memory.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_line_mib: Option<u64>,
 }
 
 impl RunSettings {
+    /// `max_line_mib`'s default.
+    pub const DEFAULT_MAX_LINE_MIB: u64 = 64;
+    /// The highest `max_line_mib` berth takes: a line is held whole, several times over
+    /// while it is parsed, so a higher one would let one agent take gigabytes.
+    pub const MAX_LINE_MIB_CEILING: u64 = 1024;
+
+    /// `[run] max_line_mib`, else its default, in MiB.
+    pub fn max_line_mib(&self) -> u64 {
+        self.max_line_mib.unwrap_or(Self::DEFAULT_MAX_LINE_MIB)
+    }
+
+    /// The longest line an ACP agent may write, in bytes (its newline not counted).
+    pub fn max_line_bytes(&self) -> u64 {
+        self.max_line_mib() << 20
+    }
+
+    /// `max_line_mib` is 1 to [`Self::MAX_LINE_MIB_CEILING`].
+    pub(super) fn check(&self) -> Result<()> {
+        match self.max_line_mib {
+            Some(mib) if mib == 0 || mib > Self::MAX_LINE_MIB_CEILING => {
+                Err(Error::Config(format!(
+                    "[run] max_line_mib must be 1 to {} (MiB), not {mib}",
+                    Self::MAX_LINE_MIB_CEILING
+                )))
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// `[run] check_jobs`, else half the CPUs (at least one): a check is usually a build and
     /// its tests, which use more than one core each.
     pub fn check_jobs(&self) -> usize {

@@ -79,6 +79,7 @@ pub const TEMPLATE: &str = r#"# berth configuration. Layers: this file -> worksp
 [run]
 # max_agents = 4               # agents of one `berth run` working at once; the rest queued
 # check_jobs = 2               # checks of one run at once, each as its agent ends (default: half the CPUs)
+# max_line_mib = 64            # the longest line an ACP agent may write; a longer one fails it
 
 [pool]
 # lease_secs = 30              # a worker's hold on a run; a dead node's runs move on after it

@@ -15,10 +15,10 @@ use agent_client_protocol::v1::schema::{
     WaitForTerminalExitResponse, WriteTextFileRequest, WriteTextFileResponse,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
-use agent_client_protocol::{Agent, Error, ErrorCode};
+use agent_client_protocol::{Agent, Dispatch, Error, ErrorCode, HandleDispatchFrom, Handled};
 use berth_agent::{Decision, ToolKind};
 
-use super::{Denied, Shared, kind_of, status_of, terminal_error};
+use super::{Denied, Shared, kind_of, record, status_of, terminal_error};
 use crate::RunEvent;
 use crate::terminals::TerminalError;
 
@@ -30,6 +30,53 @@ fn permission(option: Option<String>) -> RequestPermissionResponse {
     })
 }
 
+/// The two messages that carry an agent's longest text, taken whole: `session/update` (its
+/// answer, its tool calls) and `fs/write_text_file` (a file's content). The SDK's typed
+/// handlers copy a message's parameters twice over to read them; here they are moved into
+/// the typed request, never copied.
+pub(super) struct Owned(pub Arc<Shared>);
+
+impl HandleDispatchFrom<Agent> for Owned {
+    async fn handle_dispatch_from(
+        &mut self,
+        message: Dispatch,
+        _cx: agent_client_protocol::ConnectionTo<Agent>,
+    ) -> Result<Handled<Dispatch>, Error> {
+        let invalid = |e: serde_json::Error| Error::invalid_params().data(e.to_string());
+        match message {
+            Dispatch::Notification(n) if n.method == UPDATE => {
+                let update: SessionNotification =
+                    serde_json::from_value(n.params).map_err(invalid)?;
+                self.0.on_update(update).await;
+                Ok(Handled::Yes)
+            }
+            Dispatch::Request(r, responder) if r.method == WRITE => {
+                let responder = responder
+                    .cast::<WriteTextFileResponse>()
+                    .into_protocol::<agent_client_protocol::V1>()?;
+                match serde_json::from_value::<WriteTextFileRequest>(r.params) {
+                    Ok(request) => self.0.on_write(request, responder).await?,
+                    Err(e) => responder.respond_with_error(invalid(e))?,
+                }
+                Ok(Handled::Yes)
+            }
+            message => Ok(Handled::No {
+                message,
+                retry: false,
+            }),
+        }
+    }
+
+    fn describe_chain(&self) -> impl std::fmt::Debug {
+        (UPDATE, WRITE)
+    }
+}
+
+/// The method of an agent's session updates.
+const UPDATE: &str = "session/update";
+/// The method of an agent's file writes.
+const WRITE: &str = "fs/write_text_file";
+
 impl Shared {
     /// `session/update`: the answer's text streamed and kept, each tool call reported (and
     /// recorded once it is over). Nothing while a resumed agent replays its session.
@@ -40,23 +87,22 @@ impl Shared {
         match n.update {
             SessionUpdate::AgentMessageChunk(chunk) => {
                 if let ContentBlock::Text(text) = chunk.content {
-                    self.answer
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .push_str(&text.text);
+                    let shown = record::event_text(&text.text);
+                    self.answered(text.text).await;
                     let _ = self
                         .tx
                         .send(RunEvent::Text {
                             agent: self.agent,
-                            text: text.text,
+                            text: shown,
                         })
                         .await;
                 }
             }
             SessionUpdate::ToolCall(call) => {
+                let name = call.name.as_ref().unwrap_or(&call.title);
                 let event = RunEvent::Tool {
                     agent: self.agent,
-                    name: call.name.clone().unwrap_or_else(|| call.title.clone()),
+                    name: record::clip(name.clone(), record::CALL_NAME, "of its name"),
                     kind: kind_of(call.kind),
                 };
                 let _ = self.tx.send(event).await;
@@ -64,11 +110,11 @@ impl Shared {
                 self.tool_reported(
                     call.tool_call_id.0.to_string(),
                     move |c| {
-                        c.title = call.title;
-                        c.name = call.name;
-                        c.input = call.raw_input;
-                        c.output = call.raw_output;
-                        c.content = call.content;
+                        c.set_title(call.title);
+                        c.set_name(call.name);
+                        c.set_input(call.raw_input);
+                        c.set_output(call.raw_output);
+                        c.set_content(call.content);
                     },
                     Some(status),
                 )
@@ -81,19 +127,13 @@ impl Shared {
                     update.tool_call_id.0.to_string(),
                     move |c| {
                         if let Some(title) = fields.title {
-                            c.title = title;
+                            c.set_title(title);
                         }
-                        if fields.name.is_some() {
-                            c.name = fields.name;
-                        }
-                        if fields.raw_input.is_some() {
-                            c.input = fields.raw_input;
-                        }
-                        if fields.raw_output.is_some() {
-                            c.output = fields.raw_output;
-                        }
+                        c.set_name(fields.name);
+                        c.set_input(fields.raw_input);
+                        c.set_output(fields.raw_output);
                         if let Some(content) = fields.content {
-                            c.content = content;
+                            c.set_content(content);
                         }
                     },
                     status,
@@ -124,6 +164,9 @@ impl Shared {
                     .clone()
                     .unwrap_or_else(|| "a tool call".to_owned());
                 let tool = call.name.clone().unwrap_or_else(|| what.clone());
+                // Kept with the run and notified while it waits: as much as a name.
+                let what = record::clip(what, record::CALL_NAME, "of its title");
+                let tool = record::clip(tool, record::CALL_NAME, "of its name");
                 let decision = asking.ask(shared.agent, &tool, &what).await;
                 let allowed = matches!(decision, Decision::AllowOnce | Decision::AllowAlways);
                 let option = shared.option(&request, allowed, decision == Decision::AllowAlways);
@@ -139,7 +182,7 @@ impl Shared {
                 .clone()
                 .unwrap_or_else(|| "a tool call".to_owned());
             self.refused(
-                &what,
+                &record::clip(what, record::CALL_NAME, "of its title"),
                 "the run's policy does not allow it (--allow, --allow-all)".to_owned(),
             )
             .await;

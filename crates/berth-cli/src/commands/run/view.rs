@@ -34,6 +34,9 @@ impl View for Json {
     }
 }
 
+/// Of an agent's text, the most held back waiting for the end of its line.
+const HELD_LINE: usize = 64 * 1024;
+
 /// A line per event; with the answers' text (`run logs`), each agent's text line by line,
 /// a line shown once it is whole.
 #[derive(Default)]
@@ -66,9 +69,11 @@ impl Lines {
         let Some(pending) = self.text.as_mut().and_then(|t| t.get_mut(&agent)) else {
             return Ok(());
         };
-        let cut = match all {
+        let whole_lines = pending.rfind('\n').map_or(0, |i| i + 1);
+        // A line that goes on and on is shown as it is so far: what is held stays small.
+        let cut = match all || pending.len() - whole_lines > HELD_LINE {
             true => pending.len(),
-            false => pending.rfind('\n').map_or(0, |i| i + 1),
+            false => whole_lines,
         };
         let whole: String = pending.drain(..cut).collect();
         for line in whole.lines() {
