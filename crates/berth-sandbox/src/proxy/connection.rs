@@ -119,6 +119,9 @@ pub(super) fn connect_any(addresses: &[SocketAddr]) -> io::Result<TcpStream> {
 /// Copies both ways until both directions have ended; `early` (what the client sent after its
 /// request head) goes upstream first.
 fn relay(client: &TcpStream, upstream: &TcpStream, early: &[u8]) {
+    // Each piece goes on as it comes: a small one must not wait for the peer's delayed ACK.
+    let _ = client.set_nodelay(true);
+    let _ = upstream.set_nodelay(true);
     thread::scope(|scope| {
         let back = thread::Builder::new()
             .name("berth-proxy-back".into())
