@@ -143,7 +143,8 @@ fn provider_stand_in() -> (u16, mpsc::Receiver<String>) {
             .lines()
             .find_map(|l| {
                 let l = l.to_ascii_lowercase();
-                l.strip_prefix("content-length:").map(|n| n.trim().parse().unwrap())
+                l.strip_prefix("content-length:")
+                    .map(|n| n.trim().parse().unwrap())
             })
             .unwrap_or(0);
         let mut body = vec![0; length];

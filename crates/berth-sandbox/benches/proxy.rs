@@ -104,7 +104,12 @@ fn main() {
     let masked = Subject::Agent {
         hosts: vec![],
         writable: vec![],
-        env: claude.unwrap().env.iter().map(|n| (*n).to_owned()).collect(),
+        env: claude
+            .unwrap()
+            .env
+            .iter()
+            .map(|n| (*n).to_owned())
+            .collect(),
         program: vec![],
         settings: vec![],
     };
@@ -154,7 +159,10 @@ fn main() {
     );
     for (name, confined) in [("forwarded", &forwarded), ("masked provider", &masked)] {
         for (what, f) in [
-            ("first chunk", (|r: &(f64, f64)| r.0) as fn(&(f64, f64)) -> f64),
+            (
+                "first chunk",
+                (|r: &(f64, f64)| r.0) as fn(&(f64, f64)) -> f64,
+            ),
             ("whole answer", |r: &(f64, f64)| r.1),
         ] {
             let (d, c) = (median(&direct, f), median(confined, f));

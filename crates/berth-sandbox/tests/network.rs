@@ -344,7 +344,7 @@ fn provider_stand_in() -> (u16, mpsc::Receiver<String>) {
 /// it (`os.environ`, `/proc/self/environ`, and every other process's it can read), then calls
 /// its provider at its base URL with its key, and notes when each line of the answer came.
 const CLAUDE_AGENT: &str = r#"#!/usr/bin/env python3
-import json, os, time, urllib.request
+import json, os, time, urllib.error, urllib.request
 seen = {"env": dict(os.environ), "environ": open("/proc/self/environ", "rb").read().decode()}
 others = []
 for pid in filter(str.isdigit, os.listdir("/proc")):
@@ -360,38 +360,33 @@ request = urllib.request.Request(
     headers={"x-api-key": os.environ["ANTHROPIC_API_KEY"], "content-type": "application/json"},
 )
 start, lines = time.monotonic(), []
-with urllib.request.urlopen(request, timeout=30) as answer:
-    for line in answer:
-        if line.strip():
-            lines.append([round(time.monotonic() - start, 3), line.decode().strip()])
+try:
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        for line in answer:
+            if line.strip():
+                lines.append([round(time.monotonic() - start, 3), line.decode().strip()])
+except urllib.error.HTTPError as e:
+    seen["error"] = f"{e.code} {e.read().decode()}"
 seen["answer"] = lines
 with open("seen.json", "w") as f:
     json.dump(seen, f)
 print("done")
 "#;
 
-#[test]
-#[ignore = "run by a_provider_key_never_reaches_the_agent, with the key in berth's environment"]
-fn inner_masked_key() {
-    let w = world();
-    let (port, received) = provider_stand_in();
+/// Runs the agent ([`CLAUDE_AGENT`]) confined as berth-ops starts one it knows: the provider
+/// variables berth passes it (its key `key`, and its base URL `base`) kept, and stand-ins
+/// given. What it saw, which holds no trace of the key.
+fn masked_agent_run(w: &World, key: &str, base: &str) -> serde_json::Value {
     let bin = w.work.join("bin");
     std::fs::create_dir_all(&bin).unwrap();
     let program = bin.join("claude-agent-acp");
     std::fs::write(&program, CLAUDE_AGENT).unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
-
-    // What berth-ops does for a known agent: the provider variables berth passes it (here
-    // its key, in berth's environment, and its base URL) are kept, and stand-ins given.
     let profile = berth_sandbox::agent_profile(program.to_str().unwrap()).unwrap();
-    let base = format!("http://127.0.0.1:{port}");
     let passed = vec![
-        (
-            "ANTHROPIC_API_KEY".to_owned(),
-            std::env::var("ANTHROPIC_API_KEY").unwrap(),
-        ),
-        ("ANTHROPIC_BASE_URL".to_owned(), base),
+        ("ANTHROPIC_API_KEY".to_owned(), key.to_owned()),
+        ("ANTHROPIC_BASE_URL".to_owned(), base.to_owned()),
     ];
     let keys = MaskedKeys::for_agent(Some(profile), &passed).unwrap();
     let subject = agent(
@@ -407,8 +402,19 @@ fn inner_masked_key() {
     );
     assert!(ok && text.contains("done"), "{text}");
     let seen = std::fs::read_to_string(w.work.join("seen.json")).unwrap();
-    assert!(!seen.contains(REAL_KEY), "the agent saw the key:\n{seen}");
-    let seen: serde_json::Value = serde_json::from_str(&seen).unwrap();
+    assert!(!seen.contains(key), "the agent saw the key:\n{seen}");
+    serde_json::from_str(&seen).unwrap()
+}
+
+#[test]
+#[ignore = "run by a_provider_key_never_reaches_the_agent, with the key in berth's environment"]
+fn inner_masked_key() {
+    let w = world();
+    let (port, received) = provider_stand_in();
+    // The key is in berth's environment (this process's), as a name the agent is passed.
+    let key = std::env::var("ANTHROPIC_API_KEY").unwrap();
+    assert_eq!(key, REAL_KEY);
+    let seen = masked_agent_run(&w, &key, &format!("http://127.0.0.1:{port}"));
     assert_eq!(
         seen["env"]["ANTHROPIC_API_KEY"], "berth-stand-in-ANTHROPIC_API_KEY",
         "{seen}"
@@ -460,6 +466,116 @@ fn inner_masked_key() {
 #[test]
 fn a_provider_key_never_reaches_the_agent() {
     rerun("inner_masked_key", &[("ANTHROPIC_API_KEY", REAL_KEY)]);
+}
+
+/// The tests' own certificate authority, and a certificate it signed for `localhost` and
+/// `127.0.0.1` (valid until 2126), with its key: test material, trusted by nothing else.
+const TLS_CA: &str = include_str!("tls/ca.pem");
+const TLS_CERT: &str = include_str!("tls/server.pem");
+const TLS_KEY: &str = include_str!("tls/server-key.pem");
+
+/// A provider stand-in over TLS, as `localhost`, for one connection: hands over the request
+/// it received (or why the handshake failed), answers one event.
+fn tls_provider_stand_in() -> (u16, mpsc::Receiver<String>) {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let certs: Vec<CertificateDer> = CertificateDer::pem_slice_iter(TLS_CERT.as_bytes())
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let key = PrivateKeyDer::from_pem_slice(TLS_KEY.as_bytes()).unwrap();
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .unwrap();
+    let config = std::sync::Arc::new(config);
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let (stream, _) = listener.accept().unwrap();
+        let connection = rustls::ServerConnection::new(config).unwrap();
+        let mut tls = rustls::StreamOwned::new(connection, stream);
+        // The head, then as much body as it says.
+        let mut got = Vec::new();
+        let mut byte = [0u8; 1];
+        while !got.ends_with(b"\r\n\r\n") {
+            match tls.read(&mut byte) {
+                Ok(1) => got.push(byte[0]),
+                Ok(_) => break,
+                Err(e) => return tx.send(format!("handshake failed: {e}")).unwrap(),
+            }
+        }
+        let head = String::from_utf8_lossy(&got).to_ascii_lowercase();
+        let length: usize = head
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix("content-length:")
+                    .map(|n| n.trim().parse().unwrap())
+            })
+            .unwrap_or(0);
+        let mut body = vec![0; length];
+        tls.read_exact(&mut body).unwrap();
+        got.extend_from_slice(&body);
+        tx.send(String::from_utf8_lossy(&got).into_owned()).unwrap();
+        let body = "event: message_stop\ndata: {}\n\n";
+        let answer = format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        tls.write_all(answer.as_bytes()).unwrap();
+        tls.conn.send_close_notify();
+        let _ = tls.flush();
+    });
+    (port, rx)
+}
+
+#[test]
+#[ignore = "run by a_provider_over_https_gets_the_key_over_tls, with the tests' CA trusted"]
+fn inner_masked_key_over_tls() {
+    let w = world();
+    let (port, received) = tls_provider_stand_in();
+    let seen = masked_agent_run(&w, REAL_KEY, &format!("https://localhost:{port}"));
+    let request = received.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert!(
+        request.starts_with("POST /v1/messages HTTP/1.1\r\nHost: localhost:"),
+        "{request}"
+    );
+    assert!(
+        request
+            .to_ascii_lowercase()
+            .contains(&format!("x-api-key: {}\r\n", REAL_KEY.to_ascii_lowercase())),
+        "{request}"
+    );
+    assert_eq!(seen["answer"][0][1], "event: message_stop", "{seen}");
+}
+
+#[test]
+fn a_provider_over_https_gets_the_key_over_tls() {
+    let parent = std::env::var_os(DIR_VAR).map_or_else(|| PathBuf::from(BASE), PathBuf::from);
+    let dir = tempfile::tempdir_in(parent).unwrap();
+    let ca = dir.path().join("ca.pem");
+    std::fs::write(&ca, TLS_CA).unwrap();
+    rerun(
+        "inner_masked_key_over_tls",
+        &[("SSL_CERT_FILE", ca.to_str().unwrap())],
+    );
+}
+
+#[test]
+fn a_provider_whose_certificate_is_not_trusted_gets_no_request() {
+    let w = world();
+    let (port, received) = tls_provider_stand_in();
+    let seen = masked_agent_run(&w, REAL_KEY, &format!("https://localhost:{port}"));
+    let error = seen["error"].as_str().unwrap_or_default();
+    assert!(
+        error.starts_with("502 ") && error.contains("TLS handshake"),
+        "{seen}"
+    );
+    let request = received.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert!(request.starts_with("handshake failed"), "{request}");
 }
 
 /// The user `test.sh` makes, as (uid, gid).
@@ -518,6 +634,8 @@ fn as_an_unprivileged_user_too() {
             "berths_other_base_urls_open_nothing",
             "a_name_leads_inside_only_where_the_address_is_named",
             "a_provider_key_never_reaches_the_agent",
+            "a_provider_over_https_gets_the_key_over_tls",
+            "a_provider_whose_certificate_is_not_trusted_gets_no_request",
             "--test-threads=1",
         ])
         .env(DIR_VAR, dir.path())
@@ -529,5 +647,5 @@ fn as_an_unprivileged_user_too() {
     let text =
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "as {TEST_USER}:\n{text}");
-    assert!(text.contains("3 passed"), "as {TEST_USER}:\n{text}");
+    assert!(text.contains("5 passed"), "as {TEST_USER}:\n{text}");
 }
