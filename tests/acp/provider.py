@@ -144,6 +144,8 @@ class FakeAnthropic:
         self.replies = queue.Queue()
         self.requests = []
         self.paths = []
+        # The key each request carried (`x-api-key`), as the provider got it.
+        self.keys = []
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -156,6 +158,7 @@ class FakeAnthropic:
                 body = self.rfile.read(int(self.headers.get("content-length", 0)))
                 server.requests.append(json.loads(body))
                 server.paths.append(self.path)
+                server.keys.append(self.headers.get("x-api-key"))
                 try:
                     reply = server.replies.get(timeout=10)
                 except queue.Empty:

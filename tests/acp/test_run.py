@@ -173,14 +173,17 @@ def test_an_agent_that_cannot_load_its_session_is_not_resumed(home, tmp_path):
 def test_a_third_party_acp_agent_from_npm_works_in_its_worktree(home, tmp_path, provider):
     """Zed's Claude Agent ACP adapter (npm `@zed-industries/claude-agent-acp`, with the Claude
     Code it runs), against the provider stand-in: its Bash tool's command runs through berth's
-    confined terminal in the agent's worktree, and the run records the call and its tokens."""
+    confined terminal in the agent's worktree, and the run records the call and its tokens.
+    Its provider key stays in berth: Claude Code gets a stand-in and a base URL on berth's
+    proxy, which puts the key in."""
     agent = os.environ.get("TEST_CLAUDE_AGENT_ACP") or str(
         Path(__file__).resolve().parents[2] / ".tools/acp-agents/node_modules/.bin/claude-agent-acp"
     )
     assert Path(agent).exists(), f"{agent} is missing: ./test.sh installs it from npm"
     provider.push(
         Reply().text("Writing it.").tool(
-            "toolu_1", "Bash", {"command": "echo from-claude > out.txt", "description": "write out.txt"}
+            "toolu_1", "Bash",
+            {"command": 'echo from-claude > out.txt; echo "key=$ANTHROPIC_API_KEY"', "description": "write out.txt"},
         )
     )
     provider.push(Reply().text("Done."))
@@ -219,9 +222,14 @@ def test_a_third_party_acp_agent_from_npm_works_in_its_worktree(home, tmp_path, 
     assert roles[0] == "user" and roles[-1] == "assistant", roles
     tools = [m["content"] for m in shown["messages"] if m["role"] == "tool"]
     assert len(tools) == 1 and "echo from-claude > out.txt" in tools[0], tools
+    # Claude Code, and what it runs, held a stand-in for the key, never the key.
+    assert "key=berth-stand-in-ANTHROPIC_API_KEY" in tools[0] and "test-key" not in tools[0], tools
     assert "Done." in shown["messages"][-1]["content"]
     # Claude Code called the stand-in as Anthropic's API, with its own tools.
     assert provider.paths[0].startswith("/v1/messages"), provider.paths
+    # With the key berth kept: Claude Code held a stand-in and called berth's proxy, which put
+    # the key in on the way.
+    assert provider.keys and set(provider.keys) == {"test-key"}, provider.keys
     # Its session goes on, confined again: told something more, the agent loads its session
     # (its state is its own to write, its settings are not) and answers in it.
     [run] = json.loads(

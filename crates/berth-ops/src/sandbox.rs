@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use berth_core::Workspace;
 use berth_core::config::Config;
-use berth_sandbox::{Confinement, Place, Policy, Sandbox, Subject};
+use berth_sandbox::{Confinement, MaskedKeys, Place, Policy, Sandbox, Subject};
 
 use crate::{Ops, Result};
 
@@ -35,6 +35,10 @@ pub struct AgentDeclared {
     pub env: Vec<String>,
     /// Where its provider is, reachable through the proxy besides what berth knows.
     pub hosts: Vec<String>,
+    /// Whether its provider keys stay in berth, the agent getting stand-ins and base URLs on
+    /// berth's proxy (`[agents.NAME] mask_keys`); `None`: yes for the agents berth knows, no
+    /// for others (which may ignore a base URL).
+    pub mask_keys: Option<bool>,
 }
 
 /// The user's home, for `~/` in `[sandbox]` and the default deny list.
@@ -62,10 +66,11 @@ impl Ops {
     }
 
     /// How an agent process (`berth run --agent-cmd`) starts in `work` for `ws`: confined as
-    /// an agent (its provider's hosts, from `env`, berth's environment, what berth knows of
-    /// the agent and berth's own providers; its state, `writable` or its profile's, made if
-    /// missing so that it can be allowed), unless it is berth itself, which confines what it
-    /// runs on its own.
+    /// an agent (its provider's hosts, from the provider variables it is passed, set in `env`
+    /// or berth's, and what berth knows of the agent or `declared` names; its provider keys
+    /// kept in berth, the agent getting stand-ins, unless `declared` says otherwise; its
+    /// state, `writable` or its profile's, made if missing so that it can be allowed), unless
+    /// it is berth itself, which confines what it runs on its own.
     pub async fn agent_process(
         &self,
         ws: Option<&Workspace>,
@@ -92,17 +97,11 @@ impl Ops {
             });
         }
         let profile = berth_sandbox::agent_profile(command);
-        let p = &config.providers;
-        let providers = [&p.claude, &p.openai, &p.gemini]
-            .into_iter()
-            .filter_map(|s| s.base_url.as_deref());
-        let inherited: Vec<(String, String)> = std::env::vars().collect();
-        let all_env = inherited
-            .iter()
-            .chain(env)
-            .map(|(k, v)| (k.as_str(), v.as_str()));
-        let mut hosts = berth_sandbox::agent_hosts(profile, all_env, providers);
-        hosts.extend(declared.hosts.iter().cloned());
+        let ProviderAccess {
+            passed,
+            keys,
+            hosts,
+        } = provider_access(profile, declared, env, sandbox.is_on())?;
         let home = user_home();
         let writable = match declared.writable.as_slice() {
             [] => profile
@@ -117,23 +116,13 @@ impl Ops {
                 .collect(),
             given => given.to_vec(),
         };
-        // Of berth's environment, the agent gets its provider's key and base URL besides the
-        // allow list (every agent's, where berth does not know which it is); nothing else.
-        let mut passed: Vec<String> = match profile {
-            Some(p) => p.env.iter().map(|n| (*n).to_owned()).collect(),
-            None => berth_sandbox::PROVIDER_ENV
-                .iter()
-                .map(|n| (*n).to_owned())
-                .collect(),
-        };
-        passed.extend(declared.env.iter().cloned());
         // What of its state it runs or obeys later, read-only (made first where missing, so
         // that it is covered rather than created); what it must write and then runs, private.
         let (settings, private) = match (profile, &home) {
             (Some(p), Some(home)) if sandbox.is_on() => (p.covered(home), p.private_in(home)),
             _ => (Vec::new(), Vec::new()),
         };
-        let confinement = sandbox.confine(
+        let confinement = sandbox.confine_with(
             None,
             &Subject::Agent {
                 hosts,
@@ -143,6 +132,7 @@ impl Ops {
                 settings,
                 private,
             },
+            &keys,
         )?;
         let mut process_env = Vec::new();
         if confinement.is_some()
@@ -209,6 +199,68 @@ impl Ops {
         let id = work.strip_prefix(&workspaces).ok()?.components().next()?;
         Some(workspaces.join(id))
     }
+}
+
+/// What an agent process gets of its provider: the names of berth's variables passed to it
+/// (its provider's key and base URL, and what its entry names), the keys kept from it, and the
+/// hosts it may reach through berth's proxy.
+struct ProviderAccess {
+    passed: Vec<String>,
+    keys: MaskedKeys,
+    hosts: Vec<String>,
+}
+
+/// [`ProviderAccess`] of an agent of `profile`, with `declared` and `env` (set on its
+/// command) as [`Ops::agent_process`] has them; its keys are kept only while `confined`.
+fn provider_access(
+    profile: Option<&berth_sandbox::AgentProfile>,
+    declared: &AgentDeclared,
+    env: &[(String, String)],
+    confined: bool,
+) -> Result<ProviderAccess> {
+    // Of berth's environment, the agent gets its provider's key and base URL besides the
+    // allow list (every agent's, where berth does not know which it is); nothing else.
+    let mut passed: Vec<String> = match profile {
+        Some(p) => p.env.iter().map(|n| (*n).to_owned()).collect(),
+        None => berth_sandbox::PROVIDER_ENV
+            .iter()
+            .map(|n| (*n).to_owned())
+            .collect(),
+    };
+    passed.extend(declared.env.iter().cloned());
+    // Their values as the agent would get them: set on its command, else berth's.
+    let values: Vec<(String, String)> = passed
+        .iter()
+        .filter_map(|name| {
+            let value = env
+                .iter()
+                .rev()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.clone())
+                .or_else(|| std::env::var(name).ok())?;
+            Some((name.clone(), value))
+        })
+        .collect();
+    let keys = match declared.mask_keys.unwrap_or(profile.is_some()) {
+        true if confined => MaskedKeys::for_agent(profile, &values)?,
+        _ => MaskedKeys::default(),
+    };
+    // Only the agent's own provider settings open hosts, never the rest of berth's
+    // environment (`OLLAMA_BASE_URL`); a masked provider is reached through berth's proxy
+    // alone.
+    let hosts = berth_sandbox::agent_hosts(
+        profile,
+        values
+            .iter()
+            .filter(|(k, _)| !keys.hides(k))
+            .map(|(k, v)| (k.as_str(), v.as_str())),
+        declared.hosts.iter().map(String::as_str),
+    );
+    Ok(ProviderAccess {
+        passed,
+        keys,
+        hosts,
+    })
 }
 
 /// berth's own files in the workspace folder `dir`, when an agent works in it (a plain

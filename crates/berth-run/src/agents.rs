@@ -40,6 +40,10 @@ pub enum AgentSpec {
         /// Where its provider is, besides what berth knows of its program.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         hosts: Vec<String>,
+        /// Whether its provider keys stay in berth (an entry's `mask_keys`); `None`: as berth
+        /// knows its program.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mask_keys: Option<bool>,
     },
 }
 
@@ -52,6 +56,7 @@ impl AgentSpec {
             writable: Vec::new(),
             env: Vec::new(),
             hosts: Vec::new(),
+            mask_keys: None,
         }
     }
 
@@ -91,6 +96,7 @@ impl AgentSpec {
                 writable,
                 env,
                 hosts,
+                mask_keys,
                 ..
             } => AgentDeclared {
                 writable: match writable.is_empty() {
@@ -99,6 +105,7 @@ impl AgentSpec {
                 },
                 env: env.clone(),
                 hosts: hosts.clone(),
+                mask_keys: *mask_keys,
             },
             AgentSpec::Berth { .. } => AgentDeclared::default(),
         }
@@ -293,6 +300,7 @@ pub fn parse_agent(spec: &str, config: &Config) -> Result<AgentSpec, RunError> {
             writable: entry.writable.iter().map(expand).collect(),
             env: entry.env.clone(),
             hosts: entry.hosts.clone(),
+            mask_keys: entry.mask_keys,
         });
     }
     if let Some((name, command)) = BUILTIN.iter().find(|(name, _)| *name == spec) {
@@ -485,6 +493,7 @@ mod tests {
                 command: "my-agent --acp".into(),
                 env: vec!["MY_KEY".into()],
                 hosts: vec!["api.example.com".into()],
+                mask_keys: Some(true),
                 ..Default::default()
             },
         );
@@ -521,6 +530,8 @@ mod tests {
         let declared = specs[4].declared(&[]);
         assert_eq!(declared.env, ["MY_KEY"]);
         assert_eq!(declared.hosts, ["api.example.com"]);
+        assert_eq!(declared.mask_keys, Some(true), "the entry opts in");
+        assert_eq!(specs[0].declared(&[]).mask_keys, None, "as berth knows it");
         // --agents repeats one --agent, or the default agent.
         let one = ["codex".to_owned()];
         let three = AgentChoice {

@@ -2,9 +2,11 @@
 //! with a streamed response whose first chunk comes 20 ms after the request (a provider's
 //! time to its first token, which in truth is ten times that or more) and the rest 20 ms
 //! later. A python client measures, per request, the time from connecting to the
-//! first chunk: unconfined, straight to the server, and confined as an agent (its network
+//! first chunk: unconfined, straight to the server; confined as an agent (its network
 //! namespace's only way out is the proxy, reached through the forward of the server's
-//! loopback address), in one run. Goal: the confined median at most 1.1 times the direct one.
+//! loopback address); and confined as an agent whose key berth keeps (the masked provider:
+//! the request goes to berth's proxy at `/berth/anthropic`, which puts the key in and
+//! forwards it), in one run. Goal: each confined median at most 1.1 times the direct one.
 //!
 //! `cargo bench -p berth-sandbox --bench proxy` (`BENCH_ROUNDS`, default 300).
 
@@ -16,18 +18,18 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use berth_core::config::SandboxSettings;
-use berth_sandbox::{Place, Policy, Subject};
+use berth_sandbox::{MaskedKeys, PROXY_PORT, Place, Policy, Subject};
 
 /// The client: ROUNDS requests, each on a new connection; the median time to the first chunk
 /// and to the whole answer, in milliseconds.
 const CLIENT: &str = r#"
 import socket, statistics, sys, time
-port, rounds = int(sys.argv[1]), int(sys.argv[2])
+port, rounds, path = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 first, whole = [], []
 for _ in range(rounds):
     t = time.perf_counter()
     s = socket.create_connection(("127.0.0.1", port))
-    s.sendall(b"POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}")
+    s.sendall(f"POST {path} HTTP/1.1\r\nHost: x\r\nx-api-key: berth-stand-in-ANTHROPIC_API_KEY\r\nContent-Length: 2\r\n\r\n{{}}".encode())
     got = s.recv(65536)
     first.append(time.perf_counter() - t)
     while got:
@@ -88,13 +90,46 @@ fn main() {
         settings: vec![],
         private: vec![],
     };
-    let run = |confined: bool| -> (f64, f64) {
+    let claude = berth_sandbox::agent_profile("claude-agent-acp");
+    let keys = MaskedKeys::for_agent(
+        claude,
+        &[
+            ("ANTHROPIC_API_KEY".to_owned(), "bench-key".to_owned()),
+            (
+                "ANTHROPIC_BASE_URL".to_owned(),
+                format!("http://127.0.0.1:{port}"),
+            ),
+        ],
+    )
+    .unwrap();
+    let masked = Subject::Agent {
+        hosts: vec![],
+        writable: vec![],
+        env: claude
+            .unwrap()
+            .env
+            .iter()
+            .map(|n| (*n).to_owned())
+            .collect(),
+        program: vec![],
+        settings: vec![],
+        private: vec![],
+    };
+    let run = |how: How| -> (f64, f64) {
+        let (target, path) = match how {
+            How::Masked => (PROXY_PORT, "/berth/anthropic/v1/messages"),
+            _ => (port, "/v1/messages"),
+        };
         let mut cmd = Command::new("python3");
-        cmd.args(["-c", CLIENT, &port.to_string(), &rounds.to_string()])
+        cmd.args(["-c", CLIENT, &target.to_string(), &rounds.to_string(), path])
             .current_dir(&work)
             .stdin(Stdio::null());
-        let confinement = policy.confine(&place, &subject).unwrap().unwrap();
-        if confined {
+        let confinement = match how {
+            How::Direct => None,
+            How::Forwarded => policy.confine(&place, &subject).unwrap(),
+            How::Masked => policy.confine_with(&place, &masked, &keys).unwrap(),
+        };
+        if let Some(confinement) = &confinement {
             confinement.apply_std(&mut cmd);
         }
         let out = cmd.output().unwrap();
@@ -107,40 +142,55 @@ fn main() {
         let mut it = text.split_whitespace().map(|n| n.parse::<f64>().unwrap());
         (it.next().unwrap(), it.next().unwrap())
     };
-    // Interleaved, twice each, so that neither side gets the quieter moment.
-    let (mut direct, mut proxied) = (Vec::new(), Vec::new());
+    // Interleaved, twice each, so that no side gets the quieter moment.
+    let (mut direct, mut forwarded, mut masked) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..2 {
-        direct.push(run(false));
-        proxied.push(run(true));
+        direct.push(run(How::Direct));
+        forwarded.push(run(How::Forwarded));
+        masked.push(run(How::Masked));
     }
     let median = |v: &[(f64, f64)], f: fn(&(f64, f64)) -> f64| {
         let mut x: Vec<f64> = v.iter().map(f).collect();
         x.sort_by(|a, b| a.partial_cmp(b).unwrap());
         x[x.len() / 2]
     };
-    let (d1, p1) = (median(&direct, |r| r.0), median(&proxied, |r| r.0));
-    let (d2, p2) = (median(&direct, |r| r.1), median(&proxied, |r| r.1));
     println!("{rounds} requests per side, medians of 2 interleaved runs");
     println!(
-        "{:<28} {:>10} {:>10} {:>7}",
-        "", "direct", "proxied", "ratio"
+        "{:<42} {:>10} {:>10} {:>7}",
+        "", "direct", "confined", "ratio"
     );
+    for (name, confined) in [("forwarded", &forwarded), ("masked provider", &masked)] {
+        for (what, f) in [
+            (
+                "first chunk",
+                (|r: &(f64, f64)| r.0) as fn(&(f64, f64)) -> f64,
+            ),
+            ("whole answer", |r: &(f64, f64)| r.1),
+        ] {
+            let (d, c) = (median(&direct, f), median(confined, f));
+            println!(
+                "{:<42} {:>8.3}ms {:>8.3}ms {:>7.2}",
+                format!("{name}: connect to {what}"),
+                d,
+                c,
+                c / d
+            );
+        }
+    }
+    let first = |v: &[(f64, f64)]| median(v, |r| r.0);
     println!(
-        "{:<28} {:>8.3}ms {:>8.3}ms {:>7.2}",
-        "connect to first chunk",
-        d1,
-        p1,
-        p1 / d1
+        "added to the first chunk: {:.3} ms forwarded, {:.3} ms masked; goal: the first chunk at most 1.1 times direct",
+        first(&forwarded) - first(&direct),
+        first(&masked) - first(&direct)
     );
-    println!(
-        "{:<28} {:>8.3}ms {:>8.3}ms {:>7.2}",
-        "connect to whole answer",
-        d2,
-        p2,
-        p2 / d2
-    );
-    println!(
-        "added to the first chunk: {:.3} ms; goal: the first chunk at most 1.1 times direct",
-        p1 - d1
-    );
+}
+
+/// How the client reaches the server.
+#[derive(Clone, Copy)]
+enum How {
+    Direct,
+    /// Confined, through the forward of the server's loopback address.
+    Forwarded,
+    /// Confined, through the masked provider's endpoint on berth's proxy.
+    Masked,
 }

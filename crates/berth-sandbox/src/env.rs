@@ -71,7 +71,8 @@ const PREFIXES: [&str; 3] = ["LC_", "BERTH_PORT", "BERTH_WORKSPACE"];
 pub(crate) struct EnvAllow {
     /// Beyond the lists above: `[sandbox] env`, and an agent's provider variables.
     extra: Vec<String>,
-    /// Set by the sandbox itself whatever else says (the proxy's variables).
+    /// Set by the sandbox itself whatever else says (the proxy's variables, the stand-ins of
+    /// masked keys).
     fixed: Vec<(String, String)>,
 }
 
@@ -83,9 +84,10 @@ impl EnvAllow {
         }
     }
 
-    /// Variables the sandbox sets itself, last.
+    /// Variables the sandbox sets itself, last (after those it set before): the proxy's, and
+    /// the stand-ins of an agent's masked keys.
     pub fn set(&mut self, fixed: Vec<(String, String)>) {
-        self.fixed = fixed;
+        self.fixed.extend(fixed);
     }
 
     /// Whether berth's variable `name` passes.

@@ -13,7 +13,8 @@
 //!   is mounted read-only, and the repository's config, hooks and other worktrees lie outside
 //!   the writable set.
 //! - **Network**: for a command, a network namespace of its own (loopback only, nothing of the
-//!   host's); for an agent process, TCP connections to its provider's ports only (Landlock).
+//!   host's); for an agent process, one whose only way out is berth's proxy (its provider and
+//!   `allow_hosts`, by name), with its provider keys kept in berth ([`MaskedKeys`]).
 //! - **Processes**: no signal to, and no ptrace of, anything outside the confined tree
 //!   (Landlock's scopes); no capability survives into the command, even for root.
 //! - **System calls**: the kernel keyrings, io_uring, eBPF, perf events, userfaultfd, modules
@@ -32,6 +33,7 @@ mod denial;
 mod env;
 mod identity;
 mod kernel;
+mod keys;
 mod limits;
 mod plan;
 mod policy;
@@ -42,6 +44,7 @@ pub use denial::{NOTE_MARK, explain};
 pub use env::{TOOLCHAINS, allowed_names};
 pub use identity::{program_files, runs_berth};
 pub use kernel::{AppArmorFix, PRETEND_VAR, Support, support};
+pub use keys::MaskedKeys;
 pub use limits::enforced as limits_enforced;
 pub use plan::{Confinement, PROXY_PORT};
 pub use policy::{

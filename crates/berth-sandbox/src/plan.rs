@@ -36,11 +36,12 @@ pub(crate) enum Net {
     /// A network namespace of its own: loopback, nothing of the host's.
     Isolated,
     /// A network namespace of its own whose only way out is berth's proxy: `allow` (checked
-    /// entries) by name, and `forwards` (loopback hosts of the allow list) at the same port
-    /// inside.
+    /// entries) by name, `forwards` (loopback hosts of the allow list) at the same port
+    /// inside, and `keys`, the agent's masked providers, at `/berth/NAME` on the proxy.
     Proxied {
         allow: Vec<String>,
         forwards: Vec<(String, u16)>,
+        keys: crate::MaskedKeys,
     },
     /// Unrestricted.
     Full,
@@ -222,6 +223,7 @@ fn proxy_env() -> Vec<(String, String)> {
 fn proxy_plan(
     allow: &[String],
     forwards: &[(String, u16)],
+    keys: &crate::MaskedKeys,
 ) -> Result<(ProxyPlan, OwnedFd), SandboxError> {
     use std::os::fd::FromRawFd;
     let allow = crate::proxy::AllowList::parse(allow)?;
@@ -256,7 +258,7 @@ fn proxy_plan(
             [Listen::v4(index, port), Listen::v6(index, port)]
         })
         .collect();
-    crate::proxy::Proxy::serve(host, allow, forwards)
+    crate::proxy::Proxy::serve(host, allow, forwards, keys.clone())
         .map_err(setup)?
         .detach();
     Ok((
@@ -654,8 +656,12 @@ impl Confinement {
         fds.push(report_tx);
         let mut env = req.env;
         let proxy = match &req.net {
-            Net::Proxied { allow, forwards } => {
-                let (plan, channel) = proxy_plan(allow, forwards)?;
+            Net::Proxied {
+                allow,
+                forwards,
+                keys,
+            } => {
+                let (plan, channel) = proxy_plan(allow, forwards, keys)?;
                 env.set(proxy_env());
                 fds.push(channel);
                 Some(plan)

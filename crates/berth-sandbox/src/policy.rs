@@ -5,9 +5,9 @@ use std::path::{Path, PathBuf};
 
 use berth_core::config::{SandboxFallback, SandboxMode, SandboxNetwork, SandboxSettings};
 
-use crate::SandboxError;
 use crate::env::EnvAllow;
 use crate::plan::{Confinement, Limits, Net, Request};
+use crate::{MaskedKeys, SandboxError};
 
 /// Paths hidden from every confined process, beneath the user's home.
 const HOME_DENY: [&str; 11] = [
@@ -342,17 +342,38 @@ impl Policy {
         place: &Place,
         subject: &Subject,
     ) -> Result<Option<Confinement>, SandboxError> {
+        self.confine_with(place, subject, &MaskedKeys::default())
+    }
+
+    /// [`Policy::confine`] for an agent process whose provider keys berth keeps (`keys`): it
+    /// gets their stand-ins and base URLs on berth's proxy, and none of the variables `keys`
+    /// hides. With `network = "full"` there is no proxy inside, and `keys` is not used: the
+    /// agent gets its keys as [`Subject::Agent::env`] names them.
+    pub fn confine_with(
+        &self,
+        place: &Place,
+        subject: &Subject,
+        keys: &MaskedKeys,
+    ) -> Result<Option<Confinement>, SandboxError> {
         if !self.is_on() {
             return Ok(None);
         }
         let fallback = self.uses_fallback(subject)?;
+        let no_keys = MaskedKeys::default();
+        let keys = match (self.network, subject) {
+            (SandboxNetwork::Full, _) | (_, Subject::Command) => &no_keys,
+            (_, Subject::Agent { .. }) => keys,
+        };
         let net = match (self.network, subject) {
             (SandboxNetwork::Full, _) => Net::Full,
             (SandboxNetwork::Off, Subject::Command) => Net::Isolated,
-            (SandboxNetwork::Proxy, Subject::Command) => proxied(self.allow_hosts.clone())?,
-            (_, Subject::Agent { hosts, .. }) => {
-                proxied(hosts.iter().chain(&self.allow_hosts).cloned().collect())?
+            (SandboxNetwork::Proxy, Subject::Command) => {
+                proxied(self.allow_hosts.clone(), no_keys.clone())?
             }
+            (_, Subject::Agent { hosts, .. }) => proxied(
+                hosts.iter().chain(&self.allow_hosts).cloned().collect(),
+                keys.clone(),
+            )?,
         };
         let mut writable = self.writable.clone();
         let mut env = self.env.clone();
@@ -371,7 +392,8 @@ impl Policy {
         {
             private.extend(own_private.iter().cloned());
             writable.extend(own.iter().cloned());
-            env.extend(own_env.iter().cloned());
+            // A masked key is not passed even where named: its stand-in is set instead.
+            env.extend(own_env.iter().filter(|name| !keys.hides(name)).cloned());
             // What its command line names is readable, but for what the sandbox hides:
             // naming a secret on the command line does not open it.
             let hidden: Vec<PathBuf> = self
@@ -410,7 +432,11 @@ impl Policy {
             fallback,
             net,
             limits: self.limits,
-            env: EnvAllow::new(env),
+            env: {
+                let mut env = EnvAllow::new(env);
+                env.set(keys.env());
+                env
+            },
         })
         .map(Some)
     }
@@ -450,11 +476,22 @@ impl Sandbox {
         cwd: Option<&Path>,
         subject: &Subject,
     ) -> Result<Option<Confinement>, SandboxError> {
+        self.confine_with(cwd, subject, &MaskedKeys::default())
+    }
+
+    /// [`Sandbox::confine`] for an agent process whose provider keys berth keeps
+    /// ([`Policy::confine_with`]).
+    pub fn confine_with(
+        &self,
+        cwd: Option<&Path>,
+        subject: &Subject,
+        keys: &MaskedKeys,
+    ) -> Result<Option<Confinement>, SandboxError> {
         let mut place = self.place.clone();
         if let Some(cwd) = cwd {
             place.cwd = cwd.to_owned();
         }
-        self.policy.confine(&place, subject)
+        self.policy.confine_with(&place, subject, keys)
     }
 }
 
@@ -495,7 +532,7 @@ fn is_loopback(host: &str) -> bool {
 /// The network of a process whose only way out is berth's proxy, allowing `entries` by name;
 /// those on this machine's loopback (a provider stand-in, a local model server) are forwarded
 /// as they are, at the same port inside.
-fn proxied(entries: Vec<String>) -> Result<Net, SandboxError> {
+fn proxied(entries: Vec<String>, keys: MaskedKeys) -> Result<Net, SandboxError> {
     crate::proxy::AllowList::parse(&entries)?;
     // One forward a port: inside, `localhost:4567` and `127.0.0.1:4567` are the same
     // listener, and go to the first of them.
@@ -509,6 +546,7 @@ fn proxied(entries: Vec<String>) -> Result<Net, SandboxError> {
     Ok(Net::Proxied {
         allow: entries,
         forwards,
+        keys,
     })
 }
 
@@ -703,32 +741,32 @@ pub fn agent_profile(command: &str) -> Option<&'static AgentProfile> {
         .map(|(_, p)| p)
 }
 
-/// The hosts an agent process may reach through berth's proxy: every `*_BASE_URL` in its
-/// environment, its profile's provider (every provider berth knows, for an agent it does not
-/// know), and `extra_urls` (berth's own providers).
+/// The hosts an agent process may reach through berth's proxy: its provider's base URL as
+/// `env` sets it (`ANTHROPIC_BASE_URL` for claude-agent-acp; every provider's for an agent
+/// berth does not know), its profile's provider (every provider berth knows, for an agent it
+/// does not know), and `extra` (what its `[agents.NAME]` entry names).
+///
+/// Only an agent's own provider variables are read: `env` may be all of berth's environment,
+/// whose other `*_BASE_URL`s (`OLLAMA_BASE_URL`, `METADATA_BASE_URL`) are not the agent's and
+/// open nothing. A caller that hides the agent's key ([`crate::MaskedKeys`]) leaves that
+/// provider's base URL out of `env`: the agent reaches it through berth's proxy only.
 pub fn agent_hosts<'a>(
     profile: Option<&AgentProfile>,
     env: impl IntoIterator<Item = (&'a str, &'a str)>,
-    extra_urls: impl IntoIterator<Item = &'a str>,
+    extra: impl IntoIterator<Item = &'a str>,
 ) -> Vec<String> {
+    let profiles: Vec<&AgentProfile> = match profile {
+        Some(p) => vec![p],
+        None => PROFILES.iter().map(|(_, p)| p).collect(),
+    };
     let mut hosts = BTreeSet::new();
     for (k, v) in env {
-        if k.ends_with("_BASE_URL") && endpoint(v).is_some() {
+        if profiles.iter().any(|p| p.base_url.0 == k) && endpoint(v).is_some() {
             hosts.insert(v.to_owned());
         }
     }
-    match profile {
-        Some(p) => {
-            hosts.insert(p.base_url.1.to_owned());
-        }
-        None => hosts.extend(PROFILES.iter().map(|(_, p)| p.base_url.1.to_owned())),
-    }
-    hosts.extend(
-        extra_urls
-            .into_iter()
-            .filter(|u| endpoint(u).is_some())
-            .map(str::to_owned),
-    );
+    hosts.extend(profiles.iter().map(|p| p.base_url.1.to_owned()));
+    hosts.extend(extra.into_iter().map(str::to_owned));
     hosts.into_iter().collect()
 }
 
@@ -753,13 +791,19 @@ mod tests {
 
     #[test]
     fn loopback_entries_are_forwarded_and_names_go_through_the_proxy() {
-        let net = proxied(vec![
-            "http://127.0.0.1:4567".into(),
-            "api.anthropic.com:443".into(),
-            "localhost:8080".into(),
-        ])
+        let net = proxied(
+            vec![
+                "http://127.0.0.1:4567".into(),
+                "api.anthropic.com:443".into(),
+                "localhost:8080".into(),
+            ],
+            MaskedKeys::default(),
+        )
         .unwrap();
-        let Net::Proxied { forwards, allow } = net else {
+        let Net::Proxied {
+            forwards, allow, ..
+        } = net
+        else {
             panic!("{net:?}")
         };
         assert_eq!(
@@ -770,7 +814,7 @@ mod tests {
             ]
         );
         assert_eq!(allow.len(), 3);
-        assert!(proxied(vec!["*".into()]).is_err());
+        assert!(proxied(vec!["*".into()], MaskedKeys::default()).is_err());
     }
 
     #[test]
@@ -783,16 +827,36 @@ mod tests {
             Some(claude),
             [
                 ("ANTHROPIC_BASE_URL", "http://127.0.0.1:4567"),
+                ("OPENAI_BASE_URL", "http://127.0.0.1:4568"),
+                ("OLLAMA_BASE_URL", "http://127.0.0.1:18999"),
+                ("METADATA_BASE_URL", "http://169.254.169.254"),
                 ("PATH", "/bin"),
             ],
-            ["https://example.com:8443"],
+            ["api.example.com"],
         );
         assert_eq!(
             hosts,
             [
+                "api.example.com",
                 "http://127.0.0.1:4567",
                 "https://api.anthropic.com",
-                "https://example.com:8443"
+            ]
+        );
+        let unknown = agent_hosts(
+            None,
+            [
+                ("OPENAI_BASE_URL", "http://127.0.0.1:4568"),
+                ("OLLAMA_BASE_URL", "http://127.0.0.1:18999"),
+            ],
+            [],
+        );
+        assert_eq!(
+            unknown,
+            [
+                "http://127.0.0.1:4568",
+                "https://api.anthropic.com",
+                "https://api.openai.com",
+                "https://generativelanguage.googleapis.com",
             ]
         );
     }

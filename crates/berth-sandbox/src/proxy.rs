@@ -51,14 +51,19 @@
 //!   (`[::ffff:127.0.0.1]` is the same address as `127.0.0.1`).
 //! - **A name whose last label is a number** (`127.1`, `2130706433`, `0x7f.1`) is neither a name
 //!   nor an address here: the resolver would read it as an address, so no entry can allow it.
-//! - **Where an allowed name leads is the user's choice**: a name listed as such is connected to
-//!   whatever it resolves to, loopback and private addresses included (that is what a provider
-//!   on `localhost:4567` or a registry on the office network needs). `localhost` is a name like
-//!   any other, allowed only when listed. But a name allowed **only through a wildcard**
-//!   (`*.example.com`) is not connected to an address of this machine or its link (loopback,
-//!   link-local, including cloud metadata's 169.254.169.254, unspecified): whoever controls
-//!   some subdomain's DNS could otherwise point it at the host's own listeners, which the
-//!   namespace exists to keep out of reach. Private networks stay reachable that way.
+//! - **An allowed name does not lead inside by itself.** A name (listed exactly or through a
+//!   wildcard) is connected only to the addresses it resolves to that are public; one that
+//!   resolves to an internal address (loopback, link-local, including cloud metadata's
+//!   169.254.169.254, private and shared networks, ULAs, unspecified, multicast, and their
+//!   IPv4-mapped, IPv4-compatible and NAT64 forms: [`host::is_internal`]) is refused unless
+//!   the allow list names that address on that port too (`localhost`, named exactly, counts as
+//!   naming the loopback). Whoever controls a name's DNS (a subdomain's, a provider's, or a
+//!   rebinding attacker's) could otherwise point it at the host's own listeners or the
+//!   metadata service, which the namespace exists to keep out of reach. The address checked is
+//!   the address connected to: the proxy resolves once.
+//! - **Cloud metadata's names** (`metadata.google.internal`, `metadata`, `instance-data`, …)
+//!   are never allowed through a wildcard, only by an entry naming them exactly (and then only
+//!   at an address the list names, as above).
 //! - **Plain HTTP is one request per connection**: the head sent upstream carries
 //!   `Connection: close` (unless the client asked for an `Upgrade`), and everything after it is
 //!   relayed as is. A client that kept the connection for a second request would send it to the
@@ -69,16 +74,20 @@
 
 mod allow;
 mod answer;
+mod body;
 mod channel;
 mod connection;
 mod host;
 mod http;
+mod provider;
 mod serve;
+mod tls;
 
 use std::time::Duration;
 
 pub use allow::AllowList;
 pub(crate) use channel::send_fd;
+pub(crate) use host::{Host, split_host_port, strip_prefix_ignore_case};
 pub use serve::{Proxy, ProxyHandle};
 
 /// The listener index of the HTTP proxy; the fixed forwards are 1 and up.
@@ -89,6 +98,9 @@ const HEAD_LIMIT: usize = 64 * 1024;
 const HEAD_SILENCE: Duration = Duration::from_secs(30);
 /// How long connecting upstream may take, over all of a name's addresses.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a masked provider may stay silent while it answers (a model thinking before its
+/// first token, between events of a stream): a provider's client waits as long.
+const PROVIDER_SILENCE: Duration = Duration::from_secs(600);
 /// Connections served at once: each holds two threads.
 const MAX_CONNECTIONS: usize = 512;
 /// After an error answer, how long (and how much) the proxy reads what the client still sends.
@@ -98,9 +110,10 @@ const LINGER_BYTES: usize = 1024 * 1024;
 #[cfg(test)]
 mod tests {
     use super::channel::{Received, receive};
-    use super::host::{Host, is_on_this_machine};
+    use super::host::{Host, is_internal};
     use super::http::{Kind, Request, head_end};
     use super::*;
+    use crate::MaskedKeys;
     use std::io::{self, Read, Write};
     use std::net::{Shutdown, TcpListener, TcpStream};
     use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
@@ -136,7 +149,8 @@ mod tests {
     /// A proxy serving berth's end of a fresh channel, and the init's end.
     fn start(entries: &[&str], forwards: Vec<(String, u16)>) -> (ProxyHandle, OwnedFd) {
         let (berths_end, inits_end) = seqpacket_pair();
-        let handle = Proxy::serve(berths_end, allow(entries), forwards).expect("serve");
+        let handle = Proxy::serve(berths_end, allow(entries), forwards, MaskedKeys::default())
+            .expect("serve");
         (handle, inits_end)
     }
 
@@ -331,36 +345,89 @@ mod tests {
     }
 
     #[test]
-    fn a_wildcard_does_not_reach_this_machine() {
-        for local in [
+    fn internal_addresses_are_told_apart_from_public_ones() {
+        for internal in [
             "127.0.0.1",
             "127.9.9.9",
             "::1",
             "0.0.0.0",
+            "0.1.2.3",
             "::",
             "169.254.169.254",
             "fe80::1",
             "::ffff:127.0.0.1",
-        ] {
-            assert!(is_on_this_machine(local.parse().unwrap()), "{local}");
-        }
-        for remote in [
+            "::ffff:169.254.169.254",
+            "::ffff:10.0.0.1",
+            "::10.0.0.1",
+            "64:ff9b::a9fe:a9fe",
+            "64:ff9b:1::1",
             "10.0.0.1",
+            "172.16.0.1",
+            "172.31.255.254",
             "192.168.1.1",
-            "93.184.215.14",
-            "2606:4700::1",
+            "100.64.0.1",
+            "100.100.100.200",
             "fd00::1",
+            "fd00:ec2::254",
+            "fc00::1",
+            "fec0::1",
+            "224.0.0.1",
+            "255.255.255.255",
+            "ff02::1",
         ] {
-            assert!(!is_on_this_machine(remote.parse().unwrap()), "{remote}");
+            assert!(is_internal(internal.parse().unwrap()), "{internal}");
         }
-        let list = allow(&["*.example.com:443", "exact.example.com:443"]);
-        let exact = Host::parse("exact.example.com").unwrap();
+        for public in [
+            "93.184.215.14",
+            "172.32.0.1",
+            "100.128.0.1",
+            "2606:4700::1",
+            "64:ff9b::5db8:d70e",
+            "::ffff:93.184.215.14",
+        ] {
+            assert!(!is_internal(public.parse().unwrap()), "{public}");
+        }
+    }
+
+    #[test]
+    fn a_name_reaches_an_internal_address_only_where_the_list_names_it() {
+        let list = allow(&[
+            "api.example.com:443",
+            "127.0.0.1:443",
+            "[fd00::1]:443",
+            "localhost:8080",
+        ]);
+        let name = Host::parse("api.example.com").unwrap();
+        let ip = |a: &str| a.parse().unwrap();
+        assert!(list.names_address(&name, ip("127.0.0.1"), 443));
+        assert!(list.names_address(&name, ip("::ffff:127.0.0.1"), 443));
+        assert!(list.names_address(&name, ip("fd00::1"), 443));
         assert!(
-            !list.rule_for(&exact, 443).unwrap().is_wildcard(),
-            "an exact entry wins"
+            !list.names_address(&name, ip("127.0.0.1"), 80),
+            "another port"
         );
-        let other = Host::parse("other.example.com").unwrap();
-        assert!(list.rule_for(&other, 443).unwrap().is_wildcard());
+        assert!(!list.names_address(&name, ip("10.0.0.1"), 443));
+        let localhost = Host::parse("localhost").unwrap();
+        assert!(list.names_address(&localhost, ip("127.0.0.1"), 8080));
+        assert!(list.names_address(&localhost, ip("::1"), 8080));
+        assert!(!list.names_address(&localhost, ip("10.0.0.1"), 8080));
+        assert!(
+            !list.names_address(&name, ip("127.0.0.1"), 8080),
+            "not localhost"
+        );
+    }
+
+    #[test]
+    fn a_metadata_name_is_allowed_only_by_its_own_entry() {
+        let list = allow(&["*.google.internal:80", "*.example.com:80"]);
+        let metadata = Host::parse("metadata.google.internal").unwrap();
+        assert!(list.rule_for(&metadata, 80).is_none());
+        assert!(
+            list.rule_for(&Host::parse("x.google.internal").unwrap(), 80)
+                .is_some()
+        );
+        let exact = allow(&["metadata.google.internal:80"]);
+        assert!(exact.rule_for(&metadata, 80).is_some());
     }
 
     #[test]
@@ -634,7 +701,12 @@ mod tests {
     #[test]
     fn serve_takes_only_a_seqpacket_socket() {
         let stream = TcpListener::bind("127.0.0.1:0").unwrap();
-        let refused = Proxy::serve(OwnedFd::from(stream), AllowList::default(), vec![]);
+        let refused = Proxy::serve(
+            OwnedFd::from(stream),
+            AllowList::default(),
+            vec![],
+            MaskedKeys::default(),
+        );
         assert_eq!(
             refused.err().map(|e| e.kind()),
             Some(io::ErrorKind::InvalidInput)

@@ -278,6 +278,11 @@ pub struct AgentEntry {
     /// through berth's proxy besides what berth knows of its program.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub hosts: Vec<String>,
+    /// Whether its provider keys stay in berth, the agent getting a stand-in key and a base
+    /// URL on berth's proxy (which puts the key in): default yes for the agents berth knows
+    /// (claude-agent-acp, codex, gemini), no for others, which may not read a base URL.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mask_keys: Option<bool>,
 }
 
 /// A pool of nodes on one database (`[pool]`): `berth serve --worker` and queued runs.

@@ -1,7 +1,11 @@
-//! The allow list: `[sandbox] allow_hosts` read into rules, and the rule that lets a host and
-//! port through (a name matched exactly wins over a wildcard, which reaches less).
+//! The allow list: `[sandbox] allow_hosts` (and an agent's provider) read into rules, the rule
+//! that lets a host and port through, and whether it names an internal address itself.
 
-use super::host::{Host, split_host_port, strip_prefix_ignore_case, url_authority};
+use std::net::IpAddr;
+
+use super::host::{
+    Host, is_metadata_name, split_host_port, strip_prefix_ignore_case, url_authority,
+};
 use crate::SandboxError;
 
 /// The hosts a confined agent may reach through the proxy: `[sandbox] allow_hosts`.
@@ -28,8 +32,6 @@ pub struct AllowList {
 pub(super) struct Rule {
     hosts: Pattern,
     port: u16,
-    /// The entry as the user wrote it, for messages.
-    pub(super) entry: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,12 +39,6 @@ enum Pattern {
     Exact(Host),
     /// `*.example.com`, kept as `.example.com`: any name that ends with it.
     Subdomains(String),
-}
-
-impl Rule {
-    pub(super) fn is_wildcard(&self) -> bool {
-        matches!(self.hosts, Pattern::Subdomains(_))
-    }
 }
 
 impl AllowList {
@@ -65,12 +61,30 @@ impl AllowList {
         Host::parse(host).is_some_and(|host| self.rule_for(&host, port).is_some())
     }
 
+    /// Whether an entry names `address` itself on `port`: what lets a name that resolves to
+    /// an internal address ([`super::host::is_internal`]) be connected to it. `localhost`
+    /// named exactly counts as naming the loopback addresses it stands for (RFC 6761: no DNS
+    /// of anyone's can point it elsewhere).
+    pub(super) fn names_address(&self, name: &Host, address: IpAddr, port: u16) -> bool {
+        let address = address.to_canonical();
+        self.rules
+            .iter()
+            .filter(|rule| rule.port == port)
+            .any(|rule| match &rule.hosts {
+                Pattern::Exact(Host::Ip(named)) => *named == address,
+                Pattern::Exact(exact @ Host::Name(n)) => {
+                    n == "localhost" && exact == name && address.is_loopback()
+                }
+                Pattern::Subdomains(_) => false,
+            })
+    }
+
     pub fn is_empty(&self) -> bool {
         self.rules.is_empty()
     }
 
-    /// The entry that allows `host:port`; one naming the host exactly wins over a wildcard,
-    /// since a wildcard allows less (see the module's decisions).
+    /// The entry that allows `host:port`, one naming the host exactly first. A cloud metadata
+    /// service's name is allowed only by an entry naming it exactly.
     pub(super) fn rule_for(&self, host: &Host, port: u16) -> Option<&Rule> {
         let mut wildcard = None;
         for rule in self.rules.iter().filter(|rule| rule.port == port) {
@@ -78,6 +92,7 @@ impl AllowList {
                 (Pattern::Exact(exact), _) if exact == host => return Some(rule),
                 (Pattern::Subdomains(suffix), Host::Name(name))
                     if wildcard.is_none()
+                        && !is_metadata_name(name)
                         && name.len() > suffix.len()
                         && name.ends_with(suffix) =>
                 {
@@ -135,7 +150,6 @@ fn parse_rule(entry: &str) -> Result<Rule, SandboxError> {
     Ok(Rule {
         hosts,
         port: port.unwrap_or(default_port),
-        entry: text.to_owned(),
     })
 }
 

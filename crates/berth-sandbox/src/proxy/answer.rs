@@ -1,4 +1,4 @@
-//! The proxy's own answers (`400`, `403`, `408`, `431`, `502`, `504`). They are the only record
+//! The proxy's own answers (`400`, `403`, `404`, `408`, `431`, `502`, `504`). They are the only record
 //! of a refusal (the proxy logs nothing), so each body says why, and a `403` what would allow
 //! it; the close that follows lets the client read it before the connection ends.
 
@@ -31,21 +31,17 @@ impl Answer {
         }
     }
 
-    pub(super) fn wildcard_to_this_machine(
-        host: &Host,
-        port: u16,
-        entry: &str,
-        address: IpAddr,
-    ) -> Answer {
+    pub(super) fn internal_address(host: &Host, port: u16, address: IpAddr) -> Answer {
+        let named = Host::Ip(address);
         Answer {
             status: 403,
             reason: "Forbidden",
             body: format!(
-                "berth's sandbox refused a connection to {host}:{port}: it is allowed only by the wildcard `{entry}`, \
-                 and it resolves to {address}, an address of this machine or its link, which a wildcard does not reach.\n\
-                 To allow it, name it in berth's config:\n\n\
+                "berth's sandbox refused a connection to {host}:{port}: it resolves to {address}, an address of \
+                 this machine, its link or a private network, which a name reaches only where the allow list names the address.\n\
+                 To allow it, name the address too in berth's config:\n\n\
                  [sandbox]\n\
-                 allow_hosts = [\"{host}:{port}\"]\n"
+                 allow_hosts = [\"{host}:{port}\", \"{named}:{port}\"]\n"
             ),
         }
     }
@@ -73,6 +69,41 @@ impl Answer {
             status: 502,
             reason: "Bad Gateway",
             body: format!("berth's proxy could not connect to {host}:{port}: {error}.\n"),
+        }
+    }
+
+    /// A request for a masked provider's endpoint that could not be carried out.
+    pub(super) fn provider_failed(authority: &str, doing: &str, error: &io::Error) -> Answer {
+        Answer {
+            status: 502,
+            reason: "Bad Gateway",
+            body: format!(
+                "berth's proxy failed at {doing} with the agent's provider at {authority}: {error}.\n"
+            ),
+        }
+    }
+
+    /// A request for `/berth/…` that is no masked provider's endpoint.
+    pub(super) fn no_provider(path: &str, masked: &[&str]) -> Answer {
+        let path: String = path
+            .chars()
+            .take(200)
+            .map(|c| if c.is_ascii_graphic() { c } else { '?' })
+            .collect();
+        let masked = match masked {
+            [] => "none".to_owned(),
+            names => names
+                .iter()
+                .map(|name| format!("/berth/{name}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+        };
+        Answer {
+            status: 404,
+            reason: "Not Found",
+            body: format!(
+                "berth's proxy has no provider at {path}: the endpoints of this agent's providers are {masked}.\n"
+            ),
         }
     }
 

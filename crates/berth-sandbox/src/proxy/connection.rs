@@ -1,17 +1,18 @@
-//! One connection the init passed, served on a thread of its own: a fixed forward, or an HTTP
-//! request allowed (or answered), then the bytes relayed both ways.
+//! One connection the init passed, served on a thread of its own: a fixed forward, a request
+//! for a masked provider's endpoint (`provider.rs`), or an HTTP request allowed (or answered),
+//! then the bytes relayed both ways.
 
 use std::io::{self, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream, ToSocketAddrs};
 use std::thread;
 use std::time::Instant;
 
-use super::CONNECT_TIMEOUT;
-use super::allow::Rule;
 use super::answer::Answer;
-use super::host::{Host, is_on_this_machine};
+use super::host::{Host, is_internal};
 use super::http::{HeadError, Kind, Request, read_head};
+use super::provider;
 use super::serve::Proxy;
+use super::{AllowList, CONNECT_TIMEOUT};
 
 /// Listener `i >= 1`: straight to its fixed host and port. No HTTP is spoken, so a failure
 /// closes the connection.
@@ -36,14 +37,28 @@ pub(super) fn serve_http(proxy: &Proxy, client: &TcpStream) {
     if client.set_read_timeout(None).is_err() {
         return;
     }
+    if let Some((route, rest)) = provider::find(proxy.keys.routes(), &head.bytes) {
+        return match route {
+            Some(route) => provider::serve(client, route, &rest, head),
+            None => {
+                let masked: Vec<&str> = proxy
+                    .keys
+                    .routes()
+                    .iter()
+                    .map(|r| r.provider.name)
+                    .collect();
+                Answer::no_provider(&rest, &masked).send(client)
+            }
+        };
+    }
     let request = match Request::parse(&head.bytes) {
         Ok(request) => request,
         Err(why) => return Answer::bad_request(&why, &head.bytes).send(client),
     };
-    let Some(rule) = proxy.allow.rule_for(&request.host, request.port) else {
+    if proxy.allow.rule_for(&request.host, request.port).is_none() {
         return Answer::not_allowed(&request.host, request.port).send(client);
-    };
-    let upstream = match open_upstream(&request.host, request.port, rule) {
+    }
+    let upstream = match open_upstream(&proxy.allow, &request.host, request.port) {
         Ok(upstream) => upstream,
         Err(answer) => return answer.send(client),
     };
@@ -56,32 +71,27 @@ pub(super) fn serve_http(proxy: &Proxy, client: &TcpStream) {
     }
 }
 
-/// Resolves (a name) and connects, within what `rule` allows.
-fn open_upstream(host: &Host, port: u16, rule: &Rule) -> Result<TcpStream, Answer> {
+/// Resolves (a name) and connects. An address literal was named by the entry that allowed
+/// it; a name is connected only to the addresses it resolves to that are not internal
+/// ([`is_internal`]), or that the allow list names itself.
+fn open_upstream(allow: &AllowList, host: &Host, port: u16) -> Result<TcpStream, Answer> {
     let addresses: Vec<SocketAddr> = match host {
         Host::Ip(address) => vec![SocketAddr::new(*address, port)],
-        Host::Name(name) => (name.as_str(), port)
-            .to_socket_addrs()
-            .map_err(|error| Answer::unresolved(name, &error.to_string()))?
-            .collect(),
-    };
-    let addresses = if rule.is_wildcard() {
-        let (local, elsewhere): (Vec<_>, Vec<_>) = addresses
-            .into_iter()
-            .partition(|address| is_on_this_machine(address.ip()));
-        if elsewhere.is_empty()
-            && let Some(refused) = local.first()
-        {
-            return Err(Answer::wildcard_to_this_machine(
-                host,
-                port,
-                &rule.entry,
-                refused.ip(),
-            ));
+        Host::Name(name) => {
+            let resolved: Vec<SocketAddr> = (name.as_str(), port)
+                .to_socket_addrs()
+                .map_err(|error| Answer::unresolved(name, &error.to_string()))?
+                .collect();
+            let (refused, allowed): (Vec<_>, Vec<_>) = resolved.into_iter().partition(|address| {
+                is_internal(address.ip()) && !allow.names_address(host, address.ip(), port)
+            });
+            if allowed.is_empty()
+                && let Some(refused) = refused.first()
+            {
+                return Err(Answer::internal_address(host, port, refused.ip()));
+            }
+            allowed
         }
-        elsewhere
-    } else {
-        addresses
     };
     if addresses.is_empty() {
         return Err(Answer::unresolved(&host.to_string(), "it has no address"));
@@ -90,7 +100,7 @@ fn open_upstream(host: &Host, port: u16, rule: &Rule) -> Result<TcpStream, Answe
 }
 
 /// Tries each address in turn, all within [`CONNECT_TIMEOUT`].
-fn connect_any(addresses: &[SocketAddr]) -> io::Result<TcpStream> {
+pub(super) fn connect_any(addresses: &[SocketAddr]) -> io::Result<TcpStream> {
     let deadline = Instant::now() + CONNECT_TIMEOUT;
     let mut last = io::Error::new(io::ErrorKind::NotFound, "no address to connect to");
     for address in addresses {
@@ -109,6 +119,9 @@ fn connect_any(addresses: &[SocketAddr]) -> io::Result<TcpStream> {
 /// Copies both ways until both directions have ended; `early` (what the client sent after its
 /// request head) goes upstream first.
 fn relay(client: &TcpStream, upstream: &TcpStream, early: &[u8]) {
+    // Each piece goes on as it comes: a small one must not wait for the peer's delayed ACK.
+    let _ = client.set_nodelay(true);
+    let _ = upstream.set_nodelay(true);
     thread::scope(|scope| {
         let back = thread::Builder::new()
             .name("berth-proxy-back".into())

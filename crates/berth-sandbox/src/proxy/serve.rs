@@ -12,11 +12,14 @@ use std::time::Duration;
 use super::channel::{Received, receive, set_blocking, socket_type};
 use super::connection::{forward, serve_http};
 use super::{AllowList, MAX_CONNECTIONS, PROXY_INDEX};
+use crate::MaskedKeys;
 
 /// The proxy for one network namespace; [`Proxy::serve`] starts it.
 pub struct Proxy {
     pub(super) allow: AllowList,
     pub(super) forwards: Vec<(String, u16)>,
+    /// The agent's masked providers, served at `/berth/NAME` on the proxy's listener.
+    pub(super) keys: MaskedKeys,
     /// Connections being served, against [`MAX_CONNECTIONS`].
     live: AtomicUsize,
 }
@@ -35,11 +38,13 @@ impl Proxy {
     /// `SOCK_SEQPACKET` socketpair), on a thread of its own, until the channel ends.
     ///
     /// `allow` is what the HTTP proxy (listener 0) lets through; `forwards[i - 1]` is where
-    /// listener `i` goes (a host name or an IP address, and a port), whatever the allow list says.
+    /// listener `i` goes (a host name or an IP address, and a port), whatever the allow list
+    /// says; `keys` are the agent's masked providers, whose endpoints listener 0 serves too.
     pub fn serve(
         channel: OwnedFd,
         allow: AllowList,
         forwards: Vec<(String, u16)>,
+        keys: MaskedKeys,
     ) -> io::Result<ProxyHandle> {
         if socket_type(channel.as_fd())? != libc::SOCK_SEQPACKET {
             return Err(io::Error::new(
@@ -54,6 +59,7 @@ impl Proxy {
         let proxy = Arc::new(Proxy {
             allow,
             forwards,
+            keys,
             live: AtomicUsize::new(0),
         });
         let (serving_channel, serving_ended) = (Arc::clone(&channel), Arc::clone(&ended));
