@@ -16,12 +16,10 @@ use std::time::Duration;
 use berth_core::config::SandboxSettings;
 use berth_sandbox::{MaskedKeys, Place, Policy, Subject};
 
-/// The unprivileged user `test.sh` makes for these tests.
-const TEST_USER: &str = "berth-sandbox-test";
-/// Set when this binary is run again as the unprivileged user: the folder to work in.
-const DIR_VAR: &str = "BERTH_SANDBOX_TEST_DIR";
-/// Where the tests' folders go: outside `/tmp`, and reachable by the unprivileged user.
-const BASE: &str = "/var/tmp";
+mod support;
+
+use support::{DIR_VAR, rerun};
+
 /// The provider key in "berth's" environment (this process's, when rerun with it).
 const REAL_KEY: &str = "sk-ant-REAL-KEY-4f1c9e";
 
@@ -32,7 +30,7 @@ struct World {
 }
 
 fn world() -> World {
-    let parent = std::env::var_os(DIR_VAR).map_or_else(|| PathBuf::from(BASE), PathBuf::from);
+    let parent = std::env::var_os(DIR_VAR).map_or_else(support::base, PathBuf::from);
     let dir = tempfile::Builder::new()
         .prefix("berth-network-test-")
         .tempdir_in(parent)
@@ -147,20 +145,6 @@ fn assert_nothing_reached(listener: &TcpListener, text: &str) {
         let _ = s.read_to_string(&mut got);
         panic!("a connection reached the listener ({got:?}):\n{text}");
     }
-}
-
-/// This test binary again, running `test` (an `#[ignore]`d one: it means something only in
-/// the environment given), which must pass.
-fn rerun(test: &str, env: &[(&str, &str)]) {
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", test, "--ignored", "--test-threads=1"])
-        .envs(env.iter().copied())
-        .output()
-        .unwrap();
-    let text =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{test} with {env:?}:\n{text}");
-    assert!(text.contains("1 passed"), "{test} with {env:?}:\n{text}");
 }
 
 #[test]
@@ -555,7 +539,7 @@ fn inner_masked_key_over_tls() {
 
 #[test]
 fn a_provider_over_https_gets_the_key_over_tls() {
-    let parent = std::env::var_os(DIR_VAR).map_or_else(|| PathBuf::from(BASE), PathBuf::from);
+    let parent = std::env::var_os(DIR_VAR).map_or_else(support::base, PathBuf::from);
     let dir = tempfile::tempdir_in(parent).unwrap();
     let ca = dir.path().join("ca.pem");
     std::fs::write(&ca, TLS_CA).unwrap();
@@ -579,74 +563,17 @@ fn a_provider_whose_certificate_is_not_trusted_gets_no_request() {
     assert!(request.starts_with("handshake failed"), "{request}");
 }
 
-/// The user `test.sh` makes, as (uid, gid).
-fn test_user() -> (u32, u32) {
-    let id = |flag: &str| -> u32 {
-        let out = Command::new("id").args([flag, TEST_USER]).output().unwrap();
-        assert!(
-            out.status.success(),
-            "the user {TEST_USER} is missing: ./test.sh makes it (useradd --system {TEST_USER})"
-        );
-        String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
-    };
-    (id("-u"), id("-g"))
-}
-
-unsafe extern "C" {
-    #[link_name = "geteuid"]
-    fn libc_geteuid() -> u32;
-}
-
 /// The tests above again, as the unprivileged user (when this is root).
 #[test]
 fn as_an_unprivileged_user_too() {
-    // SAFETY: geteuid cannot fail.
-    if unsafe { libc_geteuid() } != 0 {
+    if !support::is_root() {
         return; // This process is unprivileged already: the tests above ran as such a user.
     }
-    let (uid, gid) = test_user();
-    let dir = tempfile::Builder::new()
-        .prefix("berth-network-test-")
-        .tempdir_in(BASE)
-        .unwrap();
-    // This binary, where the user can run it (the checkout may be out of its reach); copied
-    // by another process, so that no write descriptor of this one is inherited by a sibling
-    // test's child (ETXTBSY).
-    let exe = dir.path().join("network-tests");
-    let copied = Command::new("cp")
-        .arg(std::env::current_exe().unwrap())
-        .arg(&exe)
-        .status()
-        .unwrap();
-    assert!(copied.success());
-    let owned = Command::new("chown")
-        .arg("-R")
-        .arg(format!("{uid}:{gid}"))
-        .arg(dir.path())
-        .status()
-        .unwrap();
-    assert!(owned.success());
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    use std::os::unix::process::CommandExt;
-    let out = Command::new(&exe)
-        .args([
-            "--exact",
-            "berths_other_base_urls_open_nothing",
-            "a_name_leads_inside_only_where_the_address_is_named",
-            "a_provider_key_never_reaches_the_agent",
-            "a_provider_over_https_gets_the_key_over_tls",
-            "a_provider_whose_certificate_is_not_trusted_gets_no_request",
-            "--test-threads=1",
-        ])
-        .env(DIR_VAR, dir.path())
-        .env("HOME", dir.path())
-        .uid(uid)
-        .gid(gid)
-        .output()
-        .unwrap();
-    let text =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "as {TEST_USER}:\n{text}");
-    assert!(text.contains("5 passed"), "as {TEST_USER}:\n{text}");
+    support::as_test_user(&[
+        "berths_other_base_urls_open_nothing",
+        "a_name_leads_inside_only_where_the_address_is_named",
+        "a_provider_key_never_reaches_the_agent",
+        "a_provider_over_https_gets_the_key_over_tls",
+        "a_provider_whose_certificate_is_not_trusted_gets_no_request",
+    ]);
 }
