@@ -7,7 +7,8 @@
 //! 2. `cargo test` of a small crate in a git worktree, its source touched first so each run
 //!    compiles and tests it. Goal: confined at most 1.05 times unconfined.
 //!
-//! `cargo bench -p berth-agent --bench sandbox` (`BENCH_ROUNDS`, `BENCH_CARGO_ROUNDS`).
+//! `cargo bench -p berth-agent --bench sandbox` (`BENCH_ROUNDS`, `BENCH_CARGO_ROUNDS`,
+//! `BENCH_MEMORY_MIB`).
 
 #![allow(clippy::unwrap_used)] // a test: a panic is the failure it reports
 
@@ -35,6 +36,17 @@ fn main() {
         let home = root.path().join("berth");
         let repo = root.path().join("repo");
         make_crate(&repo);
+        // `BENCH_MEMORY_MIB`: the tree's memory limit (`[sandbox] memory_mib`; default 0, half
+        // the machine's): one at or above the machine's memory makes no cgroup, to measure
+        // what the cgroup's move costs (limits.rs).
+        if let Ok(mib) = std::env::var("BENCH_MEMORY_MIB") {
+            std::fs::create_dir_all(&home).unwrap();
+            std::fs::write(
+                home.join("config.toml"),
+                format!("[sandbox]\nmemory_mib = {}\n", mib.parse::<u64>().unwrap()),
+            )
+            .unwrap();
+        }
         let ops = berth_ops::open(&home, &[]).unwrap();
         let mut create = CreateWorkspace::new(Repository::Named(repo.clone()));
         create.name = Some("bench".into());
