@@ -382,6 +382,10 @@ fn the_files_bound_back_are_shown_without_their_secrets() {
         "[[credential]]\npassword = \"SECRET-UV\"\n",
     );
     write(".local/share/uv/python/marker", "uv's own\n");
+    // A dotfiles manager's: `~/.gitconfig` a link into a folder of its own.
+    std::fs::create_dir_all(home.join("dotfiles")).unwrap();
+    std::fs::rename(home.join(".gitconfig"), home.join("dotfiles/gitconfig")).unwrap();
+    std::os::unix::fs::symlink(home.join("dotfiles/gitconfig"), home.join(".gitconfig")).unwrap();
     for (what, subject) in subjects(&w) {
         let script = format!(
             "cd {home}; cat .cargo/config.toml .gitconfig .local/share/uv/python/marker; cat .local/share/uv/credentials/credentials.toml",
@@ -398,7 +402,7 @@ fn the_files_bound_back_are_shown_without_their_secrets() {
         assert!(text.contains("uv's own"), "{what}:\n{text}");
     }
     // The originals are as they were.
-    let git = std::fs::read_to_string(home.join(".gitconfig")).unwrap();
+    let git = std::fs::read_to_string(home.join("dotfiles/gitconfig")).unwrap();
     assert!(git.contains("SECRET-HEADER"));
 }
 

@@ -124,7 +124,9 @@ pub(crate) fn scrubbed_files(
     }
     let mut copies = Vec::new();
     for (path, kind) in files {
-        let Ok(original) = path.canonicalize() else {
+        // Where it is shown: at its own path, a link (a dotfiles manager's `~/.gitconfig`)
+        // staying a link, as the readable paths are bound.
+        let Some(original) = super::named(&path) else {
             continue;
         };
         let text = match std::fs::read(&original) {
