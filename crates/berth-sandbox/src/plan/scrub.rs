@@ -90,17 +90,27 @@ fn scrub(kind: Kind, text: &str) -> Option<String> {
     changed.then_some(out)
 }
 
-/// `line` with every `user:password@` or `token@` after a `://` cut out.
+/// `line` with every `user:password@` or `token@` of an http(s) URL cut out (an ssh URL's
+/// `git@` is a user name, not a secret).
 fn cut_credentials(line: &str) -> String {
     let mut out = String::with_capacity(line.len());
     let mut rest = line;
     while let Some(at) = rest.find("://") {
         let (head, tail) = rest.split_at(at + 3);
         out.push_str(head);
+        let scheme: String = head[..at]
+            .chars()
+            .rev()
+            .take_while(|c| c.is_ascii_alphanumeric() || "+-.".contains(*c))
+            .collect::<String>()
+            .chars()
+            .rev()
+            .collect();
+        let web = scheme.eq_ignore_ascii_case("http") || scheme.eq_ignore_ascii_case("https");
         let authority_end = tail
             .find(|c: char| c == '/' || c == '"' || c == '\'' || c.is_whitespace() || c == ']')
             .unwrap_or(tail.len());
-        match tail[..authority_end].rfind('@') {
+        match tail[..authority_end].rfind('@').filter(|_| web) {
             Some(i) => rest = &tail[i + 1..],
             None => rest = tail,
         }
@@ -194,5 +204,7 @@ mod tests {
         assert_eq!(clean, "[global]\nindex-url = https://pypi.corp/simple\n");
         assert_eq!(scrub(Kind::Ini, "[global]\ntimeout = 60\n"), None);
         assert_eq!(scrub(Kind::Git, "[user]\n\tname = Me\n"), None);
+        let ssh = "[url \"ssh://git@github.com/\"]\n\tinsteadOf = https://github.com/\n";
+        assert_eq!(scrub(Kind::Git, ssh), None);
     }
 }
