@@ -323,7 +323,7 @@ impl Policy {
             None => "the full sandbox (a new root, namespaces, Landlock, seccomp)".into(),
             Some(missing) if self.falls_back() => {
                 format!(
-                    "the Landlock-only fallback ({missing}): commands are confined by Landlock and seccomp alone; agents are refused. It lacks: TCP rules by port, not by address; chmod, chown and utime are not mediated; the host's processes are visible; there is no private /tmp (TMPDIR is the workspace's own); no process limit but a cgroup's"
+                    "the Landlock-only fallback ({missing}): commands are confined by Landlock and seccomp alone; agents are refused. It lacks: TCP rules by port, not by address; nothing inside the work folder is read-only (its .git pointer included); chmod, chown and utime are not mediated; the host's processes are visible; there is no private /tmp (TMPDIR is the workspace's own); no process limit but a cgroup's"
                 )
             }
             Some(missing) => format!("none: every command and agent is refused ({missing})"),

@@ -11,7 +11,9 @@
 //! (`socketpair` stays: Landlock does not mediate a Unix socket's connect) and UDP.
 //!
 //! What it cannot do, which `berth doctor` says: TCP rules are by port, not address (a
-//! command has none, so this matters only with `network = "full"`); chmod, chown and utime are
+//! command has none, so this matters only with `network = "full"`); nothing inside the work
+//! folder is read-only, the worktree's `.git` pointer included (Landlock's rules only grant,
+//! and a grant covers everything beneath it); chmod, chown and utime are
 //! not mediated; the host's processes are visible in `/proc`; there is no private `/tmp`
 //! (`TMPDIR` is set instead); no process limit but the cgroup's. Agents are not confined this
 //! way: their only way out is berth's proxy, which lives in a network namespace.
