@@ -151,7 +151,7 @@ fn named(path: &Path) -> Option<PathBuf> {
 /// An empty file of mode 000 under berth's home, bound over denied files: opening it fails
 /// with "permission denied", even for root (no capability survives into the command).
 fn denied_file(berth_home: &Path) -> Result<PathBuf, SandboxError> {
-    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    use std::os::unix::fs::PermissionsExt;
     let dir = berth_home.join(".sandbox");
     let path = dir.join("denied");
     if let Ok(m) = std::fs::symlink_metadata(&path)
@@ -163,14 +163,11 @@ fn denied_file(berth_home: &Path) -> Result<PathBuf, SandboxError> {
     }
     let fail = |e: std::io::Error| SandboxError::Setup(format!("{}: {e}", path.display()));
     std::fs::create_dir_all(&dir).map_err(fail)?;
-    let _ = std::fs::remove_file(&path);
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o000)
-        .open(&path)
-        .map_err(fail)?;
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o000)).map_err(fail)?;
+    // Made aside and renamed into place: berth processes starting at once (two runs) each
+    // find a whole file there, never none or one half made.
+    let made = tempfile::NamedTempFile::new_in(&dir).map_err(fail)?;
+    std::fs::set_permissions(made.path(), std::fs::Permissions::from_mode(0o000)).map_err(fail)?;
+    made.persist(&path).map_err(|e| fail(e.error))?;
     Ok(path)
 }
 
