@@ -312,6 +312,19 @@ struct Resolved {
 }
 
 impl Resolved {
+    /// The rules [`crate::explain`] reads, of these paths and `net`.
+    fn into_rules(self, net: Net) -> Rules {
+        Rules {
+            work: self.work,
+            readable: self.readable,
+            home: self.home,
+            writable: self.writable,
+            deny: self.deny,
+            berth_home: self.berth_home,
+            net,
+        }
+    }
+
     fn from_request(req: &Request<'_>) -> Result<Resolved, SandboxError> {
         let work = resolved(req.work).ok_or_else(|| {
             SandboxError::Invalid(format!("the folder {} does not exist", req.work.display()))
@@ -703,15 +716,6 @@ impl Confinement {
                 unix_and_udp: false,
             }),
         };
-        let Resolved {
-            work,
-            berth_home,
-            writable,
-            deny,
-            readable,
-            home,
-            ..
-        } = paths;
         Ok(Confinement {
             child: Arc::new(Holder {
                 plan,
@@ -719,15 +723,7 @@ impl Confinement {
                 _ruleset: ruleset,
                 report,
             }),
-            rules: Rules {
-                work,
-                readable,
-                home,
-                writable,
-                deny,
-                berth_home,
-                net: req.net,
-            },
+            rules: paths.into_rules(req.net),
             env,
         })
     }

@@ -29,8 +29,8 @@ use landlock::{
 
 use super::view::Item;
 use super::{
-    Confinement, Holder, Net, Request, Resolved, Rules, cstring, landlock_abi, lifeline,
-    mount_items, report_pipe, setup,
+    Confinement, Holder, Net, Request, Resolved, cstring, landlock_abi, lifeline, mount_items,
+    report_pipe, setup,
 };
 use crate::SandboxError;
 use crate::child::{ChildPlan, IdMaps};
@@ -195,15 +195,6 @@ pub(super) fn prepare(req: Request<'_>) -> Result<Confinement, SandboxError> {
             unix_and_udp: true,
         }),
     };
-    let Resolved {
-        work,
-        berth_home,
-        writable,
-        deny,
-        readable,
-        home,
-        ..
-    } = paths;
     Ok(Confinement {
         child: Arc::new(Holder {
             plan,
@@ -211,15 +202,7 @@ pub(super) fn prepare(req: Request<'_>) -> Result<Confinement, SandboxError> {
             _ruleset: ruleset,
             report,
         }),
-        rules: Rules {
-            work,
-            readable,
-            home,
-            writable,
-            deny,
-            berth_home,
-            net: req.net,
-        },
+        rules: paths.into_rules(req.net),
         env,
     })
 }

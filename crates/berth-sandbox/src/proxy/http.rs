@@ -70,6 +70,31 @@ pub(super) fn head_end(bytes: &[u8], from: usize) -> Option<usize> {
     })
 }
 
+/// A request head's request line, checked (ASCII, `METHOD target HTTP/1.0` or `1.1`), as its
+/// method, target and version, and the head's other lines (each without its `\r`).
+pub(super) fn request_line(
+    head: &[u8],
+) -> Result<(&str, &str, &str, impl Iterator<Item = &[u8]>), String> {
+    let mut lines = head
+        .split(|&b| b == b'\n')
+        .map(|line| line.strip_suffix(b"\r").unwrap_or(line));
+    let line = lines
+        .next()
+        .and_then(|line| std::str::from_utf8(line).ok())
+        .filter(|line| line.is_ascii())
+        .ok_or("its request line is not ASCII")?;
+    let mut parts = line.split(' ');
+    let (Some(method), Some(target), Some(version), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err("its request line is not `METHOD target HTTP/1.1`".into());
+    };
+    if version != "HTTP/1.1" && version != "HTTP/1.0" {
+        return Err("it is not HTTP/1.0 or HTTP/1.1".into());
+    }
+    Ok((method, target, version, lines))
+}
+
 /// A request the proxy can carry.
 #[derive(Debug)]
 pub(super) struct Request {
@@ -88,23 +113,7 @@ pub(super) enum Kind {
 
 impl Request {
     pub(super) fn parse(head: &[u8]) -> Result<Request, String> {
-        let mut lines = head
-            .split(|&b| b == b'\n')
-            .map(|line| line.strip_suffix(b"\r").unwrap_or(line));
-        let line = lines
-            .next()
-            .and_then(|line| std::str::from_utf8(line).ok())
-            .filter(|line| line.is_ascii())
-            .ok_or("its request line is not ASCII")?;
-        let mut parts = line.split(' ');
-        let (Some(method), Some(target), Some(version), None) =
-            (parts.next(), parts.next(), parts.next(), parts.next())
-        else {
-            return Err("its request line is not `METHOD target HTTP/1.1`".into());
-        };
-        if version != "HTTP/1.1" && version != "HTTP/1.0" {
-            return Err("it is not HTTP/1.0 or HTTP/1.1".into());
-        }
+        let (method, target, version, lines) = request_line(head)?;
         if method.is_empty() || !method.bytes().all(|b| b.is_ascii_graphic()) {
             return Err("its method is not a word".into());
         }

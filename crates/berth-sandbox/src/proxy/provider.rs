@@ -133,22 +133,7 @@ impl Forwarded {
     /// the client's headers but the hop-by-hop ones, each stand-in where the provider reads a
     /// key replaced by the key, and `Connection: close`. Why not, when the request cannot go.
     fn of(route: &Route, rest: &str, head: &[u8]) -> Result<Forwarded, String> {
-        let mut lines = head
-            .split(|&b| b == b'\n')
-            .map(|line| line.strip_suffix(b"\r").unwrap_or(line));
-        let line = lines
-            .next()
-            .and_then(|line| std::str::from_utf8(line).ok())
-            .ok_or("its request line is not ASCII")?;
-        let mut parts = line.split(' ');
-        let (Some(method), Some(_), Some(version), None) =
-            (parts.next(), parts.next(), parts.next(), parts.next())
-        else {
-            return Err("its request line is not `METHOD target HTTP/1.1`".into());
-        };
-        if version != "HTTP/1.1" && version != "HTTP/1.0" {
-            return Err("it is not HTTP/1.0 or HTTP/1.1".into());
-        }
+        let (method, _, _, lines) = super::http::request_line(head)?;
         if method.is_empty() || !method.bytes().all(is_token) {
             return Err("its method is not a word".into());
         }
