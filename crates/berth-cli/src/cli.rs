@@ -4,6 +4,7 @@
 
 mod agent;
 mod home;
+mod land;
 mod run;
 mod serve;
 mod session;
@@ -15,6 +16,7 @@ use clap::{Args, Parser, Subcommand};
 
 pub use agent::{ChatArgs, SkillCmd};
 pub use home::{ConfigCmd, ImportCmd, StoreCmd};
+pub use land::{LandArgs, LandCommand, StartLandArgs};
 pub use run::{AnswerArg, NewRunArgs, RunArgs, RunCommand};
 pub use serve::{McpArgs, ServeArgs, TokenCmd, Transport};
 pub use session::SessionCmd;
@@ -178,6 +180,26 @@ pub enum Command {
     /// repository).
     #[command(verbatim_doc_comment)]
     Run(RunArgs),
+    /// Land the work of several runs on their base, in order: a merge queue for agents.
+    ///
+    /// For each agent in turn, its uncommitted work is committed, its branch brought up to
+    /// date with the base as it now stands (a merge, or --squash / --rebase), and the run's
+    /// check run on that combined tree, confined, in its worktree; only when it passes does
+    /// the base move (by compare-and-swap: a base that moved meanwhile is combined again).
+    /// A conflict is written into the agent's worktree, markers included, and the agent gets
+    /// a turn of its own session to resolve it; a check that fails on the combined tree is
+    /// handed back the same way, with its last lines (--retries turns, default 2). An agent
+    /// that cannot be told or does not mend it is left in the queue with the reason, and the
+    /// queue goes on. Each landed agent is recorded merged, and the others of its run are
+    /// dropped, as `berth run pick` does.
+    ///
+    /// Every step is kept in the land's record, so `berth land --resume` goes on after a crash
+    /// or Ctrl-C and lands nothing twice. --dry-run prints the plan, with the conflicts the
+    /// queue would meet. `berth land list` and `berth land show ID` follow lands.
+    ///
+    /// The exit status is 0 when every agent landed, 1 when one was left, 130 on Ctrl-C.
+    #[command(verbatim_doc_comment, after_long_help = EXIT_STATUS)]
+    Land(LandArgs),
     /// Serve berth's agent to editors and phone apps over the Agent Client Protocol (stdio).
     ///
     /// Standard output carries the protocol only; messages go to standard error. Zed:

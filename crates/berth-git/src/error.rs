@@ -50,6 +50,14 @@ pub enum GitError {
         /// As they are (a message quotes them as git does).
         files: Vec<String>,
     },
+    #[error(
+        "'{branch}' moved while the work was being landed (it was at {expected}, it is at {now} now): nothing was changed"
+    )]
+    Moved {
+        branch: String,
+        expected: String,
+        now: String,
+    },
     #[error("'{branch}' is checked out at {} with {count} uncommitted change(s); commit or stash them there first (nothing was changed)", .path.display())]
     TargetDirty {
         branch: String,

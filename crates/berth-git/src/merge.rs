@@ -24,7 +24,7 @@ use crate::status::{head_state, tracked_state};
 use crate::{GitError, Repo, Result};
 
 /// How the work lands on the target branch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum MergeMode {
     /// A merge commit (or a fast-forward when the target has not moved).
@@ -216,7 +216,7 @@ impl Repo {
     /// `work`'s commits since it left `into`'s history (at `onto`, its tip), replayed on it by
     /// `git replay --advance`, which touches no worktree and moves no ref: it only says where
     /// `into` would go. The new tip.
-    fn replay(&self, wt: &Path, into: &str, onto: &str, work: &str) -> Result<String> {
+    pub(crate) fn replay(&self, wt: &Path, into: &str, onto: &str, work: &str) -> Result<String> {
         let base = run(wt, ["merge-base", onto, work])?;
         let out = git_output(
             wt,
@@ -300,7 +300,11 @@ fn conflicts(wt: &Path, ours: &str, theirs: &str) -> Result<Vec<String>> {
 /// `after` would write over: a path the merge adds that is already there (a file, a folder, a
 /// link; untracked or ignored alike), or a file in the way of a folder the merge adds (unless
 /// the merge deletes that file itself). Relative to the checkout, in git's order.
-fn overwritten_untracked(checkout: &Path, before: &str, after: &str) -> Result<Vec<String>> {
+pub(crate) fn overwritten_untracked(
+    checkout: &Path,
+    before: &str,
+    after: &str,
+) -> Result<Vec<String>> {
     let out = run(
         checkout,
         [
@@ -354,13 +358,18 @@ fn overwritten_untracked(checkout: &Path, before: &str, after: &str) -> Result<V
     Ok(found)
 }
 
-fn is_ancestor(wt: &Path, ancestor: &str, of: &str) -> Result<bool> {
+pub(crate) fn is_ancestor(wt: &Path, ancestor: &str, of: &str) -> Result<bool> {
     let out = git_output(wt, ["merge-base", "--is-ancestor", ancestor, of])?;
     Ok(out.status.success())
 }
 
 /// A commit object of `tree` with `parents`, named by no ref.
-fn commit_tree(wt: &Path, tree: &str, parents: &[&str], message: &str) -> Result<String> {
+pub(crate) fn commit_tree(
+    wt: &Path,
+    tree: &str,
+    parents: &[&str],
+    message: &str,
+) -> Result<String> {
     let mut args = vec!["commit-tree", tree];
     for p in parents {
         args.push("-p");

@@ -138,7 +138,9 @@ fn git_kind(e: &GitError) -> ErrorKind {
         | GitError::Unmerged { .. }
         | GitError::Unreferenced { .. }
         | GitError::NotAWorktree { .. } => ErrorKind::Refused,
-        GitError::BranchExists(_) | GitError::MergeConflict { .. } => ErrorKind::Conflict,
+        GitError::BranchExists(_) | GitError::MergeConflict { .. } | GitError::Moved { .. } => {
+            ErrorKind::Conflict
+        }
         GitError::TargetDirty { .. }
         | GitError::TargetUntracked { .. }
         | GitError::EmbeddedRepository { .. }

@@ -61,7 +61,7 @@ pub use berth_git::{FileDiff, MergeMode, Merged, WorktreeDiff, WorktreeStatus};
 pub use error::{Error, ErrorKind, Result, blocking};
 pub use git_workspace::{DEFAULT_SETUP_TIMEOUT, adoption};
 pub use lost::LostRefView;
-pub use merge::{MergeReport, MergeWorkspace};
+pub use merge::{MergeReport, MergeWorkspace, local_base};
 pub use models::{ModelChoice, SessionModel};
 pub use page::{Listed, PAGE_DEFAULT, PAGE_MAX, Page, page_limit};
 pub use prune::{OrphanWorktree, PruneKept, PrunePlan, PruneReport};

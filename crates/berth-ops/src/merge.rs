@@ -242,8 +242,9 @@ fn git_of(ws: &berth_core::Workspace) -> Result<GitInfo> {
     })
 }
 
-/// The local branch a base names: itself, or for `origin/<b>`, `<b>`.
-fn local_base(repo: &Repo, base: &str) -> Result<String> {
+/// The local branch a base names: itself, or for `origin/<b>`, `<b>`: where a workspace's
+/// work is merged (`workspace merge`, a pick, a land) unless a branch is named.
+pub fn local_base(repo: &Repo, base: &str) -> Result<String> {
     if repo.has_branch(base) {
         return Ok(base.to_owned());
     }

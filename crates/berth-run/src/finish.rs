@@ -362,7 +362,7 @@ pub async fn discard(
 /// Archives agent `i`'s workspace (when it still exists): its worktree removed, what it held
 /// kept on berth's lost-work ref, its record and sessions kept; and records it discarded,
 /// with that ref.
-async fn drop_agent(
+pub(crate) async fn drop_agent(
     ops: &Ops,
     store: &RunStore,
     run: &RunId,

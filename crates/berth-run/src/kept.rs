@@ -34,6 +34,7 @@ use berth_ops::Ops;
 use chrono::Utc;
 
 use crate::{AgentStatus, Resume, RunEvent};
+pub(crate) use files::lock_holders;
 use files::read_events;
 
 pub(crate) use backend::{Decide, Hold, Request, RunBackend};

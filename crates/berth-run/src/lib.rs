@@ -30,6 +30,7 @@ mod event;
 mod evidence;
 mod finish;
 mod kept;
+mod land;
 mod notices;
 mod preflight;
 mod pull_request;
@@ -64,6 +65,11 @@ pub use finish::{
 pub use kept::{
     AgentOutcome, AgentRecord, KeptError, MergeRecord, PoolPlace, Review, ReviewStage, RunId,
     RunPage, RunRecord, RunState, RunStore, StopRequest, StoredRequest, Supervision,
+};
+pub use land::detach as detach_land;
+pub use land::{
+    HeldLand, ItemState, LandId, LandItem, LandPlan, LandRecord, LandRequest, LandState, LandStep,
+    LandStore, LandSupervisor, Lander, PlannedItem, StepKind, Target, Which,
 };
 pub use preflight::preflight;
 pub use pull_request::pull_request_text;

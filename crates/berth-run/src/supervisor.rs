@@ -108,7 +108,7 @@ impl Supervised {
     /// session, with the run's agent and policy. Checked first as a new run is (a key, the
     /// agent's command); refused while the run is running.
     #[allow(clippy::too_many_arguments)]
-    async fn tell(
+    pub(crate) async fn tell(
         ops: Ops,
         agent: Agent,
         store: &RunStore,

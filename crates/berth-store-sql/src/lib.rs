@@ -36,6 +36,7 @@
 mod bindings;
 mod db;
 mod group_commit;
+mod lands;
 mod migrate;
 mod runs;
 mod sessions;
@@ -56,6 +57,7 @@ use crate::db::{BUSY_TIMEOUT, Conn, Pool};
 
 /// How long `open` waits for a Postgres server to answer.
 const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+pub use lands::{LandRow, SqlLands};
 pub use migrate::SCHEMA_VERSION;
 pub use runs::{RUNS_CHANNEL, RunColumns, RunRequestRow, RunRow, RunsListener, SqlRuns};
 

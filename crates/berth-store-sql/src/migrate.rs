@@ -52,6 +52,11 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/sqlite/0007_session_agent.sql"),
         postgres: include_str!("../migrations/postgres/0007_session_agent.sql"),
     },
+    Migration {
+        version: 8,
+        sqlite: include_str!("../migrations/sqlite/0008_lands.sql"),
+        postgres: include_str!("../migrations/postgres/0008_lands.sql"),
+    },
 ];
 
 /// The schema version this binary writes.

@@ -7,6 +7,7 @@ pub mod chat;
 mod config;
 mod doctor;
 mod import;
+mod land;
 mod mcp;
 mod run;
 mod send_on;
@@ -70,6 +71,7 @@ pub async fn run(home: Option<PathBuf>, command: Command) -> anyhow::Result<()> 
         Command::Mcp(args) => mcp::run(ops, args).await,
         Command::Chat(args) => chat::run(ops, args).await,
         Command::Run(args) => run::run(ops, args).await,
+        Command::Land(args) => land::run(ops, args).await,
         Command::Acp => acp::run(ops).await,
         Command::Serve(args) => serve::run(ops, args).await,
         Command::Token(cmd) => token::run(&ops, cmd).await,

@@ -1,0 +1,298 @@
+//! `berth land`, the merge queue: runs' winners brought onto `main` in order, each checked on
+//! the combined tree, a conflict handed back to the agent that made it in a turn of its own
+//! session, an agent that cannot mend its work left with the reason while the queue goes on.
+//! The real binary, a real repository and the provider stand-in.
+
+#![allow(clippy::unwrap_used)] // a test: a panic is the failure it reports
+
+mod support;
+
+use std::path::{Path, PathBuf};
+
+use berth_testkit::provider_server::{ProviderServer, Reply, Turn};
+use berth_testkit::{commit, git, run};
+use serde_json::Value;
+use support::Home;
+use support::runs::{berth_run, transcript};
+
+/// A model turn that writes `content` to `path` with berth's `write_file`.
+fn write(path: &str, content: &str) -> Turn {
+    let args = serde_json::json!({"path": path, "content": content}).to_string();
+    Turn::new().tool_call("w1", "write_file", [args])
+}
+
+/// A repository whose `main` holds `f.txt` of two lines.
+fn project() -> (tempfile::TempDir, PathBuf) {
+    let (tmp, root) = support::runs::project();
+    commit(&root, "f.txt", "line one\nline two\n");
+    (tmp, root)
+}
+
+/// A one-agent run whose agent writes `content` to `path`, checked by `check`; its id.
+fn one_run(
+    home: &Home,
+    server: &ProviderServer,
+    root: &Path,
+    task: &str,
+    path: &str,
+    content: &str,
+    check: &str,
+) -> String {
+    server.push(Reply::anthropic(&write(path, content)));
+    server.push(Reply::anthropic(&Turn::new().text(["Done."])));
+    let r = run(berth_run(
+        home,
+        server,
+        root,
+        &[task, "--allow", "write_file", "--check", check, "--json"],
+    ));
+    assert!(r.code == 0 || r.code == 1, "{}\n{}", r.stderr, r.stdout);
+    home.json(&["run", "list", "--json"])[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// `berth land ARGS` in `root`, with berth's agent on the stand-in.
+fn land(home: &Home, server: &ProviderServer, root: &Path, args: &[&str]) -> berth_testkit::Run {
+    run(land_cmd(home, server, root, args))
+}
+
+fn land_cmd(
+    home: &Home,
+    server: &ProviderServer,
+    root: &Path,
+    args: &[&str],
+) -> std::process::Command {
+    let mut all = vec!["land"];
+    all.extend_from_slice(args);
+    let mut cmd = home.cmd(&all);
+    cmd.current_dir(root)
+        .env("BERTH_PROVIDER", "claude")
+        .env("BERTH_PROVIDERS__CLAUDE__BASE_URL", server.url())
+        .env("BERTH_PROVIDERS__CLAUDE__MODEL", "test-model")
+        .env("ANTHROPIC_API_KEY", "test-key");
+    cmd
+}
+
+fn show(home: &Home, id: &str) -> Value {
+    home.json(&["run", "show", id, "--json"])
+}
+
+fn steps(stdout: &str) -> Vec<Value> {
+    stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+#[test]
+fn three_runs_land_in_order_and_the_conflict_goes_back_to_its_agent() {
+    let home = Home::new();
+    let server = ProviderServer::start_in_background();
+    let (_tmp, root) = project();
+    // Every check lists what it sees: run on the combined tree, it sees what landed before.
+    let check = "ls; grep -c . f.txt";
+    let r1 = one_run(
+        &home,
+        &server,
+        &root,
+        "Add a file",
+        "new.txt",
+        "new\n",
+        check,
+    );
+    let r2 = one_run(
+        &home,
+        &server,
+        &root,
+        "Change line one",
+        "f.txt",
+        "line ONE\nline two\n",
+        check,
+    );
+    let r3 = one_run(
+        &home,
+        &server,
+        &root,
+        "Change line one again",
+        "f.txt",
+        "line 1\nline two\n",
+        check,
+    );
+    let main_before = git(&root, &["rev-parse", "main"]).trim().to_owned();
+
+    // Run 3's agent resolves its conflict in a turn of its own.
+    server.push(Reply::anthropic(&write("f.txt", "line ONE 1\nline two\n")));
+    server.push(Reply::anthropic(&Turn::new().text(["Resolved."])));
+    let landed = land(&home, &server, &root, &[&r1, &r2, &r3, "--json"]);
+    assert_eq!(landed.code, 0, "{}\n{}", landed.stderr, landed.stdout);
+    let steps = steps(&landed.stdout);
+    let kinds: Vec<(Option<u64>, String)> = steps
+        .iter()
+        .map(|s| (s["item"].as_u64(), s["step"].as_str().unwrap().to_owned()))
+        .collect();
+    // The first lands as it is; the second is merged with the first; the third conflicts,
+    // is told, resolves, is checked, and lands.
+    for (item, kind) in [
+        (0, "up_to_date"),
+        (0, "landed"),
+        (1, "merged"),
+        (1, "landed"),
+        (2, "conflict"),
+        (2, "told"),
+        (2, "resolved"),
+        (2, "landed"),
+    ] {
+        assert!(
+            kinds.contains(&(Some(item), kind.to_owned())),
+            "no {kind} for item {item}: {kinds:?}"
+        );
+    }
+    let conflict = steps.iter().find(|s| s["step"] == "conflict").unwrap();
+    assert_eq!(
+        conflict["files"],
+        serde_json::json!(["f.txt"]),
+        "{conflict:#}"
+    );
+    // Each check ran on the combined tree: the third's (its told turn's, on its resolution)
+    // and the second's saw the first's file.
+    let checks: Vec<&Value> = steps.iter().filter(|s| s["step"] == "checked").collect();
+    assert_eq!(checks.len(), 3, "{steps:#?}");
+    assert!(
+        checks.iter().all(|c| c["check"]["passed"] == true),
+        "{checks:#?}"
+    );
+    let land_id = steps[0]["land"].as_str().unwrap();
+    let second =
+        std::fs::read_to_string(home.path().join(format!("lands/{land_id}/2.check"))).unwrap();
+    assert!(second.contains("new.txt"), "{second}");
+    let run3_check =
+        std::fs::read_to_string(home.path().join(format!("runs/{r3}/agent-1.check"))).unwrap();
+    assert!(run3_check.contains("new.txt"), "{run3_check}");
+
+    // All three on main, the resolution as the agent wrote it; the person's checkout clean.
+    assert_eq!(git(&root, &["show", "main:new.txt"]), "new\n");
+    assert_eq!(
+        git(&root, &["show", "main:f.txt"]),
+        "line ONE 1\nline two\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("f.txt")).unwrap(),
+        "line ONE 1\nline two\n"
+    );
+    assert_eq!(git(&root, &["status", "--porcelain"]), "");
+    let log = git(
+        &root,
+        &["log", "--format=%B", &format!("{main_before}..main")],
+    );
+    // The first fast-forwarded (its own commit); the others' merges carry the land's mark,
+    // each once.
+    for (r, marks) in [(&r1, 0), (&r2, 1), (&r3, 1)] {
+        assert_eq!(
+            log.matches(&format!("berth land {land_id}: run {r}, agent 1"))
+                .count(),
+            marks,
+            "{log}"
+        );
+    }
+    // Each run shows merged, its review state picked.
+    for r in [&r1, &r2, &r3] {
+        let run = show(&home, r);
+        assert_eq!(run["agents"][0]["outcome"], "merged", "{run:#}");
+        assert_eq!(run["review"]["stage"], "picked", "{run:#}");
+    }
+    // The third agent was told in its own session, naming the file.
+    let session = show(&home, &r3)["agents"][0]["session"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let said = transcript(&home, &session).join("\n");
+    assert!(said.contains("conflict in f.txt"), "{said}");
+    assert!(said.contains("Resolved."), "{said}");
+    // `land show` and `land list` follow it.
+    let listed = home.json(&["land", "list", "--json"]);
+    assert_eq!(listed[0]["id"], land_id);
+    assert_eq!(listed[0]["state"], "over");
+    assert_eq!(listed[0]["landed"].as_array().unwrap().len(), 3);
+}
+
+#[test]
+fn an_agent_that_cannot_resolve_is_left_and_the_queue_goes_on() {
+    let home = Home::new();
+    let server = ProviderServer::start_in_background();
+    let (_tmp, root) = project();
+    let check = "true";
+    let a = one_run(
+        &home,
+        &server,
+        &root,
+        "Make it A",
+        "f.txt",
+        "A\nline two\n",
+        check,
+    );
+    let b = one_run(
+        &home,
+        &server,
+        &root,
+        "Make it B",
+        "f.txt",
+        "B\nline two\n",
+        check,
+    );
+    let c = one_run(
+        &home,
+        &server,
+        &root,
+        "Add another",
+        "other.txt",
+        "other\n",
+        check,
+    );
+    let b_show = show(&home, &b);
+    let b_tree = PathBuf::from(b_show["agents"][0]["worktree"].as_str().unwrap());
+
+    // B's agent answers without touching the file: the markers stay.
+    server.push(Reply::anthropic(&Turn::new().text(["I cannot decide."])));
+    let landed = land(
+        &home,
+        &server,
+        &root,
+        &[&a, &b, &c, "--retries", "1", "--json"],
+    );
+    assert_eq!(landed.code, 1, "{}\n{}", landed.stderr, landed.stdout);
+    let steps = steps(&landed.stdout);
+    let left = steps.iter().find(|s| s["step"] == "left").unwrap();
+    assert_eq!(left["item"], 1, "{left:#}");
+    let why = left["text"].as_str().unwrap();
+    assert!(why.contains("conflict markers left in f.txt"), "{why}");
+    // The queue went on: A and C are on main, B is not.
+    assert_eq!(git(&root, &["show", "main:f.txt"]), "A\nline two\n");
+    assert_eq!(git(&root, &["show", "main:other.txt"]), "other\n");
+    assert_eq!(show(&home, &b)["agents"][0]["outcome"], Value::Null);
+    assert_eq!(show(&home, &c)["agents"][0]["outcome"], "merged");
+    // B's worktree is as it was before the land (its work committed, nothing else), and
+    // its attempt is kept.
+    assert_eq!(
+        std::fs::read_to_string(b_tree.join("f.txt")).unwrap(),
+        "B\nline two\n"
+    );
+    assert_eq!(git(&b_tree, &["status", "--porcelain"]), "");
+    let land_id = steps[0]["land"].as_str().unwrap();
+    let kept = git(
+        &root,
+        &[
+            "for-each-ref",
+            "--format=%(refname)",
+            &format!("refs/berth/land/{land_id}"),
+        ],
+    );
+    assert!(kept.contains("/2/attempt-1"), "{kept}");
+    // `land show` names why.
+    let shown = home.ok(&["land", "show", land_id]);
+    assert!(
+        shown.contains("left (conflict markers left in f.txt"),
+        "{shown}"
+    );
+}

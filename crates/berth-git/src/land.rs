@@ -1,0 +1,352 @@
+//! The git of a land (berth-run's merge queue): a worktree's branch brought up to date with
+//! the branch it lands on, conflicts written into the worktree for its agent to resolve,
+//! the resolution committed, and the target moved by compare-and-swap.
+//!
+//! Every merge here is computed on objects first (`git merge-tree --write-tree`, which
+//! touches no worktree); only its result is written, so a conflict never leaves a
+//! half-merged index behind, and the agent (which may not write git's own state) is handed
+//! plain files: the combined tree, markers included, as uncommitted work on the new base.
+//!
+//! Nothing of the work is lost on the way: before a worktree's branch is moved off its own
+//! history (to the base, for a resolution), its tip is kept on a ref the caller names, and a
+//! resolution commit has both the base and that tip as parents.
+
+use std::path::Path;
+
+use serde::Serialize;
+
+use crate::command::{git_output, run};
+use crate::merge::{MergeMode, commit_tree, is_ancestor, overwritten_untracked};
+use crate::remove::{Embedded, snapshot_tree};
+use crate::status::tracked_state;
+use crate::{GitError, Repo, Result};
+
+/// Where a worktree's branch stands once brought up to date with a base.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Brought {
+    /// The base was in its history already: nothing changed.
+    UpToDate { tip: String },
+    /// Merged (or replayed) cleanly: the branch and its files moved to `tip`.
+    Moved { tip: String },
+    /// The base and the work conflict in `files`: the worktree's HEAD is now `base`, and its
+    /// files are the two merged, conflict markers included, as uncommitted changes. `work`
+    /// is the branch's tip before, kept on the caller's ref.
+    Conflicted {
+        base: String,
+        work: String,
+        files: Vec<String>,
+    },
+}
+
+impl Repo {
+    /// The tip of `branch` of the repository.
+    pub fn branch_tip(&self, branch: &str) -> Result<String> {
+        Ok(self
+            .git([
+                "rev-parse",
+                "--verify",
+                "--quiet",
+                &format!("refs/heads/{branch}^{{commit}}"),
+            ])
+            .map_err(|_| GitError::BranchMissing(branch.to_owned()))?
+            .trim()
+            .to_owned())
+    }
+
+    /// Whether `ancestor` is in `of`'s history.
+    pub fn contains(&self, of: &str, ancestor: &str) -> Result<bool> {
+        is_ancestor(self.root(), ancestor, of)
+    }
+
+    /// The commit of `into` since `since` (exclusive) whose message holds `mark`, newest first:
+    /// how a land that was cut off finds a squash it made before it could record it.
+    pub fn find_marked(&self, into: &str, since: &str, mark: &str) -> Result<Option<String>> {
+        let out = self.git([
+            "log",
+            "--format=%H",
+            "--fixed-strings",
+            &format!("--grep={mark}"),
+            &format!("{since}..refs/heads/{into}"),
+        ])?;
+        Ok(out.lines().next().map(str::to_owned))
+    }
+
+    /// Moves `into` from `before` to `after` (which must descend from it), as a merge's last
+    /// step does: where `into` is checked out, only when that checkout is still at `before`
+    /// with no change to a tracked file and no untracked file where `after` adds one (its
+    /// files follow, by a fast-forward); elsewhere by `update-ref` with the old value. A
+    /// target that moved meanwhile is [`GitError::Moved`], and nothing changes.
+    pub fn move_branch(&self, into: &str, before: &str, after: &str) -> Result<()> {
+        let now = self.branch_tip(into)?;
+        if now != before {
+            return Err(GitError::Moved {
+                branch: into.to_owned(),
+                expected: before.to_owned(),
+                now,
+            });
+        }
+        match self.checkout_of(into)? {
+            Some(path) => {
+                let target = tracked_state(&path)?;
+                if target.changed > 0 {
+                    return Err(GitError::TargetDirty {
+                        branch: into.to_owned(),
+                        path,
+                        count: target.changed,
+                    });
+                }
+                let files = overwritten_untracked(&path, before, after)?;
+                if !files.is_empty() {
+                    return Err(GitError::TargetUntracked {
+                        branch: into.to_owned(),
+                        path,
+                        files,
+                    });
+                }
+                run(&path, ["merge", "--ff-only", "--quiet", after])?;
+            }
+            None => {
+                self.git(["update-ref", &format!("refs/heads/{into}"), after, before])?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The commit that lands `tip` on a base at `before` in `mode`: `tip` itself, which
+    /// descends from `before` once brought up to date, or for a squash one new commit on
+    /// `before` with `tip`'s files (the files that were checked).
+    pub fn landing_commit(
+        &self,
+        before: &str,
+        tip: &str,
+        mode: MergeMode,
+        message: &str,
+    ) -> Result<String> {
+        if !is_ancestor(self.root(), before, tip)? {
+            return Err(GitError::Command {
+                command: "land".to_owned(),
+                message: format!("{tip} was not brought up to date with {before}"),
+            });
+        }
+        match mode {
+            MergeMode::Merge | MergeMode::Rebase => Ok(tip.to_owned()),
+            MergeMode::Squash => {
+                let tree = self.git(["rev-parse", &format!("{tip}^{{tree}}")])?;
+                commit_tree(self.root(), tree.trim(), &[before], message)
+            }
+        }
+    }
+
+    /// Brings the branch checked out in `wt` (whose work is all committed) up to date with
+    /// `base` (a commit of the base branch `base_branch`): nothing when `base` is in its
+    /// history; else a merge commit (`base` first, then the work, with `message`) or, with
+    /// `MergeMode::Rebase`, the work's commits replayed on `base`, its files following. A
+    /// conflict writes the merged files, markers included, into `wt` on `base` (see
+    /// [`Brought::Conflicted`]), the work's tip kept on `keep` first.
+    pub fn bring_up_to_date(
+        &self,
+        wt: &Path,
+        base_branch: &str,
+        base: &str,
+        mode: MergeMode,
+        message: &str,
+        keep: &str,
+    ) -> Result<Brought> {
+        let work = run(wt, ["rev-parse", "HEAD"])?.trim().to_owned();
+        if is_ancestor(wt, base, &work)? {
+            return Ok(Brought::UpToDate { tip: work });
+        }
+        if mode == MergeMode::Rebase
+            && let Ok(tip) = self.replay(wt, base_branch, base, &work)
+        {
+            run(wt, ["reset", "--quiet", "--keep", &tip])?;
+            return Ok(Brought::Moved { tip });
+        }
+        let (tree, files) = merge_tree(wt, base, &work)?;
+        if files.is_empty() {
+            let tip = commit_tree(wt, &tree, &[base, &work], message)?;
+            run(wt, ["merge", "--ff-only", "--quiet", &tip])?;
+            return Ok(Brought::Moved { tip });
+        }
+        self.git(["update-ref", keep, &work])?;
+        // The branch goes to the base, the files to the merged tree, the index back to the
+        // base: the work and its markers are uncommitted changes, as an agent's work is.
+        run(wt, ["update-ref", "HEAD", base, &work])?;
+        run(wt, ["read-tree", "--reset", "-u", &tree])?;
+        run(wt, ["reset", "--quiet"])?;
+        Ok(Brought::Conflicted {
+            base: base.to_owned(),
+            work,
+            files,
+        })
+    }
+
+    /// Commits what `wt` holds after a resolution of [`Brought::Conflicted`] as the merge of
+    /// `base` and `work` (in that order), with `message`; the branch moves to it from
+    /// `base`. The new tip.
+    pub fn commit_resolution(
+        &self,
+        wt: &Path,
+        base: &str,
+        work: &str,
+        message: &str,
+    ) -> Result<String> {
+        let tree = snapshot_tree(wt, Embedded::Refuse)?;
+        let tip = commit_tree(wt, &tree, &[base, work], message)?;
+        run(wt, ["update-ref", "HEAD", &tip, base])?;
+        run(wt, ["reset", "--quiet"])?;
+        Ok(tip)
+    }
+
+    /// Puts `wt` back where it was before a resolution that did not succeed: what it holds
+    /// kept as a commit on `attempt` (the merge of `base` and `work`, markers and all), its
+    /// branch at `work` again, its files `work`'s. The kept attempt.
+    pub fn abandon_resolution(
+        &self,
+        wt: &Path,
+        base: &str,
+        work: &str,
+        attempt: &str,
+    ) -> Result<String> {
+        let tree = snapshot_tree(wt, Embedded::Refuse)?;
+        let kept = commit_tree(
+            wt,
+            &tree,
+            &[base, work],
+            "berth land: an unfinished resolution, kept",
+        )?;
+        self.git(["update-ref", attempt, &kept])?;
+        run(wt, ["update-ref", "HEAD", work, base])?;
+        run(wt, ["read-tree", "--reset", "-u", work])?;
+        Ok(kept)
+    }
+
+    /// `work` combined with `base` on objects: the merge commit (`base` first, with
+    /// `message`), `work` itself when `base` is in its history, or the conflicted files.
+    pub fn combine(
+        &self,
+        base: &str,
+        work: &str,
+        message: &str,
+    ) -> Result<std::result::Result<String, Vec<String>>> {
+        if is_ancestor(self.root(), base, work)? {
+            return Ok(Ok(work.to_owned()));
+        }
+        let (tree, files) = merge_tree(self.root(), base, work)?;
+        if !files.is_empty() {
+            return Ok(Err(files));
+        }
+        Ok(Ok(commit_tree(self.root(), &tree, &[base, work], message)?))
+    }
+
+    /// A checkout of `commit` at `path` (a detached worktree), for a check of work whose own
+    /// worktree is on another machine.
+    pub fn checkout_detached(&self, path: &Path, commit: &str) -> Result<()> {
+        let path = path.to_string_lossy();
+        self.git(["worktree", "add", "--quiet", "--detach", &path, commit])?;
+        Ok(())
+    }
+
+    /// Removes a checkout [`Repo::checkout_detached`] made.
+    pub fn drop_checkout(&self, path: &Path) -> Result<()> {
+        let shown = path.to_string_lossy();
+        self.git(["worktree", "remove", "--force", &shown])?;
+        Ok(())
+    }
+
+    /// Deletes the ref `name`, if it is there.
+    pub fn delete_ref(&self, name: &str) -> Result<()> {
+        if self.succeeds(["rev-parse", "--verify", "--quiet", name]) {
+            self.git(["update-ref", "-d", name])?;
+        }
+        Ok(())
+    }
+
+    /// A one-line-per-commit account of what `base` gained since it and `work` parted,
+    /// touching `files` (all files when empty), at most `limit` lines.
+    pub fn base_changes(
+        &self,
+        work: &str,
+        base: &str,
+        files: &[String],
+        limit: usize,
+    ) -> Result<String> {
+        let since = self.git(["merge-base", work, base])?;
+        let range = format!("{}..{base}", since.trim());
+        let limit = format!("--max-count={limit}");
+        let mut args = vec![
+            "log",
+            "--format=%h %s",
+            limit.as_str(),
+            range.as_str(),
+            "--",
+        ];
+        args.extend(files.iter().map(String::as_str));
+        self.git(args)
+    }
+}
+
+/// Whether `path` under `wt` still holds a conflict marker line (`<<<<<<< `, `>>>>>>> `,
+/// or a bare `=======` between them).
+pub fn has_conflict_markers(wt: &Path, path: &str) -> bool {
+    let Ok(bytes) = std::fs::read(wt.join(path)) else {
+        return false;
+    };
+    let mut open = false;
+    for line in bytes.split(|b| *b == b'\n') {
+        if line.starts_with(b"<<<<<<< ") {
+            open = true;
+        } else if open && (line.starts_with(b">>>>>>> ") || line == b"=======") {
+            return true;
+        }
+    }
+    false
+}
+
+/// `theirs` merged into `ours` on objects: the tree (markers included where they conflict)
+/// and the conflicted files (empty when clean).
+fn merge_tree(wt: &Path, ours: &str, theirs: &str) -> Result<(String, Vec<String>)> {
+    let out = git_output(
+        wt,
+        [
+            "merge-tree",
+            "--write-tree",
+            "--name-only",
+            "--no-messages",
+            "-z",
+            ours,
+            theirs,
+        ],
+    )?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut fields = text.split('\0');
+    let tree = fields.next().unwrap_or_default().trim().to_owned();
+    match out.status.code() {
+        Some(0) => Ok((tree, Vec::new())),
+        Some(1) => Ok((
+            tree,
+            fields
+                .take_while(|f| !f.is_empty())
+                .map(str::to_owned)
+                .collect(),
+        )),
+        _ => Err(GitError::Command {
+            command: "merge-tree --write-tree".to_owned(),
+            message: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+        }),
+    }
+}
+
+/// The work of the worktree `wt` as one commit no ref names: its HEAD with its uncommitted
+/// changes (untracked files included) on top, or HEAD itself when it has none. Nothing in
+/// the worktree or its index changes.
+pub fn work_commit(wt: &Path) -> Result<String> {
+    let head = run(wt, ["rev-parse", "HEAD"])?.trim().to_owned();
+    let tree = snapshot_tree(wt, Embedded::Refuse)?;
+    let head_tree = run(wt, ["rev-parse", "HEAD^{tree}"])?;
+    if head_tree.trim() == tree {
+        return Ok(head);
+    }
+    commit_tree(wt, &tree, &[&head], "berth: uncommitted work, as it stands")
+}

@@ -1,0 +1,162 @@
+//! Landing an agent whose worktree is on another node of a pool: its branch, as that node
+//! pushed it to the run's repository URL, fetched into the repository the land was asked
+//! in, combined with the base there, and checked in a checkout of its own made for the
+//! check and removed after. Its agent cannot be handed a conflict or a red check from here
+//! (its session and worktree are that node's): such an agent is left, saying where to
+//! resolve it, and `berth land --resume` tries it again once it is mended.
+
+use berth_git::{GitError, Repo};
+use berth_ops::Workspace;
+
+use super::drive::{Lander, Place, Settled, git, shown};
+use super::record::{ItemState, StepKind};
+use super::store::HeldLand;
+use super::turn::message;
+use crate::kept::RunRecord;
+
+impl Lander {
+    pub(super) async fn land_pushed(
+        &self,
+        held: &mut HeldLand,
+        k: usize,
+        run: &RunRecord,
+        ws: &Workspace,
+    ) -> Result<Settled, super::drive::Halt> {
+        let agent = held.record.items[k].agent.unwrap_or(0);
+        let node = run.agents[agent]
+            .node
+            .clone()
+            .unwrap_or_else(|| "another node".to_owned());
+        let Some(url) = run.request.pool.as_ref().map(|p| p.repo_url.clone()) else {
+            return Ok(Settled::Left(format!(
+                "its worktree is on {node}, and its branch was not pushed anywhere: land it there"
+            )));
+        };
+        let gi = ws.git.clone().expect("a git workspace");
+        let dir = held.record.dir.clone();
+        let (branch, base_branch) = (gi.branch.clone(), gi.base_branch.clone());
+        let fetched = berth_ops::blocking(move || {
+            let repo = Repo::discover(&dir)?;
+            let work = repo.fetch_branch(&url, &branch)?;
+            let into = berth_ops::local_base(&repo, &base_branch)?;
+            Ok((repo, work, into))
+        })
+        .await;
+        let (repo, work, into) = match fetched {
+            Ok(f) => f,
+            Err(e) => {
+                return Ok(Settled::Left(format!(
+                    "its pushed branch cannot be fetched: {e}"
+                )));
+            }
+        };
+        held.record.items[k].state = ItemState::Landing;
+        held.record.items[k].into = Some(into.clone());
+        let check_dir = self
+            .lands
+            .dir(&held.record.id)
+            .join(format!("checkout-{}", k + 1));
+        let place = Place {
+            run: run.clone(),
+            agent,
+            ws: ws.clone(),
+            wt: check_dir.clone(),
+            repo: repo.clone(),
+            into: into.clone(),
+        };
+        if self.landed_before(held, k, &place).await? {
+            self.finish_landed(held, k, &place).await?;
+            return Ok(Settled::Landed);
+        }
+        self.step(
+            held,
+            Some(k),
+            StepKind::Chosen,
+            format!(
+                "agent {} (on {node}): its pushed branch {}, onto {into}",
+                agent + 1,
+                gi.branch
+            ),
+        )
+        .await?;
+        let msg = message(run, agent, &place.mark(&held.record.id), held.record.mode);
+        let tell = format!("`berth run tell {} --agent {}` there", run.id, agent + 1);
+        for _ in 0..super::drive::BASE_MOVES {
+            let (r, i, w, m) = (repo.clone(), into.clone(), work.clone(), msg.clone());
+            let (base, combined) = git(move || {
+                let base = r.branch_tip(&i)?;
+                let combined = r.combine(&base, &w, &m)?;
+                Ok((base, combined))
+            })
+            .await?;
+            let tip = match combined {
+                Ok(tip) => tip,
+                Err(files) => {
+                    return Ok(Settled::Left(format!(
+                        "conflicts with {into} in {}; its agent works on {node}: resolve it with {tell}, then `berth land --resume {}`",
+                        shown(&files),
+                        held.record.id
+                    )));
+                }
+            };
+            let check = match &run.request.check {
+                Some(command) => {
+                    let (r, d, t) = (repo.clone(), check_dir.clone(), tip.clone());
+                    let _ = git({
+                        let (r, d) = (r.clone(), d.clone());
+                        move || r.drop_checkout(&d)
+                    })
+                    .await;
+                    git(move || r.checkout_detached(&d, &t)).await?;
+                    let result = self.run_check(held, k, &place, command).await;
+                    let (r, d) = (repo.clone(), check_dir.clone());
+                    let _ = git(move || r.drop_checkout(&d)).await;
+                    let result = result?;
+                    self.step_with(
+                        held,
+                        Some(k),
+                        StepKind::Checked,
+                        format!(
+                            "check `{command}` on the combined tree: {}",
+                            result.described()
+                        ),
+                        Vec::new(),
+                        Some(result.clone()),
+                    )
+                    .await?;
+                    if !result.passed {
+                        return Ok(Settled::Left(format!(
+                            "the check `{command}` {} on the combined tree; its agent works on {node}: mend it with {tell}",
+                            result.described()
+                        )));
+                    }
+                    Some(result)
+                }
+                None => None,
+            };
+            held.record.items[k].before = Some(base.clone());
+            held.record.items[k].tip = Some(tip.clone());
+            held.record.items[k].check = check;
+            self.lands.save(held).await?;
+            let (r, i, mode, m) = (repo.clone(), into.clone(), held.record.mode, msg.clone());
+            let moved = berth_ops::blocking(move || {
+                let after = r.landing_commit(&base, &tip, mode, &m)?;
+                match r.move_branch(&i, &base, &after) {
+                    Ok(()) => Ok(Some(after)),
+                    Err(GitError::Moved { .. }) => Ok(None),
+                    Err(e) => Err(e.into()),
+                }
+            })
+            .await?;
+            if let Some(after) = moved {
+                held.record.items[k].after = Some(after);
+                self.finish_landed(held, k, &place).await?;
+                return Ok(Settled::Landed);
+            }
+        }
+        Ok(Settled::Left(format!(
+            "{into} moved {} times while it was being landed",
+            super::drive::BASE_MOVES
+        )))
+    }
+}
