@@ -64,6 +64,8 @@ pub struct Lander {
     pub(super) agent: Agent,
     pub(super) steps: Option<UnboundedSender<LandStep>>,
     pub(super) stop: CancellationToken,
+    /// Who hosts the agents' turns: a server keeps SIGTERM for its own shutdown.
+    pub(super) host: crate::Host,
 }
 
 /// What one agent's work came to.
@@ -92,7 +94,15 @@ impl Lander {
             agent,
             steps: None,
             stop: CancellationToken::new(),
+            host: crate::Host::Own,
         }
+    }
+
+    /// The agents' turns hosted by a server (`berth serve`, `berth mcp`), which keeps SIGTERM
+    /// for its own shutdown.
+    pub fn hosted(mut self) -> Lander {
+        self.host = crate::Host::Server;
+        self
     }
 
     /// Every step, as it is recorded, on `steps` too.

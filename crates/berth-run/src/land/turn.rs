@@ -5,7 +5,7 @@
 use berth_git::MergeMode;
 
 use crate::kept::{RunId, RunRecord};
-use crate::{AgentState, CheckResult, Host, Next, Supervised};
+use crate::{AgentState, CheckResult, Next, Supervised};
 
 use super::drive::Lander;
 
@@ -78,7 +78,7 @@ impl Lander {
             Some(agent),
             text,
             &[],
-            Host::Own,
+            self.host,
         )
         .await;
         let mut supervised = match told {
