@@ -296,3 +296,213 @@ fn an_agent_that_cannot_resolve_is_left_and_the_queue_goes_on() {
         "{shown}"
     );
 }
+
+/// A land SIGKILLed in the middle of its second agent's check, resumed: it lands the rest,
+/// and nothing twice. `url`: the store's database, or the home's files.
+fn killed_and_resumed(url: Option<&str>) {
+    let home = Home::new();
+    let server = ProviderServer::start_in_background();
+    let (_tmp, root) = project();
+    let on = |mut cmd: std::process::Command| {
+        if let Some(url) = url {
+            cmd.env("BERTH_STORE_URL", url);
+        }
+        cmd
+    };
+    // The check waits while `hold` is in the worktree (ignored, so never part of the work).
+    let check = "touch waiting; while [ -e hold ]; do sleep 0.1; done; ls";
+    let mut ids = Vec::new();
+    for (task, path, content) in [
+        ("Add a file", "new.txt", "new\n"),
+        ("Change line one", "f.txt", "line ONE\nline two\n"),
+        ("Add another", "other.txt", "other\n"),
+    ] {
+        server.push(Reply::anthropic(&write(path, content)));
+        server.push(Reply::anthropic(&Turn::new().text(["Done."])));
+        let r = run(on(berth_run(
+            &home,
+            &server,
+            &root,
+            &[task, "--allow", "write_file", "--check", check],
+        )));
+        assert_eq!(r.code, 0, "{}\n{}", r.stderr, r.stdout);
+        let listed = run(on(home.cmd(&["run", "list", "--json"])));
+        let listed: Value = serde_json::from_str(&listed.stdout).unwrap();
+        ids.push(listed[0]["id"].as_str().unwrap().to_owned());
+    }
+    let shown = run(on(home.cmd(&["run", "show", &ids[1], "--json"])));
+    let shown: Value = serde_json::from_str(&shown.stdout).unwrap();
+    let second = PathBuf::from(shown["agents"][0]["worktree"].as_str().unwrap());
+    std::fs::write(root.join(".git/info/exclude"), "hold\nwaiting\n").unwrap();
+    std::fs::remove_file(second.join("waiting")).unwrap();
+    std::fs::write(second.join("hold"), "").unwrap();
+    let main_before = git(&root, &["rev-parse", "main"]).trim().to_owned();
+
+    let mut landing = on(land_cmd(
+        &home,
+        &server,
+        &root,
+        &[&ids[0], &ids[1], &ids[2], "--json"],
+    ))
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::null())
+    .spawn()
+    .unwrap();
+    support::runs::until(
+        "the second check to start",
+        std::time::Duration::from_secs(60),
+        || second.join("waiting").exists().then_some(()),
+    );
+    support::runs::kill9(landing.id());
+    landing.wait().unwrap();
+    std::fs::remove_file(second.join("hold")).unwrap();
+    // The first landed before the kill; the land is found cut off, not landing forever.
+    assert_eq!(git(&root, &["show", "main:new.txt"]), "new\n");
+    let listed = run(on(home.cmd(&["land", "list", "--json"])));
+    let listed: Value = serde_json::from_str(&listed.stdout).unwrap();
+    assert_eq!(listed[0]["state"], "cut off", "{listed:#}");
+    let land_id = listed[0]["id"].as_str().unwrap().to_owned();
+
+    let resumed = run(on(land_cmd(&home, &server, &root, &["--resume", "--json"])));
+    assert_eq!(resumed.code, 0, "{}\n{}", resumed.stderr, resumed.stdout);
+    let steps = steps(&resumed.stdout);
+    // The first is not landed again; the second and third are.
+    assert!(steps.iter().all(|s| s["item"] != 0), "{steps:#?}");
+    let landed: Vec<u64> = steps
+        .iter()
+        .filter(|s| s["step"] == "landed")
+        .map(|s| s["item"].as_u64().unwrap())
+        .collect();
+    assert_eq!(landed, [1, 2], "{steps:#?}");
+    assert_eq!(git(&root, &["show", "main:f.txt"]), "line ONE\nline two\n");
+    assert_eq!(git(&root, &["show", "main:other.txt"]), "other\n");
+    // Nothing twice: each run's work is in main's history once.
+    let log = git(
+        &root,
+        &["log", "--format=%s", &format!("{main_before}..main")],
+    );
+    for task in ["Add a file", "Change line one", "Add another"] {
+        let merges = log.lines().filter(|l| *l == task).count();
+        assert!(merges >= 1, "{task}: {log}");
+    }
+    let marks = git(
+        &root,
+        &["log", "--format=%B", &format!("{main_before}..main")],
+    );
+    for id in &ids[1..] {
+        assert_eq!(
+            marks
+                .matches(&format!("berth land {land_id}: run {id}, agent 1"))
+                .count(),
+            1,
+            "{marks}"
+        );
+    }
+    for id in &ids {
+        let shown = run(on(home.cmd(&["run", "show", id, "--json"])));
+        let shown: Value = serde_json::from_str(&shown.stdout).unwrap();
+        assert_eq!(shown["agents"][0]["outcome"], "merged", "{shown:#}");
+    }
+    assert_eq!(git(&root, &["status", "--porcelain"]), "");
+    // Over: a resume has nothing to do.
+    let again = run(on(land_cmd(&home, &server, &root, &["--resume", &land_id])));
+    assert_eq!(again.code, 4, "{}", again.stderr);
+}
+
+#[test]
+fn a_land_killed_midway_resumes_and_lands_nothing_twice() {
+    killed_and_resumed(None);
+}
+
+#[test]
+fn a_land_killed_midway_resumes_and_lands_nothing_twice_on_postgres() {
+    let url = berth_testkit::postgres::fresh_database_blocking();
+    killed_and_resumed(Some(&url));
+}
+
+#[test]
+fn a_land_cut_off_after_moving_the_base_does_not_move_it_again() {
+    let home = Home::new();
+    let server = ProviderServer::start_in_background();
+    let (_tmp, root) = project();
+    let a = one_run(
+        &home,
+        &server,
+        &root,
+        "Add a file",
+        "new.txt",
+        "new\n",
+        "true",
+    );
+    let b = one_run(
+        &home,
+        &server,
+        &root,
+        "Change line one",
+        "f.txt",
+        "ONE\nline two\n",
+        "true",
+    );
+    for squash in [false, true] {
+        let (a, b) = match squash {
+            false => (a.clone(), b.clone()),
+            true => (
+                one_run(
+                    &home,
+                    &server,
+                    &root,
+                    "Add a third",
+                    "third.txt",
+                    "3\n",
+                    "true",
+                ),
+                one_run(
+                    &home,
+                    &server,
+                    &root,
+                    "Change line two",
+                    "f.txt",
+                    "ONE\nTWO\n",
+                    "true",
+                ),
+            ),
+        };
+        let mut args = vec![a.as_str(), b.as_str(), "--json"];
+        if squash {
+            args.push("--squash");
+        }
+        let landed = land(&home, &server, &root, &args);
+        assert_eq!(landed.code, 0, "{}\n{}", landed.stderr, landed.stdout);
+        let land_id = steps(&landed.stdout)[0]["land"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let tip = git(&root, &["rev-parse", "main"]);
+        // As if it was killed after moving main and before recording it: its second agent
+        // recorded landing, with where it was combined.
+        let path = home.path().join(format!("lands/{land_id}/land.json"));
+        let mut record: Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        record["items"][1]["state"] = "landing".into();
+        record["items"][1]["after"] = Value::Null;
+        std::fs::write(&path, serde_json::to_string(&record).unwrap()).unwrap();
+        let path = home.path().join(format!("runs/{b}/run.json"));
+        let mut run: Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        run["agents"][0]["outcome"] = Value::Null;
+        std::fs::write(&path, serde_json::to_string(&run).unwrap()).unwrap();
+
+        let resumed = land(&home, &server, &root, &["--resume", &land_id, "--json"]);
+        assert_eq!(resumed.code, 0, "{}\n{}", resumed.stderr, resumed.stdout);
+        assert_eq!(git(&root, &["rev-parse", "main"]), tip, "squash: {squash}");
+        let steps = steps(&resumed.stdout);
+        let landed = steps.iter().find(|s| s["step"] == "landed").unwrap();
+        assert_eq!(landed["item"], 1, "{steps:#?}");
+        assert!(
+            steps
+                .iter()
+                .all(|s| s["step"] != "merged" && s["step"] != "checked"),
+            "{steps:#?}"
+        );
+    }
+}

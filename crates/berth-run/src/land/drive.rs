@@ -22,7 +22,7 @@ use super::record::{
     mark,
 };
 use super::store::{HeldLand, LandStore};
-use super::turn::{check_text, conflict_text, markers_text, message};
+use super::turn::message;
 use crate::kept::{AgentOutcome, MergeRecord, RunRecord, RunStore};
 use crate::{AgentState, CheckResult};
 
@@ -80,7 +80,7 @@ pub(super) async fn git<T: Send + 'static>(
     berth_ops::blocking(move || Ok(job()?)).await
 }
 
-fn refused(message: String) -> berth_ops::Error {
+pub(super) fn refused(message: String) -> berth_ops::Error {
     berth_ops::Error::refused(message)
 }
 
@@ -362,6 +362,15 @@ impl Lander {
                 agent + 1
             )));
         };
+        if a.outcome == Some(AgentOutcome::Merged) && item.tip.is_some() {
+            // This land merged it, and was cut off before it recorded so.
+            let it = &mut held.record.items[k];
+            it.state = ItemState::Landed;
+            it.after = a.merge.as_ref().map(|m| m.after.clone());
+            let text = "landed before the land was cut off".to_owned();
+            self.step(held, Some(k), StepKind::Landed, text).await?;
+            return Ok(Settled::Landed);
+        }
         if a.outcome == Some(AgentOutcome::Merged) {
             let why = format!("agent {} was picked meanwhile", agent + 1);
             let it = &mut held.record.items[k];
@@ -379,8 +388,16 @@ impl Lander {
                 "its workspace is not a git workspace".to_owned(),
             ));
         };
-        if !gi.worktree.is_dir() {
+        // A worktree on another machine (a pool's node made it there), not dropped: its
+        // pushed branch. An archived one may be this land's own, cut off after it landed.
+        if !gi.worktree.is_dir() && ws.archived_at.is_none() {
             return self.land_pushed(held, k, &run, &ws).await;
+        }
+        if !gi.repo.is_dir() {
+            return Ok(Settled::Left(format!(
+                "its repository {} is not on this machine",
+                gi.repo.display()
+            )));
         }
         let repo = git({
             let r = gi.repo.clone();
@@ -406,6 +423,13 @@ impl Lander {
                 .finish_landed(held, k, &place)
                 .await
                 .map(|()| Settled::Landed);
+        }
+        if !place.wt.is_dir() {
+            let run = &place.run.id;
+            return Ok(Settled::Left(format!(
+                "its workspace was archived meanwhile: `berth run restore {run} {}` brings it back",
+                agent + 1
+            )));
         }
         self.step(
             held,
@@ -573,7 +597,7 @@ impl Lander {
             let Some((base, tip, check)) = self.combine(held, k, place, &msg).await? else {
                 return Ok(self.left_reason(held, k));
             };
-            let (tip, check) = match self.mend_check(held, k, place, &msg, tip, check).await? {
+            let (tip, check) = match self.mend_check(held, k, place, tip, check).await? {
                 Ok(done) => done,
                 Err(why) => return Ok(Settled::Left(why)),
             };
@@ -693,200 +717,6 @@ impl Lander {
                     }
                 }
             }
-        }
-    }
-
-    /// Hands a conflict back to its agent until it is resolved (`None`: committed, the item's
-    /// `tip` and `check` say where and how it checked) or left (the conflict taken back out of
-    /// the worktree, kept on a ref).
-    async fn resolve(
-        &self,
-        held: &mut HeldLand,
-        k: usize,
-        place: &Place,
-        pending: &Pending,
-        msg: &str,
-    ) -> Result<Option<Settled>, Halt> {
-        let item = held.record.items[k].clone();
-        let changes = {
-            let (repo, work, base, files) = (
-                place.repo.clone(),
-                pending.work.clone(),
-                pending.base.clone(),
-                pending.files.clone(),
-            );
-            git(move || repo.base_changes(&work, &base, &files, 20))
-                .await
-                .unwrap_or_default()
-        };
-        let mut text = conflict_text(&place.into, &pending.files, &changes);
-        let mut why = format!("conflicts with {} in {}", place.into, shown(&pending.files));
-        loop {
-            if !held.record.resolve || held.record.items[k].turns >= held.record.retries {
-                let tail = match held.record.resolve {
-                    true => format!(
-                        "; its agent did not resolve them in {} turn(s)",
-                        held.record.retries
-                    ),
-                    false => " (--no-resolve: nothing was handed back)".to_owned(),
-                };
-                self.abandon(held, k, place, pending).await?;
-                return Ok(Some(Settled::Left(format!("{why}{tail}"))));
-            }
-            let end = self.told(held, k, &item, &text).await?;
-            if let Some(failed) = end.failed {
-                self.abandon(held, k, place, pending).await?;
-                return Ok(Some(Settled::Left(format!("{why}; {failed}"))));
-            }
-            let left: Vec<String> = pending
-                .files
-                .iter()
-                .filter(|f| berth_git::has_conflict_markers(&place.wt, f))
-                .cloned()
-                .collect();
-            if !left.is_empty() {
-                why = format!("conflict markers left in {}", shown(&left));
-                text = markers_text(&place.into, &left);
-                continue;
-            }
-            let tip = {
-                let (repo, wt, p, m) = (
-                    place.repo.clone(),
-                    place.wt.clone(),
-                    pending.clone(),
-                    msg.to_owned(),
-                );
-                git(move || repo.commit_resolution(&wt, &p.base, &p.work, &m)).await?
-            };
-            let it = &mut held.record.items[k];
-            it.pending = None;
-            it.tip = Some(tip.clone());
-            it.check = end.check.clone();
-            self.step_with(
-                held,
-                Some(k),
-                StepKind::Resolved,
-                format!("its agent resolved the conflict: {}", short(&tip)),
-                pending.files.clone(),
-                None,
-            )
-            .await?;
-            return Ok(None);
-        }
-    }
-
-    /// Takes an unresolved conflict back out of the agent's worktree: what it holds kept on
-    /// a ref, its branch and files as they were before the land.
-    async fn abandon(
-        &self,
-        held: &mut HeldLand,
-        k: usize,
-        place: &Place,
-        pending: &Pending,
-    ) -> Result<(), Halt> {
-        let turns = held.record.items[k].turns;
-        let attempt = keep_ref(&held.record.id, k, &format!("attempt-{}", turns.max(1)));
-        let (repo, wt, p, a) = (
-            place.repo.clone(),
-            place.wt.clone(),
-            pending.clone(),
-            attempt.clone(),
-        );
-        git(move || repo.abandon_resolution(&wt, &p.base, &p.work, &a)).await?;
-        let it = &mut held.record.items[k];
-        it.pending = None;
-        it.kept.push(attempt);
-        self.lands.save(held).await?;
-        Ok(())
-    }
-
-    /// One told turn of item `k`'s agent, recorded.
-    async fn told(
-        &self,
-        held: &mut HeldLand,
-        k: usize,
-        item: &LandItem,
-        text: &str,
-    ) -> Result<super::turn::TurnEnd, Halt> {
-        held.record.items[k].turns += 1;
-        let turn = held.record.items[k].turns;
-        let agent = item.agent.unwrap_or(0);
-        self.step(
-            held,
-            Some(k),
-            StepKind::Told,
-            format!("turn {turn}: {}", first_line(text)),
-        )
-        .await?;
-        let end = self.turn(&item.run, agent, text).await;
-        if self.stop.is_cancelled() {
-            return Err(Halt(refused("stopped during its agent's turn".to_owned())));
-        }
-        Ok(end)
-    }
-
-    /// The check on the combined tip, handed back to the agent while it fails: the tip and
-    /// check it passed with (or no check, for a run without one), or why it is left.
-    async fn mend_check(
-        &self,
-        held: &mut HeldLand,
-        k: usize,
-        place: &Place,
-        msg: &str,
-        mut tip: String,
-        mut check: Option<CheckResult>,
-    ) -> Result<Result<(String, Option<CheckResult>), String>, Halt> {
-        let Some(command) = place.run.request.check.clone() else {
-            return Ok(Ok((tip, None)));
-        };
-        loop {
-            let result = match check.take() {
-                Some(c) => c,
-                None => self.run_check(held, k, place, &command).await?,
-            };
-            let passed = result.passed;
-            self.step_with(
-                held,
-                Some(k),
-                StepKind::Checked,
-                format!(
-                    "check `{command}` on the combined tree: {}",
-                    result.described()
-                ),
-                Vec::new(),
-                Some(result.clone()),
-            )
-            .await?;
-            held.record.items[k].check = Some(result.clone());
-            if passed {
-                return Ok(Ok((tip, Some(result))));
-            }
-            let why = format!(
-                "the check `{command}` {} on the combined tree",
-                result.described()
-            );
-            if !held.record.resolve || held.record.items[k].turns >= held.record.retries {
-                return Ok(Err(why));
-            }
-            let item = held.record.items[k].clone();
-            let end = self
-                .told(held, k, &item, &check_text(&place.into, &result))
-                .await?;
-            if let Some(failed) = end.failed {
-                return Ok(Err(format!("{why}; {failed}")));
-            }
-            let committed = git({
-                let (wt, m) = (
-                    place.wt.clone(),
-                    crate::merge_message(&place.run, place.agent),
-                );
-                move || berth_git::commit_all(&wt, &m)
-            })
-            .await?;
-            if let Some(c) = committed {
-                tip = c;
-            }
-            check = end.check;
         }
     }
 
@@ -1018,10 +848,10 @@ pub(super) fn shown(files: &[String]) -> String {
         .join(", ")
 }
 
-fn short(sha: &str) -> &str {
+pub(super) fn short(sha: &str) -> &str {
     &sha[..sha.len().min(12)]
 }
 
-fn first_line(text: &str) -> &str {
+pub(super) fn first_line(text: &str) -> &str {
     text.lines().next().unwrap_or("")
 }

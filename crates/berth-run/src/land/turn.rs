@@ -7,7 +7,11 @@ use berth_git::MergeMode;
 use crate::kept::{RunId, RunRecord};
 use crate::{AgentState, CheckResult, Next, Supervised};
 
-use super::drive::Lander;
+use super::drive::{
+    Halt, Lander, Place, Settled, first_line, git, keep_ref, refused, short, shown,
+};
+use super::record::{LandItem, Pending, StepKind};
+use super::store::HeldLand;
 
 /// How a told turn went.
 pub(super) struct TurnEnd {
@@ -129,6 +133,202 @@ impl Lander {
         TurnEnd {
             failed,
             check: a.check().cloned(),
+        }
+    }
+}
+
+/// Handing back: a conflict until it is resolved, a red check until it passes.
+impl Lander {
+    /// Hands a conflict back to its agent until it is resolved (`None`: committed, the item's
+    /// `tip` and `check` say where and how it checked) or left (the conflict taken back out of
+    /// the worktree, kept on a ref).
+    pub(super) async fn resolve(
+        &self,
+        held: &mut HeldLand,
+        k: usize,
+        place: &Place,
+        pending: &Pending,
+        msg: &str,
+    ) -> Result<Option<Settled>, Halt> {
+        let item = held.record.items[k].clone();
+        let changes = {
+            let (repo, work, base, files) = (
+                place.repo.clone(),
+                pending.work.clone(),
+                pending.base.clone(),
+                pending.files.clone(),
+            );
+            git(move || repo.base_changes(&work, &base, &files, 20))
+                .await
+                .unwrap_or_default()
+        };
+        let mut text = conflict_text(&place.into, &pending.files, &changes);
+        let mut why = format!("conflicts with {} in {}", place.into, shown(&pending.files));
+        loop {
+            if !held.record.resolve || held.record.items[k].turns >= held.record.retries {
+                let tail = match held.record.resolve {
+                    true => format!(
+                        "; its agent did not resolve them in {} turn(s)",
+                        held.record.retries
+                    ),
+                    false => " (--no-resolve: nothing was handed back)".to_owned(),
+                };
+                self.abandon(held, k, place, pending).await?;
+                return Ok(Some(Settled::Left(format!("{why}{tail}"))));
+            }
+            let end = self.told(held, k, &item, &text).await?;
+            if let Some(failed) = end.failed {
+                self.abandon(held, k, place, pending).await?;
+                return Ok(Some(Settled::Left(format!("{why}; {failed}"))));
+            }
+            let left: Vec<String> = pending
+                .files
+                .iter()
+                .filter(|f| berth_git::has_conflict_markers(&place.wt, f))
+                .cloned()
+                .collect();
+            if !left.is_empty() {
+                why = format!("conflict markers left in {}", shown(&left));
+                text = markers_text(&place.into, &left);
+                continue;
+            }
+            let tip = {
+                let (repo, wt, p, m) = (
+                    place.repo.clone(),
+                    place.wt.clone(),
+                    pending.clone(),
+                    msg.to_owned(),
+                );
+                git(move || repo.commit_resolution(&wt, &p.base, &p.work, &m)).await?
+            };
+            let it = &mut held.record.items[k];
+            it.pending = None;
+            it.tip = Some(tip.clone());
+            it.check = end.check.clone();
+            self.step_with(
+                held,
+                Some(k),
+                StepKind::Resolved,
+                format!("its agent resolved the conflict: {}", short(&tip)),
+                pending.files.clone(),
+                None,
+            )
+            .await?;
+            return Ok(None);
+        }
+    }
+
+    /// Takes an unresolved conflict back out of the agent's worktree: what it holds kept on
+    /// a ref, its branch and files as they were before the land.
+    async fn abandon(
+        &self,
+        held: &mut HeldLand,
+        k: usize,
+        place: &Place,
+        pending: &Pending,
+    ) -> Result<(), Halt> {
+        let turns = held.record.items[k].turns;
+        let attempt = keep_ref(&held.record.id, k, &format!("attempt-{}", turns.max(1)));
+        let (repo, wt, p, a) = (
+            place.repo.clone(),
+            place.wt.clone(),
+            pending.clone(),
+            attempt.clone(),
+        );
+        git(move || repo.abandon_resolution(&wt, &p.base, &p.work, &a)).await?;
+        let it = &mut held.record.items[k];
+        it.pending = None;
+        it.kept.push(attempt);
+        self.lands.save(held).await?;
+        Ok(())
+    }
+
+    /// One told turn of item `k`'s agent, recorded.
+    async fn told(
+        &self,
+        held: &mut HeldLand,
+        k: usize,
+        item: &LandItem,
+        text: &str,
+    ) -> Result<TurnEnd, Halt> {
+        held.record.items[k].turns += 1;
+        let turn = held.record.items[k].turns;
+        let agent = item.agent.unwrap_or(0);
+        self.step(
+            held,
+            Some(k),
+            StepKind::Told,
+            format!("turn {turn}: {}", first_line(text)),
+        )
+        .await?;
+        let end = self.turn(&item.run, agent, text).await;
+        if self.stop.is_cancelled() {
+            return Err(Halt(refused("stopped during its agent's turn".to_owned())));
+        }
+        Ok(end)
+    }
+
+    /// The check on the combined tip, handed back to the agent while it fails: the tip and
+    /// check it passed with (or no check, for a run without one), or why it is left.
+    pub(super) async fn mend_check(
+        &self,
+        held: &mut HeldLand,
+        k: usize,
+        place: &Place,
+        mut tip: String,
+        mut check: Option<CheckResult>,
+    ) -> Result<Result<(String, Option<CheckResult>), String>, Halt> {
+        let Some(command) = place.run.request.check.clone() else {
+            return Ok(Ok((tip, None)));
+        };
+        loop {
+            let result = match check.take() {
+                Some(c) => c,
+                None => self.run_check(held, k, place, &command).await?,
+            };
+            let passed = result.passed;
+            self.step_with(
+                held,
+                Some(k),
+                StepKind::Checked,
+                format!(
+                    "check `{command}` on the combined tree: {}",
+                    result.described()
+                ),
+                Vec::new(),
+                Some(result.clone()),
+            )
+            .await?;
+            held.record.items[k].check = Some(result.clone());
+            if passed {
+                return Ok(Ok((tip, Some(result))));
+            }
+            let why = format!(
+                "the check `{command}` {} on the combined tree",
+                result.described()
+            );
+            if !held.record.resolve || held.record.items[k].turns >= held.record.retries {
+                return Ok(Err(why));
+            }
+            let item = held.record.items[k].clone();
+            let end = self
+                .told(held, k, &item, &check_text(&place.into, &result))
+                .await?;
+            if let Some(failed) = end.failed {
+                return Ok(Err(format!("{why}; {failed}")));
+            }
+            let committed = git({
+                let (wt, m) = (
+                    place.wt.clone(),
+                    crate::merge_message(&place.run, place.agent),
+                );
+                move || berth_git::commit_all(&wt, &m)
+            })
+            .await?;
+            if let Some(c) = committed {
+                tip = c;
+            }
+            check = end.check;
         }
     }
 }
