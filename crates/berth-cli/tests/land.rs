@@ -506,3 +506,130 @@ fn a_land_cut_off_after_moving_the_base_does_not_move_it_again() {
         );
     }
 }
+
+#[test]
+fn a_dry_run_names_the_conflicts_the_queue_would_meet_and_changes_nothing() {
+    let home = Home::new();
+    let server = ProviderServer::start_in_background();
+    let (_tmp, root) = project();
+    let a = one_run(
+        &home,
+        &server,
+        &root,
+        "Add a file",
+        "new.txt",
+        "new\n",
+        "true",
+    );
+    let b = one_run(
+        &home,
+        &server,
+        &root,
+        "Change line one",
+        "f.txt",
+        "ONE\nline two\n",
+        "true",
+    );
+    let c = one_run(
+        &home,
+        &server,
+        &root,
+        "Change line one again",
+        "f.txt",
+        "1\nline two\n",
+        "true",
+    );
+    let main = git(&root, &["rev-parse", "main"]);
+    let planned = land(&home, &server, &root, &[&a, &b, &c, "--dry-run", "--json"]);
+    assert_eq!(planned.code, 0, "{}", planned.stderr);
+    let plan: Value = serde_json::from_str(&planned.stdout).unwrap();
+    let conflicts: Vec<&Value> = plan["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| &i["conflicts"])
+        .collect();
+    // Only the third conflicts: with the second, once the queue has landed it.
+    assert_eq!(
+        conflicts,
+        [
+            &serde_json::json!([]),
+            &serde_json::json!([]),
+            &serde_json::json!(["f.txt"])
+        ],
+        "{plan:#}"
+    );
+    assert_eq!(plan["items"][2]["check"], "true");
+    let text = land(&home, &server, &root, &[&a, &b, &c, "--dry-run"]);
+    assert!(
+        text.stdout.contains("conflicts expected in f.txt"),
+        "{}",
+        text.stdout
+    );
+    // Nothing moved, nothing was recorded.
+    assert_eq!(git(&root, &["rev-parse", "main"]), main);
+    assert_eq!(
+        home.json(&["land", "list", "--json"]),
+        serde_json::json!([])
+    );
+    assert!(show(&home, &c)["agents"][0]["outcome"].is_null());
+    // Bad targets are refused before anything is recorded, naming what to give.
+    let bad = land(&home, &server, &root, &[&a, "zz:1"]);
+    assert_eq!(bad.code, 2, "{}", bad.stderr);
+    assert!(bad.stderr.contains("RUN:N"), "{}", bad.stderr);
+    let twice = land(&home, &server, &root, &[&a, &format!("{a}:1")]);
+    assert_eq!(twice.code, 2, "{}", twice.stderr);
+    let none = land(&home, &server, &root, &[&format!("{a}:2")]);
+    assert_eq!(none.code, 2, "{}", none.stderr);
+    assert_eq!(
+        home.json(&["land", "list", "--json"]),
+        serde_json::json!([])
+    );
+}
+
+#[test]
+fn a_detached_land_is_driven_by_its_own_process() {
+    let home = Home::new();
+    let server = ProviderServer::start_in_background();
+    let (_tmp, root) = project();
+    let a = one_run(
+        &home,
+        &server,
+        &root,
+        "Add a file",
+        "new.txt",
+        "new\n",
+        "true",
+    );
+    let b = one_run(
+        &home,
+        &server,
+        &root,
+        "Change line one",
+        "f.txt",
+        "ONE\nline two\n",
+        "true",
+    );
+    let started = land(&home, &server, &root, &[&a, &b, "--detach", "--json"]);
+    assert_eq!(started.code, 0, "{}", started.stderr);
+    let started: Value = serde_json::from_str(&started.stdout).unwrap();
+    let id = started["land"].as_str().unwrap().to_owned();
+    assert!(started["supervisor"].as_u64().unwrap() > 0);
+    let over = support::runs::until(
+        "the land to end",
+        std::time::Duration::from_secs(60),
+        || {
+            let shown = home.json(&["land", "show", &id, "--json"]);
+            (shown["state"] == "over").then_some(shown)
+        },
+    );
+    let states: Vec<&Value> = over["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| &i["state"])
+        .collect();
+    assert_eq!(states, ["landed", "landed"], "{over:#}");
+    assert_eq!(git(&root, &["show", "main:f.txt"]), "ONE\nline two\n");
+    assert_eq!(git(&root, &["show", "main:new.txt"]), "new\n");
+}

@@ -77,3 +77,33 @@ pub enum LandCommand {
         id: String,
     },
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use crate::cli::{Cli, Command, LandArgs, LandCommand};
+
+    /// What `berth land --detach` starts its supervisor with is what this grammar reads.
+    #[test]
+    fn a_land_supervisors_arguments_parse_back() {
+        let how = berth_run::LandSupervisor {
+            home: "/some/home".into(),
+            land: berth_run::LandId::try_from("0123456789ab".to_owned()).unwrap(),
+        };
+        let mut argv = vec![std::ffi::OsString::from("berth")];
+        argv.extend(how.args());
+        let cli = Cli::try_parse_from(argv).unwrap();
+        assert_eq!(
+            cli.home.as_deref(),
+            Some(std::path::Path::new("/some/home"))
+        );
+        match cli.command {
+            Some(Command::Land(LandArgs {
+                command: Some(LandCommand::Supervise { id }),
+                ..
+            })) => assert_eq!(id, how.land.as_str()),
+            _ => panic!("not `land supervise`"),
+        }
+    }
+}

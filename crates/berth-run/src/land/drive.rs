@@ -12,7 +12,7 @@ use std::path::PathBuf;
 
 use berth_agent::Agent;
 use berth_git::{Brought, GitError, MergeMode, Repo};
-use berth_ops::{ErrorKind, Ops, Workspace};
+use berth_ops::{Ops, Workspace};
 use chrono::Utc;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
@@ -601,41 +601,60 @@ impl Lander {
                 Ok(done) => done,
                 Err(why) => return Ok(Settled::Left(why)),
             };
-            held.record.items[k].before = Some(base.clone());
-            held.record.items[k].tip = Some(tip.clone());
-            held.record.items[k].check = check;
-            self.lands.save(held).await?;
-            let (repo, into, mode, m) = (
-                place.repo.clone(),
-                place.into.clone(),
-                held.record.mode,
-                msg.clone(),
-            );
-            let moved = berth_ops::blocking(move || {
-                let after = repo.landing_commit(&base, &tip, mode, &m)?;
-                match repo.move_branch(&into, &base, &after) {
-                    Ok(()) => Ok(Ok(after)),
-                    Err(GitError::Moved { .. }) => Ok(Err(())),
-                    Err(e) => Err(e.into()),
-                }
-            })
-            .await;
-            match moved {
-                Ok(Ok(after)) => {
-                    held.record.items[k].after = Some(after);
-                    self.finish_landed(held, k, place).await?;
-                    return Ok(Settled::Landed);
-                }
-                // Someone moved the base meanwhile: combined again with where it is now.
-                Ok(Err(())) => continue,
-                Err(e) if matches!(e.kind(), ErrorKind::Refused) => return Err(Halt(e)),
-                Err(e) => return Err(Halt(e)),
+            if self
+                .move_base(held, k, place, base, tip, check, &msg)
+                .await?
+            {
+                return Ok(Settled::Landed);
             }
+            // Someone moved the base meanwhile: combined again with where it is now.
         }
         Ok(Settled::Left(format!(
             "{} moved {BASE_MOVES} times while it was being landed; `berth land --resume {land}` tries again",
             place.into
         )))
+    }
+
+    /// Moves the base from `base` to what lands `tip` (checked, `check`), recorded first so
+    /// a resume finds it; then item `k` is landed. `false` when the base moved meanwhile:
+    /// nothing changed, and the work is combined again.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn move_base(
+        &self,
+        held: &mut HeldLand,
+        k: usize,
+        place: &Place,
+        base: String,
+        tip: String,
+        check: Option<CheckResult>,
+        msg: &str,
+    ) -> Result<bool, Halt> {
+        let item = &mut held.record.items[k];
+        item.before = Some(base.clone());
+        item.tip = Some(tip.clone());
+        item.check = check;
+        self.lands.save(held).await?;
+        let (repo, into, mode, m) = (
+            place.repo.clone(),
+            place.into.clone(),
+            held.record.mode,
+            msg.to_owned(),
+        );
+        let moved = berth_ops::blocking(move || {
+            let after = repo.landing_commit(&base, &tip, mode, &m)?;
+            match repo.move_branch(&into, &base, &after) {
+                Ok(()) => Ok(Some(after)),
+                Err(GitError::Moved { .. }) => Ok(None),
+                Err(e) => Err(e.into()),
+            }
+        })
+        .await?;
+        let Some(after) = moved else {
+            return Ok(false);
+        };
+        held.record.items[k].after = Some(after);
+        self.finish_landed(held, k, place).await?;
+        Ok(true)
     }
 
     fn left_reason(&self, held: &HeldLand, k: usize) -> Settled {

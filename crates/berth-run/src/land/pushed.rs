@@ -5,13 +5,14 @@
 //! (its session and worktree are that node's): such an agent is left, saying where to
 //! resolve it, and `berth land --resume` tries it again once it is mended.
 
-use berth_git::{GitError, Repo};
+use berth_git::Repo;
 use berth_ops::Workspace;
 
-use super::drive::{Lander, Place, Settled, git, shown};
+use super::drive::{Halt, Lander, Place, Settled, git, shown};
 use super::record::{ItemState, StepKind};
 use super::store::HeldLand;
 use super::turn::message;
+use crate::CheckResult;
 use crate::kept::RunRecord;
 
 impl Lander {
@@ -21,7 +22,7 @@ impl Lander {
         k: usize,
         run: &RunRecord,
         ws: &Workspace,
-    ) -> Result<Settled, super::drive::Halt> {
+    ) -> Result<Settled, Halt> {
         let agent = held.record.items[k].agent.unwrap_or(0);
         let node = run.agents[agent]
             .node
@@ -99,58 +100,18 @@ impl Lander {
                     )));
                 }
             };
-            let check = match &run.request.check {
-                Some(command) => {
-                    let (r, d, t) = (repo.clone(), check_dir.clone(), tip.clone());
-                    let _ = git({
-                        let (r, d) = (r.clone(), d.clone());
-                        move || r.drop_checkout(&d)
-                    })
-                    .await;
-                    git(move || r.checkout_detached(&d, &t)).await?;
-                    let result = self.run_check(held, k, &place, command).await;
-                    let (r, d) = (repo.clone(), check_dir.clone());
-                    let _ = git(move || r.drop_checkout(&d)).await;
-                    let result = result?;
-                    self.step_with(
-                        held,
-                        Some(k),
-                        StepKind::Checked,
-                        format!(
-                            "check `{command}` on the combined tree: {}",
-                            result.described()
-                        ),
-                        Vec::new(),
-                        Some(result.clone()),
-                    )
-                    .await?;
-                    if !result.passed {
-                        return Ok(Settled::Left(format!(
-                            "the check `{command}` {} on the combined tree; its agent works on {node}: mend it with {tell}",
-                            result.described()
-                        )));
-                    }
-                    Some(result)
+            let check = match self.check_pushed(held, k, &place, &tip).await? {
+                Ok(check) => check,
+                Err(why) => {
+                    return Ok(Settled::Left(format!(
+                        "{why}; its agent works on {node}: mend it with {tell}"
+                    )));
                 }
-                None => None,
             };
-            held.record.items[k].before = Some(base.clone());
-            held.record.items[k].tip = Some(tip.clone());
-            held.record.items[k].check = check;
-            self.lands.save(held).await?;
-            let (r, i, mode, m) = (repo.clone(), into.clone(), held.record.mode, msg.clone());
-            let moved = berth_ops::blocking(move || {
-                let after = r.landing_commit(&base, &tip, mode, &m)?;
-                match r.move_branch(&i, &base, &after) {
-                    Ok(()) => Ok(Some(after)),
-                    Err(GitError::Moved { .. }) => Ok(None),
-                    Err(e) => Err(e.into()),
-                }
-            })
-            .await?;
-            if let Some(after) = moved {
-                held.record.items[k].after = Some(after);
-                self.finish_landed(held, k, &place).await?;
+            if self
+                .move_base(held, k, &place, base, tip, check, &msg)
+                .await?
+            {
                 return Ok(Settled::Landed);
             }
         }
@@ -158,5 +119,53 @@ impl Lander {
             "{into} moved {} times while it was being landed",
             super::drive::BASE_MOVES
         )))
+    }
+
+    /// The run's check on `tip`, in a checkout made for it and removed after: how it went
+    /// (none for a run without a check), or why it failed.
+    async fn check_pushed(
+        &self,
+        held: &mut HeldLand,
+        k: usize,
+        place: &Place,
+        tip: &str,
+    ) -> Result<Result<Option<CheckResult>, String>, Halt> {
+        let Some(command) = place.run.request.check.clone() else {
+            return Ok(Ok(None));
+        };
+        let (repo, dir, tip) = (place.repo.clone(), place.wt.clone(), tip.to_owned());
+        // What a check cut off earlier left.
+        let _ = git({
+            let (r, d) = (repo.clone(), dir.clone());
+            move || r.drop_checkout(&d)
+        })
+        .await;
+        git({
+            let (r, d) = (repo.clone(), dir.clone());
+            move || r.checkout_detached(&d, &tip)
+        })
+        .await?;
+        let result = self.run_check(held, k, place, &command).await;
+        let _ = git(move || repo.drop_checkout(&dir)).await;
+        let result = result?;
+        self.step_with(
+            held,
+            Some(k),
+            StepKind::Checked,
+            format!(
+                "check `{command}` on the combined tree: {}",
+                result.described()
+            ),
+            Vec::new(),
+            Some(result.clone()),
+        )
+        .await?;
+        Ok(match result.passed {
+            true => Ok(Some(result)),
+            false => Err(format!(
+                "the check `{command}` {} on the combined tree",
+                result.described()
+            )),
+        })
     }
 }
