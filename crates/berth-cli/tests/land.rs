@@ -253,6 +253,16 @@ fn an_agent_that_cannot_resolve_is_left_and_the_queue_goes_on() {
     let b_show = show(&home, &b);
     let b_tree = PathBuf::from(b_show["agents"][0]["worktree"].as_str().unwrap());
 
+    // The land's end is one notification, naming what landed and what is left.
+    let told = root.parent().unwrap().join("notified.json");
+    std::fs::write(
+        home.path().join("config.toml"),
+        format!(
+            "[[notify]]\ncommand = \"cat > '{}'\"\nevents = [\"failed\"]\n",
+            told.display()
+        ),
+    )
+    .unwrap();
     // B's agent answers without touching the file: the markers stay.
     server.push(Reply::anthropic(&Turn::new().text(["I cannot decide."])));
     let landed = land(
@@ -289,6 +299,19 @@ fn an_agent_that_cannot_resolve_is_left_and_the_queue_goes_on() {
         ],
     );
     assert!(kept.contains("/2/attempt-1"), "{kept}");
+    let notice: Value = serde_json::from_str(&std::fs::read_to_string(&told).unwrap()).unwrap();
+    assert!(
+        notice["title"]
+            .as_str()
+            .unwrap()
+            .ends_with("2 landed, 1 left"),
+        "{notice:#}"
+    );
+    let summary = notice["summary"].as_str().unwrap();
+    assert!(
+        summary.contains(&format!("left {b}: conflict markers left in f.txt")),
+        "{summary}"
+    );
     // `land show` names why.
     let shown = home.ok(&["land", "show", land_id]);
     assert!(
@@ -632,4 +655,93 @@ fn a_detached_land_is_driven_by_its_own_process() {
     assert_eq!(states, ["landed", "landed"], "{over:#}");
     assert_eq!(git(&root, &["show", "main:f.txt"]), "ONE\nline two\n");
     assert_eq!(git(&root, &["show", "main:new.txt"]), "new\n");
+}
+
+#[test]
+fn a_check_that_fails_on_the_combined_tree_goes_back_to_its_agent() {
+    let home = Home::new();
+    let server = ProviderServer::start_in_background();
+    let (_tmp, root) = project();
+    // Passes alone; fails once a.txt is there, until the agent mends it.
+    let check = "! test -f a.txt || test -f mended.txt";
+    let a = one_run(&home, &server, &root, "Add a", "a.txt", "a\n", "true");
+    let b = one_run(&home, &server, &root, "Add b", "b.txt", "b\n", check);
+    server.push(Reply::anthropic(&write("mended.txt", "yes\n")));
+    server.push(Reply::anthropic(&Turn::new().text(["Mended."])));
+    let landed = land(&home, &server, &root, &[&a, &b, "--json"]);
+    assert_eq!(landed.code, 0, "{}\n{}", landed.stderr, landed.stdout);
+    let steps = steps(&landed.stdout);
+    let checks: Vec<&Value> = steps
+        .iter()
+        .filter(|s| s["step"] == "checked" && s["item"] == 1)
+        .collect();
+    assert_eq!(checks.len(), 2, "{steps:#?}");
+    assert_eq!(checks[0]["check"]["passed"], false);
+    assert_eq!(checks[1]["check"]["passed"], true);
+    let told = steps.iter().find(|s| s["step"] == "told").unwrap();
+    assert!(told["text"].as_str().unwrap().contains(check), "{told:#}");
+    assert_eq!(git(&root, &["show", "main:mended.txt"]), "yes\n");
+    assert_eq!(git(&root, &["show", "main:a.txt"]), "a\n");
+    let session = show(&home, &b)["agents"][0]["session"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let said = transcript(&home, &session).join("\n");
+    assert!(
+        said.contains(&format!("the check `{check}` failed (exit 1)")),
+        "{said}"
+    );
+}
+
+#[test]
+fn an_acp_agent_resolves_its_conflict_in_its_loaded_session() {
+    let home = Home::new();
+    let server = ProviderServer::start_in_background();
+    let (_tmp, root) = project();
+    let a = one_run(
+        &home,
+        &server,
+        &root,
+        "Change line one",
+        "f.txt",
+        "ONE\nline two\n",
+        "true",
+    );
+    // An ACP agent (berth's own, over ACP as any other would be) changes the same line.
+    server.push(Reply::anthropic(&write("f.txt", "1\nline two\n")));
+    server.push(Reply::anthropic(&Turn::new().text(["Done."])));
+    let agent = format!("{} acp", env!("CARGO_BIN_EXE_berth"));
+    let r = run(berth_run(
+        &home,
+        &server,
+        &root,
+        &[
+            "Number line one",
+            "--agent-cmd",
+            &agent,
+            "--allow",
+            "write_file",
+            "--check",
+            "true",
+        ],
+    ));
+    assert_eq!(r.code, 0, "{}\n{}", r.stderr, r.stdout);
+    let b = home.json(&["run", "list", "--json"])[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    server.push(Reply::anthropic(&write("f.txt", "ONE (1)\nline two\n")));
+    server.push(Reply::anthropic(&Turn::new().text(["Resolved."])));
+    let landed = land(&home, &server, &root, &[&a, &b, "--json"]);
+    assert_eq!(landed.code, 0, "{}\n{}", landed.stderr, landed.stdout);
+    let steps = steps(&landed.stdout);
+    assert!(
+        steps
+            .iter()
+            .any(|s| s["step"] == "resolved" && s["item"] == 1),
+        "{steps:#?}"
+    );
+    assert_eq!(git(&root, &["show", "main:f.txt"]), "ONE (1)\nline two\n");
+    assert_eq!(show(&home, &b)["agents"][0]["outcome"], "merged");
 }
