@@ -362,22 +362,8 @@ impl Lander {
                 agent + 1
             )));
         };
-        if a.outcome == Some(AgentOutcome::Merged) && item.tip.is_some() {
-            // This land merged it, and was cut off before it recorded so.
-            let it = &mut held.record.items[k];
-            it.state = ItemState::Landed;
-            it.after = a.merge.as_ref().map(|m| m.after.clone());
-            let text = "landed before the land was cut off".to_owned();
-            self.step(held, Some(k), StepKind::Landed, text).await?;
-            return Ok(Settled::Landed);
-        }
         if a.outcome == Some(AgentOutcome::Merged) {
-            let why = format!("agent {} was picked meanwhile", agent + 1);
-            let it = &mut held.record.items[k];
-            it.state = ItemState::Skipped;
-            it.reason = Some(why.clone());
-            self.step(held, Some(k), StepKind::Skipped, why).await?;
-            return Ok(Settled::Landed);
+            return self.merged_already(held, k, a).await;
         }
         let Some(ws) = a.workspace.clone() else {
             return Ok(Settled::Left("its agent never got a workspace".to_owned()));
@@ -444,6 +430,37 @@ impl Lander {
         )
         .await?;
         self.combine_and_land(held, k, &place).await
+    }
+}
+
+impl Lander {
+    /// Item `k`, whose agent `a` is merged already: by this land, cut off before it
+    /// recorded so, or by a pick meanwhile (counted as landed, and skipped).
+    async fn merged_already(
+        &self,
+        held: &mut HeldLand,
+        k: usize,
+        a: &crate::AgentRecord,
+    ) -> Result<Settled, Halt> {
+        let it = &mut held.record.items[k];
+        let (step, text) = match it.tip.is_some() {
+            true => {
+                it.state = ItemState::Landed;
+                it.after = a.merge.as_ref().map(|m| m.after.clone());
+                (
+                    StepKind::Landed,
+                    "landed before the land was cut off".to_owned(),
+                )
+            }
+            false => {
+                let why = format!("agent {} was picked meanwhile", it.agent.unwrap_or(0) + 1);
+                it.state = ItemState::Skipped;
+                it.reason = Some(why.clone());
+                (StepKind::Skipped, why)
+            }
+        };
+        self.step(held, Some(k), step, text).await?;
+        Ok(Settled::Landed)
     }
 }
 

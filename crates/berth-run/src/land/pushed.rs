@@ -34,23 +34,15 @@ impl Lander {
             )));
         };
         let gi = ws.git.clone().expect("a git workspace");
-        let dir = held.record.dir.clone();
-        let (branch, base_branch) = (gi.branch.clone(), gi.base_branch.clone());
-        let fetched = berth_ops::blocking(move || {
-            let repo = Repo::discover(&dir)?;
-            let work = repo.fetch_branch(&url, &branch)?;
-            let into = berth_ops::local_base(&repo, &base_branch)?;
-            Ok((repo, work, into))
-        })
-        .await;
-        let (repo, work, into) = match fetched {
-            Ok(f) => f,
-            Err(e) => {
-                return Ok(Settled::Left(format!(
-                    "its pushed branch cannot be fetched: {e}"
-                )));
-            }
-        };
+        let (repo, work, into) =
+            match fetch(&held.record.dir, &url, &gi.branch, &gi.base_branch).await {
+                Ok(f) => f,
+                Err(e) => {
+                    return Ok(Settled::Left(format!(
+                        "its pushed branch cannot be fetched: {e}"
+                    )));
+                }
+            };
         held.record.items[k].state = ItemState::Landing;
         held.record.items[k].into = Some(into.clone());
         let check_dir = self
@@ -168,4 +160,23 @@ impl Lander {
             )),
         })
     }
+}
+
+/// The branch `branch` a pool's node pushed to `url`, fetched into the repository holding
+/// `dir`: that repository, the branch's tip, and the branch its base `base` lands on there.
+async fn fetch(
+    dir: &std::path::Path,
+    url: &str,
+    branch: &str,
+    base: &str,
+) -> berth_ops::Result<(Repo, String, String)> {
+    let (dir, url) = (dir.to_owned(), url.to_owned());
+    let (branch, base) = (branch.to_owned(), base.to_owned());
+    berth_ops::blocking(move || {
+        let repo = Repo::discover(&dir)?;
+        let work = repo.fetch_branch(&url, &branch)?;
+        let into = berth_ops::local_base(&repo, &base)?;
+        Ok((repo, work, into))
+    })
+    .await
 }
