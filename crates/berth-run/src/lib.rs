@@ -38,6 +38,7 @@ mod request;
 mod running;
 mod stderr;
 mod supervisor;
+mod tasks;
 mod terminals;
 mod worker;
 
@@ -76,6 +77,7 @@ pub(crate) use request::{moved_prompt, resume_prompt, writable_needs_an_acp_agen
 pub use running::{Run, Stopper, start};
 pub use stderr::read_kept as read_kept_stderr;
 pub use supervisor::{Host, Next, Supervised, Told};
+pub use tasks::{FileTask, TASKS_MAX, TasksError, parse_tasks};
 pub use worker::{WorkerOptions, queue, work};
 
 /// What stops a run from starting.
@@ -115,6 +117,9 @@ pub enum RunError {
     /// Its record could not be kept.
     #[error(transparent)]
     Kept(#[from] KeptError),
+    /// A file of tasks gives no runs (`berth run --tasks`).
+    #[error(transparent)]
+    Tasks(#[from] TasksError),
 }
 
 impl RunError {
@@ -131,6 +136,7 @@ impl RunError {
             RunError::Agent(e) => e.kind(),
             RunError::Ops(e) => e.kind(),
             RunError::Kept(e) => e.kind(),
+            RunError::Tasks(e) => e.kind(),
         }
     }
 }
