@@ -63,8 +63,9 @@ pub use finish::{
     delete_workspace, discard, merge_message, pick, restore, undo_pick,
 };
 pub use kept::{
-    AgentOutcome, AgentRecord, KeptError, MergeRecord, PoolPlace, Review, ReviewStage, RunId,
-    RunPage, RunRecord, RunState, RunStore, StopRequest, StoredRequest, Supervision,
+    AgentOutcome, AgentRecord, BatchId, BatchPlace, KeptError, MergeRecord, PoolPlace, Review,
+    ReviewStage, RunId, RunPage, RunRecord, RunState, RunStore, StopRequest, StoredRequest,
+    Supervision, batch_runs, resolve_batch,
 };
 pub use preflight::preflight;
 pub use pull_request::pull_request_text;
