@@ -23,6 +23,7 @@ mod acp_agent;
 mod acp_stop;
 mod agents;
 mod ask;
+mod batch;
 mod check;
 mod compare;
 mod detach;
@@ -52,6 +53,7 @@ pub use agents::{
     parse_agents,
 };
 pub use ask::{Answer, DEFAULT_ASK_TIMEOUT};
+pub use batch::{BatchRun, BatchStart, StartedBatch, start_batch};
 pub use berth_agent::Policy;
 pub use check::{CheckResult, KEPT_HEAD, KEPT_TAIL, QUOTED_LINES, read_kept as read_kept_check};
 pub use compare::{Compared, Comparison, compare};
@@ -121,6 +123,18 @@ pub enum RunError {
     /// A file of tasks gives no runs (`berth run --tasks`).
     #[error(transparent)]
     Tasks(#[from] TasksError),
+    /// Run `run` (from 1) of a batch could not start; the runs before it go on.
+    #[error(
+        "batch {batch}: run {run} of {count} could not start: {error}{}",
+        before_it(*run, batch)
+    )]
+    BatchCut {
+        batch: BatchId,
+        run: usize,
+        count: usize,
+        /// Not a `source`: its words are in this one's already.
+        error: Box<RunError>,
+    },
 }
 
 impl RunError {
@@ -138,6 +152,19 @@ impl RunError {
             RunError::Ops(e) => e.kind(),
             RunError::Kept(e) => e.kind(),
             RunError::Tasks(e) => e.kind(),
+            RunError::BatchCut { error, .. } => error.kind(),
         }
+    }
+}
+
+/// What a cut batch left going: the runs before the one that could not start.
+fn before_it(run: usize, batch: &BatchId) -> String {
+    match run {
+        1 => String::new(),
+        2 => format!("; the run before it goes on: `berth run list --batch {batch}`"),
+        _ => format!(
+            "; the {} runs before it go on: `berth run list --batch {batch}`",
+            run - 1
+        ),
     }
 }
