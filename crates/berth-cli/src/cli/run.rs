@@ -40,11 +40,6 @@ pub struct NewRunArgs {
     /// one).
     #[arg(long, short = 'm', value_name = "MODEL")]
     pub model: Option<String>,
-    /// Run this ACP agent instead of berth's own (`--agent-cmd "gemini --experimental-acp"`,
-    /// `--agent-cmd "berth acp"`), started in each worktree and driven over its stdio. Its
-    /// file reads and writes and its terminals through berth stay in its worktree, and the
-    /// process itself is confined ([sandbox]): it writes only there, in a private /tmp and in
-    /// its own state, and connects only to its provider.
     /// Ask a person about a call --allow does not cover, instead of refusing it: the agent
     /// waits (a `needs_input` notification goes out) until `berth run answer` or the review
     /// page answers, or --ask-timeout passes ([run] ask = true sets it for every run).
@@ -54,7 +49,11 @@ pub struct NewRunArgs {
     /// ask_timeout_secs, else 1800: 30 minutes).
     #[arg(long, value_name = "SECS")]
     pub ask_timeout: Option<u64>,
-    /// The same as --agent "cmd:COMMAND".
+    /// Run this ACP agent instead of berth's own (`--agent-cmd "gemini --experimental-acp"`,
+    /// `--agent-cmd "berth acp"`), started in each worktree and driven over its stdio. Its
+    /// file reads and writes and its terminals through berth stay in its worktree, and the
+    /// process itself is confined ([sandbox]): it writes only there, in a private /tmp and in
+    /// its own state, and connects only to its provider. The same as --agent "cmd:COMMAND".
     #[arg(long, value_name = "COMMAND", conflicts_with = "agent")]
     pub agent_cmd: Option<String>,
     /// A folder or file the ACP agents' processes may write besides their worktrees (their
