@@ -21,11 +21,18 @@ pub struct NewRunArgs {
     /// What the agents are to do, quoted or as several words; `-` reads it from standard
     /// input. A task of one word that is, or is close to, a subcommand's name (`list`,
     /// `lsit`) is refused, since it is most likely a typo: give it with --task-file or `-`.
-    #[arg(value_name = "TASK", required_unless_present = "task_file")]
+    #[arg(value_name = "TASK", required_unless_present_any = ["task_file", "tasks"])]
     pub task: Vec<String>,
     /// Read the task from this file.
     #[arg(long, value_name = "PATH", conflicts_with = "task")]
     pub task_file: Option<PathBuf>,
+    /// Several tasks at once: one run per task of this file (`-`: standard input), each
+    /// with the agents and options given here, all started at once (detached, or queued
+    /// with --queue) as one batch, whose id is printed (`berth run list --batch ID`). A
+    /// task per line, or, in a Markdown list, per top-level item with the more-indented
+    /// lines under it; at most 100.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["task", "task_file"])]
+    pub tasks: Option<PathBuf>,
     /// An agent of the run; repeat it for a mix: `berth` (berth's own), `berth:MODEL`
     /// (`berth:openai/gpt-4.1`), `cmd:COMMAND` (any ACP agent by its command line), or a
     /// name: `claude-code`, `codex`, `gemini`, or an [agents.NAME] entry of the config.
@@ -106,7 +113,8 @@ pub struct NewRunArgs {
     #[arg(long, value_name = "NAME", requires = "queue")]
     pub node: Option<String>,
     /// One JSON object per event on standard output, for scripts (with --detach or --queue,
-    /// one object naming the run).
+    /// one object naming the run; with --tasks, {"batch", "runs": [{"run", "task",
+    /// "supervisor"}]}).
     #[arg(long)]
     pub json: bool,
 }
@@ -126,6 +134,10 @@ pub enum RunCommand {
         /// Only the runs waiting for review: over, nothing picked or discarded.
         #[arg(long)]
         review: bool,
+        /// Only the runs of this batch (`berth run --tasks`; 4 or more of its first digits
+        /// will do), all of them, in the order of its file's tasks.
+        #[arg(long, value_name = "ID", conflicts_with_all = ["review", "cursor"])]
+        batch: Option<String>,
         /// Runs on this page (1 to 1000).
         #[arg(long, value_name = "N", default_value_t = berth_ops::PAGE_DEFAULT)]
         limit: usize,
