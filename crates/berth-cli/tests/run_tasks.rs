@@ -234,3 +234,64 @@ fn a_batch_that_cannot_start_makes_nothing() {
     std::thread::sleep(Duration::from_millis(200));
     nothing_made("at the end");
 }
+
+#[test]
+fn a_batch_is_queued_for_a_pool_in_one_go() {
+    let home = Home::new();
+    let server = ProviderServer::start_in_background();
+    let (tmp, root) = project();
+    let url = format!("sqlite://{}", tmp.path().join("berth.db").display());
+    let origin = format!("file://{}", root.display());
+    let mut cmd = berth_run(
+        &home,
+        &server,
+        &root,
+        &[
+            "--tasks", "-", "--queue", "--repo", &origin, "--node", "n1", "--json",
+        ],
+    );
+    cmd.env("BERTH_STORE_URL", &url)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"1. First task\n2. Second task\n")
+        .unwrap();
+    let r = Run::from(child.wait_with_output().unwrap());
+    assert_eq!(r.code, 0, "{}\n{}", r.stderr, r.stdout);
+    let queued: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(queued["queued"], true);
+    let batch = queued["batch"].as_str().unwrap();
+    let mut list = home.cmd(&["run", "list", "--batch", batch, "--json"]);
+    list.env("BERTH_STORE_URL", &url);
+    let listed = run(list);
+    assert_eq!(listed.code, 0, "{}", listed.stderr);
+    let listed: Value = serde_json::from_str(&listed.stdout).unwrap();
+    let runs = listed.as_array().unwrap();
+    let tasks: Vec<&str> = runs
+        .iter()
+        .map(|r| r["request"]["task"].as_str().unwrap())
+        .collect();
+    assert_eq!(tasks, ["First task", "Second task"]);
+    for (i, (run, started)) in runs
+        .iter()
+        .zip(queued["runs"].as_array().unwrap())
+        .enumerate()
+    {
+        assert_eq!(run["id"], started["run"]);
+        assert_eq!(started["supervisor"], Value::Null);
+        assert_eq!(run["state"], "queued", "{run:#}");
+        assert_eq!(run["request"]["pool"]["node"], "n1");
+        assert_eq!(run["request"]["pool"]["repo_url"], origin.as_str());
+        assert_eq!(run["request"]["batch"]["index"], i);
+        assert_eq!(run["request"]["batch"]["count"], 2);
+    }
+    // Nothing was made here: a worker makes each run's workspaces when it takes it.
+    let mut workspaces = home.cmd(&["workspace", "list", "--json"]);
+    workspaces.env("BERTH_STORE_URL", &url);
+    assert_eq!(run(workspaces).stdout.trim(), "[]");
+}
