@@ -177,7 +177,7 @@ pub enum Command {
     /// 1 otherwise, and 2 for a run that cannot start (an empty task, a bad --agents, no
     /// repository).
     #[command(verbatim_doc_comment)]
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Serve berth's agent to editors and phone apps over the Agent Client Protocol (stdio).
     ///
     /// Standard output carries the protocol only; messages go to standard error. Zed:
