@@ -175,11 +175,15 @@ pub enum Command {
     /// find it by its id. A run whose supervisor dies (killed, a restart) is found failed,
     /// its workspaces and transcripts intact, and `berth run resume` continues it.
     ///
+    /// --tasks FILE starts one such run per task of the file, each detached (or queued), as
+    /// one batch: its id is printed, and `berth run list --batch ID` lists its runs in the
+    /// file's order. Every run is checked before any starts: one that cannot makes nothing.
+    ///
     /// The exit status is 0 when every agent finished its answer and every check passed,
     /// 1 otherwise, and 2 for a run that cannot start (an empty task, a bad --agents, no
-    /// repository).
+    /// repository; a file of tasks with none).
     #[command(verbatim_doc_comment)]
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Land the work of several runs on their base, in order: a merge queue for agents.
     ///
     /// For each agent in turn, its uncommitted work is committed, its branch brought up to

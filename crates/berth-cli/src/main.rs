@@ -69,21 +69,17 @@ fn main() -> ExitCode {
     ) || matches!(&command, cli::Command::Serve(_) | cli::Command::Ui)
         || matches!(
             &command,
-            cli::Command::Run(cli::RunArgs {
-                command: None
-                    | Some(cli::RunCommand::Resume { .. } | cli::RunCommand::Supervise { .. }),
-                ..
-            })
+            cli::Command::Run(run) if matches!(
+                run.command,
+                None | Some(cli::RunCommand::Resume { .. } | cli::RunCommand::Supervise { .. })
+            )
         );
     // A server's output is its log: structured lines. A run's supervisor writes to the
     // run's log file.
     let server = matches!(&command, cli::Command::Serve(_))
         || matches!(
             &command,
-            cli::Command::Run(cli::RunArgs {
-                command: Some(cli::RunCommand::Supervise { .. }),
-                ..
-            })
+            cli::Command::Run(run) if matches!(run.command, Some(cli::RunCommand::Supervise { .. }))
         );
     logging::init(cli.verbose, server);
     let mut builder = if serves_many {

@@ -745,3 +745,77 @@ fn an_acp_agent_resolves_its_conflict_in_its_loaded_session() {
     assert_eq!(git(&root, &["show", "main:f.txt"]), "ONE (1)\nline two\n");
     assert_eq!(show(&home, &b)["agents"][0]["outcome"], "merged");
 }
+
+#[test]
+fn a_batch_of_tasks_lands_in_the_files_order() {
+    let home = Home::new();
+    let server = ProviderServer::start_in_background();
+    let (tmp, root) = project();
+    // Three runs at once: each agent's first request gets a write (held back, so all three
+    // ask before any asks again), then each ends.
+    for file in ["one.txt", "two.txt", "three.txt"] {
+        server.push(
+            Reply::anthropic(&write(file, "x\n"))
+                .delay_head(std::time::Duration::from_millis(1500)),
+        );
+    }
+    for _ in 0..3 {
+        server.push(Reply::anthropic(&Turn::new().text(["Done."])));
+    }
+    let tasks = tmp.path().join("tasks.md");
+    std::fs::write(
+        &tasks,
+        "- Write one file\n- Write another\n  with care\n- Write a third\n",
+    )
+    .unwrap();
+    let started = run(berth_run(
+        &home,
+        &server,
+        &root,
+        &[
+            "--tasks",
+            tasks.to_str().unwrap(),
+            "--allow",
+            "write_file",
+            "--check",
+            "true",
+            "--json",
+        ],
+    ));
+    assert_eq!(started.code, 0, "{}\n{}", started.stderr, started.stdout);
+    let started: Value = serde_json::from_str(&started.stdout).unwrap();
+    let batch = started["batch"].as_str().unwrap().to_owned();
+    let runs: Vec<String> = started["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["run"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(runs.len(), 3);
+    for id in &runs {
+        let waited = home.run(&["run", "wait", id]);
+        assert_eq!(waited.code, 0, "{}", waited.stderr);
+    }
+
+    let landed = land(&home, &server, &root, &["--batch", &batch[..6], "--json"]);
+    assert_eq!(landed.code, 0, "{}\n{}", landed.stderr, landed.stdout);
+    let steps = steps(&landed.stdout);
+    let order: Vec<&str> = steps
+        .iter()
+        .filter(|s| s["step"] == "landed")
+        .map(|s| s["run"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        order,
+        runs.iter().map(String::as_str).collect::<Vec<_>>(),
+        "{steps:#?}"
+    );
+    for file in ["one.txt", "two.txt", "three.txt"] {
+        assert_eq!(git(&root, &["show", &format!("main:{file}")]), "x\n");
+    }
+    let record = home.json(&["land", "show", steps[0]["land"].as_str().unwrap(), "--json"]);
+    assert_eq!(record["batch"], batch.as_str());
+    // A batch that is not there is said so.
+    let missing = land(&home, &server, &root, &["--batch", "0000000000ff"]);
+    assert_eq!(missing.code, 3, "{}", missing.stderr);
+}

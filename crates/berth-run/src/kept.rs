@@ -16,6 +16,7 @@
 //! The answers themselves are in the sessions' transcripts.
 
 mod backend;
+mod batch;
 #[cfg(test)]
 mod conformance;
 mod db;
@@ -38,6 +39,7 @@ pub(crate) use files::lock_holders;
 use files::read_events;
 
 pub(crate) use backend::{Decide, Hold, Request, RunBackend};
+pub use batch::{BatchId, BatchPlace, batch_runs, resolve_batch};
 pub use error::KeptError;
 pub use record::{
     AgentOutcome, AgentRecord, MergeRecord, PoolPlace, Review, ReviewStage, RunId, RunRecord,

@@ -23,6 +23,7 @@ mod acp_agent;
 mod acp_stop;
 mod agents;
 mod ask;
+mod batch;
 mod check;
 mod compare;
 mod detach;
@@ -39,6 +40,7 @@ mod request;
 mod running;
 mod stderr;
 mod supervisor;
+mod tasks;
 mod terminals;
 mod worker;
 
@@ -52,6 +54,7 @@ pub use agents::{
     parse_agents,
 };
 pub use ask::{Answer, DEFAULT_ASK_TIMEOUT};
+pub use batch::{BatchRun, BatchStart, StartedBatch, start_batch};
 pub use berth_agent::Policy;
 pub use check::{CheckResult, KEPT_HEAD, KEPT_TAIL, QUOTED_LINES, read_kept as read_kept_check};
 pub use compare::{Compared, Comparison, compare};
@@ -63,8 +66,9 @@ pub use finish::{
     delete_workspace, discard, merge_message, pick, restore, undo_pick,
 };
 pub use kept::{
-    AgentOutcome, AgentRecord, KeptError, MergeRecord, PoolPlace, Review, ReviewStage, RunId,
-    RunPage, RunRecord, RunState, RunStore, StopRequest, StoredRequest, Supervision,
+    AgentOutcome, AgentRecord, BatchId, BatchPlace, KeptError, MergeRecord, PoolPlace, Review,
+    ReviewStage, RunId, RunPage, RunRecord, RunState, RunStore, StopRequest, StoredRequest,
+    Supervision, batch_runs, resolve_batch,
 };
 pub use land::detach as detach_land;
 pub use land::{
@@ -82,6 +86,7 @@ pub(crate) use request::{moved_prompt, resume_prompt, writable_needs_an_acp_agen
 pub use running::{Run, Stopper, start};
 pub use stderr::read_kept as read_kept_stderr;
 pub use supervisor::{Host, Next, Supervised, Told};
+pub use tasks::{FileTask, TASKS_MAX, TasksError, parse_tasks};
 pub use worker::{WorkerOptions, queue, work};
 
 /// What stops a run from starting.
@@ -121,6 +126,21 @@ pub enum RunError {
     /// Its record could not be kept.
     #[error(transparent)]
     Kept(#[from] KeptError),
+    /// A file of tasks gives no runs (`berth run --tasks`).
+    #[error(transparent)]
+    Tasks(#[from] TasksError),
+    /// Run `run` (from 1) of a batch could not start; the runs before it go on.
+    #[error(
+        "batch {batch}: run {run} of {count} could not start: {error}{}",
+        before_it(*run, batch)
+    )]
+    BatchCut {
+        batch: BatchId,
+        run: usize,
+        count: usize,
+        /// Not a `source`: its words are in this one's already.
+        error: Box<RunError>,
+    },
 }
 
 impl RunError {
@@ -137,6 +157,20 @@ impl RunError {
             RunError::Agent(e) => e.kind(),
             RunError::Ops(e) => e.kind(),
             RunError::Kept(e) => e.kind(),
+            RunError::Tasks(e) => e.kind(),
+            RunError::BatchCut { error, .. } => error.kind(),
         }
+    }
+}
+
+/// What a cut batch left going: the runs before the one that could not start.
+fn before_it(run: usize, batch: &BatchId) -> String {
+    match run {
+        1 => String::new(),
+        2 => format!("; the run before it goes on: `berth run list --batch {batch}`"),
+        _ => format!(
+            "; the {} runs before it go on: `berth run list --batch {batch}`",
+            run - 1
+        ),
     }
 }

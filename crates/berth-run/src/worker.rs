@@ -135,22 +135,34 @@ pub async fn queue(
     here: &std::path::Path,
     node: Option<String>,
 ) -> Result<RunRecord, RunError> {
+    let stored = queued_request(ops, store, &request, repo, here, node)?;
+    Ok(store.create(stored).await?)
+}
+
+/// What [`queue`] records for `request`, checked as it checks it; nothing made yet.
+pub(crate) fn queued_request(
+    ops: &Ops,
+    store: &RunStore,
+    request: &RunRequest,
+    repo: Option<&std::path::Path>,
+    here: &std::path::Path,
+    node: Option<String>,
+) -> Result<StoredRequest, RunError> {
     if !store.pooled() {
         return Err(KeptError::NeedsDatabase.into());
     }
     if request.task.trim().is_empty() {
         return Err(RunError::EmptyTask);
     }
-    crate::writable_needs_an_acp_agent(&request)?;
+    crate::writable_needs_an_acp_agent(request)?;
     let repo_url = ops.pool_url(repo, here)?;
-    let stored = StoredRequest {
+    Ok(StoredRequest {
         repository: None,
         // Every node gives the work back where it came from.
         push: true,
         pool: Some(PoolPlace { node, repo_url }),
-        ..StoredRequest::of(&request)
-    };
-    Ok(store.create(stored).await?)
+        ..StoredRequest::of(request)
+    })
 }
 
 /// Works one claimed run to its end: a queued one from the start, one taken over from where

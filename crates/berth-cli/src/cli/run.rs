@@ -21,11 +21,18 @@ pub struct NewRunArgs {
     /// What the agents are to do, quoted or as several words; `-` reads it from standard
     /// input. A task of one word that is, or is close to, a subcommand's name (`list`,
     /// `lsit`) is refused, since it is most likely a typo: give it with --task-file or `-`.
-    #[arg(value_name = "TASK", required_unless_present = "task_file")]
+    #[arg(value_name = "TASK", required_unless_present_any = ["task_file", "tasks"])]
     pub task: Vec<String>,
     /// Read the task from this file.
     #[arg(long, value_name = "PATH", conflicts_with = "task")]
     pub task_file: Option<PathBuf>,
+    /// Several tasks at once: one run per task of this file (`-`: standard input), each
+    /// with the agents and options given here, all started at once (detached, or queued
+    /// with --queue) as one batch, whose id is printed (`berth run list --batch ID`). A
+    /// task per line, or, in a Markdown list, per top-level item with the more-indented
+    /// lines under it; at most 100.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["task", "task_file"])]
+    pub tasks: Option<PathBuf>,
     /// An agent of the run; repeat it for a mix: `berth` (berth's own), `berth:MODEL`
     /// (`berth:openai/gpt-4.1`), `cmd:COMMAND` (any ACP agent by its command line), or a
     /// name: `claude-code`, `codex`, `gemini`, or an [agents.NAME] entry of the config.
@@ -40,11 +47,6 @@ pub struct NewRunArgs {
     /// one).
     #[arg(long, short = 'm', value_name = "MODEL")]
     pub model: Option<String>,
-    /// Run this ACP agent instead of berth's own (`--agent-cmd "gemini --experimental-acp"`,
-    /// `--agent-cmd "berth acp"`), started in each worktree and driven over its stdio. Its
-    /// file reads and writes and its terminals through berth stay in its worktree, and the
-    /// process itself is confined ([sandbox]): it writes only there, in a private /tmp and in
-    /// its own state, and connects only to its provider.
     /// Ask a person about a call --allow does not cover, instead of refusing it: the agent
     /// waits (a `needs_input` notification goes out) until `berth run answer` or the review
     /// page answers, or --ask-timeout passes ([run] ask = true sets it for every run).
@@ -54,7 +56,11 @@ pub struct NewRunArgs {
     /// ask_timeout_secs, else 1800: 30 minutes).
     #[arg(long, value_name = "SECS")]
     pub ask_timeout: Option<u64>,
-    /// The same as --agent "cmd:COMMAND".
+    /// Run this ACP agent instead of berth's own (`--agent-cmd "gemini --experimental-acp"`,
+    /// `--agent-cmd "berth acp"`), started in each worktree and driven over its stdio. Its
+    /// file reads and writes and its terminals through berth stay in its worktree, and the
+    /// process itself is confined ([sandbox]): it writes only there, in a private /tmp and in
+    /// its own state, and connects only to its provider. The same as --agent "cmd:COMMAND".
     #[arg(long, value_name = "COMMAND", conflicts_with = "agent")]
     pub agent_cmd: Option<String>,
     /// A folder or file the ACP agents' processes may write besides their worktrees (their
@@ -107,7 +113,8 @@ pub struct NewRunArgs {
     #[arg(long, value_name = "NAME", requires = "queue")]
     pub node: Option<String>,
     /// One JSON object per event on standard output, for scripts (with --detach or --queue,
-    /// one object naming the run).
+    /// one object naming the run; with --tasks, {"batch", "runs": [{"run", "task",
+    /// "supervisor"}]}).
     #[arg(long)]
     pub json: bool,
 }
@@ -127,6 +134,10 @@ pub enum RunCommand {
         /// Only the runs waiting for review: over, nothing picked or discarded.
         #[arg(long)]
         review: bool,
+        /// Only the runs of this batch (`berth run --tasks`; 4 or more of its first digits
+        /// will do), all of them, in the order of its file's tasks.
+        #[arg(long, value_name = "ID", conflicts_with_all = ["review", "cursor"])]
+        batch: Option<String>,
         /// Runs on this page (1 to 1000).
         #[arg(long, value_name = "N", default_value_t = berth_ops::PAGE_DEFAULT)]
         limit: usize,

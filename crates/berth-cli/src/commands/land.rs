@@ -9,7 +9,7 @@ use berth_agent::AgentBuilder;
 use berth_ops::{MergeMode, Ops};
 use berth_run::{
     ItemState, LandPlan, LandRecord, LandRequest, LandState, LandStep, Lander, RunStore, StepKind,
-    Target,
+    Target, Which,
 };
 
 use super::Interrupted;
@@ -42,8 +42,11 @@ async fn request(runs: &RunStore, args: &StartLandArgs) -> anyhow::Result<LandRe
         .map(|t| t.parse::<Target>())
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| berth_ops::Error::invalid(e.to_string()))?;
-    if let Some(batch) = &args.batch {
-        targets = batch_targets(runs, batch).await?;
+    let mut batch = None;
+    if let Some(named) = &args.batch {
+        let id = berth_run::resolve_batch(runs, named).await?;
+        targets = batch_targets(runs, &id).await?;
+        batch = Some(id.to_string());
     }
     Ok(LandRequest {
         targets,
@@ -55,15 +58,51 @@ async fn request(runs: &RunStore, args: &StartLandArgs) -> anyhow::Result<LandRe
         retries: args.retries,
         resolve: !args.no_resolve,
         dir: std::env::current_dir().context("cannot read the current folder")?,
-        batch: args.batch.clone(),
+        batch,
     })
 }
 
-/// The best passing agent of each run of batch `batch`, in the file's order.
-async fn batch_targets(_runs: &RunStore, batch: &str) -> anyhow::Result<Vec<Target>> {
-    bail!(berth_ops::Error::invalid(format!(
-        "batch {batch}: batches are not kept by this berth"
-    )))
+/// The agent of each run of batch `batch` that lands, in the file's order: the best passing
+/// one (the pick rule) of a run with a check, the one finished agent of a run without. A run
+/// with none to land is said, and left out; one still running refuses the land.
+async fn batch_targets(runs: &RunStore, id: &berth_run::BatchId) -> anyhow::Result<Vec<Target>> {
+    let mut targets = Vec::new();
+    for record in berth_run::batch_runs(runs, id).await? {
+        if !record.state.is_over() {
+            bail!(berth_ops::Error::refused(format!(
+                "run {} of batch {id} is still {}: land the batch once its runs are over (`berth run wait {}`)",
+                record.id,
+                record.state.as_str(),
+                record.id
+            )));
+        }
+        let which = match record.request.check {
+            Some(_) => berth_run::best(&record).map(|_| Which::Best),
+            None => {
+                let done = record
+                    .agents
+                    .iter()
+                    .filter(|a| a.status.state == berth_run::AgentState::Done)
+                    .count();
+                match done {
+                    1 => Ok(Which::Only),
+                    0 => Err("no agent finished".to_owned()),
+                    n => Err(format!(
+                        "{n} agents finished and it has no check to choose by: land `{}:N`",
+                        record.id
+                    )),
+                }
+            }
+        };
+        match which {
+            Ok(which) => targets.push(Target {
+                run: record.id.to_string(),
+                which,
+            }),
+            Err(why) => eprintln!("run {} is left out: {}", record.id, render::cell(&why)),
+        }
+    }
+    Ok(targets)
 }
 
 async fn start(

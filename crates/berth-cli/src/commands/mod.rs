@@ -70,7 +70,7 @@ pub async fn run(home: Option<PathBuf>, command: Command) -> anyhow::Result<()> 
         Command::Store(cmd) => store::run(&ops, cmd).await,
         Command::Mcp(args) => mcp::run(ops, args).await,
         Command::Chat(args) => chat::run(ops, args).await,
-        Command::Run(args) => run::run(ops, args).await,
+        Command::Run(args) => run::run(ops, *args).await,
         Command::Land(args) => land::run(ops, args).await,
         Command::Acp => acp::run(ops).await,
         Command::Serve(args) => serve::run(ops, args).await,

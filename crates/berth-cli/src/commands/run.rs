@@ -2,8 +2,9 @@
 //! event otherwise, or one JSON object per event with `--json`; then the summary. Every run
 //! is kept under the home (berth-run's `RunStore`): this process supervises it, or, with
 //! `--detach`, a `berth run supervise` process of its own does; `list`, `show`, `logs`,
-//! `wait`, `stop` and `resume` read and steer kept runs.
+//! `wait`, `stop` and `resume` read and steer kept runs; `--tasks` starts a batch of them.
 
+mod batch;
 mod finish;
 mod kept;
 mod start;
@@ -21,10 +22,16 @@ pub async fn run(ops: Ops, args: RunArgs) -> anyhow::Result<()> {
     match args.command {
         None => start::new_run(ops, store, args.new).await,
         Some(RunCommand::List {
+            batch: Some(batch),
+            json,
+            ..
+        }) => kept::list_batch(&store, &batch, json).await,
+        Some(RunCommand::List {
             review,
             limit,
             cursor,
             json,
+            ..
         }) => kept::list(&store, review, limit, cursor.as_deref(), json).await,
         Some(RunCommand::Show { id, json }) => kept::show(&store, &id, json).await,
         Some(RunCommand::Logs {

@@ -3,6 +3,8 @@
 //! without it.
 
 use super::*;
+use berth_ops::ErrorKind;
+
 use crate::AgentState;
 
 impl StoredRequest {
@@ -23,6 +25,7 @@ impl StoredRequest {
             budget: Default::default(),
             pool: None,
             ask_timeout_secs: None,
+            batch: None,
         }
     }
 }
@@ -283,6 +286,98 @@ async fn a_corrupt_record_is_an_error_never_missing() {
     assert!(matches!(listed[..], [Err(KeptError::Corrupt { .. })]));
     // Left as it was.
     assert_eq!(std::fs::read(&path).unwrap(), b"{ not json");
+
+    // A batch one of whose runs cannot be read is not read short of it.
+    let first = store
+        .create(in_batch("first", "cccc00000001", 0, 2))
+        .await
+        .unwrap();
+    let id = first.request.batch.unwrap().id;
+    let second = store
+        .create(in_batch("second", "cccc00000001", 1, 2))
+        .await
+        .unwrap();
+    let dir = files.ops.home().join("runs").join(second.id.as_str());
+    std::fs::write(dir.join("run.json"), b"{ not json").unwrap();
+    assert!(matches!(
+        batch_runs(&store, &id).await,
+        Err(KeptError::Corrupt { .. })
+    ));
+}
+
+/// A run of batch `id` (`aaaa…` made by hand: two such share a prefix), `index` of `count`.
+fn in_batch(task: &str, id: &str, index: usize, count: usize) -> StoredRequest {
+    StoredRequest {
+        batch: Some(BatchPlace {
+            id: BatchId::try_from(id.to_owned()).unwrap(),
+            index,
+            count,
+        }),
+        ..StoredRequest::one_agent(task)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_is_read_back_in_the_files_order() {
+    each_backend(async |store, name| {
+        let (one, other) = ("aaaa00000001", "aaaa00000002");
+        // Made out of order, with a run alone and a run of another batch among them.
+        for request in [
+            in_batch("third", one, 2, 3),
+            StoredRequest::one_agent("alone"),
+            in_batch("first", one, 0, 3),
+            in_batch("elsewhere", other, 0, 1),
+            in_batch("second", one, 1, 3),
+        ] {
+            store.create(request).await.unwrap();
+        }
+        let id = resolve_batch(&store, "AAAA00000001").await.unwrap();
+        let runs = batch_runs(&store, &id).await.unwrap();
+        let tasks: Vec<&str> = runs.iter().map(|r| r.request.task.as_str()).collect();
+        assert_eq!(tasks, ["first", "second", "third"], "{name}");
+        let kept = runs[1].request.batch.as_ref().unwrap();
+        assert_eq!((kept.index, kept.count), (1, 3), "{name}");
+        // A run started alone keeps no batch, as runs kept before batches existed.
+        let alone = store.list().await.unwrap().into_iter().flatten();
+        let alone: Vec<_> = alone.filter(|r| r.request.task == "alone").collect();
+        assert_eq!(alone[0].request.batch, None, "{name}");
+        assert_eq!(
+            resolve_batch(&store, other).await.unwrap().as_str(),
+            other,
+            "{name}"
+        );
+
+        assert!(matches!(
+            resolve_batch(&store, "aaaa0000").await,
+            Err(KeptError::AmbiguousBatch { ids, .. }) if ids.len() == 2
+        ));
+        for (nobody, kind) in [
+            ("bbbb", ErrorKind::NotFound),
+            ("aaa", ErrorKind::NotFound),
+            ("../etc", ErrorKind::Invalid),
+            ("aaaa000000010", ErrorKind::Invalid),
+        ] {
+            let e = resolve_batch(&store, nobody).await.unwrap_err();
+            assert_eq!(e.kind(), kind, "{name}: {nobody}: {e}");
+        }
+        let nobody = BatchId::try_from("bbbb00000000".to_owned()).unwrap();
+        let e = batch_runs(&store, &nobody).await.unwrap_err();
+        assert!(matches!(e, KeptError::BatchNotFound(_)), "{name}: {e}");
+        assert!(e.to_string().contains("berth run list --batch"), "{e}");
+        assert!(BatchId::try_from("aaaa".to_owned()).is_err());
+
+        // A run of it deleted (over first) is no longer read; the others are.
+        let mut held = store.supervise(&runs[1].id).await.unwrap();
+        held.take(&RunEvent::Summary { agents: vec![] })
+            .await
+            .unwrap();
+        held.release().await;
+        store.delete(&runs[1].id).await.unwrap();
+        let left = batch_runs(&store, &id).await.unwrap();
+        let tasks: Vec<&str> = left.iter().map(|r| r.request.task.as_str()).collect();
+        assert_eq!(tasks, ["first", "third"], "{name}");
+    })
+    .await;
 }
 
 fn pooled(task: &str, node: Option<&str>) -> StoredRequest {

@@ -47,6 +47,16 @@ pub enum KeptError {
         "agent {agent} of run {id} waits on no question: it was answered, or it never asked (a run asks only with --ask)"
     )]
     NothingAsked { id: RunId, agent: usize },
+    #[error(
+        "invalid batch id {0:?}: a batch id is the 12 hex digits `berth run --tasks` printed (4 or more of its first will do)"
+    )]
+    BadBatchId(String),
+    #[error(
+        "no run is in batch {0}: a batch id is what `berth run --tasks` printed, and `berth run show RUN` names a run's batch (`berth run list --batch ID` lists a batch's runs)"
+    )]
+    BatchNotFound(String),
+    #[error("batch id prefix {prefix:?} matches {} batches ({}); give more of it", ids.len(), ids.join(", "))]
+    AmbiguousBatch { prefix: String, ids: Vec<String> },
     #[error("{0:?} is not a cursor of `berth run list`: give the one a page ended with")]
     BadCursor(String),
     #[error("run {id} has no agent {agent}: it has {count}")]
@@ -73,11 +83,13 @@ impl KeptError {
     pub fn kind(&self) -> ErrorKind {
         match self {
             KeptError::BadId(_)
+            | KeptError::BadBatchId(_)
             | KeptError::BadCursor(_)
             | KeptError::Ambiguous { .. }
+            | KeptError::AmbiguousBatch { .. }
             | KeptError::NoSuchAgent { .. }
             | KeptError::WhichAgent { .. } => ErrorKind::Invalid,
-            KeptError::NotFound(_) => ErrorKind::NotFound,
+            KeptError::NotFound(_) | KeptError::BatchNotFound(_) => ErrorKind::NotFound,
             KeptError::Corrupt { .. } => ErrorKind::Corrupt,
             KeptError::Busy { .. }
             | KeptError::NotRunning { .. }

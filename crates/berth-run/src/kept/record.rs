@@ -86,6 +86,10 @@ pub struct StoredRequest {
     /// `--ask`: a call the policy does not cover waits this long for a person's answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ask_timeout_secs: Option<u64>,
+    /// The batch it was started in (`berth run --tasks`), and its place there (absent in
+    /// runs started alone, and in runs kept before batches existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch: Option<BatchPlace>,
 }
 
 /// Where a queued run may be worked, and what it is made from there.
@@ -119,6 +123,7 @@ impl StoredRequest {
             budget: request.budget,
             pool: None,
             ask_timeout_secs: request.ask.map(|d| d.as_secs()),
+            batch: None,
         }
     }
 

@@ -49,19 +49,7 @@ pub(super) async fn list(
             false => eprintln!("no runs yet: `berth run TASK` starts one"),
         }
     } else {
-        let rows: Vec<Vec<String>> = records
-            .iter()
-            .map(|r| {
-                vec![
-                    r.id.to_string(),
-                    r.review().to_string(),
-                    agent_counts(r),
-                    render::time(r.created_at),
-                    render::cell(&berth_ops::title_of(&r.request.task)),
-                ]
-            })
-            .collect();
-        render::table(&["RUN", "STATE", "AGENTS", "STARTED", "TASK"], &rows)?;
+        runs_table(&records)?;
     }
     if let Some(next) = &next {
         let flag = if review { " --review" } else { "" };
@@ -75,6 +63,34 @@ pub(super) async fn list(
         Some(first) => Err(first.into()),
         None => Ok(()),
     }
+}
+
+/// `run list --batch ID`: every run of the batch, in its file's order.
+pub(super) async fn list_batch(store: &RunStore, batch: &str, json: bool) -> anyhow::Result<()> {
+    let id = berth_run::resolve_batch(store, batch).await?;
+    let records = berth_run::batch_runs(store, &id).await?;
+    if json {
+        let listed: Vec<serde_json::Value> = records.iter().map(with_review).collect();
+        return Ok(render::json(&listed)?);
+    }
+    Ok(runs_table(&records)?)
+}
+
+/// The runs, one row each: id, review, agents, when, task.
+fn runs_table(records: &[RunRecord]) -> std::io::Result<()> {
+    let rows: Vec<Vec<String>> = records
+        .iter()
+        .map(|r| {
+            vec![
+                r.id.to_string(),
+                r.review().to_string(),
+                agent_counts(r),
+                render::time(r.created_at),
+                render::cell(&berth_ops::title_of(&r.request.task)),
+            ]
+        })
+        .collect();
+    render::table(&["RUN", "STATE", "AGENTS", "STARTED", "TASK"], &rows)
 }
 
 /// A run's record as JSON, with where its review stands (`"review"`), which the record does
@@ -124,6 +140,15 @@ pub(super) async fn show(store: &RunStore, id: &str, json: bool) -> anyhow::Resu
         render::cell(&berth_ops::title_of(&record.request.task))
     ))?;
     render::line(format!("started {}", render::time(record.created_at)))?;
+    if let Some(batch) = &record.request.batch {
+        render::line(format!(
+            "batch: {} (task {} of {}; `berth run list --batch {}`)",
+            batch.id,
+            batch.index + 1,
+            batch.count,
+            batch.id
+        ))?;
+    }
     // Where each agent ran: one machine named once, several per agent.
     let mut nodes: Vec<&str> = record
         .agents

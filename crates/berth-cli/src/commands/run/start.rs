@@ -1,5 +1,6 @@
 //! Starting a run: the task read (and checked for a misspelt subcommand), the agents chosen,
-//! and the run started here, handed to a supervisor process, or queued for the pool.
+//! and the run started here, handed to a supervisor process, or queued for the pool; a file
+//! of tasks goes to `batch.rs`.
 
 use std::io::Read;
 use std::time::Duration;
@@ -14,6 +15,9 @@ use crate::cli::NewRunArgs;
 use crate::render;
 
 pub(super) async fn new_run(ops: Ops, store: RunStore, args: NewRunArgs) -> anyhow::Result<()> {
+    if let Some(file) = args.tasks.clone() {
+        return super::batch::new_batch(ops, store, args, &file).await;
+    }
     let task = read_task(
         task_words(&args.task)?.as_deref(),
         args.task_file.as_deref(),
@@ -62,7 +66,7 @@ pub(super) async fn new_run(ops: Ops, store: RunStore, args: NewRunArgs) -> anyh
 }
 
 /// The run `args` ask for: `task` for `agents` in `repository`, with the options given.
-fn request_of(
+pub(super) fn request_of(
     args: &NewRunArgs,
     config: &berth_ops::Config,
     task: String,
@@ -150,7 +154,7 @@ fn task_words(words: &[String]) -> anyhow::Result<Option<String>> {
 }
 
 /// The subcommand of `berth run` that `word` is, or is a likely typo of.
-fn close_subcommand(word: &str) -> Option<String> {
+pub(super) fn close_subcommand(word: &str) -> Option<String> {
     use clap::CommandFactory;
     let word = word.to_ascii_lowercase();
     let command = crate::cli::Cli::command();
