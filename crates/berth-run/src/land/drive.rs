@@ -345,6 +345,13 @@ impl Lander {
 
     /// Lands item `k`, or says why it is left.
     async fn land_item(&self, held: &mut HeldLand, k: usize) -> Result<Settled, Halt> {
+        if held.record.items[k].state == ItemState::Left {
+            // Tried again (`--resume`): with its turns afresh, since what left it may have
+            // been mended by hand meanwhile.
+            let it = &mut held.record.items[k];
+            it.turns = 0;
+            it.reason = None;
+        }
         let item = held.record.items[k].clone();
         let agent = item.agent.unwrap_or(0);
         let kept = |e: crate::KeptError| berth_ops::Error::rule(e.kind(), e.to_string());
