@@ -320,13 +320,17 @@ fn draw_land(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
         return;
     };
     let record = &land.record;
-    let (landed, left) = record.tally();
+    let count = |f: fn(ItemState) -> bool| record.items.iter().filter(|i| f(i.state)).count();
+    let to_go = match count(|s| matches!(s, ItemState::Waiting | ItemState::Landing)) {
+        0 => String::new(),
+        n => format!(", {n} to go"),
+    };
     let title = format!(
-        " Land {} · {} · {} landed, {} left ",
+        " Land {} · {} · {} landed, {} left{to_go} ",
         record.id,
         land.state(),
-        landed.len(),
-        left.len()
+        count(ItemState::is_done),
+        count(|s| s == ItemState::Left),
     );
     let [list, note] = Layout::vertical([Constraint::Min(3), Constraint::Length(1)]).areas(area);
     let rows: Vec<Row> = record

@@ -214,7 +214,7 @@ async fn the_land_followed_shows_each_agents_state_and_is_read_again_while_it_la
     for size in SIZES {
         let (text, _) = screen(&model, size);
         assert!(
-            text.contains("Land 0a1b2c3d4e5f · landing · 1 landed, 1 left"),
+            text.contains("Land 0a1b2c3d4e5f · landing · 1 landed, 0 left, 1 to go"),
             "{text}"
         );
         let row = |id: &RunId| {
