@@ -127,6 +127,10 @@ fn the_land_button_lands_the_agent_in_the_server_and_the_page_says_so() {
         .find(|b| b.contains(&format!("data-action=\"{land_path}\"")))
         .unwrap_or_else(|| panic!("no Land button:\n{page}"));
     assert!(button.contains("combined tree"), "{button}");
+    assert!(
+        page.contains("moves the base only once the run's check passes on that combined tree"),
+        "the page says it, not only a title: {page}"
+    );
     assert!(page.contains("/agents/1/merge\""), "{page}");
 
     // Without the page's CSRF header, nothing is started.

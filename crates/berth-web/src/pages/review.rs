@@ -112,6 +112,7 @@ fn agent_view(run: &str, a: &Compared, land: Option<&Landing>) -> Markup {
                         button.js-post.secondary.discard type="button" data-action={ (base) "/discard" } data-confirm="Drop this agent's work? It is kept on a lost ref, and berth run restore brings it back." { "Discard" }
                     }
                     p.refusal { "Not merged without forcing it: " (refusal) "." }
+                    @if !landing { (land_note()) }
                 }
                 (None, None) => {
                     @if a.unreadable.is_none() {
@@ -121,6 +122,7 @@ fn agent_view(run: &str, a: &Compared, land: Option<&Landing>) -> Markup {
                             @if !landing { (land_button(&base)) }
                             button.js-post.secondary.discard type="button" data-action={ (base) "/discard" } data-confirm="Drop this agent's work? It is kept on a lost ref, and berth run restore brings it back." { "Discard" }
                         }
+                        @if !landing { (land_note()) }
                     }
                 }
             }
@@ -164,6 +166,13 @@ fn agent_view(run: &str, a: &Compared, land: Option<&Landing>) -> Markup {
 fn land_button(base: &str) -> Markup {
     html! {
         button.js-post.secondary.land type="button" data-action={ (base) "/land" } data-confirm=(WHAT_LAND_DOES) title="Lands it on the base with the run's check run on the combined tree (berth land)" { "Land" }
+    }
+}
+
+/// What Land does, said under the buttons (a phone shows no button's title).
+fn land_note() -> Markup {
+    html! {
+        p.land-note { "Land brings it onto its base as the base now stands, and moves the base only once the run's check passes on that combined tree." }
     }
 }
 
