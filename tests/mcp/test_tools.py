@@ -29,6 +29,7 @@ READ_ONLY = {
     "session_storage_read",
     "session_storage_list",
     "session_status",
+    "land_status",
 }
 WRITING = {
     "workspace_create",
@@ -38,10 +39,13 @@ WRITING = {
     "session_run",
     "session_stop",
     "session_tell",
+    "land",
 }
 TOOLS = READ_ONLY | WRITING
 # Called with an agent at work, in test_runs.py.
 RUN_TOOLS = {"session_run", "session_status", "session_stop", "session_tell"}
+# Called on runs' work, in test_land.py.
+RUN_TOOLS |= {"land", "land_status"}
 
 
 async def test_tools_are_listed_with_precise_schemas(connect, home, tmp_path):

@@ -7,6 +7,8 @@
 //!   tools that return resources and prompts to clients that cannot read them;
 //! - prompts (`prompts`): guided workflows rendered from the real state (`berth_ops::review`);
 //! - skills (`skills`): each workspace's Agent Skills over the skills extension (SEP-2640);
+//! - lands (`land`): the merge queue of runs' winners (`land`, `land_status` tools), driven
+//!   in the server's background;
 //! - completions of workspace and session identifiers;
 //! - notifications (`notify`): `list_changed` on create and remove, `updated` on a subscribed
 //!   storage file written through this server;
@@ -38,6 +40,7 @@ use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt, tool_handler};
 mod context;
 mod errors;
 mod http;
+mod land;
 mod notify;
 mod prompts;
 mod resources;

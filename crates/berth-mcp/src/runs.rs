@@ -120,7 +120,7 @@ impl Runs {
 
     /// The home's kept runs, where its records are (files, or the database every node
     /// shares), opened on first use.
-    async fn store(&self, ops: &Ops) -> Result<&RunStore, berth_ops::Error> {
+    pub(crate) async fn store(&self, ops: &Ops) -> Result<&RunStore, berth_ops::Error> {
         self.store
             .get_or_try_init(|| async { RunStore::open(ops).await.map_err(kept_error) })
             .await

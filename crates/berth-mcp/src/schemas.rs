@@ -366,3 +366,97 @@ pub fn run_state() -> Arc<JsonObject> {
         ],
     ))
 }
+
+/// A land's record as `land` and `land_status` give it (`berth_run::LandRecord`, with
+/// `land_id`, `landed`, `left` and `finished`).
+fn land_properties() -> Value {
+    let item = object(
+        json!({
+            "run": string(),
+            "asked": string(),
+            "agent": { "type": ["integer", "null"], "minimum": 0 },
+            "state": { "enum": ["waiting", "landing", "landed", "skipped", "left"] },
+            "reason": string(),
+            "into": string(),
+            "turns": size(),
+        }),
+        &["run", "asked", "state"],
+    );
+    let step = object(
+        json!({
+            "land": string(),
+            "at": string(),
+            "step": string(),
+            "item": size(),
+            "run": string(),
+            "agent": size(),
+            "text": string(),
+            "files": { "type": "array", "items": string() },
+        }),
+        &["land", "at", "step", "text"],
+    );
+    json!({
+        "land_id": string(),
+        "id": string(),
+        "state": { "enum": ["landing", "stopped", "over", "cut off"] },
+        "created_at": string(),
+        "mode": { "enum": ["merge", "squash", "rebase"] },
+        "retries": size(),
+        "resolve": { "type": "boolean" },
+        "message": string(),
+        "items": { "type": "array", "items": item },
+        "steps": { "type": "array", "items": step },
+        "landed": { "type": "array", "items": string() },
+        "left": { "type": "array", "items": string() },
+        "finished": { "type": "boolean" },
+    })
+}
+
+const LAND_REQUIRED: &[&str] = &[
+    "land_id", "id", "state", "items", "steps", "landed", "left", "finished",
+];
+
+/// `land_status`: a land's record.
+pub fn land_status() -> Arc<JsonObject> {
+    schema(object(land_properties(), LAND_REQUIRED))
+}
+
+/// `land`: the plan (`dry_run`), or the land's record as it starts.
+pub fn land() -> Arc<JsonObject> {
+    let planned = object(
+        json!({
+            "run": string(),
+            "agent": size(),
+            "label": string(),
+            "action": { "enum": ["land", "skip"] },
+            "into": string(),
+            "conflicts": { "type": "array", "items": string() },
+            "check": string(),
+            "note": string(),
+        }),
+        &["run", "agent", "label", "action", "conflicts"],
+    );
+    let plan = object(
+        json!({
+            "items": { "type": "array", "items": planned },
+            "mode": { "enum": ["merge", "squash", "rebase"] },
+            "retries": size(),
+            "resolve": { "type": "boolean" },
+        }),
+        &["items", "mode", "retries", "resolve"],
+    );
+    let Value::Object(mut properties) = land_properties() else {
+        unreachable!()
+    };
+    properties.insert("dry_run".to_owned(), json!({ "type": "boolean" }));
+    properties.insert("plan".to_owned(), plan);
+    schema(json!({
+        "type": "object",
+        "properties": properties,
+        "required": ["dry_run"],
+        "oneOf": [
+            { "properties": { "dry_run": { "const": true } }, "required": ["plan"] },
+            { "properties": { "dry_run": { "const": false } }, "required": LAND_REQUIRED },
+        ],
+    }))
+}

@@ -832,4 +832,36 @@ impl BerthMcp {
     ) -> Result<CallToolResult, ErrorData> {
         result(session_tell(&self.cx, a).await)
     }
+
+    #[tool(
+        description = "Land the work of finished runs on their base, in order, as `berth land` does (a merge queue): each agent's work is committed, brought up to date with the base as it now stands, and the run's check run on that combined tree; only when it passes does the base move. A conflict or a check that fails there goes back to the agent in a turn of its own session (retries turns); an agent that does not mend it is left with the reason and the queue goes on. Answers at once with the land's id (land_id); follow it with land_status. dry_run only says what it would do.",
+        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false),
+        output_schema = schemas::land()
+    )]
+    async fn land(
+        &self,
+        Parameters(a): Parameters<crate::land::LandArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        result(
+            crate::land::land(&self.cx, a)
+                .await
+                .map(|(v, t)| said(v, t)),
+        )
+    }
+
+    #[tool(
+        description = "Where a land started with land (or `berth land`) is: landing, stopped, over, or cut off (its server went away: `berth land --resume` goes on); each agent's state (waiting, landing, landed, skipped, left with the reason), its check on the combined tree, and every step so far.",
+        annotations(read_only_hint = true, open_world_hint = false),
+        output_schema = schemas::land_status()
+    )]
+    async fn land_status(
+        &self,
+        Parameters(a): Parameters<crate::land::LandRef>,
+    ) -> Result<CallToolResult, ErrorData> {
+        result(
+            crate::land::status(&self.cx, a)
+                .await
+                .map(|(v, t)| said(v, t)),
+        )
+    }
 }

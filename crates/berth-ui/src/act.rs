@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use berth_ops::{Ops, Repository};
-use berth_run::{RunRequest, RunStore, StopRequest};
+use berth_run::{Lander, RunRequest, RunStore, StopRequest};
 
 use crate::model::{Action, NewRun, Update};
 
@@ -16,6 +16,8 @@ pub struct Context {
     pub store: RunStore,
     pub program: PathBuf,
     pub here: PathBuf,
+    /// Creates the lands of the queue, which a supervisor process then drives.
+    pub lander: Lander,
 }
 
 impl Action {
@@ -30,6 +32,7 @@ impl Action {
                 | Action::Tell { .. }
                 | Action::Answer { .. }
                 | Action::Start(_)
+                | Action::Land(_)
         )
     }
 }
@@ -162,7 +165,75 @@ pub async fn act(cx: &Context, action: Action) -> Update {
             Ok(message) => Update::Done(message),
             Err(e) => Update::Failed(e),
         },
+        Action::LoadLand(id) => load_land(&cx.lander, id).await,
+        Action::Land(targets) => land(cx, targets).await,
     }
+}
+
+/// The queue landed as `berth land RUN:N … --detach` lands it: created here (refused at
+/// once, with nothing recorded, when an agent cannot land), then driven by a supervisor
+/// process of its own.
+async fn land(cx: &Context, targets: Vec<(berth_run::RunId, usize)>) -> Update {
+    let request = berth_run::LandRequest {
+        targets: targets
+            .into_iter()
+            .map(|(run, agent)| berth_run::Target {
+                run: run.to_string(),
+                which: berth_run::Which::Agent(agent),
+            })
+            .collect(),
+        mode: berth_ops::MergeMode::Merge,
+        retries: LAND_RETRIES,
+        resolve: true,
+        dir: cx.here.clone(),
+        batch: None,
+    };
+    let held = match cx.lander.create(request).await {
+        Ok(held) => held,
+        Err(e) => return Update::Failed(format!("cannot land the queue: {e}")),
+    };
+    let record = held.record.clone();
+    let store = cx.lander.store();
+    match berth_run::detach_land(store, cx.ops.home(), held, &cx.program).await {
+        Ok(pid) => Update::LandStarted { record, pid },
+        Err(e) => Update::Failed(format!(
+            "land {} was recorded, but its supervisor did not take it: {e}; `berth land --resume {}` goes on",
+            record.id, record.id
+        )),
+    }
+}
+
+/// Turns each agent gets to resolve a conflict or mend a check, as `berth land` gives them.
+const LAND_RETRIES: u32 = 2;
+
+/// Land `id` (`None`: the newest kept one) as it is kept now, and whether a process drives it.
+async fn load_land(lander: &Lander, id: Option<berth_run::LandId>) -> Update {
+    let store = lander.store();
+    let read = match id {
+        Some(id) => store.load(&id).await.map(Some),
+        None => store
+            .list()
+            .await
+            .map(|lands| lands.into_iter().find_map(Result::ok)),
+    };
+    let mut record = match read {
+        Ok(record) => record,
+        Err(e) => return Update::Failed(format!("cannot read the land: {e}")),
+    };
+    let mut driven = false;
+    if let Some(r) = &record
+        && r.state == berth_run::LandState::Landing
+    {
+        driven = store.driven(&r.id);
+        if !driven {
+            // Its supervisor may have written its end and let go between the two reads: read
+            // again, so a land just over is not shown cut off.
+            if let Ok(again) = store.load(&r.id).await {
+                record = Some(again);
+            }
+        }
+    }
+    Update::Land { record, driven }
 }
 
 /// A run started from the form, as `berth run --detach` starts one: the agents chosen by

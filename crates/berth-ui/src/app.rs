@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use berth_ops::Ops;
-use berth_run::{RunId, RunStore};
+use berth_run::{Lander, RunId, RunStore};
 use ratatui::crossterm::event::{self, Event};
 use tokio::sync::{Notify, mpsc, watch};
 
@@ -27,7 +27,7 @@ const RUNS_EVERY: Duration = Duration::from_secs(1);
 const EVENTS_EVERY: Duration = Duration::from_millis(200);
 
 /// What the dashboard needs besides the home.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Options {
     /// The berth program, started as the supervisor of a run started, resumed or told here.
     pub program: PathBuf,
@@ -35,6 +35,8 @@ pub struct Options {
     pub here: PathBuf,
     /// Colours, unless `NO_COLOR` says not to.
     pub color: bool,
+    /// Creates the lands of the queue (tab 4), which a supervisor process then drives.
+    pub lander: Lander,
 }
 
 /// One message for the loop.
@@ -79,6 +81,7 @@ pub async fn run(ops: Ops, store: RunStore, options: Options) -> std::io::Result
         store,
         program: options.program,
         here: options.here,
+        lander: options.lander,
     };
     let mut ticks = tokio::time::interval(Duration::from_secs(1));
     // Actions under way: a quit waits for them, so a pick is never cut between its merge

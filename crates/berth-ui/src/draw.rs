@@ -19,12 +19,12 @@ use crate::model::{Detail, Input, Model, Overlay, Pane, PickAsked, Question, Tab
 const WIDE: u16 = 120;
 
 /// Styles, in colour or not.
-struct Theme {
+pub(crate) struct Theme {
     color: bool,
 }
 
 impl Theme {
-    fn fg(&self, color: Color) -> Style {
+    pub(crate) fn fg(&self, color: Color) -> Style {
         match self.color {
             true => Style::new().fg(color),
             false => Style::new(),
@@ -99,7 +99,7 @@ fn status_lines(message: &str) -> impl Iterator<Item = Line<'static>> {
 /// Text from outside (an agent's words, a task, a title, a failure quoting git) as a cell
 /// or a line shows it: every control character and bidi control as its escape (berth-core's
 /// `shown`), so none drives the terminal or reorders what it shows.
-fn outside(text: &str) -> String {
+pub(crate) fn outside(text: &str) -> String {
     berth_ops::shown::visible(text, berth_ops::shown::Form::Line).into_owned()
 }
 
@@ -118,6 +118,7 @@ pub fn draw(frame: &mut Frame, model: &Model) {
         Tab::Runs => draw_runs_tab(frame, body, model, &theme),
         Tab::Workspaces => draw_workspaces(frame, body, model, &theme),
         Tab::Sessions => draw_sessions(frame, body, model, &theme),
+        Tab::Land => crate::land::draw(frame, body, model, &theme),
     }
     if let Some((message, failed)) = &model.status {
         let style = match failed {
@@ -219,11 +220,18 @@ fn draw_header(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
 fn draw_footer(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
     let keys: &[&str] = match model.tab {
         Tab::Runs => match model.pane {
-            Pane::Runs => &["Enter", "/", "d", "l", "p", "x", "v", "s", "r", "c", "t"],
-            _ => &["Esc", "Tab", "d", "l", "t", "p", "x", "v", "s", "r"],
+            Pane::Runs => &[
+                "Enter", "/", "d", "l", "p", "L", "x", "v", "s", "r", "c", "t",
+            ],
+            _ => &["Esc", "Tab", "d", "l", "t", "p", "L", "x", "v", "s", "r"],
         },
-        Tab::Workspaces => &["1 2 3", "j k ↑ ↓", "/", "R"],
+        Tab::Workspaces => &["1 2 3 4", "j k ↑ ↓", "/", "R"],
         Tab::Sessions => &["Enter", "Esc", "/", "R"],
+        Tab::Land => &["Enter", "x", "K J", "R"],
+    };
+    let table = match model.tab {
+        Tab::Land => crate::land::KEYS,
+        _ => KEYS,
     };
     let key_style = theme.fg(Color::Cyan).add_modifier(Modifier::BOLD);
     // `? keys q quit` always shows: the keys before it as many as fit.
@@ -232,7 +240,7 @@ fn draw_footer(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
     let mut used = 0;
     let mut spans = Vec::new();
     for k in keys {
-        let Some((key, what)) = KEYS.iter().find(|(key, _)| key == k) else {
+        let Some((key, what)) = table.iter().find(|(key, _)| key == k) else {
             continue;
         };
         // Only the first word.
@@ -252,7 +260,7 @@ fn draw_footer(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
     frame.render_widget(Paragraph::new(Line::from(spans)), area);
 }
 
-fn block<'a>(title: String, focused: bool, theme: &Theme) -> Block<'a> {
+pub(crate) fn block<'a>(title: String, focused: bool, theme: &Theme) -> Block<'a> {
     Block::new()
         .borders(Borders::ALL)
         .border_style(theme.focus(focused))
@@ -270,7 +278,7 @@ fn list_title(name: &str, count: Option<String>, filter: Option<&str>) -> String
 
 /// The rows of `shown` that fit in `height` with the selected one (`sel`) among them,
 /// marked: only those are built, however long the list.
-fn visible_rows<'a>(
+pub(crate) fn visible_rows<'a>(
     shown: &[usize],
     sel: usize,
     height: usize,
@@ -410,7 +418,7 @@ fn agent_counts(r: &RunRecord) -> String {
     parts.join(" ")
 }
 
-fn short_id(id: &str) -> &str {
+pub(crate) fn short_id(id: &str) -> &str {
     &id[..id.len().min(8)]
 }
 

@@ -14,7 +14,10 @@ pub const KEYS: &[(&str, &str)] = &[
     ("Enter", "open"),
     ("Esc", "back"),
     ("Tab", "next pane"),
-    ("1 2 3", "tabs"),
+    (
+        "1 2 3 4",
+        "tabs: runs, workspaces, sessions, the land queue",
+    ),
     ("j k ↑ ↓", "move (PgUp PgDn g G)"),
     ("/", "filter"),
     ("d", "diff"),
@@ -22,10 +25,13 @@ pub const KEYS: &[(&str, &str)] = &[
     ("v", "check: its output, or why it did not run"),
     ("t", "tell the agent more"),
     ("p", "pick it (merge): y, F against its evidence, A also"),
+    ("L", "queue the agent to land (again: out of the queue)"),
     ("x", "discard"),
     ("s", "stop"),
     ("r", "resume"),
     ("c", "start a run"),
+    ("4 Enter", "land the queue (y), in a process of its own"),
+    ("4 x K J", "take out of the queue, move up, down"),
     ("R", "reload"),
     ("?", "these keys"),
     ("q", "quit"),
@@ -115,6 +121,7 @@ pub fn key(model: &mut Model, key: KeyEvent) -> Vec<Action> {
         KeyCode::Char('1') => switch(model, Tab::Runs),
         KeyCode::Char('2') => switch(model, Tab::Workspaces),
         KeyCode::Char('3') => switch(model, Tab::Sessions),
+        KeyCode::Char('4') => switch(model, Tab::Land),
         KeyCode::Char('/') => {
             let text = model.filters.get(model.tab.title()).cloned();
             model.overlay = Some(Overlay::Input {
@@ -134,6 +141,11 @@ pub fn key(model: &mut Model, key: KeyEvent) -> Vec<Action> {
                 vec![Action::LoadWorkspaces]
             }
             Tab::Sessions => vec![Action::LoadSessions],
+            Tab::Land => {
+                let id = model.land.land.as_ref().map(|l| l.record.id.clone());
+                model.land.reading = true;
+                vec![Action::LoadLand(id)]
+            }
         },
         KeyCode::Char('c') => {
             model.overlay = Some(Overlay::NewRun {
@@ -149,6 +161,7 @@ pub fn key(model: &mut Model, key: KeyEvent) -> Vec<Action> {
             Tab::Runs => runs_key(model, key),
             Tab::Workspaces => workspaces_key(model, key),
             Tab::Sessions => sessions_key(model, key),
+            Tab::Land => crate::land::key(model, key.code),
         },
     }
 }
@@ -158,12 +171,13 @@ fn switch(model: &mut Model, tab: Tab) -> Vec<Action> {
     match tab {
         Tab::Workspaces if !model.workspaces_loaded => vec![Action::LoadWorkspaces],
         Tab::Sessions if !model.sessions_loaded => vec![Action::LoadSessions],
+        Tab::Land => model.land.newest_wanted().into_iter().collect(),
         _ => Vec::new(),
     }
 }
 
 /// A move of a selection among `len` rows; `None` for a key that is not a move.
-fn moved(sel: usize, len: usize, code: KeyCode) -> Option<usize> {
+pub(crate) fn moved(sel: usize, len: usize, code: KeyCode) -> Option<usize> {
     let last = len.saturating_sub(1);
     Some(match code {
         KeyCode::Char('j') | KeyCode::Down => (sel + 1).min(last),
@@ -382,6 +396,18 @@ fn run_action(model: &mut Model, code: KeyCode) -> Vec<Action> {
             agent: (model.pane != Pane::Runs).then_some(agent),
         }],
         KeyCode::Char('r') => vec![Action::Resume(id)],
+        KeyCode::Char('L') => {
+            if !on_agent {
+                model.status = Some((
+                    "this run has several agents: Enter, choose one, then L".to_owned(),
+                    true,
+                ));
+                return Vec::new();
+            }
+            let run = run.clone();
+            model.status = Some(model.land.toggle(&run, agent));
+            Vec::new()
+        }
         KeyCode::Char('t') => {
             if !on_agent {
                 model.status = Some((

@@ -8,7 +8,7 @@
 //! turns a key into a change of it and [`Action`]s; `draw.rs` draws it; `lines.rs` folds
 //! transcripts and diffs into lines once; `act.rs` does an action through berth-run and
 //! berth-ops, the same functions the CLI, MCP and the web page call; `app.rs` runs it on a
-//! terminal. Only `app.rs` and `act.rs` do I/O, so every tab renders on a test backend from a
+//! terminal; `land.rs` is the land queue's tab (its part of the model, its keys, its drawing). Only `app.rs` and `act.rs` do I/O, so every tab renders on a test backend from a
 //! model built in a test.
 
 #![forbid(unsafe_code)]
@@ -17,6 +17,7 @@ mod act;
 mod app;
 mod draw;
 mod keys;
+mod land;
 mod lines;
 mod model;
 
@@ -24,6 +25,7 @@ pub use act::{Context, act};
 pub use app::{Options, RUNS_PAGE, run};
 pub use draw::draw;
 pub use keys::{KEYS, key};
+pub use land::{FollowedLand, LandQueue, Queued};
 pub use lines::{Kind, Line, Lines};
 pub use model::{
     Action, CheckShown, Detail, Input, Model, NewRun, Overlay, Pane, PickAsked, Question, Tab,

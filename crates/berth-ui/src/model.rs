@@ -7,27 +7,31 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use berth_ops::{SessionView, WorkspaceView, WorktreeDiff, WorktreeStatus};
-use berth_run::{RunEvent, RunId, RunRecord};
+use berth_run::{LandId, LandRecord, RunEvent, RunId, RunRecord};
 use chrono::{DateTime, Utc};
 
+use crate::land::LandQueue;
 use crate::lines::{self, Lines};
 
-/// The three tabs, in the order of their keys (1, 2, 3).
+/// The four tabs, in the order of their keys (1, 2, 3, 4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Tab {
     Runs,
     Workspaces,
     Sessions,
+    /// The land queue, and the land followed (`land.rs`).
+    Land,
 }
 
 impl Tab {
-    pub const ALL: [Tab; 3] = [Tab::Runs, Tab::Workspaces, Tab::Sessions];
+    pub const ALL: [Tab; 4] = [Tab::Runs, Tab::Workspaces, Tab::Sessions, Tab::Land];
 
     pub fn title(self) -> &'static str {
         match self {
             Tab::Runs => "Runs",
             Tab::Workspaces => "Workspaces",
             Tab::Sessions => "Sessions",
+            Tab::Land => "Land",
         }
     }
 }
@@ -98,6 +102,16 @@ pub enum Update {
         id: String,
         messages: Result<Vec<berth_ops::Message>, String>,
     },
+    /// A land read (`None`: there is none yet), and whether a process drives it now.
+    Land {
+        record: Option<LandRecord>,
+        driven: bool,
+    },
+    /// A land of the queue was started, in supervisor process `pid`.
+    LandStarted {
+        record: LandRecord,
+        pid: u32,
+    },
     /// An action ended: what it did, for the status line.
     Done(String),
     /// Something failed: why, for the status line.
@@ -158,6 +172,10 @@ pub enum Action {
         answer: berth_run::Answer,
     },
     Start(NewRun),
+    /// Read the land (`None`: the newest kept one).
+    LoadLand(Option<LandId>),
+    /// Land these agents (0-based), in this order, in a supervisor process of its own.
+    Land(Vec<(RunId, usize)>),
     Quit,
 }
 
@@ -307,6 +325,9 @@ pub struct Model {
     pub session_open: Option<(String, Result<Lines, String>)>,
     pub session_scroll: Scroll,
 
+    /// The land queue and the land followed.
+    pub land: LandQueue,
+
     /// What each tab's list is filtered by (`/`).
     pub filters: BTreeMap<&'static str, String>,
     pub overlay: Option<Overlay>,
@@ -352,6 +373,7 @@ impl Model {
             ses_sel: 0,
             session_open: None,
             session_scroll: Scroll::default(),
+            land: LandQueue::default(),
             filters: BTreeMap::new(),
             overlay: None,
             put_aside: BTreeSet::new(),
@@ -468,6 +490,21 @@ impl Model {
             Update::SessionTranscript { id, messages } => {
                 self.session_open = Some((id, messages.map(|m| lines::of_messages(&m))));
                 self.session_scroll = Scroll::default();
+                Vec::new()
+            }
+            Update::Land { record, driven } => {
+                self.land.take(record, driven);
+                Vec::new()
+            }
+            Update::LandStarted { record, pid } => {
+                self.status = Some((
+                    format!(
+                        "land {} started in process {pid}: the Land tab (4) follows it",
+                        record.id
+                    ),
+                    false,
+                ));
+                self.land.started(record);
                 Vec::new()
             }
             Update::Done(message) => {
@@ -691,10 +728,13 @@ impl Model {
         (self.agent_sel < run.agents.len()).then(|| (run.id.clone(), self.agent_sel))
     }
 
-    /// Time passed: what it asks for (a working agent's diff read again).
+    /// Time passed: what it asks for (a working agent's diff read again, a land under way
+    /// read again).
     pub fn tick(&mut self, now: DateTime<Utc>) -> Vec<Action> {
         self.now = now;
-        self.diff_wanted()
+        let mut actions = self.diff_wanted();
+        actions.extend(self.land.wanted());
+        actions
     }
 
     /// What the detail pane needs read: the selected agent's diff or check.

@@ -243,6 +243,14 @@ function runs() {
 
 // A run's review: Tell forms, and a comment on a line of a diff, told to that agent.
 function review() {
+  // A land under way: the page is read again every two seconds until it is through, unless
+  // something is being typed.
+  if (document.querySelector(".compare[data-landing]")) {
+    setInterval(() => {
+      const typing = [...document.querySelectorAll("textarea")].some((t) => t.value.trim());
+      if (!typing) window.location.reload();
+    }, 2000);
+  }
   for (const form of document.querySelectorAll("form.tell")) {
     form.addEventListener("submit", async (event) => {
       event.preventDefault();

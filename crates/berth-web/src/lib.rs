@@ -10,7 +10,9 @@
 //! - `/s/{id}`: a session's transcript as Markdown, tool calls folded, **live**: messages
 //!   appended by any process (the CLI, an editor) appear within a second, a turn asked for
 //!   here streams into the page, and its permission requests are answered here (`live.rs`);
-//! - `/runs`: the table of `berth run`, refreshed every second, with stop.
+//! - `/runs`: the table of `berth run`, refreshed every second, with stop;
+//! - `/runs/{id}`: a run's review, its agents side by side, with merge, land (driven in this
+//!   server, `pages/land.rs`), discard, tell and line comments.
 //!
 //! Rules:
 //!
@@ -40,7 +42,7 @@ use axum::routing::{get, post};
 use berth_agent::Agent;
 use berth_ops::Ops;
 pub use berth_ops::Reach;
-use berth_run::RunStore;
+use berth_run::{Lander, RunStore};
 
 pub use page::login_page;
 
@@ -69,6 +71,8 @@ struct Inner {
     ops: Ops,
     agent: Agent,
     runs: RunStore,
+    /// Lands asked for here, driven in this server: their agents' turns hosted by it.
+    lander: Lander,
     live: live::Hub,
     /// Cancelled when the server stops: open event streams end, so a graceful shutdown does
     /// not wait on pages that would watch forever.
@@ -81,6 +85,7 @@ impl Web {
     pub fn new(ops: Ops, agent: Agent, runs: RunStore) -> Web {
         Web {
             inner: Arc::new(Inner {
+                lander: Lander::new(ops.clone(), runs.clone(), agent.clone()).hosted(),
                 ops,
                 agent,
                 runs,
@@ -118,6 +123,7 @@ pub fn router(web: Web) -> Router {
         .route("/runs/{id}", get(pages::review::show))
         .route("/runs/{id}/agents/{n}/merge", post(pages::review::merge))
         .route("/runs/{id}/agents/{n}/answer", post(pages::review::answer))
+        .route("/runs/{id}/agents/{n}/land", post(pages::land::land))
         .route(
             "/runs/{id}/agents/{n}/discard",
             post(pages::review::discard),

@@ -257,6 +257,11 @@ pub fn context(ops: &Ops, store: &RunStore) -> berth_ui::Context {
         store: store.clone(),
         program: PathBuf::from("berth"),
         here: ops.home().to_path_buf(),
+        lander: berth_run::Lander::new(
+            ops.clone(),
+            store.clone(),
+            berth_agent::AgentBuilder::new(ops.clone()).build(),
+        ),
     }
 }
 

@@ -2,6 +2,7 @@
 //! functions here, which apply berth-ops' rule of reach (`Ops::held_to`): a device sees its
 //! own workspace and its sessions, anything else is "not found".
 
+pub mod land;
 pub mod review;
 pub mod runs;
 pub mod sessions;

@@ -14,7 +14,11 @@
 //! - a comment on a line of a diff, which becomes a Tell quoting the file and the line;
 //! - Allow, Always allow or Deny, for the question an agent of a run started with `--ask`
 //!   waits on (`RunStore::queue_answer`, as `berth run answer`);
-//! - Discard (`berth_run::discard`, as `berth run discard --agent N`).
+//! - Discard (`berth_run::discard`, as `berth run discard --agent N`);
+//! - Land (`berth_run::Lander`, as `berth land RUN:N`, `pages/land.rs`): beside Merge, on
+//!   the base with the run's check run on the combined tree; each agent's card says where its
+//!   newest land stands (landing, landed, left with the reason), and the page reloads itself
+//!   while one is under way.
 //!
 //! A merged or discarded agent shows how it ended, without these actions. A failed check's
 //! last lines are folded under its agent's card.
@@ -29,6 +33,7 @@ use berth_run::{AgentNumber, Compared, Host, RunId, Supervised};
 use maud::{Markup, html};
 use serde::Deserialize;
 
+use super::land::{Landing, WHAT_LAND_DOES};
 use super::runs::admin_only;
 use super::{check_csrf, done};
 use crate::error::{PageError, PageResult};
@@ -45,6 +50,10 @@ pub async fn show(
     let runs = &web.inner.runs;
     let id = runs.resolve(&id).await?;
     let compared = berth_run::compare(&web.inner.ops, runs, &id, true).await?;
+    let lands = super::land::of_run(&web, id.as_str(), compared.agents.len()).await;
+    let landing = lands
+        .iter()
+        .any(|l| l.as_ref().is_some_and(Landing::under_way));
     let title = format!("Run {}", &compared.run);
     let body = html! {
         p.crumbs { a href="/runs" { "Runs" } " / " }
@@ -53,15 +62,15 @@ pub async fn show(
         }
         p.task { (compared.task.chars().take(600).collect::<String>()) }
         @if let Some(check) = &compared.check { p.meta { "check: " code { (check) } } }
-        div.compare data-run=(compared.run) {
-            @for agent in &compared.agents { (agent_view(&compared.run, agent)) }
+        div.compare data-run=(compared.run) data-landing[landing] {
+            @for (agent, land) in compared.agents.iter().zip(&lands) { (agent_view(&compared.run, agent, land.as_ref())) }
         }
         p #turn-status role="status" {}
     };
     Ok(page(&viewer, "review", &title, body))
 }
 
-fn agent_view(run: &str, a: &Compared) -> Markup {
+fn agent_view(run: &str, a: &Compared, land: Option<&Landing>) -> Markup {
     let base = format!("/runs/{run}/agents/{}", a.agent);
     let name = a.workspace_name.clone().unwrap_or_else(|| a.label.clone());
     let others = "Merge this agent's work and drop the other agents' (kept on lost refs, which berth run restore brings back)?";
@@ -84,6 +93,8 @@ fn agent_view(run: &str, a: &Compared) -> Markup {
                 @if let Some(s) = &a.session { dt { "Session" } dd { a href={ "/s/" (s) } { "transcript" } } }
             }
             @let closed = matches!(a.outcome.as_deref(), Some("merged" | "discarded"));
+            @if let Some(l) = land { (super::land::view(l)) }
+            @let landing = land.is_some_and(Landing::under_way);
             @match (&a.closed, &a.refusal) {
                 // Nothing to pick or drop now: why, instead of buttons that would fail.
                 (Some(why), _) => {
@@ -95,17 +106,23 @@ fn agent_view(run: &str, a: &Compared) -> Markup {
                         @if a.forceable {
                             button.js-post.secondary.merge-anyway type="button" data-action={ (base) "/merge?force=1" } data-confirm={ (refusal) ". Merge this agent's work into its base branch anyway?" } { "Merge anyway" }
                         }
+                        // A land moves the base only once the check passes on the combined
+                        // tree, handing a red check back to the agent: no force needed.
+                        @if !landing { (land_button(&base)) }
                         button.js-post.secondary.discard type="button" data-action={ (base) "/discard" } data-confirm="Drop this agent's work? It is kept on a lost ref, and berth run restore brings it back." { "Discard" }
                     }
                     p.refusal { "Not merged without forcing it: " (refusal) "." }
+                    @if !landing { (land_note()) }
                 }
                 (None, None) => {
                     @if a.unreadable.is_none() {
                         div.actions {
                             button.js-post.merge type="button" data-action={ (base) "/merge" } data-confirm="Merge this agent's work into its base branch?" { "Merge" }
                             button.js-post.secondary.merge-only type="button" data-action={ (base) "/merge?others=delete" } data-confirm=(others) { "Merge and drop the others" }
+                            @if !landing { (land_button(&base)) }
                             button.js-post.secondary.discard type="button" data-action={ (base) "/discard" } data-confirm="Drop this agent's work? It is kept on a lost ref, and berth run restore brings it back." { "Discard" }
                         }
+                        @if !landing { (land_note()) }
                     }
                 }
             }
@@ -142,6 +159,20 @@ fn agent_view(run: &str, a: &Compared) -> Markup {
             }
             @if let Some(patch) = &a.patch { (diff_view(&base, patch)) }
         }
+    }
+}
+
+/// The Land button of an agent whose actions start at `base`.
+fn land_button(base: &str) -> Markup {
+    html! {
+        button.js-post.secondary.land type="button" data-action={ (base) "/land" } data-confirm=(WHAT_LAND_DOES) title="Lands it on the base with the run's check run on the combined tree (berth land)" { "Land" }
+    }
+}
+
+/// What Land does, said under the buttons (a phone shows no button's title).
+fn land_note() -> Markup {
+    html! {
+        p.land-note { "Land brings it onto its base as the base now stands, and moves the base only once the run's check passes on that combined tree." }
     }
 }
 
