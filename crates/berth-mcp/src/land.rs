@@ -7,7 +7,7 @@
 //! `cut off`, and `berth land --resume` goes on.
 
 use berth_ops::{Error, ErrorKind, MergeMode};
-use berth_run::{LandRecord, LandRequest, LandState, LandStore, Lander, Target};
+use berth_run::{LandRequest, LandStore, Lander, Target};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -127,7 +127,11 @@ pub async fn land(cx: &Context, args: LandArgs) -> Result<(Value, String), Error
         return Ok((json!({ "dry_run": true, "plan": plan }), text));
     }
     let held = lander.create(request).await?;
-    let mut value = shown(lander.store(), &held.record);
+    // Held by this server, which drives it from now on.
+    let mut value = shown(&berth_run::SeenLand {
+        record: held.record.clone(),
+        driven: true,
+    });
     let id = held.record.id.clone();
     tokio::spawn(async move {
         if let Err(e) = lander.drive(held).await {
@@ -150,13 +154,9 @@ pub async fn land(cx: &Context, args: LandArgs) -> Result<(Value, String), Error
 pub async fn status(cx: &Context, args: LandRef) -> Result<(Value, String), Error> {
     let store = LandStore::open(&cx.ops);
     let id = store.resolve(&args.land_id).await?;
-    let mut record = store.load(&id).await?;
-    if record.state == LandState::Landing && !store.driven(&id) {
-        // Its driver may have written its end and let go between the two reads: read again,
-        // so a land just over is not shown cut off.
-        record = store.load(&id).await?;
-    }
-    let value = shown(&store, &record);
+    let seen = store.seen(&id).await?;
+    let value = shown(&seen);
+    let record = seen.record;
     let (landed, left) = record.tally();
     let text = format!(
         "land {id}: {}; landed {}, left {}{}",
@@ -175,18 +175,15 @@ pub async fn status(cx: &Context, args: LandRef) -> Result<(Value, String), Erro
 /// A land as the tools give it: its record, its id as `land_id`, `landed` and `left` as
 /// `RUN:N`, `finished` once nothing more happens to it without a resume, and its state as a
 /// reader sees it (`cut off` for one landing that nobody drives).
-fn shown(store: &LandStore, record: &LandRecord) -> Value {
+fn shown(seen: &berth_run::SeenLand) -> Value {
+    let record = &seen.record;
     let mut value = serde_json::to_value(record).unwrap_or(Value::Null);
-    let cut_off = record.state == LandState::Landing && !store.driven(&record.id);
-    let state = match cut_off {
-        true => "cut off",
-        false => record.state.as_str(),
-    };
+    let state = seen.state();
     let (landed, left) = record.tally();
     value["land_id"] = json!(record.id);
     value["state"] = json!(state);
     value["landed"] = json!(landed);
     value["left"] = json!(left);
-    value["finished"] = json!(record.state != LandState::Landing || cut_off);
+    value["finished"] = json!(seen.finished());
     value
 }

@@ -27,4 +27,4 @@ pub use plan::{LandPlan, PlannedItem};
 pub use record::{
     ItemState, LandId, LandItem, LandRecord, LandState, LandStep, StepKind, Target, Which,
 };
-pub use store::{HeldLand, LandStore};
+pub use store::{HeldLand, LandStore, SeenLand};

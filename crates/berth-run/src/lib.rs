@@ -73,7 +73,7 @@ pub use kept::{
 pub use land::detach as detach_land;
 pub use land::{
     HeldLand, ItemState, LandId, LandItem, LandPlan, LandRecord, LandRequest, LandState, LandStep,
-    LandStore, LandSupervisor, Lander, PlannedItem, StepKind, Target, Which,
+    LandStore, LandSupervisor, Lander, PlannedItem, SeenLand, StepKind, Target, Which,
 };
 pub use preflight::preflight;
 pub use pull_request::pull_request_text;

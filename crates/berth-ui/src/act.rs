@@ -221,17 +221,10 @@ async fn load_land(lander: &Lander, id: Option<berth_run::LandId>) -> Update {
         Err(e) => return Update::Failed(format!("cannot read the land: {e}")),
     };
     let mut driven = false;
-    if let Some(r) = &record
-        && r.state == berth_run::LandState::Landing
-    {
-        driven = store.driven(&r.id);
-        if !driven {
-            // Its supervisor may have written its end and let go between the two reads: read
-            // again, so a land just over is not shown cut off.
-            if let Ok(again) = store.load(&r.id).await {
-                record = Some(again);
-            }
-        }
+    if let Some(r) = record.take() {
+        let seen = store.look(r).await;
+        driven = seen.driven;
+        record = Some(seen.record);
     }
     Update::Land { record, driven }
 }

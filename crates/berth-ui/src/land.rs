@@ -37,21 +37,7 @@ pub struct Queued {
 }
 
 /// A land as last read, and whether a process drives it now.
-#[derive(Debug, Clone)]
-pub struct FollowedLand {
-    pub record: LandRecord,
-    pub driven: bool,
-}
-
-impl FollowedLand {
-    /// Its state as a reader sees it: `cut off` for one landing that nobody drives.
-    pub fn state(&self) -> &'static str {
-        match self.record.state {
-            LandState::Landing if !self.driven => "cut off",
-            s => s.as_str(),
-        }
-    }
-}
+pub type FollowedLand = berth_run::SeenLand;
 
 /// The queue, its selection, and the land followed.
 #[derive(Debug, Default)]

@@ -296,22 +296,23 @@ async fn list(lander: &Lander, json: bool) -> anyhow::Result<()> {
     let mut lands = Vec::new();
     for land in lander.store().list().await? {
         match land {
-            Ok(l) => lands.push(l),
+            Ok(l) => lands.push(lander.store().look(l).await),
             Err(e) => eprintln!("berth: {e}"),
         }
     }
     if json {
-        let shown: Vec<serde_json::Value> = lands.iter().map(|l| summary(lander, l)).collect();
+        let shown: Vec<serde_json::Value> = lands.iter().map(summary).collect();
         render::json(&shown)?;
         return Ok(());
     }
     let rows: Vec<Vec<String>> = lands
         .iter()
-        .map(|l| {
+        .map(|seen| {
+            let l = &seen.record;
             let (landed, left) = l.tally();
             vec![
                 l.id.to_string(),
-                state_of(lander, l).to_owned(),
+                seen.state().to_owned(),
                 landed.len().to_string(),
                 left.len().to_string(),
                 render::time(l.created_at),
@@ -322,19 +323,12 @@ async fn list(lander: &Lander, json: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A land's state as a reader sees it: `cut off` for one landing that no process drives.
-fn state_of(lander: &Lander, land: &LandRecord) -> &'static str {
-    match land.state {
-        LandState::Landing if !lander.store().driven(&land.id) => "cut off",
-        s => s.as_str(),
-    }
-}
-
-fn summary(lander: &Lander, land: &LandRecord) -> serde_json::Value {
+fn summary(seen: &berth_run::SeenLand) -> serde_json::Value {
+    let land = &seen.record;
     let (landed, left) = land.tally();
     serde_json::json!({
         "id": land.id,
-        "state": state_of(lander, land),
+        "state": seen.state(),
         "created_at": land.created_at,
         "ended_at": land.ended_at,
         "landed": landed,
@@ -345,14 +339,16 @@ fn summary(lander: &Lander, land: &LandRecord) -> serde_json::Value {
 
 async fn show(lander: &Lander, id: &str, json: bool) -> anyhow::Result<()> {
     let id = lander.store().resolve(id).await?;
-    let land = lander.store().load(&id).await?;
+    let seen = lander.store().seen(&id).await?;
+    let state = seen.state();
+    let land = seen.record;
     if json {
         let mut value = serde_json::to_value(&land)?;
-        value["state"] = serde_json::json!(state_of(lander, &land));
+        value["state"] = serde_json::json!(state);
         render::json(&value)?;
         return Ok(());
     }
-    render::line(format!("land {}: {}", land.id, state_of(lander, &land)))?;
+    render::line(format!("land {}: {state}", land.id))?;
     if let Some(m) = &land.message {
         render::line(format!("  {}", render::cell(m)))?;
     }

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use berth_ops::{ErrorKind, Ops};
 use berth_store_sql::SqlLands;
 
-use super::record::{LandId, LandRecord};
+use super::record::{LandId, LandRecord, LandState};
 
 fn store_error(kind: ErrorKind, message: String) -> berth_ops::Error {
     berth_ops::Error::rule(kind, message)
@@ -37,6 +37,29 @@ impl std::fmt::Debug for LandStore {
             .field("home", &self.home)
             .field("db", &self.db.is_some())
             .finish()
+    }
+}
+
+/// A land as a reader sees it: its record, and whether a process drives it now.
+#[derive(Debug, Clone)]
+pub struct SeenLand {
+    pub record: LandRecord,
+    pub driven: bool,
+}
+
+impl SeenLand {
+    /// Its state as a reader says it: `cut off` for one landing that no process drives
+    /// (its driver died; `berth land --resume` goes on), else the record's.
+    pub fn state(&self) -> &'static str {
+        match self.record.state {
+            LandState::Landing if !self.driven => "cut off",
+            s => s.as_str(),
+        }
+    }
+
+    /// Whether nothing more happens to it without a resume.
+    pub fn finished(&self) -> bool {
+        self.record.state != LandState::Landing || !self.driven
     }
 }
 
@@ -159,6 +182,35 @@ impl LandStore {
             return false;
         };
         crate::kept::lock_holders(meta.dev(), meta.ino()).is_some_and(|h| !h.is_empty())
+    }
+
+    /// `record` as a reader sees it now ([`SeenLand`]). One landing that nobody drives is
+    /// read again first: its driver may have written its end and let go between the read
+    /// and the look at its lock, and a land just over is not cut off.
+    pub async fn look(&self, record: LandRecord) -> SeenLand {
+        if record.state != LandState::Landing {
+            return SeenLand {
+                record,
+                driven: false,
+            };
+        }
+        if self.driven(&record.id) {
+            return SeenLand {
+                record,
+                driven: true,
+            };
+        }
+        let record = match self.load(&record.id).await {
+            Ok(again) => again,
+            Err(_) => record,
+        };
+        let driven = record.state == LandState::Landing && self.driven(&record.id);
+        SeenLand { record, driven }
+    }
+
+    /// Land `id` as a reader sees it now.
+    pub async fn seen(&self, id: &LandId) -> berth_ops::Result<SeenLand> {
+        Ok(self.look(self.load(id).await?).await)
     }
 
     /// Writes the held land's record.

@@ -94,19 +94,12 @@ pub async fn of_run(web: &Web, run: &str, agents: usize) -> Vec<Option<Landing>>
         return shown;
     };
     // Newest first: the first land that names an agent is its newest.
-    for mut land in lands.into_iter().flatten() {
+    for land in lands.into_iter().flatten() {
         if !land.items.iter().any(|i| i.run.as_str() == run) {
             continue;
         }
-        let mut driven = land.state == LandState::Landing && store.driven(&land.id);
-        if land.state == LandState::Landing && !driven {
-            // Its driver may have written its end and let go between the two reads: read
-            // again, so a land just over is not shown cut off.
-            if let Ok(again) = store.load(&land.id).await {
-                land = again;
-            }
-            driven = land.state == LandState::Landing && store.driven(&land.id);
-        }
+        let seen = store.look(land).await;
+        let (land, driven) = (seen.record, seen.driven);
         for (k, item) in land.items.iter().enumerate() {
             let Some(agent) = item
                 .agent
