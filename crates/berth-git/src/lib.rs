@@ -29,6 +29,7 @@ mod setup;
 pub mod spares;
 mod status;
 mod submodules;
+mod trial;
 mod undo;
 mod version;
 pub use create::{AddedWorktree, BaseBehind, BranchSpec, WorktreePlan};
@@ -45,6 +46,7 @@ pub use remove::KeptWork;
 pub use restore::RestoredWork;
 pub use setup::{Copied, Ended, OutputSink, SetupError, copy_files, run_command, run_setup};
 pub use status::{Health, LastCommit, WorktreeStatus, changed_paths};
+pub use trial::{FileName, work_commit};
 pub use undo::UndoneMerge;
 pub use version::{
     GitVersion, MINIMUM as GIT_MINIMUM, REBASE_MINIMUM as GIT_REBASE_MINIMUM, version,
