@@ -257,6 +257,7 @@ pub fn context(ops: &Ops, store: &RunStore) -> berth_ui::Context {
         store: store.clone(),
         program: PathBuf::from("berth"),
         here: ops.home().to_path_buf(),
+        foresight: berth_run::Foresight::new(),
     }
 }
 
