@@ -10,13 +10,14 @@
 mod support;
 
 use std::path::Path;
+use std::process::Stdio;
 use std::time::Duration;
 
 use berth_testkit::provider_server::{ProviderServer, Reply, Turn};
 use berth_testkit::{commit, git, run};
 use serde_json::Value;
 use support::Home;
-use support::runs::{berth_run, project};
+use support::runs::{berth_run, project, until};
 
 const F: &str = "one\ntwo\nthree\n";
 
@@ -48,6 +49,39 @@ fn edit_run(home: &Home, server: &ProviderServer, root: &Path, writes: &[(&str, 
         .as_str()
         .unwrap()
         .to_owned()
+}
+
+/// The review page of run `id`, as `berth serve` serves it.
+fn review_page(home: &Home, id: &str) -> String {
+    let log_path = home.path().join("serve.log");
+    let mut child = home
+        .cmd(&["serve", "--open", "--listen", "127.0.0.1:0"])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log_path).unwrap())
+        .spawn()
+        .unwrap();
+    let addr = until("the web page", Duration::from_secs(30), || {
+        let said = std::fs::read_to_string(&log_path).unwrap_or_default();
+        let at = said.find("web page at http://")?;
+        let rest = &said[at + "web page at http://".len()..];
+        Some(rest[..rest.find('/')?].to_owned())
+    });
+    let page = get(&addr, &format!("/runs/{id}"));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    page
+}
+
+/// The body of `GET path`, which must answer 200.
+fn get(addr: &str, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    answer.split_once("\r\n\r\n").unwrap().1.to_owned()
 }
 
 /// `run compare ID --json`'s conflicts of agent `n` (from 1): each as `with: files`.
@@ -146,6 +180,26 @@ fn compare_names_the_conflicts_with_the_base_and_with_other_runs_but_not_within_
     assert_eq!(lines[0], "main: f.txt", "{seen:#}");
     assert_eq!(seen["with"][0]["kind"], "base", "{seen:#}");
     assert_eq!(conflict_lines(&home, &apart), Vec::<String>::new());
+
+    // The review page says the same, beside each agent's check.
+    let page = review_page(&home, &rival);
+    let dd = page
+        .split("<dd class=\"conflicts\">")
+        .nth(1)
+        .and_then(|rest| rest.split("</dd>").next())
+        .unwrap_or_else(|| panic!("{page}"));
+    assert!(
+        dd.contains("with <code>main</code>: <code>f.txt</code>"),
+        "{dd}"
+    );
+    assert!(
+        dd.contains(&format!(
+            "<a href=\"/runs/{pair}\">run {pair} agent 2</a> (berth): <code>f.txt</code>"
+        )),
+        "{dd}"
+    );
+    let page = review_page(&home, &apart);
+    assert!(page.contains("<span class=\"add\">none</span>"), "{page}");
 
     // Looking changed nothing: main, the person's checkout, and each agent's worktree.
     assert_ne!(git(&root, &["rev-parse", "main"]), main_before);
