@@ -66,12 +66,19 @@ fn the_same_work_is_the_same_commit_and_looking_changes_nothing() {
     std::thread::sleep(std::time::Duration::from_millis(1100));
     assert_eq!(work_commit(&a).unwrap(), first);
     assert_eq!(work_commit(&b).unwrap(), first);
-    assert_eq!(state(&a), before, "the worktree, its index or its git folder changed");
+    assert_eq!(
+        state(&a),
+        before,
+        "the worktree, its index or its git folder changed"
+    );
 
     // It holds the work, on top of the HEAD; no ref names it.
     assert_ne!(first, rev(&a, "HEAD"));
     assert_eq!(rev(&a, &format!("{first}^")), rev(&a, "HEAD"));
-    assert_eq!(git(&a, &["show", &format!("{first}:new.txt")]), "untracked\n");
+    assert_eq!(
+        git(&a, &["show", &format!("{first}:new.txt")]),
+        "untracked\n"
+    );
     assert_eq!(
         git(&a, &["show", &format!("{first}:f.txt")]),
         "ONE\ntwo\nthree\n"

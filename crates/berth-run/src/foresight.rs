@@ -275,7 +275,8 @@ impl Foresight {
         index: usize,
     ) -> AgentForesight {
         let mut one = self.foresee_some(ops, store, record, &[index]).await;
-        one.pop().unwrap_or_else(|| unjudged(index, ForesightError::NoSuchAgent(index + 1)))
+        one.pop()
+            .unwrap_or_else(|| unjudged(index, ForesightError::NoSuchAgent(index + 1)))
     }
 
     /// Agent `index` (counted from 0) of `record` against the branch it would merge into, as
@@ -554,7 +555,10 @@ async fn place_of(ops: &Ops, record: &RunRecord, i: usize) -> Result<Place, Fore
         .ok_or(ForesightError::NoSuchAgent(i + 1))?;
     let id = a.workspace.as_deref().ok_or(ForesightError::NoWorkspace)?;
     let ws = ops.resolve_workspace(id).await?;
-    let git = ws.git.as_ref().ok_or_else(|| ForesightError::Plain(ws.label()))?;
+    let git = ws
+        .git
+        .as_ref()
+        .ok_or_else(|| ForesightError::Plain(ws.label()))?;
     if !git.worktree.is_dir() {
         return Err(ForesightError::Elsewhere {
             worktree: git.worktree.clone(),

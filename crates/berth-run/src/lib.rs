@@ -53,8 +53,8 @@ pub use agents::{
 };
 pub use ask::{Answer, DEFAULT_ASK_TIMEOUT};
 pub use berth_agent::Policy;
-pub use check::{CheckResult, KEPT_HEAD, KEPT_TAIL, QUOTED_LINES, read_kept as read_kept_check};
 pub use berth_git::FileName;
+pub use check::{CheckResult, KEPT_HEAD, KEPT_TAIL, QUOTED_LINES, read_kept as read_kept_check};
 pub use compare::{Compared, Comparison, compare, compare_foreseen};
 pub use detach::{Detach, SUPERVISOR_START, ToldDetached, detach, start_detached, tell_detached};
 pub use event::{AgentState, AgentStatus, AgentSummary, RunEvent, Waiting};
@@ -64,7 +64,7 @@ pub use finish::{
     delete_workspace, discard, merge_message, pick, restore, undo_pick,
 };
 pub use foresight::{
-    AgentForesight, Against, Conflict, Foresight, ForesightError, Reason, Trial, Unjudged, Unknown,
+    Against, AgentForesight, Conflict, Foresight, ForesightError, Reason, Trial, Unjudged, Unknown,
 };
 pub use kept::{
     AgentOutcome, AgentRecord, KeptError, MergeRecord, PoolPlace, Review, ReviewStage, RunId,

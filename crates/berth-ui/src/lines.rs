@@ -321,7 +321,10 @@ pub fn of_conflicts(seen: &berth_run::AgentForesight) -> Lines {
     for u in &seen.unknown {
         lines.push(
             Kind::Quiet,
-            format!("not compared with run {} agent {}: {}", u.run, u.agent, u.why),
+            format!(
+                "not compared with run {} agent {}: {}",
+                u.run, u.agent, u.why
+            ),
         );
     }
     if let Some(u) = seen.unjudged.as_ref().filter(|u| u.reason.worth_saying()) {

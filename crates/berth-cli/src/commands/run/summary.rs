@@ -153,10 +153,18 @@ fn print_conflicts(out: &mut impl Write, seen: &berth_run::AgentForesight) -> st
     }
     for u in &seen.unknown {
         let why = render::cell(&u.why);
-        writeln!(out, "[{n}] not compared with run {} agent {}: {why}", u.run, u.agent)?;
+        writeln!(
+            out,
+            "[{n}] not compared with run {} agent {}: {why}",
+            u.run, u.agent
+        )?;
     }
     if let Some(u) = seen.unjudged.as_ref().filter(|u| u.reason.worth_saying()) {
-        writeln!(out, "[{n}] conflicts not looked for: {}", render::cell(&u.why))?;
+        writeln!(
+            out,
+            "[{n}] conflicts not looked for: {}",
+            render::cell(&u.why)
+        )?;
     }
     Ok(())
 }
