@@ -322,7 +322,7 @@ impl Foresight {
             let repo = Repo::open(&one.repo)?;
             let ours = read_work(&repo, one)?.commit;
             let theirs = berth_git::work_commit(&other.worktree)?;
-            let files = this.trial(&repo, &ours, &theirs)?;
+            let files = this.trial_either_way(&repo, &ours, &theirs)?;
             Ok(Trial {
                 ours,
                 theirs,
@@ -453,12 +453,7 @@ impl Foresight {
             .filter(|o| o.place.repo == work.place.repo && o.base == work.base)
         {
             compared += 1;
-            // Either way round merges alike: one key for the pair.
-            let (ours, theirs) = match work.commit <= other.commit {
-                true => (&work.commit, &other.commit),
-                false => (&other.commit, &work.commit),
-            };
-            match self.trial(repo, ours, theirs) {
+            match self.trial_either_way(repo, &work.commit, &other.commit) {
                 Ok(files) if files.is_empty() => {}
                 Ok(files) => with.push(Conflict {
                     against: Against::Agent {
@@ -483,6 +478,15 @@ impl Foresight {
             compared,
             unknown,
         })
+    }
+
+    /// The files two pieces of work conflict on, whichever is merged into which: one trial,
+    /// kept by the pair in one order, for both.
+    fn trial_either_way(&self, repo: &Repo, a: &str, b: &str) -> Result<Vec<FileName>, GitError> {
+        match a <= b {
+            true => self.trial(repo, a, b),
+            false => self.trial(repo, b, a),
+        }
     }
 
     /// The files a merge of `theirs` into `ours` conflicts on, kept by the pair.
