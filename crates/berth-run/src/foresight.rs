@@ -39,8 +39,11 @@ const PAIRS_KEPT: usize = 4096;
 /// Cloning shares what is kept.
 #[derive(Debug, Clone, Default)]
 pub struct Foresight {
-    known: Arc<Mutex<HashMap<(String, String), Vec<FileName>>>>,
+    known: Arc<Mutex<Known>>,
 }
+
+/// The files each trial found, by the commits merged (into, from).
+type Known = HashMap<(String, String), Vec<FileName>>;
 
 /// One agent's work against what it could land beside.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -292,7 +295,8 @@ impl Foresight {
         let this = self.clone();
         blocking(move || {
             let repo = Repo::open(&place.repo)?;
-            let work = read_work(&repo, place)?;
+            let base = local_base_of(&repo, &place)?;
+            let work = read_work(place, base)?;
             let tip = repo.branch_tip(&work.base)?;
             let files = this.trial(&repo, &tip, &work.commit)?;
             Ok((
@@ -320,7 +324,7 @@ impl Foresight {
         let this = self.clone();
         blocking(move || {
             let repo = Repo::open(&one.repo)?;
-            let ours = read_work(&repo, one)?.commit;
+            let ours = berth_git::work_commit(&one.worktree)?;
             let theirs = berth_git::work_commit(&other.worktree)?;
             let files = this.trial_either_way(&repo, &ours, &theirs)?;
             Ok(Trial {
@@ -387,15 +391,39 @@ impl Foresight {
                     why,
                 })
         };
-        // The other runs' work, read once for all of ours.
+        // Ours first: which repositories and bases the others' work is wanted on.
+        let ours: Vec<(usize, Result<(Repo, Work), ForesightError>)> = ours
+            .into_iter()
+            .map(|place| {
+                let index = place.index;
+                let read = repo_of(&place.repo).and_then(|repo| {
+                    let base = local_base_of(&repo, &place)?;
+                    let work = read_work(place, base)?;
+                    Ok((repo, work))
+                });
+                (index, read)
+            })
+            .collect();
+        let wanted: Vec<(&PathBuf, &str)> = ours
+            .iter()
+            .filter_map(|(_, r)| r.as_ref().ok())
+            .map(|(_, w)| (&w.place.repo, w.base.as_str()))
+            .collect();
+        // The other runs' work on those, read once for all of ours.
         let mut read: Vec<Work> = Vec::new();
         for place in others {
             let (run, agent, repo_path) = (place.run.clone(), place.index + 1, place.repo.clone());
-            let work = repo_of(&repo_path).and_then(|repo| read_work(&repo, place));
+            let work = repo_of(&repo_path).and_then(|repo| {
+                let base = local_base_of(&repo, &place)?;
+                match wanted.contains(&(&place.repo, base.as_str())) {
+                    true => read_work(place, base).map(Some),
+                    false => Ok(None),
+                }
+            });
             match work {
-                Ok(w) => read.push(w),
-                // Not one a pick could land beside: nothing to say.
-                Err(ForesightError::NoLocalBase(_)) => {}
+                Ok(Some(w)) => read.push(w),
+                // Not one a pick of ours could land beside: nothing to say.
+                Ok(None) | Err(ForesightError::NoLocalBase(_)) => {}
                 Err(e) => unknown.push((
                     repo_path,
                     Unknown {
@@ -406,35 +434,30 @@ impl Foresight {
                 )),
             }
         }
-        let mut answers = Vec::new();
-        for place in ours {
-            let index = place.index;
-            let repo_path = place.repo.clone();
-            let answer = repo_of(&repo_path).and_then(|repo| self.judge_one(&repo, place, &read));
-            match answer {
-                Ok(mut answer) => {
+        ours.into_iter()
+            .map(|(index, mine)| {
+                mine.and_then(|(repo, work)| {
+                    let mut answer = self.judge_one(&repo, &work, &read)?;
                     answer.unknown.extend(
                         unknown
                             .iter()
-                            .filter(|(r, _)| *r == repo_path)
+                            .filter(|(r, _)| *r == work.place.repo)
                             .map(|(_, u)| u.clone()),
                     );
-                    answers.push(answer);
-                }
-                Err(e) => answers.push(unjudged(index, e)),
-            }
-        }
-        answers
+                    Ok(answer)
+                })
+                .unwrap_or_else(|e| unjudged(index, e))
+            })
+            .collect()
     }
 
     /// One agent's work against its base and against each of `others` on its base.
     fn judge_one(
         &self,
         repo: &Repo,
-        place: Place,
+        work: &Work,
         others: &[Work],
     ) -> Result<AgentForesight, ForesightError> {
-        let work = read_work(repo, place)?;
         let tip = repo.branch_tip(&work.base)?;
         let mut with = Vec::new();
         let files = self.trial(repo, &tip, &work.commit)?;
@@ -472,7 +495,7 @@ impl Foresight {
         }
         Ok(AgentForesight {
             agent: work.place.index + 1,
-            base: Some(work.base),
+            base: Some(work.base.clone()),
             unjudged: None,
             with,
             compared,
@@ -504,7 +527,7 @@ impl Foresight {
         Ok(files)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Vec<FileName>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Known> {
         // What is kept is whole after any panic (one insert at a time): keep using it.
         self.known.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -633,11 +656,14 @@ async fn recorded_repo(ops: &Ops, run: &RunRecord, i: usize) -> Option<PathBuf> 
     Some(ops.resolve_workspace(id).await.ok()?.git?.repo)
 }
 
-/// The work at `place` read: the local branch it would merge into and its commit.
-fn read_work(repo: &Repo, place: Place) -> Result<Work, ForesightError> {
-    let base = repo
-        .local_base(&place.base)
-        .ok_or_else(|| ForesightError::NoLocalBase(place.base.clone()))?;
+/// The local branch a pick of the work at `place` would merge into.
+fn local_base_of(repo: &Repo, place: &Place) -> Result<String, ForesightError> {
+    repo.local_base(&place.base)
+        .ok_or_else(|| ForesightError::NoLocalBase(place.base.clone()))
+}
+
+/// The work at `place` read as one commit, to merge into `base`.
+fn read_work(place: Place, base: String) -> Result<Work, ForesightError> {
     let commit = berth_git::work_commit(&place.worktree)?;
     Ok(Work {
         place,

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use berth_ops::{CreateWorkspace, Ops, Repository, WorkspaceView};
 use berth_run::{
-    AgentSpec, AgentState, AgentSummary, Against, Foresight, Reason, RunEvent, RunRecord,
+    Against, AgentSpec, AgentState, AgentSummary, Foresight, Reason, RunEvent, RunRecord,
     RunRequest, RunStore, StoredRequest,
 };
 use berth_testkit::{commit, git};
@@ -40,11 +40,23 @@ async fn home() -> Home {
 
 /// A workspace of the repository (or a plain one) whose `f.txt` says `content`.
 async fn workspace(h: &Home, name: &str, content: &str, plain: bool) -> WorkspaceView {
+    on_base(h, name, content, plain, None).await
+}
+
+/// [`workspace`], started from `base` rather than the repository's default.
+async fn on_base(
+    h: &Home,
+    name: &str,
+    content: &str,
+    plain: bool,
+    base: Option<&str>,
+) -> WorkspaceView {
     let ws = h
         .ops
         .create_workspace(CreateWorkspace {
             name: Some(name.to_owned()),
             plain,
+            base: base.map(str::to_owned),
             ..CreateWorkspace::new(match plain {
                 true => Repository::None,
                 false => Repository::Named(h.repo.clone()),
@@ -199,8 +211,12 @@ async fn what_cannot_be_judged_is_said_agent_by_agent() {
     let here = workspace(&h, "here", "H\ntwo\nthree\n", false).await;
     let gone = workspace(&h, "gone", "G\ntwo\nthree\n", false).await;
     let plain = workspace(&h, "plain", "P\n", true).await;
+    // Work that would land on another branch is no rival of work for main.
+    git(&h.repo, &["branch", "dev"]);
+    let on_dev = on_base(&h, "on-dev", "D\ntwo\nthree\n", false, Some("dev")).await;
     let run = run_in(&h, &[&here, &plain]).await;
     let elsewhere = run_in(&h, &[&gone]).await;
+    run_in(&h, &[&on_dev]).await;
     // The other run's worktree is on another machine, as a pool's node leaves it: its
     // folder is not here.
     let moved_away = folder(&gone).with_extension("elsewhere");
@@ -209,8 +225,8 @@ async fn what_cannot_be_judged_is_said_agent_by_agent() {
     let foresight = Foresight::new();
     let seen = foresight.foresee(&h.ops, &h.store, &run).await;
     assert_eq!(seen.len(), 2);
-    // The agent here is judged: clean against main, and the other run's agent named as not
-    // compared, with why.
+    // The agent here is judged: clean against main, not compared with the work for dev, and
+    // the other run's agent named as not compared, with why.
     assert_eq!(seen[0].unjudged, None, "{seen:#?}");
     assert_eq!((seen[0].with.len(), seen[0].compared), (0, 0), "{seen:#?}");
     assert_eq!(seen[0].unknown.len(), 1, "{seen:#?}");
