@@ -244,6 +244,9 @@ struct Place {
     base: String,
 }
 
+/// An agent's work as read for a judgement (by its index), or why it could not be.
+type Read = Result<(Repo, Work), ForesightError>;
+
 /// A place's work read: the branch it would merge into, and its commit.
 #[derive(Debug, Clone)]
 struct Work {
@@ -392,7 +395,7 @@ impl Foresight {
                 })
         };
         // Ours first: which repositories and bases the others' work is wanted on.
-        let ours: Vec<(usize, Result<(Repo, Work), ForesightError>)> = ours
+        let ours: Vec<(usize, Read)> = ours
             .into_iter()
             .map(|place| {
                 let index = place.index;
