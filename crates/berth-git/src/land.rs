@@ -40,20 +40,6 @@ pub enum Brought {
 }
 
 impl Repo {
-    /// The tip of `branch` of the repository.
-    pub fn branch_tip(&self, branch: &str) -> Result<String> {
-        Ok(self
-            .git([
-                "rev-parse",
-                "--verify",
-                "--quiet",
-                &format!("refs/heads/{branch}^{{commit}}"),
-            ])
-            .map_err(|_| GitError::BranchMissing(branch.to_owned()))?
-            .trim()
-            .to_owned())
-    }
-
     /// Whether `ancestor` is in `of`'s history.
     pub fn contains(&self, of: &str, ancestor: &str) -> Result<bool> {
         is_ancestor(self.root(), ancestor, of)
@@ -336,17 +322,4 @@ fn merge_tree(wt: &Path, ours: &str, theirs: &str) -> Result<(String, Vec<String
             message: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
         }),
     }
-}
-
-/// The work of the worktree `wt` as one commit no ref names: its HEAD with its uncommitted
-/// changes (untracked files included) on top, or HEAD itself when it has none. Nothing in
-/// the worktree or its index changes.
-pub fn work_commit(wt: &Path) -> Result<String> {
-    let head = run(wt, ["rev-parse", "HEAD"])?.trim().to_owned();
-    let tree = snapshot_tree(wt, Embedded::Refuse)?;
-    let head_tree = run(wt, ["rev-parse", "HEAD^{tree}"])?;
-    if head_tree.trim() == tree {
-        return Ok(head);
-    }
-    commit_tree(wt, &tree, &[&head], "berth: uncommitted work, as it stands")
 }

@@ -30,12 +30,13 @@ mod setup;
 pub mod spares;
 mod status;
 mod submodules;
+mod trial;
 mod undo;
 mod version;
 pub use create::{AddedWorktree, BaseBehind, BranchSpec, WorktreePlan};
 pub use diff::{FileDiff, WorktreeDiff, diff, diff_refs};
 pub use error::{GitError, Result};
-pub use land::{Brought, has_conflict_markers, work_commit};
+pub use land::{Brought, has_conflict_markers};
 pub use linked::{LinkedWorktree, ListedWorktree, linked_worktree};
 pub use lost::{LOST_PREFIX, LostRef};
 pub use merge::{MergeMode, MergeRequest, Merged, Work};
@@ -47,6 +48,7 @@ pub use remove::KeptWork;
 pub use restore::RestoredWork;
 pub use setup::{Copied, Ended, OutputSink, SetupError, copy_files, run_command, run_setup};
 pub use status::{Health, LastCommit, WorktreeStatus, changed_paths};
+pub use trial::{FileName, work_commit};
 pub use undo::UndoneMerge;
 pub use version::{
     GitVersion, MINIMUM as GIT_MINIMUM, REBASE_MINIMUM as GIT_REBASE_MINIMUM, version,

@@ -242,18 +242,13 @@ fn git_of(ws: &berth_core::Workspace) -> Result<GitInfo> {
     })
 }
 
-/// The local branch a base names: itself, or for `origin/<b>`, `<b>`: where a workspace's
-/// work is merged (`workspace merge`, a pick, a land) unless a branch is named.
+/// The local branch a base names ([`Repo::local_base`]: itself, or for `origin/<b>`, `<b>`):
+/// where a workspace's work is merged (`workspace merge`, a pick, a land) unless a branch is
+/// named.
 pub fn local_base(repo: &Repo, base: &str) -> Result<String> {
-    if repo.has_branch(base) {
-        return Ok(base.to_owned());
-    }
-    if let Some((_, local)) = base.split_once('/')
-        && repo.has_branch(local)
-    {
-        return Ok(local.to_owned());
-    }
-    Err(Error::invalid(format!(
-        "the workspace's base {base:?} is not a local branch to merge into; name one"
-    )))
+    repo.local_base(base).ok_or_else(|| {
+        Error::invalid(format!(
+            "the workspace's base {base:?} is not a local branch to merge into; name one"
+        ))
+    })
 }

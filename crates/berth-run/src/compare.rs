@@ -1,11 +1,13 @@
 //! A run's agents side by side: for each, how it ended, its check, tokens, cost and time, and
-//! what it changed (each file, with its diff when asked for). The one model of a review that
-//! `berth run compare` prints and the web page's `/runs/ID` shows.
+//! what it changed (each file, with its diff when asked for); and, when asked for
+//! ([`compare_foreseen`]), what its work conflicts with ([`crate::Foresight`]). The one model
+//! of a review that `berth run compare` prints and the web page's `/runs/ID` shows.
 
 use berth_ops::{FileDiff, Ops};
 use serde::Serialize;
 
-use crate::kept::{KeptError, RunId, RunStore};
+use crate::foresight::{AgentForesight, Foresight};
+use crate::kept::{KeptError, RunId, RunRecord, RunStore};
 
 /// A run, its agents side by side.
 #[derive(Debug, Clone, Serialize)]
@@ -68,6 +70,10 @@ pub struct Compared {
     /// Why its changes cannot be shown (its workspace deleted, say).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unreadable: Option<String>,
+    /// What its work conflicts with (its base as it stands, other runs' finished agents), by
+    /// a trial merge; `None` when not asked for ([`compare_foreseen`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub conflicts: Option<AgentForesight>,
 }
 
 /// The run `id` side by side, with each agent's unified diff when `patches`.
@@ -78,10 +84,37 @@ pub async fn compare(
     patches: bool,
 ) -> Result<Comparison, KeptError> {
     let record = store.load(id).await?;
+    Ok(compare_record(ops, store, &record, patches).await)
+}
+
+/// [`compare`], with what each agent's work conflicts with, by `foresight`'s trial merges.
+pub async fn compare_foreseen(
+    ops: &Ops,
+    store: &RunStore,
+    id: &RunId,
+    patches: bool,
+    foresight: &Foresight,
+) -> Result<Comparison, KeptError> {
+    let record = store.load(id).await?;
+    let mut comparison = compare_record(ops, store, &record, patches).await;
+    for seen in foresight.foresee(ops, store, &record).await {
+        if let Some(a) = comparison.agents.get_mut(seen.agent - 1) {
+            a.conflicts = Some(seen);
+        }
+    }
+    Ok(comparison)
+}
+
+async fn compare_record(
+    ops: &Ops,
+    store: &RunStore,
+    record: &RunRecord,
+    patches: bool,
+) -> Comparison {
     let mut agents = Vec::new();
     for (i, a) in record.agents.iter().enumerate() {
         let summary = a.summary.as_ref();
-        let pickable = crate::pickable(&record, i);
+        let pickable = crate::pickable(record, i);
         let check = summary.and_then(|s| s.check.as_ref());
         let mut compared = Compared {
             agent: i + 1,
@@ -118,6 +151,7 @@ pub async fn compare(
             removed: 0,
             patch: None,
             unreadable: None,
+            conflicts: None,
         };
         match &a.workspace {
             // A pool's agent worked on another node: its pushed branch.
@@ -140,12 +174,12 @@ pub async fn compare(
         }
         agents.push(compared);
     }
-    Ok(Comparison {
+    Comparison {
         run: record.id.to_string(),
         task: record.request.task.clone(),
         state: record.state.as_str().to_owned(),
         review: record.review(),
         check: record.request.check.clone(),
         agents,
-    })
+    }
 }

@@ -30,6 +30,7 @@ mod detach;
 mod event;
 mod evidence;
 mod finish;
+mod foresight;
 mod kept;
 mod land;
 mod notices;
@@ -56,14 +57,18 @@ pub use agents::{
 pub use ask::{Answer, DEFAULT_ASK_TIMEOUT};
 pub use batch::{BatchRun, BatchStart, StartedBatch, start_batch};
 pub use berth_agent::Policy;
+pub use berth_git::FileName;
 pub use check::{CheckResult, KEPT_HEAD, KEPT_TAIL, QUOTED_LINES, read_kept as read_kept_check};
-pub use compare::{Compared, Comparison, compare};
+pub use compare::{Compared, Comparison, compare, compare_foreseen};
 pub use detach::{Detach, SUPERVISOR_START, ToldDetached, detach, start_detached, tell_detached};
 pub use event::{AgentState, AgentStatus, AgentSummary, RunEvent, Waiting};
 pub use evidence::{Choice, Pickable, best, merged, pick_refusal, pickable};
 pub use finish::{
     Cleaned, DeletedRun, Dropped, Pick, Picked, Restored, Undone, clean, cleanable, delete_run,
     delete_workspace, discard, merge_message, pick, restore, undo_pick,
+};
+pub use foresight::{
+    Against, AgentForesight, Conflict, Foresight, ForesightError, Reason, Trial, Unjudged, Unknown,
 };
 pub use kept::{
     AgentOutcome, AgentRecord, BatchId, BatchPlace, KeptError, MergeRecord, PoolPlace, Review,

@@ -18,6 +18,8 @@ pub struct Context {
     pub here: PathBuf,
     /// Creates the lands of the queue, which a supervisor process then drives.
     pub lander: Lander,
+    /// The trial merges already made, kept while the dashboard is open.
+    pub foresight: berth_run::Foresight,
 }
 
 impl Action {
@@ -61,6 +63,14 @@ pub async fn act(cx: &Context, action: Action) -> Update {
                 .map_err(|e| e.to_string()),
         },
         Action::LoadCheck { run, agent } => kept_check(store, run, agent).await,
+        Action::LoadConflicts { run, agent } => match store.load(&run).await {
+            Ok(record) => Update::Conflicts {
+                seen: cx.foresight.foresee_agent(ops, store, &record, agent).await,
+                run,
+                agent,
+            },
+            Err(e) => Update::Failed(format!("cannot read run {run}: {e}")),
+        },
         Action::LoadSaid {
             run,
             agent,

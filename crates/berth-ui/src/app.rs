@@ -82,6 +82,7 @@ pub async fn run(ops: Ops, store: RunStore, options: Options) -> std::io::Result
         program: options.program,
         here: options.here,
         lander: options.lander,
+        foresight: berth_run::Foresight::new(),
     };
     let mut ticks = tokio::time::interval(Duration::from_secs(1));
     // Actions under way: a quit waits for them, so a pick is never cut between its merge

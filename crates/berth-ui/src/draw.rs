@@ -578,6 +578,25 @@ fn draw_detail(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
         Detail::Diff => {
             let title = format!(" Agent {} ({label}) · diff ", agent + 1);
             let selected = model.selected_agent();
+            // What its work conflicts with, above its diff, when there is anything to say.
+            let notes = match &model.conflicts {
+                Some((run, i, seen)) if selected == Some((run.clone(), *i)) => {
+                    lines::of_conflicts(seen)
+                }
+                _ => Lines::default(),
+            };
+            let area = match notes.is_empty() {
+                true => area,
+                false => {
+                    let rows = (notes.len() as u16 + 2).min(area.height / 2);
+                    let [top, rest] =
+                        Layout::vertical([Constraint::Length(rows), Constraint::Min(3)])
+                            .areas(area);
+                    let title = format!(" Agent {} ({label}) · conflicts ", agent + 1);
+                    draw_lines(frame, top, &notes, 0, title, false, theme);
+                    rest
+                }
+            };
             match &model.diff {
                 Some((run, i, diff)) if selected == Some((run.clone(), *i)) => match diff {
                     Ok(lines) => draw_lines(

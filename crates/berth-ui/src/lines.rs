@@ -307,6 +307,32 @@ pub fn of_messages(messages: &[berth_ops::Message]) -> Lines {
     lines
 }
 
+/// What an agent's work conflicts with, a line each (none when it merges cleanly with all it
+/// was tried against); why it could not be judged, when there was work to judge. Its files
+/// named as git quotes them.
+pub fn of_conflicts(seen: &berth_run::AgentForesight) -> Lines {
+    let mut lines = Lines::default();
+    for c in &seen.with {
+        lines.push(
+            Kind::Bad,
+            format!("conflicts with {}: {}", c.against, c.shown_files()),
+        );
+    }
+    for u in &seen.unknown {
+        lines.push(
+            Kind::Quiet,
+            format!(
+                "not compared with run {} agent {}: {}",
+                u.run, u.agent, u.why
+            ),
+        );
+    }
+    if let Some(u) = seen.unjudged.as_ref().filter(|u| u.reason.worth_saying()) {
+        lines.push(Kind::Quiet, format!("conflicts not looked for: {}", u.why));
+    }
+    lines
+}
+
 /// A diff: one line per file with its counts, then the patch, each line coloured by what
 /// it does.
 pub fn of_diff(diff: &WorktreeDiff) -> Lines {

@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use berth_ops::{SessionView, WorkspaceView, WorktreeDiff, WorktreeStatus};
-use berth_run::{LandId, LandRecord, RunEvent, RunId, RunRecord};
+use berth_run::{AgentForesight, LandId, LandRecord, RunEvent, RunId, RunRecord};
 use chrono::{DateTime, Utc};
 
 use crate::land::LandQueue;
@@ -79,6 +79,12 @@ pub enum Update {
         agent: usize,
         diff: Result<WorktreeDiff, String>,
     },
+    /// What an agent's work conflicts with, by a trial merge (`berth_run::Foresight`).
+    Conflicts {
+        run: RunId,
+        agent: usize,
+        seen: AgentForesight,
+    },
     /// A check's whole output as kept beside the run (`None`: not kept on this machine).
     Check {
         run: RunId,
@@ -130,6 +136,11 @@ pub enum Action {
         workspace: String,
     },
     LoadCheck {
+        run: RunId,
+        agent: usize,
+    },
+    /// What the agent's work conflicts with: its base as it stands, other runs' agents.
+    LoadConflicts {
         run: RunId,
         agent: usize,
     },
@@ -305,6 +316,8 @@ pub struct Model {
     /// time, and a working agent's read again at most once a second.
     pub diff_reading: Option<(RunId, usize)>,
     pub diff_asked: DateTime<Utc>,
+    /// What the diff's agent's work conflicts with, once read (again each time its diff is).
+    pub conflicts: Option<(RunId, usize, AgentForesight)>,
     /// The check shown.
     pub check: Option<CheckShown>,
     pub check_scroll: Scroll,
@@ -360,6 +373,7 @@ impl Model {
             diff_scroll: Scroll::default(),
             diff_reading: None,
             diff_asked: DateTime::<Utc>::MIN_UTC,
+            conflicts: None,
             check: None,
             check_scroll: Scroll::default(),
             said: BTreeMap::new(),
@@ -451,11 +465,28 @@ impl Model {
                 }
                 let (run, agent) = read;
                 let again = matches!(&self.diff, Some((r, i, _)) if *r == run && *i == agent);
+                // Work that is finished is tried against what it would land beside, each time
+                // its diff is read (a working agent's is not: it is still changing).
+                let done = self
+                    .selected_run()
+                    .and_then(|r| r.agents.get(agent))
+                    .is_some_and(|a| a.status.state == berth_run::AgentState::Done);
+                let actions = match (done, &diff) {
+                    (true, Ok(_)) => vec![Action::LoadConflicts {
+                        run: run.clone(),
+                        agent,
+                    }],
+                    _ => Vec::new(),
+                };
                 self.diff = Some((run, agent, diff.map(|d| lines::of_diff(&d))));
                 // Read again while the agent works: where the person scrolled to stays.
                 if !again {
                     self.diff_scroll = Scroll::default();
                 }
+                actions
+            }
+            Update::Conflicts { run, agent, seen } => {
+                self.conflicts = Some((run, agent, seen));
                 Vec::new()
             }
             Update::Check { run, agent, kept } => {

@@ -73,6 +73,9 @@ struct Inner {
     runs: RunStore,
     /// Lands asked for here, driven in this server: their agents' turns hosted by it.
     lander: Lander,
+    /// The trial merges the review page made (each pair of commits once), kept while the
+    /// server runs.
+    foresight: berth_run::Foresight,
     live: live::Hub,
     /// Cancelled when the server stops: open event streams end, so a graceful shutdown does
     /// not wait on pages that would watch forever.
@@ -89,6 +92,7 @@ impl Web {
                 ops,
                 agent,
                 runs,
+                foresight: berth_run::Foresight::new(),
                 live: live::Hub::default(),
                 closing: berth_agent::CancellationToken::new(),
             }),

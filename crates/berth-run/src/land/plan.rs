@@ -107,7 +107,11 @@ impl Lander {
             .collect();
         let (into, conflicts, new_tip) = git(move || {
             let repo = Repo::open(&gi.repo)?;
-            let into = berth_ops_local_base(&repo, &gi.base_branch);
+            // A base that is no local branch is planned as its own name: the land refuses
+            // it, naming it.
+            let into = repo
+                .local_base(&gi.base_branch)
+                .unwrap_or(gi.base_branch.clone());
             let base = match simulated.iter().find(|(b, _)| *b == into) {
                 Some((_, tip)) => tip.clone(),
                 None => repo.branch_tip(&into)?,
@@ -131,10 +135,4 @@ impl Lander {
         planned.conflicts = conflicts;
         Ok(planned)
     }
-}
-
-/// [`berth_ops::local_base`] inside a blocking git job: a base that is no local branch is
-/// planned as its own name (the land refuses it, naming it).
-fn berth_ops_local_base(repo: &Repo, base: &str) -> String {
-    berth_ops::local_base(repo, base).unwrap_or_else(|_| base.to_owned())
 }

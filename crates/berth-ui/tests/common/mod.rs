@@ -262,6 +262,7 @@ pub fn context(ops: &Ops, store: &RunStore) -> berth_ui::Context {
             store.clone(),
             berth_agent::AgentBuilder::new(ops.clone()).build(),
         ),
+        foresight: berth_run::Foresight::new(),
     }
 }
 

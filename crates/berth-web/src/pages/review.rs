@@ -1,6 +1,8 @@
-//! A run's review (`/runs/{id}`): its agents side by side (`berth_run::compare`, the model
-//! `berth run compare` prints), each with its state, check, tokens, cost, time, changes and
-//! diff; and the actions that finish the work, each the library call the CLI makes:
+//! A run's review (`/runs/{id}`): its agents side by side (`berth_run::compare_foreseen`, the
+//! model `berth run compare` prints), each with its state, check, what its work conflicts
+//! with (its base as it now stands, other runs' finished agents: a trial merge), tokens,
+//! cost, time, changes and diff; and the actions that finish the work, each the library call
+//! the CLI makes:
 //!
 //! - Merge (`berth_run::pick`, as `berth run pick`): the agent's work merged with a message
 //!   naming the task, its workspace archived, the other agents' workspaces kept or (Merge
@@ -29,7 +31,7 @@ use axum::Extension;
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use berth_ops::MergeMode;
-use berth_run::{AgentNumber, Compared, Host, RunId, Supervised};
+use berth_run::{Against, AgentForesight, AgentNumber, Compared, Host, RunId, Supervised};
 use maud::{Markup, html};
 use serde::Deserialize;
 
@@ -49,7 +51,8 @@ pub async fn show(
     admin_only(&viewer)?;
     let runs = &web.inner.runs;
     let id = runs.resolve(&id).await?;
-    let compared = berth_run::compare(&web.inner.ops, runs, &id, true).await?;
+    let compared =
+        berth_run::compare_foreseen(&web.inner.ops, runs, &id, true, &web.inner.foresight).await?;
     let lands = super::land::of_run(&web, id.as_str(), compared.agents.len()).await;
     let landing = lands
         .iter()
@@ -86,6 +89,7 @@ fn agent_view(run: &str, a: &Compared, land: Option<&Landing>) -> Markup {
                     Some(other) => { (other) @if let Some(o) = &a.check_outcome { " (" (o) ")" } },
                     None => "—",
                 } }
+                @if let Some(seen) = &a.conflicts { dt { "Conflicts" } dd.conflicts { (conflicts_view(seen)) } }
                 dt { "Changed" } dd.changed { (a.files.len()) @if a.files.len() == 1 { " file " } @else { " files " } span.add { "+" (a.added) } " " span.del { "−" (a.removed) } }
                 dt { "Tokens" } dd { (a.input_tokens + a.output_tokens) }
                 dt { "Cost" } dd { @match a.cost_usd { Some(c) => { "$" (format!("{c:.2}")) }, None => "—" } }
@@ -158,6 +162,44 @@ fn agent_view(run: &str, a: &Compared, land: Option<&Landing>) -> Markup {
                 p.problem { "Its changes cannot be shown: " (why) }
             }
             @if let Some(patch) = &a.patch { (diff_view(&base, patch)) }
+        }
+    }
+}
+
+/// What an agent's work conflicts with: each base or other run's agent with its files (named
+/// as git quotes them), `none` when it merges cleanly with all it was tried against, or why it
+/// was not looked at.
+fn conflicts_view(seen: &AgentForesight) -> Markup {
+    let files = |files: &[berth_run::FileName]| {
+        files
+            .iter()
+            .map(berth_run::FileName::shown)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    html! {
+        @if let Some(u) = &seen.unjudged {
+            @if u.reason.worth_saying() { span.meta { "not looked for: " (shown(&u.why)) } } @else { "—" }
+        } @else if seen.with.is_empty() {
+            span.add { "none" }
+            span.meta { " (with " (seen.base.as_deref().unwrap_or("its base")) " and " (seen.compared) " agent(s) of other runs)" }
+        } @else {
+            ul {
+                @for c in &seen.with {
+                    li.del {
+                        @match &c.against {
+                            Against::Base { branch } => { "with " code { (branch) } },
+                            Against::Agent { run, agent, label } => {
+                                "with " a href={ "/runs/" (run) } { "run " (run) " agent " (agent) } " (" (label) ")"
+                            },
+                        }
+                        ": " code { (files(&c.files)) }
+                    }
+                }
+            }
+        }
+        @for u in &seen.unknown {
+            p.meta { "not compared with run " (u.run) " agent " (u.agent) ": " (shown(&u.why)) }
         }
     }
 }
@@ -452,6 +494,48 @@ mod tests {
         );
         assert!(
             html.contains(r#"<div class="file">src/main.rs</div>"#),
+            "{html}"
+        );
+        assert!(
+            !html.chars().any(berth_ops::shown::drives_the_terminal),
+            "{html}"
+        );
+    }
+
+    #[test]
+    fn conflicts_name_what_and_the_files_as_git_quotes_them() {
+        let seen = AgentForesight {
+            agent: 1,
+            base: Some("main".into()),
+            unjudged: None,
+            with: vec![
+                berth_run::Conflict {
+                    against: Against::Base {
+                        branch: "main".into(),
+                    },
+                    files: vec!["f.txt".into(), "<b>\x1b.txt".into()],
+                },
+                berth_run::Conflict {
+                    against: Against::Agent {
+                        run: "0123456789ab".into(),
+                        agent: 2,
+                        label: "codex".into(),
+                    },
+                    files: vec!["evil\u{1b}[2J.txt".into()],
+                },
+            ],
+            compared: 1,
+            unknown: Vec::new(),
+        };
+        let html = conflicts_view(&seen).into_string();
+        assert!(
+            html.contains("with <code>main</code>: <code>f.txt"),
+            "{html}"
+        );
+        assert!(html.contains(r"&quot;&lt;b&gt;\033.txt&quot;"), "{html}");
+        assert!(html.contains(r"&quot;evil\033[2J.txt&quot;"), "{html}");
+        assert!(
+            html.contains(r#"<a href="/runs/0123456789ab">run 0123456789ab agent 2</a> (codex)"#),
             "{html}"
         );
         assert!(

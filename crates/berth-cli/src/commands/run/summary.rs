@@ -143,6 +143,32 @@ pub(super) fn ended_as(state: &str, stop: Option<&str>) -> String {
     }
 }
 
+/// What an agent's work conflicts with, a line each (nothing when it merges cleanly); why it
+/// could not be judged, when there was work to judge.
+fn print_conflicts(out: &mut impl Write, seen: &berth_run::AgentForesight) -> std::io::Result<()> {
+    let n = seen.agent;
+    for c in &seen.with {
+        let with = render::cell(&c.against.to_string());
+        writeln!(out, "[{n}] conflicts with {with}: {}", c.shown_files())?;
+    }
+    for u in &seen.unknown {
+        let why = render::cell(&u.why);
+        writeln!(
+            out,
+            "[{n}] not compared with run {} agent {}: {why}",
+            u.run, u.agent
+        )?;
+    }
+    if let Some(u) = seen.unjudged.as_ref().filter(|u| u.reason.worth_saying()) {
+        writeln!(
+            out,
+            "[{n}] conflicts not looked for: {}",
+            render::cell(&u.why)
+        )?;
+    }
+    Ok(())
+}
+
 /// What the FILES column's symbols mean.
 const FILES_LEGEND: &str = "FILES: files changed  +lines added  -lines removed";
 
@@ -154,7 +180,9 @@ pub(super) async fn compare(
     json: bool,
 ) -> anyhow::Result<()> {
     let id = store.resolve(id).await?;
-    let compared = berth_run::compare(ops, store, &id, false).await?;
+    // A command asks once: what it keeps of the trial merges goes with it.
+    let foresight = berth_run::Foresight::new();
+    let compared = berth_run::compare_foreseen(ops, store, &id, false, &foresight).await?;
     if json {
         return Ok(render::json(&compared)?);
     }
@@ -239,6 +267,9 @@ pub(super) async fn compare(
                 a.agent,
                 render::cell(why)
             )?;
+        }
+        if let Some(seen) = &a.conflicts {
+            print_conflicts(&mut out, seen)?;
         }
     }
     out.flush()?;
