@@ -120,6 +120,29 @@ fn three_runs_land_in_order_and_the_conflict_goes_back_to_its_agent() {
         "line 1\nline two\n",
         check,
     );
+    // A fourth, on the same line, not landed: before the land it conflicts only with the
+    // others (no run has landed), after it with main.
+    let r4 = one_run(
+        &home,
+        &server,
+        &root,
+        "Change line one once more",
+        "f.txt",
+        "line I\nline two\n",
+        check,
+    );
+    let said = |id: &str| -> Vec<String> {
+        home.ok(&["run", "compare", id])
+            .lines()
+            .filter(|l| l.contains("conflicts with"))
+            .map(|l| l.trim().to_owned())
+            .collect()
+    };
+    assert!(
+        !said(&r4).iter().any(|l| l.contains("with main")),
+        "{:?}",
+        said(&r4)
+    );
     let main_before = git(&root, &["rev-parse", "main"]).trim().to_owned();
 
     // Run 3's agent resolves its conflict in a turn of its own.
@@ -202,6 +225,21 @@ fn three_runs_land_in_order_and_the_conflict_goes_back_to_its_agent() {
         assert_eq!(run["agents"][0]["outcome"], "merged", "{run:#}");
         assert_eq!(run["review"]["stage"], "picked", "{run:#}");
     }
+    // The fourth now conflicts with main, in f.txt, before anyone lands it.
+    assert!(
+        said(&r4).contains(&"[1] conflicts with main: f.txt".to_owned()),
+        "{:?}",
+        said(&r4)
+    );
+    let compared = home.json(&["run", "compare", &r4, "--json"]);
+    let with = &compared["agents"][0]["conflicts"]["with"];
+    assert!(
+        with.as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["kind"] == "base" && c["files"] == serde_json::json!(["f.txt"])),
+        "{compared:#}"
+    );
     // The third agent was told in its own session, naming the file.
     let session = show(&home, &r3)["agents"][0]["session"]
         .as_str()
