@@ -301,7 +301,8 @@ fn an_agent_that_cannot_resolve_is_left_and_the_queue_goes_on() {
         ),
     )
     .unwrap();
-    // B's agent answers without touching the file: the markers stay.
+    // B's agent writes a note and leaves the markers where they are.
+    server.push(Reply::anthropic(&write("note.txt", "undecided\n")));
     server.push(Reply::anthropic(&Turn::new().text(["I cannot decide."])));
     let landed = land(
         &home,
@@ -337,6 +338,13 @@ fn an_agent_that_cannot_resolve_is_left_and_the_queue_goes_on() {
         ],
     );
     assert!(kept.contains("/2/attempt-1"), "{kept}");
+    let attempt = format!("refs/berth/land/{land_id}/2/attempt-1");
+    assert_eq!(
+        git(&root, &["show", &format!("{attempt}:note.txt")]),
+        "undecided\n"
+    );
+    assert!(git(&root, &["show", &format!("{attempt}:f.txt")]).contains("<<<<<<<"));
+    assert!(!b_tree.join("note.txt").exists());
     let notice: Value = serde_json::from_str(&std::fs::read_to_string(&told).unwrap()).unwrap();
     assert!(
         notice["title"]

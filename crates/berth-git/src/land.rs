@@ -187,7 +187,8 @@ impl Repo {
 
     /// Puts `wt` back where it was before a resolution that did not succeed: what it holds
     /// kept as a commit on `attempt` (the merge of `base` and `work`, markers and all), its
-    /// branch at `work` again, its files `work`'s. The kept attempt.
+    /// branch at `work` again, its files `work`'s (what the attempt added removed, ignored
+    /// files left alone). The kept attempt.
     pub fn abandon_resolution(
         &self,
         wt: &Path,
@@ -205,6 +206,9 @@ impl Repo {
         self.git(["update-ref", attempt, &kept])?;
         run(wt, ["update-ref", "HEAD", work, base])?;
         run(wt, ["read-tree", "--reset", "-u", work])?;
+        // Files the attempt added are in the kept commit; the worktree had no other
+        // untracked file (its work was committed before the land), and ignored ones stay.
+        run(wt, ["clean", "--quiet", "--force", "-d"])?;
         Ok(kept)
     }
 
