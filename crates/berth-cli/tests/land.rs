@@ -66,13 +66,7 @@ fn land_cmd(
 ) -> std::process::Command {
     let mut all = vec!["land"];
     all.extend_from_slice(args);
-    let mut cmd = home.cmd(&all);
-    cmd.current_dir(root)
-        .env("BERTH_PROVIDER", "claude")
-        .env("BERTH_PROVIDERS__CLAUDE__BASE_URL", server.url())
-        .env("BERTH_PROVIDERS__CLAUDE__MODEL", "test-model")
-        .env("ANTHROPIC_API_KEY", "test-key");
-    cmd
+    support::runs::on_stand_in(home, server, root, &all)
 }
 
 fn show(home: &Home, id: &str) -> Value {

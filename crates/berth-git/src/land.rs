@@ -15,8 +15,8 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use crate::command::{git_output, run};
-use crate::merge::{MergeMode, commit_tree, is_ancestor, overwritten_untracked};
+use crate::command::run;
+use crate::merge::{MergeMode, commit_tree, is_ancestor, lossy, merge_tree, overwritten_untracked};
 use crate::remove::{Embedded, snapshot_tree};
 use crate::status::tracked_state;
 use crate::{GitError, Repo, Result};
@@ -150,6 +150,7 @@ impl Repo {
             return Ok(Brought::Moved { tip });
         }
         let (tree, files) = merge_tree(wt, base, &work)?;
+        let files = lossy(files);
         if files.is_empty() {
             let tip = commit_tree(wt, &tree, &[base, &work], message)?;
             run(wt, ["merge", "--ff-only", "--quiet", &tip])?;
@@ -224,6 +225,7 @@ impl Repo {
             return Ok(Ok(work.to_owned()));
         }
         let (tree, files) = merge_tree(self.root(), base, work)?;
+        let files = lossy(files);
         if !files.is_empty() {
             return Ok(Err(files));
         }
@@ -292,38 +294,4 @@ pub fn has_conflict_markers(wt: &Path, path: &str) -> bool {
         }
     }
     false
-}
-
-/// `theirs` merged into `ours` on objects: the tree (markers included where they conflict)
-/// and the conflicted files (empty when clean).
-fn merge_tree(wt: &Path, ours: &str, theirs: &str) -> Result<(String, Vec<String>)> {
-    let out = git_output(
-        wt,
-        [
-            "merge-tree",
-            "--write-tree",
-            "--name-only",
-            "--no-messages",
-            "-z",
-            ours,
-            theirs,
-        ],
-    )?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    let mut fields = text.split('\0');
-    let tree = fields.next().unwrap_or_default().trim().to_owned();
-    match out.status.code() {
-        Some(0) => Ok((tree, Vec::new())),
-        Some(1) => Ok((
-            tree,
-            fields
-                .take_while(|f| !f.is_empty())
-                .map(str::to_owned)
-                .collect(),
-        )),
-        _ => Err(GitError::Command {
-            command: "merge-tree --write-tree".to_owned(),
-            message: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
-        }),
-    }
 }

@@ -253,47 +253,68 @@ impl Repo {
     }
 }
 
-/// The tree of `ours` and `theirs` merged, or the conflicting files.
-fn merged_tree(wt: &Path, into: &str, ours: &str, theirs: &str) -> Result<String> {
+/// `theirs` merged into `ours` on objects (`git merge-tree --write-tree`), the one place
+/// berth asks git for a merge: the tree (conflict markers included where they conflict), and
+/// the conflicted files' names as git gave them (empty when it merges cleanly).
+pub(crate) fn merge_tree(dir: &Path, ours: &str, theirs: &str) -> Result<(String, Vec<Vec<u8>>)> {
     let out = git_output(
-        wt,
+        dir,
         [
             "merge-tree",
             "--write-tree",
             "--name-only",
             "--no-messages",
-            // The names as they are, not quoted: the error quotes them for a message.
+            // The names as they are, not quoted: a message quotes them.
             "-z",
+            "--end-of-options",
             ours,
             theirs,
         ],
     )?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    let mut fields = text.split('\0');
-    let tree = fields.next().unwrap_or_default().trim().to_owned();
+    // `<tree> NUL <name> NUL … NUL`: the names after the tree, up to an empty field.
+    let mut fields = out.stdout.split(|&b| b == 0);
+    let tree = String::from_utf8_lossy(fields.next().unwrap_or_default())
+        .trim()
+        .to_owned();
     match out.status.code() {
-        Some(0) => Ok(tree),
-        Some(1) => Err(GitError::MergeConflict {
-            into: into.to_owned(),
-            files: fields
+        Some(0) => Ok((tree, Vec::new())),
+        Some(1) => Ok((
+            tree,
+            fields
                 .take_while(|f| !f.is_empty())
-                .map(str::to_owned)
+                .map(<[u8]>::to_vec)
                 .collect(),
-        }),
+        )),
         _ => Err(GitError::Command {
-            command: "merge-tree --write-tree".to_owned(),
+            command: format!("merge-tree --write-tree {ours} {theirs}"),
             message: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+        }),
+    }
+}
+
+/// Names as text, for a message (a byte that is not UTF-8 shown as U+FFFD).
+pub(crate) fn lossy(names: Vec<Vec<u8>>) -> Vec<String> {
+    names
+        .into_iter()
+        .map(|n| String::from_utf8_lossy(&n).into_owned())
+        .collect()
+}
+
+/// The tree of `ours` and `theirs` merged, or the conflicting files.
+fn merged_tree(wt: &Path, into: &str, ours: &str, theirs: &str) -> Result<String> {
+    let (tree, files) = merge_tree(wt, ours, theirs)?;
+    match files.is_empty() {
+        true => Ok(tree),
+        false => Err(GitError::MergeConflict {
+            into: into.to_owned(),
+            files: lossy(files),
         }),
     }
 }
 
 /// The files a merge of `theirs` into `ours` would conflict on (empty: none).
 fn conflicts(wt: &Path, ours: &str, theirs: &str) -> Result<Vec<String>> {
-    match merged_tree(wt, "", ours, theirs) {
-        Ok(_) => Ok(Vec::new()),
-        Err(GitError::MergeConflict { files, .. }) => Ok(files),
-        Err(e) => Err(e),
-    }
+    Ok(lossy(merge_tree(wt, ours, theirs)?.1))
 }
 
 /// The files in `checkout` (on `before`) that git does not track and that moving it to

@@ -341,6 +341,9 @@ pub(crate) fn stage_all(worktree: &Path, index: Option<&Path>, embedded: Embedde
     Ok(())
 }
 
+/// Counts the index copies this process made, so no two calls share one.
+static INDEX_COPIES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 /// The tree of the worktree as it is, untracked files included (ignored ones not), written
 /// through a copy of its index so the worktree's own index is left as it was; embedded
 /// repositories refused or left out (see [`stage_all`]).
@@ -350,7 +353,13 @@ pub(crate) fn snapshot_tree(worktree: &Path, embedded: Embedded) -> Result<Strin
         ["rev-parse", "--path-format=absolute", "--git-path", "index"],
     )?;
     let index = PathBuf::from(index.trim());
-    let copy = index.with_file_name("berth-keep-index");
+    // A name of its own per call: the dashboard, the web page and a land may all read one
+    // worktree at once.
+    let copy = index.with_file_name(format!(
+        "berth-keep-index-{}-{}",
+        std::process::id(),
+        INDEX_COPIES.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
     let io = |context: String| move |source| GitError::Io { context, source };
     if index.exists() {
         std::fs::copy(&index, &copy)

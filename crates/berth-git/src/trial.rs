@@ -10,16 +10,16 @@
 //! commit: its id names the work, and a caller can keep what a trial found by the two ids
 //! it merged. A worktree without uncommitted changes is its HEAD itself.
 //!
-//! The index copy has a name of its own per call (the process and a counter), since the
+//! The index copy (`remove.rs`'s `snapshot_tree`) has a name of its own per call, since the
 //! dashboard, the web page and a land may all look at one worktree at once.
 
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::{Serialize, Serializer};
 
-use crate::command::{command, git_output, run};
-use crate::remove::{Embedded, stage_all};
+use crate::command::{command, run};
+use crate::merge::merge_tree;
+use crate::remove::{Embedded, snapshot_tree};
 use crate::{GitError, Repo, Result};
 
 /// Who made a commit of a worktree's work for a trial, and when: always the same, so the same
@@ -72,9 +72,6 @@ impl Serialize for FileName {
     }
 }
 
-/// Counts the index copies this process made, so no two calls share one.
-static INDEX_COPIES: AtomicU64 = AtomicU64::new(0);
-
 /// The work of the worktree at `worktree` as one commit: its HEAD when nothing is
 /// uncommitted, else a commit of everything in it (untracked files included, ignored ones
 /// and repositories made inside it left out) on top of its HEAD, made the same way each
@@ -85,7 +82,7 @@ pub fn work_commit(worktree: &Path) -> Result<String> {
         .map_err(|_| GitError::BadBase("HEAD (the worktree has no commit)".to_owned()))?
         .trim()
         .to_owned();
-    let tree = work_tree(worktree)?;
+    let tree = snapshot_tree(worktree, Embedded::LeaveOut)?;
     let head_tree = run(worktree, ["rev-parse", &format!("{head}^{{tree}}")])?;
     if head_tree.trim() == tree {
         return Ok(head);
@@ -108,76 +105,13 @@ pub fn work_commit(worktree: &Path) -> Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
 }
 
-/// The tree of the worktree as it is, written through a copy of its index that no other
-/// call shares, removed after.
-fn work_tree(worktree: &Path) -> Result<String> {
-    let index = run(
-        worktree,
-        ["rev-parse", "--path-format=absolute", "--git-path", "index"],
-    )?;
-    let index = Path::new(index.trim());
-    let copy = index.with_file_name(format!(
-        "berth-trial-index-{}-{}",
-        std::process::id(),
-        INDEX_COPIES.fetch_add(1, Ordering::Relaxed)
-    ));
-    let io = |context: String| move |source| GitError::Io { context, source };
-    if index.exists() {
-        std::fs::copy(index, &copy)
-            .map_err(io(format!("cannot copy the index {}", index.display())))?;
-    }
-    let tree = stage_all(worktree, Some(&copy), Embedded::LeaveOut).and_then(|()| {
-        let out = command(worktree)
-            .env("GIT_INDEX_FILE", &copy)
-            .arg("write-tree")
-            .output()
-            .map_err(GitError::Spawn)?;
-        match out.status.success() {
-            true => Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned()),
-            false => Err(GitError::Command {
-                command: "write-tree".to_owned(),
-                message: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
-            }),
-        }
-    });
-    let _ = std::fs::remove_file(&copy);
-    tree
-}
-
 impl Repo {
     /// The files a merge of the commit `theirs` into the commit `ours` would conflict on, in
     /// git's order; empty when it merges cleanly. Nothing changes but new objects (the merged
     /// tree), which no ref names.
     pub fn trial_merge(&self, ours: &str, theirs: &str) -> Result<Vec<FileName>> {
-        let out = git_output(
-            self.root(),
-            [
-                "merge-tree",
-                "--write-tree",
-                "--name-only",
-                "--no-messages",
-                // The names as they are, not quoted.
-                "-z",
-                "--end-of-options",
-                ours,
-                theirs,
-            ],
-        )?;
-        match out.status.code() {
-            Some(0) => Ok(Vec::new()),
-            // `<tree> NUL <name> NUL … NUL`: the names after the tree, up to an empty field.
-            Some(1) => Ok(out
-                .stdout
-                .split(|&b| b == 0)
-                .skip(1)
-                .take_while(|name| !name.is_empty())
-                .map(|name| FileName(name.to_vec()))
-                .collect()),
-            _ => Err(GitError::Command {
-                command: format!("merge-tree --write-tree {ours} {theirs}"),
-                message: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
-            }),
-        }
+        let (_, files) = merge_tree(self.root(), ours, theirs)?;
+        Ok(files.into_iter().map(FileName).collect())
     }
 
     /// The local branch a base names, which a pick merges into: the base itself when it is a

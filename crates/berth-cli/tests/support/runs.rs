@@ -25,7 +25,12 @@ pub fn project() -> (tempfile::TempDir, PathBuf) {
 pub fn berth_run(home: &Home, server: &ProviderServer, dir: &Path, args: &[&str]) -> Command {
     let mut all = vec!["run"];
     all.extend_from_slice(args);
-    let mut cmd = home.cmd(&all);
+    on_stand_in(home, server, dir, &all)
+}
+
+/// `berth ARGS` in `dir`, berth's agent (and `berth acp` under it) on the stand-in.
+pub fn on_stand_in(home: &Home, server: &ProviderServer, dir: &Path, args: &[&str]) -> Command {
+    let mut cmd = home.cmd(args);
     cmd.current_dir(dir)
         .env("BERTH_PROVIDER", "claude")
         .env("BERTH_PROVIDERS__CLAUDE__BASE_URL", server.url())

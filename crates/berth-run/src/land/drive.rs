@@ -271,6 +271,30 @@ impl Lander {
         Ok(())
     }
 
+    /// Records the check run on item `k`'s combined tree, as its step and its item's check.
+    pub(super) async fn checked(
+        &self,
+        held: &mut HeldLand,
+        k: usize,
+        result: &CheckResult,
+    ) -> berth_ops::Result<()> {
+        held.record.items[k].check = Some(result.clone());
+        let text = format!(
+            "check `{}` on the combined tree: {}",
+            result.command,
+            result.described()
+        );
+        self.step_with(
+            held,
+            Some(k),
+            StepKind::Checked,
+            text,
+            Vec::new(),
+            Some(result.clone()),
+        )
+        .await
+    }
+
     /// Drives the held land until every agent is landed or left, or it stops (Ctrl-C, a
     /// checkout in the way): then `--resume` goes on. The record as it ended.
     pub async fn drive(&self, mut held: HeldLand) -> berth_ops::Result<LandRecord> {

@@ -140,18 +140,7 @@ impl Lander {
         let result = self.run_check(held, k, place, &command).await;
         let _ = git(move || repo.drop_checkout(&dir)).await;
         let result = result?;
-        self.step_with(
-            held,
-            Some(k),
-            StepKind::Checked,
-            format!(
-                "check `{command}` on the combined tree: {}",
-                result.described()
-            ),
-            Vec::new(),
-            Some(result.clone()),
-        )
-        .await?;
+        self.checked(held, k, &result).await?;
         Ok(match result.passed {
             true => Ok(Some(result)),
             false => Err(format!(

@@ -287,19 +287,7 @@ impl Lander {
                 None => self.run_check(held, k, place, &command).await?,
             };
             let passed = result.passed;
-            self.step_with(
-                held,
-                Some(k),
-                StepKind::Checked,
-                format!(
-                    "check `{command}` on the combined tree: {}",
-                    result.described()
-                ),
-                Vec::new(),
-                Some(result.clone()),
-            )
-            .await?;
-            held.record.items[k].check = Some(result.clone());
+            self.checked(held, k, &result).await?;
             if passed {
                 return Ok(Ok((tip, Some(result))));
             }
