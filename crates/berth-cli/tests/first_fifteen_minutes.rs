@@ -53,6 +53,8 @@ const TOUR: &[(&str, Expect)] = &[
     ("berth run compare RUN", Expect::Status(2)),
     ("berth run pick RUN best", Expect::Status(2)),
     ("berth run restore RUN 3", Expect::Status(2)),
+    // Run ids as placeholders, as above: refused as no run, naming what to give.
+    ("berth land R1 R2:best R3", Expect::Status(2)),
     // No finished run has anything left: nothing to do, said so.
     ("berth run clean --older-than 7d", Expect::Ok),
     // Interactive: run in a real terminal by `ui_terminal.rs`.
