@@ -300,7 +300,7 @@ async fn sqlite_appends_made_at_once_commit_together_and_fail_alone() {
     );
 }
 
-/// A database of schema version 6, sessions made before agents were recorded, comes up to 7
+/// A database of schema version 6, sessions made before agents were recorded, comes up to 8
 /// on opening: its sessions read as berth's own (no agent), and a new one keeps its agent.
 #[tokio::test]
 async fn a_version_6_database_gets_the_agent_column() {
@@ -330,6 +330,8 @@ async fn a_version_6_database_gets_the_agent_column() {
         pool.exec("ALTER TABLE sessions DROP COLUMN agent", &[])
             .await
             .unwrap();
+        // And before lands (version 8).
+        pool.exec("DROP TABLE lands", &[]).await.unwrap();
         pool.exec("UPDATE berth_schema SET version = 6", &[])
             .await
             .unwrap();
@@ -337,6 +339,9 @@ async fn a_version_6_database_gets_the_agent_column() {
         made
     };
     let store = SqlStore::open(&url, dir.path()).unwrap();
+    // Brought up through version 8: its lands table is there again, empty.
+    assert!(store.lands().list().await.unwrap().is_empty());
+    assert!(store.lands().insert("0123456789ab", 1, "{}").await.unwrap());
     let loaded = SessionStore::load(&store, &before.id).await.unwrap();
     assert_eq!(loaded, before);
     assert_eq!(loaded.agent, None);
