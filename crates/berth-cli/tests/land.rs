@@ -695,6 +695,25 @@ fn a_detached_land_is_driven_by_its_own_process() {
     assert_eq!(states, ["landed", "landed"], "{over:#}");
     assert_eq!(git(&root, &["show", "main:f.txt"]), "ONE\nline two\n");
     assert_eq!(git(&root, &["show", "main:new.txt"]), "new\n");
+    // A land another node drives is as its record says here (its lock is there, not here),
+    // and is resumed only there.
+    let path = home.path().join(format!("lands/{id}/land.json"));
+    let mut record: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    record["state"] = "landing".into();
+    record["node"] = "elsewhere".into();
+    record["items"][1]["state"] = "landing".into();
+    std::fs::write(&path, serde_json::to_string(&record).unwrap()).unwrap();
+    assert_eq!(
+        home.json(&["land", "list", "--json"])[0]["state"],
+        "landing"
+    );
+    let resumed = land(&home, &server, &root, &["--resume", &id]);
+    assert_eq!(resumed.code, 4, "{}", resumed.stderr);
+    assert!(
+        resumed.stderr.contains("node elsewhere"),
+        "{}",
+        resumed.stderr
+    );
 }
 
 #[test]

@@ -182,7 +182,8 @@ fn a_land(first: &RunId, second: &RunId, second_state: &str, over: bool) -> Land
         "id": "0a1b2c3d4e5f",
         "created_at": "2026-01-01T00:00:00Z",
         "state": if over { "over" } else { "landing" },
-        "node": "here",
+        // This machine: only a land driven here has a lock here to say it is cut off.
+        "node": berth_ops::notices::node_name(),
         "dir": "/nowhere",
         "mode": "merge",
         "retries": 2,

@@ -143,11 +143,12 @@ async fn start(
     foreground(lander, held, args.json).await
 }
 
-/// The newest land not over, for a bare `--resume`.
+/// The newest land not over that no process drives, for a bare `--resume`.
 async fn newest_open(lander: &Lander) -> anyhow::Result<berth_run::LandId> {
     for land in lander.store().list().await?.into_iter().flatten() {
-        if land.state != LandState::Over && !lander.store().driven(&land.id) {
-            return Ok(land.id);
+        let seen = lander.store().look(land).await;
+        if seen.record.state != LandState::Over && !seen.driven {
+            return Ok(seen.record.id);
         }
     }
     bail!(berth_ops::Error::rule(

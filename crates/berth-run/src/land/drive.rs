@@ -86,7 +86,7 @@ pub(super) fn refused(message: String) -> berth_ops::Error {
 
 impl Lander {
     pub fn new(ops: Ops, runs: RunStore, agent: Agent) -> Lander {
-        let lands = LandStore::open(&ops);
+        let lands = LandStore::open(&ops).with_node(runs.node());
         Lander {
             ops,
             runs,

@@ -29,6 +29,8 @@ fn io_error(path: &Path, e: std::io::Error) -> berth_ops::Error {
 pub struct LandStore {
     home: PathBuf,
     db: Option<SqlLands>,
+    /// This machine's node: only a land driven here has a lock here to look at.
+    node: String,
 }
 
 impl std::fmt::Debug for LandStore {
@@ -76,7 +78,14 @@ impl LandStore {
         LandStore {
             home: ops.home().to_owned(),
             db: ops.database().map(|d| d.lands()),
+            node: berth_ops::notices::node_name(),
         }
+    }
+
+    /// The same lands, this process named `node` (a worker's `--node`).
+    pub fn with_node(mut self, node: &str) -> LandStore {
+        self.node = node.to_owned();
+        self
     }
 
     /// The land's folder on this machine: its lock, and what its checks printed.
@@ -184,8 +193,8 @@ impl LandStore {
         crate::kept::lock_holders(meta.dev(), meta.ino()).is_some_and(|h| !h.is_empty())
     }
 
-    /// `record` as a reader sees it now ([`SeenLand`]). One landing that nobody drives is
-    /// read again first: its driver may have written its end and let go between the read
+    /// `record` as a reader sees it now ([`SeenLand`]); a land another node drives is as its
+    /// record says. One landing that nobody here drives is read again first: its driver may have written its end and let go between the read
     /// and the look at its lock, and a land just over is not cut off.
     pub async fn look(&self, record: LandRecord) -> SeenLand {
         if record.state != LandState::Landing {
@@ -194,7 +203,8 @@ impl LandStore {
                 driven: false,
             };
         }
-        if self.driven(&record.id) {
+        // Driven on another node, whose lock no process here can see: as its record says.
+        if record.node != self.node || self.driven(&record.id) {
             return SeenLand {
                 record,
                 driven: true,
