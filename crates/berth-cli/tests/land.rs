@@ -878,3 +878,65 @@ fn a_batch_of_tasks_lands_in_the_files_order() {
     let missing = land(&home, &server, &root, &["--batch", "0000000000ff"]);
     assert_eq!(missing.code, 3, "{}", missing.stderr);
 }
+
+#[test]
+fn ctrl_c_stops_a_land_after_its_step_and_resume_goes_on() {
+    let home = Home::new();
+    let server = ProviderServer::start_in_background();
+    let (_tmp, root) = project();
+    // The check waits while `hold` is in the worktree (ignored, so never part of the work).
+    let check = "touch waiting; while [ -e hold ]; do sleep 0.1; done";
+    let a = one_run(
+        &home,
+        &server,
+        &root,
+        "Add a file",
+        "new.txt",
+        "new\n",
+        check,
+    );
+    let b = one_run(
+        &home,
+        &server,
+        &root,
+        "Add another",
+        "other.txt",
+        "other\n",
+        check,
+    );
+    let first = PathBuf::from(show(&home, &a)["agents"][0]["worktree"].as_str().unwrap());
+    std::fs::write(root.join(".git/info/exclude"), "hold\nwaiting\n").unwrap();
+    std::fs::remove_file(first.join("waiting")).unwrap();
+    std::fs::write(first.join("hold"), "").unwrap();
+    let landing = land_cmd(&home, &server, &root, &[&a, &b])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    support::runs::until(
+        "the first check to start",
+        std::time::Duration::from_secs(60),
+        || first.join("waiting").exists().then_some(()),
+    );
+    let status = std::process::Command::new("kill")
+        .args(["-INT", &landing.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    // The check under way is cut short; the land stops, resumable, and says so.
+    let out = landing.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("--resume"), "{stderr}");
+    let listed = home.json(&["land", "list", "--json"]);
+    assert_eq!(listed[0]["state"], "stopped", "{listed:#}");
+    assert!(
+        git(&root, &["ls-tree", "main", "new.txt"]).is_empty(),
+        "nothing landed"
+    );
+    std::fs::remove_file(first.join("hold")).unwrap();
+    let resumed = land(&home, &server, &root, &["--resume"]);
+    assert_eq!(resumed.code, 0, "{}\n{}", resumed.stderr, resumed.stdout);
+    assert_eq!(git(&root, &["show", "main:new.txt"]), "new\n");
+    assert_eq!(git(&root, &["show", "main:other.txt"]), "other\n");
+}

@@ -8,7 +8,7 @@
 use berth_git::Repo;
 use berth_ops::Workspace;
 
-use super::drive::{Halt, Lander, Place, Settled, git, shown};
+use super::drive::{Halt, Lander, Place, Settled, git, refused, shown};
 use super::record::{ItemState, StepKind};
 use super::store::HeldLand;
 use super::turn::message;
@@ -140,6 +140,9 @@ impl Lander {
         let result = self.run_check(held, k, place, &command).await;
         let _ = git(move || repo.drop_checkout(&dir)).await;
         let result = result?;
+        if self.stop.is_cancelled() {
+            return Err(Halt(refused("stopped during its check".to_owned())));
+        }
         self.checked(held, k, &result).await?;
         Ok(match result.passed {
             true => Ok(Some(result)),

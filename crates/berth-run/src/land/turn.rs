@@ -251,6 +251,9 @@ impl Lander {
         item: &LandItem,
         text: &str,
     ) -> Result<TurnEnd, Halt> {
+        if self.stop.is_cancelled() {
+            return Err(Halt(refused("stopped before its agent's turn".to_owned())));
+        }
         held.record.items[k].turns += 1;
         let turn = held.record.items[k].turns;
         let agent = item.agent.unwrap_or(0);
@@ -286,6 +289,10 @@ impl Lander {
                 Some(c) => c,
                 None => self.run_check(held, k, place, &command).await?,
             };
+            if self.stop.is_cancelled() {
+                // Cut short by the stop: no evidence either way, and nothing is handed back.
+                return Err(Halt(refused("stopped during its check".to_owned())));
+            }
             let passed = result.passed;
             self.checked(held, k, &result).await?;
             if passed {
