@@ -940,3 +940,39 @@ fn ctrl_c_stops_a_land_after_its_step_and_resume_goes_on() {
     assert_eq!(git(&root, &["show", "main:new.txt"]), "new\n");
     assert_eq!(git(&root, &["show", "main:other.txt"]), "other\n");
 }
+
+#[test]
+fn an_agent_whose_work_cannot_be_committed_is_left_and_the_queue_goes_on() {
+    let home = Home::new();
+    let server = ProviderServer::start_in_background();
+    let (_tmp, root) = project();
+    let a = one_run(
+        &home,
+        &server,
+        &root,
+        "Add a file",
+        "new.txt",
+        "new\n",
+        "true",
+    );
+    let b = one_run(
+        &home,
+        &server,
+        &root,
+        "Add another",
+        "other.txt",
+        "other\n",
+        "true",
+    );
+    // A repository made inside the first agent's worktree: git would record it as a link.
+    let first = PathBuf::from(show(&home, &a)["agents"][0]["worktree"].as_str().unwrap());
+    git(&first, &["init", "--quiet", "inner"]);
+    let landed = land(&home, &server, &root, &[&a, &b, "--json"]);
+    assert_eq!(landed.code, 1, "{}\n{}", landed.stderr, landed.stdout);
+    let steps = steps(&landed.stdout);
+    let left = steps.iter().find(|s| s["step"] == "left").unwrap();
+    assert_eq!(left["item"], 0, "{left:#}");
+    assert!(left["text"].as_str().unwrap().contains("inner"), "{left:#}");
+    assert_eq!(git(&root, &["show", "main:other.txt"]), "other\n");
+    assert!(git(&root, &["ls-tree", "main", "new.txt"]).is_empty());
+}

@@ -631,7 +631,13 @@ impl Lander {
             );
             move || berth_git::commit_all(&wt, &m)
         })
-        .await?;
+        .await;
+        // Its worktree's own trouble (a repository made inside it) is this agent's, not the
+        // queue's: it is left, and the queue goes on.
+        let committed = match committed {
+            Ok(c) => c,
+            Err(e) => return Ok(Settled::Left(format!("its work cannot be committed: {e}"))),
+        };
         if let Some(commit) = committed {
             self.step(
                 held,
