@@ -279,14 +279,35 @@ impl Repo {
     }
 }
 
-/// Whether `path` under `wt` still holds a conflict marker line (`<<<<<<< `, `>>>>>>> `,
-/// or a bare `=======` between them).
+/// Whether `path` under `wt` still holds a conflict marker line (`<<<<<<< `, then
+/// `=======` or `>>>>>>> `). The agent had the worktree: only a regular file is read, never
+/// through a symlink (which could lead out of it), and opened without blocking (a FIFO in
+/// its place is no file, and would hold berth forever); anything else holds no markers.
 pub fn has_conflict_markers(wt: &Path, path: &str) -> bool {
-    let Ok(bytes) = std::fs::read(wt.join(path)) else {
+    use std::io::BufRead;
+    use std::os::unix::fs::OpenOptionsExt;
+    // A folder on the way that is a link could lead out too (the last part is O_NOFOLLOW's).
+    let mut on_the_way = wt.to_path_buf();
+    let parts: Vec<&str> = path.split('/').collect();
+    for part in &parts[..parts.len().saturating_sub(1)] {
+        on_the_way.push(part);
+        if !std::fs::symlink_metadata(&on_the_way).is_ok_and(|m| m.is_dir()) {
+            return false;
+        }
+    }
+    let Ok(file) = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(wt.join(path))
+    else {
         return false;
     };
+    if !file.metadata().is_ok_and(|m| m.is_file()) {
+        return false;
+    }
     let mut open = false;
-    for line in bytes.split(|b| *b == b'\n') {
+    for line in std::io::BufReader::new(file).split(b'\n') {
+        let Ok(line) = line else { return false };
         if line.starts_with(b"<<<<<<< ") {
             open = true;
         } else if open && (line.starts_with(b">>>>>>> ") || line == b"=======") {
@@ -294,4 +315,40 @@ pub fn has_conflict_markers(wt: &Path, path: &str) -> bool {
         }
     }
     false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::has_conflict_markers;
+
+    const MARKED: &str = "<<<<<<< a\nours\n=======\ntheirs\n>>>>>>> b\n";
+
+    /// What an agent left where a conflicted file was is read only as a plain file of its
+    /// worktree: a FIFO does not hold berth, and a link (of the file or of a folder on the
+    /// way) is not followed out.
+    #[test]
+    fn only_a_plain_file_of_the_worktree_is_read_for_markers() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (wt, outside) = (tmp.path().join("wt"), tmp.path().join("outside"));
+        std::fs::create_dir_all(wt.join("dir")).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(outside.join("f.txt"), MARKED).unwrap();
+        std::fs::write(wt.join("dir/plain.txt"), MARKED).unwrap();
+        assert!(has_conflict_markers(&wt, "dir/plain.txt"));
+        std::fs::write(wt.join("clean.txt"), "resolved\n=======\n").unwrap();
+        assert!(!has_conflict_markers(&wt, "clean.txt"));
+        std::os::unix::fs::symlink(outside.join("f.txt"), wt.join("link.txt")).unwrap();
+        assert!(!has_conflict_markers(&wt, "link.txt"));
+        std::os::unix::fs::symlink(&outside, wt.join("out")).unwrap();
+        assert!(!has_conflict_markers(&wt, "out/f.txt"));
+        let fifo = std::ffi::CString::new(wt.join("fifo.txt").to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path and a mode; mkfifo touches nothing else.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        let wt_again = wt.clone();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || tx.send(has_conflict_markers(&wt_again, "fifo.txt")));
+        let read = rx.recv_timeout(std::time::Duration::from_secs(5));
+        assert_eq!(read, Ok(false), "a FIFO held the read");
+        assert!(!has_conflict_markers(&wt, "missing.txt"));
+    }
 }
