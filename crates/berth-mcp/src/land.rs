@@ -47,9 +47,6 @@ pub struct LandRef {
     pub land_id: String,
 }
 
-/// Turns an agent gets by default, as `berth land` gives them.
-const DEFAULT_RETRIES: u32 = 2;
-
 fn mode(asked: Option<&str>) -> Result<MergeMode, Error> {
     match asked.unwrap_or("merge") {
         "merge" => Ok(MergeMode::Merge),
@@ -84,7 +81,7 @@ fn request(cx: &Context, args: &LandArgs) -> Result<LandRequest, Error> {
     Ok(LandRequest {
         targets,
         mode: mode(args.mode.as_deref())?,
-        retries: args.retries.unwrap_or(DEFAULT_RETRIES),
+        retries: args.retries.unwrap_or(berth_run::DEFAULT_LAND_RETRIES),
         resolve: args.resolve.unwrap_or(true),
         dir,
         batch: None,

@@ -6,6 +6,7 @@
 //!
 //! - `record.rs`: what a land is ([`LandRecord`], its items and steps), kept after each step;
 //! - `store.rs`: where it is kept (files or the home's database) and who drives it (a lock);
+//! - `choose.rs`: which agent of a run lands (`RUN`, `RUN:N`, `RUN:best`, a batch's);
 //! - `drive.rs`: the steps ([`Lander`]): commit, bring up to date, resolve, check, move;
 //! - `turn.rs`: the turns that hand work back, and the texts they say;
 //! - `pushed.rs`: an agent of a pool whose worktree is on another node, landed from the
@@ -13,6 +14,7 @@
 //! - `plan.rs`: what a land would do (`--dry-run`), moving nothing;
 //! - `detach.rs`: a land handed to a supervisor process of its own (`--detach`).
 
+mod choose;
 mod detach;
 mod drive;
 mod plan;
@@ -22,7 +24,7 @@ mod store;
 mod turn;
 
 pub use detach::{LandSupervisor, detach};
-pub use drive::{LandRequest, Lander};
+pub use drive::{DEFAULT_RETRIES, LandRequest, Lander};
 pub use plan::{LandPlan, PlannedItem};
 pub use record::{
     ItemState, LandId, LandItem, LandRecord, LandState, LandStep, StepKind, Target, Which,

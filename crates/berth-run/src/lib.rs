@@ -75,6 +75,7 @@ pub use kept::{
     ReviewStage, RunId, RunPage, RunRecord, RunState, RunStore, StopRequest, StoredRequest,
     Supervision, batch_runs, resolve_batch,
 };
+pub use land::DEFAULT_RETRIES as DEFAULT_LAND_RETRIES;
 pub use land::detach as detach_land;
 pub use land::{
     HeldLand, ItemState, LandId, LandItem, LandPlan, LandRecord, LandRequest, LandState, LandStep,

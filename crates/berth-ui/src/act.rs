@@ -193,7 +193,7 @@ async fn land(cx: &Context, targets: Vec<(berth_run::RunId, usize)>) -> Update {
             })
             .collect(),
         mode: berth_ops::MergeMode::Merge,
-        retries: LAND_RETRIES,
+        retries: berth_run::DEFAULT_LAND_RETRIES,
         resolve: true,
         dir: cx.here.clone(),
         batch: None,
@@ -212,9 +212,6 @@ async fn land(cx: &Context, targets: Vec<(berth_run::RunId, usize)>) -> Update {
         )),
     }
 }
-
-/// Turns each agent gets to resolve a conflict or mend a check, as `berth land` gives them.
-const LAND_RETRIES: u32 = 2;
 
 /// Land `id` (`None`: the newest kept one) as it is kept now, and whether a process drives it.
 async fn load_land(lander: &Lander, id: Option<berth_run::LandId>) -> Update {

@@ -33,7 +33,7 @@ pub struct StartLandArgs {
     pub rebase: bool,
     /// Turns an agent gets to resolve its conflicts or mend a check that fails on the
     /// combined tree, before it is left in the queue.
-    #[arg(long, value_name = "N", default_value_t = 2)]
+    #[arg(long, value_name = "N", default_value_t = berth_run::DEFAULT_LAND_RETRIES)]
     pub retries: u32,
     /// Hand nothing back: an agent whose work conflicts or fails the check is left at once.
     #[arg(long)]

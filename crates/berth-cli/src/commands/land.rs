@@ -9,7 +9,7 @@ use berth_agent::AgentBuilder;
 use berth_ops::{MergeMode, Ops};
 use berth_run::{
     ItemState, LandPlan, LandRecord, LandRequest, LandState, LandStep, Lander, RunStore, StepKind,
-    Target, Which,
+    Target,
 };
 
 use super::Interrupted;
@@ -35,7 +35,11 @@ pub async fn run(ops: Ops, args: LandArgs) -> anyhow::Result<()> {
     }
 }
 
-async fn request(runs: &RunStore, args: &StartLandArgs) -> anyhow::Result<LandRequest> {
+async fn request(
+    runs: &RunStore,
+    lander: &Lander,
+    args: &StartLandArgs,
+) -> anyhow::Result<LandRequest> {
     let mut targets = args
         .targets
         .iter()
@@ -45,7 +49,11 @@ async fn request(runs: &RunStore, args: &StartLandArgs) -> anyhow::Result<LandRe
     let mut batch = None;
     if let Some(named) = &args.batch {
         let id = berth_run::resolve_batch(runs, named).await?;
-        targets = batch_targets(runs, &id).await?;
+        let (chosen, left_out) = lander.batch_targets(&id).await?;
+        for (run, why) in left_out {
+            eprintln!("run {run} is left out: {}", render::cell(&why));
+        }
+        targets = chosen;
         batch = Some(id.to_string());
     }
     Ok(LandRequest {
@@ -62,49 +70,6 @@ async fn request(runs: &RunStore, args: &StartLandArgs) -> anyhow::Result<LandRe
     })
 }
 
-/// The agent of each run of batch `batch` that lands, in the file's order: the best passing
-/// one (the pick rule) of a run with a check, the one finished agent of a run without. A run
-/// with none to land is said, and left out; one still running refuses the land.
-async fn batch_targets(runs: &RunStore, id: &berth_run::BatchId) -> anyhow::Result<Vec<Target>> {
-    let mut targets = Vec::new();
-    for record in berth_run::batch_runs(runs, id).await? {
-        if !record.state.is_over() {
-            bail!(berth_ops::Error::refused(format!(
-                "run {} of batch {id} is still {}: land the batch once its runs are over (`berth run wait {}`)",
-                record.id,
-                record.state.as_str(),
-                record.id
-            )));
-        }
-        let which = match record.request.check {
-            Some(_) => berth_run::best(&record).map(|_| Which::Best),
-            None => {
-                let done = record
-                    .agents
-                    .iter()
-                    .filter(|a| a.status.state == berth_run::AgentState::Done)
-                    .count();
-                match done {
-                    1 => Ok(Which::Only),
-                    0 => Err("no agent finished".to_owned()),
-                    n => Err(format!(
-                        "{n} agents finished and it has no check to choose by: land `{}:N`",
-                        record.id
-                    )),
-                }
-            }
-        };
-        match which {
-            Ok(which) => targets.push(Target {
-                run: record.id.to_string(),
-                which,
-            }),
-            Err(why) => eprintln!("run {} is left out: {}", record.id, render::cell(&why)),
-        }
-    }
-    Ok(targets)
-}
-
 async fn start(
     ops: &Ops,
     runs: &RunStore,
@@ -114,13 +79,13 @@ async fn start(
     let held = match &args.resume {
         Some(id) => {
             let id = match id.as_str() {
-                "" => newest_open(&lander).await?,
+                "" => lander.store().newest_open().await?,
                 id => lander.store().resolve(id).await?,
             };
             lander.take(&id).await?
         }
         None => {
-            let request = request(runs, &args).await?;
+            let request = request(runs, &lander, &args).await?;
             if args.dry_run {
                 let plan = lander.plan(&request).await?;
                 return print_plan(&plan, args.json);
@@ -141,20 +106,6 @@ async fn start(
         return Ok(());
     }
     foreground(lander, held, args.json).await
-}
-
-/// The newest land not over that no process drives, for a bare `--resume`.
-async fn newest_open(lander: &Lander) -> anyhow::Result<berth_run::LandId> {
-    for land in lander.store().list().await?.into_iter().flatten() {
-        let seen = lander.store().look(land).await;
-        if seen.record.state != LandState::Over && !seen.driven {
-            return Ok(seen.record.id);
-        }
-    }
-    bail!(berth_ops::Error::rule(
-        berth_ops::ErrorKind::NotFound,
-        "no land is waiting to be resumed: `berth land list` shows the lands there are"
-    ))
 }
 
 /// Drives the land here, printing each step; Ctrl-C stops it after the current step.

@@ -17,17 +17,22 @@ use chrono::Utc;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 
+use super::choose::{choose, has_work};
 use super::record::{
     ItemState, LandId, LandItem, LandRecord, LandState, LandStep, Pending, StepKind, Target, Which,
     mark,
 };
 use super::store::{HeldLand, LandStore};
 use super::turn::message;
+use crate::CheckResult;
 use crate::kept::{AgentOutcome, MergeRecord, RunRecord, RunStore};
-use crate::{AgentState, CheckResult};
 
 /// How often the base may move under one agent's land before it is left for a later try.
 pub(super) const BASE_MOVES: usize = 5;
+
+/// Turns an agent gets to resolve a conflict or mend a red check, unless told otherwise:
+/// the one default of every front end.
+pub const DEFAULT_RETRIES: u32 = 2;
 
 /// What to land, and how.
 #[derive(Debug, Clone)]
@@ -509,57 +514,6 @@ impl Place {
     pub(super) fn mark(&self, land: &LandId) -> String {
         mark(land, &self.run.id, self.agent)
     }
-}
-
-/// The agent of `record` that `which` names.
-fn choose(record: &RunRecord, which: Which) -> berth_ops::Result<usize> {
-    let id = &record.id;
-    match which {
-        Which::Agent(i) if i < record.agents.len() => Ok(i),
-        Which::Agent(i) => Err(berth_ops::Error::invalid(format!(
-            "run {id} has no agent {}: it has {}",
-            i + 1,
-            record.agents.len()
-        ))),
-        Which::Best => crate::best(record).map(|(i, _)| i).map_err(refused),
-        Which::Only => {
-            let done: Vec<usize> = (0..record.agents.len())
-                .filter(|&i| record.agents[i].status.state == AgentState::Done)
-                .collect();
-            match done.as_slice() {
-                [one] => Ok(*one),
-                [] => Err(refused(format!(
-                    "run {id} has no agent that finished: nothing of it can land"
-                ))),
-                many => Err(berth_ops::Error::invalid(format!(
-                    "run {id} has {} agents that finished: land `{id}:N` (1 is the first) or `{id}:best`",
-                    many.len()
-                ))),
-            }
-        }
-    }
-}
-
-/// Refused when agent `i` of `record` has nothing to land: it did not finish, or changed
-/// nothing. (A check that failed on the old base is no reason: the land checks the
-/// combined tree, and hands a red check back.)
-fn has_work(record: &RunRecord, i: usize) -> berth_ops::Result<()> {
-    let a = &record.agents[i];
-    let id = &record.id;
-    if a.status.state != AgentState::Done {
-        return Err(refused(format!(
-            "agent {} of run {id} did not finish ({}): it has no work to land",
-            i + 1,
-            a.status.state.as_str()
-        )));
-    }
-    if a.summary.as_ref().is_some_and(|s| s.files_changed == 0) {
-        return Err(refused(format!(
-            "agent {} of run {id} changed nothing: it has no work to land",
-            i + 1
-        )));
-    }
-    Ok(())
 }
 
 /// The ref a land keeps an agent's tip on while its worktree holds a conflict, and where an

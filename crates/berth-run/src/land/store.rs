@@ -218,6 +218,22 @@ impl LandStore {
         SeenLand { record, driven }
     }
 
+    /// The newest land not over that no process drives: what a bare `berth land --resume`
+    /// goes on with.
+    pub async fn newest_open(&self) -> berth_ops::Result<LandId> {
+        for land in self.list().await?.into_iter().flatten() {
+            let seen = self.look(land).await;
+            if seen.record.state != LandState::Over && !seen.driven {
+                return Ok(seen.record.id);
+            }
+        }
+        Err(store_error(
+            ErrorKind::NotFound,
+            "no land is waiting to be resumed: `berth land list` shows the lands there are"
+                .to_owned(),
+        ))
+    }
+
     /// Land `id` as a reader sees it now.
     pub async fn seen(&self, id: &LandId) -> berth_ops::Result<SeenLand> {
         Ok(self.look(self.load(id).await?).await)

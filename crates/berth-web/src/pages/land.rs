@@ -18,9 +18,6 @@ use super::{check_csrf, done};
 use crate::error::{PageError, PageResult};
 use crate::{Viewer, Web};
 
-/// Turns an agent is given to resolve or mend, as `berth land` gives them by default.
-const RETRIES: u32 = 2;
-
 /// What the Land button says before it is pressed.
 pub const WHAT_LAND_DOES: &str = "Land this agent's work on its base branch: it is brought up to date with the base as it now stands, the run's check is run on that combined tree, and the base moves only when it passes. A conflict or a failing check goes back to the agent (2 turns).";
 
@@ -50,7 +47,7 @@ pub async fn land(
                 which: Which::Agent(n.index()),
             }],
             mode: MergeMode::Merge,
-            retries: RETRIES,
+            retries: berth_run::DEFAULT_LAND_RETRIES,
             resolve: true,
             dir: here,
             batch: None,

@@ -9,7 +9,7 @@ use anyhow::Context;
 use berth_ops::{Ops, Repository};
 use berth_run::{BatchStart, FileTask, RunRequest, RunStore, StartedBatch};
 
-use super::start::{close_subcommand, request_of};
+use super::start::{agents_of, close_subcommand, request_of};
 use crate::cli::NewRunArgs;
 use crate::render;
 
@@ -27,15 +27,7 @@ pub(super) async fn new_batch(
         misspelt(task, &source)?;
     }
     let config = ops.config(None).await?.config;
-    let agents = berth_run::choose_agents(
-        berth_run::AgentChoice {
-            agents: args.agents.as_deref(),
-            agent: &args.agent,
-            model: args.model.as_deref(),
-            agent_cmd: args.agent_cmd.as_deref(),
-        },
-        &config,
-    )?;
+    let agents = agents_of(&args, &config)?;
     let here = std::env::current_dir().context("cannot read the current folder")?;
     // As `berth run` does: queued runs name their repository by URL; the others are made
     // in the one around this folder, or in --repo (berth's clone of it, fetched once for

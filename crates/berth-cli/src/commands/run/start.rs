@@ -23,15 +23,7 @@ pub(super) async fn new_run(ops: Ops, store: RunStore, args: NewRunArgs) -> anyh
         args.task_file.as_deref(),
     )?;
     let config = ops.config(None).await?.config;
-    let agents = berth_run::choose_agents(
-        berth_run::AgentChoice {
-            agents: args.agents.as_deref(),
-            agent: &args.agent,
-            model: args.model.as_deref(),
-            agent_cmd: args.agent_cmd.as_deref(),
-        },
-        &config,
-    )?;
+    let agents = agents_of(&args, &config)?;
     if args.queue {
         return queue(&ops, &store, task, agents, &args, &config).await;
     }
@@ -63,6 +55,23 @@ pub(super) async fn new_run(ops: Ops, store: RunStore, args: NewRunArgs) -> anyh
     let record = store.create(StoredRequest::of(&request)).await?;
     let supervision = store.supervise(&record.id).await?;
     foreground(ops, supervision, request, args.json).await
+}
+
+/// The agents `args` name (`--agent`, `--agents`, `--model`, `--agent-cmd`), by the config's
+/// defaults where they name none.
+pub(super) fn agents_of(
+    args: &NewRunArgs,
+    config: &berth_ops::Config,
+) -> anyhow::Result<Vec<berth_run::AgentSpec>> {
+    Ok(berth_run::choose_agents(
+        berth_run::AgentChoice {
+            agents: args.agents.as_deref(),
+            agent: &args.agent,
+            model: args.model.as_deref(),
+            agent_cmd: args.agent_cmd.as_deref(),
+        },
+        config,
+    )?)
 }
 
 /// The run `args` ask for: `task` for `agents` in `repository`, with the options given.
