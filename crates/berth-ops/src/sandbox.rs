@@ -23,6 +23,8 @@ pub struct AgentProcess {
     /// Variables to set for it (`CLAUDE_CONFIG_DIR`, to keep Claude Code's state where it may
     /// write it).
     pub env: Vec<(String, String)>,
+    /// For berth itself: the workspace's network, which what it confines joins.
+    pub network: Option<berth_sandbox::Handoff>,
 }
 
 /// What a run says of an agent process beyond what berth knows of its program (an
@@ -91,6 +93,7 @@ impl Ops {
             .or_else(|| std::env::var_os("PATH"));
         if berth_sandbox::runs_berth(command, path.as_deref(), work) {
             return Ok(AgentProcess {
+                network: sandbox.network_handoff()?,
                 sandbox,
                 confinement: None,
                 env: Vec::new(),
@@ -147,6 +150,7 @@ impl Ops {
             sandbox,
             confinement,
             env: process_env,
+            network: None,
         })
     }
 

@@ -438,6 +438,7 @@ async fn start_agent(t: &AcpTurn<'_>) -> Result<Started, String> {
         sandbox,
         confinement,
         env: process_env,
+        network,
     } = t
         .ops
         .agent_process(ws.as_ref(), t.worktree, t.command, &t.declared, t.env)
@@ -457,6 +458,9 @@ async fn start_agent(t: &AcpTurn<'_>) -> Result<Started, String> {
         .kill_on_drop(true);
     if let Some(c) = &confinement {
         c.apply_tokio(&mut command);
+    }
+    if let Some(network) = &network {
+        network.apply_tokio(&mut command);
     }
     let mut child = command.spawn().map_err(|e| match &confinement {
         Some(c) => c.spawn_error(t.command, &e),

@@ -14,12 +14,13 @@ use std::ffi::CString;
 use std::io;
 use std::os::fd::RawFd;
 
-pub(crate) use listen::{Listen, ProxyPlan};
+pub(crate) use listen::ProxyPlan;
 pub(crate) use mounts::Step;
+pub(crate) use namespaces::make_network_namespace;
 
 use listen::Listening;
 use mounts::{leave_old_root, reopen, run_step};
-use namespaces::{enter_namespaces, loopback_up};
+use namespaces::{enter_namespaces, join_namespaces, loopback_up};
 use restrict::{add_write_rule, confine_command};
 use supervisor::{PASSED_ON, init_setup, keeper, pipe, signal_fd, signal_set, supervise};
 
@@ -48,7 +49,9 @@ pub(crate) struct ChildPlan {
     /// confinement ([`enter_fallback`]).
     pub fallback: bool,
     pub maps: IdMaps,
-    pub netns: bool,
+    /// The workspace's user and network namespaces to join ([`crate::network`]), as
+    /// descriptors the parent holds; `None`: the host's network (`network = "full"`).
+    pub join: Option<(RawFd, RawFd)>,
     /// berth's proxy, the only way out of the network namespace (agents', and commands' with
     /// `network = "proxy"`).
     pub proxy: Option<ProxyPlan>,
@@ -116,7 +119,6 @@ pub(crate) struct Stage;
 
 impl Stage {
     pub const NAMESPACES: u32 = 0;
-    pub const LOOPBACK: u32 = 1;
     pub const TMP_RULES: u32 = 2;
     pub const CAPABILITIES: u32 = 3;
     pub const LANDLOCK: u32 = 4;
@@ -129,7 +131,6 @@ impl Stage {
     pub const LIMITS: u32 = 11;
     pub const DESCRIPTORS: u32 = 12;
     pub const CGROUP: u32 = 13;
-    pub const PROXY: u32 = 14;
     pub const OLD_ROOT: u32 = 15;
     pub const MOUNTS: u32 = 16;
 }
@@ -267,17 +268,18 @@ pub(crate) fn enter(plan: &ChildPlan) -> io::Result<()> {
     if let Some(procs) = &plan.cgroup_procs {
         join_cgroup(procs).map_err(at(Stage::CGROUP))?;
     }
-    enter_namespaces(&plan.maps, plan.netns).map_err(at(Stage::NAMESPACES))?;
+    match plan.join {
+        Some((user, net)) => join_namespaces(user, net),
+        None => enter_namespaces(&plan.maps, false),
+    }
+    .map_err(at(Stage::NAMESPACES))?;
     for (path, slot) in &plan.sources {
         reopen(path, *slot).map_err(at(Stage::SOURCES))?;
     }
     for (i, step) in plan.steps.iter().enumerate() {
         run_step(step).map_err(at(Stage::MOUNTS + i as u32))?;
     }
-    if plan.netns {
-        loopback_up().map_err(at(Stage::LOOPBACK))?;
-    }
-    let listening = Listening::open(plan.proxy.as_ref()).map_err(at(Stage::PROXY))?;
+    let listening = Listening::open(plan.proxy.as_ref());
     for path in &plan.child_writable {
         add_write_rule(plan.ruleset, path, plan.write_access).map_err(at(Stage::TMP_RULES))?;
     }

@@ -192,13 +192,13 @@ impl MaskedKeys {
     }
 
     /// What the agent gets instead: each masked provider's base URL on berth's proxy, inside
-    /// its network namespace, and a stand-in for each of its keys.
-    pub fn env(&self) -> Vec<(String, String)> {
+    /// its network namespace at `port`, and a stand-in for each of its keys.
+    pub fn env(&self, port: u16) -> Vec<(String, String)> {
         let mut env = Vec::new();
         for route in &self.routes {
             env.push((
                 route.provider.base_var.to_owned(),
-                format!("http://127.0.0.1:{}{}", crate::PROXY_PORT, route.prefix()),
+                format!("http://127.0.0.1:{port}{}", route.prefix()),
             ));
             for key in &route.keys {
                 env.push((key.var.to_owned(), key.stand_in.clone()));
@@ -290,7 +290,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            keys.env(),
+            keys.env(crate::PROXY_PORT),
             [
                 (
                     "ANTHROPIC_BASE_URL".to_owned(),
@@ -355,7 +355,7 @@ mod tests {
         let codex = crate::agent_profile("codex-acp").unwrap();
         let keys = MaskedKeys::for_agent(Some(codex), &passed(&[("OPENAI_API_KEY", "")])).unwrap();
         assert!(keys.is_empty());
-        assert!(keys.env().is_empty());
+        assert!(keys.env(crate::PROXY_PORT).is_empty());
     }
 
     #[test]

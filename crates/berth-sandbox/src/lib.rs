@@ -35,6 +35,7 @@ mod identity;
 mod kernel;
 mod keys;
 mod limits;
+mod network;
 mod plan;
 mod policy;
 mod proxy;
@@ -46,9 +47,11 @@ pub use identity::{program_files, runs_berth};
 pub use kernel::{AppArmorFix, PRETEND_VAR, Support, support};
 pub use keys::MaskedKeys;
 pub use limits::enforced as limits_enforced;
+pub use network::{Forward, Handoff, close as close_network, forwards as network_forwards};
 pub use plan::{Confinement, PROXY_PORT};
 pub use policy::{
-    AgentProfile, Obeyed, PROVIDER_ENV, Place, Policy, Sandbox, Subject, agent_hosts, agent_profile,
+    AgentProfile, Obeyed, PROVIDER_ENV, Place, Policy, Sandbox, Subject, agent_hosts,
+    agent_profile, loopback_forwards,
 };
 pub use proxy::{AllowList, Proxy, ProxyHandle};
 

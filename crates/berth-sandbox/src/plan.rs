@@ -22,7 +22,7 @@ use landlock::{
 };
 
 use crate::SandboxError;
-use crate::child::{ChildPlan, IdMaps, Listen, ProxyPlan, Step};
+use crate::child::{ChildPlan, IdMaps, ProxyPlan, Step};
 
 pub(crate) mod fallback;
 mod scrub;
@@ -36,11 +36,10 @@ pub(crate) enum Net {
     /// A network namespace of its own: loopback, nothing of the host's.
     Isolated,
     /// A network namespace of its own whose only way out is berth's proxy: `allow` (checked
-    /// entries) by name, `forwards` (loopback hosts of the allow list) at the same port
-    /// inside, and `keys`, the agent's masked providers, at `/berth/NAME` on the proxy.
+    /// entries) by name, and `keys`, the agent's masked providers, at `/berth/NAME` on the
+    /// proxy.
     Proxied {
         allow: Vec<String>,
-        forwards: Vec<(String, u16)>,
         keys: crate::MaskedKeys,
     },
     /// Unrestricted.
@@ -70,6 +69,12 @@ pub(crate) struct Request<'a> {
     /// Confined by Landlock and seccomp alone ([`fallback`]): user namespaces are refused.
     pub fallback: bool,
     pub net: Net,
+    /// The workspace's network, which every tree of it joins (but with `Net::Full`): its key
+    /// (the workspace's folder), its ports (forwarded from the host) and the host's loopback
+    /// entries of the allow list (forwarded into it, whatever `net` says).
+    pub network_key: &'a Path,
+    pub ports: &'a [u16],
+    pub loopback: Vec<(String, u16)>,
     pub limits: Limits,
     pub env: crate::env::EnvAllow,
 }
@@ -114,6 +119,8 @@ pub struct Confinement {
 /// Owns what the child's plan points at by number, until the command is dropped.
 struct Holder {
     plan: ChildPlan,
+    /// The workspace's network, whose namespaces the plan joins by number.
+    _network: Option<Arc<crate::network::Network>>,
     _fds: Vec<OwnedFd>,
     _ruleset: OwnedFd,
     /// The read end of the child's report pipe (non-blocking); the write end is in `_fds`.
@@ -196,13 +203,13 @@ fn report_pipe() -> Result<(OwnedFd, OwnedFd), SandboxError> {
 /// The port of berth's proxy inside a confined process's network namespace (`HTTPS_PROXY`).
 pub const PROXY_PORT: u16 = 3128;
 
-/// How many listeners the init may hold: the proxy's, and the forwards', on IPv4 and IPv6.
-pub(crate) const MAX_LISTENERS: usize = 12;
+/// How many listeners the init may hold: the proxy's, on IPv4 and IPv6.
+pub(crate) const MAX_LISTENERS: usize = 2;
 
-/// The variables that point a confined process at berth's proxy. Loopback goes direct: it is
-/// the namespace's own, where the forwards listen.
-fn proxy_env() -> Vec<(String, String)> {
-    let url = format!("http://127.0.0.1:{PROXY_PORT}");
+/// The variables that point a confined process at berth's proxy, at `port`. Loopback goes
+/// direct: it is the namespace's own, where the forwards listen.
+fn proxy_env(port: u16) -> Vec<(String, String)> {
+    let url = format!("http://127.0.0.1:{port}");
     let mut env = Vec::new();
     for name in ["HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY"] {
         env.push((name.to_owned(), url.clone()));
@@ -214,24 +221,18 @@ fn proxy_env() -> Vec<(String, String)> {
     env
 }
 
-/// The init's listeners and the channel to berth's proxy, which starts serving now (it ends
-/// when the init's end of the channel closes, or, if nothing is ever spawned, when this
-/// confinement is dropped): the plan, and the init's end of the channel.
+/// A tree's proxy: its listeners in the workspace's network (at the first port from
+/// [`PROXY_PORT`] no other tree's proxy holds), and the channel to berth's proxy, which
+/// starts serving now (it ends when the init's end of the channel closes, or, if nothing is
+/// ever spawned, when this confinement is dropped): the plan, the port, and the descriptors
+/// the plan names (the init's end of the channel, and the listeners).
 fn proxy_plan(
+    network: &crate::network::Network,
     allow: &[String],
-    forwards: &[(String, u16)],
     keys: &crate::MaskedKeys,
-) -> Result<(ProxyPlan, OwnedFd), SandboxError> {
+) -> Result<(ProxyPlan, u16, Vec<OwnedFd>), SandboxError> {
     use std::os::fd::FromRawFd;
     let allow = crate::proxy::AllowList::parse(allow)?;
-    let forwards: Vec<(String, u16)> = forwards
-        .iter()
-        .filter(|(_, port)| *port != PROXY_PORT)
-        // Each on IPv4 and IPv6, beside the proxy's own: what the init can hold. Five loopback
-        // providers are more than any agent names.
-        .take(MAX_LISTENERS / 2 - 1)
-        .cloned()
-        .collect();
     let mut fds = [0; 2];
     // SAFETY: socketpair fills the array with two new descriptors, which we then own.
     if unsafe {
@@ -247,24 +248,31 @@ fn proxy_plan(
     }
     // SAFETY: both are fresh descriptors owned by nobody else.
     let (host, init) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-    let ports = std::iter::once(PROXY_PORT).chain(forwards.iter().map(|(_, p)| *p));
-    let listeners = ports
-        .enumerate()
-        .flat_map(|(index, port)| {
-            let index = index as u8;
-            [Listen::v4(index, port), Listen::v6(index, port)]
-        })
-        .collect();
-    crate::proxy::Proxy::serve(host, allow, forwards, keys.clone())
+    let (port, listening) = network.proxy_listeners().map_err(|e| {
+        setup(format!(
+            "no port for berth's proxy in the workspace's network: {e}"
+        ))
+    })?;
+    let mut listeners = Vec::new();
+    for fd in &listening {
+        // The init polls them, and must never block in an accept.
+        // SAFETY: fcntl on a descriptor we own.
+        unsafe {
+            let flags = libc::fcntl(fd.as_raw_fd(), libc::F_GETFL);
+            libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK);
+        }
+        listeners.push((fd.as_raw_fd(), crate::proxy::PROXY_INDEX));
+    }
+    crate::proxy::Proxy::serve_at(port, host, allow, Vec::new(), keys.clone())
         .map_err(setup)?
         .detach();
-    Ok((
-        ProxyPlan {
-            channel: init.as_raw_fd(),
-            listeners,
-        },
-        init,
-    ))
+    let plan = ProxyPlan {
+        channel: init.as_raw_fd(),
+        listeners,
+    };
+    let mut held = listening;
+    held.push(init);
+    Ok((plan, port, held))
 }
 
 /// The `landlock` crate's ABI of a version number.
@@ -665,15 +673,20 @@ impl Confinement {
         let report_fd = report_tx.as_raw_fd();
         fds.push(report_tx);
         let mut env = req.env;
-        let proxy = match &req.net {
-            Net::Proxied {
-                allow,
-                forwards,
-                keys,
-            } => {
-                let (plan, channel) = proxy_plan(allow, forwards, keys)?;
-                env.set(proxy_env());
-                fds.push(channel);
+        let network = match req.net {
+            Net::Full => None,
+            _ => Some(crate::network::of(
+                req.network_key,
+                req.ports,
+                &req.loopback,
+            )?),
+        };
+        let proxy = match (&req.net, &network) {
+            (Net::Proxied { allow, keys }, Some(network)) => {
+                let (plan, port, held) = proxy_plan(network, allow, keys)?;
+                env.set(proxy_env(port));
+                env.set(keys.env(port));
+                fds.extend(held);
                 Some(plan)
             }
             _ => None,
@@ -698,7 +711,7 @@ impl Confinement {
                 .map(|c| cstring(&c.join("cgroup.procs")))
                 .transpose()?,
             maps: IdMaps::of_this_process(),
-            netns: req.net != Net::Full,
+            join: network.as_ref().map(|n| n.namespaces()),
             proxy,
             steps,
             ruleset: ruleset.as_raw_fd(),
@@ -719,6 +732,7 @@ impl Confinement {
         Ok(Confinement {
             child: Arc::new(Holder {
                 plan,
+                _network: network,
                 _fds: fds,
                 _ruleset: ruleset,
                 report,
@@ -778,8 +792,9 @@ impl Confinement {
     fn stage_name(&self, stage: u32) -> String {
         use crate::child::Stage;
         match stage {
-            Stage::NAMESPACES => "making user and mount namespaces".into(),
-            Stage::LOOPBACK => "bringing up the private loopback".into(),
+            Stage::NAMESPACES => {
+                "making mount and PID namespaces, or joining the workspace's network".into()
+            }
             Stage::TMP_RULES => "allowing writes to the private /tmp".into(),
             Stage::CAPABILITIES => "dropping capabilities".into(),
             Stage::LANDLOCK => "entering the Landlock domain".into(),
@@ -792,7 +807,6 @@ impl Confinement {
             Stage::LIMITS => "setting the process limit".into(),
             Stage::DESCRIPTORS => "closing inherited descriptors".into(),
             Stage::CGROUP => "joining the tree's cgroup".into(),
-            Stage::PROXY => "listening for berth's proxy in the network namespace".into(),
             n => match self.child.plan.steps.get((n - Stage::MOUNTS) as usize) {
                 Some(step) => step.to_string(),
                 None => format!("stage {n}"),

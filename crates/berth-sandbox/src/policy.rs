@@ -364,6 +364,16 @@ impl Policy {
             (SandboxNetwork::Full, _) | (_, Subject::Command) => &no_keys,
             (_, Subject::Agent { .. }) => keys,
         };
+        let own_hosts: &[String] = match subject {
+            Subject::Agent { hosts, .. } => hosts,
+            Subject::Command => &[],
+        };
+        // Whatever `network` says, the host's loopback services the allow list names are
+        // there (but with the host's network, where they are anyway).
+        let loopback = match self.network {
+            SandboxNetwork::Full => Vec::new(),
+            _ => loopback_forwards(own_hosts.iter().chain(&self.allow_hosts)),
+        };
         let net = match (self.network, subject) {
             (SandboxNetwork::Full, _) => Net::Full,
             (SandboxNetwork::Off, Subject::Command) => Net::Isolated,
@@ -431,12 +441,11 @@ impl Policy {
             nested_namespaces: self.nested_namespaces,
             fallback,
             net,
+            network_key: place.workspace_dir.as_deref().unwrap_or(&place.work),
+            ports: &place.ports,
+            loopback,
             limits: self.limits,
-            env: {
-                let mut env = EnvAllow::new(env);
-                env.set(keys.env());
-                env
-            },
+            env: EnvAllow::new(env),
         })
         .map(Some)
     }
@@ -493,6 +502,27 @@ impl Sandbox {
         }
         self.policy.confine_with(&place, subject, keys)
     }
+
+    /// The workspace's network, to hand to a berth process started for it (berth's own agent
+    /// under a run), so that what it confines joins the trees berth confines here; `None`
+    /// where its processes have no network of their own (`mode = "off"`, `network = "full"`,
+    /// the Landlock fallback, or a kernel that cannot confine).
+    pub fn network_handoff(&self) -> Result<Option<crate::Handoff>, SandboxError> {
+        let policy = &self.policy;
+        if !policy.is_on()
+            || policy.network == SandboxNetwork::Full
+            || policy.uses_fallback(&Subject::Command).unwrap_or(true)
+        {
+            return Ok(None);
+        }
+        let place = &self.place;
+        crate::network::Handoff::of(
+            place.workspace_dir.as_deref().unwrap_or(&place.work),
+            &place.ports,
+            &loopback_forwards(&policy.allow_hosts),
+        )
+        .map(Some)
+    }
 }
 
 /// The host and port of `host:port`, `[v6]:port` or an http(s) URL (its scheme's port when it
@@ -529,25 +559,27 @@ fn is_loopback(host: &str) -> bool {
             .is_ok_and(|ip| ip.is_loopback())
 }
 
-/// The network of a process whose only way out is berth's proxy, allowing `entries` by name;
-/// those on this machine's loopback (a provider stand-in, a local model server) are forwarded
-/// as they are, at the same port inside.
+/// The network of a process whose only way out is berth's proxy, allowing `entries` by name.
 fn proxied(entries: Vec<String>, keys: MaskedKeys) -> Result<Net, SandboxError> {
     crate::proxy::AllowList::parse(&entries)?;
-    // One forward a port: inside, `localhost:4567` and `127.0.0.1:4567` are the same
-    // listener, and go to the first of them.
+    Ok(Net::Proxied {
+        allow: entries,
+        keys,
+    })
+}
+
+/// The entries of `entries` on this machine's loopback (a provider stand-in, a local model
+/// server, a database a test needs), forwarded as they are into the workspace's network, at
+/// the same port. One a port: inside, `localhost:4567` and `127.0.0.1:4567` are the same
+/// listener, and go to the first of them.
+pub fn loopback_forwards<'a>(entries: impl IntoIterator<Item = &'a String>) -> Vec<(String, u16)> {
     let mut ports = BTreeSet::new();
-    let forwards: Vec<(String, u16)> = entries
-        .iter()
+    entries
+        .into_iter()
         .filter_map(|e| endpoint(e))
         .filter(|(host, _)| is_loopback(host))
         .filter(|(_, port)| ports.insert(*port))
-        .collect();
-    Ok(Net::Proxied {
-        allow: entries,
-        forwards,
-        keys,
-    })
+        .collect()
 }
 
 /// What berth knows of a third-party agent: its name and the state it writes beneath the
@@ -791,29 +823,24 @@ mod tests {
 
     #[test]
     fn loopback_entries_are_forwarded_and_names_go_through_the_proxy() {
-        let net = proxied(
-            vec![
-                "http://127.0.0.1:4567".into(),
-                "api.anthropic.com:443".into(),
-                "localhost:8080".into(),
-            ],
-            MaskedKeys::default(),
-        )
-        .unwrap();
-        let Net::Proxied {
-            forwards, allow, ..
-        } = net
-        else {
+        let entries: Vec<String> = vec![
+            "http://127.0.0.1:4567".into(),
+            "api.anthropic.com:443".into(),
+            "localhost:8080".into(),
+            "127.0.0.1:8080".into(),
+        ];
+        let net = proxied(entries.clone(), MaskedKeys::default()).unwrap();
+        let Net::Proxied { allow, .. } = net else {
             panic!("{net:?}")
         };
         assert_eq!(
-            forwards,
+            loopback_forwards(&entries),
             [
                 ("127.0.0.1".to_owned(), 4567),
                 ("localhost".to_owned(), 8080)
             ]
         );
-        assert_eq!(allow.len(), 3);
+        assert_eq!(allow.len(), 4);
         assert!(proxied(vec!["*".into()], MaskedKeys::default()).is_err());
     }
 

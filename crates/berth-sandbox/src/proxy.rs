@@ -87,11 +87,12 @@ use std::time::Duration;
 
 pub use allow::AllowList;
 pub(crate) use channel::send_fd;
+pub(crate) use connection::{forward, relay};
 pub(crate) use host::{Host, split_host_port, strip_prefix_ignore_case};
 pub use serve::{Proxy, ProxyHandle};
 
 /// The listener index of the HTTP proxy; the fixed forwards are 1 and up.
-const PROXY_INDEX: u8 = 0;
+pub(crate) const PROXY_INDEX: u8 = 0;
 /// The longest request head the proxy reads.
 const HEAD_LIMIT: usize = 64 * 1024;
 /// How long the proxy waits for more of a request head before answering `408`.

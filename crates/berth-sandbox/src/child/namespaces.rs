@@ -59,3 +59,39 @@ pub(super) fn loopback_up() -> io::Result<()> {
     }
     Ok(())
 }
+
+/// A user and a network namespace of a workspace's own, held by a process of berth's that
+/// makes sockets in it ([`crate::network`]): the ids mapped to themselves, the loopback up.
+pub(crate) fn make_network_namespace(maps: &IdMaps) -> io::Result<()> {
+    // SAFETY: unshare only changes this (single-threaded, forked) process's namespaces.
+    check(unsafe { libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET) })?;
+    match write_proc(c"/proc/self/setgroups", c"deny") {
+        Err(e) if e.raw_os_error() != Some(libc::ENOENT) => return Err(e),
+        _ => {}
+    }
+    write_proc(c"/proc/self/uid_map", &maps.uid)?;
+    write_proc(c"/proc/self/gid_map", &maps.gid)?;
+    loopback_up()
+}
+
+/// Joins a workspace's user and network namespaces (descriptors of them), then makes mount
+/// and PID namespaces of the tree's own: what [`enter_namespaces`] does, with the network
+/// every tree of the workspace shares. Joining the user namespace gives this process its
+/// capabilities there, which the new namespaces, the mounts and the new `/proc` need.
+pub(super) fn join_namespaces(user: std::os::fd::RawFd, net: std::os::fd::RawFd) -> io::Result<()> {
+    // SAFETY: setns and unshare only change this (single-threaded, forked) process's
+    // namespaces; the descriptors are held open by the parent's plan.
+    check(unsafe { libc::setns(user, libc::CLONE_NEWUSER) })?;
+    check(unsafe { libc::setns(net, libc::CLONE_NEWNET) })?;
+    check(unsafe { libc::unshare(libc::CLONE_NEWNS | libc::CLONE_NEWPID) })?;
+    // SAFETY: a propagation change of this namespace's mounts; the strings are static.
+    check(unsafe {
+        libc::mount(
+            std::ptr::null(),
+            c"/".as_ptr(),
+            std::ptr::null(),
+            libc::MS_REC | libc::MS_PRIVATE,
+            std::ptr::null(),
+        )
+    })
+}

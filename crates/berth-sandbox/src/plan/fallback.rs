@@ -179,7 +179,7 @@ pub(super) fn prepare(req: Request<'_>) -> Result<Confinement, SandboxError> {
             .map(|c| cstring(&c.join("cgroup.procs")))
             .transpose()?,
         maps: IdMaps::of_this_process(),
-        netns: false,
+        join: None,
         proxy: None,
         steps: Vec::new(),
         ruleset: ruleset.as_raw_fd(),
@@ -197,6 +197,7 @@ pub(super) fn prepare(req: Request<'_>) -> Result<Confinement, SandboxError> {
     };
     Ok(Confinement {
         child: Arc::new(Holder {
+            _network: None,
             plan,
             _fds: vec![report_tx],
             _ruleset: ruleset,

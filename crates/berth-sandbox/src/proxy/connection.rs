@@ -16,7 +16,7 @@ use super::{AllowList, CONNECT_TIMEOUT};
 
 /// Listener `i >= 1`: straight to its fixed host and port. No HTTP is spoken, so a failure
 /// closes the connection.
-pub(super) fn forward(client: &TcpStream, host: &str, port: u16) {
+pub(crate) fn forward(client: &TcpStream, host: &str, port: u16) {
     let host = host.trim_start_matches('[').trim_end_matches(']');
     let Ok(addresses) = (host, port).to_socket_addrs() else {
         return;
@@ -37,7 +37,7 @@ pub(super) fn serve_http(proxy: &Proxy, client: &TcpStream) {
     if client.set_read_timeout(None).is_err() {
         return;
     }
-    if let Some((route, rest)) = provider::find(proxy.keys.routes(), &head.bytes) {
+    if let Some((route, rest)) = provider::find(proxy.keys.routes(), proxy.port, &head.bytes) {
         return match route {
             Some(route) => provider::serve(client, route, &rest, head),
             None => {
@@ -118,7 +118,7 @@ pub(super) fn connect_any(addresses: &[SocketAddr]) -> io::Result<TcpStream> {
 
 /// Copies both ways until both directions have ended; `early` (what the client sent after its
 /// request head) goes upstream first.
-fn relay(client: &TcpStream, upstream: &TcpStream, early: &[u8]) {
+pub(crate) fn relay(client: &TcpStream, upstream: &TcpStream, early: &[u8]) {
     // Each piece goes on as it comes: a small one must not wait for the peer's delayed ACK.
     let _ = client.set_nodelay(true);
     let _ = upstream.set_nodelay(true);

@@ -38,14 +38,18 @@ const HOP_BY_HOP: [&str; 9] = [
 
 /// Where a request head asks to go, when it is for a masked provider's endpoint: the route
 /// (`None` for a `/berth/` path no route has), and the rest of the target after its prefix.
-pub(super) fn find<'a>(routes: &'a [Route], head: &[u8]) -> Option<(Option<&'a Route>, String)> {
+pub(super) fn find<'a>(
+    routes: &'a [Route],
+    port: u16,
+    head: &[u8],
+) -> Option<(Option<&'a Route>, String)> {
     let line = head.split(|&b| b == b'\n').next()?;
     let line = std::str::from_utf8(line).ok()?.trim_end_matches('\r');
     let target = line.split(' ').nth(1)?;
     let path = match strip_prefix_ignore_case(target, "http://") {
         Some(rest) => {
             let end = rest.find(['/', '?']).unwrap_or(rest.len());
-            is_the_proxy(&rest[..end]).then(|| &rest[end..])?
+            is_the_proxy(&rest[..end], port).then(|| &rest[end..])?
         }
         None => target,
     };
@@ -61,12 +65,12 @@ pub(super) fn find<'a>(routes: &'a [Route], head: &[u8]) -> Option<(Option<&'a R
     Some((None, path.to_owned()))
 }
 
-/// Whether `authority` is the proxy's own listener, as a client inside names it.
-fn is_the_proxy(authority: &str) -> bool {
-    let Ok((host, Some(port))) = split_host_port(authority) else {
+/// Whether `authority` is the proxy's own listener (at `port`), as a client inside names it.
+fn is_the_proxy(authority: &str, port: u16) -> bool {
+    let Ok((host, Some(named))) = split_host_port(authority) else {
         return false;
     };
-    port == crate::PROXY_PORT
+    named == port
         && match Host::parse(host) {
             Some(Host::Ip(address)) => address.is_loopback(),
             Some(Host::Name(name)) => name == "localhost",
@@ -490,7 +494,8 @@ mod tests {
     }
 
     fn forwarded(keys: &MaskedKeys, head: &str) -> Result<String, String> {
-        let (route, rest) = find(keys.routes(), head.as_bytes()).expect("a provider's");
+        let (route, rest) =
+            find(keys.routes(), crate::PROXY_PORT, head.as_bytes()).expect("a provider's");
         Forwarded::of(route.expect("a route"), &rest, head.as_bytes())
             .map(|f| String::from_utf8(f.head).unwrap())
     }
@@ -499,8 +504,10 @@ mod tests {
     fn requests_for_a_providers_endpoint_are_found_by_path() {
         let keys = claude("https://api.anthropic.com");
         let routes = keys.routes();
-        let found =
-            |head: &str| find(routes, head.as_bytes()).map(|(route, rest)| (route.is_some(), rest));
+        let found = |head: &str| {
+            find(routes, crate::PROXY_PORT, head.as_bytes())
+                .map(|(route, rest)| (route.is_some(), rest))
+        };
         let hit = |rest: &str| Some((true, rest.to_owned()));
         assert_eq!(
             found("POST /berth/anthropic/v1/messages HTTP/1.1\r\n\r\n"),

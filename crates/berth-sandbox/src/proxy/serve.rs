@@ -20,6 +20,9 @@ pub struct Proxy {
     pub(super) forwards: Vec<(String, u16)>,
     /// The agent's masked providers, served at `/berth/NAME` on the proxy's listener.
     pub(super) keys: MaskedKeys,
+    /// The port of its listener inside, where a request for a masked provider's endpoint may
+    /// name it.
+    pub(super) port: u16,
     /// Connections being served, against [`MAX_CONNECTIONS`].
     live: AtomicUsize,
 }
@@ -46,6 +49,17 @@ impl Proxy {
         forwards: Vec<(String, u16)>,
         keys: MaskedKeys,
     ) -> io::Result<ProxyHandle> {
+        Proxy::serve_at(crate::PROXY_PORT, channel, allow, forwards, keys)
+    }
+
+    /// [`Proxy::serve`] for a listener at `port` inside.
+    pub fn serve_at(
+        port: u16,
+        channel: OwnedFd,
+        allow: AllowList,
+        forwards: Vec<(String, u16)>,
+        keys: MaskedKeys,
+    ) -> io::Result<ProxyHandle> {
         if socket_type(channel.as_fd())? != libc::SOCK_SEQPACKET {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -60,6 +74,7 @@ impl Proxy {
             allow,
             forwards,
             keys,
+            port,
             live: AtomicUsize::new(0),
         });
         let (serving_channel, serving_ended) = (Arc::clone(&channel), Arc::clone(&ended));
