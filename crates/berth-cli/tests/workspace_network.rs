@@ -157,3 +157,31 @@ for port in ({allowed}, {other}):
     );
     assert!(text.contains(&format!("PORT {other} REFUSED")), "{text}");
 }
+
+#[test]
+fn doctor_and_config_show_list_the_forwards() {
+    let home = home_with_block(
+        free_block(),
+        "[sandbox]\nallow_hosts = [\"127.0.0.1:5432\", \"localhost:6379\", \"crates.io\"]\n",
+    );
+    let shown = home.ok(&["config", "show"]);
+    let line = shown
+        .lines()
+        .find(|l| l.starts_with("# forwards:"))
+        .unwrap_or_else(|| panic!("{shown}"));
+    assert!(
+        line.contains("127.0.0.1:5432, localhost:6379") && !line.contains("crates.io"),
+        "{line}"
+    );
+    let json = home.json(&["config", "show", "--json"]);
+    assert_eq!(
+        json["forwards"],
+        serde_json::json!(["127.0.0.1:5432", "localhost:6379"])
+    );
+    let doctor = home.json(&["doctor", "--json"]);
+    let text = doctor.to_string();
+    assert!(
+        text.contains("from the host's loopback: 127.0.0.1:5432, localhost:6379"),
+        "{text}"
+    );
+}

@@ -314,8 +314,9 @@ fn sandbox(config: &Config, home: &Path) -> Finding {
     };
     let limits = berth_sandbox::limits_enforced();
     let said = format!(
-        "on, enforced by {}; {network}; limits: {limits}",
-        support.summary()
+        "on, enforced by {}; {network}; forwards: {}; limits: {limits}",
+        support.summary(),
+        crate::sandbox::network_forwards_said(config)
     );
     match limits.memory_missing() {
         // An agent's tree could take all the machine's memory: said, not refused.

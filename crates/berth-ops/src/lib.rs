@@ -66,7 +66,9 @@ pub use models::{ModelChoice, SessionModel};
 pub use page::{Listed, PAGE_DEFAULT, PAGE_MAX, Page, page_limit};
 pub use prune::{OrphanWorktree, PruneKept, PrunePlan, PruneReport};
 pub use reach::{HeldTo, Reach, device_mcp_refused};
-pub use sandbox::{AgentDeclared, AgentProcess, user_home};
+pub use sandbox::{
+    AgentDeclared, AgentProcess, network_forwards, network_forwards_said, user_home,
+};
 pub use sessions::title_of;
 pub use sessions::{ClientSession, ClientSessionOutcome, CreateSession, SessionChoice};
 pub use storage::{Node, Owner, StorageRef, context_path};

@@ -44,6 +44,38 @@ pub struct AgentDeclared {
 }
 
 /// The user's home, for `~/` in `[sandbox]` and the default deny list.
+/// What a workspace's network forwards under `config`'s `[sandbox]`: its ports in from the
+/// host's loopback, and the host's loopback services `allow_hosts` names into it (as
+/// `host:port`). Nothing with the sandbox off or `network = "full"`, where processes have the
+/// host's network.
+pub fn network_forwards(config: &Config) -> Option<Vec<String>> {
+    use berth_core::config::{SandboxMode, SandboxNetwork};
+    if config.sandbox.mode == SandboxMode::Off || config.sandbox.network == SandboxNetwork::Full {
+        return None;
+    }
+    Some(
+        berth_sandbox::loopback_forwards(&config.sandbox.allow_hosts)
+            .into_iter()
+            .map(|(host, port)| match host.contains(':') {
+                true => format!("[{host}]:{port}"),
+                false => format!("{host}:{port}"),
+            })
+            .collect(),
+    )
+}
+
+/// [`network_forwards`] in a sentence.
+pub fn network_forwards_said(config: &Config) -> String {
+    match network_forwards(config) {
+        None => "none: processes have the host's network".to_owned(),
+        Some(into) if into.is_empty() => "a workspace's ports from the host's loopback (the same numbers, while berth confines a process of it); nothing of the host's loopback into it".to_owned(),
+        Some(into) => format!(
+            "a workspace's ports from the host's loopback (the same numbers, while berth confines a process of it); into every confined process, from the host's loopback: {}",
+            into.join(", ")
+        ),
+    }
+}
+
 pub fn user_home() -> Option<PathBuf> {
     std::env::var_os("HOME")
         .filter(|h| !h.is_empty())

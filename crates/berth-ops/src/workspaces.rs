@@ -719,7 +719,13 @@ impl Ops {
                 if let Some(git) = ws.git.as_ref().filter(|_| plan.force) {
                     self.remember_lost_repo(&git.repo)?;
                 }
+                let dir = self.manager.workspaces().workspace_dir(&ws.id);
                 let removed = git_workspace::remove(&self.manager, &ws, plan.force).await?;
+                // Its network's forwards end with it in this process (a server of it on the
+                // host's loopback included).
+                if let Some(dir) = dir {
+                    berth_sandbox::close_network(&dir);
+                }
                 Ok(Deleted {
                     id: ws.id,
                     label: plan.label,

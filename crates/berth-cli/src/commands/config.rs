@@ -36,6 +36,7 @@ pub async fn run(ops: &Ops, cmd: ConfigCmd) -> anyhow::Result<()> {
                     "model": loaded.config.model(),
                     "layers": loaded.layers,
                     "unknown_keys": loaded.unknown_keys,
+                    "forwards": berth_ops::network_forwards(&loaded.config),
                 }))?);
             }
             let mut text = String::new();
@@ -53,6 +54,11 @@ pub async fn run(ops: &Ops, cmd: ConfigCmd) -> anyhow::Result<()> {
                 true => writeln!(text, "# layers: none; every value is berth's default")?,
                 false => writeln!(text, "# layers, lowest first: {}", loaded.layers.join("; "))?,
             }
+            writeln!(
+                text,
+                "# forwards: {}",
+                berth_ops::network_forwards_said(&loaded.config)
+            )?;
             shown.write(&mut text, &shown.table, "")?;
             render::line(text.trim_end())?;
         }
