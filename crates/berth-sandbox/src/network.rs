@@ -388,8 +388,18 @@ impl Network {
         let started = thread::Builder::new()
             .name("berth-forward".into())
             .spawn(move || {
-                // Ends when the network shuts the listener down.
-                while let Ok((client, _)) = listener.accept() {
+                loop {
+                    let client = match listener.accept() {
+                        Ok((client, _)) => client,
+                        // The network shut the listener down.
+                        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => return,
+                        // Out of descriptors, or a connection gone before it was taken.
+                        Err(e) => {
+                            tracing::debug!("a forward's accept failed: {e}");
+                            thread::sleep(std::time::Duration::from_millis(50));
+                            continue;
+                        }
+                    };
                     let taken =
                         holder
                             .live

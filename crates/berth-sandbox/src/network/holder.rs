@@ -10,8 +10,9 @@
 //! [`LISTEN`]), a family (4 or 6) and a port (big-endian). The answer is 4 bytes, an errno in
 //! native order (0 for success), and on success the socket in `SCM_RIGHTS`: unconnected, or
 //! listening on the loopback at that port. The first two messages, sent unasked, carry the
-//! user and the network namespace (`/proc/self/ns/*`). The holder ends at the channel's end,
-//! or with berth (`PR_SET_PDEATHSIG`).
+//! user and the network namespace (`/proc/self/ns/*`). The holder ends at the channel's end:
+//! when berth drops the network, or ends, however it died (not with the thread that forked
+//! it, as `PR_SET_PDEATHSIG` would have it: that may be a pool's thread, gone when idle).
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
@@ -36,15 +37,13 @@ pub(super) struct Holder {
 pub(super) fn start(join: Option<(RawFd, RawFd)>) -> io::Result<Holder> {
     let maps = IdMaps::of_this_process();
     let (ours, theirs) = seqpacket_pair()?;
-    // SAFETY: getpid cannot fail.
-    let parent = unsafe { libc::getpid() };
     // SAFETY: the child only makes system calls on memory made before the fork, then exits.
     let pid = unsafe { libc::fork() };
     if pid == -1 {
         return Err(io::Error::last_os_error());
     }
     if pid == 0 {
-        let errno = match run(&maps, join, theirs.as_raw_fd(), parent) {
+        let errno = match run(&maps, join, theirs.as_raw_fd()) {
             Ok(()) => 0,
             Err(e) => e.raw_os_error().unwrap_or(libc::EIO),
         };
@@ -181,18 +180,9 @@ fn check(r: libc::c_int) -> io::Result<libc::c_int> {
 }
 
 /// The holder's life: the namespaces, the two descriptors, then sockets on request.
-fn run(
-    maps: &IdMaps,
-    join: Option<(RawFd, RawFd)>,
-    channel: RawFd,
-    parent: libc::pid_t,
-) -> io::Result<()> {
-    // SAFETY: prctl, setns, close_range and getppid change or read this process only.
+fn run(maps: &IdMaps, join: Option<(RawFd, RawFd)>, channel: RawFd) -> io::Result<()> {
+    // SAFETY: setns and close_range change this process only.
     unsafe {
-        check(libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL))?;
-        if libc::getppid() != parent {
-            return Ok(());
-        }
         if let Some((user, net)) = join {
             check(libc::setns(user, libc::CLONE_NEWUSER))?;
             check(libc::setns(net, libc::CLONE_NEWNET))?;
