@@ -104,6 +104,47 @@ sleep 0.5; echo "served on $BERTH_PORT""#;
     assert_eq!(refused.kind(), ErrorKind::ConnectionRefused, "{refused}");
 }
 
+/// A confined agent process (not an ACP agent: a script, which is all this needs) that
+/// serves its worktree on `$BERTH_PORT` until the host has asked once.
+const SERVING_AGENT: &str = r#"#!/bin/sh
+python3 -m http.server "$BERTH_PORT" --bind 127.0.0.1 2> served.log &
+for i in $(seq 600); do grep -q 'GET /README.md' served.log 2>/dev/null && break; sleep 0.1; done
+sleep 0.5
+"#;
+
+#[test]
+fn a_confined_agent_process_serves_the_host_while_it_lives() {
+    use std::os::unix::fs::PermissionsExt;
+    let port = free_block();
+    let home = home_with_block(port, "");
+    let server = ProviderServer::start_in_background();
+    let (tmp, root) = project();
+    let agent = tmp.path().join("serving-agent");
+    std::fs::write(&agent, SERVING_AGENT).unwrap();
+    std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut cmd = berth_run(
+        &home,
+        &server,
+        &root,
+        &["serve it", "--agent-cmd", agent.to_str().unwrap(), "--json"],
+    );
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let run = cmd.spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let answer = loop {
+        match get_from_host(port) {
+            Ok(answer) if answer.contains("200") => break answer,
+            _ if Instant::now() > deadline => panic!("the host never reached the agent's server"),
+            _ => std::thread::sleep(Duration::from_millis(100)),
+        }
+    };
+    assert!(answer.ends_with("hello\n"), "{answer}");
+    // The agent ends (it speaks no ACP: its run fails), and its server with it.
+    let _ = run.wait_with_output().unwrap();
+    let refused = TcpStream::connect(("127.0.0.1", port)).unwrap_err();
+    assert_eq!(refused.kind(), ErrorKind::ConnectionRefused, "{refused}");
+}
+
 /// A host listener that answers each connection with `text`.
 fn host_service(text: &'static str) -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
