@@ -138,10 +138,14 @@ where
         .iter()
         .map(|a| a.as_ref().to_string_lossy().into_owned())
         .collect();
-    Err(GitError::Command {
-        command: shown.join(" "),
-        message: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
-    })
+    let (command, message) = (
+        shown.join(" "),
+        String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+    );
+    // A failure a caller may well expect (a branch that does not exist yet): debug, not more;
+    // the caller decides what it means.
+    tracing::debug!(dir = %dir.display(), %command, status = %out.status, "git failed: {message}");
+    Err(GitError::Command { command, message })
 }
 
 #[cfg(test)]

@@ -107,7 +107,15 @@ impl Http {
                             message: error_message(&text),
                         });
                     }
-                    retry_after.unwrap_or_else(|| self.backoff(attempt))
+                    let wait = retry_after.unwrap_or_else(|| self.backoff(attempt));
+                    tracing::debug!(
+                        provider,
+                        status,
+                        attempt,
+                        wait_ms = wait.as_millis() as u64,
+                        "the provider answered {status}: trying again"
+                    );
+                    wait
                 }
                 Err(e) => {
                     if last {
@@ -117,7 +125,15 @@ impl Http {
                             message: error_chain(&e),
                         });
                     }
-                    self.backoff(attempt)
+                    let wait = self.backoff(attempt);
+                    tracing::debug!(
+                        provider,
+                        attempt,
+                        wait_ms = wait.as_millis() as u64,
+                        "the provider could not be reached ({}): trying again",
+                        error_chain(&e)
+                    );
+                    wait
                 }
             };
             tokio::select! {

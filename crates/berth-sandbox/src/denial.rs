@@ -84,12 +84,13 @@ pub fn explain(output: &str, confinement: &Confinement) -> Option<String> {
             && (NO_NETWORK.iter().any(|n| line.contains(n))
                 || (line.contains("Connection refused") && line.contains("127.0.0.1")))
         {
-            push("commands have no network: they run in a network namespace of their own, where only their own loopback exists ([sandbox] network = \"off\"; set network = \"proxy\" with allow_hosts to reach hosts by name, or network = \"full\")".into());
+            push("commands have no way out: they run in their workspace's network namespace, where only the workspace's own servers and the host's loopback services `allow_hosts` names are ([sandbox] allow_hosts = [\"127.0.0.1:PORT\"] brings one in; network = \"proxy\" with allow_hosts reaches hosts by name, network = \"full\" everything)".into());
         }
     }
     if notes.is_empty() {
         return None;
     }
+    tracing::debug!(notes = %notes.join("; "), "the sandbox refused something a command tried");
     Some(format!(
         "{NOTE_MARK} {}. A person can change this in berth's config ([sandbox], see docs/sandbox.md); work inside the workspace folder meanwhile.",
         notes.join("; ")

@@ -780,6 +780,11 @@ impl Confinement {
             )
         };
         let stage = (n == 4).then(|| u32::from_le_bytes(bytes));
+        tracing::debug!(
+            program,
+            stage = stage.map(|s| self.stage_name(s)),
+            "a confined spawn failed: {e}"
+        );
         match stage {
             Some(stage) => format!(
                 "could not start `{program}` confined: {} failed ({e}). berth runs nothing unconfined; `berth doctor` says what this kernel can enforce, and `[sandbox] mode = \"off\"` turns confinement off",

@@ -156,7 +156,7 @@ async fn split(State(acp): State<AcpEndpoint>, request: Request, next: Next) -> 
     let id = parts
         .headers
         .get(CONNECTION_ID)
-        .and_then(|v| v.to_str().ok())
+        .and_then(crate::guard::header_text)
         .map(str::to_owned);
     if let Some(id) = &id
         && !acp.connections().answers_to(id, &counted_as)
@@ -215,7 +215,7 @@ async fn split(State(acp): State<AcpEndpoint>, request: Request, next: Next) -> 
         response
             .headers()
             .get(CONNECTION_ID)
-            .and_then(|v| v.to_str().ok()),
+            .and_then(crate::guard::header_text),
         made,
     ) {
         acp.connections().bind(id.to_owned(), counted_as, server);

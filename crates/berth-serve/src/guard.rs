@@ -140,7 +140,7 @@ impl Access {
         let presented = request
             .headers()
             .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
+            .and_then(header_text)
             .and_then(|v| v.strip_prefix("Bearer "))
             .or_else(|| cookie(request));
         let Some(presented) = presented else {
@@ -193,10 +193,22 @@ fn cookie(request: &Request) -> Option<&str> {
         .headers()
         .get_all(header::COOKIE)
         .iter()
-        .filter_map(|v| v.to_str().ok())
+        .filter_map(header_text)
         .flat_map(|v| v.split(';'))
         .find_map(|pair| pair.trim().strip_prefix(COOKIE)?.strip_prefix('='))
         .filter(|t| !t.is_empty())
+}
+
+/// A header's value as text: one that is not visible ASCII is read as absent (no token,
+/// cookie or host of berth's is anything else), and said at debug.
+pub(crate) fn header_text(value: &axum::http::HeaderValue) -> Option<&str> {
+    match value.to_str() {
+        Ok(text) => Some(text),
+        Err(e) => {
+            tracing::debug!("a header that is not text was read as absent: {e}");
+            None
+        }
+    }
 }
 
 /// Paths that are not the web page's: the protocols, which answer a missing token in their
@@ -210,7 +222,7 @@ pub async fn check(State(access): State<Arc<Access>>, request: Request, next: Ne
     let host = request
         .headers()
         .get(header::HOST)
-        .and_then(|v| v.to_str().ok())
+        .and_then(header_text)
         .unwrap_or("");
     if !access.host_allowed(host) {
         return refuse(

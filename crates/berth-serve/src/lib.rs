@@ -233,7 +233,9 @@ pub async fn serve(
     }
     let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
         // Small messages (a chunk of an answer) go out at once, not after a delayed ACK.
-        let _ = tcp.set_nodelay(true);
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!("TCP_NODELAY could not be set on a connection: {e}");
+        }
     });
     on_listening(Listening {
         addr: bound,

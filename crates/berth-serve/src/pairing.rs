@@ -29,7 +29,13 @@ pub fn web_link(base: &str, token: &str) -> String {
 /// `text` as a QR code drawn with Unicode half blocks, dark on light, two rows of modules a
 /// line, with its quiet zone; `None` when it is too long for any QR code.
 pub fn qr(text: &str) -> Option<String> {
-    let code = QrCode::new(text.as_bytes()).ok()?;
+    let code = match QrCode::new(text.as_bytes()) {
+        Ok(code) => code,
+        Err(e) => {
+            tracing::debug!("no QR code for a pairing text of {} bytes: {e}", text.len());
+            return None;
+        }
+    };
     Some(
         code.render::<Dense1x2>()
             .dark_color(Dense1x2::Dark)

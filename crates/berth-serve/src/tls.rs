@@ -95,7 +95,8 @@ impl TlsListener {
                 let (tcp, peer) = match listener.accept().await {
                     Ok(accepted) => accepted,
                     // Out of descriptors, a connection reset before accept: try again.
-                    Err(_) => {
+                    Err(e) => {
+                        tracing::warn!("a TLS connection could not be accepted: {e}");
                         tokio::time::sleep(Duration::from_millis(50)).await;
                         continue;
                     }
@@ -105,14 +106,26 @@ impl TlsListener {
                 let Ok(permit) = handshakes.clone().acquire_owned().await else {
                     return;
                 };
-                let _ = tcp.set_nodelay(true);
+                if let Err(e) = tcp.set_nodelay(true) {
+                    tracing::debug!(%peer, "TCP_NODELAY could not be set: {e}");
+                }
                 let (acceptor, ready) = (acceptor.clone(), tx.clone());
                 tokio::spawn(async move {
                     // A failed or stalled handshake is that client's end, nobody else's.
                     let shaken = tokio::time::timeout(HANDSHAKE, acceptor.accept(tcp)).await;
                     drop(permit);
-                    if let Ok(Ok(tls)) = shaken {
-                        let _ = ready.send((tls, peer)).await;
+                    match shaken {
+                        Ok(Ok(tls)) => {
+                            if ready.send((tls, peer)).await.is_err() {
+                                tracing::debug!(%peer, "a TLS connection came as the server stopped");
+                            }
+                        }
+                        Ok(Err(e)) => tracing::info!(%peer, "a TLS handshake failed: {e}"),
+                        Err(_) => tracing::info!(
+                            %peer,
+                            "a TLS handshake took longer than {}s, and was dropped",
+                            HANDSHAKE.as_secs()
+                        ),
                     }
                 });
                 if tx.is_closed() {

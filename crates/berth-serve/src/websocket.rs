@@ -99,7 +99,14 @@ impl AcpEndpoint {
 
     /// A connection slot, when one is free.
     pub(crate) fn slot(&self) -> Option<OwnedSemaphorePermit> {
-        self.slots.clone().try_acquire_owned().ok()
+        match self.slots.clone().try_acquire_owned() {
+            Ok(slot) => Some(slot),
+            // Every slot is taken (the caller answers 503), or the server is closing.
+            Err(e) => {
+                tracing::debug!("no connection slot: {e}");
+                None
+            }
+        }
     }
 
     /// The ACP server of one connection for `principal`: acting for its device, or as the
@@ -144,7 +151,9 @@ impl AcpEndpoint {
                     break;
                 }
             }
-            let _ = to_peer.close().await;
+            if let Err(e) = to_peer.close().await {
+                tracing::debug!("a WebSocket did not close cleanly: {e}");
+            }
         });
         let (in_tx, mut in_rx) = mpsc::channel::<io::Result<String>>(256);
         let pings = out_tx.clone();
@@ -176,7 +185,11 @@ impl AcpEndpoint {
                         }
                         Some(Ok(Message::Close(_))) | None => return,
                         Some(Err(e)) => {
-                            let _ = in_tx.send(Err(io::Error::other(e))).await;
+                            tracing::info!("a WebSocket connection failed: {e}");
+                            // The ACP side may be gone already: then there is nobody to tell.
+                            if in_tx.send(Err(io::Error::other(e))).await.is_err() {
+                                tracing::debug!("the connection's ACP side ended first");
+                            }
                             return;
                         }
                     },
@@ -184,7 +197,10 @@ impl AcpEndpoint {
                         if heard.elapsed() > ping_every * 3 {
                             return;
                         }
-                        let _ = pings.send(Message::Ping(Default::default())).await;
+                        if pings.send(Message::Ping(Default::default())).await.is_err() {
+                            // The writer is gone: so is the connection.
+                            return;
+                        }
                     }
                 }
             }
@@ -197,11 +213,15 @@ impl AcpEndpoint {
         });
         let incoming = futures::stream::poll_fn(move |cx| in_rx.poll_recv(cx));
         let transport = agent_client_protocol::Lines::new(outgoing, incoming);
-        let _ = berth_acp::serve_connection(server, transport).await;
+        if let Err(e) = berth_acp::serve_connection(server, transport).await {
+            tracing::warn!("an ACP connection over a WebSocket ended with an error: {e}");
+        }
         // The connection is over: stop reading (its ping sender with it), so the writer,
         // its last sender gone, sends what is queued and closes the socket.
         reader.abort();
-        let _ = writer.await;
+        if let Err(e) = writer.await {
+            tracing::warn!("a WebSocket's writer failed: {e}");
+        }
     }
 }
 

@@ -72,6 +72,20 @@ impl From<berth_run::RunError> for PageError {
 
 impl IntoResponse for PageError {
     fn into_response(self) -> Response {
+        // berth's own trouble is the server's to see; a caller's mistake is the caller's.
+        if self.status.is_server_error() {
+            tracing::warn!(
+                status = self.status.as_u16(),
+                "a page failed: {}",
+                self.message
+            );
+        } else {
+            tracing::debug!(
+                status = self.status.as_u16(),
+                "a page refused: {}",
+                self.message
+            );
+        }
         page::error_page(self.status, &self.message).into_response()
     }
 }

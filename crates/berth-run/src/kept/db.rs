@@ -72,12 +72,15 @@ impl DbRuns {
                     match runs.renew(&id, fence, lease).await {
                         Ok(true) => {}
                         Ok(false) => {
+                            tracing::warn!(run = %id, fence, "the run's lease was lost: another node took it over");
                             lost.store(true, Ordering::Release);
                             return;
                         }
                         // The database is out of reach for now: tried again next time; the
                         // fence keeps this node from writing once another took the run.
-                        Err(_) => {}
+                        Err(e) => {
+                            tracing::warn!(run = %id, fence, "the run's lease could not be renewed (tried again): {e}");
+                        }
                     }
                 }
             })
@@ -405,9 +408,14 @@ impl Hold for DbHold {
     }
 
     async fn release(mut self: Box<Self>) {
-        let _ = self.flush().await;
+        if let Err(e) = self.flush().await {
+            tracing::warn!(run = %self.id, "the run's last events could not be written: {e}");
+        }
         self.renew.abort();
-        let _ = self.runs.release(self.id.as_str(), self.fence).await;
+        // Not released, the lease lapses by itself: another node waits that much longer.
+        if let Err(e) = self.runs.release(self.id.as_str(), self.fence).await {
+            tracing::warn!(run = %self.id, "the run's lease could not be released: {e}");
+        }
     }
 }
 
