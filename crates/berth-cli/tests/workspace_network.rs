@@ -18,9 +18,14 @@ use berth_testkit::wait_ok;
 use support::Home;
 use support::runs::{berth_run, events, project, write_call};
 
-/// The first port of a block of 10 that nothing on the host listens on now.
+/// The first port of a block of 10 that nothing on the host listens on now, and that no
+/// other test of this binary was given (they run at once).
 fn free_block() -> u16 {
-    for first in (47000..60000).step_by(37) {
+    static NEXT: std::sync::Mutex<u16> = std::sync::Mutex::new(47000);
+    let mut next = NEXT.lock().unwrap();
+    while *next < 60000 {
+        let first = *next;
+        *next += 10;
         if (first..first + 10).all(|p| TcpListener::bind(("127.0.0.1", p)).is_ok()) {
             return first;
         }

@@ -68,9 +68,9 @@ pub fn network_forwards(config: &Config) -> Option<Vec<String>> {
 pub fn network_forwards_said(config: &Config) -> String {
     match network_forwards(config) {
         None => "none: processes have the host's network".to_owned(),
-        Some(into) if into.is_empty() => "a workspace's ports from the host's loopback (the same numbers, while berth confines a process of it); nothing of the host's loopback into it".to_owned(),
+        Some(into) if into.is_empty() => "a workspace's ports from the host's loopback (the same numbers, while a server of it listens); nothing of the host's loopback into it".to_owned(),
         Some(into) => format!(
-            "a workspace's ports from the host's loopback (the same numbers, while berth confines a process of it); into every confined process, from the host's loopback: {}",
+            "a workspace's ports from the host's loopback (the same numbers, while a server of it listens); into every confined process, from the host's loopback: {}",
             into.join(", ")
         ),
     }

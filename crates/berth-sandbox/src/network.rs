@@ -2,10 +2,11 @@
 //! joins (its agent, its terminals, its checks, berth's `run_command`), so that the agent
 //! reaches the server its terminal started, and the ways in and out of it:
 //!
-//! - **its ports from the host**: berth listens on the host's loopback at each of the
-//!   workspace's ports and forwards what comes into the namespace, at the same port (IPv4
-//!   first, then IPv6). A port the host already uses is not forwarded: that is logged as an
-//!   error naming the port, and [`Forward::error`] says so.
+//! - **its ports from the host** ([`host`]): while something in the namespace listens on one
+//!   of the workspace's ports, berth listens on the host's loopback at that port and forwards
+//!   what comes in, to the same port inside (IPv4 first, then IPv6). A port the host already
+//!   uses is not forwarded: that is logged as an error naming the port, and
+//!   [`Forward::error`] says so.
 //! - **the host's loopback services it is allowed**: an `allow_hosts` entry naming the host's
 //!   loopback (`127.0.0.1:5432`, `localhost:6379`) listens inside at the same port and goes to
 //!   the host's. Nothing else of the host's loopback is reachable.
@@ -26,8 +27,10 @@
 //! the ones refused.
 
 mod holder;
+mod host;
 
 use std::collections::BTreeMap;
+use std::fs::File;
 use std::io;
 use std::net::{TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -70,11 +73,12 @@ pub(crate) struct Network {
     user_ns: OwnedFd,
     net_ns: OwnedFd,
     pid: libc::pid_t,
-    forwards: Mutex<Vec<Forward>>,
-    /// Joined from the berth that started this one, which forwards for it.
-    inherited: bool,
-    /// Every listener of its forwards, shut down when the network goes (which ends their
-    /// threads' waits).
+    /// The forwards into it from the host's loopback ([`host`]); `None` where it was joined
+    /// from the berth that started this one, which forwards for it.
+    inward: Option<Arc<host::Inward>>,
+    /// The forwards out of it to the host's loopback.
+    outward: Mutex<Vec<Forward>>,
+    /// Their listeners, shut down when the network goes (which ends their threads' waits).
     listeners: Mutex<Vec<Arc<TcpListener>>>,
 }
 
@@ -116,10 +120,8 @@ pub(crate) fn of(
             }
         }
     };
-    if !network.inherited {
-        for &port in ports {
-            network.forward_from_host(port);
-        }
+    if let Some(inward) = &network.inward {
+        inward.add_ports(ports);
         for (host, port) in loopback {
             network.forward_to_host(host, *port);
         }
@@ -231,27 +233,42 @@ pub fn close(key: &Path) {
 pub fn forwards(key: &Path) -> Vec<Forward> {
     let networks = NETWORKS.lock().unwrap_or_else(PoisonError::into_inner);
     networks.get(key).map_or_else(Vec::new, |network| {
-        network
-            .forwards
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        let mut forwards: Vec<Forward> = network.inward.iter().flat_map(|i| i.forwards()).collect();
+        forwards.extend(
+            network
+                .outward
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .iter()
+                .cloned(),
+        );
+        forwards
     })
 }
 
 impl Network {
     fn start(join: Option<(RawFd, RawFd)>) -> io::Result<Network> {
-        let holder = holder::start(join)?;
+        let started = holder::start(join)?;
+        let holder = Arc::new(Asker {
+            channel: Mutex::new(started.channel),
+            live: AtomicUsize::new(0),
+        });
+        let inward = join.is_none().then(|| {
+            let inward = Arc::new(host::Inward::new(
+                Arc::clone(&holder),
+                File::from(started.tcp),
+                started.tcp6.map(File::from),
+            ));
+            inward.watch();
+            inward
+        });
         Ok(Network {
-            holder: Arc::new(Asker {
-                channel: Mutex::new(holder.channel),
-                live: AtomicUsize::new(0),
-            }),
-            user_ns: holder.user_ns,
-            net_ns: holder.net_ns,
-            pid: holder.pid,
-            forwards: Mutex::new(Vec::new()),
-            inherited: join.is_some(),
+            holder,
+            user_ns: started.user_ns,
+            net_ns: started.net_ns,
+            pid: started.pid,
+            inward,
+            outward: Mutex::new(Vec::new()),
             listeners: Mutex::new(Vec::new()),
         })
     }
@@ -283,67 +300,10 @@ impl Network {
         Err(last)
     }
 
-    fn known(&self, inward: bool, port: u16) -> bool {
-        self.forwards
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .iter()
-            .any(|f| f.inward == inward && f.port == port)
-    }
-
-    fn record(&self, forward: Forward) {
-        if let Some(error) = &forward.error {
-            tracing::error!(port = forward.port, to = %forward.to, "{error}");
-        } else {
-            tracing::debug!(port = forward.port, to = %forward.to, inward = forward.inward, "forwarding");
-        }
-        self.forwards
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(forward);
-    }
-
-    /// Listens on the host's loopback at `port` and forwards into the namespace.
-    fn forward_from_host(&self, port: u16) {
-        if self.known(true, port) {
-            return;
-        }
-        let to = format!("127.0.0.1:{port} in the workspace's network");
-        let listener = match TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, port)) {
-            Ok(listener) => listener,
-            Err(e) => {
-                let error = format!(
-                    "port {port} of the workspace is not reachable from the host: the host already uses 127.0.0.1:{port} ({e}); stop what listens there (`ss -ltnp 'sport = :{port}'` names it)"
-                );
-                return self.record(Forward {
-                    inward: true,
-                    port,
-                    to,
-                    error: Some(error),
-                });
-            }
-        };
-        let mut listeners = vec![listener];
-        if let Ok(v6) = TcpListener::bind((std::net::Ipv6Addr::LOCALHOST, port)) {
-            listeners.push(v6);
-        }
-        for listener in listeners {
-            let holder = Arc::clone(&self.holder);
-            self.serve(listener, move |client| {
-                into_namespace(&holder, &client, port)
-            });
-        }
-        self.record(Forward {
-            inward: true,
-            port,
-            to,
-            error: None,
-        });
-    }
-
     /// Listens inside at `port` and forwards to `host` on the host's loopback.
     fn forward_to_host(&self, host: &str, port: u16) {
-        if self.known(false, port) {
+        let mut outward = self.outward.lock().unwrap_or_else(PoisonError::into_inner);
+        if outward.iter().any(|f| f.port == port) {
             return;
         }
         let to = format!("{host}:{port}");
@@ -362,102 +322,82 @@ impl Network {
             }
         }
         for listener in listeners {
+            let listener = Arc::new(listener);
+            self.listeners
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(Arc::clone(&listener));
             let host = host.to_owned();
-            self.serve(listener, move |client| {
+            serve_listener(listener, Arc::clone(&self.holder), move |client| {
                 crate::proxy::forward(&client, &host, port);
             });
         }
-        self.record(Forward {
+        match &error {
+            Some(error) => tracing::error!(port, "{error}"),
+            None => tracing::debug!(port, %to, "the host's service is forwarded in"),
+        }
+        outward.push(Forward {
             inward: false,
             port,
             to,
             error,
         });
     }
-
-    /// Takes `listener`'s connections on a thread of its own, each served by `serve` on
-    /// another, at most [`MAX_CONNECTIONS`] at once.
-    fn serve(&self, listener: TcpListener, serve: impl Fn(TcpStream) + Send + Sync + 'static) {
-        let listener = Arc::new(listener);
-        self.listeners
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(Arc::clone(&listener));
-        let holder = Arc::clone(&self.holder);
-        let serve = Arc::new(serve);
-        let started = thread::Builder::new()
-            .name("berth-forward".into())
-            .spawn(move || {
-                loop {
-                    let client = match listener.accept() {
-                        Ok((client, _)) => client,
-                        // The network shut the listener down.
-                        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => return,
-                        // Out of descriptors, or a connection gone before it was taken.
-                        Err(e) => {
-                            tracing::debug!("a forward's accept failed: {e}");
-                            thread::sleep(std::time::Duration::from_millis(50));
-                            continue;
-                        }
-                    };
-                    let taken =
-                        holder
-                            .live
-                            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
-                                (n < MAX_CONNECTIONS).then_some(n + 1)
-                            });
-                    if taken.is_err() {
-                        continue;
-                    }
-                    let (holder, serve) = (Arc::clone(&holder), Arc::clone(&serve));
-                    let spawned = thread::Builder::new()
-                        .name("berth-forward-conn".into())
-                        .spawn(move || {
-                            serve(client);
-                            holder.live.fetch_sub(1, Ordering::Relaxed);
-                        });
-                    if let Err(e) = spawned {
-                        tracing::warn!("a forwarded connection was dropped: {e}");
-                    }
-                }
-            });
-        if let Err(e) = started {
-            tracing::error!("a forward could not start: {e}");
-        }
-    }
 }
 
-/// One connection from the host, to `port` in the namespace: IPv4, then IPv6. Nothing
-/// listening there closes it.
-fn into_namespace(holder: &Asker, client: &TcpStream, port: u16) {
-    for v6 in [false, true] {
-        let Ok(socket) = holder.ask(holder::SOCKET, v6, 0) else {
-            continue;
-        };
-        if holder::connect_loopback(&socket, v6, port).is_ok() {
-            crate::proxy::relay(client, &TcpStream::from(socket), &[]);
-            return;
-        }
-    }
-    // A reset, as the host's own closed port would answer.
-    let linger = libc::linger {
-        l_onoff: 1,
-        l_linger: 0,
-    };
-    // SAFETY: setsockopt on a socket this function borrows, with a value on the stack.
-    unsafe {
-        libc::setsockopt(
-            client.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_LINGER,
-            (&linger as *const libc::linger).cast(),
-            size_of::<libc::linger>() as libc::socklen_t,
-        );
+/// Takes `listener`'s connections on a thread of its own, each served by `serve` on another,
+/// at most [`MAX_CONNECTIONS`] at once for the network; until the listener is shut down.
+fn serve_listener(
+    listener: Arc<TcpListener>,
+    holder: Arc<Asker>,
+    serve: impl Fn(TcpStream) + Send + Sync + 'static,
+) {
+    let serve = Arc::new(serve);
+    let started = thread::Builder::new()
+        .name("berth-forward".into())
+        .spawn(move || {
+            loop {
+                let client = match listener.accept() {
+                    Ok((client, _)) => client,
+                    // The network shut the listener down.
+                    Err(e) if e.raw_os_error() == Some(libc::EINVAL) => return,
+                    // Out of descriptors, or a connection gone before it was taken.
+                    Err(e) => {
+                        tracing::debug!("a forward's accept failed: {e}");
+                        thread::sleep(std::time::Duration::from_millis(50));
+                        continue;
+                    }
+                };
+                let taken = holder
+                    .live
+                    .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                        (n < MAX_CONNECTIONS).then_some(n + 1)
+                    });
+                if taken.is_err() {
+                    continue;
+                }
+                let (holder, serve) = (Arc::clone(&holder), Arc::clone(&serve));
+                let spawned = thread::Builder::new()
+                    .name("berth-forward-conn".into())
+                    .spawn(move || {
+                        serve(client);
+                        holder.live.fetch_sub(1, Ordering::Relaxed);
+                    });
+                if let Err(e) = spawned {
+                    tracing::warn!("a forwarded connection was dropped: {e}");
+                }
+            }
+        });
+    if let Err(e) = started {
+        tracing::error!("a forward could not start: {e}");
     }
 }
 
 impl Drop for Network {
     fn drop(&mut self) {
+        if let Some(inward) = &self.inward {
+            inward.stop();
+        }
         for listener in self
             .listeners
             .lock()

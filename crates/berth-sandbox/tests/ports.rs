@@ -115,6 +115,9 @@ fn trees_share_the_workspaces_network_and_its_ports_reach_the_host() {
     let port = free_port();
     let place = place(&w, vec![port]);
     let policy = policy(&w, &[]);
+    // While nothing of the workspace serves there, the port is the host's.
+    assert!(run(&policy, &place, "true", &[]).0);
+    drop(TcpListener::bind(("127.0.0.1", port)).expect("the port is free on the host"));
     let text = port.to_string();
     let mut server = spawn(
         &policy,
@@ -136,12 +139,15 @@ fn trees_share_the_workspaces_network_and_its_ports_reach_the_host() {
     };
     assert!(answer.starts_with("HTTP/1.0 200"), "{answer}");
     assert!(answer.ends_with("hi\n"), "{answer}");
-    // A server gone answers nothing.
+    // A server gone, its port is closed on the host again.
     server.kill().unwrap();
     server.wait().unwrap();
     let deadline = Instant::now() + PATIENCE;
-    while get_from_host(port).is_ok() {
-        assert!(Instant::now() < deadline, "the port still answers");
+    loop {
+        match TcpStream::connect(("127.0.0.1", port)) {
+            Err(e) if e.kind() == ErrorKind::ConnectionRefused => break,
+            _ => assert!(Instant::now() < deadline, "the port stays open"),
+        }
         std::thread::sleep(Duration::from_millis(100));
     }
     // And the network closed, the port is closed.
@@ -254,18 +260,32 @@ fn a_port_the_host_uses_is_an_error_naming_it() {
     let w = support::world();
     let taken = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = taken.local_addr().unwrap().port();
-    let (ok, _) = run(&policy(&w, &[]), &place(&w, vec![port]), "true", &[]);
-    assert!(ok, "a command still runs");
-    let forwards = berth_sandbox::network_forwards(&w.workspace);
-    let forward = forwards
-        .iter()
-        .find(|f| f.inward && f.port == port)
-        .unwrap_or_else(|| panic!("{forwards:?}"));
-    let error = forward
-        .error
-        .as_deref()
-        .unwrap_or_else(|| panic!("{forward:?}"));
+    let (policy, place) = (policy(&w, &[]), place(&w, vec![port]));
+    let text = port.to_string();
+    // Served inside, where a process of the host holds the port: the server of the
+    // workspace runs, and its forward is refused, naming the port.
+    let mut server = spawn(
+        &policy,
+        &place,
+        "python3",
+        &["-m", "http.server", &text, "--bind", "127.0.0.1"],
+    );
+    let deadline = Instant::now() + PATIENCE;
+    let error = loop {
+        let forwards = berth_sandbox::network_forwards(&w.workspace);
+        if let Some(error) = forwards
+            .iter()
+            .find(|f| f.inward && f.port == port)
+            .and_then(|f| f.error.clone())
+        {
+            break error;
+        }
+        assert!(Instant::now() < deadline, "no error: {forwards:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
     assert!(error.contains(&format!("127.0.0.1:{port}")), "{error}");
+    server.kill().unwrap();
+    server.wait().unwrap();
     berth_sandbox::close_network(&w.workspace);
 }
 

@@ -9,8 +9,10 @@
 //! A `SOCK_SEQPACKET` socketpair. A request is 4 bytes: an operation ([`SOCKET`] or
 //! [`LISTEN`]), a family (4 or 6) and a port (big-endian). The answer is 4 bytes, an errno in
 //! native order (0 for success), and on success the socket in `SCM_RIGHTS`: unconnected, or
-//! listening on the loopback at that port. The first two messages, sent unasked, carry the
-//! user and the network namespace (`/proc/self/ns/*`). The holder ends at the channel's end:
+//! listening on the loopback at that port. The first four messages, sent unasked, carry the
+//! user and the network namespace (`/proc/self/ns/*`) and the namespace's tables of TCP
+//! sockets (`/proc/self/net/tcp` and `tcp6`, the latter an errno where there is no IPv6),
+//! which berth reads again whenever it looks for the namespace's listeners. The holder ends at the channel's end:
 //! when berth drops the network, or ends, however it died (not with the thread that forked
 //! it, as `PR_SET_PDEATHSIG` would have it: that may be a pool's thread, gone when idle).
 
@@ -30,6 +32,9 @@ pub(super) struct Holder {
     pub channel: OwnedFd,
     pub user_ns: OwnedFd,
     pub net_ns: OwnedFd,
+    /// `/proc/net/tcp` and `tcp6` of the namespace.
+    pub tcp: OwnedFd,
+    pub tcp6: Option<OwnedFd>,
 }
 
 /// Forks the holder and takes its namespaces: new ones, or those of `join` (descriptors of a
@@ -54,14 +59,18 @@ pub(super) fn start(join: Option<(RawFd, RawFd)>) -> io::Result<Holder> {
     let taken = (|| {
         let user_ns = receive(ours.as_fd())?;
         let net_ns = receive(ours.as_fd())?;
-        Ok::<_, io::Error>((user_ns, net_ns))
+        let tcp = receive(ours.as_fd())?;
+        let tcp6 = receive(ours.as_fd()).ok();
+        Ok::<_, io::Error>((user_ns, net_ns, tcp, tcp6))
     })();
     match taken {
-        Ok((user_ns, net_ns)) => Ok(Holder {
+        Ok((user_ns, net_ns, tcp, tcp6)) => Ok(Holder {
             pid,
             channel: ours,
             user_ns,
             net_ns,
+            tcp,
+            tcp6,
         }),
         Err(e) => {
             // The holder failed or sent nothing usable: its exit status is its errno.
@@ -197,12 +206,30 @@ fn run(maps: &IdMaps, join: Option<(RawFd, RawFd)>, channel: RawFd) -> io::Resul
     // are written, which a process that is not dumpable may not do.
     // SAFETY: prctl on this process.
     check(unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0) })?;
-    for path in [c"/proc/self/ns/user", c"/proc/self/ns/net"] {
+    for path in [
+        c"/proc/self/ns/user",
+        c"/proc/self/ns/net",
+        c"/proc/self/net/tcp",
+    ] {
         // SAFETY: open of a static path; the descriptor is closed once sent.
         let fd = check(unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) })?;
         answer(channel, Ok(fd));
         // SAFETY: our own descriptor.
         unsafe { libc::close(fd) };
+    }
+    // SAFETY: as above; where there is no IPv6, its errno is the answer.
+    match check(unsafe {
+        libc::open(
+            c"/proc/self/net/tcp6".as_ptr(),
+            libc::O_RDONLY | libc::O_CLOEXEC,
+        )
+    }) {
+        Ok(fd) => {
+            answer(channel, Ok(fd));
+            // SAFETY: our own descriptor.
+            unsafe { libc::close(fd) };
+        }
+        Err(e) => answer(channel, Err(e.raw_os_error().unwrap_or(libc::ENOENT))),
     }
     loop {
         let mut request = [0u8; 4];
