@@ -31,7 +31,7 @@ impl Theme {
         }
     }
 
-    fn selected(&self) -> Style {
+    pub(crate) fn selected(&self) -> Style {
         match self.color {
             true => Style::new().bg(Color::Blue).fg(Color::White),
             false => Style::new().add_modifier(Modifier::REVERSED),
@@ -138,6 +138,7 @@ pub fn draw(frame: &mut Frame, model: &Model) {
         match &model.overlay {
             Some(Overlay::Help) => draw_help(frame, &theme),
             Some(Overlay::Pick(asked)) => draw_pick(frame, asked, &theme),
+            Some(Overlay::Edit(choice)) => crate::step_in::draw_choice(frame, choice, &theme),
             Some(Overlay::Confirm { question, .. }) => {
                 let text = vec![
                     Line::from(question.as_str()),
@@ -221,11 +222,13 @@ fn draw_footer(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
     let keys: &[&str] = match model.tab {
         Tab::Runs => match model.pane {
             Pane::Runs => &[
-                "Enter", "/", "d", "l", "p", "L", "x", "v", "s", "r", "c", "t",
+                "Enter", "/", "d", "l", "p", "L", "x", "v", "s", "r", "c", "t i", "o", "e",
             ],
-            _ => &["Esc", "Tab", "d", "l", "t", "p", "L", "x", "v", "s", "r"],
+            _ => &[
+                "Esc", "Tab", "d", "l", "t i", "p", "L", "x", "v", "s", "r", "o", "e",
+            ],
         },
-        Tab::Workspaces => &["1 2 3 4", "j k ↑ ↓", "/", "R"],
+        Tab::Workspaces => &["1 2 3 4", "j k ↑ ↓", "/", "o", "R"],
         Tab::Sessions => &["Enter", "Esc", "/", "R"],
         Tab::Land => &["Enter", "x", "K J", "R"],
     };
@@ -914,7 +917,7 @@ fn draw_help(frame: &mut Frame, theme: &Theme) {
 }
 
 /// A box in the middle of the screen, at most `width` columns, over what is below.
-fn popup(frame: &mut Frame, title: &str, text: Vec<Line>, width: u16, theme: &Theme) {
+pub(crate) fn popup(frame: &mut Frame, title: &str, text: Vec<Line>, width: u16, theme: &Theme) {
     let screen = frame.area();
     let width = width.min(screen.width.saturating_sub(2)).max(10);
     let inner_width = width.saturating_sub(2).max(1) as usize;
