@@ -901,14 +901,30 @@ fn draw_pick(frame: &mut Frame, asked: &PickAsked, theme: &Theme) {
 }
 
 fn draw_help(frame: &mut Frame, theme: &Theme) {
+    let key_style = theme.fg(Color::Cyan).add_modifier(Modifier::BOLD);
+    let area = frame.area();
+    // A screen too short for a key a row (80x24) has two a row, each cut to its half.
+    if KEYS.len() + 2 > usize::from(area.height) {
+        let half = usize::from(area.width.saturating_sub(4) / 2).saturating_sub(11);
+        let text: Vec<Line> = KEYS
+            .chunks(2)
+            .map(|pair| {
+                let mut spans = Vec::new();
+                for (key, what) in pair {
+                    let what: String = what.chars().take(half).collect();
+                    spans.push(Span::styled(format!("{key:>9}  "), key_style));
+                    spans.push(Span::raw(format!("{what:<half$}")));
+                }
+                Line::from(spans)
+            })
+            .collect();
+        return popup(frame, "Keys (any key closes)", text, area.width, theme);
+    }
     let text: Vec<Line> = KEYS
         .iter()
         .map(|(key, what)| {
             Line::from(vec![
-                Span::styled(
-                    format!("{key:>9}  "),
-                    theme.fg(Color::Cyan).add_modifier(Modifier::BOLD),
-                ),
+                Span::styled(format!("{key:>9}  "), key_style),
                 Span::raw(*what),
             ])
         })

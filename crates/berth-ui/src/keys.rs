@@ -24,10 +24,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("l", "transcript"),
     ("v", "check: its output, or why it did not run"),
     ("t i", "tell the agent more"),
-    (
-        "o",
-        "open your shell in its worktree, or the workspace's folder",
-    ),
+    ("o", "shell in its worktree, or the workspace's folder"),
     ("e", "edit a file of its diff in $EDITOR"),
     ("p", "pick it (merge): y, F against its evidence, A also"),
     ("L", "queue the agent to land (again: out of the queue)"),
