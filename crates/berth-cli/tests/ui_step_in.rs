@@ -284,9 +284,9 @@ fn run_attach_opens_the_agents_live_view_and_i_tells_it() {
 fn run_attach_answers_a_question_only_while_it_shows() {
     let home = Home::new();
     let (_tmp, root) = project();
-    // The agent asks to write, three seconds after the run starts.
+    // The agent asks to write, six seconds after the run starts: time to press keys first.
     let server = ProviderServer::start_in_background();
-    server.push(Reply::anthropic(&write_call("asked for\n")).delay_head(Duration::from_secs(3)));
+    server.push(Reply::anthropic(&write_call("asked for\n")).delay_head(Duration::from_secs(6)));
     server.push(Reply::anthropic(&Turn::new().text(["Not written, then."])));
     let r = run(berth_run(
         &home,
@@ -298,10 +298,11 @@ fn run_attach_answers_a_question_only_while_it_shows() {
     let id = r.stdout.trim().to_owned();
 
     let term = Terminal::start(&home, &root, &["run", "attach", &id]);
-    term.wait_for("its one agent's live view", |s| {
+    let live = term.wait_for("its one agent's live view", |s| {
         s.contains("Agent 1 (berth) · transcript")
     });
     // No question yet: y, a and n do nothing.
+    assert!(!live.contains("An agent waits for you"), "{live}");
     term.send_keys(&["y", "a", "n"]);
     term.wait_for("the question", |s| {
         s.contains("An agent waits for you") && s.contains("may it write_file?")
