@@ -235,6 +235,11 @@ fn run_attach_opens_the_agents_live_view_and_i_tells_it() {
     let r = home.run(&["run", "attach", &id]);
     assert_eq!(r.code, 2, "{}", r.stderr);
     assert!(r.stderr.contains("needs a terminal"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains(&format!("berth run logs {id} -f")),
+        "{}",
+        r.stderr
+    );
     let help = home.ok(&["run", "attach", "--help"]);
     let words = help.split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(words.contains("on an agent's live view"), "{help}");

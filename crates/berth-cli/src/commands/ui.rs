@@ -34,9 +34,18 @@ pub async fn attach(
 pub async fn run(ops: Ops, attach: Option<berth_ui::Attach>) -> anyhow::Result<()> {
     use std::io::IsTerminal;
     if !std::io::stdout().is_terminal() {
-        return Err(berth_ops::Error::invalid(
-            "the dashboard needs a terminal: `berth run list` and `berth workspace list` print the same for a script",
-        )
+        let instead = match &attach {
+            Some(a) => format!(
+                "`berth run logs {} -f` follows it for a script, `berth run tell` and `berth run answer` act on it",
+                a.run
+            ),
+            None => {
+                "`berth run list` and `berth workspace list` print the same for a script".to_owned()
+            }
+        };
+        return Err(berth_ops::Error::invalid(format!(
+            "the dashboard needs a terminal: {instead}"
+        ))
         .into());
     }
     let store = RunStore::open(&ops).await?;
