@@ -230,7 +230,7 @@ fn draw_footer(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
         },
         Tab::Workspaces => &["1 2 3 4", "j k ↑ ↓", "/", "o", "R"],
         Tab::Sessions => &["Enter", "Esc", "/", "R"],
-        Tab::Land => &["Enter", "x", "K J", "R"],
+        Tab::Land => &["Enter", "x", "K J", "o", "R"],
     };
     let table = match model.tab {
         Tab::Land => crate::land::KEYS,

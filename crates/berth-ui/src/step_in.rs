@@ -61,8 +61,8 @@ pub struct Attach {
 /// The diff's files kept beside its lines, of which run's agent: what `e` chooses from.
 pub type DiffFiles = (RunId, usize, Vec<berth_ops::FileDiff>);
 
-/// `o`: the selected agent's worktree on the Runs tab, the selected workspace's folder on
-/// the Workspaces tab.
+/// `o`: the selected agent's worktree on the Runs tab (and of the land queue), the selected
+/// workspace's folder on the Workspaces tab.
 pub(crate) fn open_key(model: &mut Model) -> Vec<Action> {
     let step = match model.tab {
         Tab::Runs => match agent_dir(model, "o") {
@@ -89,9 +89,17 @@ pub(crate) fn open_key(model: &mut Model) -> Vec<Action> {
                 agent: false,
             }
         }
-        Tab::Sessions | Tab::Land => {
-            let why =
-                "o opens a shell in an agent's worktree (tab 1) or a workspace's folder (tab 2)";
+        Tab::Land => match queued_dir(model) {
+            Ok((dir, what)) => StepIn {
+                dir,
+                file: None,
+                what,
+                agent: true,
+            },
+            Err(why) => return refuse(model, why),
+        },
+        Tab::Sessions => {
+            let why = "o opens a shell in an agent's worktree (tabs 1 and 4) or a workspace's folder (tab 2)";
             return refuse(model, why.to_owned());
         }
     };
@@ -217,6 +225,28 @@ fn agent_dir(model: &Model, key: &str) -> Result<(PathBuf, String), String> {
     match &a.worktree {
         Some(dir) => Ok((dir.clone(), what)),
         None => Err(format!("agent {} has no worktree yet", agent + 1)),
+    }
+}
+
+/// The worktree of the agent selected in the land queue (tab 4), from its run as last read.
+fn queued_dir(model: &Model) -> Result<(PathBuf, String), String> {
+    let Some(q) = model.land.queued.get(model.land.sel) else {
+        return Err("the land queue is empty: o opens a queued agent's worktree".to_owned());
+    };
+    let what = format!(
+        "agent {}'s worktree of run {}",
+        q.agent + 1,
+        short_id(q.run.as_str())
+    );
+    let worktree = model
+        .runs
+        .iter()
+        .find(|r| r.id == q.run)
+        .and_then(|r| r.agents.get(q.agent))
+        .and_then(|a| a.worktree.clone());
+    match worktree {
+        Some(dir) => Ok((dir, what)),
+        None => Err(format!("{what} is not known here")),
     }
 }
 

@@ -132,6 +132,16 @@ async fn o_and_e_step_in_only_for_one_agent_with_a_worktree() {
     assert!(press(&mut model, KeyCode::Esc).is_empty());
     assert!(model.overlay.is_none());
 
+    // In the land queue, the queued agent's worktree.
+    press(&mut model, KeyCode::Char('L'));
+    press(&mut model, KeyCode::Char('4'));
+    let opened = press(&mut model, KeyCode::Char('o'));
+    assert!(
+        matches!(&opened[..], [Action::StepIn(StepIn { dir, file: None, .. })] if *dir == worktree),
+        "{opened:?}"
+    );
+    press(&mut model, KeyCode::Char('1'));
+
     // `i` opens the line `t` does, told on Enter.
     press(&mut model, KeyCode::Char('i'));
     typed(&mut model, "also the empty case");
