@@ -162,6 +162,7 @@ fn o_opens_the_persons_shell_in_the_worktree_and_the_dashboard_comes_back() {
 
     // The dashboard still answers its keys, and quits.
     term.send_keys(&["q"]);
+    term.wait_for("the dashboard gone", |s| !s.contains("1 Runs"));
     term.type_text("echo EXIT=$?");
     term.send_keys(&["Enter"]);
     let (code, _) = term.wait_exit();
