@@ -246,6 +246,7 @@ pub enum RunCommand {
         json: bool,
     },
     /// Open the dashboard (`berth ui`) on an agent's live view: its transcript as it streams.
+    ///
     /// There `i` (or `t`) opens a line told to the agent on Enter, as `berth run tell`; while
     /// it waits on a question, `y` allows the call, `a` allows its tool from then on, `n`
     /// denies it; `d` shows its diff, `e` opens a file of it in $EDITOR, `o` your $SHELL in
