@@ -71,7 +71,11 @@ fn main() -> ExitCode {
             &command,
             cli::Command::Run(run) if matches!(
                 run.command,
-                None | Some(cli::RunCommand::Resume { .. } | cli::RunCommand::Supervise { .. })
+                None | Some(
+                    cli::RunCommand::Resume { .. }
+                        | cli::RunCommand::Supervise { .. }
+                        | cli::RunCommand::Attach { .. }
+                )
             )
         );
     // A server's output is its log: structured lines. A run's supervisor writes to the

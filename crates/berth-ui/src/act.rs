@@ -43,7 +43,7 @@ impl Action {
 pub async fn act(cx: &Context, action: Action) -> Update {
     let (ops, store) = (&cx.ops, &cx.store);
     match action {
-        Action::Follow(_) | Action::Quit => Update::Done(String::new()),
+        Action::Follow(_) | Action::Quit | Action::StepIn(_) => Update::Done(String::new()),
         Action::MoreRuns(cursor) => match store.page(crate::app::RUNS_PAGE, Some(&cursor)).await {
             Ok(page) => Update::MoreRuns {
                 runs: page.runs.into_iter().filter_map(Result::ok).collect(),

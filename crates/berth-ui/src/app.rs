@@ -37,6 +37,8 @@ pub struct Options {
     pub color: bool,
     /// Creates the lands of the queue (tab 4), which a supervisor process then drives.
     pub lander: Lander,
+    /// The agent to open on, as `berth run attach` asks (`None`: the runs, as `berth ui`).
+    pub attach: Option<crate::step_in::Attach>,
 }
 
 /// One message for the loop.
@@ -53,6 +55,7 @@ pub async fn run(ops: Ops, store: RunStore, options: Options) -> std::io::Result
     };
     let mut model = Model::new(place, options.color);
     model.pooled = store.pooled();
+    model.attach = options.attach;
     let (tx, mut rx) = mpsc::unbounded_channel();
     // The run to follow, and how many times one was asked for: each ask reads it afresh
     // (`R` asks again for the same run).
@@ -108,15 +111,19 @@ pub async fn run(ops: Ops, store: RunStore, options: Options) -> std::io::Result
         let mut next = first;
         while let Some(message) = next {
             let read = matches!(message, Message::Term(_));
-            actions.extend(match message {
+            let taken = match message {
                 Message::Term(Event::Key(k)) => key(&mut model, k),
                 Message::Term(_) => Vec::new(),
                 Message::Update(update) => model.apply(*update),
-            });
+            };
+            // A key that opens the person's shell or editor: the key thread reads its next
+            // key only once that exits, so it takes none of theirs.
+            let steps_in = taken.iter().any(|a| matches!(a, Action::StepIn(_)));
+            actions.extend(taken);
             if actions.contains(&Action::Quit) {
                 break;
             }
-            if read {
+            if read && !steps_in {
                 let _ = read_next.send(());
             }
             next = rx.try_recv().ok();
@@ -133,6 +140,11 @@ pub async fn run(ops: Ops, store: RunStore, options: Options) -> std::io::Result
                     });
                 }
                 Action::Quit => {}
+                Action::StepIn(step) => {
+                    let (said, failed) = crate::step_in::suspend(&mut terminal, &step).await;
+                    model.status = Some((said, failed));
+                    let _ = read_next.send(());
+                }
                 action => {
                     let (context, tx, wake) = (context.clone(), tx.clone(), wake.clone());
                     running.spawn(async move {

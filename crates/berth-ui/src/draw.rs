@@ -31,7 +31,7 @@ impl Theme {
         }
     }
 
-    fn selected(&self) -> Style {
+    pub(crate) fn selected(&self) -> Style {
         match self.color {
             true => Style::new().bg(Color::Blue).fg(Color::White),
             false => Style::new().add_modifier(Modifier::REVERSED),
@@ -138,6 +138,7 @@ pub fn draw(frame: &mut Frame, model: &Model) {
         match &model.overlay {
             Some(Overlay::Help) => draw_help(frame, &theme),
             Some(Overlay::Pick(asked)) => draw_pick(frame, asked, &theme),
+            Some(Overlay::Edit(choice)) => crate::step_in::draw_choice(frame, choice, &theme),
             Some(Overlay::Confirm { question, .. }) => {
                 let text = vec![
                     Line::from(question.as_str()),
@@ -221,13 +222,15 @@ fn draw_footer(frame: &mut Frame, area: Rect, model: &Model, theme: &Theme) {
     let keys: &[&str] = match model.tab {
         Tab::Runs => match model.pane {
             Pane::Runs => &[
-                "Enter", "/", "d", "l", "p", "L", "x", "v", "s", "r", "c", "t",
+                "Enter", "/", "d", "l", "p", "L", "x", "v", "s", "r", "c", "t i", "o", "e",
             ],
-            _ => &["Esc", "Tab", "d", "l", "t", "p", "L", "x", "v", "s", "r"],
+            _ => &[
+                "Esc", "Tab", "d", "l", "t i", "p", "L", "x", "v", "s", "r", "o", "e",
+            ],
         },
-        Tab::Workspaces => &["1 2 3 4", "j k ↑ ↓", "/", "R"],
+        Tab::Workspaces => &["1 2 3 4", "j k ↑ ↓", "/", "o", "R"],
         Tab::Sessions => &["Enter", "Esc", "/", "R"],
-        Tab::Land => &["Enter", "x", "K J", "R"],
+        Tab::Land => &["Enter", "x", "K J", "o", "R"],
     };
     let table = match model.tab {
         Tab::Land => crate::land::KEYS,
@@ -898,14 +901,30 @@ fn draw_pick(frame: &mut Frame, asked: &PickAsked, theme: &Theme) {
 }
 
 fn draw_help(frame: &mut Frame, theme: &Theme) {
+    let key_style = theme.fg(Color::Cyan).add_modifier(Modifier::BOLD);
+    let area = frame.area();
+    // A screen too short for a key a row (80x24) has two a row, each cut to its half.
+    if KEYS.len() + 2 > usize::from(area.height) {
+        let half = usize::from(area.width.saturating_sub(4) / 2).saturating_sub(11);
+        let text: Vec<Line> = KEYS
+            .chunks(2)
+            .map(|pair| {
+                let mut spans = Vec::new();
+                for (key, what) in pair {
+                    let what: String = what.chars().take(half).collect();
+                    spans.push(Span::styled(format!("{key:>9}  "), key_style));
+                    spans.push(Span::raw(format!("{what:<half$}")));
+                }
+                Line::from(spans)
+            })
+            .collect();
+        return popup(frame, "Keys (any key closes)", text, area.width, theme);
+    }
     let text: Vec<Line> = KEYS
         .iter()
         .map(|(key, what)| {
             Line::from(vec![
-                Span::styled(
-                    format!("{key:>9}  "),
-                    theme.fg(Color::Cyan).add_modifier(Modifier::BOLD),
-                ),
+                Span::styled(format!("{key:>9}  "), key_style),
                 Span::raw(*what),
             ])
         })
@@ -914,7 +933,7 @@ fn draw_help(frame: &mut Frame, theme: &Theme) {
 }
 
 /// A box in the middle of the screen, at most `width` columns, over what is below.
-fn popup(frame: &mut Frame, title: &str, text: Vec<Line>, width: u16, theme: &Theme) {
+pub(crate) fn popup(frame: &mut Frame, title: &str, text: Vec<Line>, width: u16, theme: &Theme) {
     let screen = frame.area();
     let width = width.min(screen.width.saturating_sub(2)).max(10);
     let inner_width = width.saturating_sub(2).max(1) as usize;

@@ -23,7 +23,9 @@ pub const KEYS: &[(&str, &str)] = &[
     ("d", "diff"),
     ("l", "transcript"),
     ("v", "check: its output, or why it did not run"),
-    ("t", "tell the agent more"),
+    ("t i", "tell the agent more"),
+    ("o", "shell in its worktree, or the workspace's folder"),
+    ("e", "edit a file of its diff in $EDITOR"),
     ("p", "pick it (merge): y, F against its evidence, A also"),
     ("L", "queue the agent to land (again: out of the queue)"),
     ("x", "discard"),
@@ -96,6 +98,9 @@ pub fn key(model: &mut Model, key: KeyEvent) -> Vec<Action> {
             return Vec::new();
         }
         Some(Overlay::Pick(asked)) => return pick_key(model, asked, key.code),
+        Some(Overlay::Edit(choice)) => {
+            return crate::step_in::choice_key(model, choice, key.code);
+        }
         Some(Overlay::Confirm { action, question }) => {
             return match key.code {
                 KeyCode::Char('y') | KeyCode::Char('Y') => vec![action],
@@ -147,6 +152,10 @@ pub fn key(model: &mut Model, key: KeyEvent) -> Vec<Action> {
                 vec![Action::LoadLand(id)]
             }
         },
+        // Handled by the loop as `q` is: the key thread reads nothing while the shell or
+        // editor runs.
+        KeyCode::Char('o') => crate::step_in::open_key(model),
+        KeyCode::Char('e') => crate::step_in::edit_key(model),
         KeyCode::Char('c') => {
             model.overlay = Some(Overlay::NewRun {
                 form: NewRun {
@@ -408,10 +417,10 @@ fn run_action(model: &mut Model, code: KeyCode) -> Vec<Action> {
             model.status = Some(model.land.toggle(&run, agent));
             Vec::new()
         }
-        KeyCode::Char('t') => {
+        KeyCode::Char(key @ ('t' | 'i')) => {
             if !on_agent {
                 model.status = Some((
-                    "this run has several agents: Enter, choose one, then t".to_owned(),
+                    format!("this run has several agents: Enter, choose one, then {key}"),
                     true,
                 ));
                 return Vec::new();

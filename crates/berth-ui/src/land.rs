@@ -23,6 +23,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("Enter", "land the queue"),
     ("x", "out of the queue"),
     ("K J", "move up, down"),
+    ("o", "shell in its worktree"),
     ("R", "reload"),
 ];
 

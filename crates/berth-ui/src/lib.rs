@@ -8,8 +8,11 @@
 //! turns a key into a change of it and [`Action`]s; `draw.rs` draws it; `lines.rs` folds
 //! transcripts and diffs into lines once; `act.rs` does an action through berth-run and
 //! berth-ops, the same functions the CLI, MCP and the web page call; `app.rs` runs it on a
-//! terminal; `land.rs` is the land queue's tab (its part of the model, its keys, its drawing). Only `app.rs` and `act.rs` do I/O, so every tab renders on a test backend from a
-//! model built in a test.
+//! terminal; `land.rs` is the land queue's tab (its part of the model, its keys, its drawing);
+//! `step_in.rs` steps aside for the person's shell (`o`) or editor (`e`) in an agent's
+//! worktree, and opens `berth run attach`'s agent. Only `app.rs`, `act.rs` and
+//! `step_in::suspend` do I/O, so every tab renders on a test backend from a model built in a
+//! test.
 
 #![forbid(unsafe_code)]
 
@@ -20,6 +23,7 @@ mod keys;
 mod land;
 mod lines;
 mod model;
+mod step_in;
 
 pub use act::{Context, act};
 pub use app::{Options, RUNS_PAGE, run};
@@ -31,3 +35,4 @@ pub use model::{
     Action, CheckShown, Detail, Input, Model, NewRun, Overlay, Pane, PickAsked, Question, Tab,
     Update,
 };
+pub use step_in::{Attach, EditChoice, StepIn};

@@ -12,6 +12,7 @@ use chrono::{DateTime, Utc};
 
 use crate::land::LandQueue;
 use crate::lines::{self, Lines};
+use crate::step_in::{Attach, DiffFiles, EditChoice, StepIn};
 
 /// The four tabs, in the order of their keys (1, 2, 3, 4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -187,6 +188,9 @@ pub enum Action {
     LoadLand(Option<LandId>),
     /// Land these agents (0-based), in this order, in a supervisor process of its own.
     Land(Vec<(RunId, usize)>),
+    /// The dashboard steps aside for the person's shell or editor (`step_in.rs`): only ever
+    /// asked for by a key, so the key thread is not reading while it runs.
+    StepIn(StepIn),
     Quit,
 }
 
@@ -223,6 +227,8 @@ pub enum Overlay {
         form: NewRun,
         field: usize,
     },
+    /// `e`'s chooser: a file of the agent's diff to open in the person's editor.
+    Edit(EditChoice),
 }
 
 /// What the pick dialog says, and which of its keys were given.
@@ -312,6 +318,14 @@ pub struct Model {
     /// The diff shown, of which run's agent.
     pub diff: Option<(RunId, usize, Result<Lines, String>)>,
     pub diff_scroll: Scroll,
+    /// The shown diff's files, for `e` to choose from.
+    pub diff_files: Option<DiffFiles>,
+    /// The agent whose diff `e` waits on, to open its chooser when it comes.
+    pub edit_pending: Option<(RunId, usize)>,
+    /// The agent `berth run attach` opens on, until its run is read; and the page of runs
+    /// asked for while looking for it.
+    pub attach: Option<Attach>,
+    pub attach_asked: Option<String>,
     /// The diff being read (of which run's agent), and when it was asked for: one read at a
     /// time, and a working agent's read again at most once a second.
     pub diff_reading: Option<(RunId, usize)>,
@@ -371,6 +385,10 @@ impl Model {
             transcript_scroll: Scroll::default(),
             diff: None,
             diff_scroll: Scroll::default(),
+            diff_files: None,
+            edit_pending: None,
+            attach: None,
+            attach_asked: None,
             diff_reading: None,
             diff_asked: DateTime::<Utc>::MIN_UTC,
             conflicts: None,
@@ -421,6 +439,7 @@ impl Model {
                     }
                 }
                 let mut actions = self.reselect_run(selected);
+                actions.extend(self.attached());
                 actions.extend(self.detail_wanted());
                 actions.extend(self.said_wanted());
                 actions
@@ -433,7 +452,7 @@ impl Model {
                 }
                 self.runs_next = next;
                 self.more_loaded = true;
-                Vec::new()
+                self.attached()
             }
             Update::Events {
                 run,
@@ -478,11 +497,16 @@ impl Model {
                     }],
                     _ => Vec::new(),
                 };
+                self.diff_files = diff
+                    .as_ref()
+                    .ok()
+                    .map(|d| (run.clone(), agent, d.files.clone()));
                 self.diff = Some((run, agent, diff.map(|d| lines::of_diff(&d))));
                 // Read again while the agent works: where the person scrolled to stays.
                 if !again {
                     self.diff_scroll = Scroll::default();
                 }
+                crate::step_in::diff_came(self);
                 actions
             }
             Update::Conflicts { run, agent, seen } => {

@@ -298,6 +298,12 @@ async fn help_lists_every_key_and_no_color_draws_no_colour() {
     for cell in buffer.content() {
         assert_eq!((cell.fg, cell.bg), (Color::Reset, Color::Reset), "{text}");
     }
+    // At 80x24, too short for a key a row, every key still shows, two a row.
+    let (small, _) = screen(&model, (80, 24));
+    for (key, _) in berth_ui::KEYS {
+        assert!(small.contains(&format!("{key}  ")), "{key}:\n{small}");
+    }
+    assert!(small.contains("q  quit"), "{small}");
     // Any key closes the help; the footer names the keys at 80 columns.
     press(&mut model, KeyCode::Char('x'));
     let (text, _) = screen(&model, (80, 24));

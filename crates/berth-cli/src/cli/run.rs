@@ -245,6 +245,21 @@ pub enum RunCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Open the dashboard (`berth ui`) on an agent's live view: its transcript as it streams.
+    ///
+    /// There `i` (or `t`) opens a line told to the agent on Enter, as `berth run tell`; while
+    /// it waits on a question, `y` allows the call, `a` allows its tool from then on, `n`
+    /// denies it; `d` shows its diff, `e` opens a file of it in $EDITOR, `o` your $SHELL in
+    /// its worktree (the dashboard comes back when it exits); Esc goes back to the run's
+    /// agents and the runs, `q` quits. Without --agent, a run of several agents opens on its
+    /// agents, to choose one with Enter.
+    Attach {
+        #[arg(value_name = "RUN")]
+        id: String,
+        /// The agent to open on (1 is the first).
+        #[arg(long, value_name = "N")]
+        agent: Option<berth_run::AgentNumber>,
+    },
     /// Answer the question an agent of a running run waits on (a run started with --ask):
     /// allow the call, allow its tool for the rest of the agent's session (--always), or deny
     /// it. `berth run show` shows what it waits on.

@@ -76,7 +76,7 @@ pub async fn run(home: Option<PathBuf>, command: Command) -> anyhow::Result<()> 
         Command::Serve(args) => serve::run(ops, args).await,
         Command::Token(cmd) => token::run(&ops, cmd).await,
         Command::Skill(cmd) => skill::run(&ops, cmd).await,
-        Command::Ui => ui::run(ops).await,
+        Command::Ui => ui::run(ops, None).await,
         // Answered in main, before a home is opened; the doctor above, before a store is.
         Command::Completions { .. } | Command::Man { .. } | Command::Doctor { .. } => Ok(()),
     };

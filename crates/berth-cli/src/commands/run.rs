@@ -138,6 +138,7 @@ pub async fn run(ops: Ops, args: RunArgs) -> anyhow::Result<()> {
             confirm,
             json,
         }) => finish::delete(&ops, &store, &id, with_sessions, confirm.yes, json).await,
+        Some(RunCommand::Attach { id, agent }) => super::ui::attach(ops, &id, agent).await,
         Some(RunCommand::Supervise { id, resume, tell }) => {
             supervise::supervise(ops, store, &id, resume, tell).await
         }
