@@ -74,3 +74,13 @@ pub fn from_config(config: &Config, http: &Http) -> Result<Arc<dyn Provider>, Se
         ProviderKind::Gemini => Arc::new(gemini::Gemini::new(http, base_url, key)),
     })
 }
+
+impl berth_core::Kinded for SetupError {
+    fn kind(&self) -> berth_core::ErrorKind {
+        match self {
+            SetupError::MissingKey { .. } => berth_core::ErrorKind::NotConfigured,
+            SetupError::BadBaseUrl { .. } => berth_core::ErrorKind::Invalid,
+            SetupError::Http(_) => berth_core::ErrorKind::Io,
+        }
+    }
+}

@@ -154,44 +154,48 @@ fn listing_hint(e: &anyhow::Error) -> Option<&'static str> {
     }
 }
 
+/// Reads the kind of an error of one type, where the error is one.
+type KindReader = fn(&(dyn std::error::Error + 'static)) -> Option<berth_ops::ErrorKind>;
+
+/// Every public error type of berth's libraries, each a [`berth_ops::Kinded`]: the one
+/// table of them (`tests/error_kinds.rs` fails when a type is missing).
+const ERROR_TYPES: &[KindReader] = {
+    use berth_ops::kind_as;
+    &[
+        kind_as::<berth_ops::Error>,
+        kind_as::<berth_ops::GitError>,
+        kind_as::<berth_ops::GitSetupError>,
+        kind_as::<berth_ops::SandboxError>,
+        kind_as::<berth_ops::SkillError>,
+        kind_as::<berth_core::Error>,
+        kind_as::<berth_core::InvalidInput>,
+        kind_as::<berth_agent::AgentError>,
+        kind_as::<berth_agent::providers::SetupError>,
+        kind_as::<berth_agent::ProviderError>,
+        kind_as::<berth_run::RunError>,
+        kind_as::<berth_run::KeptError>,
+        kind_as::<berth_run::ForesightError>,
+        kind_as::<berth_run::TasksError>,
+        kind_as::<berth_run::BadLandId>,
+        kind_as::<berth_run::BadTarget>,
+        kind_as::<berth_mcp::ServeError>,
+        kind_as::<berth_serve::ServeError>,
+        kind_as::<berth_serve::TokenError>,
+        kind_as::<berth_serve::tls::TlsError>,
+    ]
+};
+
 /// The exit status of a failed command, by the kind of its error (`cli::EXIT_STATUS` lists
-/// them for `--help`): the first typed error in the chain decides.
+/// them for `--help`): the first error in the chain of a type of berth's decides.
 fn exit_status(e: &anyhow::Error) -> u8 {
-    use berth_ops::ErrorKind;
     if e.chain()
         .any(|c| c.downcast_ref::<commands::Interrupted>().is_some())
     {
         return 130;
     }
-    let kind = e.chain().find_map(|c| {
-        if let Some(e) = c.downcast_ref::<berth_ops::Error>() {
-            Some(e.kind())
-        } else if let Some(e) = c.downcast_ref::<berth_agent::AgentError>() {
-            Some(e.kind())
-        } else if let Some(e) = c.downcast_ref::<berth_run::RunError>() {
-            Some(e.kind())
-        } else if let Some(e) = c.downcast_ref::<berth_run::KeptError>() {
-            Some(e.kind())
-        } else if let Some(e) = c.downcast_ref::<berth_serve::ServeError>() {
-            Some(e.kind())
-        } else if let Some(e) = c.downcast_ref::<berth_serve::TokenError>() {
-            Some(e.kind())
-        } else if let Some(e) = c.downcast_ref::<berth_core::Error>() {
-            Some(e.kind())
-        } else {
-            c.downcast_ref::<berth_core::InvalidInput>()
-                .map(|_| ErrorKind::Invalid)
-        }
-    });
-    match kind {
-        Some(ErrorKind::Invalid | ErrorKind::IsFolder) => 2,
-        Some(ErrorKind::NotFound) => 3,
-        Some(ErrorKind::Refused) => 4,
-        Some(ErrorKind::Corrupt) => 5,
-        Some(ErrorKind::Conflict) => 6,
-        Some(ErrorKind::NotConfigured) => 7,
-        Some(ErrorKind::External | ErrorKind::Io) | None => 1,
-    }
+    e.chain()
+        .find_map(|c| ERROR_TYPES.iter().find_map(|read| read(c)))
+        .map_or(1, berth_ops::ErrorKind::exit_status)
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {

@@ -100,7 +100,7 @@ impl Error {
 }
 
 /// What kind of failure an error is, for the front ends that map it once: to an exit code, an
-/// MCP error code, an ACP error. Every error type of berth's libraries has a `kind()`.
+/// MCP error code, an ACP error. Every error type of berth's libraries is [`Kinded`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorKind {
@@ -170,6 +170,42 @@ impl ErrorKind {
             ErrorKind::NotConfigured => "not_configured",
             ErrorKind::Io => "io",
         }
+    }
+}
+
+/// An error that knows its kind: every public error type of berth's libraries is one (a test
+/// of the CLI's fails otherwise), so a front end maps it once, to an exit status or a
+/// JSON-RPC code, whatever the type.
+pub trait Kinded: std::error::Error + Send + Sync + 'static {
+    fn kind(&self) -> ErrorKind;
+}
+
+/// Reads the kind of `error` where it is an `E`: one entry of a front end's table of error
+/// types (the CLI's exit status).
+pub fn kind_as<E: Kinded>(error: &(dyn std::error::Error + 'static)) -> Option<ErrorKind> {
+    error.downcast_ref::<E>().map(Kinded::kind)
+}
+
+impl ErrorKind {
+    /// The exit status of a command that failed with an error of this kind (`berth --help`
+    /// lists them): 2 invalid, 3 not found, 4 refused, 5 corrupt, 6 conflict, 7 not
+    /// configured, 1 for the rest.
+    pub fn exit_status(self) -> u8 {
+        match self {
+            ErrorKind::Invalid | ErrorKind::IsFolder => 2,
+            ErrorKind::NotFound => 3,
+            ErrorKind::Refused => 4,
+            ErrorKind::Corrupt => 5,
+            ErrorKind::Conflict => 6,
+            ErrorKind::NotConfigured => 7,
+            ErrorKind::External | ErrorKind::Io => 1,
+        }
+    }
+}
+
+impl Kinded for Error {
+    fn kind(&self) -> ErrorKind {
+        Error::kind(self)
     }
 }
 

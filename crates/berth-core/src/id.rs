@@ -221,3 +221,9 @@ mod tests {
         assert!(err.to_string().len() < 300);
     }
 }
+
+impl crate::Kinded for InvalidInput {
+    fn kind(&self) -> crate::ErrorKind {
+        crate::ErrorKind::Invalid
+    }
+}

@@ -24,7 +24,7 @@ pub mod storage_path;
 pub mod store;
 pub mod transcript;
 
-pub use error::{Error, ErrorKind, Found, Result};
+pub use error::{Error, ErrorKind, Found, Kinded, Result, kind_as};
 pub use id::{DeviceId, InvalidInput, SessionId, WorkspaceId, WorkspaceName};
 pub use manager::{GcPlan, WorkspaceManager};
 pub use model::{

@@ -148,3 +148,37 @@ fn listed(commits: &[String], count: usize) -> String {
     }
     text
 }
+
+use berth_core::ErrorKind;
+
+/// The kind of each git failure, for every front end: a refusal to lose work is refused, a
+/// branch in the way a conflict, git's own failure external.
+impl berth_core::Kinded for GitError {
+    fn kind(&self) -> ErrorKind {
+        match self {
+            GitError::NotARepository(_)
+            | GitError::BadBase(_)
+            | GitError::NotALinkedWorktree { .. } => ErrorKind::Invalid,
+            GitError::SeparateGitDir(_)
+            | GitError::Dirty { .. }
+            | GitError::Unmerged { .. }
+            | GitError::Unreferenced { .. }
+            | GitError::NotAWorktree { .. } => ErrorKind::Refused,
+            GitError::BranchExists(_) | GitError::MergeConflict { .. } | GitError::Moved { .. } => {
+                ErrorKind::Conflict
+            }
+            GitError::TargetDirty { .. }
+            | GitError::TargetUntracked { .. }
+            | GitError::EmbeddedRepository { .. }
+            | GitError::MovedOnSinceMerge { .. } => ErrorKind::Refused,
+            GitError::MergeIntoItself(_) => ErrorKind::Invalid,
+            GitError::BranchMissing(_) | GitError::RestoreFromMissing(_) => ErrorKind::NotFound,
+            GitError::RestoreRefused(_) => ErrorKind::Refused,
+            GitError::Command { .. } | GitError::Submodule { .. } | GitError::Spawn(_) => {
+                ErrorKind::External
+            }
+            GitError::Io { .. } => ErrorKind::Io,
+            GitError::Corrupt { .. } => ErrorKind::Corrupt,
+        }
+    }
+}

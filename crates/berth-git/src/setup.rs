@@ -325,3 +325,13 @@ mod tests {
         );
     }
 }
+
+impl berth_core::Kinded for SetupError {
+    fn kind(&self) -> berth_core::ErrorKind {
+        match self {
+            SetupError::BadCopyPath(_) => berth_core::ErrorKind::Invalid,
+            SetupError::Copy { .. } => berth_core::ErrorKind::Io,
+            SetupError::Failed { .. } | SetupError::Spawn { .. } => berth_core::ErrorKind::External,
+        }
+    }
+}

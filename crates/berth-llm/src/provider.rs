@@ -87,3 +87,14 @@ pub enum ProviderError {
     #[error("cancelled")]
     Cancelled,
 }
+
+impl berth_core::Kinded for ProviderError {
+    /// The provider's trouble, or the way to it: external. A turn stopped by its person is
+    /// refused (it was not let finish).
+    fn kind(&self) -> berth_core::ErrorKind {
+        match self {
+            ProviderError::Cancelled => berth_core::ErrorKind::Refused,
+            _ => berth_core::ErrorKind::External,
+        }
+    }
+}

@@ -463,6 +463,17 @@ pub enum ServeError {
     PublicWithoutToken(std::net::SocketAddr),
 }
 
+impl berth_core::Kinded for ServeError {
+    /// As berth serve's: listening in the open without a token is a usage error; the
+    /// protocol's failure and a listener refused, I/O.
+    fn kind(&self) -> berth_core::ErrorKind {
+        match self {
+            ServeError::PublicWithoutToken(_) => berth_core::ErrorKind::Invalid,
+            ServeError::Protocol(_) | ServeError::Listen { .. } => berth_core::ErrorKind::Io,
+        }
+    }
+}
+
 /// Serves MCP over stdin/stdout until the client closes the connection.
 ///
 /// When both are pipes, as when a client spawns the server, they are driven by tokio's IO

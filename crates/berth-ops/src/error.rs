@@ -4,6 +4,7 @@
 //! result, ACP to its errors) and show the message as it is: each message says what is wrong
 //! and, where it can, what to do next.
 
+use berth_core::Kinded;
 use std::path::PathBuf;
 
 pub use berth_core::ErrorKind;
@@ -44,6 +45,12 @@ pub enum Error {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+impl berth_core::Kinded for Error {
+    fn kind(&self) -> ErrorKind {
+        Error::kind(self)
+    }
+}
+
 /// The override of a refusal to lose work as `Display` names it, in no front end's words.
 const FORCE: &str = "the force option";
 
@@ -51,21 +58,15 @@ impl Error {
     pub fn kind(&self) -> ErrorKind {
         match self {
             Error::Store(e) => e.kind(),
-            Error::Git(e) => git_kind(e),
-            Error::Setup(SetupError::BadCopyPath(_)) => ErrorKind::Invalid,
-            Error::Setup(SetupError::Copy { .. }) => ErrorKind::Io,
-            Error::Setup(SetupError::Failed { .. } | SetupError::Spawn { .. }) => {
-                ErrorKind::External
-            }
+            Error::Git(e) => e.kind(),
+            Error::Setup(e) => e.kind(),
             Error::Rule { kind, .. } => *kind,
             Error::RolledBack(inner) => inner.kind(),
             Error::RollbackFailed { error, .. } => error.kind(),
             Error::LostWork(_) | Error::RepositoryGone { .. } => ErrorKind::Refused,
             Error::NonUtf8Path { .. } => ErrorKind::Invalid,
             Error::Task(_) => ErrorKind::Io,
-            Error::Sandbox(berth_sandbox::SandboxError::Unsupported(_)) => ErrorKind::Refused,
-            Error::Sandbox(berth_sandbox::SandboxError::Invalid(_)) => ErrorKind::Invalid,
-            Error::Sandbox(berth_sandbox::SandboxError::Setup(_)) => ErrorKind::Io,
+            Error::Sandbox(e) => e.kind(),
         }
     }
 
@@ -125,34 +126,6 @@ impl Error {
 impl From<berth_core::InvalidInput> for Error {
     fn from(e: berth_core::InvalidInput) -> Error {
         Error::Store(e.into())
-    }
-}
-
-fn git_kind(e: &GitError) -> ErrorKind {
-    match e {
-        GitError::NotARepository(_)
-        | GitError::BadBase(_)
-        | GitError::NotALinkedWorktree { .. } => ErrorKind::Invalid,
-        GitError::SeparateGitDir(_)
-        | GitError::Dirty { .. }
-        | GitError::Unmerged { .. }
-        | GitError::Unreferenced { .. }
-        | GitError::NotAWorktree { .. } => ErrorKind::Refused,
-        GitError::BranchExists(_) | GitError::MergeConflict { .. } | GitError::Moved { .. } => {
-            ErrorKind::Conflict
-        }
-        GitError::TargetDirty { .. }
-        | GitError::TargetUntracked { .. }
-        | GitError::EmbeddedRepository { .. }
-        | GitError::MovedOnSinceMerge { .. } => ErrorKind::Refused,
-        GitError::MergeIntoItself(_) => ErrorKind::Invalid,
-        GitError::BranchMissing(_) | GitError::RestoreFromMissing(_) => ErrorKind::NotFound,
-        GitError::RestoreRefused(_) => ErrorKind::Refused,
-        GitError::Command { .. } | GitError::Submodule { .. } | GitError::Spawn(_) => {
-            ErrorKind::External
-        }
-        GitError::Io { .. } => ErrorKind::Io,
-        GitError::Corrupt { .. } => ErrorKind::Corrupt,
     }
 }
 

@@ -58,6 +58,9 @@ pub use archive::Archived;
 /// Progress of checkouts and of the operations' loops, for a front end on a terminal.
 pub use berth_git::progress;
 pub use berth_git::{FileDiff, MergeMode, Merged, WorktreeDiff, WorktreeStatus};
+pub use berth_git::{GitError, SetupError as GitSetupError};
+pub use berth_sandbox::SandboxError;
+pub use berth_skills::SkillError;
 pub use error::{Error, ErrorKind, Result, blocking};
 pub use git_workspace::{DEFAULT_SETUP_TIMEOUT, adoption};
 pub use lost::LostRefView;
@@ -91,9 +94,9 @@ pub use berth_core::config::{
 pub use berth_core::manager::{MIN_PREFIX, is_id_prefix};
 pub use berth_core::shown;
 pub use berth_core::{
-    Binding, DeviceId, EntryKind, Message, Role, Session, SessionId, SessionStatus, StorageEntry,
-    StoragePath, TokenUsage, Transcript, TurnHold, Workspace, WorkspaceId, WorkspaceName,
-    tool_record,
+    Binding, DeviceId, EntryKind, Kinded, Message, Role, Session, SessionId, SessionStatus,
+    StorageEntry, StoragePath, TokenUsage, Transcript, TurnHold, Workspace, WorkspaceId,
+    WorkspaceName, kind_as, tool_record,
 };
 pub use interrupted::INTERRUPTED;
 pub use worktree::DEFAULT_MAX_FILE_BYTES;

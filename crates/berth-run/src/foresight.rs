@@ -683,3 +683,9 @@ async fn blocking<T: Send + 'static>(
         .await
         .unwrap_or_else(|e| Err(ForesightError::Stopped(e.to_string())))
 }
+
+impl berth_ops::Kinded for ForesightError {
+    fn kind(&self) -> berth_ops::ErrorKind {
+        ForesightError::kind(self)
+    }
+}

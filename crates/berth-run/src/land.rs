@@ -27,6 +27,7 @@ pub use detach::{LandSupervisor, detach};
 pub use drive::{DEFAULT_RETRIES, LandRequest, Lander};
 pub use plan::{LandPlan, PlannedItem};
 pub use record::{
-    ItemState, LandId, LandItem, LandRecord, LandState, LandStep, StepKind, Target, Which,
+    BadLandId, BadTarget, ItemState, LandId, LandItem, LandRecord, LandState, LandStep, StepKind,
+    Target, Which,
 };
 pub use store::{HeldLand, LandStore, SeenLand};

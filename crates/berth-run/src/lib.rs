@@ -78,8 +78,9 @@ pub use kept::{
 pub use land::DEFAULT_RETRIES as DEFAULT_LAND_RETRIES;
 pub use land::detach as detach_land;
 pub use land::{
-    HeldLand, ItemState, LandId, LandItem, LandPlan, LandRecord, LandRequest, LandState, LandStep,
-    LandStore, LandSupervisor, Lander, PlannedItem, SeenLand, StepKind, Target, Which,
+    BadLandId, BadTarget, HeldLand, ItemState, LandId, LandItem, LandPlan, LandRecord, LandRequest,
+    LandState, LandStep, LandStore, LandSupervisor, Lander, PlannedItem, SeenLand, StepKind,
+    Target, Which,
 };
 pub use preflight::preflight;
 pub use pull_request::pull_request_text;
@@ -178,5 +179,11 @@ fn before_it(run: usize, batch: &BatchId) -> String {
             "; the {} runs before it go on: `berth run list --batch {batch}`",
             run - 1
         ),
+    }
+}
+
+impl berth_ops::Kinded for RunError {
+    fn kind(&self) -> berth_ops::ErrorKind {
+        RunError::kind(self)
     }
 }

@@ -386,3 +386,9 @@ A paragraph after the list.
         );
     }
 }
+
+impl berth_ops::Kinded for TasksError {
+    fn kind(&self) -> berth_ops::ErrorKind {
+        TasksError::kind(self)
+    }
+}

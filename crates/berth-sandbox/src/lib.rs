@@ -78,3 +78,15 @@ pub fn spawn_error(program: &str, e: &std::io::Error) -> String {
         "could not start `{program}` confined: {e}. berth runs nothing unconfined; `berth doctor` says what this kernel can enforce, and `[sandbox] mode = \"off\"` turns confinement off"
     )
 }
+
+impl berth_core::Kinded for SandboxError {
+    /// A kernel that cannot confine refuses the command; a bad setting is invalid; a
+    /// confinement that could not be prepared, I/O.
+    fn kind(&self) -> berth_core::ErrorKind {
+        match self {
+            SandboxError::Unsupported(_) => berth_core::ErrorKind::Refused,
+            SandboxError::Invalid(_) => berth_core::ErrorKind::Invalid,
+            SandboxError::Setup(_) => berth_core::ErrorKind::Io,
+        }
+    }
+}

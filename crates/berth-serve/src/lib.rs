@@ -120,7 +120,7 @@ impl ServeError {
             }
             ServeError::Listen { .. } | ServeError::Server(_) => berth_ops::ErrorKind::Io,
             ServeError::Tokens(e) => e.kind(),
-            ServeError::Tls(_) => berth_ops::ErrorKind::Invalid,
+            ServeError::Tls(e) => berth_ops::Kinded::kind(e),
         }
     }
 }
@@ -262,5 +262,11 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         _ = term.recv() => {}
+    }
+}
+
+impl berth_ops::Kinded for ServeError {
+    fn kind(&self) -> berth_ops::ErrorKind {
+        ServeError::kind(self)
     }
 }

@@ -204,3 +204,10 @@ mod tests {
         assert_eq!(listener.handshakes(), 0);
     }
 }
+
+impl berth_ops::Kinded for TlsError {
+    /// A certificate or key that cannot be used is a setting to fix.
+    fn kind(&self) -> berth_ops::ErrorKind {
+        berth_ops::ErrorKind::Invalid
+    }
+}

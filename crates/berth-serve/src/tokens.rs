@@ -431,3 +431,9 @@ mod tests {
         assert!(matches!(store.list(), Err(TokenError::Corrupt { .. })));
     }
 }
+
+impl berth_ops::Kinded for TokenError {
+    fn kind(&self) -> berth_ops::ErrorKind {
+        TokenError::kind(self)
+    }
+}

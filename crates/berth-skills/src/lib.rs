@@ -830,3 +830,15 @@ mod tests {
         assert!(missing.contains("did you mean zz-project"), "{missing}");
     }
 }
+
+impl berth_core::Kinded for SkillError {
+    fn kind(&self) -> berth_core::ErrorKind {
+        match self {
+            SkillError::NotFound { .. } | SkillError::NoSuchFile { .. } => {
+                berth_core::ErrorKind::NotFound
+            }
+            SkillError::Malformed { .. } => berth_core::ErrorKind::Invalid,
+            SkillError::Io { .. } => berth_core::ErrorKind::Io,
+        }
+    }
+}

@@ -69,10 +69,14 @@ impl AgentError {
     pub fn kind(&self) -> berth_ops::ErrorKind {
         match self {
             AgentError::Ops(e) => e.kind(),
-            AgentError::Setup(SetupError::MissingKey { .. }) => berth_ops::ErrorKind::NotConfigured,
-            AgentError::Setup(SetupError::BadBaseUrl { .. }) => berth_ops::ErrorKind::Invalid,
-            AgentError::Setup(SetupError::Http(_)) => berth_ops::ErrorKind::Io,
+            AgentError::Setup(e) => berth_core::Kinded::kind(e),
         }
+    }
+}
+
+impl berth_core::Kinded for AgentError {
+    fn kind(&self) -> berth_core::ErrorKind {
+        AgentError::kind(self)
     }
 }
 

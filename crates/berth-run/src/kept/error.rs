@@ -106,3 +106,9 @@ impl KeptError {
         }
     }
 }
+
+impl berth_ops::Kinded for KeptError {
+    fn kind(&self) -> berth_ops::ErrorKind {
+        KeptError::kind(self)
+    }
+}

@@ -335,3 +335,15 @@ mod tests {
         assert!(LandId::try_from(String::new()).is_err());
     }
 }
+
+impl berth_ops::Kinded for BadLandId {
+    fn kind(&self) -> berth_ops::ErrorKind {
+        berth_ops::ErrorKind::Invalid
+    }
+}
+
+impl berth_ops::Kinded for BadTarget {
+    fn kind(&self) -> berth_ops::ErrorKind {
+        berth_ops::ErrorKind::Invalid
+    }
+}
