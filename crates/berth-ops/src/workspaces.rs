@@ -716,6 +716,8 @@ impl Ops {
     pub async fn delete_workspace(&self, plan: DeletePlan) -> Result<Deleted> {
         match plan.target {
             DeleteTarget::Whole(ws) => {
+                // Nothing it started for an agent outlives the workspace.
+                self.end_background(&ws.id, true).await?;
                 if let Some(git) = ws.git.as_ref().filter(|_| plan.force) {
                     self.remember_lost_repo(&git.repo)?;
                 }
@@ -728,6 +730,7 @@ impl Ops {
                 })
             }
             DeleteTarget::Corrupt(id) => {
+                self.end_background(&id, true).await?;
                 let unbound = self.manager.delete_record(&id).await?;
                 Ok(Deleted {
                     id,
