@@ -350,3 +350,58 @@ fn a_corrupt_registry_is_an_error_and_is_left_as_it_was() {
     assert_eq!(r.code, 5, "{}", r.stderr);
     assert!(home.run(&["workspace", "show", "web"]).code == 0);
 }
+
+#[test]
+fn a_run_agents_background_process_ends_with_its_last_turn_before_its_check() {
+    let home = Home::new();
+    let server = ProviderServer::start_in_background();
+    let (_tmp, root) = support::runs::project();
+    server.push(call(
+        "c1",
+        "run_command",
+        json!({"command": TICKING, "background": true}),
+    ));
+    server.push(Reply::anthropic(&Turn::new().text(["Ticking."])));
+    // The check passes only when nothing writes ticks.txt any more.
+    let check = "test -s ticks.txt && a=$(wc -c < ticks.txt) && sleep 1 && test \"$a\" = \"$(wc -c < ticks.txt)\"";
+    let r = berth_testkit::run(support::runs::berth_run(
+        &home,
+        &server,
+        &root,
+        &[
+            "Start the ticking",
+            "--allow",
+            "run_command",
+            "--check",
+            check,
+            "--name",
+            "ticking",
+        ],
+    ));
+    assert_eq!(r.code, 0, "{}\n{}", r.stderr, r.stdout);
+    let (started, failed) = result_of(&server, "c1");
+    assert!(!failed && started.starts_with("started bg-1"), "{started}");
+    let ws = home.json(&["workspace", "show", "ticking-1", "--json"]);
+    let ticks = Path::new(ws["git"]["worktree"].as_str().unwrap()).join("ticks.txt");
+    assert!(!grows(&ticks));
+    let id = ws["id"].as_str().unwrap();
+    assert_eq!(home.json(&["workspace", "ps", id, "--json"]), json!([]));
+}
+
+#[test]
+fn deleting_a_workspace_ends_what_runs_in_it() {
+    let home = Home::new();
+    let server = ProviderServer::start_in_background();
+    let work = tempfile::tempdir().unwrap();
+    let mut chat = chat_holding(&home, &server, work.path(), &[TICKING]);
+    let ws = workspace_of_the_session(&home);
+    let listed = home.json(&["workspace", "ps", &ws, "--json"]);
+    let pid = listed[0]["pid"].as_u64().unwrap() as u32;
+    assert!(alive(pid));
+    home.ok(&["workspace", "delete", &ws, "--yes", "--force"]);
+    assert!(!alive(pid), "its process outlived the workspace");
+    assert!(!grows(&work.path().join("ticks.txt")));
+    assert!(!home.path().join("background").join(&ws).exists());
+    chat.kill().unwrap();
+    chat.wait().unwrap();
+}
