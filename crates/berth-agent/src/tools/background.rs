@@ -40,6 +40,9 @@ pub const KEPT_BYTES: u64 = 1024 * 1024;
 pub const MAX_READ_BYTES: u64 = 64 * 1024;
 /// How long a start waits to see a command that fails at once (a typo, a missing program).
 const FIRST_LOOK: Duration = Duration::from_millis(300);
+/// The most background processes one session runs at once: each holds a confined tree, a
+/// thread and up to twice [`KEPT_BYTES`] of disk.
+pub const MAX_PER_SESSION: usize = 16;
 /// How long a stop waits for the tree to be gone.
 const STOP_WAIT: Duration = Duration::from_secs(5);
 
@@ -132,6 +135,13 @@ pub(super) async fn start(
     cx: &ToolContext,
 ) -> ToolOutcome {
     let ops = &cx.ops;
+    let mine = of_session(cx.session.id.as_str());
+    let live = mine.iter().filter(|r| r.ended.borrow().is_none()).count();
+    if live >= MAX_PER_SESSION {
+        return Err(format!(
+            "this session runs {live} background processes already, the most it may; stop one with stop_background first"
+        ));
+    }
     let (id, output) = ops
         .reserve_background(workspace)
         .await
