@@ -58,7 +58,14 @@ const TICKING: &str = "while :; do echo tick >> ticks.txt; sleep 0.1; done";
 
 /// `berth chat -p` on Claude's dialect at `server`, in `work`, every tool allowed.
 fn chat(home: &Home, server: &ProviderServer, work: &Path) -> Command {
-    let mut cmd = home.cmd(&["chat", "--allow-all", "-p", "work in the background"]);
+    chat_with(home, server, work, &[])
+}
+
+/// [`chat`] with more arguments.
+fn chat_with(home: &Home, server: &ProviderServer, work: &Path, more: &[&str]) -> Command {
+    let mut args = vec!["chat", "--allow-all", "-p", "work in the background"];
+    args.extend_from_slice(more);
+    let mut cmd = home.cmd(&args);
     cmd.current_dir(work)
         .env("BERTH_PROVIDER", "claude")
         .env("BERTH_PROVIDERS__CLAUDE__BASE_URL", server.url())
@@ -237,6 +244,17 @@ fn a_background_server_outlives_its_call_is_read_and_stopped_and_the_rest_ends_w
 /// A chat whose model starts `commands` in the background, then streams an answer that stops
 /// for two minutes: the processes run while the test looks at them.
 fn chat_holding(home: &Home, server: &ProviderServer, work: &Path, commands: &[&str]) -> Child {
+    chat_holding_with(home, server, work, commands, &[])
+}
+
+/// [`chat_holding`] with more arguments for the chat.
+fn chat_holding_with(
+    home: &Home,
+    server: &ProviderServer,
+    work: &Path,
+    commands: &[&str],
+    more: &[&str],
+) -> Child {
     for (i, command) in commands.iter().enumerate() {
         server.push(call(
             &format!("c{i}"),
@@ -246,7 +264,7 @@ fn chat_holding(home: &Home, server: &ProviderServer, work: &Path, commands: &[&
     }
     let long = Turn::new().text(["Waiting", " forever."]);
     server.push(Reply::anthropic(&long).pause_after(1, Duration::from_secs(120)));
-    let mut cmd = chat(home, server, work);
+    let mut cmd = chat_with(home, server, work, more);
     cmd.stdout(Stdio::null()).stderr(Stdio::null());
     let child = cmd.spawn().unwrap();
     wait_until("the last request", || {
@@ -402,6 +420,28 @@ fn deleting_a_workspace_ends_what_runs_in_it() {
     assert!(!alive(pid), "its process outlived the workspace");
     assert!(!grows(&work.path().join("ticks.txt")));
     assert!(!home.path().join("background").join(&ws).exists());
+    chat.kill().unwrap();
+    chat.wait().unwrap();
+}
+
+#[test]
+fn archiving_a_workspace_ends_what_runs_in_it_and_keeps_its_output() {
+    let home = Home::new();
+    let server = ProviderServer::start_in_background();
+    let work = tempfile::tempdir().unwrap();
+    home.ok(&["workspace", "create", "web"]);
+    let mut chat = chat_holding_with(&home, &server, work.path(), &[TICKING], &["-w", "web"]);
+    let listed = home.json(&["workspace", "ps", "web", "--json"]);
+    let pid = listed[0]["pid"].as_u64().unwrap() as u32;
+    let output = listed[0]["output"].as_str().unwrap().to_owned();
+    assert!(alive(pid));
+    home.ok(&["workspace", "archive", "web"]);
+    assert!(!alive(pid), "its process outlived the archive");
+    assert!(!grows(&work.path().join("ticks.txt")));
+    assert!(
+        Path::new(&output).exists(),
+        "its output went with the archive"
+    );
     chat.kill().unwrap();
     chat.wait().unwrap();
 }

@@ -195,6 +195,10 @@ impl Ops {
     pub async fn background_processes(&self, ws: &WorkspaceId) -> Result<Vec<BackgroundProcess>> {
         let dir = self.background_dir(ws);
         blocking(move || {
+            // Nothing was ever started there: nothing to read, and no folder made to say so.
+            if !dir.exists() {
+                return Ok(Vec::new());
+            }
             change(&dir, |registry| {
                 registry
                     .processes

@@ -843,6 +843,11 @@ impl Ops {
                     if let Some(w) = warning {
                         report.warnings.push(format!("{}: {w}", view.label));
                     }
+                    // What it ran in the background goes with it; a registry that cannot be
+                    // read is said, not taken for none.
+                    if let Err(e) = self.end_background(&view.id, true).await {
+                        report.warnings.push(format!("{}: {e}", view.label));
+                    }
                     report.removed.push(view);
                 }
                 Collected::Kept(ws, reason) => report.kept.push(KeptView::new(&ws, reason)),
