@@ -318,10 +318,11 @@ fn pump(mut reader: std::io::PipeReader, mut file: std::fs::File, running: Arc<R
 /// reader never sees half of it); the new file, open at its end.
 fn keep_last(running: &Running, file: &std::fs::File, len: u64) -> std::io::Result<std::fs::File> {
     let mut cut = running.cut.lock().unwrap_or_else(|e| e.into_inner());
+    use std::os::unix::fs::FileExt;
     let mut tail = vec![0u8; KEPT_BYTES as usize];
-    let mut from = file.try_clone()?;
-    from.seek(SeekFrom::Start(len - KEPT_BYTES))?;
-    from.read_exact(&mut tail)?;
+    // At an offset, leaving the file's own where it is: should this fail, the pump goes on
+    // appending to it.
+    file.read_exact_at(&mut tail, len - KEPT_BYTES)?;
     let temp = running.output.with_extension("log.new");
     let mut kept = create_log(&temp).map_err(std::io::Error::other)?;
     kept.write_all(&tail)?;
