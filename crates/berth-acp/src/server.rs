@@ -61,6 +61,17 @@ pub struct Server {
     last_heard: Mutex<Instant>,
 }
 
+impl Drop for Server {
+    /// The connection's end ends its sessions, and what their agent started in the
+    /// background.
+    fn drop(&mut self) {
+        let sessions = self.sessions.get_mut().unwrap_or_else(|e| e.into_inner());
+        for id in sessions.keys() {
+            berth_agent::tools::background::kill_session(id);
+        }
+    }
+}
+
 /// Whether a prompt may go to the agent now; `Err` says why not, and the prompt is answered
 /// with it (kind `refused`) without reaching the agent.
 pub type PromptGate = Arc<dyn Fn() -> std::result::Result<(), String> + Send + Sync>;

@@ -98,6 +98,8 @@ impl Ops {
                 already: true,
             });
         }
+        // Its processes work in the worktree about to go; their output is kept.
+        self.end_background(&ws.id, false).await?;
         let already = ws.archived_at.is_some();
         let at = ws.archived_at.unwrap_or_else(Utc::now);
         let marked = self

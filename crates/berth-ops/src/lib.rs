@@ -20,6 +20,7 @@
 #![forbid(unsafe_code)]
 
 mod archive;
+pub mod background;
 mod bindings;
 pub mod config;
 pub mod disk;
@@ -55,6 +56,7 @@ use berth_store_fs::FsStore;
 use berth_store_sql::SqlStore;
 
 pub use archive::Archived;
+pub use background::{BackgroundId, BackgroundProcess};
 /// Progress of checkouts and of the operations' loops, for a front end on a terminal.
 pub use berth_git::progress;
 pub use berth_git::{FileDiff, MergeMode, Merged, WorktreeDiff, WorktreeStatus};

@@ -716,6 +716,8 @@ impl Ops {
     pub async fn delete_workspace(&self, plan: DeletePlan) -> Result<Deleted> {
         match plan.target {
             DeleteTarget::Whole(ws) => {
+                // Nothing it started for an agent outlives the workspace.
+                self.end_background(&ws.id, true).await?;
                 if let Some(git) = ws.git.as_ref().filter(|_| plan.force) {
                     self.remember_lost_repo(&git.repo)?;
                 }
@@ -734,6 +736,7 @@ impl Ops {
                 })
             }
             DeleteTarget::Corrupt(id) => {
+                self.end_background(&id, true).await?;
                 let unbound = self.manager.delete_record(&id).await?;
                 Ok(Deleted {
                     id,
@@ -845,6 +848,11 @@ impl Ops {
                 Collected::Removed(warning) => {
                     if let Some(w) = warning {
                         report.warnings.push(format!("{}: {w}", view.label));
+                    }
+                    // What it ran in the background goes with it; a registry that cannot be
+                    // read is said, not taken for none.
+                    if let Err(e) = self.end_background(&view.id, true).await {
+                        report.warnings.push(format!("{}: {e}", view.label));
                     }
                     report.removed.push(view);
                 }

@@ -526,6 +526,9 @@ impl Running {
         };
         let acp_session = resume.and_then(|r| r.acp_session.clone());
         let (stop, usage) = self.turns(i, &placed, prompt, acp_session).await;
+        // Its session ends with its last turn, and so does what its agent started in the
+        // background: before its work is measured and checked.
+        berth_agent::tools::background::end_session(placed.session.id.as_str()).await;
         summary.elapsed_ms = started.elapsed().as_millis() as u64;
         summary.input_tokens = usage.input_tokens;
         summary.output_tokens = usage.output_tokens;

@@ -221,6 +221,8 @@ impl Server {
                 if let Some(cancel) = &*open.running.lock().unwrap_or_else(|e| e.into_inner()) {
                     cancel.cancel();
                 }
+                // The session ends here, and so does what its agent started in the background.
+                berth_agent::tools::background::kill_session(open.session.id.as_str());
                 Ok(CloseSessionResponse::new())
             }
             None => Err(agent_client_protocol::v1::schema::Error::session_not_found(

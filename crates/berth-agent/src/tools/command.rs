@@ -9,6 +9,9 @@
 //! Its environment is berth's minus every API key and token, so a command (or a script the
 //! model wrote) cannot read the keys berth calls its provider with.
 //!
+//! With `background: true` it is started the same way but returns at once (see
+//! `background.rs`): the process lives on until its session ends.
+//!
 //! It runs confined (berth-sandbox, through `Ops::sandbox`): it writes only in the working
 //! directory and a private `/tmp`, reads nothing on the deny list, has no network and cannot
 //! signal what it did not start. What the sandbox refused is added to the output as a note
@@ -125,6 +128,8 @@ impl RunCommand {
 struct CommandArgs {
     command: String,
     timeout_secs: Option<u64>,
+    #[serde(default)]
+    background: bool,
 }
 
 #[async_trait]
@@ -133,7 +138,7 @@ impl Tool for RunCommand {
         ToolSpec {
             name: "run_command".into(),
             description: format!(
-                "Run a shell command (`sh -c`) in the working directory and return its output (stdout and stderr together). Use it to build, test, run git, and so on. The command has no input and no terminal: it must not wait for a person. It is stopped after `timeout_secs` (default {DEFAULT_TIMEOUT_SECS}, at most {MAX_TIMEOUT_SECS}), and anything it started in the background is stopped when it ends. A non-zero exit status is reported as an error with the output. It runs confined: it may write only in the working directory and a private /tmp, credentials (~/.ssh, ~/.aws, berth's own files, ...) are hidden, it has no network (unless berth's config opens it), and it cannot signal processes it did not start; a refusal is explained after the output. Long output is cut in the middle: the first {} KiB and the last {} KiB are kept. API keys and tokens are not in its environment.",
+                "Run a shell command (`sh -c`) in the working directory and return its output (stdout and stderr together). Use it to build, test, run git, and so on. The command has no input and no terminal: it must not wait for a person. It is stopped after `timeout_secs` (default {DEFAULT_TIMEOUT_SECS}, at most {MAX_TIMEOUT_SECS}), and anything it started in the background is stopped when it ends (to keep a server running, start it with `background: true` instead). A non-zero exit status is reported as an error with the output. It runs confined: it may write only in the working directory and a private /tmp, credentials (~/.ssh, ~/.aws, berth's own files, ...) are hidden, it has no network (unless berth's config opens it), and it cannot signal processes it did not start; a refusal is explained after the output. Long output is cut in the middle: the first {} KiB and the last {} KiB are kept. API keys and tokens are not in its environment.",
                 HEAD_BYTES / 1024,
                 TAIL_BYTES / 1024
             ),
@@ -143,6 +148,10 @@ impl Tool for RunCommand {
                     "command": {
                         "type": "string",
                         "description": "The command line, as typed in a POSIX shell, e.g. `cargo test -p mycrate 2>&1 | tail -50`."
+                    },
+                    "background": {
+                        "type": "boolean",
+                        "description": "Start it in the background and return at once with its id (a dev server, a watcher): it runs, confined the same way, until this session ends or stop_background names it; read its output with read_background. Default: false."
                     },
                     "timeout_secs": {
                         "type": "integer",
@@ -200,6 +209,23 @@ impl RunCommand {
             .clamp(1, MAX_TIMEOUT_SECS);
         let (ws, env) = workspace_and_env(cx).await?;
         let confinement = confinement(cx, ws.as_ref()).await?;
+        if args.background {
+            if args.timeout_secs.is_some() {
+                return Err("a background command has no timeout: it runs until stop_background names it or the session ends; leave `timeout_secs` out".into());
+            }
+            let ws = ws.ok_or("a background command needs the session's workspace, which cannot be read (was it deleted?)")?;
+            // Always berth's own process, never a front end's terminal: it must outlive the
+            // call, and be listed and ended with the workspace.
+            let command = self.shell_command(&args.command, env, confinement.as_ref(), cx);
+            return super::background::start(
+                command,
+                &args.command,
+                &ws.id,
+                confinement.as_ref(),
+                cx,
+            )
+            .await;
+        }
         // A front end's terminal (an editor's) would run the command with the user's rights,
         // so it is used only where nothing is confined.
         if let Some(commands) = cx.commands.as_ref().filter(|_| confinement.is_none()) {

@@ -11,6 +11,7 @@
 //! their rules either way: paths are confined the same, and a file that exists on disk must
 //! resolve inside the working directory before the front end is asked for it.
 
+pub mod background;
 pub mod command;
 pub mod files;
 pub mod memory;
@@ -346,7 +347,7 @@ impl Toolbox {
 }
 
 /// Every built-in tool: the file tools, search, run_command (with this process's environment
-/// minus its secrets), update_plan, remember and forget (the workspace's memory), skill, and
+/// minus its secrets) and its background processes' read_background and stop_background, update_plan, remember and forget (the workspace's memory), skill, and
 /// the storage tools of the session's workspace and of the session.
 pub fn builtin() -> Toolbox {
     let mut tools = Toolbox::new()
@@ -356,6 +357,8 @@ pub fn builtin() -> Toolbox {
         .with(Arc::new(files::ListDir))
         .with(Arc::new(search::Search))
         .with(Arc::new(command::RunCommand::new()))
+        .with(Arc::new(background::ReadBackground))
+        .with(Arc::new(background::StopBackground))
         .with(Arc::new(plan::UpdatePlan))
         .with(Arc::new(memory::Remember))
         .with(Arc::new(memory::Forget))

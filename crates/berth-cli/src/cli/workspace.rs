@@ -300,6 +300,29 @@ pub enum WorkspaceCmd {
         #[command(flatten)]
         json: JsonFlag,
     },
+    /// List what runs for a workspace: the processes berth's agent started with
+    /// `run_command`'s `background: true` (dev servers, watchers), or end them with --kill.
+    ///
+    /// Each lives until its session ends (a run's agent is done, `berth chat` exits, an
+    /// editor closes the session), the workspace is deleted or archived, the agent stops
+    /// it, or this command kills it. Its output (the last 1 MiB) is the file the OUTPUT
+    /// column names. Killing one kills everything it started.
+    ///
+    /// Example: `berth workspace ps web` lists them; `berth workspace ps web --kill bg-2`
+    /// ends one, `--kill` alone all. `--json` prints a list of {"id", "pid", "command",
+    /// "started", "session", "output", "owner_pid", "start_ticks"}: what runs, or what was
+    /// killed.
+    #[command(verbatim_doc_comment)]
+    Ps {
+        /// Id, name or id prefix (default: the workspace whose worktree holds this folder).
+        #[arg(add = ArgValueCompleter::new(completion::workspaces))]
+        workspace: Option<String>,
+        /// End the process with this id (bg-N), or every one without an id.
+        #[arg(long, value_name = "ID", num_args = 0..=1, default_missing_value = "")]
+        kill: Option<String>,
+        #[command(flatten)]
+        json: JsonFlag,
+    },
     /// Read, write, list and remove files in a workspace's storage.
     #[command(subcommand)]
     Storage(StorageCmd),

@@ -21,6 +21,15 @@ use super::Interrupted;
 use crate::cli::ChatArgs;
 
 pub async fn run(ops: Ops, args: ChatArgs) -> anyhow::Result<()> {
+    let chatted = chat(ops, args).await;
+    // The chat's sessions end with it, and so do the processes their agent started in the
+    // background (berth's lifeline would take them down with this process too; this also
+    // drops them from the workspace's registry).
+    berth_agent::tools::background::end_all().await;
+    chatted
+}
+
+async fn chat(ops: Ops, args: ChatArgs) -> anyhow::Result<()> {
     let Some(prompt) = args.prompt.clone() else {
         if !std::io::stdin().is_terminal() {
             return Err(berth_ops::Error::invalid(

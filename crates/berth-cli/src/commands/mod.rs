@@ -19,6 +19,7 @@ mod store;
 mod token;
 mod ui;
 mod workspace;
+mod workspace_ps;
 
 use std::io::IsTerminal;
 use std::path::PathBuf;

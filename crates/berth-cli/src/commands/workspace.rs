@@ -112,6 +112,11 @@ pub async fn run(ops: &Ops, cmd: WorkspaceCmd) -> anyhow::Result<()> {
         WorkspaceCmd::Ports { workspace, json } => {
             ports(ops, workspace.as_deref(), json.json).await
         }
+        WorkspaceCmd::Ps {
+            workspace,
+            kill,
+            json,
+        } => super::workspace_ps::ps(ops, workspace.as_deref(), kill.as_deref(), json.json).await,
         WorkspaceCmd::Repair { repo, json } => repair(ops, &repo_or_here(repo)?, json.json).await,
         WorkspaceCmd::Spares {
             repo,
