@@ -162,9 +162,17 @@ impl Inner {
             if cancel.is_cancelled() {
                 return (TurnStop::Cancelled, usage);
             }
+            let mut parts: Vec<Part> = results.into_iter().map(Part::ToolResult).collect();
+            match self.take_told(session, request, out).await {
+                Ok(told) => {
+                    written += told.len();
+                    parts.extend(told.into_iter().map(Part::Text));
+                }
+                Err(stop) => return (stop, usage),
+            }
             history.push(ChatMessage {
                 speaker: Speaker::User,
-                parts: results.into_iter().map(Part::ToolResult).collect(),
+                parts,
             });
             let next = provider_request(&setup, &history, &tools);
             opened = open_answer(&*setup.provider, next, cancel).await;
@@ -302,6 +310,32 @@ impl Inner {
                 .map_err(failed)?;
         }
         Ok(())
+    }
+
+    /// What a person said while the step ran ([`super::TurnOptions::told`]), each made
+    /// durable in the transcript after the step's tool records (where it joined) and said as
+    /// an event, before the model reads it.
+    async fn take_told(
+        &self,
+        session: &Session,
+        request: &TurnRequest,
+        out: &mut Out,
+    ) -> Result<Vec<String>, TurnStop> {
+        let Some(take) = &request.options.told else {
+            return Ok(Vec::new());
+        };
+        let told: Vec<String> = take()
+            .into_iter()
+            .filter(|t| !t.trim().is_empty())
+            .collect();
+        for text in &told {
+            self.ops
+                .append_message(session, &Message::new(Role::User, text.clone()))
+                .await
+                .map_err(failed)?;
+            out.send(AgentEvent::Told { text: text.clone() }).await;
+        }
+        Ok(told)
     }
 
     /// Adds a turn's tokens to its session; what to tell the person when that fails (a
