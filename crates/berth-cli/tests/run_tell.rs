@@ -289,3 +289,81 @@ fn tell_now_cuts_the_acp_agents_turn_and_keeps_its_queue() {
     );
     assert!(processes_in(&worktree).iter().all(|p| *p == pid));
 }
+
+/// An ACP agent that queues prompts itself, as claude-agent-acp says it does: it holds its
+/// first prompt until a second comes, then answers both, each with the same tokens (the work
+/// it folded them into).
+const QUEUEING_AGENT: &str = r#"
+import json, sys, pathlib
+held = None
+def send(msg):
+    sys.stdout.write(json.dumps(msg) + "\n")
+    sys.stdout.flush()
+def say(text):
+    update = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}
+    send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "q-1", "update": update}})
+done = {"stopReason": "end_turn", "usage": {"totalTokens": 110, "inputTokens": 100, "outputTokens": 10}}
+for line in sys.stdin:
+    msg = json.loads(line)
+    method, mid = msg.get("method"), msg.get("id")
+    if method == "initialize":
+        caps = {"_meta": {"claudeCode": {"promptQueueing": True}}}
+        send({"jsonrpc": "2.0", "id": mid, "result": {"protocolVersion": 1, "agentCapabilities": caps}})
+    elif method == "session/new":
+        send({"jsonrpc": "2.0", "id": mid, "result": {"sessionId": "q-1"}})
+    elif method == "session/prompt" and held is None:
+        held = mid
+        say("Working")
+        pathlib.Path("prompted").touch()
+    elif method == "session/prompt":
+        say("Folded it in.")
+        send({"jsonrpc": "2.0", "id": held, "result": done})
+        send({"jsonrpc": "2.0", "id": mid, "result": done})
+"#;
+
+/// An agent that says in `initialize` that it queues prompts itself gets what it is told at
+/// once, as a prompt, while its first is still unanswered (this agent answers neither before
+/// the second comes); the two answers are one turn, whose tokens count once.
+#[test]
+fn an_agent_that_queues_prompts_is_told_at_once_and_counted_once() {
+    let home = Home::new();
+    let server = ProviderServer::start_in_background();
+    let (_tmp, root) = project();
+    // In the repository, so in the agent's worktree: the sandbox hides the rest of /tmp.
+    berth_testkit::commit(&root, "queueing_agent.py", QUEUEING_AGENT);
+    let id = detached(
+        &home,
+        &server,
+        &root,
+        &["Do it", "--agent-cmd", "python3 queueing_agent.py"],
+    );
+    let worktree = until("the agent's worktree", Duration::from_secs(30), || {
+        show(&home, &id)["agents"][0]["worktree"]
+            .as_str()
+            .map(PathBuf::from)
+    });
+    until("the agent to be prompted", Duration::from_secs(30), || {
+        worktree.join("prompted").exists().then_some(())
+    });
+    tell(&home, &id, "Fold this in", &[]);
+    let over = ended(&home, &id);
+    let agent = &over["agents"][0];
+    assert_eq!(agent["state"], "done", "{over:#}");
+    assert_eq!(agent["input_tokens"], 100, "{over:#}");
+    assert_eq!(agent["output_tokens"], 10, "{over:#}");
+    let kept = transcript(&home, agent["session"].as_str().unwrap());
+    assert_eq!(
+        kept,
+        [
+            "user: Do it",
+            "assistant: Working",
+            "user: Fold this in",
+            "assistant: Folded it in."
+        ],
+        "{kept:#?}"
+    );
+    let all = events(&home.ok(&["run", "logs", &id, "--json"]));
+    let told = all.iter().position(|e| e["event"] == "told").unwrap();
+    assert_eq!(all[told]["text"], "Fold this in");
+    assert_eq!(logged(&all, "ended").len(), 1, "{all:#?}");
+}

@@ -47,11 +47,10 @@ use std::time::Duration;
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
-    CancelNotification, ClientCapabilities, ContentBlock, CreateTerminalRequest,
-    FileSystemCapabilities, InitializeRequest, KillTerminalRequest, LoadSessionRequest,
-    NewSessionRequest, PermissionOptionKind, PromptRequest, ReadTextFileRequest,
-    ReleaseTerminalRequest, RequestPermissionRequest, SessionId, TerminalExitStatus,
-    TerminalOutputRequest, TextContent, ToolCallStatus, ToolKind as AcpKind,
+    ClientCapabilities, CreateTerminalRequest, FileSystemCapabilities, InitializeRequest,
+    KillTerminalRequest, LoadSessionRequest, NewSessionRequest, PermissionOptionKind,
+    ReadTextFileRequest, ReleaseTerminalRequest, RequestPermissionRequest, SessionId,
+    TerminalExitStatus, TerminalOutputRequest, ToolCallStatus, ToolKind as AcpKind,
     WaitForTerminalExitRequest,
 };
 use agent_client_protocol::{Agent, Client, ErrorCode};
@@ -64,6 +63,7 @@ use crate::terminals::{Exit, TerminalError, Terminals};
 use crate::{Policy, RunEvent};
 
 mod handlers;
+mod prompting;
 mod record;
 mod wire;
 
@@ -85,6 +85,9 @@ pub(crate) trait Between: Send + Sync {
     /// Its turn ended `stop`, having used `used` (its transcript and its tokens written): the
     /// next prompt, said as told; `None`: its turns are over.
     async fn next(&self, stop: &TurnStop, used: Usage) -> Option<String>;
+    /// What it is told while it works, once there is something (said as told): for an agent
+    /// that queues prompts itself, sent at once.
+    async fn told(&self) -> Vec<String>;
 }
 
 /// What one ACP agent's turns need.
@@ -746,6 +749,16 @@ impl Prompt<'_> {
             // needs, which the run says in its own words.
             Some(_) => return Ok(Outcome::CannotLoad),
         };
+        // An agent that queues prompts itself (claude-agent-acp says so) is sent what it is
+        // told at once, while it works, rather than after its turn.
+        let queues = agent
+            .agent_capabilities
+            .meta
+            .as_ref()
+            .and_then(|m| m.get("claudeCode"))
+            .and_then(|c| c.get("promptQueueing"))
+            .and_then(serde_json::Value::as_bool)
+            == Some(true);
         let _ = shared
             .tx
             .send(RunEvent::AgentSession {
@@ -765,7 +778,14 @@ impl Prompt<'_> {
                 return Ok(Outcome::Unrecorded(e));
             }
             let turn = self.between.turn_cancel();
-            let (stop, usage) = match self.one(&cx, &session, task, &turn).await? {
+            let asked = prompting::Asked {
+                cx: &cx,
+                session: &session,
+                shared: &shared,
+                between: self.between,
+                queues,
+            };
+            let (stop, usage) = match asked.turn(task, &turn).await? {
                 Some(ended) => ended,
                 None => {
                     // It did not answer its cancel: a deaf process is told nothing more.
@@ -788,41 +808,6 @@ impl Prompt<'_> {
                 Err(stop) => return Ok(Outcome::Over(stop)),
             }
         }
-    }
-
-    /// One prompt sent and answered: how it ended and its tokens; `None` when `turn` was
-    /// cancelled (`session/cancel` sent) and the agent did not answer within the grace period.
-    async fn one(
-        &self,
-        cx: &ConnectionTo<Agent>,
-        session: &SessionId,
-        task: String,
-        turn: &CancellationToken,
-    ) -> Result<Option<(TurnStop, Usage)>, agent_client_protocol::Error> {
-        let prompt = cx.send_request(PromptRequest::new(
-            session.clone(),
-            vec![ContentBlock::Text(TextContent::new(task))],
-        ));
-        let answer = prompt.block_task();
-        tokio::pin!(answer);
-        let answered = tokio::select! {
-            answer = &mut answer => answer?,
-            () = turn.cancelled() => {
-                cx.send_notification(CancelNotification::new(session.clone()))?;
-                match tokio::time::timeout(CANCEL_GRACE, answer).await {
-                    Ok(answer) => answer?,
-                    Err(_) => return Ok(None),
-                }
-            }
-        };
-        let usage = answered.usage.map_or_else(Usage::default, |u| Usage {
-            input_tokens: u.input_tokens,
-            output_tokens: u.output_tokens,
-        });
-        Ok(Some((
-            crate::acp_stop::turn_stop_of(answered.stop_reason),
-            usage,
-        )))
     }
 }
 

@@ -95,4 +95,18 @@ impl crate::acp_agent::Between for Turns<'_> {
         .await;
         Some(text)
     }
+
+    async fn told(&self) -> Vec<String> {
+        loop {
+            // Registered before the queue is read, so a tell between the two still wakes it.
+            let arrived = self.run.told.arrived.notified();
+            tokio::pin!(arrived);
+            arrived.as_mut().enable();
+            let told = self.run.told.take_all(self.i);
+            if !told.is_empty() {
+                return told;
+            }
+            arrived.await;
+        }
+    }
 }
