@@ -84,7 +84,7 @@ fn a_tell_during_a_command_joins_the_turn_beside_its_results() {
     let home = Home::new();
     let server = ProviderServer::start_in_background();
     let (_tmp, root) = project();
-    let slow = serde_json::json!({"command": "sleep 4; echo slept"}).to_string();
+    let slow = serde_json::json!({"command": "sleep 6; echo slept"}).to_string();
     let quick = serde_json::json!({"command": "echo quick"}).to_string();
     server.push(Reply::anthropic(
         &Turn::new()
@@ -178,7 +178,7 @@ fn a_tell_to_a_working_acp_agent_is_its_next_turn_in_the_same_process() {
     let (_tmp, root) = project();
     server.push(
         Reply::anthropic(&Turn::new().text(["Working", " on it."]))
-            .delay_head(Duration::from_millis(4000)),
+            .delay_head(Duration::from_millis(6000)),
     );
     // Slow enough to see the process that asks for it.
     server.push(
@@ -193,7 +193,8 @@ fn a_tell_to_a_working_acp_agent_is_its_next_turn_in_the_same_process() {
         &["Think it over", "--agent-cmd", &agent],
     );
     let (worktree, pid) = agent_process(&home, &server, &id);
-    tell(&home, &id, "Also say when you are done", &[]);
+    // `--detach`: the dashboard's `t`, the same path (`berth_run::tell_detached`).
+    tell(&home, &id, "Also say when you are done", &["--detach"]);
     until("the told turn's request", Duration::from_secs(30), || {
         (server.request_count() == 2).then_some(())
     });
