@@ -749,16 +749,7 @@ impl Prompt<'_> {
             // needs, which the run says in its own words.
             Some(_) => return Ok(Outcome::CannotLoad),
         };
-        // An agent that queues prompts itself (claude-agent-acp says so) is sent what it is
-        // told at once, while it works, rather than after its turn.
-        let queues = agent
-            .agent_capabilities
-            .meta
-            .as_ref()
-            .and_then(|m| m.get("claudeCode"))
-            .and_then(|c| c.get("promptQueueing"))
-            .and_then(serde_json::Value::as_bool)
-            == Some(true);
+        let queues = prompting::queues_prompts(&agent.agent_capabilities);
         let _ = shared
             .tx
             .send(RunEvent::AgentSession {

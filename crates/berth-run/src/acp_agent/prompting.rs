@@ -104,6 +104,21 @@ impl Asked<'_> {
     }
 }
 
+/// Whether the agent says it queues prompts itself (claude-agent-acp:
+/// `_meta.claudeCode.promptQueueing`): what it is told is then sent at once, while it works,
+/// rather than after its turn.
+pub(super) fn queues_prompts(
+    capabilities: &agent_client_protocol::v1::schema::AgentCapabilities,
+) -> bool {
+    capabilities
+        .meta
+        .as_ref()
+        .and_then(|m| m.get("claudeCode"))
+        .and_then(|c| c.get("promptQueueing"))
+        .and_then(serde_json::Value::as_bool)
+        == Some(true)
+}
+
 /// The turn so far with one more answer: its stop reason (the last answer's), and its tokens
 /// counted once (the most an answer reports).
 fn counted_once(
