@@ -156,6 +156,34 @@ fn a_tell_during_a_command_joins_the_turn_beside_its_results() {
     assert_eq!(logged(&all, "ended").len(), 1, "{all:#?}");
 }
 
+/// `--now` to berth's own agent cuts its current turn (here, an answer that stalls) without
+/// stopping it: the text is its next turn, and the run ends done.
+#[test]
+fn tell_now_cuts_berths_own_agents_turn_and_it_goes_on() {
+    let home = Home::new();
+    let server = ProviderServer::start_in_background();
+    let (_tmp, root) = project();
+    server.push(
+        Reply::anthropic(&Turn::new().text(["Going the long way", " round"]))
+            .pause_after(4, Duration::from_secs(600)),
+    );
+    server.push(Reply::anthropic(&Turn::new().text(["Short way taken."])));
+    let id = detached(&home, &server, &root, &["Do it"]);
+    until("the first request", Duration::from_secs(30), || {
+        (server.request_count() == 1).then_some(())
+    });
+    tell(&home, &id, "Take the short way", &["--now"]);
+    let over = ended(&home, &id);
+    assert_eq!(over["agents"][0]["state"], "done", "{over:#}");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2, "{requests:#?}");
+    let messages = requests[1].body["messages"].as_array().unwrap();
+    assert_eq!(blocks(messages.last().unwrap()), ["Take the short way"]);
+    let all = events(&home.ok(&["run", "logs", &id, "--json"]));
+    assert_eq!(logged(&all, "told").len(), 1, "{all:#?}");
+    assert_eq!(logged(&all, "ended").len(), 1, "{all:#?}");
+}
+
 /// The ACP agent's process (`berth acp`) and its worktree, once it is prompted.
 fn agent_process(home: &Home, server: &ProviderServer, id: &str) -> (PathBuf, u32) {
     until("the agent's first request", Duration::from_secs(30), || {
