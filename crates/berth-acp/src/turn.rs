@@ -164,6 +164,8 @@ impl Relay {
                     .collect();
                 self.send(SessionUpdate::Plan(Plan::new(entries)));
             }
+            // The person's word, joined mid-turn: shown as theirs where it joined.
+            AgentEvent::Told { text } => self.send(SessionUpdate::UserMessageChunk(chunk(text))),
             // Not the answer, so not a message chunk; editors show thoughts apart from it.
             AgentEvent::Notice { message } => self.send(SessionUpdate::AgentThoughtChunk(chunk(
                 format!("[berth] {message}\n"),

@@ -48,6 +48,9 @@ pub enum AgentEvent {
     /// The model's plan, whole, replacing the last one it gave (its `update_plan` call, sent
     /// between that call's start and its end).
     Plan { steps: Vec<PlanStep> },
+    /// A person's word taken mid-turn ([`crate::TurnOptions::told`]): it joined the
+    /// conversation after the step's tool results, and the model reads it next.
+    Told { text: String },
     /// Something a person should know that is not part of the answer: an external MCP
     /// server that could not start, so its tools are left out of this turn.
     Notice { message: String },

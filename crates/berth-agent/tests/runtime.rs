@@ -230,6 +230,7 @@ async fn tools_run_and_their_results_go_back_with_their_call_ids() {
             AgentEvent::PermissionAsked { .. } => "asked",
             AgentEvent::ToolFinished { .. } => "finished",
             AgentEvent::Notice { .. } => "notice",
+            AgentEvent::Told { .. } => "told",
             AgentEvent::Plan { .. } => "plan",
             AgentEvent::Usage { .. } => "usage",
             AgentEvent::TurnEnded { .. } => "ended",

@@ -822,7 +822,7 @@ impl BerthMcp {
     }
 
     #[tool(
-        description = "Tell the agent of a run something more (a follow-up, a fix after review), in its own workspace and session, with the same agent and policy, as `berth run tell` does: a run that is over goes back to running for it; in a run still running, the agent is told once its current turn ends. Answers with the run's state; follow it with session_status.",
+        description = "Tell the agent of a run something more (a follow-up, a fix after review), in its own workspace and session, with the same agent and policy, as `berth run tell` does: a run that is over goes back to running for it; in a run still running, berth's own agent is told at its next step, in the same turn, and an ACP agent as its next prompt once its current turn ends. Answers with the run's state; follow it with session_status.",
         annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false),
         output_schema = schemas::run_state()
     )]

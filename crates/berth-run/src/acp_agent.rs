@@ -16,6 +16,10 @@
 //!   the agent has a session), the answer's text, each tool call the agent reported with its
 //!   result (a `## Tool` record, once the call is over; the text before it is written first),
 //!   the text after it, marked interrupted when cut short, and each refusal.
+//! - **Its process lives for the run's turns.** What the agent was told while it worked
+//!   (`tellings.rs`) is its next prompt once a turn ends, in the same session and process
+//!   ([`Between`] says what comes next); a `--now` tell cancels the current turn alone
+//!   (`session/cancel` on a per-turn token), and the process is ended once its turns are.
 //! - **Resuming** loads the agent's own session (`session/load`, with the id it had, sent
 //!   as an `agent_session` event the first time) and sends the "carry on" prompt; what the
 //!   agent replays while loading is already in the transcript, so it is neither recorded nor
@@ -30,7 +34,8 @@
 //!   own file, whatever its name: `berth_sandbox::runs_berth`) runs as it is: it confines the
 //!   commands it runs itself, and a Landlock domain would forbid it the mounts that takes.
 //! - **Stopping** sends `session/cancel`, then, if the agent has not answered within a grace
-//!   period, kills its process group.
+//!   period, kills its process group (a turn cut by a `--now` tell that goes unanswered
+//!   ends the agent's turns the same way: a deaf process is told nothing more).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -42,11 +47,10 @@ use std::time::Duration;
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
-    CancelNotification, ClientCapabilities, ContentBlock, CreateTerminalRequest,
-    FileSystemCapabilities, InitializeRequest, KillTerminalRequest, LoadSessionRequest,
-    NewSessionRequest, PermissionOptionKind, PromptRequest, ReadTextFileRequest,
-    ReleaseTerminalRequest, RequestPermissionRequest, SessionId, StopReason, TerminalExitStatus,
-    TerminalOutputRequest, TextContent, ToolCallStatus, ToolKind as AcpKind,
+    ClientCapabilities, CreateTerminalRequest, FileSystemCapabilities, InitializeRequest,
+    KillTerminalRequest, LoadSessionRequest, NewSessionRequest, PermissionOptionKind,
+    ReadTextFileRequest, ReleaseTerminalRequest, RequestPermissionRequest, SessionId,
+    TerminalExitStatus, TerminalOutputRequest, ToolCallStatus, ToolKind as AcpKind,
     WaitForTerminalExitRequest,
 };
 use agent_client_protocol::{Agent, Client, ErrorCode};
@@ -59,6 +63,7 @@ use crate::terminals::{Exit, TerminalError, Terminals};
 use crate::{Policy, RunEvent};
 
 mod handlers;
+mod prompting;
 mod record;
 mod wire;
 
@@ -70,7 +75,22 @@ const MAX_READ_BYTES: u64 = 10 << 20;
 /// How long a cancelled agent has to answer before its process is killed.
 const CANCEL_GRACE: Duration = Duration::from_secs(5);
 
-/// What one ACP agent's turn needs.
+/// What a run's ACP agent is sent between its turns, in the same process: the run's side of
+/// its conversation (`running/between.rs`).
+#[async_trait::async_trait]
+pub(crate) trait Between: Send + Sync {
+    /// The token of its next turn: cancelling it cuts that turn alone (`--now`); a stop of
+    /// the agent cancels it too.
+    fn turn_cancel(&self) -> CancellationToken;
+    /// Its turn ended `stop`, having used `used` (its transcript and its tokens written): the
+    /// next prompt, said as told; `None`: its turns are over.
+    async fn next(&self, stop: &TurnStop, used: Usage) -> Option<String>;
+    /// What it is told while it works, once there is something (said as told): for an agent
+    /// that queues prompts itself, sent at once.
+    async fn told(&self) -> Vec<String>;
+}
+
+/// What one ACP agent's turns need.
 pub(crate) struct AcpTurn<'a> {
     pub command: &'a str,
     pub agent: usize,
@@ -93,6 +113,8 @@ pub(crate) struct AcpTurn<'a> {
     pub stderr: Option<PathBuf>,
     /// With `--ask`: a permission its policy does not cover is asked of a person.
     pub asking: Option<crate::ask::Asking>,
+    /// What follows each turn.
+    pub between: &'a dyn Between,
 }
 
 /// What the handlers share while the turn runs.
@@ -506,8 +528,9 @@ async fn start_agent(t: &AcpTurn<'_>) -> Result<Started, String> {
     })
 }
 
-/// Runs the agent's turn on the task; how it ended.
-pub(crate) async fn turn(t: AcpTurn<'_>) -> (TurnStop, Usage) {
+/// Runs the agent's turns in one process: the task, then each prompt [`Between`] gives once
+/// a turn ends; how the last ended. Every turn's end is said to `between`, a failure's too.
+pub(crate) async fn turns(t: AcpTurn<'_>) -> TurnStop {
     let Started {
         mut child,
         stdin,
@@ -518,7 +541,11 @@ pub(crate) async fn turn(t: AcpTurn<'_>) -> (TurnStop, Usage) {
         confinement,
     } = match start_agent(&t).await {
         Ok(started) => started,
-        Err(message) => return (TurnStop::Failed { message }, Usage::default()),
+        Err(message) => {
+            let stop = TurnStop::Failed { message };
+            t.between.next(&stop, Usage::default()).await;
+            return stop;
+        }
     };
     let max_line = match t.ops.config(None).await {
         Ok(loaded) => loaded.config.run.max_line_bytes(),
@@ -532,7 +559,7 @@ pub(crate) async fn turn(t: AcpTurn<'_>) -> (TurnStop, Usage) {
     } = wire::start(stdin, stdout, max_line);
     let result = converse(&t, channel, probes, shared.clone()).await;
     drop(tasks);
-    // The turn is over: no terminal outlives it, whoever still holds the handlers.
+    // The turns are over: no terminal outlives them, whoever still holds the handlers.
     shared.terminals.kill_all();
     // An agent whose process ended under the turn (killed, crashed) is said as that: the
     // protocol error it leaves ("transport closed") tells a person less.
@@ -544,8 +571,9 @@ pub(crate) async fn turn(t: AcpTurn<'_>) -> (TurnStop, Usage) {
         Ok(_) => None,
     };
     let _ = child.start_kill();
-    let (stop, usage) = match result {
-        Ok(outcome) => outcome.stop(t.command),
+    let stop = match result {
+        Ok(Outcome::Over(stop)) => return stop,
+        Ok(outcome) => outcome.failure(t.command),
         Err(e) => {
             let why = match (broken.why(), exited) {
                 // What berth refused to read is why, whether or not the agent then ended.
@@ -557,28 +585,40 @@ pub(crate) async fn turn(t: AcpTurn<'_>) -> (TurnStop, Usage) {
                 (None, None) => format!("the ACP agent `{}` failed: {e}", t.command),
             };
             let said = last_words(stderr_task, &stderr_tail, confinement.as_ref()).await;
-            (
-                TurnStop::Failed {
-                    message: format!("{why}{said}"),
-                },
-                Usage::default(),
-            )
+            TurnStop::Failed {
+                message: format!("{why}{said}"),
+            }
         }
     };
+    shared.flush_answer(berth_agent::INTERRUPTED).await;
+    t.between.next(&stop, Usage::default()).await;
+    stop
+}
+
+/// Ends one turn that the agent answered: its answer's end written (marked when cut short),
+/// its tokens counted in the run's session as berth's own agent's are, and what `between`
+/// sends next.
+async fn turn_ended(
+    shared: &Shared,
+    between: &dyn Between,
+    stop: TurnStop,
+    usage: Usage,
+) -> Result<String, TurnStop> {
+    // No terminal outlives the turn that asked for it.
+    shared.terminals.kill_all();
     let suffix = match stop {
         TurnStop::EndTurn | TurnStop::MaxTokens | TurnStop::MaxToolIterations => "",
         _ => berth_agent::INTERRUPTED,
     };
     shared.flush_answer(suffix).await;
-    // The agent's tokens count in the run's session as berth's own agent's do.
     let used = berth_ops::TokenUsage {
         input_tokens: usage.input_tokens,
         output_tokens: usage.output_tokens,
     };
     if !used.is_zero() {
-        let _ = t.ops.add_session_usage(t.session, used).await;
+        let _ = shared.ops.add_session_usage(&shared.session, used).await;
     }
-    (stop, usage)
+    between.next(&stop, usage).await.ok_or(stop)
 }
 
 /// The conversation with the agent over `transport` (its stdio, bounded: `wire.rs`): each
@@ -605,6 +645,7 @@ async fn converse(
         worktree: t.worktree.to_path_buf(),
         resume: t.resume.clone(),
         cancel: t.cancel.clone(),
+        between: t.between,
     };
     Client
         .v1()
@@ -661,19 +702,22 @@ async fn converse(
         .await
 }
 
-/// The turn asked of the agent: the task, where, the session it continues, and its stop.
-struct Prompt {
+/// The turns asked of the agent: the task, where, the session it continues, its stop, and
+/// what follows each turn.
+struct Prompt<'a> {
     task: String,
     worktree: PathBuf,
     resume: Option<String>,
+    /// The agent's own stop (a stop of the run, or of this agent).
     cancel: CancellationToken,
+    between: &'a dyn Between,
 }
 
-impl Prompt {
-    /// Initializes the agent, opens its session (new, or its own loaded to resume), records
-    /// the prompt and sends it; a stop sends `session/cancel` and waits a grace period.
+impl Prompt<'_> {
+    /// Initializes the agent, opens its session (new, or its own loaded to resume), then
+    /// sends the task and each prompt that follows a turn's end.
     async fn send(
-        self,
+        mut self,
         cx: ConnectionTo<Agent>,
         shared: Arc<Shared>,
     ) -> Result<Outcome, agent_client_protocol::Error> {
@@ -688,9 +732,9 @@ impl Prompt {
             )
             .block_task()
             .await?;
-        let session = match self.resume {
+        let session = match self.resume.take() {
             None => {
-                cx.send_request(NewSessionRequest::new(self.worktree))
+                cx.send_request(NewSessionRequest::new(self.worktree.clone()))
                     .block_task()
                     .await?
                     .session_id
@@ -698,7 +742,7 @@ impl Prompt {
             Some(id) if agent.agent_capabilities.load_session => {
                 shared.replaying.store(true, Ordering::Release);
                 let loaded = cx
-                    .send_request(LoadSessionRequest::new(id.clone(), self.worktree))
+                    .send_request(LoadSessionRequest::new(id.clone(), self.worktree.clone()))
                     .block_task()
                     .await;
                 shared.replaying.store(false, Ordering::Release);
@@ -709,6 +753,7 @@ impl Prompt {
             // needs, which the run says in its own words.
             Some(_) => return Ok(Outcome::CannotLoad),
         };
+        let queues = prompting::queues_prompts(&agent.agent_capabilities);
         let _ = shared
             .tx
             .send(RunEvent::AgentSession {
@@ -716,79 +761,74 @@ impl Prompt {
                 id: session.0.to_string(),
             })
             .await;
-        // The prompt is recorded as it is sent, once the agent has a session: an agent
-        // that cannot start, or cannot load what a resume needs, was told nothing.
-        if let Err(e) = shared
-            .ops
-            .append_message(
-                &shared.session,
-                &Message::new(Role::User, self.task.clone()),
-            )
-            .await
-        {
-            return Ok(Outcome::Unrecorded(e));
-        }
-        let prompt = cx.send_request(PromptRequest::new(
-            session.clone(),
-            vec![ContentBlock::Text(TextContent::new(self.task))],
-        ));
-        let answer = prompt.block_task();
-        tokio::pin!(answer);
-        tokio::select! {
-            answer = &mut answer => Ok(ended(answer?)),
-            () = self.cancel.cancelled() => {
-                cx.send_notification(CancelNotification::new(session))?;
-                match tokio::time::timeout(CANCEL_GRACE, answer).await {
-                    Ok(answer) => Ok(ended(answer?)),
-                    Err(_) => Ok(Outcome::Answered(StopReason::Cancelled, Usage::default())),
+        let mut task = std::mem::take(&mut self.task);
+        loop {
+            // Each prompt is recorded as it is sent, once the agent has a session: an agent
+            // that cannot start, or cannot load what a resume needs, was told nothing.
+            if let Err(e) = shared
+                .ops
+                .append_message(&shared.session, &Message::new(Role::User, task.clone()))
+                .await
+            {
+                return Ok(Outcome::Unrecorded(e));
+            }
+            let turn = self.between.turn_cancel();
+            let asked = prompting::Asked {
+                cx: &cx,
+                session: &session,
+                shared: &shared,
+                between: self.between,
+                queues,
+            };
+            let (stop, usage) = match asked.turn(task, &turn).await? {
+                Some(ended) => ended,
+                None => {
+                    // It did not answer its cancel: a deaf process is told nothing more.
+                    let stop = match self.cancel.is_cancelled() {
+                        true => TurnStop::Cancelled,
+                        false => TurnStop::Failed {
+                            message: format!(
+                                "the ACP agent did not answer session/cancel within {} s",
+                                CANCEL_GRACE.as_secs()
+                            ),
+                        },
+                    };
+                    shared.flush_answer(berth_agent::INTERRUPTED).await;
+                    self.between.next(&stop, Usage::default()).await;
+                    return Ok(Outcome::Over(stop));
                 }
+            };
+            match turn_ended(&shared, self.between, stop, usage).await {
+                Ok(next) => task = next,
+                Err(stop) => return Ok(Outcome::Over(stop)),
             }
         }
     }
 }
 
-/// How the turn's conversation with the agent ended, short of a protocol failure.
+/// How the conversation with the agent ended, short of a protocol failure.
 enum Outcome {
-    /// The prompt was answered: how, and the tokens the agent says it used.
-    Answered(StopReason, Usage),
+    /// Its turns are over, each said to [`Between`]: how the last ended.
+    Over(TurnStop),
     /// A resume was asked of an agent that cannot load a session; nothing was sent to it.
     CannotLoad,
-    /// The prompt could not be written to the transcript, so it was not sent.
+    /// A prompt could not be written to the transcript, so it was not sent.
     Unrecorded(berth_ops::Error),
 }
 
 impl Outcome {
-    /// How the turn ended, as a run's agent's turn does, and the tokens it used.
-    fn stop(self, command: &str) -> (TurnStop, Usage) {
-        match self {
-            Outcome::Answered(reason, usage) => (crate::acp_stop::turn_stop_of(reason), usage),
-            Outcome::Unrecorded(e) => (
-                TurnStop::Failed {
-                    message: format!("cannot record the prompt in the session: {e}"),
-                },
-                Usage::default(),
+    /// Why a conversation that ended short of its turns' end failed.
+    fn failure(self, command: &str) -> TurnStop {
+        let message = match self {
+            Outcome::Over(stop) => return stop,
+            Outcome::Unrecorded(e) => format!("cannot record the prompt in the session: {e}"),
+            Outcome::CannotLoad => format!(
+                "the ACP agent `{command}` cannot load a session (it does not offer \
+                 session/load), so its work cannot be resumed"
             ),
-            Outcome::CannotLoad => (
-                TurnStop::Failed {
-                    message: format!(
-                        "the ACP agent `{command}` cannot load a session (it does not offer \
-                         session/load), so its work cannot be resumed"
-                    ),
-                },
-                Usage::default(),
-            ),
-        }
+        };
+        TurnStop::Failed { message }
     }
-}
-
-/// How a prompt ended, and the tokens the agent says it used (the proposal's
-/// `PromptResponse.usage`; none when the agent does not say).
-fn ended(answer: agent_client_protocol::v1::schema::PromptResponse) -> Outcome {
-    let usage = answer.usage.map_or_else(Usage::default, |u| Usage {
-        input_tokens: u.input_tokens,
-        output_tokens: u.output_tokens,
-    });
-    Outcome::Answered(answer.stop_reason, usage)
 }
 
 /// A terminal request's failure as the agent gets it.

@@ -153,7 +153,8 @@ pub async fn start_detached(
 /// What [`tell_detached`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ToldDetached {
-    /// The run is running: agent `agent` (0-based) is told once its current turn ends.
+    /// The run is running: agent `agent` (0-based) is told at its next step, or once its
+    /// current turn ends (`RunStore::queue_tell`).
     Queued { agent: usize },
     /// The run was over: the agent's told turn runs in process `supervisor`.
     Started { agent: usize, supervisor: u32 },

@@ -84,8 +84,9 @@ pub enum RunEvent {
     },
     /// Something a person should know that is not the answer.
     Notice { agent: usize, message: String },
-    /// The agent was told `text` (`berth run tell`, the dashboard, the review page): its
-    /// next turn's prompt, shown in its transcript where it was told.
+    /// The agent was told `text` (`berth run tell`, the dashboard, the review page): berth's
+    /// own agent mid-turn, beside a step's tool results, or any agent's next turn's prompt;
+    /// shown in its transcript where it joined.
     Told { agent: usize, text: String },
     /// A call the policy does not cover waits for a person (`--ask`): `berth run answer`,
     /// or the review page, answers `question`.

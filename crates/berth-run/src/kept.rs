@@ -45,7 +45,7 @@ pub use record::{
     AgentOutcome, AgentRecord, MergeRecord, PoolPlace, Review, ReviewStage, RunId, RunRecord,
     RunState, StopRequest, StoredRequest,
 };
-pub use supervision::{Requests, Supervision};
+pub use supervision::{Requests, Supervision, Tell};
 
 /// How long a run recorded but not yet taken by its supervisor counts as starting, not failed.
 const STARTING_GRACE: Duration = Duration::from_secs(30);
@@ -502,30 +502,44 @@ impl RunStore {
     }
 
     /// Queues `text` for agent `agent` (the only one when `None`) of the running run `id`:
-    /// its supervisor tells the agent once its current turn ends, in the same session. The
-    /// agent's index. Refused for an agent that has ended already (the run goes on without
-    /// it), or one with no session yet.
+    /// its supervisor passes it on, and the agent takes it at its next step (berth's own
+    /// agent, beside the step's tool results), else as its next prompt once its current
+    /// turn ends (an ACP agent, in the same process), in the same session. The agent's
+    /// index. Refused for an agent that has ended already (the run goes on without it), or
+    /// one with no session yet.
     pub async fn queue_tell(
         &self,
         id: &RunId,
         agent: Option<usize>,
         text: &str,
     ) -> Result<usize, KeptError> {
+        self.queue_telling(id, agent, text, false).await
+    }
+
+    /// [`RunStore::queue_tell`], the agent's current turn cut first (`berth run tell --now`):
+    /// that turn alone is cancelled, the agent goes on with `text`, then with what was
+    /// queued before.
+    pub async fn queue_tell_now(
+        &self,
+        id: &RunId,
+        agent: Option<usize>,
+        text: &str,
+    ) -> Result<usize, KeptError> {
+        self.queue_telling(id, agent, text, true).await
+    }
+
+    async fn queue_telling(
+        &self,
+        id: &RunId,
+        agent: Option<usize>,
+        text: &str,
+        now: bool,
+    ) -> Result<usize, KeptError> {
         let record = self.load(id).await?;
         let pid = supervisor_of(&record)?;
         let i = which_agent(id, &record, agent)?;
         let a = &record.agents[i];
         closed(id, i, a)?;
-        // An ACP agent's process answers one prompt: it is told once the run is over.
-        if matches!(
-            record.request.agents.get(i),
-            Some(crate::AgentSpec::Acp { .. })
-        ) {
-            return Err(KeptError::StillRunning {
-                id: id.clone(),
-                state: record.state,
-            });
-        }
         if a.status.state.is_final() {
             return Err(KeptError::AgentEnded {
                 id: id.clone(),
@@ -535,6 +549,7 @@ impl RunStore {
         let request = Request::Tell {
             agent: i,
             text: text.to_owned(),
+            now,
         };
         self.backend.request(&record, &request, pid).await?;
         Ok(i)

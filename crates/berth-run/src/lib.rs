@@ -42,6 +42,7 @@ mod running;
 mod stderr;
 mod supervisor;
 mod tasks;
+mod tellings;
 mod terminals;
 mod worker;
 
@@ -73,7 +74,7 @@ pub use foresight::{
 pub use kept::{
     AgentOutcome, AgentRecord, BatchId, BatchPlace, KeptError, MergeRecord, PoolPlace, Review,
     ReviewStage, RunId, RunPage, RunRecord, RunState, RunStore, StopRequest, StoredRequest,
-    Supervision, batch_runs, resolve_batch,
+    Supervision, Tell, batch_runs, resolve_batch,
 };
 pub use land::DEFAULT_RETRIES as DEFAULT_LAND_RETRIES;
 pub use land::detach as detach_land;

@@ -16,10 +16,13 @@ use berth_agent::{
 use berth_ops::{CreateSession, CreateWorkspace, ErrorKind, Ops};
 use tokio::sync::mpsc;
 
+pub(crate) use crate::tellings::Tellings;
 use crate::{
     AgentSpec, AgentState, AgentSummary, Answer, Budget, Policy, Resume, RunError, RunEvent,
     RunRequest, acp_agent, ask, check, moved_prompt, name_from_task, prepare, resume_prompt,
 };
+
+mod between;
 
 /// A run under way: its events, and the way to stop it.
 pub struct Run {
@@ -45,10 +48,17 @@ impl Run {
         self.stopper.stop_agent(i);
     }
 
-    /// Tells agent `i` (0-based) `text` once its current turn ends, in the same session;
+    /// Tells agent `i` (0-based) `text` at its next step (berth's own agent), else once its
+    /// current turn ends, in the same session;
     /// `false` when its turns are over already (it ended, or never started).
     pub fn tell(&self, i: usize, text: String) -> bool {
         self.told.push(i, text)
+    }
+
+    /// [`Run::tell`], cutting agent `i`'s current turn first (`berth run tell --now`): only
+    /// that turn is cancelled; the agent goes on with `text`, then what was queued before.
+    pub fn tell_now(&self, i: usize, text: String) -> bool {
+        self.told.push_now(i, text)
     }
 
     /// Answers agent `i`'s (0-based) question `question` (`--ask`); `false` when it is not
@@ -184,45 +194,6 @@ impl Spending {
             (total.input_tokens as f64 * input + total.output_tokens as f64 * output) / 1_000_000.0
         });
         self.budget.crossed(total, cost)
-    }
-}
-
-/// What agents of a running run were told while they worked (`berth run tell`), each taken
-/// after the agent's current turn; an agent whose last turn ended takes no more.
-#[derive(Default)]
-pub(crate) struct Tellings {
-    queues: std::sync::Mutex<BTreeMap<usize, (std::collections::VecDeque<String>, bool)>>,
-}
-
-impl Tellings {
-    /// Queues `text` for agent `i`; `false` when its turns are over.
-    fn push(&self, i: usize, text: String) -> bool {
-        let mut queues = self.queues.lock().unwrap_or_else(|e| e.into_inner());
-        let (texts, closed) = queues.entry(i).or_default();
-        if *closed {
-            return false;
-        }
-        texts.push_back(text);
-        true
-    }
-
-    /// The next text for agent `i`, else its turns are over from now.
-    fn next_or_close(&self, i: usize) -> Option<String> {
-        let mut queues = self.queues.lock().unwrap_or_else(|e| e.into_inner());
-        let (texts, closed) = queues.entry(i).or_default();
-        let next = texts.pop_front();
-        if next.is_none() {
-            *closed = true;
-        }
-        next
-    }
-
-    /// Agent `i` takes no more; what was queued for it is dropped and given back.
-    fn close(&self, i: usize) -> Vec<String> {
-        let mut queues = self.queues.lock().unwrap_or_else(|e| e.into_inner());
-        let (texts, closed) = queues.entry(i).or_default();
-        *closed = true;
-        texts.drain(..).collect()
     }
 }
 
@@ -548,92 +519,53 @@ impl Running {
     }
 
     /// Agent `i`'s turn on `prompt` in its workspace, then one more for each thing it was
-    /// told while it worked; how the last ended, and the tokens of all of them.
+    /// told while it worked and did not take mid-turn; how the last ended, and the tokens of
+    /// all of them.
     async fn turns(
         &self,
         i: usize,
         placed: &Placed,
         mut prompt: String,
-        mut acp_session: Option<String>,
+        acp_session: Option<String>,
     ) -> (TurnStop, berth_agent::Usage) {
         let spec = &self.request.agents[i];
-        if matches!(spec, AgentSpec::Acp { .. }) {
-            // An ACP agent's process answers one prompt; it is told more once the run is
-            // over (`berth run tell` then resumes its session).
-            self.told.close(i);
-        }
-        let mut usage = berth_agent::Usage::default();
-        let mut spending = self.spending(i, placed).await;
-        // A turn, then one more for each thing the agent was told while it worked.
-        let stop = loop {
-            spending.before = usage;
-            let (stop, used) = match spec {
-                AgentSpec::Berth { .. } => self.turn(i, placed, prompt, spending).await,
-                AgentSpec::Acp { command, .. } => {
-                    acp_agent::turn(acp_agent::AcpTurn {
-                        command,
-                        agent: i,
-                        prompt: &prompt,
-                        resume: acp_session.take(),
-                        worktree: &placed.worktree,
-                        session: &placed.session,
-                        env: &placed.env,
-                        ops: &self.ops,
-                        policy: &self.request.policy,
-                        tx: &self.tx,
-                        cancel: self.stopper.agents[i].clone(),
-                        declared: spec.declared(&self.request.agent_writable),
-                        asking: self.asking(i),
-                        stderr: self
-                            .request
-                            .stderr_dir
-                            .as_ref()
-                            .map(|d| d.join(format!("agent-{}.stderr", i + 1))),
-                    })
-                    .await
+        let between = between::Turns::new(self, i, self.spending(i, placed).await);
+        let stop = match spec {
+            AgentSpec::Berth { .. } => loop {
+                let cancel = acp_agent::Between::turn_cancel(&between);
+                let spending = between.spending();
+                let (stop, used) = self.turn(i, placed, prompt, spending, cancel).await;
+                match acp_agent::Between::next(&between, &stop, used).await {
+                    Some(next) => prompt = next,
+                    None => break stop,
                 }
-            };
-            // An ACP agent says what it used when its turn ends: held to its budget then.
-            if let Some(why) = spending.crossed(used) {
-                self.over_budget
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .entry(i)
-                    .or_insert(why);
-            }
-            usage.input_tokens += used.input_tokens;
-            usage.output_tokens += used.output_tokens;
-            let went_on = matches!(
-                stop,
-                TurnStop::EndTurn | TurnStop::MaxTokens | TurnStop::MaxToolIterations
-            );
-            if !went_on {
-                for dropped in self.told.close(i) {
-                    self.send(RunEvent::Notice {
-                        agent: i,
-                        message: format!(
-                            "it was not told {:?}: its turn ended {}",
-                            berth_ops::title_of(&dropped),
-                            stop.as_str()
-                        ),
-                    })
-                    .await;
-                }
-                break stop;
-            }
-            match self.told.next_or_close(i) {
-                Some(text) => {
-                    self.send(RunEvent::Told {
-                        agent: i,
-                        text: text.clone(),
-                    })
-                    .await;
-                    prompt = text;
-                }
-                None => break stop,
+            },
+            AgentSpec::Acp { command, .. } => {
+                acp_agent::turns(acp_agent::AcpTurn {
+                    command,
+                    agent: i,
+                    prompt: &prompt,
+                    resume: acp_session,
+                    worktree: &placed.worktree,
+                    session: &placed.session,
+                    env: &placed.env,
+                    ops: &self.ops,
+                    policy: &self.request.policy,
+                    tx: &self.tx,
+                    cancel: self.stopper.agents[i].clone(),
+                    declared: spec.declared(&self.request.agent_writable),
+                    asking: self.asking(i),
+                    stderr: self
+                        .request
+                        .stderr_dir
+                        .as_ref()
+                        .map(|d| d.join(format!("agent-{}.stderr", i + 1))),
+                    between: &between,
+                })
+                .await
             }
         };
-        (stop, usage)
+        (stop, between.used())
     }
 
     /// Makes agent `i`'s workspace (`<base>-<i+1>`, or the next free number after it) and its
@@ -796,6 +728,7 @@ impl Running {
         placed: &Placed,
         prompt: String,
         spending: Spending,
+        cancel: CancellationToken,
     ) -> (TurnStop, berth_agent::Usage) {
         let permissions = Arc::new(PolicyPermissions {
             policy: self.request.policy.clone(),
@@ -803,17 +736,20 @@ impl Running {
             agent: i,
             asking: self.asking(i),
         });
+        let told = self.told.clone();
         let request = TurnRequest {
             session: placed.session.clone(),
             prompt,
             images: Vec::new(),
             cwd: placed.worktree.clone(),
             permissions,
-            cancel: self.stopper.agents[i].clone(),
+            cancel,
             options: TurnOptions {
                 // Checked by the turn itself, so a tool the over-budget answer asked for
                 // never runs, however soon the Usage event below is read.
                 stop_after: Some(Arc::new(move |used| spending.crossed(used).is_some())),
+                // What it is told while it works joins at its next step.
+                told: Some(Arc::new(move || told.take_all(i))),
                 ..TurnOptions::default()
             },
         };
@@ -842,6 +778,7 @@ impl Running {
                     is_error,
                 },
                 AgentEvent::Notice { message } => RunEvent::Notice { agent: i, message },
+                AgentEvent::Told { text } => RunEvent::Told { agent: i, text },
                 AgentEvent::TurnEnded { stop, usage, .. } => return (stop, usage),
                 AgentEvent::Usage { usage } => {
                     // Over its budget: stopped at once, as a stop stops it.

@@ -133,7 +133,8 @@ impl Supervised {
     }
 
     /// [`Supervised::tell`], or for a run still running, `text` queued for the agent: its
-    /// supervisor tells it once its current turn ends (`RunStore::queue_tell`). The one way
+    /// supervisor passes it on, taken at the agent's next step, or as its next prompt once
+    /// its current turn ends (`RunStore::queue_tell`). The one way
     /// `berth run tell`, MCP's `session_tell` and the web page's Tell do it.
     /// `allow`: tools the told turn may use besides the run's policy (`run tell --allow`), for
     /// a run that is over; refused for one still running, whose turn has its policy already.
@@ -342,8 +343,12 @@ impl Supervised {
                 StopRequest::Agent(i) => self.run.stop_agent(i),
             }
         }
-        for (agent, text) in tells {
-            if !self.run.tell(agent, text) {
+        for crate::kept::Tell { agent, text, now } in tells {
+            let taken = match now {
+                true => self.run.tell_now(agent, text),
+                false => self.run.tell(agent, text),
+            };
+            if !taken {
                 tracing::warn!(
                     id = %self.record().id,
                     agent = agent + 1,

@@ -317,7 +317,10 @@ async fn tell(cx: &Context, run: berth_run::RunId, agent: usize, text: String) -
     let message =
         match berth_run::tell_detached(ops, store, &run, Some(agent), &text, &cx.program).await {
             Ok(berth_run::ToldDetached::Queued { agent }) => {
-                format!("agent {} is told once its current turn ends", agent + 1)
+                format!(
+                    "agent {} is told at its next step, or once its current turn ends",
+                    agent + 1
+                )
             }
             Ok(berth_run::ToldDetached::Started { agent, supervisor }) => {
                 format!("agent {} is told, in process {supervisor}", agent + 1)

@@ -183,6 +183,8 @@ impl SessionLive {
                         .unwrap_or_default(),
                 }),
                 AgentEvent::Notice { message } => self.send(Live::Notice { message }),
+                // The page's own turns take no word mid-turn: nothing is ever told here.
+                AgentEvent::Told { .. } => {}
                 AgentEvent::TurnEnded { stop, .. } => {
                     let message = match &stop {
                         TurnStop::Failed { message } => Some(message.clone()),

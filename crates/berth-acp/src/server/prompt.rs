@@ -102,6 +102,8 @@ impl Server {
                     model: None,
                     mcp: open.mcp.clone(),
                     stop_after: None,
+                    // An editor says more with a prompt of its own.
+                    told: None,
                 },
             })
             .await

@@ -198,6 +198,11 @@ pub struct TurnOptions {
     /// Asked with the turn's tokens after each answer: `true` stops the turn there, before
     /// any tool the answer asked for runs (a run's budget). The turn ends `Cancelled`.
     pub stop_after: Option<Arc<dyn Fn(Usage) -> bool + Send + Sync>>,
+    /// What a person said while the turn worked (`berth run tell`), taken once each step's
+    /// tool results are in: each text joins the conversation beside them as the person's,
+    /// and the turn goes on with it, uncancelled. Said as [`AgentEvent::Told`] and kept in
+    /// the transcript where it joined.
+    pub told: Option<Arc<dyn Fn() -> Vec<String> + Send + Sync>>,
 }
 
 /// A running turn: its events, in order, ending with [`AgentEvent::TurnEnded`].

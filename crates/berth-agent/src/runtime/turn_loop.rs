@@ -162,10 +162,13 @@ impl Inner {
             if cancel.is_cancelled() {
                 return (TurnStop::Cancelled, usage);
             }
-            history.push(ChatMessage {
-                speaker: Speaker::User,
-                parts: results.into_iter().map(Part::ToolResult).collect(),
-            });
+            match self.results_and_told(results, request, out).await {
+                Ok((message, told)) => {
+                    written += told;
+                    history.push(message);
+                }
+                Err(stop) => return (stop, usage),
+            }
             let next = provider_request(&setup, &history, &tools);
             opened = open_answer(&*setup.provider, next, cancel).await;
         }
@@ -302,6 +305,37 @@ impl Inner {
                 .map_err(failed)?;
         }
         Ok(())
+    }
+
+    /// The person's message after a step: its tool results, then what a person said while
+    /// it ran ([`super::TurnOptions::told`]) beside them, each of those made durable in the
+    /// transcript after the step's tool records (where it joined) and said as an event,
+    /// before the model reads it. The message, and how many such words it holds.
+    async fn results_and_told(
+        &self,
+        results: Vec<ToolResult>,
+        request: &TurnRequest,
+        out: &mut Out,
+    ) -> Result<(ChatMessage, usize), TurnStop> {
+        let mut parts: Vec<Part> = results.into_iter().map(Part::ToolResult).collect();
+        let told: Vec<String> = match &request.options.told {
+            Some(take) => take()
+                .into_iter()
+                .filter(|t| !t.trim().is_empty())
+                .collect(),
+            None => Vec::new(),
+        };
+        let count = told.len();
+        for text in told {
+            self.ops
+                .append_message(&request.session, &Message::new(Role::User, text.clone()))
+                .await
+                .map_err(failed)?;
+            out.send(AgentEvent::Told { text: text.clone() }).await;
+            parts.push(Part::Text(text));
+        }
+        let speaker = Speaker::User;
+        Ok((ChatMessage { speaker, parts }, count))
     }
 
     /// Adds a turn's tokens to its session; what to tell the person when that fails (a

@@ -219,9 +219,11 @@ pub enum RunCommand {
     /// same agent and policy: a follow-up ("also add a test"), a fix after review.
     ///
     /// A run that is over goes back to running for that agent, then checks and sums it up
-    /// again; its other agents stay as they ended. In a run still running, the agent is told
-    /// once its current turn ends (the command returns at once; `berth run logs -f` follows
-    /// it), unless it has ended already or runs an ACP agent (tell it once the run is over).
+    /// again; its other agents stay as they ended. In a run still running (the command
+    /// returns at once; `berth run logs -f` follows it), berth's own agent takes it at its
+    /// next step, beside that step's tool results, in the same turn; an ACP agent takes it as
+    /// its next prompt once its current turn ends, in the same process (--now cuts that turn
+    /// short first). An agent that has ended already is told once the run is over.
     Tell {
         #[arg(value_name = "RUN")]
         id: String,
@@ -242,6 +244,10 @@ pub enum RunCommand {
         /// is printed at once, as `berth run --detach` does.
         #[arg(long, conflicts_with = "allow")]
         detach: bool,
+        /// For a run still running: cancel the agent's current turn (only that turn: the
+        /// agent goes on, and what it was told before is kept), then tell it this first.
+        #[arg(long, conflicts_with_all = ["allow", "detach"])]
+        now: bool,
         #[arg(long)]
         json: bool,
     },

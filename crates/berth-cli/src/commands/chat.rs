@@ -135,6 +135,7 @@ async fn chat(ops: Ops, args: ChatArgs) -> anyhow::Result<()> {
             AgentEvent::Notice { message } => {
                 eprintln!("berth: {}", crate::render::lines(&message))
             }
+            AgentEvent::Told { text } => eprintln!("told: {}", crate::render::lines(&text)),
             AgentEvent::Plan { steps } => {
                 eprintln!("{}", crate::render::lines(&screen::plan_text(&steps)))
             }

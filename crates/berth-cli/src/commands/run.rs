@@ -63,12 +63,16 @@ pub async fn run(ops: Ops, args: RunArgs) -> anyhow::Result<()> {
             task_file,
             allow,
             detach: detach_it,
+            now,
             json,
         }) => {
             let text = start::read_task(text.as_deref(), task_file.as_deref())?;
             match detach_it {
                 true => supervise::tell_detached(&ops, &store, &id, agent, &text, json).await,
-                false => supervise::tell(ops, store, &id, agent, &text, &allow, json).await,
+                false => {
+                    let how = supervise::Telling { allow: &allow, now };
+                    supervise::tell(ops, store, &id, agent, &text, how, json).await
+                }
             }
         }
         Some(RunCommand::Answer {

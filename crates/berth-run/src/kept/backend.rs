@@ -16,6 +16,8 @@ pub(crate) enum Request {
     Tell {
         agent: usize,
         text: String,
+        /// `--now`: its current turn is cut first.
+        now: bool,
     },
     /// A person's answer to agent `agent`'s question (`--ask`).
     Answer {

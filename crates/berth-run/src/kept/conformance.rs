@@ -184,6 +184,7 @@ async fn one_supervisor_keeps_events_in_order_and_takes_requests() {
         // A tell and a stop reach the supervisor, in the order they came.
         store.queue_tell(&run.id, None, "one").await.unwrap();
         store.queue_tell(&run.id, Some(0), "two").await.unwrap();
+        store.queue_tell_now(&run.id, None, "three").await.unwrap();
         store
             .request_stop(&run.id, StopRequest::Agent(0))
             .await
@@ -210,9 +211,14 @@ async fn one_supervisor_keeps_events_in_order_and_takes_requests() {
         assert_eq!((agent, tool.as_str()), (0, "write_file"), "{name}");
         let taken = held.requests().await;
         assert_eq!(taken.stops, [StopRequest::Agent(0)], "{name}");
+        let tell = |text: &str, now| crate::kept::Tell {
+            agent: 0,
+            text: text.to_owned(),
+            now,
+        };
         assert_eq!(
             taken.tells,
-            [(0, "one".to_owned()), (0, "two".to_owned())],
+            [tell("one", false), tell("two", false), tell("three", true)],
             "{name}"
         );
         assert_eq!(

@@ -258,8 +258,8 @@ impl RunBackend for DbRuns {
                 agent: Some(*i as i64),
                 body: String::new(),
             },
-            Request::Tell { agent, text } => RunRequestRow {
-                kind: "tell".into(),
+            Request::Tell { agent, text, now } => RunRequestRow {
+                kind: if *now { "tell-now" } else { "tell" }.into(),
                 agent: Some(*agent as i64),
                 body: text.clone(),
             },
@@ -390,9 +390,10 @@ impl Hold for DbHold {
                 ("stop", Some(i)) => {
                     Some(Request::Stop(StopRequest::Agent(usize::try_from(i).ok()?)))
                 }
-                ("tell", Some(i)) => Some(Request::Tell {
+                (kind @ ("tell" | "tell-now"), Some(i)) => Some(Request::Tell {
                     agent: usize::try_from(i).ok()?,
                     text: r.body,
+                    now: kind == "tell-now",
                 }),
                 ("answer", Some(i)) => {
                     let (question, answer) = r.body.split_once(' ')?;

@@ -349,12 +349,14 @@ impl RunBackend for FileRuns {
         let (name, text) = match request {
             Request::Stop(StopRequest::All) => ("stop".to_owned(), ""),
             Request::Stop(StopRequest::Agent(i)) => (format!("stop-{i}"), ""),
-            Request::Tell { agent, text } => {
+            Request::Tell { agent, text, now } => {
                 // Named so that the supervisor takes them in the order they came.
                 let stamp = std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
                     .map_or(0, |d| d.as_nanos());
-                (format!("tell-{agent}-{stamp:032}"), text.as_str())
+                // `--now` is the name's end, so the order they came in still holds.
+                let now = if *now { "-now" } else { "" };
+                (format!("tell-{agent}-{stamp:032}{now}"), text.as_str())
             }
             Request::Answer {
                 agent,
@@ -449,13 +451,14 @@ impl Hold for FileHold {
                 Request::Stop(StopRequest::All)
             } else if let Some(i) = name.strip_prefix("stop-").and_then(|n| n.parse().ok()) {
                 Request::Stop(StopRequest::Agent(i))
-            } else if let Some((agent, _)) = name
+            } else if let Some((agent, stamp)) = name
                 .strip_prefix("tell-")
                 .and_then(|rest| rest.split_once('-'))
                 && let Ok(agent) = agent.parse()
                 && let Ok(text) = fs::read_to_string(&path)
             {
-                Request::Tell { agent, text }
+                let now = stamp.ends_with("-now");
+                Request::Tell { agent, text, now }
             } else if let Some((agent, question)) = name
                 .strip_prefix("answer-")
                 .and_then(|rest| rest.split_once('-'))

@@ -11,10 +11,20 @@ use crate::{AgentStatus, Resume, RunEvent};
 #[derive(Debug, Default)]
 pub struct Requests {
     pub stops: Vec<StopRequest>,
-    /// Each agent's index and what to tell it, in the order they came.
-    pub tells: Vec<(usize, String)>,
+    /// What to tell agents, in the order they came.
+    pub tells: Vec<Tell>,
     /// Each agent's index, its question and the answer.
     pub answers: Vec<(usize, String, crate::Answer)>,
+}
+
+/// What an agent at work is told (`RunStore::queue_tell`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tell {
+    /// The agent's index.
+    pub agent: usize,
+    pub text: String,
+    /// `--now`: its current turn is cut first (`RunStore::queue_tell_now`).
+    pub now: bool,
 }
 
 /// A run's supervisor's hold on it: the hold, and the record it keeps.
@@ -113,7 +123,7 @@ impl Supervision {
         for request in hold.requests().await {
             match request {
                 Request::Stop(s) => taken.stops.push(s),
-                Request::Tell { agent, text } => taken.tells.push((agent, text)),
+                Request::Tell { agent, text, now } => taken.tells.push(Tell { agent, text, now }),
                 Request::Answer {
                     agent,
                     question,

@@ -280,6 +280,7 @@ impl Chat {
                 ..
             } => self.screen.tool_finished(&name, &output, is_error),
             AgentEvent::Notice { message } => self.screen.say(&format!("berth: {message}")),
+            AgentEvent::Told { text } => self.screen.say(&format!("told: {text}")),
             AgentEvent::Plan { steps } => self.screen.plan(&steps),
             AgentEvent::TurnEnded { .. } | AgentEvent::Usage { .. } => Ok(()),
         }

@@ -16,19 +16,37 @@ use super::view::{Json, Lines, Table, View};
 use crate::commands::Interrupted;
 use crate::render;
 
+/// How `berth run tell` tells: tools the told turn may also use (a run that is over), and
+/// whether the agent's current turn is cut first (`--now`, a run still running).
+pub(in crate::commands) struct Telling<'a> {
+    pub allow: &'a [String],
+    pub now: bool,
+}
+
 /// `berth run tell`: one agent of a run that is over, told `text` in its workspace and
-/// session, under this process's supervision, shown as a run is.
+/// session, under this process's supervision, shown as a run is; for a run still running,
+/// queued for its supervisor.
 pub(super) async fn tell(
     ops: Ops,
     store: RunStore,
     id: &str,
     agent: Option<AgentNumber>,
     text: &str,
-    allow: &[String],
+    how: Telling<'_>,
     json: bool,
 ) -> anyhow::Result<()> {
     let agent = agent.map(AgentNumber::index);
     let id = store.resolve(id).await?;
+    if how.now && !text.trim().is_empty() {
+        match store.queue_tell_now(&id, agent, text).await {
+            Ok(agent) => return said_queued(&id, agent, json),
+            // Over meanwhile, or before: there is no turn to cut, and it is told as a run
+            // that is over is.
+            Err(berth_run::KeptError::NotRunning { .. }) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let allow = how.allow;
     let interrupts = interrupts()?;
     let runner = AgentBuilder::new(ops.clone())
         .tools(berth_agent::tools::builtin())
@@ -46,7 +64,7 @@ fn said_queued(id: &berth_run::RunId, agent: usize, json: bool) -> anyhow::Resul
         render::json(&serde_json::json!({ "run": id, "agent": agent + 1, "queued": true }))?;
     } else {
         eprintln!(
-            "run {id} is running: agent {} is told once its current turn ends (`berth run logs -f {id}` follows it)",
+            "run {id} is running: agent {} is told at its next step, or once its current turn ends (`berth run logs -f {id}` follows it)",
             agent + 1
         );
     }
