@@ -3,7 +3,7 @@ the official ACP Python SDK's agent side) that asks its client for writes and te
 outside its worktree. berth refuses each way out (a path or `cwd` outside, `..`, a symlink
 that leads out, `.git`), records every refusal in the session's transcript, writes the one
 file that stays inside and runs the one command that does, and kills the command it left
-running when its turn ends; without a policy that lets it run commands, it runs none; and an
+running when its process ends, after its last turn; without a policy that lets it run commands, it runs none; and an
 agent that cannot load its session is not resumed, said plainly. A third-party ACP agent from
 npm (Zed's Claude Agent adapter, running Claude Code against the stand-in) does its work in its
 own worktree, and side by side with berth's own agent and `berth acp` in one run. An unknown
@@ -91,11 +91,12 @@ def test_an_acp_agent_cannot_write_or_run_outside_its_worktree(home, tmp_path):
     assert (worktree / "inside.txt").read_text() == "inside\n"
     assert (worktree / "ran-term-inside").exists()
     # The command the agent left running, and the one it started in the background, were
-    # killed when the turn ended (berth has exited: nothing else would kill them).
+    # killed when the agent's process ended, after its one turn (berth has exited: nothing
+    # else would kill them).
     # (It ran in a PID namespace of its own, so the pid it wrote means nothing here: it is
     # looked for by its command line.)
     assert (worktree / "left.pid").exists()
-    assert not any("300.0417" in line for line in command_lines()), "the command the agent left outlived the turn"
+    assert not any("300.0417" in line for line in command_lines()), "the command the agent left outlived the agent"
     # Each refusal is an event, and a line of the transcript.
     refused = [e for e in events if e["event"] == "refused"]
     assert len(refused) == 7, refused

@@ -559,7 +559,8 @@ pub(crate) async fn turns(t: AcpTurn<'_>) -> TurnStop {
     } = wire::start(stdin, stdout, max_line);
     let result = converse(&t, channel, probes, shared.clone()).await;
     drop(tasks);
-    // The turns are over: no terminal outlives them, whoever still holds the handlers.
+    // The turns are over: no terminal outlives the agent's process, whoever still holds the
+    // handlers.
     shared.terminals.kill_all();
     // An agent whose process ended under the turn (killed, crashed) is said as that: the
     // protocol error it leaves ("transport closed") tells a person less.
@@ -604,8 +605,8 @@ async fn turn_ended(
     stop: TurnStop,
     usage: Usage,
 ) -> Result<String, TurnStop> {
-    // No terminal outlives the turn that asked for it.
-    shared.terminals.kill_all();
+    // Its terminals go on (a dev server it started serves on between turns): they end with
+    // the agent's process, in `turns`.
     let suffix = match stop {
         TurnStop::EndTurn | TurnStop::MaxTokens | TurnStop::MaxToolIterations => "",
         _ => berth_agent::INTERRUPTED,
