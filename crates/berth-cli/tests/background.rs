@@ -3,9 +3,9 @@
 //! `run_command`'s `background: true`, reaches it from a later command, reads its output and
 //! stops it; `berth workspace ps` lists and kills what runs; a session's end ends the rest.
 //!
-//! The later command reaches the server through a unix socket in the work folder: each
-//! confined tree has its own network namespace until the workspace's trees share one, and a
-//! socket file is reached from any of them.
+//! A later command reaches a server over a unix socket in the work folder, and over TCP on
+//! the workspace's port (every confined tree of a workspace shares its network), where the
+//! host reaches it too while the session lives.
 
 #![allow(clippy::unwrap_used)] // a test: a panic is the failure it reports
 
@@ -239,6 +239,102 @@ fn a_background_server_outlives_its_call_is_read_and_stopped_and_the_rest_ends_w
             .contains("listening on app.sock")
     );
     assert!(!work.path().join("bg-1.log").exists());
+}
+
+/// The first port of a block of 10 that nothing on the host listens on now.
+fn free_block() -> u16 {
+    (50000..60000)
+        .step_by(10)
+        .find(|&first| {
+            (first..first + 10).all(|p| std::net::TcpListener::bind(("127.0.0.1", p)).is_ok())
+        })
+        .expect("a free block of 10 ports")
+}
+
+/// One GET of `/README` at the host's `127.0.0.1:port`: the answer, or why none.
+fn get_from_host(port: u16) -> std::io::Result<String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port))?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    s.write_all(b"GET /README HTTP/1.0\r\nHost: x\r\n\r\n")?;
+    let mut answer = String::new();
+    s.read_to_string(&mut answer)?;
+    Ok(answer)
+}
+
+/// Finding: a server started in the background served nobody over TCP: a later command of
+/// its session ran in another network namespace, and the host reached none of them.
+#[test]
+fn a_background_server_serves_its_port_to_later_commands_and_the_host_until_the_session_ends() {
+    let port = free_block();
+    let home = Home::new();
+    std::fs::write(
+        home.path().join("config.toml"),
+        format!("[ports]\nfirst = {port}\nlast = {}\nblock = 10\n", port + 9),
+    )
+    .unwrap();
+    let server = ProviderServer::start_in_background();
+    let work = tempfile::tempdir().unwrap();
+    std::fs::write(work.path().join("README"), "hello\n").unwrap();
+    server.push(call(
+        "c1",
+        "run_command",
+        json!({
+            "command": "python3 -m http.server \"$BERTH_PORT\" --bind 127.0.0.1",
+            "background": true,
+        }),
+    ));
+    let fetch = r#"python3 -c '
+import os, time, urllib.request
+for _ in range(100):
+    try:
+        print(urllib.request.urlopen("http://127.0.0.1:%s/README" % os.environ["BERTH_PORT"], timeout=5).read().decode())
+        break
+    except OSError:
+        time.sleep(0.1)
+else:
+    raise SystemExit("never served")
+'"#;
+    server.push(call("c2", "run_command", json!({"command": fetch})));
+    // The session waits (a command of its own) until the host has been served.
+    server.push(call(
+        "c3",
+        "run_command",
+        json!({"command": "for i in $(seq 300); do [ -f host-served ] && break; sleep 0.1; done"}),
+    ));
+    server.push(Reply::anthropic(&Turn::new().text(["Done."])));
+    let mut cmd = chat(&home, &server, work.path());
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let chat = cmd.spawn().unwrap();
+    wait_until("the third call", || server.request_count() >= 3);
+    let (fetched, failed) = result_of(&server, "c2");
+    assert!(!failed, "{fetched}");
+    assert_eq!(fetched.trim(), "hello");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let answer = loop {
+        match get_from_host(port) {
+            Ok(answer) if answer.contains(" 200 ") => break answer,
+            _ => assert!(Instant::now() < deadline, "the host never reached it"),
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(answer.ends_with("hello\n"), "{answer}");
+    std::fs::write(work.path().join("host-served"), "").unwrap();
+    let out = chat.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The session is over: so is its server, and the port is closed.
+    let refused = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap_err();
+    assert_eq!(
+        refused.kind(),
+        std::io::ErrorKind::ConnectionRefused,
+        "{refused}"
+    );
+    let ws = workspace_of_the_session(&home);
+    assert_eq!(home.json(&["workspace", "ps", &ws, "--json"]), json!([]));
 }
 
 /// A chat whose model starts `commands` in the background, then streams an answer that stops
