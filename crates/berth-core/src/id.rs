@@ -20,6 +20,12 @@ pub struct InvalidInput {
     pub rule: String,
 }
 
+impl crate::Kinded for InvalidInput {
+    fn kind(&self) -> crate::ErrorKind {
+        crate::ErrorKind::Invalid
+    }
+}
+
 impl InvalidInput {
     pub(crate) fn new(kind: &'static str, value: &str, rule: impl Into<String>) -> Self {
         // Echo at most a bounded, printable rendering of what was sent: the value may be huge or
@@ -219,11 +225,5 @@ mod tests {
     fn error_echo_is_bounded() {
         let err = WorkspaceId::new("y".repeat(1000)).unwrap_err();
         assert!(err.to_string().len() < 300);
-    }
-}
-
-impl crate::Kinded for InvalidInput {
-    fn kind(&self) -> crate::ErrorKind {
-        crate::ErrorKind::Invalid
     }
 }

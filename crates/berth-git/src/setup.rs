@@ -246,6 +246,16 @@ fn run_one(
     }
 }
 
+impl berth_core::Kinded for SetupError {
+    fn kind(&self) -> berth_core::ErrorKind {
+        match self {
+            SetupError::BadCopyPath(_) => berth_core::ErrorKind::Invalid,
+            SetupError::Copy { .. } => berth_core::ErrorKind::Io,
+            SetupError::Failed { .. } | SetupError::Spawn { .. } => berth_core::ErrorKind::External,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -323,15 +333,5 @@ mod tests {
             started.elapsed() < Duration::from_secs(5),
             "the timeout kills the whole command"
         );
-    }
-}
-
-impl berth_core::Kinded for SetupError {
-    fn kind(&self) -> berth_core::ErrorKind {
-        match self {
-            SetupError::BadCopyPath(_) => berth_core::ErrorKind::Invalid,
-            SetupError::Copy { .. } => berth_core::ErrorKind::Io,
-            SetupError::Failed { .. } | SetupError::Spawn { .. } => berth_core::ErrorKind::External,
-        }
     }
 }

@@ -253,6 +253,12 @@ impl Fence {
     }
 }
 
+impl berth_ops::Kinded for TasksError {
+    fn kind(&self) -> berth_ops::ErrorKind {
+        TasksError::kind(self)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -384,11 +390,5 @@ A paragraph after the list.
                 count: TASKS_MAX + 1
             })
         );
-    }
-}
-
-impl berth_ops::Kinded for TasksError {
-    fn kind(&self) -> berth_ops::ErrorKind {
-        TasksError::kind(self)
     }
 }

@@ -165,6 +165,13 @@ impl axum::serve::Listener for TlsListener {
     }
 }
 
+impl berth_ops::Kinded for TlsError {
+    /// A certificate or key that cannot be used is a setting to fix.
+    fn kind(&self) -> berth_ops::ErrorKind {
+        berth_ops::ErrorKind::Invalid
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -202,12 +209,5 @@ mod tests {
         drop(stalled);
         tokio::time::sleep(Duration::from_millis(300)).await;
         assert_eq!(listener.handshakes(), 0);
-    }
-}
-
-impl berth_ops::Kinded for TlsError {
-    /// A certificate or key that cannot be used is a setting to fix.
-    fn kind(&self) -> berth_ops::ErrorKind {
-        berth_ops::ErrorKind::Invalid
     }
 }

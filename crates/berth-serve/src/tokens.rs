@@ -353,6 +353,12 @@ mod cache_tests {
     }
 }
 
+impl berth_ops::Kinded for TokenError {
+    fn kind(&self) -> berth_ops::ErrorKind {
+        TokenError::kind(self)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -429,11 +435,5 @@ mod tests {
         // A corrupt file is an error, not an empty list.
         std::fs::write(home.path().join("tokens.json"), "{ nope").unwrap();
         assert!(matches!(store.list(), Err(TokenError::Corrupt { .. })));
-    }
-}
-
-impl berth_ops::Kinded for TokenError {
-    fn kind(&self) -> berth_ops::ErrorKind {
-        TokenError::kind(self)
     }
 }

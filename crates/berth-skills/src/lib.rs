@@ -624,6 +624,18 @@ fn list_files(dir: &Dir, prefix: &str, depth: usize, out: &mut Vec<String>) {
     }
 }
 
+impl berth_core::Kinded for SkillError {
+    fn kind(&self) -> berth_core::ErrorKind {
+        match self {
+            SkillError::NotFound { .. } | SkillError::NoSuchFile { .. } => {
+                berth_core::ErrorKind::NotFound
+            }
+            SkillError::Malformed { .. } => berth_core::ErrorKind::Invalid,
+            SkillError::Io { .. } => berth_core::ErrorKind::Io,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -828,17 +840,5 @@ mod tests {
         assert!(found.skills[0].line().chars().count() < 230);
         let missing = found.find("zz").unwrap_err().to_string();
         assert!(missing.contains("did you mean zz-project"), "{missing}");
-    }
-}
-
-impl berth_core::Kinded for SkillError {
-    fn kind(&self) -> berth_core::ErrorKind {
-        match self {
-            SkillError::NotFound { .. } | SkillError::NoSuchFile { .. } => {
-                berth_core::ErrorKind::NotFound
-            }
-            SkillError::Malformed { .. } => berth_core::ErrorKind::Invalid,
-            SkillError::Io { .. } => berth_core::ErrorKind::Io,
-        }
     }
 }

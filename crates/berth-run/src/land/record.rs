@@ -313,6 +313,18 @@ pub(crate) fn mark(land: &LandId, run: &RunId, agent: usize) -> String {
     format!("berth land {land}: run {run}, agent {}", agent + 1)
 }
 
+impl berth_ops::Kinded for BadLandId {
+    fn kind(&self) -> berth_ops::ErrorKind {
+        berth_ops::ErrorKind::Invalid
+    }
+}
+
+impl berth_ops::Kinded for BadTarget {
+    fn kind(&self) -> berth_ops::ErrorKind {
+        berth_ops::ErrorKind::Invalid
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -333,17 +345,5 @@ mod tests {
         assert!(LandId::try_from("0a1b2c3d4e5f".to_owned()).is_ok());
         assert!(LandId::try_from("../x".to_owned()).is_err());
         assert!(LandId::try_from(String::new()).is_err());
-    }
-}
-
-impl berth_ops::Kinded for BadLandId {
-    fn kind(&self) -> berth_ops::ErrorKind {
-        berth_ops::ErrorKind::Invalid
-    }
-}
-
-impl berth_ops::Kinded for BadTarget {
-    fn kind(&self) -> berth_ops::ErrorKind {
-        berth_ops::ErrorKind::Invalid
     }
 }

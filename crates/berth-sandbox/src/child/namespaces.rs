@@ -82,7 +82,9 @@ pub(super) fn join_namespaces(user: std::os::fd::RawFd, net: std::os::fd::RawFd)
     // SAFETY: setns and unshare only change this (single-threaded, forked) process's
     // namespaces; the descriptors are held open by the parent's plan.
     check(unsafe { libc::setns(user, libc::CLONE_NEWUSER) })?;
+    // SAFETY: as above.
     check(unsafe { libc::setns(net, libc::CLONE_NEWNET) })?;
+    // SAFETY: as above.
     check(unsafe { libc::unshare(libc::CLONE_NEWNS | libc::CLONE_NEWPID) })?;
     // SAFETY: a propagation change of this namespace's mounts; the strings are static.
     check(unsafe {
