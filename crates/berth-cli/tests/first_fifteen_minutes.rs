@@ -27,6 +27,8 @@ const TOUR: &[(&str, Expect)] = &[
     ),
     (r#"cd "$(berth workspace path feature-auth)""#, Expect::Ok),
     ("berth workspace ports feature-auth", Expect::Ok),
+    // Nothing runs in the background yet: an empty list.
+    ("berth workspace ps feature-auth", Expect::Ok),
     ("berth workspace list", Expect::Ok),
     (
         r##"echo "# Notes" | berth workspace storage write feature-auth context.md"##,
@@ -44,6 +46,13 @@ const TOUR: &[(&str, Expect)] = &[
         Expect::Status(7),
     ),
     ("berth run list", Expect::Ok),
+    // RUN stands for a run's id: refused as no id, saying what one is.
+    (
+        r#"berth run tell RUN "Also handle the empty case""#,
+        Expect::Status(2),
+    ),
+    // Interactive: run in a real terminal by `ui_step_in.rs`.
+    ("berth run attach RUN --agent 2", Expect::Elsewhere),
     // A fresh home keeps its records in files: a queue needs a database, and says how.
     (
         r#"berth run --queue "Fix the parser" --repo URL"#,
