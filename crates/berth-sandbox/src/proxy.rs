@@ -86,7 +86,7 @@ mod tls;
 use std::time::Duration;
 
 pub use allow::AllowList;
-pub(crate) use channel::send_fd;
+pub(crate) use channel::{send, send_fd};
 pub(crate) use connection::{forward, relay};
 pub(crate) use host::{Host, split_host_port, strip_prefix_ignore_case};
 pub use serve::{Proxy, ProxyHandle};

@@ -350,60 +350,21 @@ pub(super) fn connect_loopback(socket: &OwnedFd, v6: bool, port: u16) -> io::Res
     }
 }
 
-/// Sends an answer: the descriptor, or an errno.
+/// Sends an answer: the descriptor, or an errno. A send that fails means berth's end is gone
+/// (this child cannot say so anywhere): the next read finds the channel's end, and the holder
+/// ends.
 fn answer(channel: RawFd, made: Result<RawFd, i32>) {
     match made {
         Ok(fd) => {
             // SAFETY: both descriptors are open in this process.
             let (channel, fd) =
                 unsafe { (BorrowedFd::borrow_raw(channel), BorrowedFd::borrow_raw(fd)) };
-            let _ = send_with_errno(channel, Some(fd), 0);
+            let _ = crate::proxy::send(channel, Some(fd), &0i32.to_ne_bytes());
         }
         Err(errno) => {
             // SAFETY: as above.
             let channel = unsafe { BorrowedFd::borrow_raw(channel) };
-            let _ = send_with_errno(channel, None, errno);
-        }
-    }
-}
-
-/// One message: `errno` as the payload, `fd` (if any) in `SCM_RIGHTS`. Allocates nothing.
-fn send_with_errno(
-    channel: BorrowedFd<'_>,
-    fd: Option<BorrowedFd<'_>>,
-    errno: i32,
-) -> io::Result<()> {
-    let mut payload = errno.to_ne_bytes();
-    let mut iov = libc::iovec {
-        iov_base: payload.as_mut_ptr().cast(),
-        iov_len: payload.len(),
-    };
-    #[repr(C, align(8))]
-    struct Control([u8; 64]);
-    let mut control = Control([0; 64]);
-    // SAFETY: a zeroed msghdr is valid; the pointers set below outlive the call, and the
-    // control buffer has room for one descriptor's header.
-    unsafe {
-        let mut message: libc::msghdr = std::mem::zeroed();
-        message.msg_iov = &mut iov;
-        message.msg_iovlen = 1;
-        if let Some(fd) = fd {
-            message.msg_control = control.0.as_mut_ptr().cast();
-            message.msg_controllen = libc::CMSG_SPACE(size_of::<RawFd>() as u32) as _;
-            let header = libc::CMSG_FIRSTHDR(&message);
-            (*header).cmsg_level = libc::SOL_SOCKET;
-            (*header).cmsg_type = libc::SCM_RIGHTS;
-            (*header).cmsg_len = libc::CMSG_LEN(size_of::<RawFd>() as u32) as _;
-            std::ptr::write_unaligned(libc::CMSG_DATA(header).cast::<RawFd>(), fd.as_raw_fd());
-        }
-        loop {
-            if libc::sendmsg(channel.as_raw_fd(), &message, libc::MSG_NOSIGNAL) >= 0 {
-                return Ok(());
-            }
-            let error = io::Error::last_os_error();
-            if error.kind() != io::ErrorKind::Interrupted {
-                return Err(error);
-            }
+            let _ = crate::proxy::send(channel, None, &errno.to_ne_bytes());
         }
     }
 }

@@ -24,9 +24,19 @@ pub(crate) fn send_fd(
     socket: BorrowedFd<'_>,
     index: u8,
 ) -> io::Result<()> {
-    let mut payload = [index];
+    send(channel, Some(socket), &[index])
+}
+
+/// One message over a `SOCK_SEQPACKET` socket: `payload`, and `fd` (if any) in `SCM_RIGHTS`.
+/// It allocates nothing and takes no lock: a forked child may call it.
+pub(crate) fn send(
+    channel: BorrowedFd<'_>,
+    fd: Option<BorrowedFd<'_>>,
+    payload: &[u8],
+) -> io::Result<()> {
     let mut iov = libc::iovec {
-        iov_base: payload.as_mut_ptr().cast(),
+        // sendmsg only reads the payload.
+        iov_base: payload.as_ptr().cast_mut().cast(),
         iov_len: payload.len(),
     };
     let mut control = ControlBuffer([0; 64]);
@@ -36,13 +46,15 @@ pub(crate) fn send_fd(
         let mut message: libc::msghdr = std::mem::zeroed();
         message.msg_iov = &mut iov;
         message.msg_iovlen = 1;
-        message.msg_control = control.0.as_mut_ptr().cast();
-        message.msg_controllen = FD_SPACE as _;
-        let header = libc::CMSG_FIRSTHDR(&message);
-        (*header).cmsg_level = libc::SOL_SOCKET;
-        (*header).cmsg_type = libc::SCM_RIGHTS;
-        (*header).cmsg_len = libc::CMSG_LEN(size_of::<RawFd>() as u32) as _;
-        std::ptr::write_unaligned(libc::CMSG_DATA(header).cast::<RawFd>(), socket.as_raw_fd());
+        if let Some(fd) = fd {
+            message.msg_control = control.0.as_mut_ptr().cast();
+            message.msg_controllen = FD_SPACE as _;
+            let header = libc::CMSG_FIRSTHDR(&message);
+            (*header).cmsg_level = libc::SOL_SOCKET;
+            (*header).cmsg_type = libc::SCM_RIGHTS;
+            (*header).cmsg_len = libc::CMSG_LEN(size_of::<RawFd>() as u32) as _;
+            std::ptr::write_unaligned(libc::CMSG_DATA(header).cast::<RawFd>(), fd.as_raw_fd());
+        }
         loop {
             // MSG_NOSIGNAL: a closed channel is an error to return, not a SIGPIPE.
             if libc::sendmsg(channel.as_raw_fd(), &message, libc::MSG_NOSIGNAL) >= 0 {
