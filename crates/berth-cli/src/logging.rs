@@ -3,8 +3,10 @@
 //! command says it as `berth: …`; a server (`berth serve`, a run's supervisor, whose output
 //! is a log file) writes structured lines: time, level, where, message and fields.
 //!
-//! How much: warnings (a server: information too); `-v` adds berth's debug lines, `-vv` its
-//! trace; `RUST_LOG` (`info`, `berth_run=debug,warn`, …) overrides both.
+//! How much: berth's warnings (a server: information too) and a library's errors; `-v` adds
+//! berth's debug lines and a library's information, `-vv` their trace and debug; `RUST_LOG`
+//! (`info`, `berth_run=debug,warn`, …) overrides both. A library's line names the library and
+//! carries its fields.
 
 use std::fmt;
 
@@ -30,9 +32,11 @@ pub fn init(verbose: u8, server: bool) {
             }
         },
         _ => {
+            // A library's own warnings are its internals (the ACP SDK's "Handler errored"
+            // for a notification berth declined): at debug, with `-v`, not a person's concern.
             let (berth, others) = match (verbose, server) {
-                (0, false) => (LevelFilter::WARN, LevelFilter::WARN),
-                (0, true) => (LevelFilter::INFO, LevelFilter::WARN),
+                (0, false) => (LevelFilter::WARN, LevelFilter::ERROR),
+                (0, true) => (LevelFilter::INFO, LevelFilter::ERROR),
                 (1, _) => (LevelFilter::DEBUG, LevelFilter::INFO),
                 _ => (LevelFilter::TRACE, LevelFilter::DEBUG),
             };
@@ -72,9 +76,21 @@ where
         mut writer: Writer<'_>,
         event: &Event<'_>,
     ) -> fmt::Result {
-        let mut message = Message(String::new());
+        let mut message = Message(String::new(), String::new());
         event.record(&mut message);
         let meta = event.metadata();
+        // A library's line names the library and carries its fields: it is not berth's own
+        // words, and says nothing alone ("Handler errored").
+        if !meta.target().starts_with(BERTH) {
+            return writeln!(
+                writer,
+                "berth: {} ({}): {}{}",
+                meta.target().split("::").next().unwrap_or_default(),
+                meta.level().as_str().to_lowercase(),
+                message.0,
+                message.1
+            );
+        }
         match *meta.level() {
             Level::ERROR => writeln!(writer, "berth: error: {}", message.0),
             Level::WARN | Level::INFO => writeln!(writer, "berth: {}", message.0),
@@ -89,19 +105,21 @@ where
     }
 }
 
-/// An event's message alone.
-struct Message(String);
+/// An event's message, and its other fields as ` name=value` (shown for a library's lines).
+struct Message(String, String);
 
 impl Visit for Message {
     fn record_str(&mut self, field: &Field, value: &str) {
-        if field.name() == "message" {
-            self.0 = value.to_owned();
+        match field.name() {
+            "message" => self.0 = value.to_owned(),
+            name => self.1.push_str(&format!(" {name}={value:?}")),
         }
     }
 
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
-        if field.name() == "message" {
-            self.0 = format!("{value:?}");
+        match field.name() {
+            "message" => self.0 = format!("{value:?}"),
+            name => self.1.push_str(&format!(" {name}={value:?}")),
         }
     }
 }

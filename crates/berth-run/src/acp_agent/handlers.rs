@@ -45,9 +45,24 @@ impl HandleDispatchFrom<Agent> for Owned {
         let invalid = |e: serde_json::Error| Error::invalid_params().data(e.to_string());
         match message {
             Dispatch::Notification(n) if n.method == UPDATE => {
-                let update: SessionNotification =
-                    serde_json::from_value(n.params).map_err(invalid)?;
-                self.0.on_update(update).await;
+                // A kind of update this version of the protocol does not have (an agent newer
+                // than berth's SDK): dropped, and said at debug with what it was and whose,
+                // rather than failed back at an agent that asked nothing.
+                let kind = n
+                    .params
+                    .get("update")
+                    .and_then(|u| u.get("sessionUpdate"))
+                    .and_then(serde_json::Value::as_str)
+                    .unwrap_or("(none)")
+                    .to_owned();
+                match serde_json::from_value::<SessionNotification>(n.params) {
+                    Ok(update) => self.0.on_update(update).await,
+                    Err(e) => tracing::debug!(
+                        "agent {} sent a `{UPDATE}` berth does not read (`{kind}`, session {}): dropped: {e}",
+                        self.0.agent + 1,
+                        self.0.session.id
+                    ),
+                }
                 Ok(Handled::Yes)
             }
             Dispatch::Request(r, responder) if r.method == WRITE => {
