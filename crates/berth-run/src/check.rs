@@ -97,6 +97,7 @@ fn status_words(status: ExitStatus) -> String {
 
 /// Runs `command` in `dir`, with the workspace's `env` (its ports); `stop` cuts it short (a
 /// stopped run does not wait for its checks). Its output is kept in `keep` when given.
+#[tracing::instrument(name = "run.check", skip_all, fields(dir = %dir.display()))]
 pub async fn run(
     dir: PathBuf,
     command: String,

@@ -153,6 +153,7 @@ fn open_agent(record: &RunRecord, agent: usize) -> berth_ops::Result<String> {
 /// workspace; then drops the others' workspaces, or keeps them with `keep_others`. Refused,
 /// before anything moves, when the evidence is against the agent and it is not forced, or
 /// when the run has a winner already and `also` is not set.
+#[tracing::instrument(name = "run.pick", skip_all, fields(run = %pick.run))]
 pub async fn pick(
     ops: &Ops,
     store: &RunStore,

@@ -70,6 +70,7 @@ pub enum Host {
 impl Supervised {
     /// Starts `request` under `supervision`: the one way every front end starts a kept run.
     /// A run that cannot start is recorded failed, saying why.
+    #[tracing::instrument(name = "run.start", skip_all, fields(run = %supervision.record().id))]
     pub async fn start(
         ops: Ops,
         agent: Agent,
@@ -108,6 +109,7 @@ impl Supervised {
     /// session, with the run's agent and policy. Checked first as a new run is (a key, the
     /// agent's command); refused while the run is running.
     #[allow(clippy::too_many_arguments)]
+    #[tracing::instrument(name = "run.tell", skip_all, fields(run = %id))]
     pub(crate) async fn tell(
         ops: Ops,
         agent: Agent,
@@ -373,6 +375,7 @@ impl Supervised {
     }
 
     /// Keeps what is left to keep and gives the record as the run ended.
+    #[tracing::instrument(name = "run.finish", skip_all, fields(run = %self.supervision.record().id))]
     pub async fn finish(mut self) -> Result<RunRecord, KeptError> {
         if let Some(event) = self.unkept.take() {
             self.supervision.take(&event).await?;

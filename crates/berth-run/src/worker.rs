@@ -48,6 +48,7 @@ pub struct WorkerOptions {
 /// Takes queued runs until `stop` is cancelled. The runs taken are worked on tasks of their
 /// own; on stop, they are left as they are: their leases lapse and another worker goes on
 /// with them (as after a crash, which a stop then is no different from).
+#[tracing::instrument(name = "pool.work", skip_all)]
 pub async fn work(
     ops: Ops,
     agent: Agent,

@@ -302,6 +302,7 @@ impl Lander {
 
     /// Drives the held land until every agent is landed or left, or it stops (Ctrl-C, a
     /// checkout in the way): then `--resume` goes on. The record as it ended.
+    #[tracing::instrument(name = "land.drive", skip_all)]
     pub async fn drive(&self, mut held: HeldLand) -> berth_ops::Result<LandRecord> {
         held.record.state = LandState::Landing;
         held.record.pid = Some(std::process::id());
