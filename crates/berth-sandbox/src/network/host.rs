@@ -44,20 +44,38 @@ impl Inward {
         }
     }
 
-    /// Starts looking, on a thread of its own, until [`Inward::stop`].
+    /// Starts looking, until [`Inward::stop`]: one thread of this process looks at every
+    /// network's in turn (a server holding hundreds of workspaces' networks runs one).
     pub(super) fn watch(self: &Arc<Self>) {
-        let inward = Arc::clone(self);
-        let started = std::thread::Builder::new()
-            .name("berth-ports".into())
-            .spawn(move || {
-                while !inward.stopped.load(Ordering::Acquire) {
-                    inward.look();
-                    std::thread::sleep(LOOK_EVERY);
-                }
-            });
-        if let Err(e) = started {
-            tracing::error!("the workspace's ports will not be reached from the host: {e}");
-        }
+        static WATCHED: Mutex<Vec<std::sync::Weak<Inward>>> = Mutex::new(Vec::new());
+        static LOOKER: std::sync::Once = std::sync::Once::new();
+        lock(&WATCHED).push(Arc::downgrade(self));
+        LOOKER.call_once(|| {
+            let started = std::thread::Builder::new()
+                .name("berth-ports".into())
+                .spawn(|| {
+                    loop {
+                        let live: Vec<Arc<Inward>> = {
+                            let mut watched = lock(&WATCHED);
+                            watched.retain(|w| {
+                                w.upgrade()
+                                    .is_some_and(|i| !i.stopped.load(Ordering::Acquire))
+                            });
+                            watched
+                                .iter()
+                                .filter_map(std::sync::Weak::upgrade)
+                                .collect()
+                        };
+                        for inward in live {
+                            inward.look();
+                        }
+                        std::thread::sleep(LOOK_EVERY);
+                    }
+                });
+            if let Err(e) = started {
+                tracing::error!("the workspaces' ports will not be reached from the host: {e}");
+            }
+        });
     }
 
     /// Adds the workspace's ports (its block may be given after its first process).
@@ -91,12 +109,14 @@ impl Inward {
 
     /// Stops looking, and closes every port.
     pub(super) fn stop(&self) {
+        // Under the lock a look opens ports under, so none opens one after this.
+        let mut open = lock(&self.open);
         self.stopped.store(true, Ordering::Release);
-        for listener in lock(&self.open).values().flatten() {
+        for listener in open.values().flatten() {
             // SAFETY: shutdown on a listener still open; its thread's accept then fails.
             unsafe { libc::shutdown(listener.as_raw_fd(), libc::SHUT_RDWR) };
         }
-        lock(&self.open).clear();
+        open.clear();
     }
 
     /// One look: a port served inside is opened on the host, one no longer served closed.
@@ -104,6 +124,9 @@ impl Inward {
         let served = self.served();
         let ports = lock(&self.ports).clone();
         let mut open = lock(&self.open);
+        if self.stopped.load(Ordering::Acquire) {
+            return;
+        }
         let mut refused = lock(&self.refused);
         open.retain(|port, listeners| {
             let keep = served.contains(port);
