@@ -56,10 +56,11 @@ pub const DEFAULT_MAX_REQUEST_BYTES: usize = 16 * 1024 * 1024;
 const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
 const LOOPBACK_ORIGINS: [&str; 3] = ["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*"];
 
-/// `/mcp`, to serve or to mount beside other routes (`berth serve`): the MCP service with
-/// its `Host` and `Origin` checks, body limit and bounded sessions, and the 204 for a deleted
-/// session. Who may call it (a token) is the caller's to add (berth-serve's guard). The token returned ends every
-/// open SSE stream: cancel it on shutdown, or a graceful shutdown waits for them forever.
+/// `/mcp`, for berth-serve to mount (alone, or beside the other routes of `berth serve`): the
+/// MCP service with its `Host` and `Origin` checks, body limit and bounded sessions, and the
+/// 204 for a deleted session. Who may call it (a token) is berth-serve's guard's to decide.
+/// The cancellation token returned ends every open SSE stream: cancel it on shutdown, or a
+/// graceful shutdown waits for them forever.
 pub fn router(server: BerthMcp, options: &HttpOptions) -> (axum::Router, CancellationToken) {
     let mut hosts: Vec<String> = LOOPBACK_HOSTS.iter().map(|h| h.to_string()).collect();
     if !options.listen.ip().is_unspecified() {
