@@ -67,13 +67,17 @@ def test_host_and_origin_are_validated(server):
     s = server()
     status, _, body = post(s.url)
     assert status == 200, body
-    status, _, _ = post(s.url, headers={"Origin": "http://localhost:5173"})
+    port = s.url.split(":")[2].split("/")[0]
+    status, _, _ = post(s.url, headers={"Origin": f"http://127.0.0.1:{port}"})
     assert status == 200
+    # Another page on this machine (a dev server's) is not this server's: on loopback without
+    # a token it would act as the machine's own user (berth serve's rule, the same guard).
+    status, _, body = post(s.url, headers={"Origin": "http://localhost:5173"})
+    assert status == 403 and "--allow-origin" in body, body
     status, _, _ = post(s.url, headers={"Origin": "https://evil.example"})
     assert status == 403
     status, _, _ = post(s.url, headers={"Origin": "null"})
     assert status == 403
-    port = s.url.split(":")[2].split("/")[0]
     status, _, _ = post(s.url, headers={"Host": f"evil.example:{port}"})
     assert status == 403
     # Another path is not the endpoint.
@@ -82,8 +86,12 @@ def test_host_and_origin_are_validated(server):
 
 
 def test_allowed_origins_and_hosts_can_be_added(server):
-    s = server("--allow-origin", "https://app.example:443", "--allow-host", "berth.internal")
+    s = server(
+        "--allow-origin", "https://app.example:443", "--allow-origin", "http://localhost:5173",
+        "--allow-host", "berth.internal",
+    )
     assert post(s.url, headers={"Origin": "https://app.example"})[0] == 200
+    assert post(s.url, headers={"Origin": "http://localhost:5173"})[0] == 200
     assert post(s.url, headers={"Origin": "https://app.example:8443"})[0] == 403
     assert post(s.url, headers={"Host": "berth.internal"})[0] == 200
 

@@ -103,11 +103,13 @@ pub enum Command {
     /// On stdio (the default), standard output carries the protocol only; messages go to
     /// standard error. Claude Code / Claude Desktop: {"command": "berth", "args": ["mcp"]}.
     ///
-    /// With --transport http, it serves Streamable HTTP at http://<listen>/mcp until SIGINT or
-    /// SIGTERM, and prints the URL on standard error. Requests whose Host is not loopback (or
-    /// an --allow-host) or whose Origin is not a loopback page (or an --allow-origin) get 403.
-    /// With a token, every request needs `Authorization: Bearer <token>` (401 otherwise);
-    /// listening anywhere but loopback requires one.
+    /// With --transport http, it serves Streamable HTTP at http://<listen>/mcp (and /healthz)
+    /// until SIGINT or SIGTERM, and prints the URL on standard error: `berth serve`'s server
+    /// with its MCP server alone, behind the same rules. Requests whose Host is not loopback
+    /// (or an --allow-host) or whose Origin is not this server's page (or an --allow-origin)
+    /// get 403. With a token, every request needs `Authorization: Bearer <token>`, that one
+    /// or an admin token of `berth token create` (401 otherwise); listening anywhere but
+    /// loopback requires one.
     #[command(verbatim_doc_comment)]
     Mcp(McpArgs),
     /// Talk to berth's coding agent.

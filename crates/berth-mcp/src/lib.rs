@@ -12,7 +12,8 @@
 //! - completions of workspace and session identifiers;
 //! - notifications (`notify`): `list_changed` on create and remove, `updated` on a subscribed
 //!   storage file written through this server;
-//! - transports: stdio here, Streamable HTTP in `http`.
+//! - transports: stdio here, Streamable HTTP's `/mcp` router in `http` (served by berth-serve,
+//!   behind its guard, in `berth serve` and `berth mcp --transport http` alike).
 //!
 //! Everything is done through `berth_ops::Ops`; resources, prompts and tools are functions over
 //! a small `context::Context`. Every tool failure a model can act on is a tool result with
@@ -52,7 +53,7 @@ mod tools;
 mod uri;
 
 pub use berth_ops::DEFAULT_MAX_FILE_BYTES;
-pub use http::{DEFAULT_MAX_REQUEST_BYTES, HttpOptions, router as http_router, serve_http};
+pub use http::{DEFAULT_MAX_REQUEST_BYTES, HttpOptions, router as http_router};
 pub use sessions::{DEFAULT_IDLE, DEFAULT_MAX_SESSIONS};
 
 use context::Context;
@@ -452,24 +453,13 @@ impl ServerHandler for BerthMcp {
 pub enum ServeError {
     #[error("MCP server: {0}")]
     Protocol(String),
-    #[error("MCP server: cannot listen on {addr}: {source}")]
-    Listen {
-        addr: std::net::SocketAddr,
-        source: std::io::Error,
-    },
-    #[error(
-        "MCP server: refusing to listen on {0} without a token: anyone who can reach that address could use this server. Pass --token (or set BERTH_MCP_TOKEN), or listen on 127.0.0.1"
-    )]
-    PublicWithoutToken(std::net::SocketAddr),
 }
 
 impl berth_core::Kinded for ServeError {
-    /// As berth serve's: listening in the open without a token is a usage error; the
-    /// protocol's failure and a listener refused, I/O.
+    /// The protocol's failure on stdio is I/O (listening, and its refusals, are berth-serve's).
     fn kind(&self) -> berth_core::ErrorKind {
         match self {
-            ServeError::PublicWithoutToken(_) => berth_core::ErrorKind::Invalid,
-            ServeError::Protocol(_) | ServeError::Listen { .. } => berth_core::ErrorKind::Io,
+            ServeError::Protocol(_) => berth_core::ErrorKind::Io,
         }
     }
 }

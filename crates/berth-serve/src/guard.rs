@@ -66,6 +66,9 @@ pub struct Access {
     origins: Vec<String>,
     /// Served over TLS: the cookie is `Secure`.
     tls: bool,
+    /// No web page is mounted (`berth mcp --transport http`): every path answers a missing
+    /// token in the protocols' terms, not with the sign-in page.
+    protocols_only: bool,
     /// What a page's CSRF token is derived from with the viewer's token: this process's own,
     /// so a token seen by a page of another server says nothing here.
     csrf_secret: [u8; 32],
@@ -81,7 +84,7 @@ impl Access {
         let origins = options
             .allowed_origins
             .iter()
-            .map(|o| o.trim_end_matches('/').to_ascii_lowercase())
+            .map(|o| without_default_port(&o.trim_end_matches('/').to_ascii_lowercase()))
             .collect();
         Access {
             token: options.token.clone(),
@@ -90,7 +93,16 @@ impl Access {
             hosts,
             origins,
             tls: options.tls.is_some(),
+            protocols_only: false,
             csrf_secret: random_secret(),
+        }
+    }
+
+    /// The rules for a server of the protocols alone, with no web page to sign in to.
+    pub fn protocols_only(self) -> Access {
+        Access {
+            protocols_only: true,
+            ..self
         }
     }
 
@@ -112,6 +124,9 @@ impl Access {
     /// any web page served on this machine.
     fn origin_allowed(&self, origin: &str, host: &str) -> bool {
         let origin = origin.to_ascii_lowercase();
+        if self.origins.contains(&without_default_port(&origin)) {
+            return true;
+        }
         let Some((scheme, rest)) = origin.split_once("://") else {
             return false;
         };
@@ -179,6 +194,22 @@ impl Access {
     }
 }
 
+/// An origin's scheme with its default port (`https://`, `:443`), when it names one.
+fn scheme_and_default_port(origin: &str) -> Option<(&'static str, &'static str)> {
+    [("https://", ":443"), ("http://", ":80")]
+        .into_iter()
+        .find(|(scheme, _)| origin.starts_with(scheme))
+}
+
+/// `https://app.example.com:443` as a browser sends it, `https://app.example.com`: an origin
+/// allowed with its scheme's port written out is the same origin.
+fn without_default_port(origin: &str) -> String {
+    match scheme_and_default_port(origin) {
+        Some((_, port)) => origin.strip_suffix(port).unwrap_or(origin).to_owned(),
+        None => origin.to_owned(),
+    }
+}
+
 /// 32 random bytes (two version-4 UUIDs' worth, from the system's generator).
 fn random_secret() -> [u8; 32] {
     let mut secret = [0u8; 32];
@@ -242,12 +273,12 @@ pub async fn check(State(access): State<Arc<Access>>, request: Request, next: Ne
         }
     }
     let path = request.uri().path();
-    if berth_web::is_public(path) {
+    if berth_web::is_public(path) && !access.protocols_only {
         return next.run(request).await;
     }
     let (principal, presented) = match access.principal(&request) {
         Ok(Some(p)) => p,
-        Ok(None) if !is_protocol(path) => {
+        Ok(None) if !is_protocol(path) && !access.protocols_only => {
             return berth_web::login_page(
                 StatusCode::UNAUTHORIZED,
                 cookie(&request)
@@ -427,6 +458,13 @@ mod tests {
         assert!(!a.origin_allowed("https://evil.example.com", ""));
         assert!(!a.origin_allowed("null", ""));
         assert!(!a.origin_allowed("http://localhost.evil.com", ""));
+        // The scheme's own port written out is the same origin, either side.
+        let b = access("127.0.0.1:1", &[], &["https://app.example.com:443"]);
+        assert!(b.origin_allowed("https://app.example.com", ""));
+        assert!(b.origin_allowed("https://app.example.com:443", ""));
+        assert!(!b.origin_allowed("https://app.example.com:8443", ""));
+        assert!(!b.origin_allowed("http://app.example.com", ""));
+        assert!(a.origin_allowed("https://app.example.com:443", ""));
     }
 
     #[test]

@@ -8,8 +8,9 @@
 //!   (streaming, permissions, cancel, load, list, resume, fork, images, the model option, the
 //!   device flow) it does here. A client that does not offer `fs/*` or `terminal/*` gets
 //!   berth's own tools, confined to the session's folder or worktree;
-//! - `/mcp`: berth's MCP server over Streamable HTTP, as `berth mcp --transport http` serves it
-//!   (berth-mcp's router);
+//! - `/mcp`: berth's MCP server over Streamable HTTP (berth-mcp's router). `berth mcp
+//!   --transport http` is this server with `/mcp` and `/healthz` alone ([`serve_mcp`]), so
+//!   both have one perimeter: one guard, one token store, one loopback rule;
 //! - `/healthz`: `{"status":"ok"}`, for load balancers; it says nothing else and needs no token;
 //! - `/` and below: the web page (berth-web), for a browser signed in with a token (`/login`
 //!   sets a cookie; `/pair#token=…`, the link `--pair` prints, does it from a phone's camera).
@@ -40,6 +41,7 @@ use axum::routing::get;
 use berth_agent::Agent;
 use berth_mcp::BerthMcp;
 use berth_ops::Ops;
+use tokio_util::sync::CancellationToken;
 
 pub use guard::{Access, Principal};
 use tokens::new_token;
@@ -93,9 +95,13 @@ pub const DEFAULT_PING_EVERY: Duration = Duration::from_secs(30);
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
     #[error(
-        "refusing to listen on {0} without a token: anyone who can reach that address could use this server. Give one (BERTH_SERVE_TOKEN or --token, or `berth token create`), or listen on 127.0.0.1"
+        "refusing to listen on {addr} without a token: anyone who can reach that address could use this server. Give one (--token or {token_env}, or `berth token create --admin NAME`), or listen on 127.0.0.1"
     )]
-    PublicWithoutToken(SocketAddr),
+    PublicWithoutToken {
+        addr: SocketAddr,
+        /// The variable the command reads its token from, to name in the message.
+        token_env: &'static str,
+    },
     #[error("serving without a token (--open) is for loopback only; {0} is not loopback")]
     OpenOffLoopback(SocketAddr),
     #[error("cannot listen on {addr}: {source}")]
@@ -115,7 +121,7 @@ impl ServeError {
     /// A listener refused for want of a token is a usage error; the rest are I/O.
     pub fn kind(&self) -> berth_ops::ErrorKind {
         match self {
-            ServeError::PublicWithoutToken(_) | ServeError::OpenOffLoopback(_) => {
+            ServeError::PublicWithoutToken { .. } | ServeError::OpenOffLoopback(_) => {
                 berth_ops::ErrorKind::Invalid
             }
             ServeError::Listen { .. } | ServeError::Server(_) => berth_ops::ErrorKind::Io,
@@ -153,25 +159,17 @@ pub async fn serve(
         return Err(ServeError::OpenOffLoopback(options.listen));
     }
     if !loopback && options.token.is_none() && tokens.list()?.is_empty() {
-        return Err(ServeError::PublicWithoutToken(options.listen));
+        return Err(ServeError::PublicWithoutToken {
+            addr: options.listen,
+            token_env: "BERTH_SERVE_TOKEN",
+        });
     }
     let made_token = (loopback && options.token.is_none() && !options.open).then(new_token);
     if made_token.is_some() {
         options.token = made_token.clone();
     }
     let access = Arc::new(Access::new(&options, tokens.clone()));
-    let (mcp_routes, mcp_done) = berth_mcp::http_router(
-        mcp,
-        &berth_mcp::HttpOptions {
-            listen: options.listen,
-            token: None,
-            allowed_hosts: options.allowed_hosts.clone(),
-            allowed_origins: options.allowed_origins.clone(),
-            max_request_bytes: options.max_message_bytes,
-            max_sessions: options.max_mcp_sessions,
-            session_idle: options.mcp_session_idle,
-        },
-    );
+    let (mcp_routes, mcp_done) = mcp_router(mcp, &options);
     let web = berth_web::Web::new(ops.clone(), agent.clone(), runs);
     let prompts = Arc::new(rate::PromptRate::new(options.max_prompts_per_minute));
     let acp = websocket::AcpEndpoint::new(ops, agent, tokens, prompts.clone(), &options);
@@ -190,23 +188,7 @@ pub async fn serve(
             get(guard::login_form)
                 .post(guard::login)
                 .with_state(access.clone()),
-        )
-        .layer(axum::middleware::from_fn_with_state(
-            access.clone(),
-            guard::check,
-        ))
-        // After the guard: a health check needs no token and says nothing.
-        .route("/healthz", get(healthz));
-    let listener = tokio::net::TcpListener::bind(options.listen)
-        .await
-        .map_err(|source| ServeError::Listen {
-            addr: options.listen,
-            source,
-        })?;
-    let bound = listener.local_addr().map_err(|source| ServeError::Listen {
-        addr: options.listen,
-        source,
-    })?;
+        );
     let shutdown = async move {
         shutdown_signal().await;
         // Open MCP and page event streams would keep a graceful shutdown waiting forever.
@@ -214,6 +196,108 @@ pub async fn serve(
         web.close();
         acp.close();
     };
+    let listening = Listening {
+        addr: options.listen,
+        made_token,
+    };
+    listen(
+        guarded(app, access),
+        &options,
+        shutdown,
+        listening,
+        on_listening,
+    )
+    .await
+}
+
+/// Serves berth's MCP server alone, `/mcp` (and `/healthz`), behind the same guard as
+/// [`serve`]: `berth mcp --transport http`. Until SIGINT or SIGTERM.
+///
+/// Unlike [`serve`], a loopback listener without a token takes requests without one (as
+/// `--open`), as `berth mcp` always has: an MCP client configured with a URL and nothing
+/// else must keep working. Off loopback, an admin token is needed: the server's own or one
+/// of `berth token create --admin` (a device's token cannot reach `/mcp`). The options of
+/// the agent and the web page (connections, pings, prompts) are unused.
+pub async fn serve_mcp(
+    ops: &Ops,
+    mcp: BerthMcp,
+    mut options: ServeOptions,
+    on_listening: impl FnOnce(Listening),
+) -> Result<(), ServeError> {
+    let tokens = TokenStore::new(ops.home());
+    let loopback = options.listen.ip().is_loopback();
+    let admin_tokens = || -> Result<bool, TokenError> {
+        Ok(tokens.list()?.iter().any(|t| matches!(t.role, Role::Admin)))
+    };
+    if !loopback && options.token.is_none() && !admin_tokens()? {
+        return Err(ServeError::PublicWithoutToken {
+            addr: options.listen,
+            token_env: "BERTH_MCP_TOKEN",
+        });
+    }
+    options.open = loopback && options.token.is_none();
+    let access = Arc::new(Access::new(&options, tokens).protocols_only());
+    let (app, mcp_done) = mcp_router(mcp, &options);
+    let shutdown = async move {
+        shutdown_signal().await;
+        // Open SSE streams would keep a graceful shutdown waiting forever; end them.
+        mcp_done.cancel();
+    };
+    let listening = Listening {
+        addr: options.listen,
+        made_token: None,
+    };
+    listen(
+        guarded(app, access),
+        &options,
+        shutdown,
+        listening,
+        on_listening,
+    )
+    .await
+}
+
+/// berth-mcp's `/mcp`, with the server's hosts, origins, body limit and session bounds.
+fn mcp_router(mcp: BerthMcp, options: &ServeOptions) -> (Router, CancellationToken) {
+    berth_mcp::http_router(
+        mcp,
+        &berth_mcp::HttpOptions {
+            listen: options.listen,
+            allowed_hosts: options.allowed_hosts.clone(),
+            allowed_origins: options.allowed_origins.clone(),
+            max_request_bytes: options.max_message_bytes,
+            max_sessions: options.max_mcp_sessions,
+            session_idle: options.mcp_session_idle,
+        },
+    )
+}
+
+/// `app` behind the guard, and `/healthz` beside it.
+fn guarded(app: Router, access: Arc<Access>) -> Router {
+    app.layer(axum::middleware::from_fn_with_state(access, guard::check))
+        // After the guard: a health check needs no token and says nothing.
+        .route("/healthz", get(healthz))
+}
+
+/// Binds the listener (TLS when asked), tells `on_listening`, and serves `app` until
+/// `shutdown` ends.
+async fn listen(
+    app: Router,
+    options: &ServeOptions,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    mut listening: Listening,
+    on_listening: impl FnOnce(Listening),
+) -> Result<(), ServeError> {
+    let listener = tokio::net::TcpListener::bind(options.listen)
+        .await
+        .map_err(|source| ServeError::Listen {
+            addr: options.listen,
+            source,
+        })?;
+    listening.addr = listener.local_addr().map_err(|source| ServeError::Listen {
+        addr: options.listen,
+        source,
+    })?;
     if let Some((cert, key)) = &options.tls {
         let listener =
             tls::TlsListener::new(listener, tls::acceptor(cert, key)?).map_err(|source| {
@@ -222,10 +306,7 @@ pub async fn serve(
                     source,
                 }
             })?;
-        on_listening(Listening {
-            addr: bound,
-            made_token,
-        });
+        on_listening(listening);
         return axum::serve(listener, app)
             .with_graceful_shutdown(shutdown)
             .await
@@ -237,10 +318,7 @@ pub async fn serve(
             tracing::debug!("TCP_NODELAY could not be set on a connection: {e}");
         }
     });
-    on_listening(Listening {
-        addr: bound,
-        made_token,
-    });
+    on_listening(listening);
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
         .await

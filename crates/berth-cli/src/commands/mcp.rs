@@ -1,8 +1,10 @@
-//! `berth mcp`: the MCP server, over stdio or Streamable HTTP.
+//! `berth mcp`: the MCP server, over stdio or Streamable HTTP. Over HTTP it is berth-serve's
+//! server with `/mcp` alone, behind the guard `berth serve` has (`serve_mcp`).
 
 use anyhow::Context;
-use berth_mcp::{BerthMcp, HttpOptions};
+use berth_mcp::BerthMcp;
 use berth_ops::{Ops, Refill};
+use berth_serve::ServeOptions;
 
 use crate::cli::{McpArgs, Transport};
 
@@ -42,21 +44,29 @@ pub async fn run(ops: Ops, args: McpArgs) -> anyhow::Result<()> {
         });
     // A server keeps running: it refills spare checkouts itself.
     let ops = ops.with_refill(Refill::InProcess);
-    let server = BerthMcp::new(ops, repo, args.max_file_bytes);
+    let server = BerthMcp::new(ops.clone(), repo, args.max_file_bytes);
     match args.transport {
         Transport::Stdio => berth_mcp::serve_stdio(server).await?,
         Transport::Http => {
-            let options = HttpOptions {
+            let options = ServeOptions {
                 listen: args.listen,
                 token: args.token.filter(|t| !t.is_empty()),
+                // serve_mcp decides: open on loopback without a token, as berth mcp was.
+                open: false,
                 allowed_hosts: args.reach.allow_hosts,
                 allowed_origins: args.reach.allow_origins,
-                max_request_bytes: args.max_request_bytes,
-                max_sessions,
-                session_idle,
+                max_message_bytes: args.max_request_bytes,
+                max_mcp_sessions: max_sessions,
+                mcp_session_idle: session_idle,
+                // The agent's and the web page's: nothing of them is served here.
+                max_connections: berth_serve::DEFAULT_MAX_CONNECTIONS,
+                ping_every: berth_serve::DEFAULT_PING_EVERY,
+                max_prompts_per_minute: 0,
+                acp_http_idle: berth_serve::DEFAULT_ACP_HTTP_IDLE,
+                tls: None,
             };
-            berth_mcp::serve_http(server, options, |addr| {
-                eprintln!("berth mcp: serving MCP at http://{addr}/mcp");
+            berth_serve::serve_mcp(&ops, server, options, |listening| {
+                eprintln!("berth mcp: serving MCP at http://{}/mcp", listening.addr);
             })
             .await?;
         }
