@@ -525,28 +525,28 @@ impl Ops {
                     .collect()
             })
             .collect();
+        let measure = |part: &[Vec<PathBuf>]| -> Vec<berth_core::Result<u64>> {
+            part.iter()
+                .map(|paths| {
+                    let refs: Vec<&Path> = paths.iter().map(PathBuf::as_path).collect();
+                    crate::disk::usage_of(&refs).map_err(|e| {
+                        berth_core::Error::io(format!("cannot measure {}", paths[0].display()), e)
+                    })
+                })
+                .collect()
+        };
         let sizes = blocking(move || {
+            // One workspace (a `show`) is walked on this thread: more threads would only add
+            // their start, and the read of the cgroup's CPU quota that sizes them.
+            if roots.len() < 2 {
+                return Ok(measure(&roots).into_iter().collect::<berth_core::Result<_>>()?);
+            }
             let workers = std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 8));
             let chunk = roots.len().div_ceil(workers).max(1);
             std::thread::scope(|scope| {
                 let handles: Vec<_> = roots
                     .chunks(chunk)
-                    .map(|part| {
-                        scope.spawn(move || {
-                            part.iter()
-                                .map(|paths| {
-                                    let refs: Vec<&Path> =
-                                        paths.iter().map(PathBuf::as_path).collect();
-                                    crate::disk::usage_of(&refs).map_err(|e| {
-                                        berth_core::Error::io(
-                                            format!("cannot measure {}", paths[0].display()),
-                                            e,
-                                        )
-                                    })
-                                })
-                                .collect::<Vec<_>>()
-                        })
-                    })
+                    .map(|part| scope.spawn(move || measure(part)))
                     .collect();
                 let mut sizes = Vec::new();
                 for h in handles {
