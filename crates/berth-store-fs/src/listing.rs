@@ -446,6 +446,67 @@ mod tests {
 
     use crate::FsStore;
 
+    /// A log past `PARALLEL_PARSE_FROM` is parsed in runs of lines on several threads; the
+    /// replay must still see every entry once and in order: records rewritten, deleted and
+    /// marked dirty anywhere in the log (across the cuts) come out as one pass would give
+    /// them, a torn last line is left out, and an unreadable line in the middle of the log
+    /// still makes the index untrusted rather than cutting the list short.
+    #[tokio::test]
+    async fn a_long_log_parsed_in_runs_is_the_log_read_in_order() {
+        let home = tempfile::tempdir().unwrap();
+        let store = FsStore::open(home.path()).unwrap();
+        // Long descriptions, so that 120 workspaces make a log past the parallel threshold.
+        let mut ids = Vec::new();
+        for i in 0..120 {
+            let new = NewWorkspace {
+                id: Some(WorkspaceId::new(format!("w-{i:03}")).unwrap()),
+                description: format!("{i} {}", "d".repeat(3_000)),
+                ..NewWorkspace::default()
+            };
+            ids.push(store.create(new, Utc::now()).await.unwrap().id);
+        }
+        // Every tenth deleted, every seventh used later: entries for one id at both ends.
+        let later = Utc::now() + Duration::hours(1);
+        for (i, id) in ids.iter().enumerate() {
+            if i % 7 == 0 {
+                store.update_accessed(id, later).await.unwrap();
+            }
+        }
+        for id in ids.iter().step_by(10) {
+            store
+                .delete(id, berth_core::DeleteCondition::Always)
+                .await
+                .unwrap();
+        }
+        let index = home.path().join("workspaces.index");
+        let len = std::fs::metadata(&index).unwrap().len() as usize;
+        assert!(len > super::PARALLEL_PARSE_FROM, "{len} bytes");
+        let from_index = store.layout.read_index().unwrap().expect("trusted");
+        let from_records = store.layout.list_records().unwrap();
+        let show = |l: &[berth_core::Workspace]| {
+            l.iter()
+                .map(|w| format!("{} {} {}", w.id, w.last_accessed, w.description.len()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(show(&from_index), show(&from_records));
+        assert_eq!(from_index.len(), 108);
+
+        // A writer's line not yet ended: left out, the rest read.
+        let text = std::fs::read_to_string(&index).unwrap();
+        std::fs::write(&index, format!("{text}{{\"del\":\"w-001")).unwrap();
+        assert_eq!(show(&store.layout.read_index().unwrap().unwrap()), show(&from_records));
+
+        // A broken line in the middle of the long log: not trusted, rebuilt by a listing.
+        let middle = text.len() / 2;
+        let cut = middle + text[middle..].find('\n').unwrap() + 1;
+        let broken = format!("{}{{\"put\":{{broken\n{}", &text[..cut], &text[cut..]);
+        std::fs::write(&index, broken).unwrap();
+        let why = store.layout.read_index().unwrap().unwrap_err();
+        assert!(why.contains("cannot read"), "{why}");
+        assert_eq!(show(&store.list().await.unwrap()), show(&from_records));
+        assert!(store.layout.read_index().unwrap().is_ok(), "rebuilt");
+    }
+
     /// A log that outgrows `COMPACT_FLOOR` (and three times its snapshot) is rewritten as a
     /// snapshot by the append that finds it so, and that append, and every write after it,
     /// succeeds: a home whose records are rewritten often (a workspace used every minute,
