@@ -95,8 +95,16 @@ fn main() {
     );
     // Issue 55's goals, each a ratio to its baseline measured above in this run.
     for (what, ratio, goal) in [
-        ("list --json / cat of every record", ms(list.0) / ms(cat.0), 0.15),
-        ("show NAME / berth --version", ms(show_name.0) / ms(floor.0), 1.2),
+        (
+            "list --json / cat of every record",
+            ms(list.0) / ms(cat.0),
+            0.15,
+        ),
+        (
+            "show NAME / berth --version",
+            ms(show_name.0) / ms(floor.0),
+            1.2,
+        ),
     ] {
         let verdict = if ratio <= goal { "met" } else { "missed" };
         println!("goal: {what} = {ratio:.2}, at most {goal}: {verdict}");

@@ -539,7 +539,9 @@ impl Ops {
             // One workspace (a `show`) is walked on this thread: more threads would only add
             // their start, and the read of the cgroup's CPU quota that sizes them.
             if roots.len() < 2 {
-                return Ok(measure(&roots).into_iter().collect::<berth_core::Result<_>>()?);
+                return Ok(measure(&roots)
+                    .into_iter()
+                    .collect::<berth_core::Result<_>>()?);
             }
             let workers = std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 8));
             let chunk = roots.len().div_ceil(workers).max(1);

@@ -494,7 +494,10 @@ mod tests {
         // A writer's line not yet ended: left out, the rest read.
         let text = std::fs::read_to_string(&index).unwrap();
         std::fs::write(&index, format!("{text}{{\"del\":\"w-001")).unwrap();
-        assert_eq!(show(&store.layout.read_index().unwrap().unwrap()), show(&from_records));
+        assert_eq!(
+            show(&store.layout.read_index().unwrap().unwrap()),
+            show(&from_records)
+        );
 
         // A broken line in the middle of the long log: not trusted, rebuilt by a listing.
         let middle = text.len() / 2;
