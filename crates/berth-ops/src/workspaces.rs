@@ -480,11 +480,13 @@ impl Ops {
             .filter_map(|ws| ws.git.clone())
             .collect();
         let mut found = git_workspace::statuses(gits).await?.into_iter();
+        let workspaces = self.manager.workspaces();
         Ok(all
-            .iter()
+            .into_iter()
             .map(|ws| {
-                let status = in_use(ws).then(|| found.next()).flatten();
-                self.view(ws, status)
+                let status = in_use(&ws).then(|| found.next()).flatten();
+                let path = workspaces.workspace_dir(&ws.id);
+                WorkspaceView::of(ws, path, status)
             })
             .collect())
     }
