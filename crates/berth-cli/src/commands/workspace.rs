@@ -474,8 +474,8 @@ fn merged(report: &MergeReport, short: impl Fn(&str) -> String) -> anyhow::Resul
 
 async fn show(ops: &Ops, identifier: &str, json: bool) -> anyhow::Result<()> {
     let mut ws = ops.show_workspace(identifier).await?;
-    ops.measure_workspaces(std::slice::from_mut(&mut ws))
-        .await?;
+    // This command's thread has nothing else to do while the walk runs.
+    ops.measure_workspace_here(&mut ws)?;
     if json {
         return Ok(render::json(&ws)?);
     }
