@@ -6,7 +6,9 @@
 //! beside two baselines from the same run on the same home: `berth --version` (the floor: process
 //! start-up alone) and `cat` of every `workspace.toml` (the floor for reading the same data with
 //! a plain tool). Targets (issue 2): list < 50 ms, show < 5 ms, create < 10 ms; Aptove, on the
-//! machine the issue was written on, took about 220 ms to list and 60 ms to show.
+//! machine the issue was written on, took about 220 ms to list and 60 ms to show. Goals (issue
+//! 55), printed last as ratios to those baselines: list at most 0.15 of the `cat`, `show NAME`
+//! at most 1.2 of `berth --version`.
 
 #![allow(clippy::unwrap_used)] // a test: a panic is the failure it reports
 
@@ -91,6 +93,22 @@ fn main() {
         ms(list.0) / ms(floor.0),
         ms(show_id.0) / ms(floor.0)
     );
+    // Issue 55's goals, each a ratio to its baseline measured above in this run.
+    for (what, ratio, goal) in [
+        (
+            "list --json / cat of every record",
+            ms(list.0) / ms(cat.0),
+            0.15,
+        ),
+        (
+            "show NAME / berth --version",
+            ms(show_name.0) / ms(floor.0),
+            1.2,
+        ),
+    ] {
+        let verdict = if ratio <= goal { "met" } else { "missed" };
+        println!("goal: {what} = {ratio:.2}, at most {goal}: {verdict}");
+    }
     println!(
         "against the Aptove figures quoted in issue 2: list {:.2}x of 220 ms, show {:.2}x of 60 ms",
         ms(list.0) / 220.0,

@@ -84,6 +84,38 @@ pub fn human(bytes: u64) -> String {
     }
 }
 
+/// The folders whose disk a view's size counts: its folder, and its worktree while it has one.
+pub(crate) fn measured_roots(views: &[crate::view::WorkspaceView]) -> Vec<Vec<std::path::PathBuf>> {
+    views
+        .iter()
+        .map(|v| {
+            v.path
+                .iter()
+                .cloned()
+                .chain(
+                    v.git
+                        .as_ref()
+                        .filter(|_| v.archived_at.is_none())
+                        .map(|g| g.worktree.clone()),
+                )
+                .collect()
+        })
+        .collect()
+}
+
+/// The size of each entry of `roots`, walked on this thread.
+pub(crate) fn measure_each(roots: &[Vec<std::path::PathBuf>]) -> Vec<crate::Result<u64>> {
+    roots
+        .iter()
+        .map(|paths| {
+            let refs: Vec<&Path> = paths.iter().map(std::path::PathBuf::as_path).collect();
+            usage_of(&refs).map_err(|e| {
+                berth_core::Error::io(format!("cannot measure {}", paths[0].display()), e).into()
+            })
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -96,14 +96,24 @@ impl WorkspaceView {
         path: Option<PathBuf>,
         git_status: Option<WorktreeStatus>,
     ) -> WorkspaceView {
+        WorkspaceView::of(ws.clone(), path, git_status)
+    }
+
+    /// [`WorkspaceView::new`] of a record the caller is done with: a listing of thousands
+    /// moves their strings instead of copying each and freeing the original.
+    pub(crate) fn of(
+        ws: Workspace,
+        path: Option<PathBuf>,
+        git_status: Option<WorktreeStatus>,
+    ) -> WorkspaceView {
         WorkspaceView {
-            id: ws.id.clone(),
-            name: ws.name.as_ref().map(|n| n.to_string()),
             label: ws.label(),
-            description: ws.description.clone(),
+            name: ws.name.as_ref().map(|n| n.to_string()),
+            id: ws.id,
+            description: ws.description,
             created_at: ws.created_at,
             last_accessed: ws.last_accessed,
-            agent_id: ws.agent_id.clone(),
+            agent_id: ws.agent_id,
             archived_at: ws.archived_at,
             path,
             git: ws.git.as_ref().map(GitView::of),

@@ -480,11 +480,13 @@ impl Ops {
             .filter_map(|ws| ws.git.clone())
             .collect();
         let mut found = git_workspace::statuses(gits).await?.into_iter();
+        let workspaces = self.manager.workspaces();
         Ok(all
-            .iter()
+            .into_iter()
             .map(|ws| {
-                let status = in_use(ws).then(|| found.next()).flatten();
-                self.view(ws, status)
+                let status = in_use(&ws).then(|| found.next()).flatten();
+                let path = workspaces.workspace_dir(&ws.id);
+                WorkspaceView::of(ws, path, status)
             })
             .collect())
     }
@@ -510,43 +512,17 @@ impl Ops {
     /// (`disk::usage_of`: no symbolic link followed, a file linked twice counted once), a few
     /// at a time. A walk costs a stat of every file, so only a front end that asks measures.
     pub async fn measure_workspaces(&self, views: &mut [WorkspaceView]) -> Result<()> {
-        let roots: Vec<Vec<PathBuf>> = views
-            .iter()
-            .map(|v| {
-                v.path
-                    .iter()
-                    .cloned()
-                    .chain(
-                        v.git
-                            .as_ref()
-                            .filter(|_| v.archived_at.is_none())
-                            .map(|g| g.worktree.clone()),
-                    )
-                    .collect()
-            })
-            .collect();
+        let roots = crate::disk::measured_roots(views);
         let sizes = blocking(move || {
+            if roots.len() < 2 {
+                return crate::disk::measure_each(&roots).into_iter().collect();
+            }
             let workers = std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 8));
             let chunk = roots.len().div_ceil(workers).max(1);
             std::thread::scope(|scope| {
                 let handles: Vec<_> = roots
                     .chunks(chunk)
-                    .map(|part| {
-                        scope.spawn(move || {
-                            part.iter()
-                                .map(|paths| {
-                                    let refs: Vec<&Path> =
-                                        paths.iter().map(PathBuf::as_path).collect();
-                                    crate::disk::usage_of(&refs).map_err(|e| {
-                                        berth_core::Error::io(
-                                            format!("cannot measure {}", paths[0].display()),
-                                            e,
-                                        )
-                                    })
-                                })
-                                .collect::<Vec<_>>()
-                        })
-                    })
+                    .map(|part| scope.spawn(move || crate::disk::measure_each(part)))
                     .collect();
                 let mut sizes = Vec::new();
                 for h in handles {
@@ -561,6 +537,18 @@ impl Ops {
         for (view, size) in views.iter_mut().zip(sizes) {
             view.size_bytes = Some(size);
         }
+        Ok(())
+    }
+
+    /// [`Ops::measure_workspaces`] of one workspace on the caller's thread, for a front end
+    /// whose thread has nothing else to do meanwhile (a CLI's `workspace show`): the blocking
+    /// pool would cost it a thread's start, two switches and the join at exit, a good part of
+    /// a command that otherwise reads three small files.
+    pub fn measure_workspace_here(&self, view: &mut WorkspaceView) -> Result<()> {
+        let roots = crate::disk::measured_roots(std::slice::from_ref(view));
+        let [size] =
+            <[_; 1]>::try_from(crate::disk::measure_each(&roots)).expect("one view, one size");
+        view.size_bytes = Some(size?);
         Ok(())
     }
 

@@ -116,13 +116,14 @@ impl BindingStore for FsStore {
         .await
     }
 
+    /// On the caller's thread (`inline`): one lock-free read of a small file, which a
+    /// `workspace show` makes and which would otherwise cost it a thread of its own.
     async fn list(&self) -> Result<Vec<Binding>> {
-        self.blocking(|l| {
+        self.inline(|l| {
             Ok(l.read_bindings()?
                 .into_iter()
                 .map(|(device, workspace)| Binding { device, workspace })
                 .collect())
         })
-        .await
     }
 }

@@ -133,8 +133,8 @@ impl Layout {
             }
             Err(e) => return Err(io_err("read", &path)(e)),
         };
-        let mut lines = text.split_inclusive('\n');
-        match lines.next().map(serde_json::from_str::<Entry>) {
+        let (head, body) = text.split_once('\n').unwrap_or((&text, ""));
+        match (!text.is_empty()).then(|| serde_json::from_str::<Entry>(head)) {
             Some(Ok(Entry::Header { version, boot, .. })) if version == VERSION => {
                 if boot_id().is_some_and(|b| b != boot) {
                     return Ok(Err(
@@ -148,17 +148,12 @@ impl Layout {
                 ));
             }
         }
+        let Some(parts) = parse_log(body) else {
+            return Ok(Err("it has a line this berth cannot read".to_owned()));
+        };
         let mut replay = Replay::default();
-        for line in lines {
-            // A line still being appended by another writer: what it says has not happened
-            // yet (a `dirty` is appended before its record changes, a `put` after the `dirty`).
-            if !line.ends_with('\n') {
-                break;
-            }
-            match serde_json::from_str::<Entry>(line) {
-                Ok(entry) => replay.apply(entry),
-                Err(_) => return Ok(Err("it has a line this berth cannot read".to_owned())),
-            }
+        for entry in parts.into_iter().flatten() {
+            replay.apply(entry);
         }
         if replay.broken || replay.folder != Some(self.folder_time()?) {
             return Ok(Err(
@@ -368,6 +363,61 @@ impl Layout {
     }
 }
 
+/// A log shorter than this is parsed on one thread: a thread's start costs more than the
+/// parse of its half (about 1,000 records).
+const PARALLEL_PARSE_FROM: usize = 256 << 10;
+
+/// The log's entries after its header, in order, parsed on one thread per core (at most four)
+/// for a long log: parsing is most of a listing's time, and each thread's share is a run of
+/// whole lines, applied afterwards in the order they were written. `None` when a line is not
+/// an entry this berth reads.
+fn parse_log(body: &str) -> Option<Vec<Vec<Entry>>> {
+    let threads = match body.len() < PARALLEL_PARSE_FROM {
+        true => 1,
+        false => std::thread::available_parallelism().map_or(1, |n| n.get().min(4)),
+    };
+    if threads == 1 {
+        return parse_lines(body).map(|entries| vec![entries]);
+    }
+    // Cut at line ends near each share's end, so no line is split.
+    let mut parts = Vec::with_capacity(threads);
+    let mut rest = body;
+    for left in (1..=threads).rev() {
+        let want = rest.len() / left;
+        let cut = match rest.as_bytes()[want..].iter().position(|&b| b == b'\n') {
+            Some(at) if left > 1 => want + at + 1,
+            _ => rest.len(),
+        };
+        let (part, after) = rest.split_at(cut);
+        parts.push(part);
+        rest = after;
+    }
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = parts
+            .into_iter()
+            .map(|part| scope.spawn(move || parse_lines(part)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("parsing the index never panics"))
+            .collect()
+    })
+}
+
+/// The entries of whole lines. A last line without its newline is still being appended by
+/// another writer: what it says has not happened yet (a `dirty` is appended before its record
+/// changes, a `put` after the `dirty`), so it is left out.
+fn parse_lines(text: &str) -> Option<Vec<Entry>> {
+    let mut entries = Vec::with_capacity(text.len() / 200);
+    for line in text.split_inclusive('\n') {
+        if !line.ends_with('\n') {
+            break;
+        }
+        entries.push(serde_json::from_str::<Entry>(line).ok()?);
+    }
+    Some(entries)
+}
+
 fn encode(entries: &[Entry]) -> String {
     let mut out = String::new();
     for e in entries {
@@ -395,6 +445,70 @@ mod tests {
     use chrono::{Duration, Utc};
 
     use crate::FsStore;
+
+    /// A log past `PARALLEL_PARSE_FROM` is parsed in runs of lines on several threads; the
+    /// replay must still see every entry once and in order: records rewritten, deleted and
+    /// marked dirty anywhere in the log (across the cuts) come out as one pass would give
+    /// them, a torn last line is left out, and an unreadable line in the middle of the log
+    /// still makes the index untrusted rather than cutting the list short.
+    #[tokio::test]
+    async fn a_long_log_parsed_in_runs_is_the_log_read_in_order() {
+        let home = tempfile::tempdir().unwrap();
+        let store = FsStore::open(home.path()).unwrap();
+        // Long descriptions, so that 120 workspaces make a log past the parallel threshold.
+        let mut ids = Vec::new();
+        for i in 0..120 {
+            let new = NewWorkspace {
+                id: Some(WorkspaceId::new(format!("w-{i:03}")).unwrap()),
+                description: format!("{i} {}", "d".repeat(3_000)),
+                ..NewWorkspace::default()
+            };
+            ids.push(store.create(new, Utc::now()).await.unwrap().id);
+        }
+        // Every tenth deleted, every seventh used later: entries for one id at both ends.
+        let later = Utc::now() + Duration::hours(1);
+        for (i, id) in ids.iter().enumerate() {
+            if i % 7 == 0 {
+                store.update_accessed(id, later).await.unwrap();
+            }
+        }
+        for id in ids.iter().step_by(10) {
+            store
+                .delete(id, berth_core::DeleteCondition::Always)
+                .await
+                .unwrap();
+        }
+        let index = home.path().join("workspaces.index");
+        let len = std::fs::metadata(&index).unwrap().len() as usize;
+        assert!(len > super::PARALLEL_PARSE_FROM, "{len} bytes");
+        let from_index = store.layout.read_index().unwrap().expect("trusted");
+        let from_records = store.layout.list_records().unwrap();
+        let show = |l: &[berth_core::Workspace]| {
+            l.iter()
+                .map(|w| format!("{} {} {}", w.id, w.last_accessed, w.description.len()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(show(&from_index), show(&from_records));
+        assert_eq!(from_index.len(), 108);
+
+        // A writer's line not yet ended: left out, the rest read.
+        let text = std::fs::read_to_string(&index).unwrap();
+        std::fs::write(&index, format!("{text}{{\"del\":\"w-001")).unwrap();
+        assert_eq!(
+            show(&store.layout.read_index().unwrap().unwrap()),
+            show(&from_records)
+        );
+
+        // A broken line in the middle of the long log: not trusted, rebuilt by a listing.
+        let middle = text.len() / 2;
+        let cut = middle + text[middle..].find('\n').unwrap() + 1;
+        let broken = format!("{}{{\"put\":{{broken\n{}", &text[..cut], &text[cut..]);
+        std::fs::write(&index, broken).unwrap();
+        let why = store.layout.read_index().unwrap().unwrap_err();
+        assert!(why.contains("cannot read"), "{why}");
+        assert_eq!(show(&store.list().await.unwrap()), show(&from_records));
+        assert!(store.layout.read_index().unwrap().is_ok(), "rebuilt");
+    }
 
     /// A log that outgrows `COMPACT_FLOOR` (and three times its snapshot) is rewritten as a
     /// snapshot by the append that finds it so, and that append, and every write after it,

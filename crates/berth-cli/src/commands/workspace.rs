@@ -257,7 +257,7 @@ async fn list(ops: &Ops, size: bool, archived: bool, json: bool) -> anyhow::Resu
     }
     // JSON in the store's order, by id, stable for scripts.
     if json {
-        return Ok(render::json(&all)?);
+        return Ok(render::json_list(&all)?);
     }
     // The table by name, as a person looks for them; the unnamed after, by id.
     all.sort_by(|a, b| (a.name.is_none(), &a.name, &a.id).cmp(&(b.name.is_none(), &b.name, &b.id)));
@@ -474,8 +474,8 @@ fn merged(report: &MergeReport, short: impl Fn(&str) -> String) -> anyhow::Resul
 
 async fn show(ops: &Ops, identifier: &str, json: bool) -> anyhow::Result<()> {
     let mut ws = ops.show_workspace(identifier).await?;
-    ops.measure_workspaces(std::slice::from_mut(&mut ws))
-        .await?;
+    // This command's thread has nothing else to do while the walk runs.
+    ops.measure_workspace_here(&mut ws)?;
     if json {
         return Ok(render::json(&ws)?);
     }
