@@ -56,35 +56,8 @@ fn main() -> ExitCode {
             }
         };
     }
-    // A command serves one caller and is done: one thread is fastest. So is `berth acp`, which
-    // serves one editor: a streamed answer hops between the provider's connection, the turn
-    // and the editor's pipe, and on one thread those hops cost no wakeup of another core
-    // (acp_stream: relay / direct 1.0-1.4 on one thread, 1.5-2.5 on a worker per core, on two
-    // cores). Its durable writes still run on the blocking pool, so one session's fsync holds
-    // up no other's stream. An HTTP server may serve several clients at once, and a run's
-    // supervisor streams several agents while it writes their records: a worker per core.
-    let serves_many = matches!(
-        &command,
-        cli::Command::Mcp(args) if args.transport == cli::Transport::Http
-    ) || matches!(&command, cli::Command::Serve(_) | cli::Command::Ui)
-        || matches!(
-            &command,
-            cli::Command::Run(run) if matches!(
-                run.command,
-                None | Some(
-                    cli::RunCommand::Resume { .. }
-                        | cli::RunCommand::Supervise { .. }
-                        | cli::RunCommand::Attach { .. }
-                )
-            )
-        );
-    // A server's output is its log: structured lines. A run's supervisor writes to the
-    // run's log file.
-    let server = matches!(&command, cli::Command::Serve(_))
-        || matches!(
-            &command,
-            cli::Command::Run(run) if matches!(run.command, Some(cli::RunCommand::Supervise { .. }))
-        );
+    let serves_many = serves_many(&command);
+    let server = is_server(&command);
     logging::init(cli.verbose, server);
     let mut builder = if serves_many {
         tokio::runtime::Builder::new_multi_thread()
@@ -102,26 +75,64 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         // A reader that went away (`berth workspace list | head`) is not an error.
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
-        Err(e) => {
-            // A refusal to lose work names the CLI's own override; anything else is said
-            // whole, with its causes.
-            let forced = e
-                .downcast_ref::<berth_ops::Error>()
-                .map(|op| op.message_with_force("--force"))
-                .filter(|m| {
-                    e.downcast_ref::<berth_ops::Error>()
-                        .is_some_and(|op| *m != op.to_string())
-                });
-            // A message may quote an agent's words or file names (git's, a check's): shown
-            // with their control characters as escapes.
-            let message = crate::render::lines(&forced.unwrap_or_else(|| format!("{e:#}")));
-            match listing_hint(&e) {
-                Some(command) => eprintln!("berth: {message}: `{command}`"),
-                None => eprintln!("berth: {message}"),
-            }
-            ExitCode::from(exit_status(&e))
-        }
+        Err(e) => report(&e),
     }
+}
+
+/// Whether the command runs on a worker per core. A command serves one caller and is done: one thread is fastest. So is `berth acp`, which
+/// serves one editor: a streamed answer hops between the provider's connection, the turn
+/// and the editor's pipe, and on one thread those hops cost no wakeup of another core
+/// (acp_stream: relay / direct 1.0-1.4 on one thread, 1.5-2.5 on a worker per core, on two
+/// cores). Its durable writes still run on the blocking pool, so one session's fsync holds
+/// up no other's stream. An HTTP server may serve several clients at once, and a run's
+/// supervisor streams several agents while it writes their records: a worker per core.
+fn serves_many(command: &cli::Command) -> bool {
+    matches!(
+        command,
+        cli::Command::Mcp(args) if args.transport == cli::Transport::Http
+    ) || matches!(command, cli::Command::Serve(_) | cli::Command::Ui)
+        || matches!(
+            command,
+            cli::Command::Run(run) if matches!(
+                run.command,
+                None | Some(
+                    cli::RunCommand::Resume { .. }
+                        | cli::RunCommand::Supervise { .. }
+                        | cli::RunCommand::Attach { .. }
+                )
+            )
+        )
+}
+
+/// Whether the command logs as a server does. A server's output is its log: structured lines. A run's supervisor writes to the
+/// run's log file.
+fn is_server(command: &cli::Command) -> bool {
+    matches!(command, cli::Command::Serve(_))
+        || matches!(
+            command,
+            cli::Command::Run(run) if matches!(run.command, Some(cli::RunCommand::Supervise { .. }))
+        )
+}
+
+/// Says why a command failed, on stderr; its exit status.
+fn report(e: &anyhow::Error) -> ExitCode {
+    // A refusal to lose work names the CLI's own override; anything else is said
+    // whole, with its causes.
+    let forced = e
+        .downcast_ref::<berth_ops::Error>()
+        .map(|op| op.message_with_force("--force"))
+        .filter(|m| {
+            e.downcast_ref::<berth_ops::Error>()
+                .is_some_and(|op| *m != op.to_string())
+        });
+    // A message may quote an agent's words or file names (git's, a check's): shown
+    // with their control characters as escapes.
+    let message = crate::render::lines(&forced.unwrap_or_else(|| format!("{e:#}")));
+    match listing_hint(e) {
+        Some(command) => eprintln!("berth: {message}: `{command}`"),
+        None => eprintln!("berth: {message}"),
+    }
+    ExitCode::from(exit_status(e))
 }
 
 /// The command that lists what an unknown workspace or session name could have meant. The

@@ -86,37 +86,7 @@ impl Repo {
             .to_owned();
         // Where the merge's own git commands run, the work's tip, and the commit of a
         // worktree's uncommitted changes (on top of its HEAD, which no ref names yet).
-        let (wt, head, work, uncommitted_commit) = match request.work {
-            Work::Worktree(wt) => {
-                let state = head_state(wt)?;
-                if state.branch.as_deref() == Some(request.into) {
-                    return Err(GitError::MergeIntoItself(request.into.to_owned()));
-                }
-                let head = state.sha.ok_or_else(|| {
-                    GitError::BadBase("HEAD (the worktree has no commit)".to_owned())
-                })?;
-                if state.changed > 0 {
-                    let tree = snapshot_tree(wt, Embedded::Refuse)?;
-                    let commit = commit_tree(wt, &tree, &[&head], request.uncommitted_message)?;
-                    (wt, head, commit.clone(), Some(commit))
-                } else {
-                    (wt, head.clone(), head, None)
-                }
-            }
-            Work::Commit(commit) => {
-                let sha = self
-                    .git([
-                        "rev-parse",
-                        "--verify",
-                        "--quiet",
-                        &format!("{commit}^{{commit}}"),
-                    ])
-                    .map_err(|_| GitError::BadBase(commit.to_owned()))?
-                    .trim()
-                    .to_owned();
-                (self.root(), sha.clone(), sha, None)
-            }
-        };
+        let (wt, head, work, uncommitted_commit) = self.work_tip(request)?;
         let commits: usize = run(wt, ["rev-list", "--count", &format!("{before}..{work}")])?
             .trim()
             .parse()
@@ -137,25 +107,7 @@ impl Repo {
         let after = if already_there {
             before.clone()
         } else {
-            match request.mode {
-                MergeMode::Merge if fast_forward => work.clone(),
-                MergeMode::Rebase if fast_forward => work.clone(),
-                MergeMode::Merge => {
-                    let tree = merged_tree(wt, request.into, &before, &work)?;
-                    commit_tree(wt, &tree, &[&before, &work], request.message)?
-                }
-                MergeMode::Squash => {
-                    let tree = if fast_forward {
-                        run(wt, ["rev-parse", &format!("{work}^{{tree}}")])?
-                            .trim()
-                            .to_owned()
-                    } else {
-                        merged_tree(wt, request.into, &before, &work)?
-                    };
-                    commit_tree(wt, &tree, &[&before], request.message)?
-                }
-                MergeMode::Rebase => self.replay(wt, request.into, &before, &work)?,
-            }
+            self.merged_commit(wt, request, &before, &work, fast_forward)?
         };
         if after != before
             && let Some(path) = &checkout
@@ -195,6 +147,76 @@ impl Repo {
             uncommitted_commit,
             commits,
             checkout,
+        })
+    }
+
+    /// Where the merge's git commands run, the work's HEAD, the work's tip, and the commit of
+    /// a worktree's uncommitted changes, if it has any (its tip then).
+    fn work_tip<'a>(
+        &'a self,
+        request: &MergeRequest<'a>,
+    ) -> Result<(&'a Path, String, String, Option<String>)> {
+        Ok(match request.work {
+            Work::Worktree(wt) => {
+                let state = head_state(wt)?;
+                if state.branch.as_deref() == Some(request.into) {
+                    return Err(GitError::MergeIntoItself(request.into.to_owned()));
+                }
+                let head = state.sha.ok_or_else(|| {
+                    GitError::BadBase("HEAD (the worktree has no commit)".to_owned())
+                })?;
+                if state.changed > 0 {
+                    let tree = snapshot_tree(wt, Embedded::Refuse)?;
+                    let commit = commit_tree(wt, &tree, &[&head], request.uncommitted_message)?;
+                    (wt, head, commit.clone(), Some(commit))
+                } else {
+                    (wt, head.clone(), head, None)
+                }
+            }
+            Work::Commit(commit) => {
+                let sha = self
+                    .git([
+                        "rev-parse",
+                        "--verify",
+                        "--quiet",
+                        &format!("{commit}^{{commit}}"),
+                    ])
+                    .map_err(|_| GitError::BadBase(commit.to_owned()))?
+                    .trim()
+                    .to_owned();
+                (self.root(), sha.clone(), sha, None)
+            }
+        })
+    }
+
+    /// The commit `request.into` moves to, made in `request.mode`, when it does not hold
+    /// `work` already.
+    fn merged_commit(
+        &self,
+        wt: &Path,
+        request: &MergeRequest<'_>,
+        before: &str,
+        work: &str,
+        fast_forward: bool,
+    ) -> Result<String> {
+        Ok(match request.mode {
+            MergeMode::Merge if fast_forward => work.to_owned(),
+            MergeMode::Rebase if fast_forward => work.to_owned(),
+            MergeMode::Merge => {
+                let tree = merged_tree(wt, request.into, before, work)?;
+                commit_tree(wt, &tree, &[before, work], request.message)?
+            }
+            MergeMode::Squash => {
+                let tree = if fast_forward {
+                    run(wt, ["rev-parse", &format!("{work}^{{tree}}")])?
+                        .trim()
+                        .to_owned()
+                } else {
+                    merged_tree(wt, request.into, before, work)?
+                };
+                commit_tree(wt, &tree, &[before], request.message)?
+            }
+            MergeMode::Rebase => self.replay(wt, request.into, before, work)?,
         })
     }
 

@@ -221,6 +221,65 @@ pub fn sse_events(
     sse_from_bytes(provider, response.bytes_stream())
 }
 
+/// Where [`sse_from_bytes`] is in its stream of bytes.
+struct SseState<S> {
+    bytes: std::pin::Pin<Box<S>>,
+    buf: Vec<u8>,
+    /// Where the unread part of `buf` starts: lines are read in place, and what was read
+    /// is dropped once per network read rather than once per line.
+    start: usize,
+    /// Up to where `buf` is known to hold no newline: a long line arriving in many small
+    /// chunks is scanned once, not once per chunk.
+    scanned: usize,
+    pending: PendingEvent,
+    done: bool,
+}
+
+/// The fields of the event being read, up to the blank line that ends it.
+#[derive(Default)]
+struct PendingEvent {
+    event: String,
+    data: String,
+    /// Whether the event has a `data` field yet (an empty one counts).
+    has_data: bool,
+}
+
+impl PendingEvent {
+    /// Takes in one line, without its line ending: the event it ends, if it is the blank line
+    /// after one.
+    fn take_line(&mut self, line: &str) -> Option<SseEvent> {
+        if line.is_empty() {
+            if !self.has_data && self.event.is_empty() {
+                return None;
+            }
+            self.has_data = false;
+            return Some(SseEvent {
+                event: std::mem::take(&mut self.event),
+                data: std::mem::take(&mut self.data),
+            });
+        }
+        if line.starts_with(':') {
+            return None;
+        }
+        let (field, value) = match line.split_once(':') {
+            Some((f, v)) => (f, v.strip_prefix(' ').unwrap_or(v)),
+            None => (line, ""),
+        };
+        match field {
+            "event" => value.clone_into(&mut self.event),
+            "data" => {
+                if self.has_data {
+                    self.data.push('\n');
+                }
+                self.data.push_str(value);
+                self.has_data = true;
+            }
+            _ => {}
+        }
+        None
+    }
+}
+
 /// [`sse_events`] over any stream of byte chunks.
 pub fn sse_from_bytes<S, E>(
     provider: &'static str,
@@ -230,29 +289,12 @@ where
     S: Stream<Item = Result<Bytes, E>> + Send + 'static,
     E: std::fmt::Display,
 {
-    struct State<S> {
-        bytes: std::pin::Pin<Box<S>>,
-        buf: Vec<u8>,
-        /// Where the unread part of `buf` starts: lines are read in place, and what was read
-        /// is dropped once per network read rather than once per line.
-        start: usize,
-        /// Up to where `buf` is known to hold no newline: a long line arriving in many small
-        /// chunks is scanned once, not once per chunk.
-        scanned: usize,
-        event: String,
-        data: String,
-        /// Whether the event has a `data` field yet (an empty one counts).
-        has_data: bool,
-        done: bool,
-    }
-    let state = State {
+    let state = SseState {
         bytes: Box::pin(bytes),
         buf: Vec::new(),
         start: 0,
         scanned: 0,
-        event: String::new(),
-        data: String::new(),
-        has_data: false,
+        pending: PendingEvent::default(),
         done: false,
     };
     futures::stream::unfold(state, move |mut st| async move {
@@ -275,34 +317,8 @@ where
                     };
                     return Some((Err(e), st));
                 };
-                if line.is_empty() {
-                    if !st.has_data && st.event.is_empty() {
-                        continue;
-                    }
-                    st.has_data = false;
-                    let event = SseEvent {
-                        event: std::mem::take(&mut st.event),
-                        data: std::mem::take(&mut st.data),
-                    };
+                if let Some(event) = st.pending.take_line(line) {
                     return Some((Ok(event), st));
-                }
-                if line.starts_with(':') {
-                    continue;
-                }
-                let (field, value) = match line.split_once(':') {
-                    Some((f, v)) => (f, v.strip_prefix(' ').unwrap_or(v)),
-                    None => (line, ""),
-                };
-                match field {
-                    "event" => value.clone_into(&mut st.event),
-                    "data" => {
-                        if st.has_data {
-                            st.data.push('\n');
-                        }
-                        st.data.push_str(value);
-                        st.has_data = true;
-                    }
-                    _ => {}
                 }
                 continue;
             }

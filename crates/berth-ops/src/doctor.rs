@@ -442,55 +442,7 @@ async fn store(
     let shown = choice.describe(home);
     let mut message = shown.clone();
     if let StoreChoice::Database { url } = &choice {
-        let url = url.expose().to_owned();
-        let read = tokio::time::timeout(
-            STORE_TIMEOUT,
-            tokio::task::spawn_blocking(move || SqlStore::schema_version(&url)),
-        )
-        .await;
-        let fix = format!(
-            "check that the database at {shown} is up and reachable from here, and that [store] url in {} (or BERTH_STORE_URL) names it",
-            config::global_path(home).display()
-        );
-        let version = match read {
-            Err(_) => {
-                findings.push(Finding::error(
-                    "store",
-                    format!(
-                        "{shown} did not answer within {} s",
-                        STORE_TIMEOUT.as_secs()
-                    ),
-                    fix,
-                ));
-                return None;
-            }
-            Ok(Err(e)) => {
-                findings.push(Finding::error("store", e.to_string(), fix));
-                return None;
-            }
-            Ok(Ok(Err(e))) if matches!(e, berth_core::Error::Refused(_)) => {
-                findings.push(Finding::error(
-                    "store",
-                    e.to_string(),
-                    "install the berth that wrote it, or a newer one",
-                ));
-                return None;
-            }
-            Ok(Ok(Err(e))) => {
-                findings.push(Finding::error("store", e.to_string(), fix));
-                return None;
-            }
-            Ok(Ok(Ok(v))) => v,
-        };
-        message = match version {
-            None => {
-                format!("{shown}: berth has not used it yet (its tables are made on first use)")
-            }
-            Some(v) if v < SCHEMA_VERSION => format!(
-                "{shown}: schema version {v}, brought up to this berth's {SCHEMA_VERSION} on opening"
-            ),
-            Some(v) => format!("{shown}: schema version {v}"),
-        };
+        message = database_schema(url.expose().to_owned(), &shown, home, findings).await?;
     }
     let home2 = home.to_owned();
     let env = env.to_vec();
@@ -529,6 +481,64 @@ async fn store(
             None
         }
     }
+}
+
+/// The schema of the database at `url` (shown as `shown`), read without changing it: what
+/// doctor says of it, or none when it cannot be read (the finding says why).
+async fn database_schema(
+    url: String,
+    shown: &str,
+    home: &Path,
+    findings: &mut Vec<Finding>,
+) -> Option<String> {
+    let read = tokio::time::timeout(
+        STORE_TIMEOUT,
+        tokio::task::spawn_blocking(move || SqlStore::schema_version(&url)),
+    )
+    .await;
+    let fix = format!(
+        "check that the database at {shown} is up and reachable from here, and that [store] url in {} (or BERTH_STORE_URL) names it",
+        config::global_path(home).display()
+    );
+    let version = match read {
+        Err(_) => {
+            findings.push(Finding::error(
+                "store",
+                format!(
+                    "{shown} did not answer within {} s",
+                    STORE_TIMEOUT.as_secs()
+                ),
+                fix,
+            ));
+            return None;
+        }
+        Ok(Err(e)) => {
+            findings.push(Finding::error("store", e.to_string(), fix));
+            return None;
+        }
+        Ok(Ok(Err(e))) if matches!(e, berth_core::Error::Refused(_)) => {
+            findings.push(Finding::error(
+                "store",
+                e.to_string(),
+                "install the berth that wrote it, or a newer one",
+            ));
+            return None;
+        }
+        Ok(Ok(Err(e))) => {
+            findings.push(Finding::error("store", e.to_string(), fix));
+            return None;
+        }
+        Ok(Ok(Ok(v))) => v,
+    };
+    Some(match version {
+        None => {
+            format!("{shown}: berth has not used it yet (its tables are made on first use)")
+        }
+        Some(v) if v < SCHEMA_VERSION => format!(
+            "{shown}: schema version {v}, brought up to this berth's {SCHEMA_VERSION} on opening"
+        ),
+        Some(v) => format!("{shown}: schema version {v}"),
+    })
 }
 
 /// The filesystem store's listing index: trusted as it is, or rebuilt at the next listing.

@@ -16,7 +16,9 @@ use berth_core::{
     DeviceId, ErrorKind, GitInfo, NewWorkspace, PortRange, Workspace, WorkspaceId, WorkspaceManager,
 };
 use berth_git::spares::SparePool;
-use berth_git::{BranchSpec, Copied, GitError, Health, Repo, WorktreeRef, WorktreeStatus};
+use berth_git::{
+    BranchSpec, Copied, GitError, Health, Repo, WorktreePlan, WorktreeRef, WorktreeStatus,
+};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
@@ -149,40 +151,8 @@ pub async fn create(
         "berth/{}",
         new.name.as_ref().map_or(id.as_str(), |n| n.as_str())
     );
-    let (repo, plan, start, mut warnings) = blocking(move || {
-        let repo = Repo::discover(&request.repo)?;
-        let spec = request.branch.unwrap_or(BranchSpec::New(default_branch));
-        let plan = repo.plan(&spec, request.base.as_deref())?;
-        let start = StartPoint {
-            rev: plan.start().to_owned(),
-            sha: repo.short_sha(plan.start())?,
-        };
-        let mut warnings = Vec::new();
-        // A base the person chose is theirs; the default one may be older than the code
-        // they are looking at.
-        if request.base.is_none()
-            && matches!(spec, BranchSpec::New(_))
-            && let Some(behind) = repo.base_behind_checkout(plan.start())
-        {
-            warnings.push(CreateWarning::StaleBase {
-                base: start.rev.clone(),
-                sha: start.sha.clone(),
-                branch: behind.branch,
-                behind: behind.commits,
-                repo: repo.root().to_owned(),
-            });
-        }
-        let stranded = repo.stranded_worktrees();
-        if let Some((_, from)) = stranded.first() {
-            warnings.push(CreateWarning::MovedRepository {
-                repo: repo.root().to_owned(),
-                from: from.clone(),
-                worktrees: stranded.len(),
-            });
-        }
-        Ok((repo, plan, start, warnings))
-    })
-    .await?;
+    let (repo, plan, start, mut warnings) =
+        blocking(move || plan_worktree(request, default_branch)).await?;
     let pool = match settings.spare_worktrees {
         Some(n) if n > 0 => Some(SparePool::new(&spare_base(manager, settings)?, &repo)),
         _ => None,
@@ -202,15 +172,7 @@ pub async fn create(
         // Before git runs, so that a full range undoes nothing but the record.
         match manager.workspaces().assign_ports(&ws.id, ports).await {
             Ok(block) => ws.ports = Some(block),
-            Err(error) => {
-                return Err(match manager.delete_record(&ws.id).await {
-                    Ok(_) => Error::RolledBack(Box::new(error.into())),
-                    Err(cleanup) => Error::RollbackFailed {
-                        error: Box::new(error.into()),
-                        cleanup: cleanup.to_string(),
-                    },
-                });
-            }
+            Err(error) => return Err(undo_record(manager, &ws.id, error.into()).await),
         }
     }
     let settings = settings.clone();
@@ -263,13 +225,59 @@ pub async fn create(
         // The worktree could not be removed: the record stays, to find it by.
         Err(e @ Error::RollbackFailed { .. }) => Err(e),
         // The worktree is gone; now the record.
-        Err(error) => Err(match manager.delete_record(&ws.id).await {
-            Ok(_) => Error::RolledBack(Box::new(error)),
-            Err(cleanup) => Error::RollbackFailed {
-                error: Box::new(error),
-                cleanup: cleanup.to_string(),
-            },
-        }),
+        Err(error) => Err(undo_record(manager, &ws.id, error).await),
+    }
+}
+
+/// The repository, the worktree's plan and start, and what the person should know of them
+/// (a stale default base, worktrees stranded by a moved repository). Run off the async
+/// threads: it reads the repository.
+fn plan_worktree(
+    request: GitRequest,
+    default_branch: String,
+) -> Result<(Repo, WorktreePlan, StartPoint, Vec<CreateWarning>)> {
+    let repo = Repo::discover(&request.repo)?;
+    let spec = request.branch.unwrap_or(BranchSpec::New(default_branch));
+    let plan = repo.plan(&spec, request.base.as_deref())?;
+    let start = StartPoint {
+        rev: plan.start().to_owned(),
+        sha: repo.short_sha(plan.start())?,
+    };
+    let mut warnings = Vec::new();
+    // A base the person chose is theirs; the default one may be older than the code
+    // they are looking at.
+    if request.base.is_none()
+        && matches!(spec, BranchSpec::New(_))
+        && let Some(behind) = repo.base_behind_checkout(plan.start())
+    {
+        warnings.push(CreateWarning::StaleBase {
+            base: start.rev.clone(),
+            sha: start.sha.clone(),
+            branch: behind.branch,
+            behind: behind.commits,
+            repo: repo.root().to_owned(),
+        });
+    }
+    let stranded = repo.stranded_worktrees();
+    if let Some((_, from)) = stranded.first() {
+        warnings.push(CreateWarning::MovedRepository {
+            repo: repo.root().to_owned(),
+            from: from.clone(),
+            worktrees: stranded.len(),
+        });
+    }
+    Ok((repo, plan, start, warnings))
+}
+
+/// Deletes the record of a workspace whose create failed with `error`: the error, said to be
+/// rolled back, or with why the record could not be deleted.
+async fn undo_record(manager: &WorkspaceManager, id: &WorkspaceId, error: Error) -> Error {
+    match manager.delete_record(id).await {
+        Ok(_) => Error::RolledBack(Box::new(error)),
+        Err(cleanup) => Error::RollbackFailed {
+            error: Box::new(error),
+            cleanup: cleanup.to_string(),
+        },
     }
 }
 
@@ -527,28 +535,7 @@ pub async fn repair(
             continue;
         };
         let repo = repo.clone();
-        let found_at = blocking(move || {
-            if git.repo == repo.root() || Repo::open(&git.repo).is_ok() {
-                return Ok(Err(None));
-            }
-            let at = match git.worktree.strip_prefix(&git.repo) {
-                Ok(inside) if !git.worktree.exists() => repo.root().join(inside),
-                _ => git.worktree.clone(),
-            };
-            if !at.exists() {
-                return Ok(Err(Some(format!(
-                    "its repository {} is gone and so is its worktree {}, so berth cannot tell whether it was this repository's",
-                    git.repo.display(),
-                    git.worktree.display()
-                ))));
-            }
-            Ok(if repo.owns_worktree(&git.worktree, &at) {
-                Ok(at)
-            } else {
-                Err(None)
-            })
-        })
-        .await?;
+        let found_at = blocking(move || Ok(moved_worktree(&repo, &git))).await?;
         match found_at {
             Ok(at) => found.push((ws, at)),
             Err(Some(reason)) => skipped.push(KeptView::new(&ws, reason)),
@@ -611,23 +598,49 @@ pub async fn repair(
         });
     }
     let base = spare_base(manager, settings)?;
-    let spares_removed = blocking(move || {
-        let mut removed = 0;
-        for old in old_roots {
-            let pool = SparePool::for_root(&base, &old);
-            if pool.dir().exists() {
-                removed += pool.clear(&repo)?;
-            }
-        }
-        Ok(removed)
-    })
-    .await?;
+    let spares_removed = blocking(move || clear_spares_of(&base, &old_roots, &repo)).await?;
     Ok(RepairReport {
         repo: root,
         reattached,
         skipped,
         spares_removed,
     })
+}
+
+/// Where the worktree of a workspace whose repository moved to `repo` is now; why it cannot
+/// be told, or none when the workspace is not one of this repository's moved ones.
+fn moved_worktree(repo: &Repo, git: &GitInfo) -> std::result::Result<PathBuf, Option<String>> {
+    if git.repo == repo.root() || Repo::open(&git.repo).is_ok() {
+        return Err(None);
+    }
+    let at = match git.worktree.strip_prefix(&git.repo) {
+        Ok(inside) if !git.worktree.exists() => repo.root().join(inside),
+        _ => git.worktree.clone(),
+    };
+    if !at.exists() {
+        return Err(Some(format!(
+            "its repository {} is gone and so is its worktree {}, so berth cannot tell whether it was this repository's",
+            git.repo.display(),
+            git.worktree.display()
+        )));
+    }
+    if repo.owns_worktree(&git.worktree, &at) {
+        Ok(at)
+    } else {
+        Err(None)
+    }
+}
+
+/// Removes the spare checkouts kept for the repository at its old roots: how many.
+fn clear_spares_of(base: &Path, old_roots: &[PathBuf], repo: &Repo) -> Result<usize> {
+    let mut removed = 0;
+    for old in old_roots {
+        let pool = SparePool::for_root(base, old);
+        if pool.dir().exists() {
+            removed += pool.clear(repo)?;
+        }
+    }
+    Ok(removed)
 }
 
 /// What garbage collection did with one planned workspace.

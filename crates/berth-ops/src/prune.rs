@@ -94,51 +94,7 @@ impl Ops {
         let records = self.manager.list().await?;
         let mut kept = Vec::new();
 
-        // Records whose worktree is gone.
-        let mut workspaces = Vec::new();
-        // An archived workspace has no worktree by design: it is not broken.
-        let gits: Vec<_> = records
-            .iter()
-            .filter(|w| !w.is_archived())
-            .filter_map(|w| w.git.clone())
-            .collect();
-        let statuses = git_workspace::statuses(gits).await?;
-        let in_use = records
-            .iter()
-            .filter(|w| w.git.is_some() && !w.is_archived());
-        for (ws, status) in in_use.zip(statuses) {
-            let gone = match status.health {
-                Health::WorktreeMissing => true,
-                Health::RepoMissing => ws.git.as_ref().is_some_and(|g| !g.worktree.exists()),
-                Health::Ok | Health::BranchMissing => false,
-            };
-            if !gone {
-                continue;
-            }
-            let sessions = self.session_records(Some(&ws.id)).await?.len();
-            if sessions > 0 {
-                kept.push(PruneKept {
-                    kind: "workspace",
-                    name: ws.label(),
-                    reason: format!(
-                        "its worktree is gone, but it has {sessions} session(s); `berth workspace delete {}` removes it with them",
-                        ws.id
-                    ),
-                });
-                continue;
-            }
-            match git_workspace::check_removable(ws).await {
-                Ok(()) => workspaces.push(self.view(ws, None)),
-                Err(why) => kept.push(PruneKept {
-                    kind: "workspace",
-                    name: ws.label(),
-                    reason: format!(
-                        "its worktree is gone, but {why} (`berth workspace delete --force {}` keeps that on refs/berth/lost/{} and removes it)",
-                        ws.id, ws.id
-                    ),
-                }),
-            }
-        }
+        let workspaces = self.records_without_worktree(&records, &mut kept).await?;
 
         // Worktrees in berth's folders without a record.
         let recorded: HashSet<PathBuf> = records
@@ -196,6 +152,60 @@ impl Ops {
             workspaces,
             kept,
         })
+    }
+
+    /// The records whose worktree is gone and that can go without losing anything; those
+    /// that cannot are added to `kept`, with why.
+    async fn records_without_worktree(
+        &self,
+        records: &[Workspace],
+        kept: &mut Vec<PruneKept>,
+    ) -> Result<Vec<WorkspaceView>> {
+        let mut workspaces = Vec::new();
+        // An archived workspace has no worktree by design: it is not broken.
+        let gits: Vec<_> = records
+            .iter()
+            .filter(|w| !w.is_archived())
+            .filter_map(|w| w.git.clone())
+            .collect();
+        let statuses = git_workspace::statuses(gits).await?;
+        let in_use = records
+            .iter()
+            .filter(|w| w.git.is_some() && !w.is_archived());
+        for (ws, status) in in_use.zip(statuses) {
+            let gone = match status.health {
+                Health::WorktreeMissing => true,
+                Health::RepoMissing => ws.git.as_ref().is_some_and(|g| !g.worktree.exists()),
+                Health::Ok | Health::BranchMissing => false,
+            };
+            if !gone {
+                continue;
+            }
+            let sessions = self.session_records(Some(&ws.id)).await?.len();
+            if sessions > 0 {
+                kept.push(PruneKept {
+                    kind: "workspace",
+                    name: ws.label(),
+                    reason: format!(
+                        "its worktree is gone, but it has {sessions} session(s); `berth workspace delete {}` removes it with them",
+                        ws.id
+                    ),
+                });
+                continue;
+            }
+            match git_workspace::check_removable(ws).await {
+                Ok(()) => workspaces.push(self.view(ws, None)),
+                Err(why) => kept.push(PruneKept {
+                    kind: "workspace",
+                    name: ws.label(),
+                    reason: format!(
+                        "its worktree is gone, but {why} (`berth workspace delete --force {}` keeps that on refs/berth/lost/{} and removes it)",
+                        ws.id, ws.id
+                    ),
+                }),
+            }
+        }
+        Ok(workspaces)
     }
 
     /// Applies a plan, each item checked again as it goes: an orphan worktree that gained

@@ -82,11 +82,10 @@ impl Tool {
             .is_ok_and(|out| out.status.success())
     }
 
-    /// Opens the request, or updates the one the branch has; its URL.
-    fn send(self, dir: &Path, pushed: &Pushed, text: &PullRequestText) -> Result<PullRequest> {
-        let tool = self.program().to_owned();
-        let (existing, update, create): (Vec<&str>, Vec<&str>, Vec<&str>) = match self {
-            Tool::Gh => (
+    /// The tool's commands that find the branch's request, update it, and open one.
+    fn commands<'a>(self, pushed: &'a Pushed, text: &'a PullRequestText) -> [Vec<&'a str>; 3] {
+        match self {
+            Tool::Gh => [
                 vec![
                     "pr",
                     "view",
@@ -117,8 +116,8 @@ impl Tool {
                     "--body",
                     &text.body,
                 ],
-            ),
-            Tool::Glab => (
+            ],
+            Tool::Glab => [
                 vec!["mr", "view", &pushed.branch, "--output", "json"],
                 vec![
                     "mr",
@@ -142,8 +141,14 @@ impl Tool {
                     &text.body,
                     "--yes",
                 ],
-            ),
-        };
+            ],
+        }
+    }
+
+    /// Opens the request, or updates the one the branch has; its URL.
+    fn send(self, dir: &Path, pushed: &Pushed, text: &PullRequestText) -> Result<PullRequest> {
+        let tool = self.program().to_owned();
+        let [existing, update, create] = self.commands(pushed, text);
         let run = |args: &[&str]| {
             Command::new(&tool)
                 .args(args)

@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use berth_git::Ended;
-use berth_sandbox::{Sandbox, Subject};
+use berth_sandbox::{Confinement, Sandbox, Subject};
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
@@ -130,19 +130,7 @@ pub async fn run(
                 .unwrap_or_else(|e| e.into_inner())
                 .push(bytes)
         });
-        let prepare = |cmd: &mut std::process::Command| {
-            for (name, _) in std::env::vars_os() {
-                if name
-                    .to_str()
-                    .is_some_and(berth_agent::tools::command::is_secret_name)
-                {
-                    cmd.env_remove(name);
-                }
-            }
-            if let Some(c) = &confinement {
-                c.apply_std(cmd);
-            }
-        };
+        let prepare = |cmd: &mut std::process::Command| prepare(cmd, confinement.as_ref());
         let ran = berth_git::run_command(
             &dir,
             &command,
@@ -196,22 +184,41 @@ pub async fn run(
         Ended::TimedOut => format!("timed out after {} s", timeout.as_secs()),
         Ended::Stopped => "stopped before it finished".to_owned(),
     };
-    let mut output = kept.last_lines(QUOTED_LINES);
-    if let Some(note) = confinement
-        .as_ref()
-        .and_then(|c| berth_sandbox::explain(&output, c))
-    {
-        output.push('\n');
-        output.push_str(&note);
-    }
     CheckResult {
         command: shown,
         passed: false,
         not_run: false,
         outcome: Some(why),
-        output: Some(output),
+        output: Some(quoted_output(&kept, confinement.as_ref())),
         elapsed_ms,
     }
+}
+
+/// The check's process as berth starts it: without berth's secrets in its environment, and
+/// confined when the sandbox is on.
+fn prepare(cmd: &mut std::process::Command, confinement: Option<&Confinement>) {
+    for (name, _) in std::env::vars_os() {
+        if name
+            .to_str()
+            .is_some_and(berth_agent::tools::command::is_secret_name)
+        {
+            cmd.env_remove(name);
+        }
+    }
+    if let Some(c) = confinement {
+        c.apply_std(cmd);
+    }
+}
+
+/// The last lines of a failed check's output, with what the sandbox may have had to do with
+/// its failure.
+fn quoted_output(kept: &KeptOutput, confinement: Option<&Confinement>) -> String {
+    let mut output = kept.last_lines(QUOTED_LINES);
+    if let Some(note) = confinement.and_then(|c| berth_sandbox::explain(&output, c)) {
+        output.push('\n');
+        output.push_str(&note);
+    }
+    output
 }
 
 /// A check's kept output (`agent-N.check`), as written: its head, the line saying what was

@@ -59,24 +59,7 @@ pub async fn detach(
         .stdout(log_too)
         .stderr(log)
         .process_group(0);
-    // What an agent is told goes on standard input: never on a command line, where any
-    // process of the machine could read it.
-    let told = match &what {
-        Detach::Start => {
-            command.stdin(Stdio::null());
-            None
-        }
-        Detach::Resume => {
-            command.arg("--resume").stdin(Stdio::null());
-            None
-        }
-        Detach::Tell { agent, text } => {
-            command
-                .args(["--tell", &(agent + 1).to_string()])
-                .stdin(Stdio::piped());
-            Some(text.clone())
-        }
-    };
+    let told = what_to_do(&mut command, &what);
     let cannot = |e: std::io::Error| {
         RunError::Ops(berth_ops::Error::rule(
             ErrorKind::Io,
@@ -130,6 +113,28 @@ pub async fn detach(
                 )));
             }
             _ => tokio::time::sleep(Duration::from_millis(20)).await,
+        }
+    }
+}
+
+/// Tells the supervisor's command what to do with the run: start it, resume it, or tell an
+/// agent; the text to write to its standard input, for a tell. What an agent is told goes
+/// there: never on a command line, where any process of the machine could read it.
+fn what_to_do(command: &mut Command, what: &Detach) -> Option<String> {
+    match what {
+        Detach::Start => {
+            command.stdin(Stdio::null());
+            None
+        }
+        Detach::Resume => {
+            command.arg("--resume").stdin(Stdio::null());
+            None
+        }
+        Detach::Tell { agent, text } => {
+            command
+                .args(["--tell", &(agent + 1).to_string()])
+                .stdin(Stdio::piped());
+            Some(text.clone())
         }
     }
 }

@@ -37,14 +37,7 @@ pub(crate) fn of(record: &RunRecord, event: &RunEvent, how: How) -> Vec<Notice> 
         }
         notice
     };
-    let label = |agent: usize| {
-        let a = record.agents.get(agent);
-        let name = a
-            .and_then(|a| a.status.workspace_name.clone())
-            .or_else(|| a.map(|a| a.label.clone()))
-            .unwrap_or_default();
-        format!("agent {} ({name})", agent + 1)
-    };
+    let label = |agent: usize| agent_label(record, agent);
     match event {
         RunEvent::Ended {
             agent,
@@ -98,57 +91,71 @@ pub(crate) fn of(record: &RunRecord, event: &RunEvent, how: How) -> Vec<Notice> 
             vec![notice]
         }
         RunEvent::Summary { .. } if how.stopped_by_person => Vec::new(),
-        RunEvent::Summary { agents } => {
-            let all_well = agents
-                .iter()
-                .all(|a| a.state == AgentState::Done && a.check.as_ref().is_none_or(|c| c.passed));
-            let kind = match agents.as_slice() {
-                _ if how.told => NotifyEvent::ToldDone,
-                _ if all_well => NotifyEvent::Done,
-                // One agent's run stopped at its budget says so.
-                [one] if one.state == AgentState::Budget => NotifyEvent::Budget,
-                _ => NotifyEvent::Failed,
-            };
-            let done = agents
-                .iter()
-                .filter(|a| a.state == AgentState::Done)
-                .count();
-            let each = match agents.as_slice() {
-                // A one-agent run: its changes and its check, after how it ended unless done
-                // (the count says that).
-                [one] if !many && one.state == AgentState::Done => changes(one),
-                [one] if !many => format!(
-                    "{}, {}",
-                    ended(one.state, one.message.as_deref()),
-                    changes(one)
-                ),
-                all => all
-                    .iter()
-                    .map(|a| {
-                        format!(
-                            "{}: {}, {}",
-                            label(a.agent),
-                            ended(a.state, a.message.as_deref()),
-                            changes(a)
-                        )
-                    })
-                    .collect::<Vec<_>>()
-                    .join("; "),
-            };
-            let summary = format!("{done} of {} agent(s) done; {each}", agents.len());
-            let mut notice = Notice::new(kind, title, summary);
-            notice.run = Some(record.id.to_string());
-            if let [one] = agents.as_slice() {
-                notice.session = one.session.clone();
-                notice.workspace = one.workspace.clone();
-                if many {
-                    notice.agent = Some(one.agent + 1);
-                }
-            }
-            vec![notice]
-        }
+        RunEvent::Summary { agents } => vec![summary_notice(record, agents, how, title)],
         _ => Vec::new(),
     }
+}
+
+/// An agent as a notice names it: its number and its workspace's name (or its label).
+fn agent_label(record: &RunRecord, agent: usize) -> String {
+    let a = record.agents.get(agent);
+    let name = a
+        .and_then(|a| a.status.workspace_name.clone())
+        .or_else(|| a.map(|a| a.label.clone()))
+        .unwrap_or_default();
+    format!("agent {} ({name})", agent + 1)
+}
+
+/// The notice of a run's end: how many agents are done, and how each ended.
+fn summary_notice(record: &RunRecord, agents: &[AgentSummary], how: How, title: String) -> Notice {
+    let many = record.agents.len() > 1;
+    let all_well = agents
+        .iter()
+        .all(|a| a.state == AgentState::Done && a.check.as_ref().is_none_or(|c| c.passed));
+    let kind = match agents {
+        _ if how.told => NotifyEvent::ToldDone,
+        _ if all_well => NotifyEvent::Done,
+        // One agent's run stopped at its budget says so.
+        [one] if one.state == AgentState::Budget => NotifyEvent::Budget,
+        _ => NotifyEvent::Failed,
+    };
+    let done = agents
+        .iter()
+        .filter(|a| a.state == AgentState::Done)
+        .count();
+    let each = match agents {
+        // A one-agent run: its changes and its check, after how it ended unless done
+        // (the count says that).
+        [one] if !many && one.state == AgentState::Done => changes(one),
+        [one] if !many => format!(
+            "{}, {}",
+            ended(one.state, one.message.as_deref()),
+            changes(one)
+        ),
+        all => all
+            .iter()
+            .map(|a| {
+                format!(
+                    "{}: {}, {}",
+                    agent_label(record, a.agent),
+                    ended(a.state, a.message.as_deref()),
+                    changes(a)
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("; "),
+    };
+    let summary = format!("{done} of {} agent(s) done; {each}", agents.len());
+    let mut notice = Notice::new(kind, title, summary);
+    notice.run = Some(record.id.to_string());
+    if let [one] = agents {
+        notice.session = one.session.clone();
+        notice.workspace = one.workspace.clone();
+        if many {
+            notice.agent = Some(one.agent + 1);
+        }
+    }
+    notice
 }
 
 /// How an agent ended, in words: `done`, `stopped`, `failed: why`. A reason of several

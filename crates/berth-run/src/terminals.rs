@@ -216,20 +216,7 @@ impl Terminals {
                     output.push(format!("\n{note}\n").as_bytes());
                 }
             }
-            let exit = match status {
-                Ok(s) => {
-                    use std::os::unix::process::ExitStatusExt;
-                    Exit {
-                        code: s.code().map(|c| c as u32),
-                        signal: s.signal().map(signal_name),
-                    }
-                }
-                Err(_) => Exit {
-                    code: None,
-                    signal: None,
-                },
-            };
-            let _ = exit_tx.send(Some(exit));
+            let _ = exit_tx.send(Some(exit_of(status)));
         });
         let id = format!("term-{}", self.next.fetch_add(1, Ordering::Relaxed));
         lock(&self.open).insert(id.clone(), terminal);
@@ -301,6 +288,24 @@ fn kill_group(terminal: &Terminal) {
         unsafe {
             libc::kill(-terminal.group, libc::SIGKILL);
         }
+    }
+}
+
+/// How a terminal's process ended, as ACP says it: its exit code or the signal that killed it;
+/// neither when it could not be waited for.
+fn exit_of(status: std::io::Result<std::process::ExitStatus>) -> Exit {
+    match status {
+        Ok(s) => {
+            use std::os::unix::process::ExitStatusExt;
+            Exit {
+                code: s.code().map(|c| c as u32),
+                signal: s.signal().map(signal_name),
+            }
+        }
+        Err(_) => Exit {
+            code: None,
+            signal: None,
+        },
     }
 }
 

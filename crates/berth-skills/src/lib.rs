@@ -490,42 +490,10 @@ fn read_root(root: &Root, warnings: &mut Vec<Warning>) -> Vec<Skill> {
         let cached = stamp.and_then(|stamp| parsed::get(&manifest, stamp));
         let front = match cached {
             Some(front) => front,
-            None => {
-                let text = match read_skill_md(&folder, &manifest) {
-                    Ok(text) => text,
-                    Err(SkillError::Io { source, .. })
-                        if source.kind() == io::ErrorKind::NotFound =>
-                    {
-                        continue;
-                    }
-                    Err(SkillError::Io { source, .. }) if berth_confined::is_escape(&source) => {
-                        warn(
-                            manifest,
-                            "it is a symlink that leads outside its skill's folder".into(),
-                        );
-                        continue;
-                    }
-                    Err(SkillError::Malformed { path, problem }) => {
-                        warn(path, problem);
-                        continue;
-                    }
-                    Err(e) => {
-                        warn(manifest, e.to_string());
-                        continue;
-                    }
-                };
-                let front = match front_matter(&text, &name) {
-                    Ok(front) => front,
-                    Err(problem) => {
-                        warn(manifest, problem);
-                        continue;
-                    }
-                };
-                if let Some(stamp) = stamp {
-                    parsed::keep(&manifest, stamp, &front);
-                }
-                front
-            }
+            None => match parse_manifest(&folder, &manifest, &name, stamp, &mut warn) {
+                Some(front) => front,
+                None => continue,
+            },
         };
         let mut files = Vec::new();
         list_files(&folder, "", 0, &mut files);
@@ -541,6 +509,49 @@ fn read_root(root: &Root, warnings: &mut Vec<Warning>) -> Vec<Skill> {
         });
     }
     skills
+}
+
+/// A skill's `SKILL.md` read and its front matter parsed, and kept for the next read when its
+/// `stamp` is known; none when it is no skill (a warning says why, when there is a why).
+fn parse_manifest(
+    folder: &Dir,
+    manifest: &Path,
+    name: &str,
+    stamp: Option<parsed::Stamp>,
+    warn: &mut impl FnMut(PathBuf, String),
+) -> Option<SkillFrontmatter> {
+    let text = match read_skill_md(folder, manifest) {
+        Ok(text) => text,
+        Err(SkillError::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
+            return None;
+        }
+        Err(SkillError::Io { source, .. }) if berth_confined::is_escape(&source) => {
+            warn(
+                manifest.to_path_buf(),
+                "it is a symlink that leads outside its skill's folder".into(),
+            );
+            return None;
+        }
+        Err(SkillError::Malformed { path, problem }) => {
+            warn(path, problem);
+            return None;
+        }
+        Err(e) => {
+            warn(manifest.to_path_buf(), e.to_string());
+            return None;
+        }
+    };
+    let front = match front_matter(&text, name) {
+        Ok(front) => front,
+        Err(problem) => {
+            warn(manifest.to_path_buf(), problem);
+            return None;
+        }
+    };
+    if let Some(stamp) = stamp {
+        parsed::keep(manifest, stamp, &front);
+    }
+    Some(front)
 }
 
 /// The front matter of each `SKILL.md` this process parsed, with the size and modification

@@ -80,56 +80,18 @@ pub async fn act(cx: &Context, action: Action) -> Update {
             Ok(list) => Update::Workspaces(list),
             Err(e) => Update::Failed(format!("cannot list the workspaces: {e}")),
         },
-        Action::LoadWorkspaceStatus(id) => {
-            let status = match ops.resolve_workspace(&id).await {
-                Ok(ws) => ops.git_status(&ws).await.ok().flatten(),
-                Err(_) => None,
-            };
-            Update::WorkspaceStatus { id, status }
-        }
+        Action::LoadWorkspaceStatus(id) => workspace_status(ops, id).await,
         Action::LoadSessions => match ops.list_sessions(None).await {
             Ok(list) => Update::Sessions(list),
             Err(e) => Update::Failed(format!("cannot list the sessions: {e}")),
         },
-        Action::LoadSessionTranscript(id) => {
-            let messages = match ops.resolve_session(&id).await {
-                Ok(session) => ops
-                    .transcript(&session)
-                    .await
-                    .map(|t| t.messages)
-                    .map_err(|e| e.to_string()),
-                Err(e) => Err(e.to_string()),
-            };
-            Update::SessionTranscript { id, messages }
-        }
+        Action::LoadSessionTranscript(id) => session_transcript(ops, id).await,
         Action::Pick {
             run,
             agent,
             force,
             also,
-        } => {
-            let pick = berth_run::Pick {
-                run: run.clone(),
-                choice: berth_run::Choice::Agent(agent),
-                mode: berth_ops::MergeMode::Merge,
-                keep_others: false,
-                force,
-                also,
-            };
-            let against = match force {
-                true => " against its evidence",
-                false => "",
-            };
-            match berth_run::pick(ops, store, pick, &cx.here).await {
-                Ok(picked) => Update::Done(format!(
-                    "picked agent {} of run {run}{against}: {} commit(s) merged into {}",
-                    agent + 1,
-                    picked.merge.merged.commits,
-                    picked.merge.merged.into
-                )),
-                Err(e) => Update::Failed(format!("cannot pick agent {}: {e}", agent + 1)),
-            }
-        }
+        } => pick(cx, run, agent, force, also).await,
         Action::Discard { run, agent } => match berth_run::discard(ops, store, &run, agent).await {
             Ok(dropped) => Update::Done(format!(
                 "dropped {} workspace(s) of run {run}",
@@ -137,16 +99,7 @@ pub async fn act(cx: &Context, action: Action) -> Update {
             )),
             Err(e) => Update::Failed(e.to_string()),
         },
-        Action::Stop { run, agent } => {
-            let what = match agent {
-                Some(i) => StopRequest::Agent(i),
-                None => StopRequest::All,
-            };
-            match store.request_stop(&run, what).await {
-                Ok(_) => Update::Done(format!("asked run {run} to stop")),
-                Err(e) => Update::Failed(e.to_string()),
-            }
-        }
+        Action::Stop { run, agent } => stop(store, run, agent).await,
         Action::Resume(run) => {
             match berth_run::detach(ops, store, &run, berth_run::Detach::Resume, &cx.program).await
             {
@@ -177,6 +130,72 @@ pub async fn act(cx: &Context, action: Action) -> Update {
         },
         Action::LoadLand(id) => load_land(&cx.lander, id).await,
         Action::Land(targets) => land(cx, targets).await,
+    }
+}
+
+/// The git status of a workspace; none when it cannot be read.
+async fn workspace_status(ops: &Ops, id: String) -> Update {
+    let status = match ops.resolve_workspace(&id).await {
+        Ok(ws) => ops.git_status(&ws).await.ok().flatten(),
+        Err(_) => None,
+    };
+    Update::WorkspaceStatus { id, status }
+}
+
+/// A session's messages, or why they cannot be read.
+async fn session_transcript(ops: &Ops, id: String) -> Update {
+    let messages = match ops.resolve_session(&id).await {
+        Ok(session) => ops
+            .transcript(&session)
+            .await
+            .map(|t| t.messages)
+            .map_err(|e| e.to_string()),
+        Err(e) => Err(e.to_string()),
+    };
+    Update::SessionTranscript { id, messages }
+}
+
+/// Merges an agent's work, as `berth run pick RUN:N` does.
+async fn pick(
+    cx: &Context,
+    run: berth_run::RunId,
+    agent: usize,
+    force: bool,
+    also: bool,
+) -> Update {
+    let (ops, store) = (&cx.ops, &cx.store);
+    let pick = berth_run::Pick {
+        run: run.clone(),
+        choice: berth_run::Choice::Agent(agent),
+        mode: berth_ops::MergeMode::Merge,
+        keep_others: false,
+        force,
+        also,
+    };
+    let against = match force {
+        true => " against its evidence",
+        false => "",
+    };
+    match berth_run::pick(ops, store, pick, &cx.here).await {
+        Ok(picked) => Update::Done(format!(
+            "picked agent {} of run {run}{against}: {} commit(s) merged into {}",
+            agent + 1,
+            picked.merge.merged.commits,
+            picked.merge.merged.into
+        )),
+        Err(e) => Update::Failed(format!("cannot pick agent {}: {e}", agent + 1)),
+    }
+}
+
+/// Asks a run's supervisor to stop one agent, or all of them.
+async fn stop(store: &RunStore, run: berth_run::RunId, agent: Option<usize>) -> Update {
+    let what = match agent {
+        Some(i) => StopRequest::Agent(i),
+        None => StopRequest::All,
+    };
+    match store.request_stop(&run, what).await {
+        Ok(_) => Update::Done(format!("asked run {run} to stop")),
+        Err(e) => Update::Failed(e.to_string()),
     }
 }
 

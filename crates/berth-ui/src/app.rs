@@ -65,18 +65,7 @@ pub async fn run(ops: Ops, store: RunStore, options: Options) -> std::io::Result
     // The key thread reads one event at a time, each when the loop has taken in the one
     // before. So nothing is read past the `q` that quits: what a person types next stays
     // in the terminal for the shell, and no reader is left on a terminal given back.
-    let (read_next, may_read) = std::sync::mpsc::channel::<()>();
-    let keys = tx.clone();
-    std::thread::Builder::new()
-        .name("berth-ui-keys".to_owned())
-        .spawn(move || {
-            while may_read.recv().is_ok() {
-                let Ok(event) = event::read() else { break };
-                if keys.send(Message::Term(event)).is_err() {
-                    break;
-                }
-            }
-        })?;
+    let read_next = spawn_key_reader(tx.clone())?;
     let _ = read_next.send(());
     tokio::spawn(feed(store.clone(), tx.clone(), followed, wake.clone()));
     let context = act::Context {
@@ -108,26 +97,7 @@ pub async fn run(ops: Ops, store: RunStore, options: Options) -> std::io::Result
                 None
             }
         };
-        let mut next = first;
-        while let Some(message) = next {
-            let read = matches!(message, Message::Term(_));
-            let taken = match message {
-                Message::Term(Event::Key(k)) => key(&mut model, k),
-                Message::Term(_) => Vec::new(),
-                Message::Update(update) => model.apply(*update),
-            };
-            // A key that opens the person's shell or editor: the key thread reads its next
-            // key only once that exits, so it takes none of theirs.
-            let steps_in = taken.iter().any(|a| matches!(a, Action::StepIn(_)));
-            actions.extend(taken);
-            if actions.contains(&Action::Quit) {
-                break;
-            }
-            if read && !steps_in {
-                let _ = read_next.send(());
-            }
-            next = rx.try_recv().ok();
-        }
+        take_in(&mut model, first, &mut rx, &read_next, &mut actions);
         if actions.contains(&Action::Quit) {
             break Ok(());
         }
@@ -147,14 +117,7 @@ pub async fn run(ops: Ops, store: RunStore, options: Options) -> std::io::Result
                 }
                 action => {
                     let (context, tx, wake) = (context.clone(), tx.clone(), wake.clone());
-                    running.spawn(async move {
-                        let changes = action.changes_runs();
-                        let update = act::act(&context, action).await;
-                        let _ = tx.send(Message::Update(Box::new(update)));
-                        if changes {
-                            wake.notify_one();
-                        }
-                    });
+                    running.spawn(act_and_send(context, action, tx, wake));
                 }
             }
         }
@@ -171,6 +134,72 @@ pub async fn run(ops: Ops, store: RunStore, options: Options) -> std::io::Result
     }
     ratatui::try_restore()?;
     result
+}
+
+/// The key thread: it reads one terminal event each time it is let (a send on what this
+/// returns), so that nothing past the key that quits or steps out is taken from the terminal.
+fn spawn_key_reader(
+    keys: mpsc::UnboundedSender<Message>,
+) -> std::io::Result<std::sync::mpsc::Sender<()>> {
+    let (read_next, may_read) = std::sync::mpsc::channel::<()>();
+    std::thread::Builder::new()
+        .name("berth-ui-keys".to_owned())
+        .spawn(move || {
+            while may_read.recv().is_ok() {
+                let Ok(event) = event::read() else { break };
+                if keys.send(Message::Term(event)).is_err() {
+                    break;
+                }
+            }
+        })?;
+    Ok(read_next)
+}
+
+/// Takes in `first` and every message waiting behind it, adding what they ask for to
+/// `actions`; stops at a quit.
+fn take_in(
+    model: &mut Model,
+    first: Option<Message>,
+    rx: &mut mpsc::UnboundedReceiver<Message>,
+    read_next: &std::sync::mpsc::Sender<()>,
+    actions: &mut Vec<Action>,
+) {
+    let mut next = first;
+    while let Some(message) = next {
+        let read = matches!(message, Message::Term(_));
+        let taken = match message {
+            Message::Term(Event::Key(k)) => key(model, k),
+            Message::Term(_) => Vec::new(),
+            Message::Update(update) => model.apply(*update),
+        };
+        // A key that opens the person's shell or editor: the key thread reads its next
+        // key only once that exits, so it takes none of theirs.
+        let steps_in = taken.iter().any(|a| matches!(a, Action::StepIn(_)));
+        actions.extend(taken);
+        if actions.contains(&Action::Quit) {
+            break;
+        }
+        if read && !steps_in {
+            let _ = read_next.send(());
+        }
+        next = rx.try_recv().ok();
+    }
+}
+
+/// Does `action` and sends back what came of it; the feed is woken when it changed the runs,
+/// so the list shows it without waiting for the next second.
+async fn act_and_send(
+    context: act::Context,
+    action: Action,
+    tx: mpsc::UnboundedSender<Message>,
+    wake: Arc<Notify>,
+) {
+    let changes = action.changes_runs();
+    let update = act::act(&context, action).await;
+    let _ = tx.send(Message::Update(Box::new(update)));
+    if changes {
+        wake.notify_one();
+    }
 }
 
 /// Reads the store: the first page of runs each second (and at once when woken: an action

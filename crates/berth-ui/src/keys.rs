@@ -61,33 +61,8 @@ pub fn key(model: &mut Model, key: KeyEvent) -> Vec<Action> {
         Some(Overlay::NewRun { form, field }) => return form_key(model, form, field, key),
         other => model.overlay = other,
     }
-    if let Some(q) = model.question() {
-        let answer = match key.code {
-            KeyCode::Char('y') => Some(berth_run::Answer::Allow),
-            KeyCode::Char('a') => Some(berth_run::Answer::AllowAlways),
-            KeyCode::Char('n') => Some(berth_run::Answer::Deny),
-            KeyCode::Esc => {
-                model.put_aside.insert(q.waiting.question);
-                // The next question's words, when another waits.
-                return model.said_wanted();
-            }
-            _ => None,
-        };
-        if let Some(answer) = answer {
-            // Not asked again while the answer makes its way to the agent.
-            model.put_aside.insert(q.waiting.question.clone());
-            let mut actions = vec![Action::Answer {
-                run: q.run,
-                agent: q.agent,
-                question: q.waiting.question,
-                answer,
-            }];
-            actions.extend(model.said_wanted());
-            return actions;
-        }
-        if key.code != KeyCode::Char('q') {
-            return Vec::new();
-        }
+    if let Some(actions) = question_key(model, key) {
+        return actions;
     }
     match model.overlay.take() {
         Some(Overlay::Help) => {
@@ -117,6 +92,45 @@ pub fn key(model: &mut Model, key: KeyEvent) -> Vec<Action> {
         other => model.overlay = other,
     }
     model.status = None;
+    tab_key(model, key)
+}
+
+/// A key while a question of an agent waits: y, a or n answer it, Esc puts it aside. What it
+/// did, or none when the key is for the rest of the dashboard (only q gets through).
+fn question_key(model: &mut Model, key: KeyEvent) -> Option<Vec<Action>> {
+    let q = model.question()?;
+    let answer = match key.code {
+        KeyCode::Char('y') => Some(berth_run::Answer::Allow),
+        KeyCode::Char('a') => Some(berth_run::Answer::AllowAlways),
+        KeyCode::Char('n') => Some(berth_run::Answer::Deny),
+        KeyCode::Esc => {
+            model.put_aside.insert(q.waiting.question);
+            // The next question's words, when another waits.
+            return Some(model.said_wanted());
+        }
+        _ => None,
+    };
+    if let Some(answer) = answer {
+        // Not asked again while the answer makes its way to the agent.
+        model.put_aside.insert(q.waiting.question.clone());
+        let mut actions = vec![Action::Answer {
+            run: q.run,
+            agent: q.agent,
+            question: q.waiting.question,
+            answer,
+        }];
+        actions.extend(model.said_wanted());
+        return Some(actions);
+    }
+    if key.code != KeyCode::Char('q') {
+        return Some(Vec::new());
+    }
+    None
+}
+
+/// A key of the dashboard itself, with no overlay open: the tabs, reload, filter, a new run,
+/// and what the current tab does with it.
+fn tab_key(model: &mut Model, key: KeyEvent) -> Vec<Action> {
     match key.code {
         KeyCode::Char('q') => vec![Action::Quit],
         KeyCode::Char('?') => {
@@ -380,43 +394,13 @@ fn run_action(model: &mut Model, code: KeyCode) -> Vec<Action> {
             }));
             Vec::new()
         }
-        KeyCode::Char('x') => {
-            let (question, agent) = match on_agent {
-                true => (
-                    format!(
-                        "Drop the work of agent {} ({label}) of run {id}?",
-                        agent + 1
-                    ),
-                    Some(agent),
-                ),
-                false => (
-                    format!("Drop the work of every agent of run {id} not merged?"),
-                    None,
-                ),
-            };
-            model.overlay = Some(Overlay::Confirm {
-                question,
-                action: Action::Discard { run: id, agent },
-            });
-            Vec::new()
-        }
+        KeyCode::Char('x') => ask_discard(model, id, on_agent.then_some(agent), &label),
         KeyCode::Char('s') => vec![Action::Stop {
             run: id,
             agent: (model.pane != Pane::Runs).then_some(agent),
         }],
         KeyCode::Char('r') => vec![Action::Resume(id)],
-        KeyCode::Char('L') => {
-            if !on_agent {
-                model.status = Some((
-                    "this run has several agents: Enter, choose one, then L".to_owned(),
-                    true,
-                ));
-                return Vec::new();
-            }
-            let run = run.clone();
-            model.status = Some(model.land.toggle(&run, agent));
-            Vec::new()
-        }
+        KeyCode::Char('L') => toggle_land(model, agent, on_agent),
         KeyCode::Char(key @ ('t' | 'i')) => {
             if !on_agent {
                 model.status = Some((
@@ -433,6 +417,39 @@ fn run_action(model: &mut Model, code: KeyCode) -> Vec<Action> {
         }
         _ => Vec::new(),
     }
+}
+
+/// Asks before dropping the work of one agent of a run, or of every agent not merged.
+fn ask_discard(
+    model: &mut Model,
+    id: berth_run::RunId,
+    agent: Option<usize>,
+    label: &str,
+) -> Vec<Action> {
+    let question = match agent {
+        Some(i) => format!("Drop the work of agent {} ({label}) of run {id}?", i + 1),
+        None => format!("Drop the work of every agent of run {id} not merged?"),
+    };
+    model.overlay = Some(Overlay::Confirm {
+        question,
+        action: Action::Discard { run: id, agent },
+    });
+    Vec::new()
+}
+
+/// Puts the selected agent on the land queue, or takes it off: one agent, not a whole run.
+fn toggle_land(model: &mut Model, agent: usize, on_agent: bool) -> Vec<Action> {
+    if !on_agent {
+        model.status = Some((
+            "this run has several agents: Enter, choose one, then L".to_owned(),
+            true,
+        ));
+        return Vec::new();
+    }
+    if let Some(run) = model.selected_run().cloned() {
+        model.status = Some(model.land.toggle(&run, agent));
+    }
+    Vec::new()
 }
 
 /// A key in the pick dialog: y picks when nothing stands against it; F forces it past

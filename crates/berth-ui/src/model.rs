@@ -417,33 +417,7 @@ impl Model {
     /// Takes in one update; what the app should do next (follow another run, load a diff).
     pub fn apply(&mut self, update: Update) -> Vec<Action> {
         match update {
-            Update::Runs { runs, next } => {
-                self.runs_loaded = true;
-                let selected = self.selected_run().map(|r| r.id.clone());
-                match self.more_loaded {
-                    // Pages loaded further down stay below the fresh first one.
-                    true => {
-                        let oldest = runs.last().map(|r| r.created_at);
-                        let below: Vec<RunRecord> = self
-                            .runs
-                            .drain(..)
-                            .filter(|r| oldest.is_some_and(|o| r.created_at < o))
-                            .filter(|r| !runs.iter().any(|n| n.id == r.id))
-                            .collect();
-                        self.runs = runs;
-                        self.runs.extend(below);
-                    }
-                    false => {
-                        self.runs = runs;
-                        self.runs_next = next;
-                    }
-                }
-                let mut actions = self.reselect_run(selected);
-                actions.extend(self.attached());
-                actions.extend(self.detail_wanted());
-                actions.extend(self.said_wanted());
-                actions
-            }
+            Update::Runs { runs, next } => self.take_runs(runs, next),
             Update::MoreRuns { runs, next } => {
                 for r in runs {
                     if !self.runs.iter().any(|have| have.id == r.id) {
@@ -458,57 +432,8 @@ impl Model {
                 run,
                 events,
                 from_start,
-            } => {
-                if self.followed.run.as_ref() != Some(&run) {
-                    return Vec::new();
-                }
-                if from_start {
-                    self.followed.agents.clear();
-                }
-                for event in &events {
-                    if let Some(i) = event.agent() {
-                        lines::take_event(self.followed.agents.entry(i).or_default(), event);
-                    }
-                }
-                Vec::new()
-            }
-            Update::Diff { run, agent, diff } => {
-                let read = (run, agent);
-                if self.diff_reading.as_ref() == Some(&read) {
-                    self.diff_reading = None;
-                }
-                // An answer for an agent no longer selected is dropped: the pane shows the
-                // selected agent's diff, read now if it is not being read.
-                if self.selected_agent().as_ref() != Some(&read) {
-                    return self.diff_wanted();
-                }
-                let (run, agent) = read;
-                let again = matches!(&self.diff, Some((r, i, _)) if *r == run && *i == agent);
-                // Work that is finished is tried against what it would land beside, each time
-                // its diff is read (a working agent's is not: it is still changing).
-                let done = self
-                    .selected_run()
-                    .and_then(|r| r.agents.get(agent))
-                    .is_some_and(|a| a.status.state == berth_run::AgentState::Done);
-                let actions = match (done, &diff) {
-                    (true, Ok(_)) => vec![Action::LoadConflicts {
-                        run: run.clone(),
-                        agent,
-                    }],
-                    _ => Vec::new(),
-                };
-                self.diff_files = diff
-                    .as_ref()
-                    .ok()
-                    .map(|d| (run.clone(), agent, d.files.clone()));
-                self.diff = Some((run, agent, diff.map(|d| lines::of_diff(&d))));
-                // Read again while the agent works: where the person scrolled to stays.
-                if !again {
-                    self.diff_scroll = Scroll::default();
-                }
-                crate::step_in::diff_came(self);
-                actions
-            }
+            } => self.take_events(run, events, from_start),
+            Update::Diff { run, agent, diff } => self.take_diff(run, agent, diff),
             Update::Conflicts { run, agent, seen } => {
                 self.conflicts = Some((run, agent, seen));
                 Vec::new()
@@ -571,6 +496,95 @@ impl Model {
                 Vec::new()
             }
         }
+    }
+
+    /// A fresh first page of runs, keeping the selection and what it wants loaded.
+    fn take_runs(&mut self, runs: Vec<RunRecord>, next: Option<String>) -> Vec<Action> {
+        self.runs_loaded = true;
+        let selected = self.selected_run().map(|r| r.id.clone());
+        match self.more_loaded {
+            // Pages loaded further down stay below the fresh first one.
+            true => {
+                let oldest = runs.last().map(|r| r.created_at);
+                let below: Vec<RunRecord> = self
+                    .runs
+                    .drain(..)
+                    .filter(|r| oldest.is_some_and(|o| r.created_at < o))
+                    .filter(|r| !runs.iter().any(|n| n.id == r.id))
+                    .collect();
+                self.runs = runs;
+                self.runs.extend(below);
+            }
+            false => {
+                self.runs = runs;
+                self.runs_next = next;
+            }
+        }
+        let mut actions = self.reselect_run(selected);
+        actions.extend(self.attached());
+        actions.extend(self.detail_wanted());
+        actions.extend(self.said_wanted());
+        actions
+    }
+
+    /// Events of the followed run, taken into its agents' lines.
+    fn take_events(&mut self, run: RunId, events: Vec<RunEvent>, from_start: bool) -> Vec<Action> {
+        if self.followed.run.as_ref() != Some(&run) {
+            return Vec::new();
+        }
+        if from_start {
+            self.followed.agents.clear();
+        }
+        for event in &events {
+            if let Some(i) = event.agent() {
+                lines::take_event(self.followed.agents.entry(i).or_default(), event);
+            }
+        }
+        Vec::new()
+    }
+
+    /// An agent's diff, shown if that agent is still the selected one.
+    fn take_diff(
+        &mut self,
+        run: RunId,
+        agent: usize,
+        diff: Result<WorktreeDiff, String>,
+    ) -> Vec<Action> {
+        let read = (run, agent);
+        if self.diff_reading.as_ref() == Some(&read) {
+            self.diff_reading = None;
+        }
+        // An answer for an agent no longer selected is dropped: the pane shows the
+        // selected agent's diff, read now if it is not being read.
+        if self.selected_agent().as_ref() != Some(&read) {
+            return self.diff_wanted();
+        }
+        let (run, agent) = read;
+        let again = matches!(&self.diff, Some((r, i, _)) if *r == run && *i == agent);
+        // Work that is finished is tried against what it would land beside, each time
+        // its diff is read (a working agent's is not: it is still changing).
+        let done = self
+            .selected_run()
+            .and_then(|r| r.agents.get(agent))
+            .is_some_and(|a| a.status.state == berth_run::AgentState::Done);
+        let actions = match (done, &diff) {
+            (true, Ok(_)) => vec![Action::LoadConflicts {
+                run: run.clone(),
+                agent,
+            }],
+            _ => Vec::new(),
+        };
+        self.diff_files = diff
+            .as_ref()
+            .ok()
+            .map(|d| (run.clone(), agent, d.files.clone()));
+        self.diff = Some((run, agent, diff.map(|d| lines::of_diff(&d))));
+        // Read again while the agent works: where the person scrolled to stays.
+        if !again {
+            self.diff_scroll = Scroll::default();
+        }
+        crate::step_in::diff_came(self);
+        actions
     }
 
     /// The selection kept on the same run when the list changes under it.

@@ -39,18 +39,7 @@ async fn chat(ops: Ops, args: ChatArgs) -> anyhow::Result<()> {
         }
         return interactive::run(ops, args).await;
     };
-    let prompt = if prompt == "-" {
-        let mut text = String::new();
-        std::io::stdin()
-            .read_to_string(&mut text)
-            .context("cannot read the prompt from standard input")?;
-        text
-    } else {
-        prompt
-    };
-    if prompt.trim().is_empty() {
-        bail!("the prompt is empty");
-    }
+    let prompt = prompt_text(prompt)?;
     let cwd = std::env::current_dir().context("cannot read the current folder")?;
     let agent = AgentBuilder::new(ops.clone())
         .tools(berth_agent::tools::builtin())
@@ -82,7 +71,7 @@ async fn chat(ops: Ops, args: ChatArgs) -> anyhow::Result<()> {
     let permissions = Arc::new(FlagPermissions {
         allowed: policy(&args),
     });
-    let mut turn = agent
+    let turn = agent
         .start_turn(TurnRequest {
             session: session.clone(),
             prompt,
@@ -101,6 +90,31 @@ async fn chat(ops: Ops, args: ChatArgs) -> anyhow::Result<()> {
             }
         });
     }
+    print_turn(turn, &session.id).await
+}
+
+/// The prompt of `-p`: read from standard input when it is `-`; never empty.
+fn prompt_text(prompt: String) -> anyhow::Result<String> {
+    let prompt = if prompt == "-" {
+        let mut text = String::new();
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .context("cannot read the prompt from standard input")?;
+        text
+    } else {
+        prompt
+    };
+    if prompt.trim().is_empty() {
+        bail!("the prompt is empty");
+    }
+    Ok(prompt)
+}
+
+/// Prints a turn as it goes: the answer to stdout, the rest to stderr; how it ended.
+async fn print_turn(
+    mut turn: berth_agent::Turn,
+    session: &impl std::fmt::Display,
+) -> anyhow::Result<()> {
     let color = color(&std::io::stderr());
     // On a terminal, the model's words with every control character shown as its escape
     // (they may quote a file it read); into a pipe, as it wrote them.
@@ -154,7 +168,7 @@ async fn chat(ops: Ops, args: ChatArgs) -> anyhow::Result<()> {
                 return match stop {
                     TurnStop::Cancelled => Err(Interrupted(format!(
                         "interrupted; the text shown so far is kept in session {}",
-                        session.id
+                        session
                     ))
                     .into()),
                     stop => match ending(&stop, turn.provider) {

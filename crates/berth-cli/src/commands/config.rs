@@ -86,37 +86,7 @@ impl<'a> Effective<'a> {
         let mut unset: BTreeMap<&'static str, Vec<String>> = BTreeMap::new();
         let kind = config.provider();
         fill(&mut table, &["provider"], kind.as_str());
-        for other in ProviderKind::ALL {
-            let env = other.key_variable();
-            let name = other.as_str();
-            let settings = config.provider_settings(other);
-            fill(
-                &mut table,
-                &["providers", name, "model"],
-                other.default_model(),
-            );
-            fill(
-                &mut table,
-                &["providers", name, "base_url"],
-                berth_agent::providers::default_base_url(other),
-            );
-            fill(
-                &mut table,
-                &["providers", name, "max_tokens"],
-                i64::from(berth_agent::runtime::DEFAULT_MAX_TOKENS),
-            );
-            if settings.api_key.is_none() {
-                let table = match other {
-                    ProviderKind::Claude => "providers.claude",
-                    ProviderKind::Openai => "providers.openai",
-                    ProviderKind::Gemini => "providers.gemini",
-                };
-                unset
-                    .entry(table)
-                    .or_default()
-                    .push(format!("api_key: not set (or {env} in the environment)"));
-            }
-        }
+        fill_providers(&mut table, &mut unset, config);
         let git = &config.git;
         fill(
             &mut table,
@@ -175,31 +145,7 @@ impl<'a> Effective<'a> {
             &["mcp", "session_idle_timeout_secs"],
             secs(berth_mcp::DEFAULT_IDLE),
         );
-        fill(
-            &mut table,
-            &["ports", "first"],
-            i64::from(PortSettings::DEFAULT_FIRST),
-        );
-        fill(
-            &mut table,
-            &["ports", "last"],
-            i64::from(PortSettings::DEFAULT_LAST),
-        );
-        fill(
-            &mut table,
-            &["ports", "block"],
-            i64::from(PortSettings::DEFAULT_BLOCK),
-        );
-        fill(
-            &mut table,
-            &["serve", "permission_timeout_secs"],
-            ServeSettings::DEFAULT_PERMISSION_TIMEOUT_SECS as i64,
-        );
-        fill(
-            &mut table,
-            &["pool", "lease_secs"],
-            berth_ops::PoolSettings::DEFAULT_LEASE_SECS as i64,
-        );
+        fill_service_defaults(&mut table);
         if let Some(toml::Value::Array(servers)) = table.get_mut("mcp_servers") {
             for server in servers.iter_mut().filter_map(toml::Value::as_table_mut) {
                 fill(
@@ -289,6 +235,70 @@ impl<'a> Effective<'a> {
         }
         Ok(())
     }
+}
+
+/// Each provider's defaults, and the key it has none of.
+fn fill_providers(
+    table: &mut toml::Table,
+    unset: &mut BTreeMap<&'static str, Vec<String>>,
+    config: &Config,
+) {
+    for other in ProviderKind::ALL {
+        let env = other.key_variable();
+        let name = other.as_str();
+        let settings = config.provider_settings(other);
+        fill(table, &["providers", name, "model"], other.default_model());
+        fill(
+            table,
+            &["providers", name, "base_url"],
+            berth_agent::providers::default_base_url(other),
+        );
+        fill(
+            table,
+            &["providers", name, "max_tokens"],
+            i64::from(berth_agent::runtime::DEFAULT_MAX_TOKENS),
+        );
+        if settings.api_key.is_none() {
+            let table = match other {
+                ProviderKind::Claude => "providers.claude",
+                ProviderKind::Openai => "providers.openai",
+                ProviderKind::Gemini => "providers.gemini",
+            };
+            unset
+                .entry(table)
+                .or_default()
+                .push(format!("api_key: not set (or {env} in the environment)"));
+        }
+    }
+}
+
+/// The defaults of the ports berth hands out, `berth serve` and a pool.
+fn fill_service_defaults(table: &mut toml::Table) {
+    fill(
+        table,
+        &["ports", "first"],
+        i64::from(PortSettings::DEFAULT_FIRST),
+    );
+    fill(
+        table,
+        &["ports", "last"],
+        i64::from(PortSettings::DEFAULT_LAST),
+    );
+    fill(
+        table,
+        &["ports", "block"],
+        i64::from(PortSettings::DEFAULT_BLOCK),
+    );
+    fill(
+        table,
+        &["serve", "permission_timeout_secs"],
+        ServeSettings::DEFAULT_PERMISSION_TIMEOUT_SECS as i64,
+    );
+    fill(
+        table,
+        &["pool", "lease_secs"],
+        berth_ops::PoolSettings::DEFAULT_LEASE_SECS as i64,
+    );
 }
 
 /// Sets `path` to `value` unless a layer set it.

@@ -85,13 +85,30 @@ pub async fn run(ops: Ops, args: RunArgs) -> anyhow::Result<()> {
         Some(RunCommand::Resume { id, detach, json }) => {
             supervise::resume(ops, store, &id, detach, json).await
         }
-        Some(RunCommand::Pick {
+        Some(
+            command @ (RunCommand::Pick { .. }
+            | RunCommand::Discard { .. }
+            | RunCommand::Restore { .. }
+            | RunCommand::Clean { .. }
+            | RunCommand::Delete { .. }),
+        ) => finish_command(&ops, &store, command).await,
+        Some(RunCommand::Attach { id, agent }) => super::ui::attach(ops, &id, agent).await,
+        Some(RunCommand::Supervise { id, resume, tell }) => {
+            supervise::supervise(ops, store, &id, resume, tell).await
+        }
+    }
+}
+
+/// The commands that finish a run's work: pick, discard, restore, clean and delete.
+async fn finish_command(ops: &Ops, store: &RunStore, command: RunCommand) -> anyhow::Result<()> {
+    match command {
+        RunCommand::Pick {
             id,
             undo: true,
             json,
             ..
-        }) => finish::undo(&ops, &store, &id, json).await,
-        Some(RunCommand::Pick {
+        } => finish::undo(ops, store, &id, json).await,
+        RunCommand::Pick {
             id,
             agent,
             squash,
@@ -101,7 +118,7 @@ pub async fn run(ops: Ops, args: RunArgs) -> anyhow::Result<()> {
             also,
             json,
             ..
-        }) => {
+        } => {
             let mode = match (squash, rebase) {
                 (true, _) => berth_ops::MergeMode::Squash,
                 (_, true) => berth_ops::MergeMode::Rebase,
@@ -119,32 +136,29 @@ pub async fn run(ops: Ops, args: RunArgs) -> anyhow::Result<()> {
                 force,
                 also,
             };
-            finish::pick(&ops, &store, &id, choice, how, json).await
+            finish::pick(ops, store, &id, choice, how, json).await
         }
-        Some(RunCommand::Discard {
+        RunCommand::Discard {
             id,
             agent,
             confirm,
             json,
-        }) => finish::discard(&ops, &store, &id, agent, confirm.yes, json).await,
-        Some(RunCommand::Restore { id, agent, json }) => {
-            finish::restore(&ops, &store, &id, agent, json).await
+        } => finish::discard(ops, store, &id, agent, confirm.yes, json).await,
+        RunCommand::Restore { id, agent, json } => {
+            finish::restore(ops, store, &id, agent, json).await
         }
-        Some(RunCommand::Clean {
+        RunCommand::Clean {
             older_than,
             dry_run,
             confirm,
             json,
-        }) => finish::clean(&ops, &store, older_than, dry_run, confirm.yes, json).await,
-        Some(RunCommand::Delete {
+        } => finish::clean(ops, store, older_than, dry_run, confirm.yes, json).await,
+        RunCommand::Delete {
             id,
             with_sessions,
             confirm,
             json,
-        }) => finish::delete(&ops, &store, &id, with_sessions, confirm.yes, json).await,
-        Some(RunCommand::Attach { id, agent }) => super::ui::attach(ops, &id, agent).await,
-        Some(RunCommand::Supervise { id, resume, tell }) => {
-            supervise::supervise(ops, store, &id, resume, tell).await
-        }
+        } => finish::delete(ops, store, &id, with_sessions, confirm.yes, json).await,
+        _ => unreachable!("run sends only the commands that finish a run's work here"),
     }
 }

@@ -66,24 +66,7 @@ pub async fn run(ops: Ops, args: ServeArgs) -> anyhow::Result<()> {
                 ),
                 lease: loaded.config.pool.lease(),
             };
-            eprintln!(
-                "berth serve: node {} works queued runs, {} agents at once",
-                runs.node(),
-                options.max_agents
-            );
-            let work = berth_run::work(
-                ops.clone(),
-                agent.clone(),
-                runs.clone(),
-                options,
-                stop_worker.clone(),
-            );
-            // Said when it happens (the database out of reach at the start), not at the end.
-            Some(tokio::spawn(async move {
-                if let Err(e) = work.await {
-                    eprintln!("berth serve: the worker stopped: {e}");
-                }
-            }))
+            Some(spawn_worker(&ops, &agent, &runs, options, &stop_worker))
         }
         false => None,
     };
@@ -113,6 +96,34 @@ pub async fn run(ops: Ops, args: ServeArgs) -> anyhow::Result<()> {
     }
     served?;
     Ok(())
+}
+
+/// The worker that takes queued runs from the pool, beside the server until `stop`.
+fn spawn_worker(
+    ops: &Ops,
+    agent: &berth_agent::Agent,
+    runs: &berth_run::RunStore,
+    options: berth_run::WorkerOptions,
+    stop: &berth_agent::CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    eprintln!(
+        "berth serve: node {} works queued runs, {} agents at once",
+        runs.node(),
+        options.max_agents
+    );
+    let work = berth_run::work(
+        ops.clone(),
+        agent.clone(),
+        runs.clone(),
+        options,
+        stop.clone(),
+    );
+    // Said when it happens (the database out of reach at the start), not at the end.
+    tokio::spawn(async move {
+        if let Err(e) = work.await {
+            eprintln!("berth serve: the worker stopped: {e}");
+        }
+    })
 }
 
 /// The token of the device `--pair` names: a new one, or, for a device paired before, one in

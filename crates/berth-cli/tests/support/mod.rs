@@ -9,6 +9,7 @@ use std::process::{Command, Stdio};
 
 use berth_testkit::{Run, run};
 
+pub mod git_project;
 pub mod pool;
 pub mod runs;
 pub mod terminal;

@@ -48,14 +48,6 @@ pub async fn port_blocks(b: Backend) {
     // The record holds it: read, listed and paged alike.
     let pb = b.workspaces.load(&wid("pb")).await.unwrap();
     assert_eq!(pb.ports, Some(block(30010)));
-    let listed: Vec<_> = b
-        .workspaces
-        .list()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|w| (w.id.to_string(), w.ports))
-        .collect();
     let want = [
         ("pa".to_owned(), Some(block(30000))),
         ("pb".to_owned(), Some(block(30010))),
@@ -63,16 +55,7 @@ pub async fn port_blocks(b: Backend) {
         ("pd".to_owned(), None),
         ("pe".to_owned(), None),
     ];
-    assert_eq!(listed, want);
-    let paged: Vec<_> = b
-        .workspaces
-        .page(None, 10)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|w| (w.id.to_string(), w.ports))
-        .collect();
-    assert_eq!(paged, want);
+    listed_and_paged_with(&b, &want).await;
 
     // Full: refused with the keys to change, and the record is as it was.
     let err = assign("pd").await.unwrap_err();
@@ -125,14 +108,42 @@ pub async fn port_blocks(b: Backend) {
         }
     );
 
-    // Rewrites of the record keep the block.
-    let later = now + Duration::hours(1);
-    b.workspaces
-        .update_accessed(&wid("pa"), later)
+    rewrites_keep_the_block(&b, "pa", block(30000), now).await;
+}
+
+/// The workspaces' ports, listed and paged alike, are `want`.
+async fn listed_and_paged_with(b: &Backend, want: &[(String, Option<PortBlock>)]) {
+    let listed: Vec<_> = b
+        .workspaces
+        .list()
         .await
-        .unwrap();
+        .unwrap()
+        .into_iter()
+        .map(|w| (w.id.to_string(), w.ports))
+        .collect();
+    assert_eq!(listed, want);
+    let paged: Vec<_> = b
+        .workspaces
+        .page(None, 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|w| (w.id.to_string(), w.ports))
+        .collect();
+    assert_eq!(paged, want);
+}
+
+/// Rewrites of the record of `id`, which holds `held`, keep the block.
+async fn rewrites_keep_the_block(
+    b: &Backend,
+    id: &str,
+    held: PortBlock,
+    now: chrono::DateTime<Utc>,
+) {
+    let later = now + Duration::hours(1);
+    b.workspaces.update_accessed(&wid(id), later).await.unwrap();
     b.workspaces
-        .save_config(&wid("pa"), "model = \"m\"\n")
+        .save_config(&wid(id), "model = \"m\"\n")
         .await
         .unwrap();
     let git = GitInfo {
@@ -142,9 +153,9 @@ pub async fn port_blocks(b: Backend) {
         branch_created: false,
         worktree: "/wt/p".into(),
     };
-    b.workspaces.set_git(&wid("pa"), &git).await.unwrap();
-    let reread = b.workspaces.load(&wid("pa")).await.unwrap();
-    assert_eq!(reread.ports, Some(block(30000)));
+    b.workspaces.set_git(&wid(id), &git).await.unwrap();
+    let reread = b.workspaces.load(&wid(id)).await.unwrap();
+    assert_eq!(reread.ports, Some(held));
     assert_eq!(reread.last_accessed, later);
 }
 

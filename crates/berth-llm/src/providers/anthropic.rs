@@ -295,45 +295,7 @@ impl Decode for Decoder {
                     self.read_usage(usage);
                 }
             }
-            "content_block_start" => {
-                let index = index_of(&data)?;
-                let block = data.get("content_block").unwrap_or(&Value::Null);
-                let text_field = |name: &str| {
-                    block
-                        .get(name)
-                        .and_then(Value::as_str)
-                        .unwrap_or_default()
-                        .to_owned()
-                };
-                let started = match block.get("type").and_then(Value::as_str) {
-                    Some("text") => {
-                        let text = text_field("text");
-                        if !text.is_empty() {
-                            out.push(ProviderEvent::TextDelta(text.clone()));
-                        }
-                        Block::Text(text)
-                    }
-                    Some("thinking") => {
-                        let text = text_field("thinking");
-                        if !text.is_empty() {
-                            out.push(ProviderEvent::ThoughtDelta(text.clone()));
-                        }
-                        Block::Thinking {
-                            text,
-                            signature: text_field("signature"),
-                        }
-                    }
-                    Some("redacted_thinking") => Block::Redacted(block.clone()),
-                    Some("tool_use") => Block::ToolUse {
-                        id: text_field("id"),
-                        name: text_field("name"),
-                        json: String::new(),
-                        initial: block.get("input").cloned().unwrap_or(Value::Null),
-                    },
-                    _ => Block::Other,
-                };
-                self.open.insert(index, started);
-            }
+            "content_block_start" => self.start_block(&data, out)?,
             "content_block_delta" => {
                 let delta = Delta::deserialize(&data).map_err(|e| {
                     stream_error(NAME, format!("a content block delta is malformed: {e}"))
@@ -355,31 +317,7 @@ impl Decode for Decoder {
                 }
             }
             "message_stop" => {
-                // Blocks are stopped before the message is; any left open are finished in
-                // their order rather than lost.
-                for (_, block) in std::mem::take(&mut self.open) {
-                    self.finish_block(block, out);
-                }
-                let parts = std::mem::take(&mut self.parts);
-                let has_calls = parts.iter().any(|p| matches!(p, Part::ToolCall(_)));
-                let stop = match self.stop.as_deref() {
-                    Some("end_turn" | "stop_sequence") => StopReason::EndTurn,
-                    Some("tool_use") => StopReason::ToolUse,
-                    Some("max_tokens") => StopReason::MaxTokens,
-                    Some("refusal") => StopReason::Refusal,
-                    Some(other) => StopReason::Other(other.to_owned()),
-                    // No `message_delta` said why: judge by what the message holds.
-                    None if has_calls => StopReason::ToolUse,
-                    None => StopReason::EndTurn,
-                };
-                out.push(ProviderEvent::Done {
-                    message: ChatMessage {
-                        speaker: Speaker::Assistant,
-                        parts,
-                    },
-                    stop,
-                    usage: self.usage,
-                });
+                self.finish_message(out);
                 return Ok(true);
             }
             "error" => {
@@ -405,6 +343,81 @@ impl Decode for Decoder {
 }
 
 impl Decoder {
+    /// A content block starts: text and thoughts it already holds go out at once.
+    fn start_block(
+        &mut self,
+        data: &Value,
+        out: &mut Vec<ProviderEvent>,
+    ) -> Result<(), ProviderError> {
+        let index = index_of(data)?;
+        let block = data.get("content_block").unwrap_or(&Value::Null);
+        let text_field = |name: &str| {
+            block
+                .get(name)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned()
+        };
+        let started = match block.get("type").and_then(Value::as_str) {
+            Some("text") => {
+                let text = text_field("text");
+                if !text.is_empty() {
+                    out.push(ProviderEvent::TextDelta(text.clone()));
+                }
+                Block::Text(text)
+            }
+            Some("thinking") => {
+                let text = text_field("thinking");
+                if !text.is_empty() {
+                    out.push(ProviderEvent::ThoughtDelta(text.clone()));
+                }
+                Block::Thinking {
+                    text,
+                    signature: text_field("signature"),
+                }
+            }
+            Some("redacted_thinking") => Block::Redacted(block.clone()),
+            Some("tool_use") => Block::ToolUse {
+                id: text_field("id"),
+                name: text_field("name"),
+                json: String::new(),
+                initial: block.get("input").cloned().unwrap_or(Value::Null),
+            },
+            _ => Block::Other,
+        };
+        self.open.insert(index, started);
+        Ok(())
+    }
+
+    /// The message ends: its blocks are put together into the one `Done`.
+    fn finish_message(&mut self, out: &mut Vec<ProviderEvent>) {
+        // Blocks are stopped before the message is; any left open are finished in
+        // their order rather than lost.
+        for (_, block) in std::mem::take(&mut self.open) {
+            self.finish_block(block, out);
+        }
+        let parts = std::mem::take(&mut self.parts);
+        let has_calls = parts.iter().any(|p| matches!(p, Part::ToolCall(_)));
+        let stop = match self.stop.as_deref() {
+            Some("end_turn" | "stop_sequence") => StopReason::EndTurn,
+            Some("tool_use") => StopReason::ToolUse,
+            Some("max_tokens") => StopReason::MaxTokens,
+            Some("refusal") => StopReason::Refusal,
+            Some(other) => StopReason::Other(other.to_owned()),
+            // No `message_delta` said why: judge by what the message holds.
+            None if has_calls => StopReason::ToolUse,
+            None => StopReason::EndTurn,
+        };
+        out.push(ProviderEvent::Done {
+            message: ChatMessage {
+                speaker: Speaker::Assistant,
+                parts,
+            },
+            stop,
+            usage: self.usage,
+        });
+    }
+
     /// Tokens from a `usage` object: input counts the cached tokens too (they fill the
     /// context window all the same); `output_tokens` is cumulative, so the last one wins.
     fn read_usage(&mut self, usage: &Value) {

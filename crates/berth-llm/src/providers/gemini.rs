@@ -28,7 +28,7 @@ use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::{Body, Decode, clip, decode, secret_header, stream_error};
-use crate::conversation::{ChatMessage, Part, Speaker, StopReason, ToolCall, Usage};
+use crate::conversation::{ChatMessage, Part, Speaker, StopReason, ToolCall, ToolResult, Usage};
 use crate::http::{Http, SseEvent};
 use crate::provider::{Provider, ProviderError, ProviderEvent, ProviderRequest, ProviderStream};
 
@@ -48,6 +48,56 @@ pub struct Gemini {
     http: Http,
     base_url: String,
     key: String,
+}
+
+/// Each call id, to its function's name and the id Gemini gave it (if it gave one).
+type Calls<'a> = HashMap<&'a str, (&'a str, Option<Value>)>;
+
+/// The part of a call of the model's: as Gemini sent it, with its thought signature, when it
+/// did. The call is kept in `calls` for the response that answers it.
+fn call_part<'a>(call: &'a ToolCall, calls: &mut Calls<'a>) -> Value {
+    let gemini_part = call
+        .opaque
+        .as_ref()
+        .filter(|o| o.get("functionCall").is_some());
+    let given_id = match gemini_part {
+        Some(p) => p.pointer("/functionCall/id").cloned(),
+        None if call.id.starts_with(MADE_ID_PREFIX) => None,
+        None => Some(json!(call.id)),
+    };
+    calls.insert(call.id.as_str(), (call.name.as_str(), given_id.clone()));
+    if let Some(p) = gemini_part {
+        return p.clone();
+    }
+    let mut function_call = json!({
+        "name": call.name,
+        "args": match &call.arguments {
+            Ok(v) if v.is_object() => v.clone(),
+            _ => json!({}),
+        },
+    });
+    if let Some(id) = given_id {
+        function_call["id"] = id;
+    }
+    json!({"functionCall": function_call})
+}
+
+/// The part of a tool's result: it names the function it answers, and carries its call's id
+/// only when the call had one.
+fn result_part(result: &ToolResult, calls: &Calls<'_>) -> Value {
+    let (name, id) = calls
+        .get(result.call_id.as_str())
+        .cloned()
+        .unwrap_or((result.name.as_str(), None));
+    let key = if result.is_error { "error" } else { "content" };
+    let mut response = json!({
+        "name": name,
+        "response": {key: result.content},
+    });
+    if let Some(id) = id {
+        response["id"] = id;
+    }
+    json!({"functionResponse": response})
 }
 
 impl Gemini {
@@ -76,7 +126,7 @@ impl Gemini {
         // Each call id, to its function's name and the id Gemini gave it (if it gave one):
         // a function response must name the function it answers, and carry its call's id
         // only when the call had one.
-        let mut calls: HashMap<&str, (&str, Option<Value>)> = HashMap::new();
+        let mut calls: Calls<'_> = HashMap::new();
         let mut contents = Vec::new();
         for message in &request.messages {
             let mut parts = Vec::new();
@@ -117,50 +167,8 @@ impl Gemini {
                             parts.push(opaque.clone());
                         }
                     }
-                    Part::ToolCall(call) => {
-                        let gemini_part = call
-                            .opaque
-                            .as_ref()
-                            .filter(|o| o.get("functionCall").is_some());
-                        let given_id = match gemini_part {
-                            Some(p) => p.pointer("/functionCall/id").cloned(),
-                            None if call.id.starts_with(MADE_ID_PREFIX) => None,
-                            None => Some(json!(call.id)),
-                        };
-                        calls.insert(call.id.as_str(), (call.name.as_str(), given_id.clone()));
-                        match gemini_part {
-                            // As it came, with its thought signature.
-                            Some(p) => parts.push(p.clone()),
-                            None => {
-                                let mut function_call = json!({
-                                    "name": call.name,
-                                    "args": match &call.arguments {
-                                        Ok(v) if v.is_object() => v.clone(),
-                                        _ => json!({}),
-                                    },
-                                });
-                                if let Some(id) = given_id {
-                                    function_call["id"] = id;
-                                }
-                                parts.push(json!({"functionCall": function_call}));
-                            }
-                        }
-                    }
-                    Part::ToolResult(result) => {
-                        let (name, id) = calls
-                            .get(result.call_id.as_str())
-                            .cloned()
-                            .unwrap_or((result.name.as_str(), None));
-                        let key = if result.is_error { "error" } else { "content" };
-                        let mut response = json!({
-                            "name": name,
-                            "response": {key: result.content},
-                        });
-                        if let Some(id) = id {
-                            response["id"] = id;
-                        }
-                        parts.push(json!({"functionResponse": response}));
-                    }
+                    Part::ToolCall(call) => parts.push(call_part(call, &mut calls)),
+                    Part::ToolResult(result) => parts.push(result_part(result, &calls)),
                 }
             }
             if parts.is_empty() {

@@ -133,6 +133,44 @@ async fn a_run_is_found_listed_and_resolved() {
     .await;
 }
 
+/// Takes a start and a hundred texts as a supervisor does: they read back in order, and
+/// nothing more from the cursor the read ended at.
+async fn writes_and_reads_a_hundred_texts(
+    store: &RunStore,
+    held: &mut Supervision,
+    run: &RunId,
+    name: &str,
+) {
+    held.take(&started("s-1")).await.unwrap();
+    for n in 0..100 {
+        held.take(&RunEvent::Text {
+            agent: 0,
+            text: format!("{n} "),
+        })
+        .await
+        .unwrap();
+    }
+    held.flush().await.unwrap();
+    let (events, cursor) = store.events(run, 0).await.unwrap();
+    assert_eq!(events.len(), 101, "{name}");
+    let text: String = events
+        .iter()
+        .filter_map(|e| match e {
+            RunEvent::Text { text, .. } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        text.starts_with("0 1 2 ") && text.ends_with("98 99 "),
+        "{name}"
+    );
+    let (more, again) = store.events(run, cursor).await.unwrap();
+    assert!(
+        more.is_empty() && again == cursor,
+        "{name}: read on from the cursor"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_supervisor_keeps_events_in_order_and_takes_requests() {
     // This process supervises: a request on files signals it, as it would a supervisor.
@@ -147,34 +185,7 @@ async fn one_supervisor_keeps_events_in_order_and_takes_requests() {
             matches!(store.supervise(&run.id).await, Err(KeptError::Busy { .. })),
             "{name}"
         );
-        held.take(&started("s-1")).await.unwrap();
-        for n in 0..100 {
-            held.take(&RunEvent::Text {
-                agent: 0,
-                text: format!("{n} "),
-            })
-            .await
-            .unwrap();
-        }
-        held.flush().await.unwrap();
-        let (events, cursor) = store.events(&run.id, 0).await.unwrap();
-        assert_eq!(events.len(), 101, "{name}");
-        let text: String = events
-            .iter()
-            .filter_map(|e| match e {
-                RunEvent::Text { text, .. } => Some(text.as_str()),
-                _ => None,
-            })
-            .collect();
-        assert!(
-            text.starts_with("0 1 2 ") && text.ends_with("98 99 "),
-            "{name}"
-        );
-        let (more, again) = store.events(&run.id, cursor).await.unwrap();
-        assert!(
-            more.is_empty() && again == cursor,
-            "{name}: read on from the cursor"
-        );
+        writes_and_reads_a_hundred_texts(&store, &mut held, &run.id, name).await;
         // The node and session are kept, and the session finds its run.
         let kept = store.load(&run.id).await.unwrap();
         assert_eq!(kept.agents[0].session.as_deref(), Some("s-1"));

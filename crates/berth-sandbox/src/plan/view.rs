@@ -112,14 +112,10 @@ fn mount_points(steps: &mut Vec<PlanStep>, top: &Path, path: &Path, dir: bool) {
     }
 }
 
-/// The mount steps, from the items in any order. Each `Bind` names the index of its source
-/// in the returned paths (opened by the caller).
-pub(crate) fn mount_steps(
-    items: &[(PathBuf, Item)],
-) -> Result<(Vec<PlanStep>, Vec<PathBuf>), SandboxError> {
+/// The items in the order they are mounted: shallowest first; at one path, a writable bind
+/// before a read-only one (which it makes redundant), and anything before a deny.
+fn mount_order(items: &[(PathBuf, Item)]) -> Vec<&(PathBuf, Item)> {
     let mut order: Vec<&(PathBuf, Item)> = items.iter().collect();
-    // Shallowest first; at one path, a writable bind before a read-only one (which it
-    // makes redundant), and anything before a deny.
     order.sort_by_key(|(p, item)| {
         let rank = match item {
             Item::Bind { writable: true, .. } => 0,
@@ -128,27 +124,39 @@ pub(crate) fn mount_steps(
         };
         (p.components().count(), rank)
     });
+    order
+}
+
+/// What covers `path` once the mounts `done` are made: the deepest of them at or above it
+/// says what it looks like now.
+fn cover_of<'a>(done: &[(&'a Path, &'a Item)], path: &Path, root: &'a Path) -> Cover<'a> {
+    done.iter()
+        .filter(|(p, _)| path.starts_with(p))
+        .max_by_key(|(p, _)| p.components().count())
+        .map_or(Cover::Ours(root), |(p, i)| match i {
+            Item::Fresh(_) | Item::Empty | Item::Link(_) => Cover::Ours(p),
+            Item::Deny { .. } => Cover::Denied,
+            Item::Bind { writable, .. } => Cover::Bound {
+                writable: *writable,
+            },
+            Item::Socket | Item::Scrubbed(_) => Cover::Bound { writable: false },
+        })
+}
+
+/// The mount steps, from the items in any order. Each `Bind` names the index of its source
+/// in the returned paths (opened by the caller).
+pub(crate) fn mount_steps(
+    items: &[(PathBuf, Item)],
+) -> Result<(Vec<PlanStep>, Vec<PathBuf>), SandboxError> {
     let root = Path::new("/");
     let mut done: Vec<(&Path, &Item)> = Vec::new();
     let mut steps = Vec::new();
     let mut sources = Vec::new();
-    for (path, item) in order {
+    for (path, item) in mount_order(items) {
         if !matches!(item, Item::Scrubbed(_)) && done.iter().any(|(p, _)| *p == path.as_path()) {
             continue; // one mount a path: the first, by the order above
         }
-        // The deepest of our mounts at or above this path says what it looks like now.
-        let cover = done
-            .iter()
-            .filter(|(p, _)| path.starts_with(p))
-            .max_by_key(|(p, _)| p.components().count())
-            .map_or(Cover::Ours(root), |(p, i)| match i {
-                Item::Fresh(_) | Item::Empty | Item::Link(_) => Cover::Ours(p),
-                Item::Deny { .. } => Cover::Denied,
-                Item::Bind { writable, .. } => Cover::Bound {
-                    writable: *writable,
-                },
-                Item::Socket | Item::Scrubbed(_) => Cover::Bound { writable: false },
-            });
+        let cover = cover_of(&done, path, root);
         // Where the chain of mount points to this path starts.
         let top = match cover {
             Cover::Ours(p) => p,

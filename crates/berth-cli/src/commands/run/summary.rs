@@ -172,27 +172,9 @@ fn print_conflicts(out: &mut impl Write, seen: &berth_run::AgentForesight) -> st
 /// What the FILES column's symbols mean.
 const FILES_LEGEND: &str = "FILES: files changed  +lines added  -lines removed";
 
-/// `berth run compare`: the agents as columns, a row per measure, then a row per file.
-pub(super) async fn compare(
-    ops: &Ops,
-    store: &RunStore,
-    id: &str,
-    json: bool,
-) -> anyhow::Result<()> {
-    let id = store.resolve(id).await?;
-    // A command asks once: what it keeps of the trial merges goes with it.
-    let foresight = berth_run::Foresight::new();
-    let compared = berth_run::compare_foreseen(ops, store, &id, false, &foresight).await?;
-    if json {
-        return Ok(render::json(&compared)?);
-    }
-    render::line(format!(
-        "run {}  {}  task: {}",
-        compared.run,
-        compared.state,
-        render::cell(&berth_ops::title_of(&compared.task))
-    ))?;
-    let agents = &compared.agents;
+/// The table of `berth run compare`: its headers (an agent a column) and its rows, a measure
+/// or a file a row.
+fn compare_table(agents: &[berth_run::Compared]) -> (Vec<String>, Vec<Vec<String>>) {
     let mut headers = vec![String::new()];
     headers.extend(agents.iter().map(|a| {
         format!(
@@ -248,6 +230,31 @@ pub(super) async fn compare(
             },
         ));
     }
+    (headers, rows)
+}
+
+/// `berth run compare`: the agents as columns, a row per measure, then a row per file.
+pub(super) async fn compare(
+    ops: &Ops,
+    store: &RunStore,
+    id: &str,
+    json: bool,
+) -> anyhow::Result<()> {
+    let id = store.resolve(id).await?;
+    // A command asks once: what it keeps of the trial merges goes with it.
+    let foresight = berth_run::Foresight::new();
+    let compared = berth_run::compare_foreseen(ops, store, &id, false, &foresight).await?;
+    if json {
+        return Ok(render::json(&compared)?);
+    }
+    render::line(format!(
+        "run {}  {}  task: {}",
+        compared.run,
+        compared.state,
+        render::cell(&berth_ops::title_of(&compared.task))
+    ))?;
+    let agents = &compared.agents;
+    let (headers, rows) = compare_table(agents);
     let headers: Vec<&str> = headers.iter().map(String::as_str).collect();
     render::table(&headers, &rows)?;
     for a in agents {
