@@ -24,44 +24,6 @@ pub async fn run(ops: &Ops, cmd: WorkspaceCmd) -> anyhow::Result<()> {
             let workspace = meant(ops, Some(&workspace)).await?;
             archive(ops, &workspace, json.json).await
         }
-        WorkspaceCmd::Create {
-            name,
-            description,
-            id,
-            agent_id,
-            plain,
-            repo,
-            branch,
-            checkout,
-            base,
-            json,
-        } => {
-            let request = CreateWorkspace {
-                id,
-                name,
-                description,
-                agent_id,
-                plain,
-                repository: repository(ops, repo).await?,
-                new_branch: branch,
-                checkout,
-                base,
-            };
-            create(ops, request, json.json).await
-        }
-        WorkspaceCmd::Adopt {
-            path,
-            name,
-            description,
-            json,
-        } => {
-            let request = AdoptWorkspace {
-                path,
-                name,
-                description,
-            };
-            adopt(ops, request, json.json).await
-        }
         WorkspaceCmd::Show { workspace, json } => {
             let workspace = meant(ops, workspace.as_deref()).await?;
             show(ops, &workspace, json.json).await
@@ -74,23 +36,9 @@ pub async fn run(ops: &Ops, cmd: WorkspaceCmd) -> anyhow::Result<()> {
             let workspace = meant(ops, workspace.as_deref()).await?;
             diff(ops, &workspace, stat, json.json).await
         }
-        WorkspaceCmd::Merge {
-            workspace,
-            into,
-            squash,
-            rebase,
-            delete,
-            json,
-        } => {
-            let request = MergeWorkspace {
-                workspace: meant(ops, workspace.as_deref()).await?,
-                into,
-                mode: merge_mode(squash, rebase),
-                delete,
-                message: None,
-            };
-            merge(ops, request, json.json).await
-        }
+        cmd @ (WorkspaceCmd::Create { .. }
+        | WorkspaceCmd::Adopt { .. }
+        | WorkspaceCmd::Merge { .. }) => run_making(ops, cmd).await,
         WorkspaceCmd::Delete {
             workspace,
             force,
@@ -152,6 +100,68 @@ pub async fn run(ops: &Ops, cmd: WorkspaceCmd) -> anyhow::Result<()> {
             let workspace = meant(ops, workspace.as_deref()).await?;
             memory(ops, &workspace, edit, clear, c.yes, json.json).await
         }
+    }
+}
+
+/// The workspace commands that make or merge one: their requests are built here.
+async fn run_making(ops: &Ops, cmd: WorkspaceCmd) -> anyhow::Result<()> {
+    match cmd {
+        WorkspaceCmd::Create {
+            name,
+            description,
+            id,
+            agent_id,
+            plain,
+            repo,
+            branch,
+            checkout,
+            base,
+            json,
+        } => {
+            let request = CreateWorkspace {
+                id,
+                name,
+                description,
+                agent_id,
+                plain,
+                repository: repository(ops, repo).await?,
+                new_branch: branch,
+                checkout,
+                base,
+            };
+            create(ops, request, json.json).await
+        }
+        WorkspaceCmd::Adopt {
+            path,
+            name,
+            description,
+            json,
+        } => {
+            let request = AdoptWorkspace {
+                path,
+                name,
+                description,
+            };
+            adopt(ops, request, json.json).await
+        }
+        WorkspaceCmd::Merge {
+            workspace,
+            into,
+            squash,
+            rebase,
+            delete,
+            json,
+        } => {
+            let request = MergeWorkspace {
+                workspace: meant(ops, workspace.as_deref()).await?,
+                into,
+                mode: merge_mode(squash, rebase),
+                delete,
+                message: None,
+            };
+            merge(ops, request, json.json).await
+        }
+        _ => unreachable!("`run` runs the other workspace commands itself"),
     }
 }
 
@@ -510,6 +520,24 @@ async fn show(ops: &Ops, identifier: &str, json: bool) -> anyhow::Result<()> {
             ),
         ),
     ];
+    archived_rows(&ws, &mut rows);
+    git_rows(&ws, &mut rows);
+    let devices: Vec<&str> = ws.devices.iter().flatten().map(|d| d.as_str()).collect();
+    let devices = if devices.is_empty() {
+        dash()
+    } else {
+        render::cell(&devices.join(", "))
+    };
+    rows.push(("devices", devices));
+    let mut out = std::io::stdout().lock();
+    for (k, v) in rows {
+        writeln!(out, "{:<12} {v}", format!("{k}:"))?;
+    }
+    Ok(())
+}
+
+/// The rows of an archived workspace: when, and what is kept of it.
+fn archived_rows(ws: &berth_ops::WorkspaceView, rows: &mut Vec<(&'static str, String)>) {
     if let Some(at) = ws.archived_at {
         let what = match &ws.git {
             Some(_) => format!(
@@ -531,6 +559,10 @@ async fn show(ops: &Ops, identifier: &str, json: bool) -> anyhow::Result<()> {
             ));
         }
     }
+}
+
+/// The rows of a git workspace: its repository, branch, checkout, health and changes.
+fn git_rows(ws: &berth_ops::WorkspaceView, rows: &mut Vec<(&'static str, String)>) {
     if let (Some(git), Some(st)) = (&ws.git, &ws.git_status) {
         rows.push(("repository", git.repo.display().to_string()));
         rows.push(("worktree", git.worktree.display().to_string()));
@@ -573,18 +605,6 @@ async fn show(ops: &Ops, identifier: &str, json: bool) -> anyhow::Result<()> {
             ));
         }
     }
-    let devices: Vec<&str> = ws.devices.iter().flatten().map(|d| d.as_str()).collect();
-    let devices = if devices.is_empty() {
-        dash()
-    } else {
-        render::cell(&devices.join(", "))
-    };
-    rows.push(("devices", devices));
-    let mut out = std::io::stdout().lock();
-    for (k, v) in rows {
-        writeln!(out, "{:<12} {v}", format!("{k}:"))?;
-    }
-    Ok(())
 }
 
 async fn delete(ops: &Ops, names: &[String], force: bool, yes: bool) -> anyhow::Result<()> {
