@@ -140,3 +140,73 @@ fn a_code_written_anywhere_else_is_caught() {
     assert!(planted("let port = 43260; let n = x326021;").is_empty());
     assert!(planted("error_of_kind(ErrorKind::Refused, why)").is_empty());
 }
+
+/// A provider's facts as berth-core's `ProviderKind` has them: the hosts of its API and the
+/// variables its keys and base URL are read from.
+const PROVIDER_FACTS: [&str; 13] = [
+    "api.anthropic.com",
+    "api.openai.com",
+    "generativelanguage.googleapis.com",
+    "\"ANTHROPIC_API_KEY\"",
+    "\"ANTHROPIC_AUTH_TOKEN\"",
+    "\"CLAUDE_CODE_OAUTH_TOKEN\"",
+    "\"OPENAI_API_KEY\"",
+    "\"CODEX_API_KEY\"",
+    "\"GEMINI_API_KEY\"",
+    "\"GOOGLE_API_KEY\"",
+    "\"ANTHROPIC_BASE_URL\"",
+    "\"OPENAI_BASE_URL\"",
+    "\"GOOGLE_GEMINI_BASE_URL\"",
+];
+
+/// `ProviderKind` itself, and the commented file `berth config init` writes, which is prose
+/// for a person (a test of berth-core's keeps it in step with the keys).
+const PROVIDER_TABLE: [&str; 2] = [
+    "crates/berth-core/src/config/provider.rs",
+    "crates/berth-core/src/config/template.rs",
+];
+
+/// Where a provider's facts are written in a library's or the CLI's own code (its sources
+/// under `src/`, before their tests), but for `ProviderKind` itself. Comments and help text
+/// may name them; code takes them from the one table.
+fn provider_facts_outside_provider_kind(files: &[(String, String)]) -> Vec<String> {
+    let mut found = Vec::new();
+    for (path, text) in files {
+        if !path.contains("/src/") || PROVIDER_TABLE.contains(&path.as_str()) {
+            continue;
+        }
+        let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+        for (n, line) in code.lines().enumerate() {
+            if line.trim_start().starts_with("//") {
+                continue;
+            }
+            for fact in PROVIDER_FACTS {
+                if line.contains(fact) {
+                    found.push(format!("{path}:{}: {fact}", n + 1));
+                }
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn provider_hosts_and_key_variables_come_from_provider_kind() {
+    let root = root();
+    let mut files = Vec::new();
+    sources(&root.join("crates"), &root, &mut files);
+    let found = provider_facts_outside_provider_kind(&files);
+    assert!(
+        found.is_empty(),
+        "a provider's host or variable written outside berth-core's ProviderKind \
+         (config/provider.rs); take it from ProviderKind (key_variables, \
+         agent_key_variables, base_url_variable, default_base_url, origin):\n{}",
+        found.join("\n")
+    );
+    let planted = [(
+        "crates/berth-sandbox/src/planted.rs".to_owned(),
+        "const K: &str = \"OPENAI_API_KEY\";\n#[cfg(test)]\nconst T: &str = \"OPENAI_API_KEY\";"
+            .to_owned(),
+    )];
+    assert_eq!(provider_facts_outside_provider_kind(&planted).len(), 1);
+}

@@ -3,7 +3,9 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use berth_core::config::{SandboxFallback, SandboxMode, SandboxNetwork, SandboxSettings};
+use berth_core::config::{
+    ProviderKind, SandboxFallback, SandboxMode, SandboxNetwork, SandboxSettings,
+};
 
 use crate::env::EnvAllow;
 use crate::plan::{Confinement, Limits, Net, Request};
@@ -589,10 +591,12 @@ pub struct AgentProfile {
     pub name: &'static str,
     /// Its state folders, beneath `$HOME`.
     pub state: &'static [&'static str],
-    /// The variable that overrides its provider's URL, and the provider's default.
-    pub base_url: (&'static str, &'static str),
-    /// berth's variables it gets: its provider's key and base URL.
-    pub env: &'static [&'static str],
+    /// The provider it calls: berth-core's `ProviderKind` has the variable that overrides
+    /// its URL, its host and its key variables.
+    pub provider: ProviderKind,
+    /// berth's variables it gets besides its provider's keys and base URL
+    /// ([`AgentProfile::env`]).
+    pub own_env: &'static [&'static str],
     /// What of its state (beneath `$HOME`) it runs or obeys later: its settings, where hooks
     /// are declared, its hooks, plugins, commands, subagents, skills, rules, extensions,
     /// local install and instructions. Read-only to it, so that it cannot plant something
@@ -619,6 +623,16 @@ pub enum Obeyed {
 }
 
 impl AgentProfile {
+    /// berth's variables it gets: its provider's keys and base URL (berth-core's
+    /// `ProviderKind`), and its own ([`AgentProfile::own_env`]).
+    pub fn env(&self) -> Vec<&'static str> {
+        let provider = self.provider;
+        let mut env = provider.agent_key_variables().to_vec();
+        env.push(provider.base_url_variable());
+        env.extend(self.own_env);
+        env
+    }
+
     /// The paths of [`AgentProfile::obeyed`] beneath `home`, each made first where missing
     /// (in a state folder that exists), so that a read-only bind covers it.
     pub fn covered(&self, home: &Path) -> Vec<PathBuf> {
@@ -666,20 +680,17 @@ fn make_file(path: &Path, text: &str) -> std::io::Result<()> {
     std::io::Write::write_all(&mut file, text.as_bytes())
 }
 
-/// The provider variables of every agent berth knows: what an agent berth does not know
-/// gets, since it may talk to any of them.
-pub const PROVIDER_ENV: [&str; 10] = [
-    "ANTHROPIC_API_KEY",
-    "ANTHROPIC_AUTH_TOKEN",
-    "ANTHROPIC_BASE_URL",
-    "OPENAI_API_KEY",
-    "OPENAI_BASE_URL",
-    "GEMINI_API_KEY",
-    "GOOGLE_API_KEY",
-    "GOOGLE_GEMINI_BASE_URL",
-    "CODEX_API_KEY",
-    "CLAUDE_CODE_OAUTH_TOKEN",
-];
+/// The provider variables of every agent berth knows, each provider's keys and base URL
+/// (berth-core's `ProviderKind`): what an agent berth does not know gets, since it may talk to
+/// any of them.
+pub fn provider_env() -> Vec<&'static str> {
+    let mut env = Vec::new();
+    for provider in ProviderKind::ALL {
+        env.extend(provider.agent_key_variables());
+        env.push(provider.base_url_variable());
+    }
+    env
+}
 
 const PROFILES: [(&str, AgentProfile); 3] = [
     (
@@ -687,14 +698,8 @@ const PROFILES: [(&str, AgentProfile); 3] = [
         AgentProfile {
             name: "claude-agent-acp",
             state: &[".claude"],
-            base_url: ("ANTHROPIC_BASE_URL", "https://api.anthropic.com"),
-            env: &[
-                "ANTHROPIC_API_KEY",
-                "ANTHROPIC_AUTH_TOKEN",
-                "ANTHROPIC_BASE_URL",
-                "CLAUDE_CODE_OAUTH_TOKEN",
-                "CLAUDE_CONFIG_DIR",
-            ],
+            provider: ProviderKind::Claude,
+            own_env: &["CLAUDE_CONFIG_DIR"],
             obeyed: &[
                 Obeyed::File(".claude/settings.json", "{}\n"),
                 Obeyed::File(".claude/settings.local.json", "{}\n"),
@@ -717,13 +722,8 @@ const PROFILES: [(&str, AgentProfile); 3] = [
         AgentProfile {
             name: "codex",
             state: &[".codex"],
-            base_url: ("OPENAI_BASE_URL", "https://api.openai.com"),
-            env: &[
-                "OPENAI_API_KEY",
-                "CODEX_API_KEY",
-                "OPENAI_BASE_URL",
-                "CODEX_HOME",
-            ],
+            provider: ProviderKind::Openai,
+            own_env: &["CODEX_HOME"],
             obeyed: &[
                 Obeyed::File(".codex/config.toml", ""),
                 Obeyed::File(".codex/AGENTS.md", ""),
@@ -740,16 +740,8 @@ const PROFILES: [(&str, AgentProfile); 3] = [
         AgentProfile {
             name: "gemini",
             state: &[".gemini"],
-            base_url: (
-                "GOOGLE_GEMINI_BASE_URL",
-                "https://generativelanguage.googleapis.com",
-            ),
-            env: &[
-                "GEMINI_API_KEY",
-                "GOOGLE_API_KEY",
-                "GOOGLE_GEMINI_BASE_URL",
-                "GOOGLE_CLOUD_PROJECT",
-            ],
+            provider: ProviderKind::Gemini,
+            own_env: &["GOOGLE_CLOUD_PROJECT"],
             obeyed: &[
                 Obeyed::File(".gemini/settings.json", "{}\n"),
                 Obeyed::File(".gemini/GEMINI.md", ""),
@@ -793,11 +785,11 @@ pub fn agent_hosts<'a>(
     };
     let mut hosts = BTreeSet::new();
     for (k, v) in env {
-        if profiles.iter().any(|p| p.base_url.0 == k) && endpoint(v).is_some() {
+        if profiles.iter().any(|p| p.provider.base_url_variable() == k) && endpoint(v).is_some() {
             hosts.insert(v.to_owned());
         }
     }
-    hosts.extend(profiles.iter().map(|p| p.base_url.1.to_owned()));
+    hosts.extend(profiles.iter().map(|p| p.provider.origin().to_owned()));
     hosts.extend(extra.into_iter().map(str::to_owned));
     hosts.into_iter().collect()
 }
