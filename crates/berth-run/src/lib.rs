@@ -50,8 +50,8 @@ use std::path::PathBuf;
 use berth_ops::ErrorKind;
 
 pub use agents::{
-    AgentChoice, AgentNumber, AgentSpec, BUILTIN, check_model_name, choose_agents, parse_agent,
-    parse_agents,
+    AgentChoice, AgentNumber, AgentSpec, builtin_agents, check_model_name, choose_agents,
+    parse_agent, parse_agents,
 };
 pub use ask::{Answer, DEFAULT_ASK_TIMEOUT};
 pub use batch::{BatchRun, BatchStart, StartedBatch, start_batch};

@@ -51,7 +51,7 @@ pub use network::{Forward, Handoff, close as close_network, forwards as network_
 pub use plan::{Confinement, PROXY_PORT};
 pub use policy::{
     AgentProfile, Obeyed, Place, Policy, Sandbox, Subject, agent_hosts, agent_profile,
-    loopback_forwards, provider_env,
+    agent_profiles, loopback_forwards, provider_env,
 };
 pub use proxy::{AllowList, Proxy, ProxyHandle};
 

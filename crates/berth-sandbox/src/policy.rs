@@ -584,11 +584,16 @@ pub fn loopback_forwards<'a>(entries: impl IntoIterator<Item = &'a String>) -> V
         .collect()
 }
 
-/// What berth knows of a third-party agent: its name and the state it writes beneath the
-/// user's home.
+/// What berth knows of a third-party agent, the one table of its facts: the name a run
+/// chooses it by and the command it starts (berth-run's built-in agents read them here), its
+/// provider, and the state it writes beneath the user's home.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AgentProfile {
     pub name: &'static str,
+    /// The name `berth run --agent NAME` chooses it by (`claude-code`).
+    pub builtin: &'static str,
+    /// The command line that starts it as an ACP agent.
+    pub command: &'static str,
     /// Its state folders, beneath `$HOME`.
     pub state: &'static [&'static str],
     /// The provider it calls: berth-core's `ProviderKind` has the variable that overrides
@@ -697,6 +702,8 @@ const PROFILES: [(&str, AgentProfile); 3] = [
         "claude",
         AgentProfile {
             name: "claude-agent-acp",
+            builtin: "claude-code",
+            command: "claude-agent-acp",
             state: &[".claude"],
             provider: ProviderKind::Claude,
             own_env: &["CLAUDE_CONFIG_DIR"],
@@ -721,6 +728,8 @@ const PROFILES: [(&str, AgentProfile); 3] = [
         "codex",
         AgentProfile {
             name: "codex",
+            builtin: "codex",
+            command: "codex-acp",
             state: &[".codex"],
             provider: ProviderKind::Openai,
             own_env: &["CODEX_HOME"],
@@ -739,6 +748,8 @@ const PROFILES: [(&str, AgentProfile); 3] = [
         "gemini",
         AgentProfile {
             name: "gemini",
+            builtin: "gemini",
+            command: "gemini --experimental-acp",
             state: &[".gemini"],
             provider: ProviderKind::Gemini,
             own_env: &["GOOGLE_CLOUD_PROJECT"],
@@ -754,6 +765,11 @@ const PROFILES: [(&str, AgentProfile); 3] = [
         },
     ),
 ];
+
+/// Every agent berth knows, in the order `berth run --agent` lists them.
+pub fn agent_profiles() -> impl Iterator<Item = &'static AgentProfile> {
+    PROFILES.iter().map(|(_, p)| p)
+}
 
 /// The profile of the agent an `--agent-cmd` starts, known by its program's name.
 pub fn agent_profile(command: &str) -> Option<&'static AgentProfile> {
@@ -842,6 +858,15 @@ mod tests {
         assert_eq!(claude.state, [".claude"]);
         assert_eq!(agent_profile("FOO=1 codex-acp").unwrap().name, "codex");
         assert!(agent_profile("python3 my_agent.py").is_none());
+        // Each known agent's own command is known as itself.
+        for profile in agent_profiles() {
+            assert_eq!(
+                agent_profile(profile.command),
+                Some(profile),
+                "{}",
+                profile.builtin
+            );
+        }
         let hosts = agent_hosts(
             Some(claude),
             [
