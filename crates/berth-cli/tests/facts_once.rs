@@ -1,7 +1,8 @@
 //! Each fact once: static checks on the tree that a fact berth has one table for is not
 //! written again elsewhere. A JSON-RPC error code comes from berth-core's
 //! `ErrorKind::json_rpc_code`, so MCP, berth-acp's server and berth-run's ACP client answer a
-//! failure of one kind with one code.
+//! failure of one kind with one code; a provider's hosts and variables from berth-core's
+//! `ProviderKind`; a known ACP agent's command from berth-sandbox's `AgentProfile`.
 
 #![allow(clippy::unwrap_used)] // a test: a panic is the failure it reports
 
@@ -188,6 +189,42 @@ fn provider_facts_outside_provider_kind(files: &[(String, String)]) -> Vec<Strin
         }
     }
     found
+}
+
+/// The commands of the ACP agents berth knows, which only berth-sandbox's `AgentProfile`
+/// table writes (berth-run's built-in agents read them there).
+const AGENT_COMMANDS: [&str; 3] = [
+    "\"claude-agent-acp\"",
+    "\"codex-acp\"",
+    "\"gemini --experimental-acp\"",
+];
+
+#[test]
+fn the_known_agents_commands_come_from_their_profiles() {
+    let root = root();
+    let mut files = Vec::new();
+    sources(&root.join("crates"), &root, &mut files);
+    let mut found = Vec::new();
+    for (path, text) in &files {
+        if !path.contains("/src/") || path == "crates/berth-sandbox/src/policy.rs" {
+            continue;
+        }
+        let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+        for (n, line) in code.lines().enumerate() {
+            // Help text and comments may show one as an example.
+            if line.trim_start().starts_with("//") {
+                continue;
+            }
+            for command in AGENT_COMMANDS.iter().filter(|c| line.contains(*c)) {
+                found.push(format!("{path}:{}: {command}", n + 1));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "a known agent's command written outside berth-sandbox's AgentProfile table:\n{}",
+        found.join("\n")
+    );
 }
 
 #[test]
