@@ -3,15 +3,14 @@
 //! carries the kind as every protocol spells it (`{"kind": "not_found"}`, as MCP's tool results
 //! and JSON-RPC errors do).
 
-use agent_client_protocol::{Error, ErrorCode};
+use agent_client_protocol::Error;
 use berth_agent::AgentError;
 use berth_ops::ErrorKind;
 
 /// An error of `kind`, its code by berth-core's one table ([`ErrorKind::json_rpc_code`], which
-/// MCP answers with too).
+/// MCP and berth-run's ACP client answer with too), built where both ACP ends build theirs.
 pub fn of_kind(kind: ErrorKind, message: impl Into<String>) -> Error {
-    let code = ErrorCode::from(kind.json_rpc_code());
-    Error::new(code, message.into()).data(serde_json::json!({ "kind": kind.as_str() }))
+    berth_agent::acp::error_of_kind(kind, message)
 }
 
 /// An operation's error.

@@ -114,7 +114,7 @@ impl Relay {
                     ))
                 };
                 // A failure is the provider's own message, or the loop's: outside ACP's reach.
-                return berth_run::stop_reason_of(stop)
+                return berth_agent::acp::stop_reason_of(stop)
                     .map(answer)
                     .map_err(|message| errors::of_kind(berth_ops::ErrorKind::External, message));
             }

@@ -1,6 +1,8 @@
 //! berth-agent: berth's coding agent, as a library that every front end drives (`berth chat`,
 //! `berth acp`).
 //!
+//! - [`acp`]: ACP's facts about berth's turns and errors (stop reasons both ways, an error of
+//!   a kind), for berth-run's ACP client and berth-acp's server alike.
 //! - [`conversation`]: the conversation in no provider's dialect.
 //! - [`provider`] and [`providers`]: streaming Claude, OpenAI and Gemini over their real wire
 //!   formats ([`http`]: one client, retries only before the first token, SSE). These are
@@ -22,6 +24,7 @@
 //!   [`Agent::session_command`], what a command does to a session, for `berth chat` and
 //!   `berth acp` alike.
 
+pub mod acp;
 pub mod context;
 pub mod events;
 pub mod mcp;

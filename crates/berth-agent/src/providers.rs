@@ -30,11 +30,7 @@ pub enum SetupError {
 
 /// Where a provider is called when its `base_url` is not set.
 pub fn default_base_url(kind: ProviderKind) -> &'static str {
-    match kind {
-        ProviderKind::Claude => anthropic::DEFAULT_BASE_URL,
-        ProviderKind::Openai => openai::DEFAULT_BASE_URL,
-        ProviderKind::Gemini => gemini::DEFAULT_BASE_URL,
-    }
+    kind.default_base_url()
 }
 
 /// The provider the merged config names (`provider`, else Claude), with its key and base URL,

@@ -32,6 +32,49 @@ pub fn is_id_prefix(identifier: &str, id: &str) -> bool {
     identifier.len() >= MIN_PREFIX && id.starts_with(identifier)
 }
 
+/// What an identifier names among candidates, by [`named_by_id`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Named<T> {
+    /// No candidate has that id, nor begins with it.
+    Nothing,
+    One(T),
+    /// The identifier is a prefix of several ids: ambiguous, never a guess.
+    Several(Vec<T>),
+}
+
+impl<T> Named<T> {
+    /// Nothing, one or several, by how many `found` holds.
+    pub fn of(mut found: Vec<T>) -> Self {
+        match found.len() {
+            0 => Named::Nothing,
+            1 => Named::One(found.remove(0)),
+            _ => Named::Several(found),
+        }
+    }
+}
+
+/// The id resolve rule, once for workspaces, sessions, runs, batches and lands: the candidate
+/// whose id (`id_of`) is `identifier` exactly wins; else the candidates whose ids it begins
+/// ([`is_id_prefix`]: [`MIN_PREFIX`] characters or more), one of them named, several
+/// ambiguous (in the candidates' order).
+pub fn named_by_id<T>(
+    identifier: &str,
+    candidates: impl IntoIterator<Item = T>,
+    id_of: impl Fn(&T) -> &str,
+) -> Named<T> {
+    let mut prefixed = Vec::new();
+    for candidate in candidates {
+        let id = id_of(&candidate);
+        if id == identifier {
+            return Named::One(candidate);
+        }
+        if is_id_prefix(identifier, id) {
+            prefixed.push(candidate);
+        }
+    }
+    Named::of(prefixed)
+}
+
 /// How stale `last_accessed` may get before a use rewrites it. Garbage collection works in
 /// days, so a minute of slack costs nothing and spares a durable metadata write on every read.
 const ACCESS_GRANULARITY: Duration = Duration::seconds(60);
@@ -126,20 +169,14 @@ impl WorkspaceManager {
         if identifier.len() < MIN_PREFIX {
             return Err(not_found());
         }
-        let matches: Vec<WorkspaceId> = self
-            .workspaces
-            .list_ids()
-            .await?
-            .into_iter()
-            .filter(|id| is_id_prefix(identifier, id.as_str()))
-            .collect();
-        match matches.as_slice() {
-            [] => Err(not_found()),
-            [one] => self.workspaces.load(one).await,
-            many => {
+        let ids = self.workspaces.list_ids().await?;
+        match named_by_id(identifier, ids, |id| id.as_str()) {
+            Named::Nothing => Err(not_found()),
+            Named::One(one) => self.workspaces.load(&one).await,
+            Named::Several(many) => {
                 let mut candidates = Vec::new();
                 for id in many {
-                    let label = match self.workspaces.load(id).await {
+                    let label = match self.workspaces.load(&id).await {
                         Ok(Workspace { name: Some(n), .. }) => format!("{id} ({n})"),
                         _ => id.to_string(),
                     };
@@ -414,21 +451,25 @@ impl WorkspaceManager {
         if identifier.len() < MIN_PREFIX {
             return Err(not_found());
         }
+        let ids = self.sessions.list_ids().await?;
+        let named = match named_by_id(identifier, ids, |id| id.as_str()) {
+            Named::Nothing => Vec::new(),
+            Named::One(id) => vec![id],
+            Named::Several(ids) => ids,
+        };
         let mut found = Vec::new();
-        for id in self.sessions.list_ids().await? {
-            if is_id_prefix(identifier, id.as_str()) {
-                // The id list may hold sessions deleted a moment ago; only live ones count.
-                match self.sessions.load(&id).await {
-                    Ok(s) => found.push(s),
-                    Err(e) if e.is_not_found() => {}
-                    Err(e) => return Err(e),
-                }
+        for id in named {
+            // The id list may hold sessions deleted a moment ago; only live ones count.
+            match self.sessions.load(&id).await {
+                Ok(s) => found.push(s),
+                Err(e) if e.is_not_found() => {}
+                Err(e) => return Err(e),
             }
         }
-        match found.len() {
-            0 => Err(not_found()),
-            1 => Ok(found.remove(0)),
-            _ => Err(Error::Ambiguous {
+        match Named::of(found) {
+            Named::Nothing => Err(not_found()),
+            Named::One(session) => Ok(session),
+            Named::Several(found) => Err(Error::Ambiguous {
                 identifier: identifier.to_owned(),
                 candidates: found
                     .iter()
@@ -488,5 +529,26 @@ impl WorkspaceManager {
             None => None,
         };
         config::layer(global, ws_text.as_ref(), env)
+    }
+}
+
+#[cfg(test)]
+mod rule_tests {
+    use super::*;
+
+    #[test]
+    fn an_exact_id_wins_then_a_prefix_names_one_or_is_ambiguous() {
+        let ids = ["abcd1234", "abcd", "abce0000", "ffff0000"];
+        let named = |identifier| named_by_id(identifier, ids, |id| id);
+        // "abcd" is an id and a prefix of another: the id wins.
+        assert_eq!(named("abcd"), Named::One("abcd"));
+        assert_eq!(named("abcd12"), Named::One("abcd1234"));
+        assert_eq!(named("abc"), Named::Nothing, "shorter than MIN_PREFIX");
+        assert_eq!(named("0000"), Named::Nothing);
+        let two = ["abcd1234", "abcd9999"];
+        assert_eq!(
+            named_by_id("abcd", two, |id| id),
+            Named::Several(vec!["abcd1234", "abcd9999"])
+        );
     }
 }

@@ -330,7 +330,7 @@ impl ServerHandler for BerthMcp {
         let contents = match body {
             Body::Json(value) => {
                 let text = serde_json::to_string_pretty(&value)
-                    .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+                    .map_err(|e| errors::of_kind(ErrorKind::Io, e.to_string()))?;
                 ResourceContents::text(text, uri).with_mime_type("application/json")
             }
             Body::Text { text, mime } => ResourceContents::text(text, uri).with_mime_type(mime),
@@ -444,7 +444,7 @@ impl ServerHandler for BerthMcp {
             Some(total as u32),
             total > CompletionInfo::MAX_VALUES,
         )
-        .map_err(|e| ErrorData::internal_error(e, None))?;
+        .map_err(|e| errors::of_kind(ErrorKind::Invalid, e))?;
         Ok(CompleteResult::new(info))
     }
 }

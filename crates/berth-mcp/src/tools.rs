@@ -764,7 +764,10 @@ impl BerthMcp {
     )]
     async fn prompt_list(&self) -> Result<CallToolResult, ErrorData> {
         let prompts = serde_json::to_value(prompts::list()).map_err(|e| {
-            ErrorData::internal_error(format!("cannot render the prompt list: {e}"), None)
+            errors::of_kind(
+                berth_ops::ErrorKind::Io,
+                format!("cannot render the prompt list: {e}"),
+            )
         })?;
         result(Ok(rendered(json!({ "prompts": prompts }))))
     }

@@ -93,7 +93,7 @@ pub use berth_core::config::{
     AgentEntry, Config, LoadedConfig, PoolSettings, ProviderKind, RunSettings,
 };
 /// The shortest id prefix that names a workspace or a session.
-pub use berth_core::manager::{MIN_PREFIX, is_id_prefix};
+pub use berth_core::manager::{MIN_PREFIX, Named, is_id_prefix, named_by_id};
 pub use berth_core::shown;
 pub use berth_core::{
     Binding, DeviceId, EntryKind, Kinded, Message, Role, Session, SessionId, SessionStatus,

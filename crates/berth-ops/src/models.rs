@@ -20,12 +20,6 @@ use berth_core::{Found, Session, StoragePath, StorageScope};
 use crate::Ops;
 use crate::error::{Error, Result};
 
-const PROVIDERS: [ProviderKind; 3] = [
-    ProviderKind::Claude,
-    ProviderKind::Openai,
-    ProviderKind::Gemini,
-];
-
 /// A provider and one of its models.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ModelChoice {
@@ -46,7 +40,7 @@ impl ModelChoice {
     /// provider that has a key.
     pub fn choices(config: &Config) -> Vec<ModelChoice> {
         let mut out = vec![ModelChoice::configured(config)];
-        for kind in PROVIDERS {
+        for kind in ProviderKind::ALL {
             if kind == config.provider() || !has_key(config, kind) {
                 continue;
             }

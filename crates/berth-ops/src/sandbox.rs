@@ -257,10 +257,10 @@ fn provider_access(
     // Of berth's environment, the agent gets its provider's key and base URL besides the
     // allow list (every agent's, where berth does not know which it is); nothing else.
     let mut passed: Vec<String> = match profile {
-        Some(p) => p.env.iter().map(|n| (*n).to_owned()).collect(),
-        None => berth_sandbox::PROVIDER_ENV
-            .iter()
-            .map(|n| (*n).to_owned())
+        Some(p) => p.env().into_iter().map(str::to_owned).collect(),
+        None => berth_sandbox::provider_env()
+            .into_iter()
+            .map(str::to_owned)
             .collect(),
     };
     passed.extend(declared.env.iter().cloned());

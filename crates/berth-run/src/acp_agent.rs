@@ -53,10 +53,10 @@ use agent_client_protocol::v1::schema::{
     TerminalExitStatus, TerminalOutputRequest, ToolCallStatus, ToolKind as AcpKind,
     WaitForTerminalExitRequest,
 };
-use agent_client_protocol::{Agent, Client, ErrorCode};
+use agent_client_protocol::{Agent, Client};
 use berth_agent::{CancellationToken, ToolKind, TurnStop, Usage};
 use berth_confined::Unconfined;
-use berth_ops::{Message, Ops, Role, Session, StoragePath, tool_record};
+use berth_ops::{ErrorKind, Message, Ops, Role, Session, StoragePath, tool_record};
 use tokio::sync::mpsc;
 
 use crate::terminals::{Exit, TerminalError, Terminals};
@@ -373,12 +373,12 @@ enum Denied {
 
 impl Denied {
     fn error(&self) -> agent_client_protocol::Error {
-        let (code, message) = match self {
-            Denied::Refused(m) => (ErrorCode::INVALID_PARAMS, m),
-            Denied::NotFound(m) => (ErrorCode::RESOURCE_NOT_FOUND, m),
-            Denied::Failed(m) => (ErrorCode::INTERNAL_ERROR, m),
+        let (kind, message) = match self {
+            Denied::Refused(m) => (ErrorKind::Refused, m),
+            Denied::NotFound(m) => (ErrorKind::NotFound, m),
+            Denied::Failed(m) => (ErrorKind::Io, m),
         };
-        agent_client_protocol::Error::new(code, message.clone())
+        berth_agent::acp::error_of_kind(kind, message.clone())
     }
 }
 
@@ -834,16 +834,35 @@ impl Outcome {
 
 /// A terminal request's failure as the agent gets it.
 fn terminal_error(e: TerminalError) -> agent_client_protocol::Error {
-    let (code, message) = match e {
-        TerminalError::Outside(m) => (ErrorCode::INVALID_PARAMS, m),
-        TerminalError::Unknown(m) => (ErrorCode::RESOURCE_NOT_FOUND, m),
-        TerminalError::Failed(m) => (ErrorCode::INTERNAL_ERROR, m),
+    let (kind, message) = match e {
+        TerminalError::Outside(m) => (ErrorKind::Refused, m),
+        TerminalError::Unknown(m) => (ErrorKind::NotFound, m),
+        TerminalError::Failed(m) => (ErrorKind::Io, m),
     };
-    agent_client_protocol::Error::new(code, message)
+    berth_agent::acp::error_of_kind(kind, message)
 }
 
 fn status_of(exit: Exit) -> TerminalExitStatus {
     TerminalExitStatus::new()
         .exit_code(exit.code)
         .signal(exit.signal)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What the agent is told of a refused request is a refusal by berth-core's table, as MCP
+    /// and berth-acp answer one, not the code of a malformed request.
+    #[test]
+    fn a_refusal_is_answered_with_the_tables_code() {
+        let refused = Denied::Refused("leads outside the worktree".into()).error();
+        assert_eq!(i32::from(refused.code), ErrorKind::Refused.json_rpc_code());
+        assert_eq!(refused.data, Some(serde_json::json!({"kind": "refused"})));
+        let missing = Denied::NotFound("no such file".into()).error();
+        assert_eq!(i32::from(missing.code), ErrorKind::NotFound.json_rpc_code());
+        let outside = terminal_error(TerminalError::Outside("cwd /etc".into()));
+        assert_eq!(i32::from(outside.code), ErrorKind::Refused.json_rpc_code());
+        assert_eq!(outside.message, "cwd /etc");
+    }
 }

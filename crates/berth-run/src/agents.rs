@@ -2,7 +2,7 @@
 //!
 //! - `--agent SPEC`, repeatable: `berth` (berth's own agent), `berth:MODEL`, `cmd:COMMAND` (any
 //!   ACP agent by its command line), or a name: an `[agents.NAME]` entry of the config, or a
-//!   built-in one (`claude-code`, `codex`, `gemini`; [`BUILTIN`]);
+//!   built-in one (`claude-code`, `codex`, `gemini`; [`builtin_agents`]);
 //! - `--agents 3`: three of the default agent (`[run] agent`, else berth's own), or of the one
 //!   `--agent` names; or a mix of berth's own by provider or model, `claude:2,openai:1`;
 //! - `--agent-cmd COMMAND`, the same as `--agent cmd:COMMAND`.
@@ -171,12 +171,12 @@ impl std::fmt::Display for AgentNumber {
     }
 }
 
-/// The ACP agents a run knows by name without any config: (name, command).
-pub const BUILTIN: [(&str, &str); 3] = [
-    ("claude-code", "claude-agent-acp"),
-    ("codex", "codex-acp"),
-    ("gemini", "gemini --experimental-acp"),
-];
+/// The ACP agents a run knows by name without any config: (name, command), from
+/// berth-sandbox's one table of what berth knows of each agent (`AgentProfile`), which also
+/// has its provider and what of its state it writes and obeys.
+pub fn builtin_agents() -> impl Iterator<Item = (&'static str, &'static str)> {
+    berth_sandbox::agent_profiles().map(|p| (p.builtin, p.command))
+}
 
 /// How a run's agents were named on its command line (or by MCP).
 #[derive(Debug, Clone, Copy, Default)]
@@ -303,15 +303,15 @@ pub fn parse_agent(spec: &str, config: &Config) -> Result<AgentSpec, RunError> {
             mask_keys: entry.mask_keys,
         });
     }
-    if let Some((name, command)) = BUILTIN.iter().find(|(name, _)| *name == spec) {
+    if let Some((name, command)) = builtin_agents().find(|(name, _)| *name == spec) {
         let mut one = AgentSpec::command(command);
         if let AgentSpec::Acp { name: n, .. } = &mut one {
-            *n = Some((*name).to_owned());
+            *n = Some(name.to_owned());
         }
         return Ok(one);
     }
     let mut known: Vec<String> = vec!["berth".into(), "berth:MODEL".into(), "cmd:COMMAND".into()];
-    known.extend(BUILTIN.iter().map(|(name, _)| (*name).to_owned()));
+    known.extend(builtin_agents().map(|(name, _)| name.to_owned()));
     known.extend(config.agents.keys().cloned());
     Err(invalid(format!(
         "no agent is named {spec:?}: --agent takes {}",

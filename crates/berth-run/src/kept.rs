@@ -225,28 +225,22 @@ impl RunStore {
             Err(KeptError::Corrupt { .. }) => return Ok(id),
             Err(e) => return Err(e),
         }
-        if id.as_str().len() >= berth_ops::MIN_PREFIX {
-            let mut found: Vec<String> = self
-                .backend
-                .ids()
-                .await?
-                .into_iter()
-                .filter(|i| berth_ops::is_id_prefix(id.as_str(), i.as_str()))
-                .map(String::from)
-                .collect();
-            found.sort();
-            match found.len() {
-                0 => {}
-                1 => return Ok(RunId(found.remove(0))),
-                _ => {
-                    return Err(KeptError::Ambiguous {
-                        prefix: identifier.to_owned(),
-                        ids: found,
-                    });
-                }
-            }
+        let mut ids: Vec<String> = self
+            .backend
+            .ids()
+            .await?
+            .into_iter()
+            .map(String::from)
+            .collect();
+        ids.sort();
+        match berth_ops::named_by_id(id.as_str(), ids, |i| i.as_str()) {
+            berth_ops::Named::One(one) => Ok(RunId(one)),
+            berth_ops::Named::Several(ids) => Err(KeptError::Ambiguous {
+                prefix: identifier.to_owned(),
+                ids,
+            }),
+            berth_ops::Named::Nothing => Err(KeptError::NotFound(identifier.to_owned())),
         }
-        Err(KeptError::NotFound(identifier.to_owned()))
     }
 
     /// Every run, newest first; a run whose record cannot be read is an error in its place.

@@ -20,7 +20,6 @@
 //! text already streamed stays in the transcripts, marked interrupted.
 
 mod acp_agent;
-mod acp_stop;
 mod agents;
 mod ask;
 mod batch;
@@ -50,10 +49,9 @@ use std::path::PathBuf;
 
 use berth_ops::ErrorKind;
 
-pub use acp_stop::{stop_reason_of, turn_stop_of};
 pub use agents::{
-    AgentChoice, AgentNumber, AgentSpec, BUILTIN, check_model_name, choose_agents, parse_agent,
-    parse_agents,
+    AgentChoice, AgentNumber, AgentSpec, builtin_agents, check_model_name, choose_agents,
+    parse_agent, parse_agents,
 };
 pub use ask::{Answer, DEFAULT_ASK_TIMEOUT};
 pub use batch::{BatchRun, BatchStart, StartedBatch, start_batch};

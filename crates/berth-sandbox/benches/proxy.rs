@@ -107,9 +107,9 @@ fn main() {
         writable: vec![],
         env: claude
             .unwrap()
-            .env
-            .iter()
-            .map(|n| (*n).to_owned())
+            .env()
+            .into_iter()
+            .map(str::to_owned)
             .collect(),
         program: vec![],
         settings: vec![],

@@ -25,56 +25,60 @@
 //!   agent** rather than handing it the key: the error names the variable and
 //!   `mask_keys = false`.
 
-use berth_core::config::Secret;
+use berth_core::config::{ProviderKind, Secret};
 
 use crate::SandboxError;
 use crate::policy::AgentProfile;
 
 /// A provider whose key berth can keep from an agent, and where its requests carry the key.
+/// Its name, key variables, base URL variable and host are berth-core's `ProviderKind`'s;
+/// what is here is how berth's proxy serves it.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct Provider {
+    pub kind: ProviderKind,
     /// Its endpoint on berth's proxy is `/berth/NAME`.
     pub name: &'static str,
-    /// The variable its clients read their base URL from.
-    pub base_var: &'static str,
-    /// Its base URL where `base_var` is not set, as its clients read that variable (OpenAI's
-    /// ends in `/v1`).
-    pub default_base: &'static str,
-    /// The variables that hold its keys.
-    pub keys: &'static [&'static str],
     /// The request headers its clients put a key in, lowercase.
     pub headers: &'static [&'static str],
     /// The query parameter its clients may put a key in.
     pub query: Option<&'static str>,
 }
 
+impl Provider {
+    /// The variable its clients read their base URL from.
+    pub fn base_var(&self) -> &'static str {
+        self.kind.base_url_variable()
+    }
+
+    /// The variables that hold its keys.
+    pub fn keys(&self) -> &'static [&'static str] {
+        self.kind.agent_key_variables()
+    }
+
+    /// Its base URL where [`Provider::base_var`] is not set, as its clients read that
+    /// variable.
+    pub fn default_base(&self) -> &'static str {
+        self.kind.default_base_url()
+    }
+}
+
 /// The providers of the agents berth knows.
 pub(crate) const PROVIDERS: [Provider; 3] = [
     Provider {
+        kind: ProviderKind::Claude,
         name: "anthropic",
-        base_var: "ANTHROPIC_BASE_URL",
-        default_base: "https://api.anthropic.com",
-        keys: &[
-            "ANTHROPIC_API_KEY",
-            "ANTHROPIC_AUTH_TOKEN",
-            "CLAUDE_CODE_OAUTH_TOKEN",
-        ],
         headers: &["x-api-key", "authorization"],
         query: None,
     },
     Provider {
+        kind: ProviderKind::Openai,
         name: "openai",
-        base_var: "OPENAI_BASE_URL",
-        default_base: "https://api.openai.com/v1",
-        keys: &["OPENAI_API_KEY", "CODEX_API_KEY"],
         headers: &["authorization", "api-key"],
         query: None,
     },
     Provider {
+        kind: ProviderKind::Gemini,
         name: "gemini",
-        base_var: "GOOGLE_GEMINI_BASE_URL",
-        default_base: "https://generativelanguage.googleapis.com",
-        keys: &["GEMINI_API_KEY", "GOOGLE_API_KEY"],
         headers: &["x-goog-api-key"],
         query: Some("key"),
     },
@@ -148,10 +152,10 @@ impl MaskedKeys {
         let mut routes = Vec::new();
         for provider in PROVIDERS
             .iter()
-            .filter(|p| profile.is_none_or(|profile| profile.base_url.0 == p.base_var))
+            .filter(|p| profile.is_none_or(|profile| profile.provider == p.kind))
         {
             let mut keys = Vec::new();
-            for var in provider.keys {
+            for var in provider.keys() {
                 let Some(real) = value(var) else { continue };
                 if !real.bytes().all(|b| b.is_ascii_graphic()) {
                     return Err(refusal(
@@ -168,8 +172,9 @@ impl MaskedKeys {
             if keys.is_empty() {
                 continue;
             }
-            let base = value(provider.base_var).unwrap_or(provider.default_base);
-            let upstream = Upstream::parse(base).map_err(|why| refusal(provider.base_var, why))?;
+            let base = value(provider.base_var()).unwrap_or(provider.default_base());
+            let upstream =
+                Upstream::parse(base).map_err(|why| refusal(provider.base_var(), why))?;
             routes.push(Route {
                 provider,
                 upstream,
@@ -188,7 +193,7 @@ impl MaskedKeys {
     pub fn hides(&self, name: &str) -> bool {
         self.routes
             .iter()
-            .any(|route| route.provider.base_var == name || route.provider.keys.contains(&name))
+            .any(|route| route.provider.base_var() == name || route.provider.keys().contains(&name))
     }
 
     /// What the agent gets instead: each masked provider's base URL on berth's proxy, inside
@@ -197,7 +202,7 @@ impl MaskedKeys {
         let mut env = Vec::new();
         for route in &self.routes {
             env.push((
-                route.provider.base_var.to_owned(),
+                route.provider.base_var().to_owned(),
                 format!("http://127.0.0.1:{port}{}", route.prefix()),
             ));
             for key in &route.keys {

@@ -50,8 +50,8 @@ pub use limits::enforced as limits_enforced;
 pub use network::{Forward, Handoff, close as close_network, forwards as network_forwards};
 pub use plan::{Confinement, PROXY_PORT};
 pub use policy::{
-    AgentProfile, Obeyed, PROVIDER_ENV, Place, Policy, Sandbox, Subject, agent_hosts,
-    agent_profile, loopback_forwards,
+    AgentProfile, Obeyed, Place, Policy, Sandbox, Subject, agent_hosts, agent_profile,
+    agent_profiles, loopback_forwards, provider_env,
 };
 pub use proxy::{AllowList, Proxy, ProxyHandle};
 

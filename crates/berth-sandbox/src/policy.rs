@@ -3,7 +3,9 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use berth_core::config::{SandboxFallback, SandboxMode, SandboxNetwork, SandboxSettings};
+use berth_core::config::{
+    ProviderKind, SandboxFallback, SandboxMode, SandboxNetwork, SandboxSettings,
+};
 
 use crate::env::EnvAllow;
 use crate::plan::{Confinement, Limits, Net, Request};
@@ -582,17 +584,24 @@ pub fn loopback_forwards<'a>(entries: impl IntoIterator<Item = &'a String>) -> V
         .collect()
 }
 
-/// What berth knows of a third-party agent: its name and the state it writes beneath the
-/// user's home.
+/// What berth knows of a third-party agent, the one table of its facts: the name a run
+/// chooses it by and the command it starts (berth-run's built-in agents read them here), its
+/// provider, and the state it writes beneath the user's home.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AgentProfile {
     pub name: &'static str,
+    /// The name `berth run --agent NAME` chooses it by (`claude-code`).
+    pub builtin: &'static str,
+    /// The command line that starts it as an ACP agent.
+    pub command: &'static str,
     /// Its state folders, beneath `$HOME`.
     pub state: &'static [&'static str],
-    /// The variable that overrides its provider's URL, and the provider's default.
-    pub base_url: (&'static str, &'static str),
-    /// berth's variables it gets: its provider's key and base URL.
-    pub env: &'static [&'static str],
+    /// The provider it calls: berth-core's `ProviderKind` has the variable that overrides
+    /// its URL, its host and its key variables.
+    pub provider: ProviderKind,
+    /// berth's variables it gets besides its provider's keys and base URL
+    /// ([`AgentProfile::env`]).
+    pub own_env: &'static [&'static str],
     /// What of its state (beneath `$HOME`) it runs or obeys later: its settings, where hooks
     /// are declared, its hooks, plugins, commands, subagents, skills, rules, extensions,
     /// local install and instructions. Read-only to it, so that it cannot plant something
@@ -619,6 +628,16 @@ pub enum Obeyed {
 }
 
 impl AgentProfile {
+    /// berth's variables it gets: its provider's keys and base URL (berth-core's
+    /// `ProviderKind`), and its own ([`AgentProfile::own_env`]).
+    pub fn env(&self) -> Vec<&'static str> {
+        let provider = self.provider;
+        let mut env = provider.agent_key_variables().to_vec();
+        env.push(provider.base_url_variable());
+        env.extend(self.own_env);
+        env
+    }
+
     /// The paths of [`AgentProfile::obeyed`] beneath `home`, each made first where missing
     /// (in a state folder that exists), so that a read-only bind covers it.
     pub fn covered(&self, home: &Path) -> Vec<PathBuf> {
@@ -666,35 +685,28 @@ fn make_file(path: &Path, text: &str) -> std::io::Result<()> {
     std::io::Write::write_all(&mut file, text.as_bytes())
 }
 
-/// The provider variables of every agent berth knows: what an agent berth does not know
-/// gets, since it may talk to any of them.
-pub const PROVIDER_ENV: [&str; 10] = [
-    "ANTHROPIC_API_KEY",
-    "ANTHROPIC_AUTH_TOKEN",
-    "ANTHROPIC_BASE_URL",
-    "OPENAI_API_KEY",
-    "OPENAI_BASE_URL",
-    "GEMINI_API_KEY",
-    "GOOGLE_API_KEY",
-    "GOOGLE_GEMINI_BASE_URL",
-    "CODEX_API_KEY",
-    "CLAUDE_CODE_OAUTH_TOKEN",
-];
+/// The provider variables of every agent berth knows, each provider's keys and base URL
+/// (berth-core's `ProviderKind`): what an agent berth does not know gets, since it may talk to
+/// any of them.
+pub fn provider_env() -> Vec<&'static str> {
+    let mut env = Vec::new();
+    for provider in ProviderKind::ALL {
+        env.extend(provider.agent_key_variables());
+        env.push(provider.base_url_variable());
+    }
+    env
+}
 
 const PROFILES: [(&str, AgentProfile); 3] = [
     (
         "claude",
         AgentProfile {
             name: "claude-agent-acp",
+            builtin: "claude-code",
+            command: "claude-agent-acp",
             state: &[".claude"],
-            base_url: ("ANTHROPIC_BASE_URL", "https://api.anthropic.com"),
-            env: &[
-                "ANTHROPIC_API_KEY",
-                "ANTHROPIC_AUTH_TOKEN",
-                "ANTHROPIC_BASE_URL",
-                "CLAUDE_CODE_OAUTH_TOKEN",
-                "CLAUDE_CONFIG_DIR",
-            ],
+            provider: ProviderKind::Claude,
+            own_env: &["CLAUDE_CONFIG_DIR"],
             obeyed: &[
                 Obeyed::File(".claude/settings.json", "{}\n"),
                 Obeyed::File(".claude/settings.local.json", "{}\n"),
@@ -716,14 +728,11 @@ const PROFILES: [(&str, AgentProfile); 3] = [
         "codex",
         AgentProfile {
             name: "codex",
+            builtin: "codex",
+            command: "codex-acp",
             state: &[".codex"],
-            base_url: ("OPENAI_BASE_URL", "https://api.openai.com"),
-            env: &[
-                "OPENAI_API_KEY",
-                "CODEX_API_KEY",
-                "OPENAI_BASE_URL",
-                "CODEX_HOME",
-            ],
+            provider: ProviderKind::Openai,
+            own_env: &["CODEX_HOME"],
             obeyed: &[
                 Obeyed::File(".codex/config.toml", ""),
                 Obeyed::File(".codex/AGENTS.md", ""),
@@ -739,17 +748,11 @@ const PROFILES: [(&str, AgentProfile); 3] = [
         "gemini",
         AgentProfile {
             name: "gemini",
+            builtin: "gemini",
+            command: "gemini --experimental-acp",
             state: &[".gemini"],
-            base_url: (
-                "GOOGLE_GEMINI_BASE_URL",
-                "https://generativelanguage.googleapis.com",
-            ),
-            env: &[
-                "GEMINI_API_KEY",
-                "GOOGLE_API_KEY",
-                "GOOGLE_GEMINI_BASE_URL",
-                "GOOGLE_CLOUD_PROJECT",
-            ],
+            provider: ProviderKind::Gemini,
+            own_env: &["GOOGLE_CLOUD_PROJECT"],
             obeyed: &[
                 Obeyed::File(".gemini/settings.json", "{}\n"),
                 Obeyed::File(".gemini/GEMINI.md", ""),
@@ -762,6 +765,11 @@ const PROFILES: [(&str, AgentProfile); 3] = [
         },
     ),
 ];
+
+/// Every agent berth knows, in the order `berth run --agent` lists them.
+pub fn agent_profiles() -> impl Iterator<Item = &'static AgentProfile> {
+    PROFILES.iter().map(|(_, p)| p)
+}
 
 /// The profile of the agent an `--agent-cmd` starts, known by its program's name.
 pub fn agent_profile(command: &str) -> Option<&'static AgentProfile> {
@@ -793,11 +801,11 @@ pub fn agent_hosts<'a>(
     };
     let mut hosts = BTreeSet::new();
     for (k, v) in env {
-        if profiles.iter().any(|p| p.base_url.0 == k) && endpoint(v).is_some() {
+        if profiles.iter().any(|p| p.provider.base_url_variable() == k) && endpoint(v).is_some() {
             hosts.insert(v.to_owned());
         }
     }
-    hosts.extend(profiles.iter().map(|p| p.base_url.1.to_owned()));
+    hosts.extend(profiles.iter().map(|p| p.provider.origin().to_owned()));
     hosts.extend(extra.into_iter().map(str::to_owned));
     hosts.into_iter().collect()
 }
@@ -850,6 +858,15 @@ mod tests {
         assert_eq!(claude.state, [".claude"]);
         assert_eq!(agent_profile("FOO=1 codex-acp").unwrap().name, "codex");
         assert!(agent_profile("python3 my_agent.py").is_none());
+        // Each known agent's own command is known as itself.
+        for profile in agent_profiles() {
+            assert_eq!(
+                agent_profile(profile.command),
+                Some(profile),
+                "{}",
+                profile.builtin
+            );
+        }
         let hosts = agent_hosts(
             Some(claude),
             [

@@ -166,9 +166,9 @@ fn inner_base_urls_in_berths_environment() {
         hosts,
         profile
             .unwrap()
-            .env
-            .iter()
-            .map(|n| (*n).to_owned())
+            .env()
+            .into_iter()
+            .map(str::to_owned)
             .collect(),
     );
     let local = format!("127.0.0.1:{port}");
@@ -376,7 +376,7 @@ fn masked_agent_run(w: &World, key: &str, base: &str) -> serde_json::Value {
     let keys = MaskedKeys::for_agent(Some(profile), &passed).unwrap();
     let subject = agent(
         berth_sandbox::agent_hosts(Some(profile), [], []),
-        profile.env.iter().map(|n| (*n).to_owned()).collect(),
+        profile.env().into_iter().map(str::to_owned).collect(),
     );
     let (ok, text) = w.run(
         &w.policy(&[]),

@@ -27,6 +27,7 @@ use axum::extract::{FromRequestParts, Request, State};
 use axum::http::{Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use berth_ops::ErrorKind;
 use tokio::sync::OwnedSemaphorePermit;
 
 use crate::guard::Principal;
@@ -120,18 +121,19 @@ async fn watch(
 ) -> Result<(), agent_client_protocol::Error> {
     let _slot = slot;
     let mut ticks = tokio::time::interval(TOKEN_RECHECK);
-    let end = |why: &str| Err(agent_client_protocol::Error::internal_error().data(why.to_owned()));
+    // Why the connection ends, as an error of berth's kinds (its code from berth-core's table).
+    let end = |kind, why: &str| Err(berth_agent::acp::error_of_kind(kind, why));
     loop {
         tokio::select! {
-            _ = acp.closing() => return end("the server is shutting down"),
+            _ = acp.closing() => return end(ErrorKind::External, "the server is shutting down"),
             _ = ticks.tick() => {
                 if let Some(t) = &token
                     && !acp.tokens().still_live(t).unwrap_or(false)
                 {
-                    return end("the connection's token was revoked or has expired");
+                    return end(ErrorKind::Refused, "the connection's token was revoked or has expired");
                 }
                 if server.idle_for().is_some_and(|idle| idle > acp.http_idle()) {
-                    return end("the client was silent too long (--acp-http-idle)");
+                    return end(ErrorKind::Refused, "the client was silent too long (--acp-http-idle)");
                 }
             }
         }

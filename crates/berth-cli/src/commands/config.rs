@@ -259,13 +259,8 @@ fn fill_providers(
             i64::from(berth_agent::runtime::DEFAULT_MAX_TOKENS),
         );
         if settings.api_key.is_none() {
-            let table = match other {
-                ProviderKind::Claude => "providers.claude",
-                ProviderKind::Openai => "providers.openai",
-                ProviderKind::Gemini => "providers.gemini",
-            };
             unset
-                .entry(table)
+                .entry(other.table())
                 .or_default()
                 .push(format!("api_key: not set (or {env} in the environment)"));
         }

@@ -71,6 +71,71 @@ impl ProviderKind {
         }
     }
 
+    /// Every variable a key of it is in, for berth and for the agents that call it
+    /// (claude-agent-acp, codex, gemini): [`ProviderKind::key_variables`] first, then the
+    /// agents' own. berth's sandbox keeps these from an agent, or masks them.
+    pub fn agent_key_variables(self) -> &'static [&'static str] {
+        match self {
+            ProviderKind::Claude => &[
+                "ANTHROPIC_API_KEY",
+                "ANTHROPIC_AUTH_TOKEN",
+                "CLAUDE_CODE_OAUTH_TOKEN",
+            ],
+            ProviderKind::Openai => &["OPENAI_API_KEY", "CODEX_API_KEY"],
+            ProviderKind::Gemini => &["GEMINI_API_KEY", "GOOGLE_API_KEY"],
+        }
+    }
+
+    /// The variable its clients (and the agents that call it) read its base URL from.
+    pub fn base_url_variable(self) -> &'static str {
+        match self {
+            ProviderKind::Claude => "ANTHROPIC_BASE_URL",
+            ProviderKind::Openai => "OPENAI_BASE_URL",
+            ProviderKind::Gemini => "GOOGLE_GEMINI_BASE_URL",
+        }
+    }
+
+    /// Where it is called when its `base_url` is not set, as its clients read
+    /// [`ProviderKind::base_url_variable`] (OpenAI's ends in `/v1`): berth-llm's wire formats
+    /// call it there.
+    pub const fn default_base_url(self) -> &'static str {
+        match self {
+            ProviderKind::Claude => "https://api.anthropic.com",
+            ProviderKind::Openai => "https://api.openai.com/v1",
+            ProviderKind::Gemini => "https://generativelanguage.googleapis.com",
+        }
+    }
+
+    /// Where its API is, scheme and host (its default base URL without a path): what an agent
+    /// that calls it may reach.
+    pub fn origin(self) -> &'static str {
+        let url = self.default_base_url();
+        let host_start = url.find("://").map_or(0, |i| i + 3);
+        match url[host_start..].find('/') {
+            Some(path) => &url[..host_start + path],
+            None => url,
+        }
+    }
+
+    /// Its table in the config, `providers.claude`.
+    pub fn table(self) -> &'static str {
+        match self {
+            ProviderKind::Claude => "providers.claude",
+            ProviderKind::Openai => "providers.openai",
+            ProviderKind::Gemini => "providers.gemini",
+        }
+    }
+
+    /// The names of all, for a message: "claude, openai and gemini".
+    pub fn names() -> String {
+        let names: Vec<&str> = Self::ALL.iter().map(|k| k.as_str()).collect();
+        match names.split_last() {
+            Some((last, [])) => (*last).to_owned(),
+            Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+            None => String::new(),
+        }
+    }
+
     /// The variable a message names when its key is missing.
     pub fn key_variable(self) -> &'static str {
         self.key_variables()[0]
@@ -105,4 +170,28 @@ pub struct Providers {
     pub claude: ProviderSettings,
     pub openai: ProviderSettings,
     pub gemini: ProviderSettings,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_providers_facts_agree() {
+        for kind in ProviderKind::ALL {
+            // berth's own key variables are the agents' first ones, in the same order.
+            let own = kind.key_variables();
+            assert_eq!(&kind.agent_key_variables()[..own.len()], own, "{kind}");
+            assert_eq!(kind.table(), format!("providers.{kind}"));
+            assert_eq!(kind.as_str().parse::<ProviderKind>().unwrap(), kind);
+            assert!(kind.origin().starts_with("https://"), "{kind}");
+            assert!(kind.default_base_url().starts_with(kind.origin()), "{kind}");
+        }
+        assert_eq!(ProviderKind::names(), "claude, openai and gemini");
+        assert_eq!(ProviderKind::Openai.origin(), "https://api.openai.com");
+        assert_eq!(
+            ProviderKind::Gemini.origin(),
+            ProviderKind::Gemini.default_base_url()
+        );
+    }
 }

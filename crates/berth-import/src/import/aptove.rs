@@ -893,7 +893,7 @@ fn map_config(table: &toml::Table, file: &Path, workspace: bool) -> Mapped {
             ("provider", _) => skip(key.clone(), "it is not a string"),
             ("providers", toml::Value::Table(providers)) => {
                 for (name, settings_of) in providers {
-                    let known = matches!(name.as_str(), "claude" | "openai" | "gemini");
+                    let known = ProviderKind::ALL.iter().any(|k| k.as_str() == name);
                     match settings_of {
                         toml::Value::Table(t) if known => {
                             for (k, v) in t {
@@ -910,7 +910,7 @@ fn map_config(table: &toml::Table, file: &Path, workspace: bool) -> Mapped {
                         _ if is_empty(settings_of) => {}
                         _ => skip(
                             format!("providers.{name}"),
-                            "berth's providers are claude, openai and gemini",
+                            &format!("berth's providers are {}", ProviderKind::names()),
                         ),
                     }
                 }

@@ -21,7 +21,7 @@ use crate::provider::{Provider, ProviderError, ProviderEvent, ProviderRequest, P
 
 use super::{Body, Decode, clip, decode, secret_header, stream_error};
 
-pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
+pub const DEFAULT_BASE_URL: &str = berth_core::config::ProviderKind::Claude.default_base_url();
 
 /// The API version berth speaks; the stream format below is this version's.
 const API_VERSION: &str = "2023-06-01";

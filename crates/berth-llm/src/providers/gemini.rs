@@ -32,7 +32,7 @@ use crate::conversation::{ChatMessage, Part, Speaker, StopReason, ToolCall, Tool
 use crate::http::{Http, SseEvent};
 use crate::provider::{Provider, ProviderError, ProviderEvent, ProviderRequest, ProviderStream};
 
-pub const DEFAULT_BASE_URL: &str = "https://generativelanguage.googleapis.com";
+pub const DEFAULT_BASE_URL: &str = berth_core::config::ProviderKind::Gemini.default_base_url();
 
 const NAME: &str = "gemini";
 

@@ -21,7 +21,7 @@ use crate::conversation::{ChatMessage, Part, Speaker, StopReason, ToolCall, Usag
 use crate::http::{Http, SseEvent};
 use crate::provider::{Provider, ProviderError, ProviderEvent, ProviderRequest, ProviderStream};
 
-pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+pub const DEFAULT_BASE_URL: &str = berth_core::config::ProviderKind::Openai.default_base_url();
 
 const NAME: &str = "openai";
 
@@ -63,7 +63,7 @@ impl OpenAi {
         // of `max_completion_tokens`; the compatible servers people point berth at (Ollama,
         // vLLM, llama.cpp) document `max_tokens`, and some ignore or refuse the newer name.
         // So OpenAI itself gets the new field and every other server the old one.
-        let field = if host(base_url) == "api.openai.com" {
+        let field = if host(base_url) == host(DEFAULT_BASE_URL) {
             "max_completion_tokens"
         } else {
             "max_tokens"

@@ -15,8 +15,10 @@ use agent_client_protocol::v1::schema::{
     WaitForTerminalExitResponse, WriteTextFileRequest, WriteTextFileResponse,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
-use agent_client_protocol::{Agent, Dispatch, Error, ErrorCode, HandleDispatchFrom, Handled};
+use agent_client_protocol::{Agent, Dispatch, Error, HandleDispatchFrom, Handled};
+use berth_agent::acp::error_of_kind;
 use berth_agent::{Decision, ToolKind};
+use berth_ops::ErrorKind;
 
 use super::{Denied, Shared, kind_of, record, status_of, terminal_error};
 use crate::RunEvent;
@@ -42,7 +44,7 @@ impl HandleDispatchFrom<Agent> for Owned {
         message: Dispatch,
         _cx: agent_client_protocol::ConnectionTo<Agent>,
     ) -> Result<Handled<Dispatch>, Error> {
-        let invalid = |e: serde_json::Error| Error::invalid_params().data(e.to_string());
+        let invalid = |e: serde_json::Error| error_of_kind(ErrorKind::Invalid, e.to_string());
         match message {
             Dispatch::Notification(n) if n.method == UPDATE => {
                 // A kind of update this version of the protocol does not have (an agent newer
@@ -272,8 +274,7 @@ impl Shared {
             let why =
                 "the run's policy does not allow running commands (--allow execute, --allow-all)";
             self.refused(&what, why.to_owned()).await;
-            return responder
-                .respond_with_error(Error::new(ErrorCode::INVALID_PARAMS, why.to_owned()));
+            return responder.respond_with_error(error_of_kind(ErrorKind::Refused, why));
         }
         let env: Vec<(String, String)> = request
             .env

@@ -90,7 +90,7 @@ impl Asked<'_> {
                 }
             }
         }
-        Ok(ended.map(|(stop, usage)| (crate::acp_stop::turn_stop_of(stop), usage)))
+        Ok(ended.map(|(stop, usage)| (berth_agent::acp::turn_stop_of(stop), usage)))
     }
 
     /// `text` sent as a prompt of the session; its answer.

@@ -122,7 +122,6 @@ pub async fn resolve_batch(store: &RunStore, identifier: &str) -> Result<BatchId
     if !is_hex_prefix(&prefix) {
         return Err(KeptError::BadBatchId(identifier.chars().take(80).collect()));
     }
-    let whole = prefix.len() == BATCH_ID_LEN;
     let mut ids: Vec<BatchId> = store
         .backend
         .list()
@@ -130,17 +129,13 @@ pub async fn resolve_batch(store: &RunStore, identifier: &str) -> Result<BatchId
         .into_iter()
         .flatten()
         .filter_map(|r| r.request.batch.map(|b| b.id))
-        .filter(|b| match whole {
-            true => b.as_str() == prefix,
-            false => berth_ops::is_id_prefix(&prefix, b.as_str()),
-        })
         .collect();
     ids.sort();
     ids.dedup();
-    match ids.len() {
-        0 => Err(KeptError::BatchNotFound(identifier.to_owned())),
-        1 => Ok(ids.remove(0)),
-        _ => Err(KeptError::AmbiguousBatch {
+    match berth_ops::named_by_id(&prefix, ids, |b| b.as_str()) {
+        berth_ops::Named::Nothing => Err(KeptError::BatchNotFound(identifier.to_owned())),
+        berth_ops::Named::One(id) => Ok(id),
+        berth_ops::Named::Several(ids) => Err(KeptError::AmbiguousBatch {
             prefix: identifier.to_owned(),
             ids: ids.into_iter().map(String::from).collect(),
         }),

@@ -343,24 +343,14 @@ impl LandStore {
         if self.read(&id).await.is_ok() {
             return Ok(id);
         }
-        let mut found: Vec<LandId> = self
-            .list()
-            .await?
-            .into_iter()
-            .flatten()
-            .map(|l| l.id)
-            .filter(|i| {
-                id.as_str().len() >= berth_ops::MIN_PREFIX
-                    && berth_ops::is_id_prefix(id.as_str(), i.as_str())
-            })
-            .collect();
-        match found.len() {
-            1 => Ok(found.remove(0)),
-            0 => Err(store_error(
+        let lands = self.list().await?.into_iter().flatten().map(|l| l.id);
+        match berth_ops::named_by_id(id.as_str(), lands, |i| i.as_str()) {
+            berth_ops::Named::One(one) => Ok(one),
+            berth_ops::Named::Nothing => Err(store_error(
                 ErrorKind::NotFound,
                 format!("land {identifier} not found: `berth land list` shows the lands there are"),
             )),
-            _ => Err(store_error(
+            berth_ops::Named::Several(found) => Err(store_error(
                 ErrorKind::Invalid,
                 format!(
                     "land id prefix {identifier:?} matches {} lands; give more of it",
