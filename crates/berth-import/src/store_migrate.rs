@@ -260,45 +260,10 @@ impl Run<'_> {
         let label = ws.label();
         match held {
             None => {
-                if let (Some(dst), false) = (self.dst, self.dry_run) {
-                    let new = NewWorkspace {
-                        id: Some(ws.id.clone()),
-                        name: ws.name.clone(),
-                        description: ws.description.clone(),
-                        agent_id: ws.agent_id.clone(),
-                        git: ws.git.clone(),
-                        // The very block it held, or a refusal if the target gave any of its
-                        // ports to another workspace; one without a block gets one on first
-                        // use there.
-                        ports: ws.ports,
-                    };
-                    match dst.workspaces().create(new, ws.created_at).await {
-                        Ok(_) => {}
-                        Err(e) if e.kind() == ErrorKind::Conflict => {
-                            self.note(
-                                MigrateKind::Workspace,
-                                label,
-                                ws,
-                                MigrateOutcome::Conflict,
-                                format!(
-                                    "{e}; the target's is kept and nothing of this one is copied"
-                                ),
-                            );
-                            return Ok(());
-                        }
-                        Err(e) => return Err(e.into()),
-                    }
-                    if ws.last_accessed > ws.created_at {
-                        dst.workspaces()
-                            .update_accessed(&ws.id, ws.last_accessed)
-                            .await?;
-                    }
-                    // An archived workspace stays archived: its worktree is not there to use.
-                    if ws.archived_at.is_some() {
-                        dst.workspaces()
-                            .set_archived(&ws.id, ws.archived_at)
-                            .await?;
-                    }
+                if let (Some(dst), false) = (self.dst, self.dry_run)
+                    && !self.create_workspace(dst, ws).await?
+                {
+                    return Ok(());
                 }
                 let outcome = self.copied();
                 self.note(MigrateKind::Workspace, label, ws, outcome, "");
@@ -354,6 +319,48 @@ impl Run<'_> {
             self.session(ws, &s).await?;
         }
         Ok(())
+    }
+
+    /// Creates `ws` in the target as it was (its times, its archiving); whether it was, or
+    /// (noted as a conflict) the target gave its id or ports to another.
+    async fn create_workspace(&mut self, dst: &WorkspaceManager, ws: &Workspace) -> Result<bool> {
+        let new = NewWorkspace {
+            id: Some(ws.id.clone()),
+            name: ws.name.clone(),
+            description: ws.description.clone(),
+            agent_id: ws.agent_id.clone(),
+            git: ws.git.clone(),
+            // The very block it held, or a refusal if the target gave any of its
+            // ports to another workspace; one without a block gets one on first
+            // use there.
+            ports: ws.ports,
+        };
+        match dst.workspaces().create(new, ws.created_at).await {
+            Ok(_) => {}
+            Err(e) if e.kind() == ErrorKind::Conflict => {
+                self.note(
+                    MigrateKind::Workspace,
+                    ws.label(),
+                    ws,
+                    MigrateOutcome::Conflict,
+                    format!("{e}; the target's is kept and nothing of this one is copied"),
+                );
+                return Ok(false);
+            }
+            Err(e) => return Err(e.into()),
+        }
+        if ws.last_accessed > ws.created_at {
+            dst.workspaces()
+                .update_accessed(&ws.id, ws.last_accessed)
+                .await?;
+        }
+        // An archived workspace stays archived: its worktree is not there to use.
+        if ws.archived_at.is_some() {
+            dst.workspaces()
+                .set_archived(&ws.id, ws.archived_at)
+                .await?;
+        }
+        Ok(true)
     }
 
     async fn config(&mut self, ws: &Workspace) -> Result<()> {

@@ -239,37 +239,11 @@ impl Import<'_> {
         ws: &AmuxWorkspace,
         dry_run: bool,
     ) -> Result<(Outcome, String)> {
+        if let Some(before) = self.adopted_before(id, ws).await? {
+            return Ok(before);
+        }
         let manager = self.ops.manager();
         let store = manager.workspaces();
-        match store.load(id).await {
-            Ok(existing) => {
-                let same = existing.git.as_ref().is_some_and(|g| {
-                    g.worktree == ws.path
-                        || matches!(
-                            (g.worktree.canonicalize(), ws.path.canonicalize()),
-                            (Ok(a), Ok(b)) if a == b
-                        )
-                });
-                if same {
-                    if let Some(n) = &existing.name {
-                        self.claimed.insert(n.to_string());
-                    }
-                    return Ok((
-                        Outcome::AlreadyThere,
-                        format!("workspace {} was adopted before", existing.label()),
-                    ));
-                }
-                return Err(Error::rule(
-                    ErrorKind::Conflict,
-                    format!(
-                        "berth already has a workspace {} with this id and another folder; it is kept",
-                        existing.label()
-                    ),
-                ));
-            }
-            Err(e) if e.is_not_found() => {}
-            Err(e) => return Err(e.into()),
-        }
         if !ws.path.is_absolute() {
             return Err(Error::refused(format!(
                 "its worktree path {:?} is not absolute (amux records absolute paths)",
@@ -310,24 +284,7 @@ impl Import<'_> {
                 git.branch
             ));
         }
-        let (name, description) = match ws.name.as_str() {
-            "" => (None, ws.description.clone()),
-            n => {
-                let free = match WorkspaceName::new(n) {
-                    Ok(valid) => {
-                        matches!(store.load_by_name(&valid).await, Err(e) if e.is_not_found())
-                    }
-                    Err(_) => true,
-                };
-                match usable_name(n, &mut self.claimed, free) {
-                    Ok(valid) => (Some(valid), ws.description.clone()),
-                    Err(why) => {
-                        notes.push(why);
-                        (None, description_with_name(n, &ws.description))
-                    }
-                }
-            }
-        };
+        let (name, description) = self.name_of(ws, &mut notes).await;
         let mut detail = format!(
             "{} on {} (base {}), created {}",
             git.worktree.display(),
@@ -359,6 +316,74 @@ impl Import<'_> {
         store.create(new, ws.created_at).await?;
         store.update_accessed(id, Utc::now()).await?;
         Ok((Outcome::Imported, detail))
+    }
+
+    /// The workspace berth already has under `id`: this worktree adopted before (its answer),
+    /// or another folder's (a conflict); `None` when there is none.
+    async fn adopted_before(
+        &mut self,
+        id: &WorkspaceId,
+        ws: &AmuxWorkspace,
+    ) -> Result<Option<(Outcome, String)>> {
+        let manager = self.ops.manager();
+        let store = manager.workspaces();
+        match store.load(id).await {
+            Ok(existing) => {
+                let same = existing.git.as_ref().is_some_and(|g| {
+                    g.worktree == ws.path
+                        || matches!(
+                            (g.worktree.canonicalize(), ws.path.canonicalize()),
+                            (Ok(a), Ok(b)) if a == b
+                        )
+                });
+                if same {
+                    if let Some(n) = &existing.name {
+                        self.claimed.insert(n.to_string());
+                    }
+                    return Ok(Some((
+                        Outcome::AlreadyThere,
+                        format!("workspace {} was adopted before", existing.label()),
+                    )));
+                }
+                Err(Error::rule(
+                    ErrorKind::Conflict,
+                    format!(
+                        "berth already has a workspace {} with this id and another folder; it is kept",
+                        existing.label()
+                    ),
+                ))
+            }
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The name amux gave, where it is free and valid here; otherwise none, the name kept in
+    /// the description, and a note saying why.
+    async fn name_of(
+        &mut self,
+        ws: &AmuxWorkspace,
+        notes: &mut Vec<String>,
+    ) -> (Option<WorkspaceName>, String) {
+        let store = self.ops.manager().workspaces();
+        match ws.name.as_str() {
+            "" => (None, ws.description.clone()),
+            n => {
+                let free = match WorkspaceName::new(n) {
+                    Ok(valid) => {
+                        matches!(store.load_by_name(&valid).await, Err(e) if e.is_not_found())
+                    }
+                    Err(_) => true,
+                };
+                match usable_name(n, &mut self.claimed, free) {
+                    Ok(valid) => (Some(valid), ws.description.clone()),
+                    Err(why) => {
+                        notes.push(why);
+                        (None, description_with_name(n, &ws.description))
+                    }
+                }
+            }
+        }
     }
 }
 
