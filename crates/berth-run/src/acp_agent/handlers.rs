@@ -47,9 +47,10 @@ impl HandleDispatchFrom<Agent> for Owned {
         let invalid = |e: serde_json::Error| error_of_kind(ErrorKind::Invalid, e.to_string());
         match message {
             Dispatch::Notification(n) if n.method == UPDATE => {
-                // A kind of update this version of the protocol does not have (an agent newer
-                // than berth's SDK): dropped, and said at debug with what it was and whose,
-                // rather than failed back at an agent that asked nothing.
+                // An update berth's protocol version cannot read (a kind it does not have, or
+                // a field out of shape: claude-agent-acp's `usage_update` with a null `size`):
+                // dropped, and said at debug with what it was and whose, rather than failed
+                // back at an agent that asked nothing.
                 let kind = n
                     .params
                     .get("update")
