@@ -21,6 +21,9 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
+    // A network a berth that started this one handed on is taken before anything else is
+    // started, so nothing unconfined inherits its descriptors.
+    berth_ops::take_handed_network();
     // Asked by the shell for completions (`COMPLETE=bash berth …`): answer, and exit.
     clap_complete::CompleteEnv::with_factory(<cli::Cli as clap::CommandFactory>::command)
         .complete();

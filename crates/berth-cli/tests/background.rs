@@ -15,6 +15,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use berth_testkit::loopback::{free_port_block, http_get};
 use berth_testkit::provider_server::{ProviderServer, Reply, Turn};
 use serde_json::{Value, json};
 use support::Home;
@@ -241,32 +242,11 @@ fn a_background_server_outlives_its_call_is_read_and_stopped_and_the_rest_ends_w
     assert!(!work.path().join("bg-1.log").exists());
 }
 
-/// The first port of a block of 10 that nothing on the host listens on now.
-fn free_block() -> u16 {
-    (50000..60000)
-        .step_by(10)
-        .find(|&first| {
-            (first..first + 10).all(|p| std::net::TcpListener::bind(("127.0.0.1", p)).is_ok())
-        })
-        .expect("a free block of 10 ports")
-}
-
-/// One GET of `/README` at the host's `127.0.0.1:port`: the answer, or why none.
-fn get_from_host(port: u16) -> std::io::Result<String> {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port))?;
-    s.set_read_timeout(Some(Duration::from_secs(10)))?;
-    s.write_all(b"GET /README HTTP/1.0\r\nHost: x\r\n\r\n")?;
-    let mut answer = String::new();
-    s.read_to_string(&mut answer)?;
-    Ok(answer)
-}
-
 /// Finding: a server started in the background served nobody over TCP: a later command of
 /// its session ran in another network namespace, and the host reached none of them.
 #[test]
 fn a_background_server_serves_its_port_to_later_commands_and_the_host_until_the_session_ends() {
-    let port = free_block();
+    let port = free_port_block(50000);
     let home = Home::new();
     std::fs::write(
         home.path().join("config.toml"),
@@ -312,7 +292,7 @@ else:
     assert_eq!(fetched.trim(), "hello");
     let deadline = Instant::now() + Duration::from_secs(20);
     let answer = loop {
-        match get_from_host(port) {
+        match http_get(port, "/README") {
             Ok(answer) if answer.contains(" 200 ") => break answer,
             _ => assert!(Instant::now() < deadline, "the host never reached it"),
         }

@@ -7,31 +7,17 @@
 
 mod support;
 
-use std::io::{ErrorKind, Read, Write};
+use std::io::{ErrorKind, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use berth_testkit::loopback::{free_port_block, http_get};
 use berth_testkit::provider_server::{ProviderServer, Reply, Turn};
 use berth_testkit::wait_ok;
 use support::Home;
 use support::runs::{berth_run, events, project, write_call};
-
-/// The first port of a block of 10 that nothing on the host listens on now, and that no
-/// other test of this binary was given (they run at once).
-fn free_block() -> u16 {
-    static NEXT: std::sync::Mutex<u16> = std::sync::Mutex::new(47000);
-    let mut next = NEXT.lock().unwrap();
-    while *next < 60000 {
-        let first = *next;
-        *next += 10;
-        if (first..first + 10).all(|p| TcpListener::bind(("127.0.0.1", p)).is_ok()) {
-            return first;
-        }
-    }
-    panic!("no free block of 10 ports");
-}
 
 /// A home whose only block of ports starts at `first`.
 fn home_with_block(first: u16, extra: &str) -> Home {
@@ -47,22 +33,9 @@ fn home_with_block(first: u16, extra: &str) -> Home {
     home
 }
 
-/// One GET of `/README.md` at the host's `127.0.0.1:port`: the answer, or why none.
-fn get_from_host(port: u16) -> Result<String, std::io::Error> {
-    let mut s = TcpStream::connect(("127.0.0.1", port))?;
-    s.set_read_timeout(Some(Duration::from_secs(10)))?;
-    s.write_all(b"GET /README.md HTTP/1.0\r\nHost: x\r\n\r\n")?;
-    let mut answer = String::new();
-    s.read_to_string(&mut answer)?;
-    if answer.is_empty() {
-        return Err(std::io::Error::new(ErrorKind::UnexpectedEof, "no answer"));
-    }
-    Ok(answer)
-}
-
 #[test]
 fn an_agents_server_answers_the_host_while_it_lives() {
-    let port = free_block();
+    let port = free_port_block(47000);
     let home = home_with_block(port, "");
     let server = ProviderServer::start_in_background();
     // The agent serves its worktree on its port until the host has asked once (the server
@@ -88,7 +61,7 @@ sleep 0.5; echo "served on $BERTH_PORT""#;
     let run = cmd.spawn().unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
     let answer = loop {
-        match get_from_host(port) {
+        match http_get(port, "/README.md") {
             Ok(answer) if answer.contains("200") => break answer,
             _ if Instant::now() > deadline => panic!("the host never reached the agent's server"),
             _ => std::thread::sleep(Duration::from_millis(100)),
@@ -120,7 +93,7 @@ sleep 0.5
 #[test]
 fn a_confined_agent_process_serves_the_host_while_it_lives() {
     use std::os::unix::fs::PermissionsExt;
-    let port = free_block();
+    let port = free_port_block(47000);
     let home = home_with_block(port, "");
     let server = ProviderServer::start_in_background();
     let (tmp, root) = project();
@@ -137,7 +110,7 @@ fn a_confined_agent_process_serves_the_host_while_it_lives() {
     let run = cmd.spawn().unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
     let answer = loop {
-        match get_from_host(port) {
+        match http_get(port, "/README.md") {
             Ok(answer) if answer.contains("200") => break answer,
             _ if Instant::now() > deadline => panic!("the host never reached the agent's server"),
             _ => std::thread::sleep(Duration::from_millis(100)),
@@ -167,7 +140,7 @@ fn a_check_reaches_the_host_service_the_allow_list_names_and_no_other() {
     let allowed = host_service("FROM-THE-HOST");
     let other = host_service("NOT-FOR-YOU");
     let home = home_with_block(
-        free_block(),
+        free_port_block(47000),
         &format!("[sandbox]\nallow_hosts = [\"127.0.0.1:{allowed}\"]\n"),
     );
     let server = ProviderServer::start_in_background();
@@ -207,7 +180,7 @@ for port in ({allowed}, {other}):
 #[test]
 fn doctor_and_config_show_list_the_forwards() {
     let home = home_with_block(
-        free_block(),
+        free_port_block(47000),
         "[sandbox]\nallow_hosts = [\"127.0.0.1:5432\", \"localhost:6379\", \"crates.io\"]\n",
     );
     let shown = home.ok(&["config", "show"]);

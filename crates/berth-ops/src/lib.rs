@@ -61,7 +61,7 @@ pub use background::{BackgroundId, BackgroundProcess};
 pub use berth_git::progress;
 pub use berth_git::{FileDiff, MergeMode, Merged, WorktreeDiff, WorktreeStatus};
 pub use berth_git::{GitError, SetupError as GitSetupError};
-pub use berth_sandbox::SandboxError;
+pub use berth_sandbox::{SandboxError, take_handed_network};
 pub use berth_skills::SkillError;
 pub use error::{Error, ErrorKind, Result, blocking};
 pub use git_workspace::{DEFAULT_SETUP_TIMEOUT, adoption};

@@ -47,7 +47,9 @@ pub use identity::{program_files, runs_berth};
 pub use kernel::{AppArmorFix, PRETEND_VAR, Support, support};
 pub use keys::MaskedKeys;
 pub use limits::enforced as limits_enforced;
-pub use network::{Forward, Handoff, close as close_network, forwards as network_forwards};
+pub use network::{
+    Forward, Handoff, close as close_network, forwards as network_forwards, take_handed_network,
+};
 pub use plan::{Confinement, PROXY_PORT};
 pub use policy::{
     AgentProfile, Obeyed, Place, Policy, Sandbox, Subject, agent_hosts, agent_profile,

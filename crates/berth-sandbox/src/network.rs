@@ -129,12 +129,16 @@ pub(crate) fn of(
     Ok(network)
 }
 
-/// The namespaces the berth that started this process handed on for `key`, taken once: the
-/// descriptors are closed on exec from here on, so nothing this process starts inherits them.
-fn handed_on(key: &Path) -> Option<(RawFd, RawFd)> {
-    static HANDED: Mutex<Option<(PathBuf, OwnedFd, OwnedFd)>> = Mutex::new(None);
-    static READ: std::sync::Once = std::sync::Once::new();
-    READ.call_once(|| {
+/// The namespaces the berth that started this process handed on, and for which workspace.
+static HANDED: Mutex<Option<(PathBuf, OwnedFd, OwnedFd)>> = Mutex::new(None);
+static TAKEN: std::sync::Once = std::sync::Once::new();
+
+/// Takes the network the berth that started this process handed on, if it did: its
+/// descriptors are closed on exec from here on, so nothing this process starts (a git, an MCP
+/// server of the person's) inherits them. Called first thing, before anything is started;
+/// a confinement takes it too, whichever comes first.
+pub fn take_handed_network() {
+    TAKEN.call_once(|| {
         let Some(value) = std::env::var_os(HANDOFF_VAR) else {
             return;
         };
@@ -167,6 +171,11 @@ fn handed_on(key: &Path) -> Option<(RawFd, RawFd)> {
                 Some((PathBuf::from(handed_key), user, net));
         }
     });
+}
+
+/// The namespaces handed on for `key` ([`take_handed_network`]).
+fn handed_on(key: &Path) -> Option<(RawFd, RawFd)> {
+    take_handed_network();
     let handed = HANDED.lock().unwrap_or_else(PoisonError::into_inner);
     match &*handed {
         Some((handed_key, user, net)) if handed_key == key => {

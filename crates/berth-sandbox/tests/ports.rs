@@ -6,7 +6,7 @@
 
 #![allow(clippy::unwrap_used)] // a test: a panic is the failure it reports
 
-use std::io::{ErrorKind, Read, Write};
+use std::io::{ErrorKind, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -15,6 +15,8 @@ use berth_core::config::SandboxSettings;
 use berth_sandbox::{Place, Policy, Subject};
 
 mod support;
+
+use berth_testkit::loopback::http_get;
 
 use support::World;
 
@@ -96,19 +98,6 @@ else:
     )
 }
 
-/// One GET of `/README` at the host's `127.0.0.1:port`: the body, or why not.
-fn get_from_host(port: u16) -> Result<String, std::io::Error> {
-    let mut s = TcpStream::connect(("127.0.0.1", port))?;
-    s.set_read_timeout(Some(Duration::from_secs(10)))?;
-    s.write_all(b"GET /README HTTP/1.0\r\nHost: x\r\n\r\n")?;
-    let mut answer = String::new();
-    s.read_to_string(&mut answer)?;
-    if answer.is_empty() {
-        return Err(std::io::Error::new(ErrorKind::UnexpectedEof, "no answer"));
-    }
-    Ok(answer)
-}
-
 #[test]
 fn trees_share_the_workspaces_network_and_its_ports_reach_the_host() {
     let w = support::world();
@@ -131,7 +120,7 @@ fn trees_share_the_workspaces_network_and_its_ports_reach_the_host() {
     // So does the host, at the same port.
     let deadline = Instant::now() + PATIENCE;
     let answer = loop {
-        match get_from_host(port) {
+        match http_get(port, "/README") {
             Ok(answer) => break answer,
             Err(e) if Instant::now() > deadline => panic!("the host got no answer: {e}"),
             Err(_) => std::thread::sleep(Duration::from_millis(100)),

@@ -22,6 +22,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod git;
+pub mod loopback;
 mod planted;
 pub mod postgres;
 mod process;
