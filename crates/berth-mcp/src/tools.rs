@@ -291,8 +291,7 @@ async fn session_run(cx: &Context, a: SessionRunArgs) -> Outcome {
             agent_cmd: a.agent_command.as_deref(),
         },
         &config,
-    )
-    .map_err(run_error)?;
+    )?;
     let request = berth_run::RunRequest {
         task: a.task,
         repository,

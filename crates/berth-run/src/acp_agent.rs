@@ -59,8 +59,9 @@ use berth_confined::Unconfined;
 use berth_ops::{ErrorKind, Message, Ops, Role, Session, StoragePath, tool_record};
 use tokio::sync::mpsc;
 
+use crate::event::RunEvent;
 use crate::terminals::{Exit, TerminalError, Terminals};
-use crate::{Policy, RunEvent};
+use berth_agent::Policy;
 
 mod handlers;
 mod prompting;

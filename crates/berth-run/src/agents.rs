@@ -15,8 +15,6 @@ use std::path::PathBuf;
 
 use berth_ops::{AgentDeclared, Config, ProviderKind};
 
-use crate::RunError;
-
 /// One agent of a run.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(tag = "agent", rename_all = "snake_case")]
@@ -192,8 +190,11 @@ pub struct AgentChoice<'a> {
 }
 
 /// The agents `choice` names, each model checked ([`check_model_name`]) against `config`.
-pub fn choose_agents(choice: AgentChoice<'_>, config: &Config) -> Result<Vec<AgentSpec>, RunError> {
-    let invalid = |why: String| RunError::Ops(berth_ops::Error::invalid(why));
+pub fn choose_agents(
+    choice: AgentChoice<'_>,
+    config: &Config,
+) -> Result<Vec<AgentSpec>, berth_ops::Error> {
+    let invalid = |why: String| berth_ops::Error::invalid(why);
     let specs = if choice.agent.is_empty() {
         match (choice.agents, choice.model, choice.agent_cmd) {
             // Only a count (or nothing): the default agent.
@@ -251,18 +252,18 @@ pub fn choose_agents(choice: AgentChoice<'_>, config: &Config) -> Result<Vec<Age
 }
 
 /// `one`, `n` times (`n` a count of 1 to [`MAX_AGENTS`]).
-fn repeat(one: AgentSpec, n: &str) -> Result<Vec<AgentSpec>, RunError> {
+fn repeat(one: AgentSpec, n: &str) -> Result<Vec<AgentSpec>, berth_ops::Error> {
     match n.trim().parse::<usize>() {
         Ok(n) if (1..=MAX_AGENTS).contains(&n) => Ok(vec![one; n]),
-        _ => Err(RunError::Ops(berth_ops::Error::invalid(format!(
+        _ => Err(berth_ops::Error::invalid(format!(
             "--agents repeats an --agent 1 to {MAX_AGENTS} times, not {n:?}"
-        )))),
+        ))),
     }
 }
 
 /// One `--agent SPEC`: `berth`, `berth:MODEL`, `cmd:COMMAND`, or an agent's name.
-pub fn parse_agent(spec: &str, config: &Config) -> Result<AgentSpec, RunError> {
-    let invalid = |why: String| RunError::Ops(berth_ops::Error::invalid(why));
+pub fn parse_agent(spec: &str, config: &Config) -> Result<AgentSpec, berth_ops::Error> {
+    let invalid = |why: String| berth_ops::Error::invalid(why);
     let spec = spec.trim();
     if spec == "berth" {
         return Ok(AgentSpec::Berth { model: None });
@@ -327,9 +328,9 @@ const FAMILIES: [&str; 7] = ["claude-", "gpt-", "o1", "o3", "o4", "chatgpt-", "g
 /// `provider/model` (any model of a provider berth knows: `openai/library/qwen2.5`), nor a
 /// model berth knows: of a known family (`claude-…`, `gpt-…`, `gemini-…`), configured
 /// (`model`, `[providers.*] model`) or priced (`[prices]`).
-pub fn check_model_name(name: &str, config: &Config) -> Result<(), RunError> {
+pub fn check_model_name(name: &str, config: &Config) -> Result<(), berth_ops::Error> {
     let providers = "claude, openai, gemini";
-    let refuse = |why: String| Err(RunError::Ops(berth_ops::Error::invalid(why)));
+    let refuse = |why: String| Err(berth_ops::Error::invalid(why));
     if name.parse::<ProviderKind>().is_ok() {
         return Ok(());
     }
@@ -368,9 +369,9 @@ pub fn parse_agents(
     text: &str,
     model: Option<&str>,
     command: Option<&str>,
-) -> Result<Vec<AgentSpec>, RunError> {
+) -> Result<Vec<AgentSpec>, berth_ops::Error> {
     let text = text.trim();
-    let invalid = |why: String| RunError::Ops(berth_ops::Error::invalid(why));
+    let invalid = |why: String| berth_ops::Error::invalid(why);
     if command.is_some_and(|c| c.trim().is_empty()) {
         return Err(invalid("--agent-cmd names no command".to_owned()));
     }

@@ -15,7 +15,7 @@ use berth_agent::{CancellationToken, Decision};
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::RunEvent;
+use crate::event::RunEvent;
 
 /// How long a question waits unless the run says otherwise (`--ask-timeout`).
 pub const DEFAULT_ASK_TIMEOUT: Duration = Duration::from_secs(30 * 60);

@@ -2,7 +2,7 @@
 //! agents and options. Every run is checked before any is recorded (a bad agent makes
 //! nothing at all); then each is recorded with its place in one batch ([`BatchPlace`]) and
 //! started in a supervisor process of its own, as `berth run --detach` starts one, or queued
-//! for a pool, as `berth run --queue` does. They run at once; [`crate::batch_runs`] reads
+//! for a pool, as `berth run --queue` does. They run at once; [`crate::kept::batch_runs`] reads
 //! them back in the file's order.
 
 use std::path::Path;
@@ -10,16 +10,19 @@ use std::path::Path;
 use berth_ops::Ops;
 
 use crate::detach::{Detach, detach};
+use crate::error::RunError;
 use crate::kept::{BatchId, BatchPlace, RunRecord, RunStore, StoredRequest};
-use crate::{RunError, RunRequest, TASKS_MAX, TasksError};
+use crate::request::RunRequest;
+use crate::tasks::TASKS_MAX;
+use crate::tasks::TasksError;
 
 /// How each run of a batch is started.
 #[derive(Debug, Clone)]
 pub enum BatchStart<'a> {
     /// In a supervisor process of its own: `program` (the berth binary), as
-    /// [`crate::start_detached`] does.
+    /// [`crate::detach::start_detached`] does.
     Detached { program: &'a Path },
-    /// Queued for a pool's workers, as [`crate::queue`] does, with its arguments.
+    /// Queued for a pool's workers, as [`crate::worker::queue`] does, with its arguments.
     Queued {
         repo: Option<&'a Path>,
         here: &'a Path,

@@ -1,6 +1,6 @@
 //! A run's agents side by side: for each, how it ended, its check, tokens, cost and time, and
 //! what it changed (each file, with its diff when asked for); and, when asked for
-//! ([`compare_foreseen`]), what its work conflicts with ([`crate::Foresight`]). The one model
+//! ([`compare_foreseen`]), what its work conflicts with ([`crate::foresight::Foresight`]). The one model
 //! of a review that `berth run compare` prints and the web page's `/runs/ID` shows.
 
 use berth_ops::{FileDiff, Ops};
@@ -16,7 +16,7 @@ pub struct Comparison {
     pub task: String,
     pub state: String,
     /// Where its review stands (`review`, `picked`, …), with its checks.
-    pub review: crate::Review,
+    pub review: crate::kept::Review,
     pub check: Option<String>,
     pub agents: Vec<Compared>,
 }
@@ -38,7 +38,7 @@ pub struct Compared {
     pub message: Option<String>,
     /// The question it waits on for a person's answer (`--ask`), while it does.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub waiting: Option<crate::Waiting>,
+    pub waiting: Option<crate::event::Waiting>,
     /// Whether its check passed; `None` when none ran.
     pub check_passed: Option<bool>,
     /// Its check in a word: `passed`, `failed` or `not run` (a stop kept it from running);
@@ -48,13 +48,13 @@ pub struct Compared {
     pub check_outcome: Option<String>,
     /// Its check in full, its last lines of output included, once it ran or was found not
     /// to run.
-    pub check: Option<crate::CheckResult>,
-    /// Why it is not picked without being forced, when it is not ([`crate::pick_refusal`]).
+    pub check: Option<crate::check::CheckResult>,
+    /// Why it is not picked without being forced, when it is not ([`crate::evidence::pick_refusal`]).
     pub refusal: Option<String>,
-    /// Whether forcing the pick could merge anything ([`crate::Pickable::forceable`]).
+    /// Whether forcing the pick could merge anything ([`crate::evidence::Pickable::forceable`]).
     pub forceable: bool,
     /// Why it cannot be picked or dropped at all now (the run still running, its work merged
-    /// or discarded already, no workspace), when it cannot ([`crate::pickable`]).
+    /// or discarded already, no workspace), when it cannot ([`crate::evidence::pickable`]).
     pub closed: Option<String>,
     pub input_tokens: u64,
     pub output_tokens: u64,
@@ -114,7 +114,7 @@ async fn compare_record(
     let mut agents = Vec::new();
     for (i, a) in record.agents.iter().enumerate() {
         let summary = a.summary.as_ref();
-        let pickable = crate::pickable(record, i);
+        let pickable = crate::evidence::pickable(record, i);
         let check = summary.and_then(|s| s.check.as_ref());
         let mut compared = Compared {
             agent: i + 1,

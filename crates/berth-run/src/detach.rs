@@ -11,7 +11,11 @@ use std::time::{Duration, Instant};
 
 use berth_ops::{ErrorKind, Ops};
 
-use crate::{KeptError, RunError, RunId, RunState, RunStore};
+use crate::error::RunError;
+use crate::kept::KeptError;
+use crate::kept::RunId;
+use crate::kept::RunState;
+use crate::kept::RunStore;
 
 /// How long a supervisor may take to take its run.
 pub const SUPERVISOR_START: Duration = Duration::from_secs(15);
@@ -145,12 +149,14 @@ fn what_to_do(command: &mut Command, what: &Detach) -> Option<String> {
 pub async fn start_detached(
     ops: &Ops,
     store: &RunStore,
-    request: crate::RunRequest,
+    request: crate::request::RunRequest,
     program: &Path,
-) -> Result<(crate::RunRecord, u32), RunError> {
+) -> Result<(crate::kept::RunRecord, u32), RunError> {
     let checker = berth_agent::AgentBuilder::new(ops.clone()).build();
     let request = crate::preflight(ops, &checker, request).await?;
-    let record = store.create(crate::StoredRequest::of(&request)).await?;
+    let record = store
+        .create(crate::kept::StoredRequest::of(&request))
+        .await?;
     let pid = detach(ops, store, &record.id, Detach::Start, program).await?;
     Ok((record, pid))
 }
@@ -166,7 +172,7 @@ pub enum ToldDetached {
 }
 
 /// Tells agent `which` (the only one when `None`) of run `id` `text`: queued for a run
-/// still running, as [`crate::Supervised::tell_or_queue`] does; for a run that is over, in
+/// still running, as [`crate::supervisor::Supervised::tell_or_queue`] does; for a run that is over, in
 /// a supervisor process of its own rather than the caller's.
 pub async fn tell_detached(
     ops: &Ops,

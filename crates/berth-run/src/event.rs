@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::CheckResult;
+use crate::check::CheckResult;
 
 /// Where an agent is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

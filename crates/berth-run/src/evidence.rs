@@ -10,8 +10,9 @@
 
 use serde::Serialize;
 
+use crate::event::AgentState;
+use crate::kept::AgentRecord;
 use crate::kept::{AgentOutcome, RunRecord};
-use crate::{AgentRecord, AgentState};
 
 /// Which agent to pick.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -217,8 +218,9 @@ pub fn pickable(record: &RunRecord, i: usize) -> Pickable {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::check::CheckResult;
+    use crate::event::AgentSummary;
     use crate::kept::{RunId, StoredRequest};
-    use crate::{AgentSummary, CheckResult};
 
     /// A run over of `agents.len()` agents, each `(state, lines changed, cost, check passed)`.
     fn run(check: bool, agents: &[(AgentState, u64, Option<f64>, Option<bool>)]) -> RunRecord {
@@ -226,7 +228,7 @@ mod tests {
         request.check = check.then(|| "cargo test".to_owned());
         request.agents = vec![request.agents[0].clone(); agents.len()];
         let mut record = RunRecord::new(RunId::generate(), request);
-        record.state = crate::RunState::Ended;
+        record.state = crate::kept::RunState::Ended;
         for (i, (state, lines, cost, passed)) in agents.iter().enumerate() {
             let a = &mut record.agents[i];
             a.workspace = Some(format!("w{i}"));
@@ -335,7 +337,7 @@ mod tests {
         assert_eq!(best(&record).unwrap().0, 1);
         assert!(pickable(&record, 0).closed.unwrap().contains("merged"));
         assert!(pickable(&record, 1).closed.is_none());
-        record.state = crate::RunState::Running;
+        record.state = crate::kept::RunState::Running;
         assert!(
             pickable(&record, 1)
                 .closed

@@ -34,7 +34,9 @@ use std::time::Duration;
 use berth_ops::Ops;
 use chrono::Utc;
 
-use crate::{AgentStatus, Resume, RunEvent};
+use crate::event::AgentStatus;
+use crate::event::RunEvent;
+use crate::request::Resume;
 pub(crate) use files::lock_holders;
 use files::read_events;
 
@@ -181,7 +183,7 @@ impl RunStore {
     /// Where agent `agent`'s (0-based) check output is kept (its first 64 KiB and last MiB),
     /// on the machine that ran it, as its standard error is.
     pub fn check_path(&self, id: &RunId, agent: usize) -> PathBuf {
-        self.run_dir(id).join(crate::running::check_log_name(agent))
+        self.run_dir(id).join(check_log_name(agent))
     }
 
     /// The run's folder on this machine (`<home>/runs/<id>`), for what only this machine
@@ -556,7 +558,7 @@ impl RunStore {
         &self,
         id: &RunId,
         agent: Option<usize>,
-        answer: crate::Answer,
+        answer: crate::ask::Answer,
     ) -> Result<(usize, String), KeptError> {
         self.queue_answer_to(id, agent, None, answer).await
     }
@@ -568,7 +570,7 @@ impl RunStore {
         id: &RunId,
         agent: Option<usize>,
         question: Option<&str>,
-        answer: crate::Answer,
+        answer: crate::ask::Answer,
     ) -> Result<(usize, String), KeptError> {
         let record = self.load(id).await?;
         let pid = supervisor_of(&record)?;
@@ -946,4 +948,9 @@ fn which_agent(id: &RunId, record: &RunRecord, agent: Option<usize>) -> Result<u
         });
     }
     Ok(i)
+}
+
+/// The file in a run's folder that keeps agent `i`'s (0-based) check output.
+pub(crate) fn check_log_name(i: usize) -> String {
+    format!("agent-{}.check", i + 1)
 }

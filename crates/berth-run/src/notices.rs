@@ -11,8 +11,10 @@
 use berth_ops::notices::{Notice, NotifyEvent};
 
 use crate::check::CheckResult;
+use crate::event::AgentState;
+use crate::event::AgentSummary;
+use crate::event::RunEvent;
 use crate::kept::RunRecord;
-use crate::{AgentState, AgentSummary, RunEvent};
 
 /// What the supervisor knows of the run beyond its events.
 #[derive(Debug, Clone, Copy, Default)]

@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 use berth_agent::Agent;
 use berth_ops::{Ops, Repository};
 
-use crate::{AgentSpec, RunError, RunRequest, prepare};
+use crate::agents::AgentSpec;
+use crate::error::RunError;
+use crate::request::RunRequest;
 
 /// [`prepare`], then what the agents need: for every front end that starts a run (`berth
 /// run`, detached too, and MCP's `session_run`), before it records or makes anything.
@@ -146,4 +148,62 @@ mod tests {
         std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
         assert!(check_command("./agent.sh", Some(repo.path())).is_ok());
     }
+}
+
+/// Checks a request before anything is made, and settles its repository (the one around
+/// the folder it names): what [`start`] does first, for a front end that records the run
+/// before it starts it (`berth run --detach`).
+pub fn prepare(request: RunRequest) -> Result<RunRequest, RunError> {
+    if request.task.trim().is_empty() {
+        return Err(RunError::EmptyTask);
+    }
+    if request.agents.is_empty() {
+        return Err(RunError::NoAgents);
+    }
+    if request.workspace.is_some() && request.agents.len() > 1 {
+        return Err(RunError::OneAgentPerWorkspace(request.agents.len()));
+    }
+    writable_needs_an_acp_agent(&request)?;
+    // A name that cannot be a workspace's, with the largest index it will get, is refused
+    // now rather than by every agent's create.
+    if let Some(name) = &request.name {
+        berth_ops::WorkspaceName::new(format!("{name}-{}-20", request.agents.len()))
+            .map_err(|e| RunError::Ops(e.into()))?;
+    }
+    // Checked before anything is made: outside a repository, a create would make plain
+    // workspaces, one per agent, only for the run to fail on each.
+    let repository = match &request.repository {
+        _ if request.workspace.is_some() => Repository::None,
+        // A resumed run's workspaces exist already.
+        kept if !request.resume.is_empty() => kept.clone(),
+        Repository::Around(dir) => {
+            let repo =
+                berth_git::Repo::discover(dir).map_err(|_| RunError::NoRepository(dir.clone()))?;
+            Repository::Named(repo.root().to_path_buf())
+        }
+        Repository::Named(dir) => Repository::Named(dir.clone()),
+        Repository::None => return Err(RunError::NoRepository(PathBuf::from("this server"))),
+    };
+    if let Some(i) = request.resume.keys().find(|i| **i >= request.agents.len()) {
+        return Err(RunError::NoSuchAgent(*i));
+    }
+    Ok(RunRequest {
+        repository,
+        ..request
+    })
+}
+
+/// Refuses state to write (`--agent-writable`) for a run with no ACP agent, whose process it
+/// would be for: refused, not ignored. [`prepare`]'s, and a queued run's.
+pub(crate) fn writable_needs_an_acp_agent(request: &RunRequest) -> Result<(), RunError> {
+    let any_acp = request
+        .agents
+        .iter()
+        .any(|a| matches!(a, AgentSpec::Acp { .. }));
+    if !request.agent_writable.is_empty() && !any_acp {
+        return Err(RunError::Ops(berth_ops::Error::invalid(
+            "--agent-writable is for ACP agents' processes, and this run has none: berth's own agent writes only its worktree",
+        )));
+    }
+    Ok(())
 }

@@ -73,7 +73,7 @@ pub async fn merge_workspace(
     if request.message.is_none()
         && let Some((record, i)) = &run
     {
-        request.message = Some(crate::finish::merge_message(record, *i));
+        request.message = Some(crate::merged::merge_message(record, *i));
     }
     let pushed_to = match (&ws.git, &run) {
         (Some(git), Some((record, _))) if !git.worktree.is_dir() => {
@@ -96,7 +96,7 @@ pub async fn merge_workspace(
             }),
             _ => None,
         };
-        if let Err(why) = crate::finish::record_merged(store, record, *i, merge).await {
+        if let Err(why) = crate::merged::record_merged(store, record, *i, merge).await {
             report.warning = Some(why);
         }
     }

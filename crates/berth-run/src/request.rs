@@ -9,7 +9,8 @@ use std::time::Duration;
 use berth_ops::Repository;
 use serde::{Deserialize, Serialize};
 
-use crate::{AgentSpec, Policy, RunError};
+use crate::agents::AgentSpec;
+use berth_agent::Policy;
 
 /// Seconds a check may take in each worktree unless the run says otherwise.
 pub const DEFAULT_CHECK_TIMEOUT_SECS: u64 = 600;
@@ -84,7 +85,7 @@ impl RunRequest {
 
 /// How long a run's question waits for a person (`RunRequest::ask`), or `None` when it asks
 /// nobody: when the run was asked to (`--ask`, the dashboard) or `[run] ask` says so, for
-/// `timeout_secs`, else `[run] ask_timeout_secs`, else [`crate::DEFAULT_ASK_TIMEOUT`].
+/// `timeout_secs`, else `[run] ask_timeout_secs`, else [`crate::ask::DEFAULT_ASK_TIMEOUT`].
 pub fn ask_wait(
     asked: bool,
     timeout_secs: Option<u64>,
@@ -94,7 +95,7 @@ pub fn ask_wait(
     (asked || run.ask == Some(true)).then(|| {
         timeout_secs
             .or(run.ask_timeout_secs)
-            .map_or(crate::DEFAULT_ASK_TIMEOUT, Duration::from_secs)
+            .map_or(crate::ask::DEFAULT_ASK_TIMEOUT, Duration::from_secs)
     })
 }
 
@@ -173,64 +174,6 @@ pub(crate) fn moved_prompt(task: &str) -> String {
          stopped, and what you changed there is lost. This is a fresh worktree. Do the task \
          again here, from the start, until it is done. The task:\n\n{task}"
     )
-}
-
-/// Checks a request before anything is made, and settles its repository (the one around
-/// the folder it names): what [`start`] does first, for a front end that records the run
-/// before it starts it (`berth run --detach`).
-pub fn prepare(request: RunRequest) -> Result<RunRequest, RunError> {
-    if request.task.trim().is_empty() {
-        return Err(RunError::EmptyTask);
-    }
-    if request.agents.is_empty() {
-        return Err(RunError::NoAgents);
-    }
-    if request.workspace.is_some() && request.agents.len() > 1 {
-        return Err(RunError::OneAgentPerWorkspace(request.agents.len()));
-    }
-    writable_needs_an_acp_agent(&request)?;
-    // A name that cannot be a workspace's, with the largest index it will get, is refused
-    // now rather than by every agent's create.
-    if let Some(name) = &request.name {
-        berth_ops::WorkspaceName::new(format!("{name}-{}-20", request.agents.len()))
-            .map_err(|e| RunError::Ops(e.into()))?;
-    }
-    // Checked before anything is made: outside a repository, a create would make plain
-    // workspaces, one per agent, only for the run to fail on each.
-    let repository = match &request.repository {
-        _ if request.workspace.is_some() => Repository::None,
-        // A resumed run's workspaces exist already.
-        kept if !request.resume.is_empty() => kept.clone(),
-        Repository::Around(dir) => {
-            let repo =
-                berth_git::Repo::discover(dir).map_err(|_| RunError::NoRepository(dir.clone()))?;
-            Repository::Named(repo.root().to_path_buf())
-        }
-        Repository::Named(dir) => Repository::Named(dir.clone()),
-        Repository::None => return Err(RunError::NoRepository(PathBuf::from("this server"))),
-    };
-    if let Some(i) = request.resume.keys().find(|i| **i >= request.agents.len()) {
-        return Err(RunError::NoSuchAgent(*i));
-    }
-    Ok(RunRequest {
-        repository,
-        ..request
-    })
-}
-
-/// Refuses state to write (`--agent-writable`) for a run with no ACP agent, whose process it
-/// would be for: refused, not ignored. [`prepare`]'s, and a queued run's.
-pub(crate) fn writable_needs_an_acp_agent(request: &RunRequest) -> Result<(), RunError> {
-    let any_acp = request
-        .agents
-        .iter()
-        .any(|a| matches!(a, AgentSpec::Acp { .. }));
-    if !request.agent_writable.is_empty() && !any_acp {
-        return Err(RunError::Ops(berth_ops::Error::invalid(
-            "--agent-writable is for ACP agents' processes, and this run has none: berth's own agent writes only its worktree",
-        )));
-    }
-    Ok(())
 }
 
 /// A workspace name from a task: its first words, lowercase, joined by `-`, at most

@@ -16,11 +16,24 @@ use berth_agent::{
 use berth_ops::{CreateSession, CreateWorkspace, ErrorKind, Ops};
 use tokio::sync::mpsc;
 
+use crate::acp_agent;
+use crate::agents::AgentSpec;
+use crate::ask;
+use crate::ask::Answer;
+use crate::check;
+use crate::error::RunError;
+use crate::event::AgentState;
+use crate::event::AgentSummary;
+use crate::event::RunEvent;
+use crate::preflight::prepare;
+use crate::request::Budget;
+use crate::request::Resume;
+use crate::request::RunRequest;
+use crate::request::moved_prompt;
+use crate::request::name_from_task;
+use crate::request::resume_prompt;
 pub(crate) use crate::tellings::Tellings;
-use crate::{
-    AgentSpec, AgentState, AgentSummary, Answer, Budget, Policy, Resume, RunError, RunEvent,
-    RunRequest, acp_agent, ask, check, moved_prompt, name_from_task, prepare, resume_prompt,
-};
+use berth_agent::Policy;
 
 mod between;
 
@@ -338,7 +351,7 @@ impl Running {
             .request
             .stderr_dir
             .as_ref()
-            .map(|d| d.join(check_log_name(i)));
+            .map(|d| d.join(crate::kept::check_log_name(i)));
         let not_run = match outcome.summary.state {
             AgentState::Done if measured && outcome.summary.files_changed == 0 => {
                 Some("the agent changed nothing")
@@ -800,11 +813,6 @@ impl Running {
         }
         unreachable!("a turn's events end with TurnEnded")
     }
-}
-
-/// The file in a run's folder that keeps agent `i`'s (0-based) check output.
-pub(crate) fn check_log_name(i: usize) -> String {
-    format!("agent-{}.check", i + 1)
 }
 
 /// An agent's summary, and where its check runs.

@@ -13,8 +13,11 @@ use tokio::signal::unix::{Signal, SignalKind, signal};
 use berth_agent::Agent;
 use berth_ops::Ops;
 
+use crate::error::RunError;
+use crate::event::RunEvent;
 use crate::kept::{KeptError, RunId, RunRecord, RunStore, StopRequest, Supervision};
-use crate::{Run, RunError, RunEvent, RunRequest};
+use crate::request::RunRequest;
+use crate::running::Run;
 
 /// How often stop requests are looked for when no signal said so (one sent before the
 /// supervisor listened, or lost).
@@ -80,7 +83,7 @@ impl Supervised {
     ) -> Result<Supervised, RunError> {
         let told = request.resume.values().any(|r| r.prompt.is_some());
         request.stderr_dir = Some(supervision.stderr_dir());
-        let run = match crate::start(ops, agent, request) {
+        let run = match crate::running::start(ops, agent, request) {
             Ok(run) => run,
             Err(e) => {
                 supervision.fail(&e.to_string()).await?;
@@ -129,7 +132,7 @@ impl Supervised {
             // Wider for the told turn only: the run keeps its own policy.
             let mut tools = request.policy.named();
             tools.extend(allow.iter().map(|t| t.trim().to_owned()));
-            request.policy = crate::Policy::new(&tools, request.policy.allows_all());
+            request.policy = berth_agent::Policy::new(&tools, request.policy.allows_all());
         }
         Supervised::start(ops, agent, supervision, request, host).await
     }
@@ -402,7 +405,8 @@ mod tests {
 
     use super::*;
     use crate::kept::{RunState, RunStore, StoredRequest};
-    use crate::{Run, Stopper};
+    use crate::running::Run;
+    use crate::running::Stopper;
 
     /// A run whose task panicked closed its events without a summary; its supervisor kept it
     /// "running" and exited, and it read "running" until someone looked for a supervisor.
@@ -442,6 +446,9 @@ mod tests {
         // Kept so, on disk, while the supervisor is still alive.
         let kept = store.load(&record.id).await.unwrap();
         assert_eq!(kept.state, RunState::Failed);
-        assert_eq!(kept.agents[0].status.state, crate::AgentState::Failed);
+        assert_eq!(
+            kept.agents[0].status.state,
+            crate::event::AgentState::Failed
+        );
     }
 }

@@ -21,11 +21,13 @@ use berth_agent::Agent;
 use berth_ops::{Ops, Repository};
 use tokio_util::sync::CancellationToken;
 
+use crate::error::RunError;
 use crate::kept::{
     KeptError, PoolPlace, RunRecord, RunState, RunStore, StoredRequest, Supervision,
 };
+use crate::request::Resume;
+use crate::request::RunRequest;
 use crate::supervisor::{Host, Next, Supervised};
-use crate::{Resume, RunError, RunRequest};
 
 /// How often a worker on SQLite, which cannot be woken, looks for queued runs.
 const SQLITE_LOOK: Duration = Duration::from_secs(1);
@@ -155,7 +157,7 @@ pub(crate) fn queued_request(
     if request.task.trim().is_empty() {
         return Err(RunError::EmptyTask);
     }
-    crate::writable_needs_an_acp_agent(request)?;
+    crate::preflight::writable_needs_an_acp_agent(request)?;
     let repo_url = ops.pool_url(repo, here)?;
     Ok(StoredRequest {
         repository: None,

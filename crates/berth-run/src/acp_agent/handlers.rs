@@ -21,7 +21,7 @@ use berth_agent::{Decision, ToolKind};
 use berth_ops::ErrorKind;
 
 use super::{Denied, Shared, kind_of, record, status_of, terminal_error};
-use crate::RunEvent;
+use crate::event::RunEvent;
 use crate::terminals::TerminalError;
 
 /// A permission request's answer: the option chosen, or cancelled when there is none.

@@ -18,7 +18,7 @@ use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 
 use super::{Between, CANCEL_GRACE, Shared};
-use crate::RunEvent;
+use crate::event::RunEvent;
 
 /// What a turn is asked through.
 pub(super) struct Asked<'a> {

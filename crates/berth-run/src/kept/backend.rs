@@ -7,7 +7,7 @@ use std::fmt;
 use async_trait::async_trait;
 
 use super::*;
-use crate::RunEvent;
+use crate::event::RunEvent;
 
 /// A stop or a tell left for a run's supervisor.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,7 +23,7 @@ pub(crate) enum Request {
     Answer {
         agent: usize,
         question: String,
-        answer: crate::Answer,
+        answer: crate::ask::Answer,
     },
 }
 

@@ -5,7 +5,7 @@
 use super::*;
 use berth_ops::ErrorKind;
 
-use crate::AgentState;
+use crate::event::AgentState;
 
 impl StoredRequest {
     /// A run of one berth agent in a workspace `w`, for tests.
@@ -14,7 +14,7 @@ impl StoredRequest {
             task: task.into(),
             repository: None,
             workspace: Some("w".into()),
-            agents: vec![crate::AgentSpec::Berth { model: None }],
+            agents: vec![crate::agents::AgentSpec::Berth { model: None }],
             name: None,
             allow: vec![],
             allow_all: false,
@@ -203,7 +203,7 @@ async fn one_supervisor_keeps_events_in_order_and_takes_requests() {
         // A question waits (`--ask`): an answer finds it, and nothing else is answered.
         assert!(matches!(
             store
-                .queue_answer(&run.id, None, crate::Answer::Allow)
+                .queue_answer(&run.id, None, crate::ask::Answer::Allow)
                 .await,
             Err(KeptError::NothingAsked { .. })
         ));
@@ -216,7 +216,7 @@ async fn one_supervisor_keeps_events_in_order_and_takes_requests() {
         .await
         .unwrap();
         let (agent, tool) = store
-            .queue_answer(&run.id, None, crate::Answer::AllowAlways)
+            .queue_answer(&run.id, None, crate::ask::Answer::AllowAlways)
             .await
             .unwrap();
         assert_eq!((agent, tool.as_str()), (0, "write_file"), "{name}");
@@ -234,7 +234,7 @@ async fn one_supervisor_keeps_events_in_order_and_takes_requests() {
         );
         assert_eq!(
             taken.answers,
-            [(0, "q1".to_owned(), crate::Answer::AllowAlways)],
+            [(0, "q1".to_owned(), crate::ask::Answer::AllowAlways)],
             "{name}"
         );
         let again = held.requests().await;
@@ -438,7 +438,7 @@ async fn queued_runs_are_claimed_once_each_by_node() {
         );
         // A run larger than the room left waits.
         let mut wide = pooled("wide", None);
-        wide.agents = vec![crate::AgentSpec::Berth { model: None }; 3];
+        wide.agents = vec![crate::agents::AgentSpec::Berth { model: None }; 3];
         let wide = a.create(wide).await.unwrap();
         assert!(b.claim(2).await.unwrap().is_none(), "{name}");
         assert_eq!(b.claim(3).await.unwrap().unwrap().record().id, wide.id);

@@ -16,7 +16,7 @@ use berth_store_sql::{RunColumns, RunRequestRow, SqlRuns};
 use super::{
     Decide, Hold, KeptError, PageCursor, Request, RunBackend, RunId, RunRecord, StopRequest,
 };
-use crate::RunEvent;
+use crate::event::RunEvent;
 
 /// Answers of the run's agents held back before they are written together: a piece of an
 /// answer is one event, and one statement each would cost a round trip per piece.

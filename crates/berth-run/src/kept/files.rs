@@ -28,7 +28,7 @@ use async_trait::async_trait;
 use super::{
     Decide, Hold, KeptError, PageCursor, Request, RunBackend, RunId, RunRecord, StopRequest,
 };
-use crate::RunEvent;
+use crate::event::RunEvent;
 
 /// How long [`FileRuns::hold`] waits for the lock of a supervisor that is ending.
 const LOCK_PATIENCE: Duration = Duration::from_secs(3);

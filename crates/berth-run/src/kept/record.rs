@@ -11,9 +11,14 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::*;
-use crate::{
-    AgentSpec, AgentState, AgentStatus, AgentSummary, Policy, Resume, RunEvent, RunRequest,
-};
+use crate::agents::AgentSpec;
+use crate::event::AgentState;
+use crate::event::AgentStatus;
+use crate::event::AgentSummary;
+use crate::event::RunEvent;
+use crate::request::Resume;
+use crate::request::RunRequest;
+use berth_agent::Policy;
 
 /// A run's id: 12 lowercase hex digits, made by berth; it names the run's folder.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -79,7 +84,7 @@ pub struct StoredRequest {
     pub push: bool,
     /// `--max-tokens`, `--max-cost` (absent in runs kept before budgets existed).
     #[serde(default)]
-    pub budget: crate::Budget,
+    pub budget: crate::request::Budget,
     /// A queued run (`berth run --queue`): worked by whichever worker takes it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pool: Option<PoolPlace>,
@@ -103,7 +108,7 @@ pub struct PoolPlace {
 }
 
 impl StoredRequest {
-    /// A request as [`crate::prepare`] settled it.
+    /// A request as [`crate::preflight::prepare`] settled it.
     pub fn of(request: &RunRequest) -> StoredRequest {
         StoredRequest {
             task: request.task.clone(),
@@ -515,7 +520,7 @@ impl RunRecord {
 
 impl AgentRecord {
     /// Its check's result, once it ran (or was found not to run).
-    pub fn check(&self) -> Option<&crate::CheckResult> {
+    pub fn check(&self) -> Option<&crate::check::CheckResult> {
         self.summary.as_ref().and_then(|s| s.check.as_ref())
     }
 }

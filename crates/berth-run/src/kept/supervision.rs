@@ -5,7 +5,9 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use super::*;
-use crate::{AgentStatus, Resume, RunEvent};
+use crate::event::AgentStatus;
+use crate::event::RunEvent;
+use crate::request::Resume;
 
 /// What other processes asked of a run's supervisor since its last look.
 #[derive(Debug, Default)]
@@ -14,7 +16,7 @@ pub struct Requests {
     /// What to tell agents, in the order they came.
     pub tells: Vec<Tell>,
     /// Each agent's index, its question and the answer.
-    pub answers: Vec<(usize, String, crate::Answer)>,
+    pub answers: Vec<(usize, String, crate::ask::Answer)>,
 }
 
 /// What an agent at work is told (`RunStore::queue_tell`).
@@ -74,7 +76,7 @@ impl Supervision {
     pub async fn request_again(
         &mut self,
         again: BTreeMap<usize, Resume>,
-    ) -> Result<crate::RunRequest, KeptError> {
+    ) -> Result<crate::request::RunRequest, KeptError> {
         if !again.is_empty() {
             self.resuming(&again).await?;
         }

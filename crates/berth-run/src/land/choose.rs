@@ -2,7 +2,7 @@
 //! `RUN:best` (the pick rule); and for `--batch`, which agent of each of the batch's runs.
 //! The rules here are every front end's: the CLI, MCP and the dashboard only name targets.
 
-use crate::AgentState;
+use crate::event::AgentState;
 use crate::kept::{BatchId, RunId, RunRecord};
 
 use super::drive::{Lander, refused};
@@ -18,7 +18,9 @@ pub(super) fn choose(record: &RunRecord, which: Which) -> berth_ops::Result<usiz
             i + 1,
             record.agents.len()
         ))),
-        Which::Best => crate::best(record).map(|(i, _)| i).map_err(refused),
+        Which::Best => crate::evidence::best(record)
+            .map(|(i, _)| i)
+            .map_err(refused),
         Which::Only => {
             let done: Vec<usize> = (0..record.agents.len())
                 .filter(|&i| record.agents[i].status.state == AgentState::Done)
@@ -67,10 +69,13 @@ impl Lander {
         &self,
         id: &BatchId,
     ) -> berth_ops::Result<(Vec<Target>, Vec<(RunId, String)>)> {
-        let kept = |e: crate::KeptError| berth_ops::Error::rule(e.kind(), e.to_string());
+        let kept = |e: crate::kept::KeptError| berth_ops::Error::rule(e.kind(), e.to_string());
         let mut targets = Vec::new();
         let mut left_out = Vec::new();
-        for record in crate::batch_runs(&self.runs, id).await.map_err(kept)? {
+        for record in crate::kept::batch_runs(&self.runs, id)
+            .await
+            .map_err(kept)?
+        {
             if !record.state.is_over() {
                 return Err(refused(format!(
                     "run {} of batch {id} is still {}: land the batch once its runs are over (`berth run wait {}`)",
@@ -94,7 +99,7 @@ impl Lander {
 /// Which agent of a batch's run lands, or why none does.
 fn batch_choice(record: &RunRecord) -> Result<Which, String> {
     if record.request.check.is_some() {
-        return crate::best(record).map(|_| Which::Best);
+        return crate::evidence::best(record).map(|_| Which::Best);
     }
     let done = record
         .agents

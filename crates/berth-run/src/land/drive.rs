@@ -24,7 +24,7 @@ use super::record::{
 };
 use super::store::{HeldLand, LandStore};
 use super::turn::message;
-use crate::CheckResult;
+use crate::check::CheckResult;
 use crate::kept::{AgentOutcome, MergeRecord, RunRecord, RunStore};
 
 /// How often the base may move under one agent's land before it is left for a later try.
@@ -70,7 +70,7 @@ pub struct Lander {
     pub(super) steps: Option<UnboundedSender<LandStep>>,
     pub(super) stop: CancellationToken,
     /// Who hosts the agents' turns: a server keeps SIGTERM for its own shutdown.
-    pub(super) host: crate::Host,
+    pub(super) host: crate::supervisor::Host,
 }
 
 /// What one agent's work came to.
@@ -99,14 +99,14 @@ impl Lander {
             agent,
             steps: None,
             stop: CancellationToken::new(),
-            host: crate::Host::Own,
+            host: crate::supervisor::Host::Own,
         }
     }
 
     /// The agents' turns hosted by a server (`berth serve`, `berth mcp`), which keeps SIGTERM
     /// for its own shutdown.
     pub fn hosted(mut self) -> Lander {
-        self.host = crate::Host::Server;
+        self.host = crate::supervisor::Host::Server;
         self
     }
 
@@ -165,7 +165,7 @@ impl Lander {
 
     /// One item of a new land: its run, and the agent `target` chooses.
     pub(super) async fn item(&self, target: &Target) -> berth_ops::Result<LandItem> {
-        let kept = |e: crate::KeptError| berth_ops::Error::rule(e.kind(), e.to_string());
+        let kept = |e: crate::kept::KeptError| berth_ops::Error::rule(e.kind(), e.to_string());
         let id = self.runs.resolve(&target.run).await.map_err(kept)?;
         let record = self.runs.load(&id).await.map_err(kept)?;
         if !record.state.is_over() {
@@ -384,7 +384,7 @@ impl Lander {
         }
         let item = held.record.items[k].clone();
         let agent = item.agent.unwrap_or(0);
-        let kept = |e: crate::KeptError| berth_ops::Error::rule(e.kind(), e.to_string());
+        let kept = |e: crate::kept::KeptError| berth_ops::Error::rule(e.kind(), e.to_string());
         let run = self.runs.load(&item.run).await.map_err(kept)?;
         if !run.state.is_over() {
             return Ok(Settled::Left(format!(
@@ -477,7 +477,7 @@ impl Lander {
         &self,
         held: &mut HeldLand,
         k: usize,
-        a: &crate::AgentRecord,
+        a: &crate::kept::AgentRecord,
     ) -> Result<Settled, Halt> {
         let it = &mut held.record.items[k];
         let (step, text) = match it.tip.is_some() {
@@ -582,7 +582,7 @@ impl Lander {
         let committed = git({
             let (wt, m) = (
                 place.wt.clone(),
-                crate::merge_message(&place.run, place.agent),
+                crate::merged::merge_message(&place.run, place.agent),
             );
             move || berth_git::commit_all(&wt, &m)
         })
@@ -792,7 +792,7 @@ impl Lander {
         };
         let mut notes = Vec::new();
         if let Err(why) =
-            crate::finish::record_merged(&self.runs, &place.run, place.agent, Some(merge)).await
+            crate::merged::record_merged(&self.runs, &place.run, place.agent, Some(merge)).await
         {
             notes.push(why);
         }

@@ -66,7 +66,7 @@ impl Lander {
         item: &LandItem,
         bases: &mut Vec<(std::path::PathBuf, String, String)>,
     ) -> berth_ops::Result<PlannedItem> {
-        let kept = |e: crate::KeptError| berth_ops::Error::rule(e.kind(), e.to_string());
+        let kept = |e: crate::kept::KeptError| berth_ops::Error::rule(e.kind(), e.to_string());
         let run = self.runs.load(&item.run).await.map_err(kept)?;
         let agent = item.agent.unwrap_or(0);
         let a = &run.agents[agent];

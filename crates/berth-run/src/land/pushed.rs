@@ -12,7 +12,7 @@ use super::drive::{Halt, Lander, Place, Settled, git, refused, shown};
 use super::record::{ItemState, StepKind};
 use super::store::HeldLand;
 use super::turn::message;
-use crate::CheckResult;
+use crate::check::CheckResult;
 use crate::kept::RunRecord;
 
 impl Lander {

@@ -10,7 +10,8 @@ use berth_git::MergeMode;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::{CheckResult, RunId};
+use crate::check::CheckResult;
+use crate::kept::RunId;
 
 /// A land's id: 12 lowercase hex digits, made by berth.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

@@ -4,8 +4,11 @@
 
 use berth_git::MergeMode;
 
+use crate::check::CheckResult;
+use crate::event::AgentState;
 use crate::kept::{RunId, RunRecord};
-use crate::{AgentState, CheckResult, Next, Supervised};
+use crate::supervisor::Next;
+use crate::supervisor::Supervised;
 
 use super::drive::{
     Halt, Lander, Place, Settled, first_line, git, keep_ref, refused, short, shown,
@@ -60,7 +63,7 @@ pub(super) fn check_text(into: &str, check: &CheckResult) -> String {
 
 /// The message of a commit a land makes: the pick's message, then the land's mark.
 pub(super) fn message(record: &RunRecord, agent: usize, mark: &str, mode: MergeMode) -> String {
-    let mut message = crate::merge_message(record, agent);
+    let mut message = crate::merged::merge_message(record, agent);
     let how = match mode {
         MergeMode::Merge => "",
         MergeMode::Squash => " (squashed)",
@@ -315,7 +318,7 @@ impl Lander {
             let committed = git({
                 let (wt, m) = (
                     place.wt.clone(),
-                    crate::merge_message(&place.run, place.agent),
+                    crate::merged::merge_message(&place.run, place.agent),
                 );
                 move || berth_git::commit_all(&wt, &m)
             })

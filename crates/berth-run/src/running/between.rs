@@ -8,7 +8,7 @@ use std::sync::Mutex;
 use berth_agent::{CancellationToken, TurnStop, Usage};
 
 use super::{Running, Spending};
-use crate::RunEvent;
+use crate::event::RunEvent;
 
 /// Agent `i`'s turns in a run: their tokens so far, and its budget.
 pub(super) struct Turns<'r> {
