@@ -4,12 +4,9 @@
 //! `session/request_permission`; its person's answer goes to the run's supervisor as `berth
 //! run answer` sends it (`RunStore::queue_answer_to`), from whichever process or node.
 //!
-//! The run's record is looked at every half second while the run runs; each question is asked
-//! once on this connection. Only a client on this machine or with the admin token is asked: a
+//! The questions come from berth-run (`Runs::questions`, which follows the run's events as
+//! they are kept); each is asked once on this connection. Only a client on this machine or with the admin token is asked: a
 //! device's token must not widen what a run the server's owner started may do.
-
-use std::collections::HashSet;
-use std::time::Duration;
 
 use agent_client_protocol::Client;
 use agent_client_protocol::v1::ConnectionTo;
@@ -17,10 +14,7 @@ use agent_client_protocol::v1::schema::{
     PermissionOption, PermissionOptionKind, RequestPermissionOutcome, RequestPermissionRequest,
     SessionId, ToolCallUpdate, ToolCallUpdateFields,
 };
-use berth_run::{Answer, RunStore};
-
-/// How often the run's record is looked at for a new question.
-const LOOK_EVERY: Duration = Duration::from_millis(500);
+use berth_run::{Answer, Runs};
 
 /// Asks the client, on a task of its own, every question the run's agent working in `session`
 /// waits on, until the run is over or the client goes away. Nothing when no running run's
@@ -32,39 +26,43 @@ pub(crate) fn follow(
     cx: ConnectionTo<Client>,
 ) {
     tokio::spawn(async move {
-        let Ok(store) = RunStore::open(&ops).await else {
+        let runs = match Runs::open(ops).await {
+            Ok(runs) => runs,
+            Err(e) => {
+                tracing::debug!(%session, "no run's questions are asked here: {e}");
+                return;
+            }
+        };
+        let found = runs.store().find_session(&session).await;
+        let Ok(Some((record, agent))) = found else {
             return;
         };
-        let Ok(Some((record, agent))) = store.find_session(&session).await else {
+        if record.state.is_over() {
             return;
-        };
+        }
         let id = record.id.clone();
-        let mut asked = HashSet::new();
-        loop {
-            let Ok(record) = store.load(&id).await else {
+        let mut questions = runs.questions(&id, agent);
+        while let Some(asked) = questions.next().await {
+            let w = match asked {
+                Ok(w) => w,
+                Err(e) => {
+                    tracing::debug!(run = %id, "the run's questions end here: {e}");
+                    return;
+                }
+            };
+            let Some(answer) = ask(&cx, &session_id, &w).await else {
+                // The client cannot answer (it went away, or failed): it is not asked
+                // again; the run's wait, or another person, decides.
                 return;
             };
-            if record.state.is_over() {
-                return;
-            }
-            let waiting = record
-                .agents
-                .get(agent)
-                .and_then(|a| a.status.waiting.clone());
-            if let Some(w) = waiting
-                && asked.insert(w.question.clone())
-            {
-                let Some(answer) = ask(&cx, &session_id, &w).await else {
-                    // The client cannot answer (it went away, or failed): it is not asked
-                    // again; the run's wait, or another person, decides.
-                    return;
-                };
+            let sent = runs
+                .store()
+                .queue_answer_to(&id, Some(agent), Some(&w.question), answer)
+                .await;
+            if let Err(e) = sent {
                 // Answered meanwhile by someone else, or the run ended: nothing to do.
-                let _ = store
-                    .queue_answer_to(&id, Some(agent), Some(&w.question), answer)
-                    .await;
+                tracing::debug!(run = %id, agent = agent + 1, "the client's answer is not taken: {e}");
             }
-            tokio::time::sleep(LOOK_EVERY).await;
         }
     });
 }

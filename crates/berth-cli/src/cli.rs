@@ -17,7 +17,7 @@ use clap::{Args, Parser, Subcommand};
 pub use agent::{ChatArgs, SkillCmd};
 pub use home::{ConfigCmd, ImportCmd, StoreCmd};
 pub use land::{LandArgs, LandCommand, StartLandArgs};
-pub use run::{AnswerArg, NewRunArgs, RunArgs, RunCommand};
+pub use run::{AnswerArg, NewRunArgs, RunArgs, RunCommand, supervise_args};
 pub use serve::{McpArgs, ServeArgs, TokenCmd, Transport};
 pub use session::SessionCmd;
 pub use workspace::{BindingCmd, StorageCmd, WorkspaceCmd};

@@ -91,7 +91,7 @@ fn request(cx: &Context, args: &LandArgs) -> Result<LandRequest, Error> {
 /// The lander of this server: its agents' turns hosted here.
 async fn lander(cx: &Context) -> Result<Lander, Error> {
     let runs = cx.runs.store(&cx.ops).await?.clone();
-    Ok(Lander::new(cx.ops.clone(), runs, cx.runs.agent(&cx.ops)).hosted())
+    Ok(Lander::new(cx.ops.clone(), runs, cx.runs.agent(&cx.ops).await?).hosted())
 }
 
 /// `land`: the plan, or the land created and driven in the background; its record as it

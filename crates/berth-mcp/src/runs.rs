@@ -6,23 +6,24 @@
 //! whichever process asks; a run whose server went away is found failed, and `berth run
 //! resume` continues it.
 
-use std::sync::OnceLock;
-
-use berth_agent::{Agent, AgentBuilder};
+use berth_agent::Agent;
 use berth_ops::{ErrorKind, Ops};
 use berth_run::{
-    AgentStatus, Host, RunError, RunEvent, RunId, RunRequest, RunStore, StopRequest, StoredRequest,
-    Supervised,
+    AgentStatus, How, RunError, RunEvent, RunId, RunRequest, RunStore, Started as RunStarted,
+    StopRequest, Telling, Told,
 };
 use serde::Serialize;
 
-/// berth's agent for this server's runs, and the home's run store, each made once: a status
-/// poll reads the run, not the config and the home's folders again.
+/// The home's runs (berth-run's lifecycle service, with berth's agent for them), opened on
+/// first use and kept: a status poll reads the run, not the config and the home's folders
+/// again.
 #[derive(Default)]
 pub struct Runs {
-    agent: OnceLock<Agent>,
-    store: tokio::sync::OnceCell<RunStore>,
+    runs: tokio::sync::OnceCell<berth_run::Runs>,
 }
+
+/// Who hosts this server's runs, in what their logs say.
+const HOST: How = How::Hosted { by: "berth mcp" };
 
 /// One run's state as status reports it.
 #[derive(Debug, Clone, Serialize)]
@@ -47,46 +48,27 @@ pub struct Started {
 
 impl Runs {
     /// berth's agent, made once for every run of this server.
-    pub fn agent(&self, ops: &Ops) -> Agent {
-        self.agent
-            .get_or_init(|| {
-                AgentBuilder::new(ops.clone())
-                    .tools(berth_agent::tools::builtin())
-                    .build()
-            })
-            .clone()
+    pub async fn agent(&self, ops: &Ops) -> Result<Agent, berth_ops::Error> {
+        Ok(self.runs(ops).await?.agent().clone())
     }
 
-    /// Records `request` as a kept run, starts it supervised by this server, and waits for
-    /// its agent's `started` event; the rest of the run goes on in this process. A run whose
-    /// agent ends before its session exists is an error saying why.
+    /// Checks `request` (a run that cannot start makes nothing), records it as a kept run,
+    /// starts it hosted by this server, and waits for its agent's `started` event; the rest
+    /// of the run goes on in this process. A run whose agent ends before its session exists
+    /// is an error saying why.
     pub async fn start(&self, ops: &Ops, request: RunRequest) -> Result<Started, berth_ops::Error> {
-        let store = self.store(ops).await?;
-        let record = store
-            .create(StoredRequest::of(&request))
-            .await
-            .map_err(kept_error)?;
-        let supervision = store.supervise(&record.id).await.map_err(kept_error)?;
-        let agent = self.agent(ops);
-        let mut supervised =
-            Supervised::start(ops.clone(), agent, supervision, request, Host::Server)
-                .await
-                .map_err(run_error)?;
-        let first = supervised
-            .until_started()
-            .await
-            .map_err(|why| berth_ops::Error::rule(ErrorKind::External, why));
-        // Driven to its end here whatever the first news was: a run that failed to start
-        // still checks nothing, sums up, and is kept so.
-        supervised.spawn_hosted("berth mcp");
-        Ok(Started {
-            run: record.id,
-            event: first?,
-        })
+        let runs = self.runs(ops).await?;
+        match runs.start(request, HOST.clone()).await.map_err(run_error)? {
+            RunStarted::Hosted { record, first } => Ok(Started {
+                run: record.id,
+                event: first.map_err(|why| berth_ops::Error::rule(ErrorKind::External, why))?,
+            }),
+            _ => unreachable!("a run started hosted is hosted"),
+        }
     }
 
     /// Tells the agent of the kept run that works in `session_id` `text`, as `berth run
-    /// tell` does, supervised by this server; the run's state once it is under way. `None`
+    /// tell` does, hosted by this server; the run's state once it is under way. `None`
     /// when no run works in that session.
     pub async fn tell(
         &self,
@@ -94,26 +76,24 @@ impl Runs {
         session_id: &str,
         text: &str,
     ) -> Result<Option<RunState>, berth_ops::Error> {
-        let store = self.store(ops).await?;
-        let Some((record, agent)) = store.find_session(session_id).await.map_err(kept_error)?
+        let runs = self.runs(ops).await?;
+        let Some((record, agent)) = runs
+            .store()
+            .find_session(session_id)
+            .await
+            .map_err(kept_error)?
         else {
             return Ok(None);
         };
-        let runner = self.agent(ops);
-        let told = Supervised::tell_or_queue(
-            ops.clone(),
-            runner,
-            store,
-            &record.id,
-            Some(agent),
+        let telling = Telling {
+            agent: Some(berth_run::AgentNumber::of_index(agent)),
             text,
-            &[],
-            Host::Server,
-        )
-        .await
-        .map_err(run_error)?;
-        if let berth_run::Told::Started(supervised) = told {
-            supervised.spawn_hosted("berth mcp");
+            ..Telling::default()
+        };
+        match runs.tell(&record.id, telling, HOST.clone()).await {
+            Ok(Told::Queued { .. } | Told::Hosted { .. }) => {}
+            Ok(Told::Here(_) | Told::Detached { .. }) => unreachable!("told hosted"),
+            Err(e) => return Err(run_error(e)),
         }
         self.status(ops, session_id).await
     }
@@ -121,8 +101,14 @@ impl Runs {
     /// The home's kept runs, where its records are (files, or the database every node
     /// shares), opened on first use.
     pub(crate) async fn store(&self, ops: &Ops) -> Result<&RunStore, berth_ops::Error> {
-        self.store
-            .get_or_try_init(|| async { RunStore::open(ops).await.map_err(kept_error) })
+        Ok(self.runs(ops).await?.store())
+    }
+
+    async fn runs(&self, ops: &Ops) -> Result<&berth_run::Runs, berth_ops::Error> {
+        self.runs
+            .get_or_try_init(|| async {
+                berth_run::Runs::open(ops.clone()).await.map_err(run_error)
+            })
             .await
     }
 

@@ -18,7 +18,7 @@ use crate::context::Context;
 use crate::notify::Hub;
 use crate::resources::{self, Body};
 use crate::uri::{self, Target};
-use crate::{BerthMcp, errors, prompts, runs, schemas};
+use crate::{BerthMcp, errors, prompts, schemas};
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 pub struct WorkspaceCreateArgs {
@@ -310,13 +310,8 @@ async fn session_run(cx: &Context, a: SessionRunArgs) -> Outcome {
         stderr_dir: None,
         ask: None,
     };
-    let agent = cx.runs.agent(&cx.ops);
-    // A run that cannot start (no key, an agent command that is not there) is refused before
-    // its workspace and session are made.
-    let request = berth_run::preflight(&cx.ops, &agent, request)
-        .await
-        .map_err(run_error)?;
-    // Kept as every run is, supervised by this server; it answers once its session exists.
+    // Checked first (a run that cannot start makes no workspace or session), then kept as
+    // every run is, hosted by this server; it answers once its session exists.
     let started = cx.runs.start(&cx.ops, request).await?;
     let berth_run::RunEvent::Started {
         session,
@@ -387,10 +382,6 @@ async fn session_tell(cx: &Context, a: SessionTellArgs) -> Outcome {
         "told session {id}'s agent; follow it with session_status, stop it with session_stop"
     );
     Ok(said(value, text))
-}
-
-fn run_error(e: berth_run::RunError) -> Error {
-    runs::run_error(e)
 }
 
 /// A tool's outcome before it becomes a result: structured data and its content blocks.

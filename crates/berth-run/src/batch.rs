@@ -18,9 +18,9 @@ use crate::tasks::TasksError;
 
 /// How each run of a batch is started.
 #[derive(Debug, Clone)]
-pub enum BatchStart<'a> {
+pub(crate) enum BatchStart<'a> {
     /// In a supervisor process of its own: `program` (the berth binary), as
-    /// [`crate::detach::start_detached`] does.
+    /// [`crate::Runs::start`] does with [`crate::How::Detached`].
     Detached { program: &'a Path },
     /// Queued for a pool's workers, as [`crate::worker::queue`] does, with its arguments.
     Queued {
@@ -46,10 +46,10 @@ pub struct BatchRun {
 }
 
 /// Starts one run per request, in their order, as one batch. Each request is checked first
-/// as its own run would be ([`crate::preflight`], or what a queue checks), and one refused
+/// as its own run would be ([`crate::preflight::preflight`], or what a queue checks), and one refused
 /// makes nothing. Should a run then fail to start (its supervisor did not come up), the
 /// runs before it go on and the error says so ([`RunError::BatchCut`]).
-pub async fn start_batch(
+pub(crate) async fn start_batch(
     ops: &Ops,
     store: &RunStore,
     requests: Vec<RunRequest>,
@@ -65,7 +65,7 @@ pub async fn start_batch(
     for request in requests {
         checked.push(match &how {
             BatchStart::Detached { .. } => {
-                StoredRequest::of(&crate::preflight(ops, &checker, request).await?)
+                StoredRequest::of(&crate::preflight::preflight(ops, &checker, request).await?)
             }
             BatchStart::Queued { repo, here, node } => {
                 crate::worker::queued_request(ops, store, &request, *repo, here, node.clone())?

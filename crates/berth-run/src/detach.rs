@@ -18,11 +18,11 @@ use crate::kept::RunState;
 use crate::kept::RunStore;
 
 /// How long a supervisor may take to take its run.
-pub const SUPERVISOR_START: Duration = Duration::from_secs(15);
+pub(crate) const SUPERVISOR_START: Duration = Duration::from_secs(15);
 
 /// What the supervisor does with the run.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Detach {
+pub(crate) enum Detach {
     /// Starts it: a run just recorded.
     Start,
     /// Continues its unfinished agents (`berth run resume`).
@@ -35,7 +35,7 @@ pub enum Detach {
 /// process group, so a terminal's Ctrl-C or hangup does not reach it, with its output in
 /// the run's log; waits until it has taken the run. The supervisor's process id. A resume
 /// with nothing to resume, or of a run still running, is refused before anything starts.
-pub async fn detach(
+pub(crate) async fn detach(
     ops: &Ops,
     store: &RunStore,
     id: &RunId,
@@ -143,27 +143,9 @@ fn what_to_do(command: &mut Command, what: &Detach) -> Option<String> {
     }
 }
 
-/// A run recorded and started in a supervisor process of its own: checked first as every
-/// new run is ([`crate::preflight`]), so one that cannot start makes nothing. The record
-/// as made, and the supervisor's process id.
-pub async fn start_detached(
-    ops: &Ops,
-    store: &RunStore,
-    request: crate::request::RunRequest,
-    program: &Path,
-) -> Result<(crate::kept::RunRecord, u32), RunError> {
-    let checker = berth_agent::AgentBuilder::new(ops.clone()).build();
-    let request = crate::preflight(ops, &checker, request).await?;
-    let record = store
-        .create(crate::kept::StoredRequest::of(&request))
-        .await?;
-    let pid = detach(ops, store, &record.id, Detach::Start, program).await?;
-    Ok((record, pid))
-}
-
 /// What [`tell_detached`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ToldDetached {
+pub(crate) enum ToldDetached {
     /// The run is running: agent `agent` (0-based) is told at its next step, or once its
     /// current turn ends (`RunStore::queue_tell`).
     Queued { agent: usize },
@@ -172,9 +154,9 @@ pub enum ToldDetached {
 }
 
 /// Tells agent `which` (the only one when `None`) of run `id` `text`: queued for a run
-/// still running, as [`crate::supervisor::Supervised::tell_or_queue`] does; for a run that is over, in
+/// still running, as [`crate::Runs::tell`] does; for a run that is over, in
 /// a supervisor process of its own rather than the caller's.
-pub async fn tell_detached(
+pub(crate) async fn tell_detached(
     ops: &Ops,
     store: &RunStore,
     id: &RunId,

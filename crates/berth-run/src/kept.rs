@@ -469,7 +469,7 @@ impl RunStore {
     }
 
     /// A listener woken when a run is queued, on a database that can (Postgres).
-    pub async fn listen(&self) -> Result<Option<berth_store_sql::RunsListener>, KeptError> {
+    pub(crate) async fn listen(&self) -> Result<Option<berth_store_sql::RunsListener>, KeptError> {
         match &self.db {
             Some(db) => db
                 .runs
@@ -477,6 +477,22 @@ impl RunStore {
                 .await
                 .map_err(|e| KeptError::Store(e.into())),
             None => Err(KeptError::NeedsDatabase),
+        }
+    }
+
+    /// A listener woken, with the run's id, when a run is queued or its record or events
+    /// change, on a database that can (Postgres); `None` elsewhere, where a follower reads
+    /// again after a while.
+    pub(crate) async fn listen_changes(
+        &self,
+    ) -> Result<Option<berth_store_sql::RunsListener>, KeptError> {
+        match &self.db {
+            Some(db) => db
+                .runs
+                .listen_changes()
+                .await
+                .map_err(|e| KeptError::Store(e.into())),
+            None => Ok(None),
         }
     }
 

@@ -30,9 +30,11 @@ mod error;
 mod event;
 mod evidence;
 mod finish;
+mod follow;
 mod foresight;
 mod kept;
 mod land;
+mod lifecycle;
 mod merged;
 mod notices;
 mod preflight;
@@ -52,12 +54,11 @@ pub use agents::{
     parse_agent, parse_agents,
 };
 pub use ask::{Answer, DEFAULT_ASK_TIMEOUT};
-pub use batch::{BatchRun, BatchStart, StartedBatch, start_batch};
+pub use batch::{BatchRun, StartedBatch};
 pub use berth_agent::Policy;
 pub use berth_git::FileName;
 pub use check::{CheckResult, KEPT_HEAD, KEPT_TAIL, QUOTED_LINES, read_kept as read_kept_check};
 pub use compare::{Compared, Comparison, compare, compare_foreseen};
-pub use detach::{Detach, SUPERVISOR_START, ToldDetached, detach, start_detached, tell_detached};
 pub use error::RunError;
 pub use event::{AgentState, AgentStatus, AgentSummary, RunEvent, Waiting};
 pub use evidence::{Choice, Pickable, best, merged, pick_refusal, pickable};
@@ -65,6 +66,7 @@ pub use finish::{
     Cleaned, DeletedRun, Dropped, Pick, Picked, Restored, Undone, clean, cleanable, delete_run,
     delete_workspace, discard, pick, restore, undo_pick,
 };
+pub use follow::{Changes, Follow, LOOK_EVERY, Questions};
 pub use foresight::{
     Against, AgentForesight, Conflict, Foresight, ForesightError, Reason, Trial, Unjudged, Unknown,
 };
@@ -80,16 +82,15 @@ pub use land::{
     LandState, LandStep, LandStore, LandSupervisor, Lander, PlannedItem, SeenLand, StepKind,
     Target, Which,
 };
+pub use lifecycle::{How, Queue, Runs, Started, Supervise, SuperviseArgs, Telling, Told};
 pub use merged::merge_message;
-pub use preflight::{preflight, prepare};
 pub use pull_request::pull_request_text;
 pub use pushed::{merge_workspace, pushed_url, workspace_diff};
 pub use request::{
     Budget, DEFAULT_CHECK_TIMEOUT_SECS, NAME_FROM_TASK_MAX, Resume, RunRequest, ask_wait,
     name_from_task,
 };
-pub use running::{Run, Stopper, start};
 pub use stderr::read_kept as read_kept_stderr;
-pub use supervisor::{Host, Next, Supervised, Told};
+pub use supervisor::{Next, Supervised};
 pub use tasks::{FileTask, TASKS_MAX, TasksError, parse_tasks};
-pub use worker::{WorkerOptions, queue, work};
+pub use worker::WorkerOptions;

@@ -14,7 +14,7 @@ use crate::request::RunRequest;
 
 /// [`prepare`], then what the agents need: for every front end that starts a run (`berth
 /// run`, detached too, and MCP's `session_run`), before it records or makes anything.
-pub async fn preflight(
+pub(crate) async fn preflight(
     ops: &Ops,
     agent: &Agent,
     request: RunRequest,
@@ -153,7 +153,7 @@ mod tests {
 /// Checks a request before anything is made, and settles its repository (the one around
 /// the folder it names): what [`start`] does first, for a front end that records the run
 /// before it starts it (`berth run --detach`).
-pub fn prepare(request: RunRequest) -> Result<RunRequest, RunError> {
+pub(crate) fn prepare(request: RunRequest) -> Result<RunRequest, RunError> {
     if request.task.trim().is_empty() {
         return Err(RunError::EmptyTask);
     }

@@ -38,7 +38,7 @@ use berth_agent::Policy;
 mod between;
 
 /// A run under way: its events, and the way to stop it.
-pub struct Run {
+pub(crate) struct Run {
     pub events: mpsc::Receiver<RunEvent>,
     /// Its agents' questions waiting for a person (`--ask`).
     pub(crate) questions: Arc<ask::Questions>,
@@ -80,11 +80,6 @@ impl Run {
         self.questions.answer(i, question, answer)
     }
 
-    /// A handle that stops the run, for whoever does not hold its events.
-    pub fn stopper(&self) -> Stopper {
-        self.stopper.clone()
-    }
-
     /// Why the run's events ended before its summary: its task panicked (with the panic's
     /// message) or was dropped. For whoever finds the channel closed without a
     /// [`RunEvent::Summary`].
@@ -110,7 +105,7 @@ impl Run {
 
 /// Stops a run, or one of its agents, from elsewhere (see [`Run::stop`]).
 #[derive(Clone)]
-pub struct Stopper {
+pub(crate) struct Stopper {
     pub(crate) all: CancellationToken,
     /// One per agent, each a child of `all`.
     pub(crate) agents: Vec<CancellationToken>,
@@ -139,7 +134,7 @@ impl Stopper {
 
 /// Starts a run: checks the request, then makes the workspaces and runs the agents on a task
 /// of its own. A workspace that cannot be made is that agent's failure, not the run's.
-pub fn start(ops: Ops, agent: Agent, request: RunRequest) -> Result<Run, RunError> {
+pub(crate) fn start(ops: Ops, agent: Agent, request: RunRequest) -> Result<Run, RunError> {
     let request = prepare(request)?;
     let (tx, rx) = mpsc::channel(1024);
     let all = CancellationToken::new();

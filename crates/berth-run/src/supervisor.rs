@@ -53,17 +53,9 @@ pub enum Next {
     Unkept(KeptError),
 }
 
-/// What telling an agent of a kept run did.
-pub enum Told {
-    /// The run is running: the agent (0-based) is told after its current turn.
-    Queued { agent: usize },
-    /// The run was over: it runs again for the agent, supervised here.
-    Started(Box<Supervised>),
-}
-
 /// Who supervises a run: a process of its own, or a server that hosts it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Host {
+pub(crate) enum Host {
     /// The CLI in the foreground, or a detached `berth run supervise`: SIGTERM stops the run.
     Own,
     /// A server (MCP's `session_run`), whose SIGTERM is its own shutdown.
@@ -74,7 +66,7 @@ impl Supervised {
     /// Starts `request` under `supervision`: the one way every front end starts a kept run.
     /// A run that cannot start is recorded failed, saying why.
     #[tracing::instrument(name = "run.start", skip_all, fields(run = %supervision.record().id))]
-    pub async fn start(
+    pub(crate) async fn start(
         ops: Ops,
         agent: Agent,
         mut supervision: Supervision,
@@ -108,7 +100,7 @@ impl Supervised {
     }
 
     /// Tells agent `which` (0-based; the only one when `None`) of the kept run `id`, which is
-    /// over, `text` (not empty: [`Supervised::tell_or_queue`] checked it), in its workspace and
+    /// over, `text` (not empty: [`crate::Runs::tell`] checked it), in its workspace and
     /// session, with the run's agent and policy. Checked first as a new run is (a key, the
     /// agent's command); refused while the run is running.
     #[allow(clippy::too_many_arguments)]
@@ -125,7 +117,7 @@ impl Supervised {
     ) -> Result<Supervised, RunError> {
         let again = store.tellable(id, which, text).await?;
         let request = store.load(id).await?.request.request(again.clone());
-        crate::preflight(&ops, &agent, request).await?;
+        crate::preflight::preflight(&ops, &agent, request).await?;
         let mut supervision = store.supervise(id).await?;
         let mut request = supervision.request_again(again).await?;
         if !allow.is_empty() {
@@ -137,53 +129,15 @@ impl Supervised {
         Supervised::start(ops, agent, supervision, request, host).await
     }
 
-    /// [`Supervised::tell`], or for a run still running, `text` queued for the agent: its
-    /// supervisor passes it on, taken at the agent's next step, or as its next prompt once
-    /// its current turn ends (`RunStore::queue_tell`). The one way
-    /// `berth run tell`, MCP's `session_tell` and the web page's Tell do it.
-    /// `allow`: tools the told turn may use besides the run's policy (`run tell --allow`), for
-    /// a run that is over; refused for one still running, whose turn has its policy already.
-    #[allow(clippy::too_many_arguments)]
-    pub async fn tell_or_queue(
-        ops: Ops,
-        agent: Agent,
-        store: &RunStore,
-        id: &RunId,
-        which: Option<usize>,
-        text: &str,
-        allow: &[String],
-        host: Host,
-    ) -> Result<Told, RunError> {
-        if text.trim().is_empty() {
-            return Err(RunError::EmptyTask);
-        }
-        if !store.load(id).await?.state.is_over() {
-            if !allow.is_empty() {
-                return Err(RunError::Ops(berth_ops::Error::refused(format!(
-                    "run {id} is still running: --allow widens the turn of an agent of a run that is over; wait for it (`berth run wait {id}`), then tell it"
-                ))));
-            }
-            match store.queue_tell(id, which, text).await {
-                Ok(agent) => return Ok(Told::Queued { agent }),
-                // It ended meanwhile: told as a run that is over.
-                Err(KeptError::NotRunning { .. }) => {}
-                Err(e) => return Err(e.into()),
-            }
-        }
-        Supervised::tell(ops, agent, store, id, which, text, allow, host)
-            .await
-            .map(|s| Told::Started(Box::new(s)))
-    }
-
     /// Supervises `run` in a process of its own (the CLI's, or a detached supervisor), where
     /// SIGTERM stops the run; must be called within a tokio runtime.
-    pub fn new(run: Run, supervision: Supervision) -> std::io::Result<Supervised> {
+    pub(crate) fn new(run: Run, supervision: Supervision) -> std::io::Result<Supervised> {
         Supervised::with(run, supervision, Some(signal(SignalKind::terminate())?))
     }
 
     /// Supervises `run` in a server (MCP's `session_run`), which keeps SIGTERM for its own
     /// shutdown; stop requests are honoured as everywhere.
-    pub fn hosted(run: Run, supervision: Supervision) -> std::io::Result<Supervised> {
+    pub(crate) fn hosted(run: Run, supervision: Supervision) -> std::io::Result<Supervised> {
         Supervised::with(run, supervision, None)
     }
 
@@ -212,7 +166,7 @@ impl Supervised {
     /// returns (so a status read elsewhere sees it): that event; or why the run ended first
     /// (the agent's failure, or that it ended before any session was made). What a front end
     /// that answers once the run is under way waits for (MCP's `session_run`).
-    pub async fn until_started(&mut self) -> Result<RunEvent, String> {
+    pub(crate) async fn until_started(&mut self) -> Result<RunEvent, String> {
         loop {
             match self.next().await {
                 Some(Next::Event(event @ RunEvent::Started { .. })) => {
@@ -236,7 +190,7 @@ impl Supervised {
     /// Supervises the run to its end on a task of its own, every event kept and none shown:
     /// for a server that hosts it (MCP's `session_run` and `session_tell`, the web page's
     /// Tell). What cannot be kept is logged (`tracing`), naming `who`.
-    pub fn spawn_hosted(mut self, who: &'static str) {
+    pub(crate) fn spawn_hosted(mut self, who: &'static str) {
         let id = self.record().id.clone();
         tokio::spawn(async move {
             while let Some(next) = self.next().await {
@@ -324,7 +278,7 @@ impl Supervised {
     /// Keeps now the event [`Supervised::next`] last gave, rather than on the next call: for
     /// a caller that answers from the record as soon as it has the event (MCP's
     /// `session_run`, once its agent's session exists).
-    pub async fn keep(&mut self) -> Result<(), KeptError> {
+    pub(crate) async fn keep(&mut self) -> Result<(), KeptError> {
         match self.unkept.take() {
             Some(event) => self.supervision.take(&event).await,
             None => Ok(()),

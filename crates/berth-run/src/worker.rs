@@ -51,7 +51,7 @@ pub struct WorkerOptions {
 /// own; on stop, they are left as they are: their leases lapse and another worker goes on
 /// with them (as after a crash, which a stop then is no different from).
 #[tracing::instrument(name = "pool.work", skip_all)]
-pub async fn work(
+pub(crate) async fn work(
     ops: Ops,
     agent: Agent,
     store: RunStore,
@@ -130,7 +130,7 @@ pub async fn work(
 /// machine can: a database store, a task, and a repository by a URL every node fetches
 /// (`repo`, else the `origin` of the repository holding `here`). What needs the node that
 /// takes it (a key, the agent's program) is checked there. `node` pins it to one node.
-pub async fn queue(
+pub(crate) async fn queue(
     ops: &Ops,
     store: &RunStore,
     request: RunRequest,
@@ -221,7 +221,7 @@ async fn work_one(
     request.repository = Repository::Named(repository);
     request.push = true;
     request.max_agents = Some(max_agents);
-    let request = match crate::preflight(&ops, &agent, request).await {
+    let request = match crate::preflight::preflight(&ops, &agent, request).await {
         Ok(r) => r,
         Err(e) => {
             supervision.fail(&e.to_string()).await?;

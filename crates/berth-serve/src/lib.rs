@@ -149,7 +149,7 @@ pub async fn serve(
     ops: Ops,
     agent: Agent,
     mcp: BerthMcp,
-    runs: berth_run::RunStore,
+    runs: berth_run::Runs,
     mut options: ServeOptions,
     on_listening: impl FnOnce(Listening),
 ) -> Result<(), ServeError> {

@@ -59,7 +59,9 @@ use crate::db::{BUSY_TIMEOUT, Conn, Pool};
 const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 pub use lands::{LandRow, SqlLands};
 pub use migrate::SCHEMA_VERSION;
-pub use runs::{RUNS_CHANNEL, RunColumns, RunRequestRow, RunRow, RunsListener, SqlRuns};
+pub use runs::{
+    RUN_CHANGES_CHANNEL, RUNS_CHANNEL, RunColumns, RunRequestRow, RunRow, RunsListener, SqlRuns,
+};
 
 /// What went wrong inside the crate, before it becomes a `berth_core::Error` naming the
 /// database.

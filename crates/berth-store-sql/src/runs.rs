@@ -18,6 +18,10 @@ use crate::{Failure, Result, SqlStore, to_ns};
 /// The channel Postgres notifies when a run is queued.
 pub const RUNS_CHANNEL: &str = "berth_runs";
 
+/// The channel Postgres notifies, with the run's id, when a run's record or events change:
+/// what a follower of the run waits on instead of reading again on a timer.
+pub const RUN_CHANGES_CHANNEL: &str = "berth_run_changes";
+
 /// A kept run as the database holds it.
 #[derive(Debug, Clone)]
 pub struct RunRow {
@@ -369,6 +373,15 @@ impl SqlRuns {
                         ],
                     )
                     .await?;
+                if n == 1 && !self.store.pool().is_sqlite() {
+                    self.store
+                        .pool()
+                        .exec(
+                            "SELECT pg_notify($1, $2)",
+                            &[Arg::Text(RUN_CHANGES_CHANNEL), Arg::Text(id)],
+                        )
+                        .await?;
+                }
                 Ok(n == 1)
             }
             .await,
@@ -455,6 +468,14 @@ impl SqlRuns {
                             Arg::Int(next + 1 + n as i64),
                             Arg::Text(event),
                         ],
+                    )
+                    .await?;
+                }
+                if tx.dialect() == Dialect::Postgres {
+                    // Sent at commit: a follower woken reads the events.
+                    tx.exec(
+                        "SELECT pg_notify($1, $2)",
+                        &[Arg::Text(RUN_CHANGES_CHANNEL), Arg::Text(id)],
                     )
                     .await?;
                 }
@@ -598,13 +619,23 @@ impl SqlRuns {
 
     /// A listener woken when a run is queued (Postgres only; `None` on SQLite).
     pub async fn listen(&self) -> berth_core::Result<Option<RunsListener>> {
+        self.listen_to(&[RUNS_CHANNEL]).await
+    }
+
+    /// A listener woken when a run is queued or changes (its id), for a follower of runs
+    /// (Postgres only; `None` on SQLite).
+    pub async fn listen_changes(&self) -> berth_core::Result<Option<RunsListener>> {
+        self.listen_to(&[RUNS_CHANNEL, RUN_CHANGES_CHANNEL]).await
+    }
+
+    async fn listen_to(&self, channels: &[&str]) -> berth_core::Result<Option<RunsListener>> {
         let crate::db::Pool::Postgres(pool) = self.store.pool() else {
             return Ok(None);
         };
         self.wrap(
             async {
                 let mut listener = sqlx::postgres::PgListener::connect_with(pool).await?;
-                listener.listen(RUNS_CHANNEL).await?;
+                listener.listen_all(channels.iter().copied()).await?;
                 Ok(Some(RunsListener { listener }))
             }
             .await,
@@ -612,13 +643,13 @@ impl SqlRuns {
     }
 }
 
-/// Postgres's notifications of queued runs, for one worker.
+/// Postgres's notifications of queued or changed runs, for one worker or follower.
 pub struct RunsListener {
     listener: sqlx::postgres::PgListener,
 }
 
 impl RunsListener {
-    /// Waits for the next queued run: its id. An error when the connection broke (sqlx
+    /// Waits for the next queued (or changed) run: its id. An error when the connection broke (sqlx
     /// reconnects on the next call; a notice sent meanwhile is missed, which a worker's
     /// periodic look makes up for).
     pub async fn next(&mut self) -> std::result::Result<String, String> {

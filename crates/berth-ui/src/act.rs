@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use berth_ops::{Ops, Repository};
-use berth_run::{Lander, RunRequest, RunStore, StopRequest};
+use berth_run::{How, Lander, RunRequest, RunStore, Runs, Started, StopRequest, Telling, Told};
 
 use crate::model::{Action, NewRun, Update};
 
@@ -13,6 +13,8 @@ use crate::model::{Action, NewRun, Update};
 #[derive(Clone)]
 pub struct Context {
     pub ops: Ops,
+    /// The runs' lifecycle: a start, resume or tell from here goes through it, detached.
+    pub runs: Runs,
     pub store: RunStore,
     pub program: PathBuf,
     pub here: PathBuf,
@@ -100,13 +102,13 @@ pub async fn act(cx: &Context, action: Action) -> Update {
             Err(e) => Update::Failed(e.to_string()),
         },
         Action::Stop { run, agent } => stop(store, run, agent).await,
-        Action::Resume(run) => {
-            match berth_run::detach(ops, store, &run, berth_run::Detach::Resume, &cx.program).await
-            {
-                Ok(pid) => Update::Done(format!("run {run} resumed in process {pid}")),
-                Err(e) => Update::Failed(e.to_string()),
+        Action::Resume(run) => match cx.runs.resume(&run, How::Detached).await {
+            Ok(Started::Detached { supervisor, .. }) => {
+                Update::Done(format!("run {run} resumed in process {supervisor}"))
             }
-        }
+            Ok(_) => Update::Done(format!("run {run} resumed")),
+            Err(e) => Update::Failed(e.to_string()),
+        },
         Action::Tell { run, agent, text } => tell(cx, run, agent, text).await,
         Action::Answer {
             run,
@@ -295,10 +297,13 @@ async fn start(cx: &Context, form: NewRun) -> Result<String, String> {
             agents,
         )
     };
-    let (record, pid) = berth_run::start_detached(&cx.ops, &cx.store, request, &cx.program)
-        .await
-        .map_err(|e| e.to_string())?;
-    Ok(format!("run {} started in process {pid}", record.id))
+    match cx.runs.start(request, How::Detached).await {
+        Ok(Started::Detached { record, supervisor }) => {
+            Ok(format!("run {} started in process {supervisor}", record.id))
+        }
+        Ok(_) => Ok("run started".to_owned()),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 /// An agent's check output as the run keeps it on this machine.
@@ -332,19 +337,23 @@ async fn said(store: &RunStore, run: berth_run::RunId, agent: usize, question: S
 /// An agent told `text`, as `berth run tell --detach` tells it; the text shows in its
 /// transcript from the run's events (`RunEvent::Told`), as any front end's tell does.
 async fn tell(cx: &Context, run: berth_run::RunId, agent: usize, text: String) -> Update {
-    let (ops, store) = (&cx.ops, &cx.store);
-    let message =
-        match berth_run::tell_detached(ops, store, &run, Some(agent), &text, &cx.program).await {
-            Ok(berth_run::ToldDetached::Queued { agent }) => {
-                format!(
-                    "agent {} is told at its next step, or once its current turn ends",
-                    agent + 1
-                )
-            }
-            Ok(berth_run::ToldDetached::Started { agent, supervisor }) => {
-                format!("agent {} is told, in process {supervisor}", agent + 1)
-            }
-            Err(e) => return Update::Failed(e.to_string()),
-        };
+    let telling = Telling {
+        agent: Some(berth_run::AgentNumber::of_index(agent)),
+        text: &text,
+        ..Telling::default()
+    };
+    let message = match cx.runs.tell(&run, telling, How::Detached).await {
+        Ok(Told::Queued { agent }) => {
+            format!(
+                "agent {} is told at its next step, or once its current turn ends",
+                agent + 1
+            )
+        }
+        Ok(Told::Detached { agent, supervisor }) => {
+            format!("agent {} is told, in process {supervisor}", agent + 1)
+        }
+        Ok(_) => format!("agent {} is told", agent + 1),
+        Err(e) => return Update::Failed(e.to_string()),
+    };
     Update::Done(message)
 }

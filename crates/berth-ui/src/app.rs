@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use berth_ops::Ops;
-use berth_run::{Lander, RunId, RunStore};
+use berth_run::{Follow, Lander, RunId, Runs};
 use ratatui::crossterm::event::{self, Event};
 use tokio::sync::{Notify, mpsc, watch};
 
@@ -19,12 +19,6 @@ use crate::model::{Action, Model, Update};
 
 /// Runs per page of the list; further pages load as the selection reaches the end.
 pub const RUNS_PAGE: usize = 200;
-
-/// How often the list of runs is read again.
-const RUNS_EVERY: Duration = Duration::from_secs(1);
-
-/// How often the followed run's new events are read.
-const EVENTS_EVERY: Duration = Duration::from_millis(200);
 
 /// What the dashboard needs besides the home.
 #[derive(Clone)]
@@ -48,7 +42,8 @@ enum Message {
 }
 
 /// Runs the dashboard until `q`.
-pub async fn run(ops: Ops, store: RunStore, options: Options) -> std::io::Result<()> {
+pub async fn run(ops: Ops, runs: Runs, options: Options) -> std::io::Result<()> {
+    let store = runs.store().clone();
     let place = match store.pooled() {
         true => format!("pool · node {}", store.node()),
         false => ops.home().display().to_string(),
@@ -67,9 +62,10 @@ pub async fn run(ops: Ops, store: RunStore, options: Options) -> std::io::Result
     // in the terminal for the shell, and no reader is left on a terminal given back.
     let read_next = spawn_key_reader(tx.clone())?;
     let _ = read_next.send(());
-    tokio::spawn(feed(store.clone(), tx.clone(), followed, wake.clone()));
+    tokio::spawn(feed(runs.clone(), tx.clone(), followed, wake.clone()));
     let context = act::Context {
         ops,
+        runs,
         store,
         program: options.program,
         here: options.here,
@@ -202,87 +198,99 @@ async fn act_and_send(
     }
 }
 
-/// Reads the store: the first page of runs each second (and at once when woken: an action
-/// ended, or a pool's database said a run was queued), and the followed run's new events,
-/// from where the last read ended.
+/// Reads the runs as they change (berth-run's `Runs::changes`: Postgres's notices, or its
+/// own looks on files and SQLite), and at once when woken (an action ended): the first page
+/// of runs; and the followed run's events as they are kept (`Runs::follow`), from the start
+/// each time one is asked for.
 async fn feed(
-    store: RunStore,
+    runs: Runs,
     tx: mpsc::UnboundedSender<Message>,
     mut followed: watch::Receiver<(Option<RunId>, u64)>,
     wake: Arc<Notify>,
 ) {
     let send = |update| tx.send(Message::Update(Box::new(update))).is_ok();
-    let mut listener = store.listen().await.ok().flatten();
-    let mut runs_at = tokio::time::interval(RUNS_EVERY);
-    let mut events_at = tokio::time::interval(EVENTS_EVERY);
-    let mut following: Option<RunId> = None;
-    let mut asked = 0;
-    let mut cursor = 0;
+    let mut changes = runs.changes();
+    let mut following: Option<Follow> = None;
     let mut said: Option<String> = None;
     loop {
         tokio::select! {
-            _ = runs_at.tick() => {}
+            _ = changes.next() => {}
             _ = wake.notified() => {}
-            broke = async {
-                match listener.as_mut() {
-                    Some(l) => l.next().await.is_err(),
-                    None => std::future::pending::<bool>().await,
+            asked = followed.changed() => {
+                if asked.is_err() {
+                    return;
                 }
-            } => {
-                // A connection that broke is left: the reads each second go on without it.
-                if broke {
-                    listener = None;
-                }
-            }
-            _ = events_at.tick() => {
-                let (want, times) = followed.borrow_and_update().clone();
-                let from_start = times != asked;
-                if from_start {
-                    (following, asked) = (want, times);
-                    cursor = 0;
-                }
-                let Some(id) = &following else { continue };
-                match store.events(id, cursor).await {
-                    Ok((events, next)) => {
-                        cursor = next;
-                        if (from_start || !events.is_empty())
-                            && !send(Update::Events { run: id.clone(), events, from_start })
-                        {
-                            return;
-                        }
-                    }
-                    Err(e) => {
-                        if !send(Update::Failed(e.to_string())) {
-                            return;
-                        }
+                let (want, _) = followed.borrow_and_update().clone();
+                following = want.map(|id| runs.follow(&id, 0));
+                if let Some(f) = &following {
+                    // Shown from the start: what was shown of another run goes.
+                    let from_start = Update::Events { run: f.run().clone(), events: Vec::new(), from_start: true };
+                    if !send(from_start) {
+                        return;
                     }
                 }
                 continue;
             }
-        }
-        let update = match store.page(RUNS_PAGE, None).await {
-            Ok(page) => {
-                let mut runs = Vec::with_capacity(page.runs.len());
-                for r in page.runs {
-                    match r {
-                        Ok(r) => runs.push(r),
-                        // A record that cannot be read is said once, never left out quietly.
-                        Err(e) if said.as_deref() != Some(&e.to_string()) => {
-                            said = Some(e.to_string());
-                            let _ = send(Update::Failed(e.to_string()));
-                        }
-                        Err(_) => {}
+            read = next_events(&mut following) => {
+                let Some(f) = &following else { continue };
+                let update = match read {
+                    Some(Ok(events)) => Update::Events { run: f.run().clone(), events, from_start: false },
+                    Some(Err(e)) => Update::Failed(e.to_string()),
+                    None => {
+                        following = None;
+                        continue;
                     }
+                };
+                if matches!(update, Update::Failed(_)) {
+                    following = None;
                 }
-                Update::Runs {
-                    runs,
-                    next: page.next,
+                if !send(update) {
+                    return;
                 }
+                continue;
             }
-            Err(e) => Update::Failed(format!("cannot read the runs: {e}")),
-        };
-        if !send(update) {
+        }
+        if !send(runs_page(&runs, &mut said, &send).await) {
             return;
         }
+    }
+}
+
+/// The followed run's next events; never, when none is followed.
+async fn next_events(
+    following: &mut Option<Follow>,
+) -> Option<Result<Vec<berth_run::RunEvent>, berth_run::KeptError>> {
+    match following {
+        Some(f) => f.next().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The first page of runs. A record that cannot be read is said once, never left out
+/// quietly.
+async fn runs_page(
+    runs: &Runs,
+    said: &mut Option<String>,
+    send: &impl Fn(Update) -> bool,
+) -> Update {
+    match runs.store().page(RUNS_PAGE, None).await {
+        Ok(page) => {
+            let mut list = Vec::with_capacity(page.runs.len());
+            for r in page.runs {
+                match r {
+                    Ok(r) => list.push(r),
+                    Err(e) if said.as_deref() != Some(&e.to_string()) => {
+                        *said = Some(e.to_string());
+                        send(Update::Failed(e.to_string()));
+                    }
+                    Err(_) => {}
+                }
+            }
+            Update::Runs {
+                runs: list,
+                next: page.next,
+            }
+        }
+        Err(e) => Update::Failed(format!("cannot read the runs: {e}")),
     }
 }

@@ -42,7 +42,7 @@ use axum::routing::{get, post};
 use berth_agent::Agent;
 use berth_ops::Ops;
 pub use berth_ops::Reach;
-use berth_run::{Lander, RunStore};
+use berth_run::{Lander, RunStore, Runs};
 
 pub use page::login_page;
 
@@ -71,6 +71,8 @@ struct Inner {
     ops: Ops,
     agent: Agent,
     runs: RunStore,
+    /// The runs' lifecycle: a Tell from the page goes through it.
+    lifecycle: Runs,
     /// Lands asked for here, driven in this server: their agents' turns hosted by it.
     lander: Lander,
     /// The trial merges the review page made (each pair of commits once), kept while the
@@ -83,15 +85,16 @@ struct Inner {
 }
 
 impl Web {
-    /// The page over `ops`, its agents made by `agent`, its runs those of `runs` (the
-    /// home's, [`RunStore::open`]).
-    pub fn new(ops: Ops, agent: Agent, runs: RunStore) -> Web {
+    /// The page over `ops`, its sessions' agents made by `agent`, its runs those of `runs`
+    /// (the home's, [`Runs::open`]).
+    pub fn new(ops: Ops, agent: Agent, runs: Runs) -> Web {
         Web {
             inner: Arc::new(Inner {
-                lander: Lander::new(ops.clone(), runs.clone(), agent.clone()).hosted(),
+                lander: Lander::new(ops.clone(), runs.store().clone(), agent.clone()).hosted(),
                 ops,
                 agent,
-                runs,
+                runs: runs.store().clone(),
+                lifecycle: runs,
                 foresight: berth_run::Foresight::new(),
                 live: live::Hub::default(),
                 closing: berth_agent::CancellationToken::new(),

@@ -418,3 +418,65 @@ pub enum AnswerArg {
     Allow,
     Deny,
 }
+
+/// The arguments of the hidden `berth run supervise ID [--resume | --tell N]`, read back into
+/// the type berth-run wrote them from ([`berth_run::SuperviseArgs::command_line`]), under
+/// the home `--home` named.
+pub fn supervise_args(
+    home: &std::path::Path,
+    id: &str,
+    resume: bool,
+    tell: Option<berth_run::AgentNumber>,
+) -> Result<berth_run::SuperviseArgs, berth_run::KeptError> {
+    Ok(berth_run::SuperviseArgs {
+        home: home.to_path_buf(),
+        run: berth_run::RunId::try_from(id.to_owned())?,
+        what: match (resume, tell) {
+            (_, Some(agent)) => berth_run::Supervise::Tell { agent },
+            (true, None) => berth_run::Supervise::Resume,
+            (false, None) => berth_run::Supervise::Start,
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use berth_run::{AgentNumber, RunId, Supervise, SuperviseArgs};
+    use clap::Parser;
+
+    use crate::cli::{Cli, Command, RunArgs, RunCommand};
+
+    /// What berth-run starts a detached supervisor with is what this grammar reads back,
+    /// for each thing a supervisor does.
+    #[test]
+    fn a_run_supervisors_arguments_parse_back() {
+        for what in [
+            Supervise::Start,
+            Supervise::Resume,
+            Supervise::Tell {
+                agent: AgentNumber::of_index(2),
+            },
+        ] {
+            let written = SuperviseArgs {
+                home: "/some/home with spaces".into(),
+                run: RunId::try_from("0123456789ab".to_owned()).unwrap(),
+                what,
+            };
+            let mut argv = vec![std::ffi::OsString::from("berth")];
+            argv.extend(written.command_line());
+            let cli = Cli::try_parse_from(argv).unwrap();
+            let home = cli.home.expect("--home is written");
+            let read = match cli.command {
+                Some(Command::Run(run)) => match *run {
+                    RunArgs {
+                        command: Some(RunCommand::Supervise { id, resume, tell }),
+                        ..
+                    } => super::supervise_args(&home, &id, resume, tell).unwrap(),
+                    _ => panic!("not `run supervise`"),
+                },
+                _ => panic!("not `run`"),
+            };
+            assert_eq!(read, written);
+        }
+    }
+}

@@ -13,49 +13,50 @@ mod supervise;
 mod view;
 
 use berth_ops::Ops;
-use berth_run::RunStore;
+use berth_run::{RunStore, Runs};
 
 use crate::cli::{RunArgs, RunCommand};
 
 pub async fn run(ops: Ops, args: RunArgs) -> anyhow::Result<()> {
-    let store = RunStore::open(&ops).await?;
+    let runs = Runs::open(ops.clone()).await?;
+    let store = runs.store();
     match args.command {
-        None => start::new_run(ops, store, args.new).await,
+        None => start::new_run(&ops, &runs, args.new).await,
         Some(RunCommand::List {
             batch: Some(batch),
             json,
             ..
-        }) => kept::list_batch(&store, &batch, json).await,
+        }) => kept::list_batch(store, &batch, json).await,
         Some(RunCommand::List {
             review,
             limit,
             cursor,
             json,
             ..
-        }) => kept::list(&store, review, limit, cursor.as_deref(), json).await,
-        Some(RunCommand::Show { id, json }) => kept::show(&store, &id, json).await,
+        }) => kept::list(store, review, limit, cursor.as_deref(), json).await,
+        Some(RunCommand::Show { id, json }) => kept::show(store, &id, json).await,
         Some(RunCommand::Logs {
             id,
             agent,
             stderr: true,
             ..
-        }) => kept::agent_file(&store, &id, agent, kept::AgentFile::Stderr).await,
+        }) => kept::agent_file(store, &id, agent, kept::AgentFile::Stderr).await,
         Some(RunCommand::Logs {
             id,
             agent,
             check: true,
             ..
-        }) => kept::agent_file(&store, &id, agent, kept::AgentFile::Check).await,
+        }) => kept::agent_file(store, &id, agent, kept::AgentFile::Check).await,
         Some(RunCommand::Logs {
             id,
             follow,
             agent,
             json,
             ..
-        }) => kept::logs(&store, &id, follow, agent, json).await,
-        Some(RunCommand::Stop { id, agent, json }) => kept::stop(&store, &id, agent, json).await,
-        Some(RunCommand::Wait { id, json }) => kept::wait(&store, &id, json).await,
-        Some(RunCommand::Compare { id, json }) => summary::compare(&ops, &store, &id, json).await,
+        }) => kept::logs(&runs, &id, follow, agent, json).await,
+        Some(RunCommand::Stop { id, agent, json }) => kept::stop(store, &id, agent, json).await,
+        Some(RunCommand::Wait { id, json }) => kept::wait(store, &id, json).await,
+        Some(RunCommand::Compare { id, json }) => summary::compare(&ops, store, &id, json).await,
         Some(RunCommand::Tell {
             id,
             agent,
@@ -67,13 +68,13 @@ pub async fn run(ops: Ops, args: RunArgs) -> anyhow::Result<()> {
             json,
         }) => {
             let text = start::read_task(text.as_deref(), task_file.as_deref())?;
-            match detach_it {
-                true => supervise::tell_detached(&ops, &store, &id, agent, &text, json).await,
-                false => {
-                    let how = supervise::Telling { allow: &allow, now };
-                    supervise::tell(ops, store, &id, agent, &text, how, json).await
-                }
-            }
+            let telling = berth_run::Telling {
+                agent,
+                text: &text,
+                allow: &allow,
+                now,
+            };
+            supervise::tell(&runs, &id, telling, detach_it, json).await
         }
         Some(RunCommand::Answer {
             id,
@@ -81,9 +82,9 @@ pub async fn run(ops: Ops, args: RunArgs) -> anyhow::Result<()> {
             answer,
             always,
             json,
-        }) => kept::answer(&store, &id, agent, answer, always, json).await,
+        }) => kept::answer(store, &id, agent, answer, always, json).await,
         Some(RunCommand::Resume { id, detach, json }) => {
-            supervise::resume(ops, store, &id, detach, json).await
+            supervise::resume(&runs, &id, detach, json).await
         }
         Some(
             command @ (RunCommand::Pick { .. }
@@ -91,10 +92,11 @@ pub async fn run(ops: Ops, args: RunArgs) -> anyhow::Result<()> {
             | RunCommand::Restore { .. }
             | RunCommand::Clean { .. }
             | RunCommand::Delete { .. }),
-        ) => finish_command(&ops, &store, command).await,
+        ) => finish_command(&ops, store, command).await,
         Some(RunCommand::Attach { id, agent }) => super::ui::attach(ops, &id, agent).await,
         Some(RunCommand::Supervise { id, resume, tell }) => {
-            supervise::supervise(ops, store, &id, resume, tell).await
+            let args = crate::cli::supervise_args(ops.home(), &id, resume, tell)?;
+            supervise::supervise(&runs, &args).await
         }
     }
 }

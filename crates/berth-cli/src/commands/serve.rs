@@ -48,15 +48,16 @@ pub async fn run(ops: Ops, args: ServeArgs) -> anyhow::Result<()> {
         Some(name) => Some((name.clone(), pair(&ops, name, args.rotate)?)),
         None => None,
     };
-    let mut runs = berth_run::RunStore::open(&ops).await?;
+    let mut store = berth_run::RunStore::open(&ops).await?;
     if let Some(node) = &args.node {
-        runs = runs.with_node(node);
+        store = store.with_node(node);
     }
+    let runs = berth_run::Runs::with_store(ops.clone(), store).with_agent(agent.clone());
     // The worker, beside the server, until the server stops.
     let stop_worker = berth_agent::CancellationToken::new();
     let worker = match args.worker {
         true => {
-            if !runs.pooled() {
+            if !runs.store().pooled() {
                 return Err(berth_run::KeptError::NeedsDatabase.into());
             }
             let options = berth_run::WorkerOptions {
@@ -66,7 +67,7 @@ pub async fn run(ops: Ops, args: ServeArgs) -> anyhow::Result<()> {
                 ),
                 lease: loaded.config.pool.lease(),
             };
-            Some(spawn_worker(&ops, &agent, &runs, options, &stop_worker))
+            Some(spawn_worker(&runs, options, &stop_worker))
         }
         false => None,
     };
@@ -100,24 +101,17 @@ pub async fn run(ops: Ops, args: ServeArgs) -> anyhow::Result<()> {
 
 /// The worker that takes queued runs from the pool, beside the server until `stop`.
 fn spawn_worker(
-    ops: &Ops,
-    agent: &berth_agent::Agent,
-    runs: &berth_run::RunStore,
+    runs: &berth_run::Runs,
     options: berth_run::WorkerOptions,
     stop: &berth_agent::CancellationToken,
 ) -> tokio::task::JoinHandle<()> {
     eprintln!(
         "berth serve: node {} works queued runs, {} agents at once",
-        runs.node(),
+        runs.store().node(),
         options.max_agents
     );
-    let work = berth_run::work(
-        ops.clone(),
-        agent.clone(),
-        runs.clone(),
-        options,
-        stop.clone(),
-    );
+    let (runs, stop) = (runs.clone(), stop.clone());
+    let work = async move { runs.work(options, stop).await };
     // Said when it happens (the database out of reach at the start), not at the end.
     tokio::spawn(async move {
         if let Err(e) = work.await {

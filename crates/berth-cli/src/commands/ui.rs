@@ -48,19 +48,19 @@ pub async fn run(ops: Ops, attach: Option<berth_ui::Attach>) -> anyhow::Result<(
         ))
         .into());
     }
-    let store = RunStore::open(&ops).await?;
-    // The dashboard only creates a land; its supervisor process drives it, with its own agent.
-    let agent = berth_agent::AgentBuilder::new(ops.clone())
-        .tools(berth_agent::tools::builtin())
-        .build();
+    let program = std::env::current_exe().context("cannot find the berth program")?;
+    let runs = berth_run::Runs::open(ops.clone())
+        .await?
+        .with_program(&program);
     let options = berth_ui::Options {
-        lander: berth_run::Lander::new(ops.clone(), store.clone(), agent),
-        program: std::env::current_exe().context("cannot find the berth program")?,
+        // The dashboard only creates a land; its supervisor process drives it.
+        lander: berth_run::Lander::new(ops.clone(), runs.store().clone(), runs.agent().clone()),
+        program,
         here: std::env::current_dir().context("cannot read the current folder")?,
         color: std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
         attach,
     };
-    berth_ui::run(ops, store, options)
+    berth_ui::run(ops, runs, options)
         .await
         .context("the terminal failed")
 }

@@ -492,3 +492,56 @@ async fn a_node_whose_lease_lapsed_is_fenced_out() {
     assert_eq!(now.agents[0].session.as_deref(), Some("s-4"));
     assert_eq!(now.agents[0].node.as_deref(), Some("b"));
 }
+
+/// A follower of a run (`Runs::follow`) is given each event soon after it is kept, and ends
+/// once the run is over: woken by Postgres's `NOTIFY` there, well before its slow look
+/// (2 s), and reading again every 200 ms on files and SQLite.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_is_given_each_event_as_it_is_kept_and_ends_with_the_run() {
+    each_backend(async |store, name| {
+        let record = store
+            .create(StoredRequest::one_agent("followed"))
+            .await
+            .unwrap();
+        let mut held = store.supervise(&record.id).await.unwrap();
+        let mut follow = crate::follow::Follow::new(store.clone(), record.id.clone(), 0);
+        let keeper = tokio::spawn(async move {
+            for n in 0..3 {
+                // Kept while the follower waits, not before it first read.
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                held.take(&started(&format!("s{n}"))).await.unwrap();
+                held.flush().await.unwrap();
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                if n == 2 {
+                    held.fail("over").await.unwrap();
+                    held.release().await;
+                }
+            }
+        });
+        let mut given = Vec::new();
+        let began = std::time::Instant::now();
+        while let Some(events) = follow.next().await {
+            let events = events.unwrap();
+            let at = began.elapsed();
+            for e in &events {
+                if let RunEvent::Started { session, .. } = e {
+                    given.push((session.clone(), at));
+                }
+            }
+        }
+        keeper.await.unwrap();
+        let sessions: Vec<&str> = given.iter().map(|(s, _)| s.as_str()).collect();
+        assert_eq!(sessions, ["s0", "s1", "s2"], "{name}");
+        // Each given within a second of being kept (at 300, 650 and 1000 ms and a little).
+        for (n, (_, at)) in given.iter().enumerate() {
+            let kept_about = Duration::from_millis(300 + 350 * n as u64);
+            assert!(
+                *at < kept_about + Duration::from_millis(1000),
+                "{name}: event {n} given at {at:?}"
+            );
+        }
+        assert_eq!(follow.woken_by_database(), name == "postgres", "{name}");
+        assert!(follow.next().await.is_none(), "{name}: over, it stays over");
+    })
+    .await;
+}

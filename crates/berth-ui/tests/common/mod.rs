@@ -254,6 +254,8 @@ pub async fn follow(model: &mut Model, store: &RunStore, action: berth_ui::Actio
 pub fn context(ops: &Ops, store: &RunStore) -> berth_ui::Context {
     berth_ui::Context {
         ops: ops.clone(),
+        runs: berth_run::Runs::with_store(ops.clone(), store.clone())
+            .with_program(std::path::Path::new("berth")),
         store: store.clone(),
         program: PathBuf::from("berth"),
         here: ops.home().to_path_buf(),

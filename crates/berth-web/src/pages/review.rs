@@ -11,7 +11,7 @@
 //!   on a running run's agent, nor one merged or discarded), disabled with the reason when
 //!   the evidence is against the agent, beside an explicit "Merge anyway" whose
 //!   confirmation names that reason;
-//! - Tell (`Supervised::tell_or_queue`, as `berth run tell`): after the agent's current turn
+//! - Tell (`Runs::tell`, as `berth run tell`): after the agent's current turn
 //!   in a running run, else the run runs again, supervised by this server;
 //! - a comment on a line of a diff, which becomes a Tell quoting the file and the line;
 //! - Allow, Always allow or Deny, for the question an agent of a run started with `--ask`
@@ -31,7 +31,7 @@ use axum::Extension;
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use berth_ops::MergeMode;
-use berth_run::{Against, AgentForesight, AgentNumber, Compared, Host, RunId, Supervised};
+use berth_run::{Against, AgentForesight, AgentNumber, Compared, How, RunId, Telling};
 use maud::{Markup, html};
 use serde::Deserialize;
 
@@ -445,24 +445,16 @@ pub async fn comment(
 }
 
 async fn tell_agent(web: &Web, id: &str, n: AgentNumber, text: &str) -> PageResult<RunId> {
-    let runs = &web.inner.runs;
-    let id = runs.resolve(id).await?;
-    let which = n.index();
-    let told = Supervised::tell_or_queue(
-        web.inner.ops.clone(),
-        web.inner.agent.clone(),
-        runs,
-        &id,
-        Some(which),
+    let id = web.inner.runs.resolve(id).await?;
+    let telling = Telling {
+        agent: Some(n),
         text,
-        &[],
-        Host::Server,
-    )
-    .await?;
-    // A running run's agent is told after its current turn, by the run's own supervisor.
-    if let berth_run::Told::Started(supervised) = told {
-        supervised.spawn_hosted("berth serve");
-    }
+        ..Telling::default()
+    };
+    // A running run's agent is told by the run's own supervisor; one that is over, in a
+    // turn this server hosts.
+    let how = How::Hosted { by: "berth serve" };
+    web.inner.lifecycle.tell(&id, telling, how).await?;
     Ok(id)
 }
 

@@ -7,15 +7,15 @@ use std::path::Path;
 
 use anyhow::Context;
 use berth_ops::{Ops, Repository};
-use berth_run::{BatchStart, FileTask, RunRequest, RunStore, StartedBatch};
+use berth_run::{FileTask, Queue, RunRequest, Runs, StartedBatch};
 
 use super::start::{agents_of, close_subcommand, request_of};
 use crate::cli::NewRunArgs;
 use crate::render;
 
 pub(super) async fn new_batch(
-    ops: Ops,
-    store: RunStore,
+    ops: &Ops,
+    runs: &Runs,
     args: NewRunArgs,
     file: &Path,
 ) -> anyhow::Result<()> {
@@ -59,19 +59,12 @@ pub(super) async fn new_batch(
             }
         })
         .collect();
-    let exe;
-    let how = match args.queue {
-        true => BatchStart::Queued {
-            repo: args.repo.as_deref(),
-            here: &here,
-            node: args.node.clone(),
-        },
-        false => {
-            exe = std::env::current_exe().context("cannot find the berth program to start")?;
-            BatchStart::Detached { program: &exe }
-        }
-    };
-    let batch = berth_run::start_batch(&ops, &store, requests, how).await?;
+    let queue = args.queue.then(|| Queue {
+        repo: args.repo.clone(),
+        from: here.clone(),
+        node: args.node.clone(),
+    });
+    let batch = runs.start_batch(requests, queue).await?;
     said(&batch, &source, args.queue, args.json)
 }
 

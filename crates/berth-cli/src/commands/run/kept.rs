@@ -298,12 +298,13 @@ pub(super) async fn agent_file(
 }
 
 pub(super) async fn logs(
-    store: &RunStore,
+    runs: &berth_run::Runs,
     id: &str,
     follow: bool,
     agent: Option<AgentNumber>,
     json: bool,
 ) -> anyhow::Result<()> {
+    let store = runs.store();
     let id = store.resolve(id).await?;
     // Checked first: a run that is not there is an error, not an empty log.
     store.load(&id).await?;
@@ -312,21 +313,21 @@ pub(super) async fn logs(
     } else {
         Box::new(Lines::with_text(id.as_str()))
     };
-    let mut offset = 0;
-    loop {
-        let over = store.load(&id).await?.state.is_over();
-        let (events, next) = store.events(&id, offset).await?;
-        offset = next;
-        for event in &events {
+    let mut show = |events: &[berth_run::RunEvent]| -> anyhow::Result<()> {
+        for event in events {
             if agent.is_none_or(|n| event.agent().is_none_or(|a| a == n.index())) {
                 view.event(event)?;
             }
         }
-        // The state is read before the log: a run over then has all its events in it.
-        if !follow || over {
-            break;
+        Ok(())
+    };
+    if follow {
+        let mut followed = runs.follow(&id, 0);
+        while let Some(events) = followed.next().await {
+            show(&events?)?;
         }
-        tokio::time::sleep(Duration::from_millis(200)).await;
+    } else {
+        show(&store.events(&id, 0).await?.0)?;
     }
     view.end()?;
     Ok(())

@@ -6,17 +6,16 @@ use std::io::Read;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use berth_agent::AgentBuilder;
 use berth_ops::{Ops, Repository};
-use berth_run::{Policy, RunId, RunRequest, RunStore, StoredRequest};
+use berth_run::{How, Policy, Queue, RunId, RunRequest, Runs, Started};
 
-use super::supervise::foreground;
+use super::supervise::{interrupts, started};
 use crate::cli::NewRunArgs;
 use crate::render;
 
-pub(super) async fn new_run(ops: Ops, store: RunStore, args: NewRunArgs) -> anyhow::Result<()> {
+pub(super) async fn new_run(ops: &Ops, runs: &Runs, args: NewRunArgs) -> anyhow::Result<()> {
     if let Some(file) = args.tasks.clone() {
-        return super::batch::new_batch(ops, store, args, &file).await;
+        return super::batch::new_batch(ops, runs, args, &file).await;
     }
     let task = read_task(
         task_words(&args.task)?.as_deref(),
@@ -25,7 +24,7 @@ pub(super) async fn new_run(ops: Ops, store: RunStore, args: NewRunArgs) -> anyh
     let config = ops.config(None).await?.config;
     let agents = agents_of(&args, &config)?;
     if args.queue {
-        return queue(&ops, &store, task, agents, &args, &config).await;
+        return queue(runs, task, agents, &args, &config).await;
     }
     // A repository by URL: berth's clone of it, fetched now, and the work given back by
     // pushing each agent's branch there.
@@ -44,17 +43,13 @@ pub(super) async fn new_run(ops: Ops, store: RunStore, args: NewRunArgs) -> anyh
         push,
         ..request_of(&args, &config, task, repository, agents)
     };
-    if args.detach {
-        let exe = std::env::current_exe().context("cannot find the berth program to start")?;
-        let (record, pid) = berth_run::start_detached(&ops, &store, request, &exe).await?;
-        return said_detached(&record.id, pid, args.json);
-    }
-    // Checked before the run is recorded: a run that cannot start makes nothing.
-    let checker = AgentBuilder::new(ops.clone()).build();
-    let request = berth_run::preflight(&ops, &checker, request).await?;
-    let record = store.create(StoredRequest::of(&request)).await?;
-    let supervision = store.supervise(&record.id).await?;
-    foreground(ops, supervision, request, args.json).await
+    let how = match args.detach {
+        true => How::Detached,
+        false => How::Here,
+    };
+    // Listened for before the run starts: a Ctrl-C while it starts is not lost.
+    let interrupts = interrupts()?;
+    started(runs.start(request, how).await?, interrupts, args.json).await
 }
 
 /// The agents `args` name (`--agent`, `--agents`, `--model`, `--agent-cmd`), by the config's
@@ -101,8 +96,7 @@ pub(super) fn request_of(
 /// printed at once. What needs the node that works it (a key for the model, the agent's
 /// program) is checked there, when it is taken.
 async fn queue(
-    ops: &Ops,
-    store: &RunStore,
+    runs: &Runs,
     task: String,
     agents: Vec<berth_run::AgentSpec>,
     args: &NewRunArgs,
@@ -113,15 +107,14 @@ async fn queue(
         push: true,
         ..request_of(args, config, task, Repository::None, agents)
     };
-    let record = berth_run::queue(
-        ops,
-        store,
-        request,
-        args.repo.as_deref(),
-        &here,
-        args.node.clone(),
-    )
-    .await?;
+    let how = How::Queued(Queue {
+        repo: args.repo.clone(),
+        from: here,
+        node: args.node.clone(),
+    });
+    let Started::Queued(record) = runs.start(request, how).await? else {
+        unreachable!("a run queued is queued");
+    };
     let id = &record.id;
     if args.json {
         render::json(&serde_json::json!({ "run": id, "queued": true, "node": args.node }))?;
@@ -196,22 +189,8 @@ pub(super) fn read_task(
     })
 }
 
-/// Hands the run to a `berth run supervise ID` process of its own (berth-run's `detach`),
-/// and prints the run's id.
-pub(super) async fn detach(
-    ops: &Ops,
-    store: &RunStore,
-    id: &RunId,
-    what: berth_run::Detach,
-    json: bool,
-) -> anyhow::Result<()> {
-    let exe = std::env::current_exe().context("cannot find the berth program to start")?;
-    let pid = berth_run::detach(ops, store, id, what, &exe).await?;
-    said_detached(id, pid, json)
-}
-
 /// The id of a run handed to supervisor `pid`, and how to follow it.
-fn said_detached(id: &RunId, pid: u32, json: bool) -> anyhow::Result<()> {
+pub(super) fn said_detached(id: &RunId, pid: u32, json: bool) -> anyhow::Result<()> {
     if json {
         render::json(&serde_json::json!({ "run": id, "supervisor": pid }))?;
     } else {
