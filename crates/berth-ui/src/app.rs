@@ -211,6 +211,9 @@ async fn feed(
     let send = |update| tx.send(Message::Update(Box::new(update))).is_ok();
     let mut changes = runs.changes();
     let mut following: Option<Follow> = None;
+    // A followed run that was over, and where its events ended: followed again on the next
+    // change, since a tell or a resume makes it run again.
+    let mut ended: Option<(RunId, u64)> = None;
     let mut said: Option<String> = None;
     loop {
         tokio::select! {
@@ -222,6 +225,7 @@ async fn feed(
                 }
                 let (want, _) = followed.borrow_and_update().clone();
                 following = want.map(|id| runs.follow(&id, 0));
+                ended = None;
                 if let Some(f) = &following {
                     // Shown from the start: what was shown of another run goes.
                     let from_start = Update::Events { run: f.run().clone(), events: Vec::new(), from_start: true };
@@ -237,6 +241,7 @@ async fn feed(
                     Some(Ok(events)) => Update::Events { run: f.run().clone(), events, from_start: false },
                     Some(Err(e)) => Update::Failed(e.to_string()),
                     None => {
+                        ended = Some((f.run().clone(), f.cursor()));
                         following = None;
                         continue;
                     }
@@ -252,6 +257,9 @@ async fn feed(
         }
         if !send(runs_page(&runs, &mut said, &send).await) {
             return;
+        }
+        if let Some((id, cursor)) = ended.take() {
+            following = Some(runs.follow(&id, cursor));
         }
     }
 }
