@@ -119,37 +119,6 @@ fn is_executable(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_program_on_path_or_at_a_path_passes_and_a_missing_one_is_named() {
-        assert!(check_command("sh -c true", None).is_ok());
-        assert!(check_command("FOO=1 BAR=2 sh", None).is_ok());
-        assert!(check_command("/bin/sh -c true", None).is_ok());
-        // Left to the shell: berth cannot know what it expands to.
-        assert!(check_command("$AGENT --acp", None).is_ok());
-        let missing = check_command("no-such-agent-7f3a --acp", None).unwrap_err();
-        assert!(
-            missing.to_string().contains("no-such-agent-7f3a"),
-            "{missing}"
-        );
-        assert_eq!(missing.kind(), berth_ops::ErrorKind::NotConfigured);
-        let repo = tempfile::tempdir().unwrap();
-        assert!(check_command("./agent.sh", Some(repo.path())).is_err());
-        let script = repo.path().join("agent.sh");
-        std::fs::write(&script, "#!/bin/sh\n").unwrap();
-        assert!(
-            check_command("./agent.sh", Some(repo.path())).is_err(),
-            "not executable"
-        );
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
-        assert!(check_command("./agent.sh", Some(repo.path())).is_ok());
-    }
-}
-
 /// Checks a request before anything is made, and settles its repository (the one around
 /// the folder it names): what [`start`] does first, for a front end that records the run
 /// before it starts it (`berth run --detach`).
@@ -206,4 +175,35 @@ pub(crate) fn writable_needs_an_acp_agent(request: &RunRequest) -> Result<(), Ru
         )));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_program_on_path_or_at_a_path_passes_and_a_missing_one_is_named() {
+        assert!(check_command("sh -c true", None).is_ok());
+        assert!(check_command("FOO=1 BAR=2 sh", None).is_ok());
+        assert!(check_command("/bin/sh -c true", None).is_ok());
+        // Left to the shell: berth cannot know what it expands to.
+        assert!(check_command("$AGENT --acp", None).is_ok());
+        let missing = check_command("no-such-agent-7f3a --acp", None).unwrap_err();
+        assert!(
+            missing.to_string().contains("no-such-agent-7f3a"),
+            "{missing}"
+        );
+        assert_eq!(missing.kind(), berth_ops::ErrorKind::NotConfigured);
+        let repo = tempfile::tempdir().unwrap();
+        assert!(check_command("./agent.sh", Some(repo.path())).is_err());
+        let script = repo.path().join("agent.sh");
+        std::fs::write(&script, "#!/bin/sh\n").unwrap();
+        assert!(
+            check_command("./agent.sh", Some(repo.path())).is_err(),
+            "not executable"
+        );
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        assert!(check_command("./agent.sh", Some(repo.path())).is_ok());
+    }
 }
