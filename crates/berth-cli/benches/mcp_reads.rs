@@ -24,6 +24,7 @@
 //! Every response is checked (no `isError`, the file's text where one is read); speed is not.
 //! Targets (issue 5): `workspace_storage_read` at least 4,000 ops/s with p99 under 1 ms, about
 //! 24 times the reference read, which managed ~165 ops/s on the machine the issue was written on.
+//! Goal (issue 55): at least 5 times the reference read's ops/s, measured in the same run.
 
 #![allow(clippy::unwrap_used)] // a test: a panic is the failure it reports
 
@@ -161,8 +162,13 @@ fn main() {
     let (storage, reference) = (&m.storage_read, &m.reference_read);
     println!();
     println!(
-        "berth storage_read / reference read_text_file = {:.1}x ops/s (target >= 24x)",
+        "berth storage_read / reference read_text_file = {:.1}x ops/s (goal: >= 5x, issue 55)",
         storage.ops_per_s / reference.ops_per_s
+    );
+    // Ops/s is the mean, which a loaded machine's preemptions move most; the medians less.
+    println!(
+        "the same at the median: reference p50 / berth p50 = {:.1}x",
+        reference.p50_ms / storage.p50_ms
     );
     println!(
         "berth resources/read / reference read_text_file = {:.1}x ops/s",

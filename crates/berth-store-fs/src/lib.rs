@@ -13,11 +13,14 @@
 //!   folder appears whole (built as `.staging-<id>` and renamed) and disappears whole
 //!   (renamed to `.trash-…` before removal).
 //! - Read-modify-write of shared files happens under a cross-process lock and re-reads under
-//!   it; there is no in-memory cache to go stale when another process writes. The one thing
-//!   remembered between calls, the sorted workspace ids a listing page seeks in, is used only
-//!   while `workspaces.index` (which every create and delete appends to) and `workspaces/`
-//!   show no change since it was read (`workspaces::RememberedIds`), the same test the index
-//!   itself is trusted by.
+//!   it; there is no in-memory cache to go stale when another process writes. What is
+//!   remembered between calls is used only while the files it came from show no change: the
+//!   sorted workspace ids a listing page seeks in, while `workspaces.index` (which every create
+//!   and delete appends to) and `workspaces/` show none since it was read
+//!   (`workspaces::RememberedIds`), the same test the index itself is trusted by; and the
+//!   records and name entries of lock-free lookups, while their files' identity, size and
+//!   times do (`recent`), and storage roots' open handles while the folder is the same one
+//!   (`storage`).
 //! - Unparseable files are `Error::Corrupt` naming file and line, and are never rewritten.
 //! - Storage paths are resolved inside the root by `cap-std`, which refuses every escape,
 //!   symlinks included.
@@ -35,6 +38,7 @@
 mod bindings;
 pub mod durable;
 mod listing;
+mod recent;
 mod sessions;
 mod storage;
 mod workspaces;
@@ -80,6 +84,12 @@ pub(crate) struct Layout {
     home: PathBuf,
     /// The workspace ids of the last listing page, and what they were read under.
     ids: std::sync::Mutex<Option<workspaces::RememberedIds>>,
+    /// Records and name entries read by lock-free lookups, kept while their files show no
+    /// change (`recent`).
+    kept_records: recent::Recent<WorkspaceId, berth_core::Workspace>,
+    kept_names: recent::Recent<berth_core::WorkspaceName, WorkspaceId>,
+    /// Storage roots' open handles, kept while the folder is the same one (`storage`).
+    roots: storage::Roots,
 }
 
 impl Layout {
@@ -111,6 +121,9 @@ impl FsStore {
         let layout = Layout {
             home,
             ids: Default::default(),
+            kept_records: Default::default(),
+            kept_names: Default::default(),
+            roots: Default::default(),
         };
         for dir in [
             layout.workspaces(),

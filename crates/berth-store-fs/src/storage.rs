@@ -7,13 +7,16 @@
 //! swapped in between a check and an open cannot win a race. `StoragePath` already refused the
 //! lexical escapes; this is the second wall.
 
+use std::collections::HashMap;
 use std::io::{self, Read};
+use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use berth_core::storage_path::TEMP_PREFIX;
 use berth_core::{EntryKind, Error, Result, StorageEntry, StoragePath, StorageScope, StorageStore};
-use cap_std::fs::{Dir, File};
+use cap_std::fs::{Dir, File, MetadataExt as _};
 
 use crate::{FsStore, Layout};
 
@@ -30,7 +33,9 @@ impl Layout {
     }
 
     /// Opens the storage root of `scope`, creating it if its owner exists but it does not.
-    fn open_storage(&self, scope: &StorageScope) -> Result<Dir> {
+    /// The handle is kept (`Roots`) and used again while the root's path names the same
+    /// folder: the owner's record and the root are looked at every time, the folder opened once.
+    fn open_storage(&self, scope: &StorageScope) -> Result<Arc<Dir>> {
         let root = self.storage_root(scope);
         let owner = root.parent().expect("storage root has a parent");
         let owner_file = match scope {
@@ -38,6 +43,7 @@ impl Layout {
             StorageScope::Session { .. } => owner.join("session.toml"),
         };
         if !owner_file.is_file() {
+            self.roots.forget(scope);
             return Err(Error::not_found(scope.to_string()));
         }
         match root.symlink_metadata() {
@@ -47,7 +53,11 @@ impl Layout {
                     root.display()
                 )));
             }
-            Ok(_) => {}
+            Ok(m) => {
+                if let Some(dir) = self.roots.get(scope, (m.dev(), m.ino())) {
+                    return Ok(dir);
+                }
+            }
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 std::fs::create_dir(&root)
                     .or_else(|e| match e.kind() {
@@ -58,8 +68,53 @@ impl Layout {
             }
             Err(e) => return Err(Error::io(format!("cannot open {}", root.display()), e)),
         }
-        Dir::open_ambient_dir(&root, cap_std::ambient_authority())
-            .map_err(|e| Error::io(format!("cannot open {}", root.display()), e))
+        let cannot_open = |e| Error::io(format!("cannot open {}", root.display()), e);
+        let dir =
+            Dir::open_ambient_dir(&root, cap_std::ambient_authority()).map_err(cannot_open)?;
+        // The identity of the folder opened, which the path is compared with next time.
+        let meta = dir.dir_metadata().map_err(cannot_open)?;
+        Ok(self.roots.keep(scope, (meta.dev(), meta.ino()), dir))
+    }
+}
+
+/// Open handles on storage roots, each with its folder's device and inode. A handle held
+/// open keeps its folder's inode, so the number cannot pass to another folder while it is
+/// kept: the same pair at the root's path is the same folder.
+#[derive(Default)]
+pub(crate) struct Roots {
+    open: Mutex<OpenRoots>,
+}
+
+/// Each scope's root handle, with the device and inode of the folder it is open on.
+type OpenRoots = HashMap<StorageScope, ((u64, u64), Arc<Dir>)>;
+
+/// Handles kept at most; past it they are all let go (a server uses a handful at a time).
+const MAX_ROOTS: usize = 64;
+
+impl Roots {
+    fn get(&self, scope: &StorageScope, identity: (u64, u64)) -> Option<Arc<Dir>> {
+        let open = self.lock();
+        let (kept, dir) = open.get(scope)?;
+        (*kept == identity).then(|| dir.clone())
+    }
+
+    fn keep(&self, scope: &StorageScope, identity: (u64, u64), dir: Dir) -> Arc<Dir> {
+        let dir = Arc::new(dir);
+        let mut open = self.lock();
+        if open.len() >= MAX_ROOTS {
+            open.clear();
+        }
+        open.insert(scope.clone(), (identity, dir.clone()));
+        dir
+    }
+
+    /// Lets go of the handle of a scope whose owner is gone, and of its folder with it.
+    fn forget(&self, scope: &StorageScope) {
+        self.lock().remove(scope);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, OpenRoots> {
+        self.open.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -100,9 +155,23 @@ fn open_for_read(root: &Dir, scope: &StorageScope, path: &StoragePath) -> Result
 fn read_all(mut file: File, len: u64, scope: &StorageScope, path: &StoragePath) -> Result<Vec<u8>> {
     // A folder needs no check of its own: opening one succeeds, reading it fails with EISDIR,
     // which maps to a clear "is a folder" refusal, and the common case pays no extra syscall.
-    let mut bytes = Vec::with_capacity(len as usize);
-    file.read_to_end(&mut bytes)
-        .map_err(storage_err(scope, path.as_str()))?;
+    // The length is known: a buffer one byte longer takes the file in one read and sees its
+    // end in the next, without std's `read_to_end` asking the file for its size and position
+    // again (two syscalls more). A file that grew meanwhile is still read whole.
+    let mut bytes = vec![0; len as usize + 1];
+    let mut filled = 0;
+    loop {
+        if filled == bytes.len() {
+            bytes.resize(filled * 2, 0);
+        }
+        match file.read(&mut bytes[filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(storage_err(scope, path.as_str())(e)),
+        }
+    }
+    bytes.truncate(filled);
     Ok(bytes)
 }
 
@@ -182,7 +251,7 @@ fn remove(root: &Dir, scope: &StorageScope, path: &StoragePath, recursive: bool)
 #[async_trait]
 impl StorageStore for FsStore {
     async fn read(&self, scope: &StorageScope, path: &StoragePath) -> Result<Vec<u8>> {
-        let (file, len) = self.inline(|l| open_for_read(&l.open_storage(scope)?, scope, path))?;
+        let (file, len) = self.inline(|l| open_for_read(&*l.open_storage(scope)?, scope, path))?;
         if len <= INLINE_READ_MAX {
             return read_all(file, len, scope, path);
         }
@@ -199,7 +268,7 @@ impl StorageStore for FsStore {
     ) -> Result<()> {
         scope.check_size(path, contents.len())?;
         let (scope, path) = (scope.clone(), path.clone());
-        self.blocking(move |l| write(&l.open_storage(&scope)?, &scope, &path, &contents))
+        self.blocking(move |l| write(&*l.open_storage(&scope)?, &scope, &path, &contents))
             .await
     }
 
@@ -233,7 +302,7 @@ impl StorageStore for FsStore {
         dir: Option<&StoragePath>,
     ) -> Result<Vec<StorageEntry>> {
         let (scope, dir) = (scope.clone(), dir.cloned());
-        self.blocking(move |l| list(&l.open_storage(&scope)?, &scope, dir.as_ref()))
+        self.blocking(move |l| list(&*l.open_storage(&scope)?, &scope, dir.as_ref()))
             .await
     }
 
@@ -244,7 +313,7 @@ impl StorageStore for FsStore {
         recursive: bool,
     ) -> Result<()> {
         let (scope, path) = (scope.clone(), path.clone());
-        self.blocking(move |l| remove(&l.open_storage(&scope)?, &scope, &path, recursive))
+        self.blocking(move |l| remove(&*l.open_storage(&scope)?, &scope, &path, recursive))
             .await
     }
 }

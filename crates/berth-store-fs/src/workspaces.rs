@@ -74,27 +74,43 @@ impl Layout {
         Ok(())
     }
 
-    /// The id a name index entry points at, if the entry exists.
-    fn name_entry(&self, name: &WorkspaceName) -> Result<Option<WorkspaceId>> {
+    /// The id a name index entry points at, if the entry exists; `kept`: through the entries
+    /// kept in memory while their files show no change (`recent`), for lock-free lookups.
+    fn name_entry(&self, name: &WorkspaceName, kept: bool) -> Result<Option<WorkspaceId>> {
         let path = self.names().join(name.as_str());
-        let Some(text) = read_optional(&path)? else {
-            return Ok(None);
-        };
-        WorkspaceId::new(text.trim())
-            .map(Some)
-            .map_err(|e| Error::Corrupt {
-                file: path,
+        let parse = |text: &str| {
+            WorkspaceId::new(text.trim()).map_err(|e| Error::Corrupt {
+                file: path.clone(),
                 line: Some(1),
                 reason: e.to_string(),
             })
+        };
+        if kept {
+            return self.kept_names.read(name, &path, parse);
+        }
+        read_optional(&path)?.as_deref().map(parse).transpose()
     }
 
-    /// The workspace `name` belongs to, verified against its metadata.
-    fn workspace_named(&self, name: &WorkspaceName) -> Result<Option<Workspace>> {
-        let Some(id) = self.name_entry(name)? else {
+    /// `load_workspace` through the records kept in memory while their files show no change
+    /// (`recent`): for lock-free lookups, never before a rewrite.
+    fn load_workspace_kept(&self, id: &WorkspaceId) -> Result<Workspace> {
+        let path = self.workspace_file(id);
+        self.kept_records
+            .read(id, &path, |text| parse_workspace(&path, text, id))?
+            .ok_or_else(|| missing(id))
+    }
+
+    /// The workspace `name` belongs to, verified against its metadata; `kept` as for
+    /// `name_entry`.
+    fn workspace_named(&self, name: &WorkspaceName, kept: bool) -> Result<Option<Workspace>> {
+        let Some(id) = self.name_entry(name, kept)? else {
             return Ok(None);
         };
-        match self.load_workspace(&id) {
+        let loaded = match kept {
+            true => self.load_workspace_kept(&id),
+            false => self.load_workspace(&id),
+        };
+        match loaded {
             Ok(ws) if ws.name.as_ref() == Some(name) => Ok(Some(ws)),
             Ok(_) => Ok(None),
             Err(e) if e.is_not_found() => Ok(None),
@@ -113,7 +129,7 @@ impl Layout {
             });
         }
         if let Some(name) = &new.name
-            && let Some(owner) = self.workspace_named(name)?
+            && let Some(owner) = self.workspace_named(name, false)?
         {
             return Err(Error::AlreadyExists {
                 what: format!("a workspace named '{name}' ({})", owner.id),
@@ -209,7 +225,7 @@ impl Layout {
         if let Ok(Workspace {
             name: Some(name), ..
         }) = meta
-            && self.name_entry(&name).ok().flatten().as_ref() == Some(id)
+            && self.name_entry(&name, false).ok().flatten().as_ref() == Some(id)
         {
             let _ = fs::remove_file(self.names().join(name.as_str()));
         }
@@ -379,7 +395,7 @@ impl Layout {
             else {
                 continue;
             };
-            if let Ok(None) = self.workspace_named(&name) {
+            if let Ok(None) = self.workspace_named(&name, false) {
                 let _ = fs::remove_file(entry.path());
             }
         }
@@ -480,12 +496,12 @@ impl WorkspaceStore for FsStore {
     }
 
     async fn load(&self, id: &WorkspaceId) -> Result<Workspace> {
-        self.inline(|l| l.load_workspace(id))
+        self.inline(|l| l.load_workspace_kept(id))
     }
 
     async fn load_by_name(&self, name: &WorkspaceName) -> Result<Workspace> {
         self.inline(|l| {
-            l.workspace_named(name)?
+            l.workspace_named(name, true)?
                 .ok_or_else(|| Error::not_found(format!("workspace named '{name}'")))
         })
     }

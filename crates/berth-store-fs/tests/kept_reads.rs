@@ -1,0 +1,135 @@
+//! What one store keeps between lock-free reads (records, name entries, storage roots' open
+//! handles) never hides a change another process made: two `FsStore`s on one home stand for
+//! two processes, and the files are left to settle first, so that the first store keeps them.
+
+#![allow(clippy::unwrap_used)] // a test: a panic is the failure it reports
+
+use std::time::Duration;
+
+use berth_core::{
+    DeleteCondition, NewWorkspace, StoragePath, StorageScope, StorageStore, WorkspaceId,
+    WorkspaceName, WorkspaceStore,
+};
+use berth_store_fs::FsStore;
+use chrono::Utc;
+
+/// Longer than the store waits before it keeps a file it read (files changed within it are
+/// read every time).
+fn settle() {
+    std::thread::sleep(Duration::from_millis(250));
+}
+
+fn named(id: &str, name: &str, description: &str) -> NewWorkspace {
+    NewWorkspace {
+        id: Some(WorkspaceId::new(id).unwrap()),
+        name: Some(WorkspaceName::new(name).unwrap()),
+        description: description.to_owned(),
+        ..NewWorkspace::default()
+    }
+}
+
+#[tokio::test]
+async fn a_name_given_to_another_workspace_by_another_process_is_followed() {
+    let home = tempfile::tempdir().unwrap();
+    let (this, other) = (
+        FsStore::open(home.path()).unwrap(),
+        FsStore::open(home.path()).unwrap(),
+    );
+    let name = WorkspaceName::new("task").unwrap();
+    other
+        .create(named("first-one", "task", "the first"), Utc::now())
+        .await
+        .unwrap();
+    settle();
+    // Read twice, so that the second read is one from what this store keeps.
+    for _ in 0..2 {
+        assert_eq!(
+            this.load_by_name(&name).await.unwrap().description,
+            "the first"
+        );
+    }
+    let first = WorkspaceId::new("first-one").unwrap();
+    other.delete(&first, DeleteCondition::Always).await.unwrap();
+    assert!(this.load_by_name(&name).await.unwrap_err().is_not_found());
+    assert!(this.load(&first).await.unwrap_err().is_not_found());
+    other
+        .create(named("second-one", "task", "the second"), Utc::now())
+        .await
+        .unwrap();
+    settle();
+    let found = this.load_by_name(&name).await.unwrap();
+    assert_eq!(
+        (found.id.as_str(), found.description.as_str()),
+        ("second-one", "the second")
+    );
+}
+
+#[tokio::test]
+async fn a_record_rewritten_by_another_process_is_read_again() {
+    let home = tempfile::tempdir().unwrap();
+    let (this, other) = (
+        FsStore::open(home.path()).unwrap(),
+        FsStore::open(home.path()).unwrap(),
+    );
+    let id = WorkspaceId::new("rewritten").unwrap();
+    other
+        .create(named("rewritten", "rewritten", "d"), Utc::now())
+        .await
+        .unwrap();
+    settle();
+    let before = this.load(&id).await.unwrap().last_accessed;
+    assert_eq!(this.load(&id).await.unwrap().last_accessed, before);
+    let later = before + chrono::Duration::hours(1);
+    other.update_accessed(&id, later).await.unwrap();
+    assert_eq!(this.load(&id).await.unwrap().last_accessed, later);
+}
+
+#[tokio::test]
+async fn storage_read_after_its_workspace_was_removed_and_made_again_is_the_new_ones() {
+    let home = tempfile::tempdir().unwrap();
+    let (this, other) = (
+        FsStore::open(home.path()).unwrap(),
+        FsStore::open(home.path()).unwrap(),
+    );
+    let id = WorkspaceId::new("again").unwrap();
+    let scope = StorageScope::Workspace(id.clone());
+    let notes = StoragePath::new("notes.md").unwrap();
+    other
+        .create(named("again", "again", "d"), Utc::now())
+        .await
+        .unwrap();
+    other.write(&scope, &notes, b"old".to_vec()).await.unwrap();
+    assert_eq!(this.read(&scope, &notes).await.unwrap(), b"old");
+    assert_eq!(this.read(&scope, &notes).await.unwrap(), b"old");
+    other.delete(&id, DeleteCondition::Always).await.unwrap();
+    assert!(this.read(&scope, &notes).await.unwrap_err().is_not_found());
+    // The same id again, with a storage folder of its own: the old one's handle must not
+    // serve it, whether or not this store let go of it when it saw the workspace gone.
+    other
+        .create(named("again", "again", "d"), Utc::now())
+        .await
+        .unwrap();
+    assert!(this.read(&scope, &notes).await.unwrap_err().is_not_found());
+    other.write(&scope, &notes, b"new".to_vec()).await.unwrap();
+    assert_eq!(this.read(&scope, &notes).await.unwrap(), b"new");
+}
+
+#[tokio::test]
+async fn a_storage_folder_replaced_by_hand_is_read_as_it_is_now() {
+    let home = tempfile::tempdir().unwrap();
+    let store = FsStore::open(home.path()).unwrap();
+    let id = WorkspaceId::new("by-hand").unwrap();
+    let scope = StorageScope::Workspace(id.clone());
+    let notes = StoragePath::new("notes.md").unwrap();
+    store
+        .create(named("by-hand", "by-hand", "d"), Utc::now())
+        .await
+        .unwrap();
+    store.write(&scope, &notes, b"old".to_vec()).await.unwrap();
+    assert_eq!(store.read(&scope, &notes).await.unwrap(), b"old");
+    let root = home.path().join("workspaces/by-hand/storage");
+    std::fs::rename(&root, home.path().join("moved-away")).unwrap();
+    std::fs::create_dir(&root).unwrap();
+    std::fs::write(root.join("notes.md"), "by hand").unwrap();
+    assert_eq!(store.read(&scope, &notes).await.unwrap(), b"by hand");
+}
