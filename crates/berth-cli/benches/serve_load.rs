@@ -145,7 +145,7 @@ async fn run(sizes: &[usize], chunks: usize, pause: Duration) {
         }
         let mut batch = batch(n, &address, work.path(), &expected, &provider, pid).await;
         print_row(&mut batch, pid);
-        dropped.extend(batch.dropped.drain(..));
+        dropped.append(&mut batch.dropped);
         if n == GOAL_CLIENTS {
             goal = Some(batch);
         }
