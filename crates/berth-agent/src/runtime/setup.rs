@@ -113,15 +113,11 @@ impl Inner {
             .ops
             .resolve_workspace(session.workspace_id.as_str())
             .await?;
-        // Independent reads, each a trip to the store (most through the blocking pool): made
-        // at once, so a prompt waits for the slowest instead of their sum.
-        let (workspace_context, memory, user_memory, skills, transcript) = tokio::try_join!(
-            self.ops.context(&ws),
-            self.ops.memory(&ws),
-            berth_ops::blocking(berth_ops::memory::user_memory),
-            self.ops.skills(Some(&ws)),
-            self.ops.transcript(session),
-        )?;
+        let workspace_context = self.ops.context(&ws).await?;
+        let memory = self.ops.memory(&ws).await?;
+        let user_memory = berth_ops::blocking(berth_ops::memory::user_memory).await?;
+        let skills = self.ops.skills(Some(&ws)).await?;
+        let transcript = self.ops.transcript(session).await?;
         let transcript_len = transcript.messages.len();
         let mut system = self
             .system_prompt
