@@ -1,18 +1,22 @@
 //! Benchmark: N ACP clients at once on `berth serve`'s WebSocket (`/acp`), each a whole turn
-//! of a 200-chunk answer from the provider stand-in, at N = 1, 10 and 50.
+//! of a 200-chunk answer from the provider stand-in, at N = 1, 10, 50 and 500.
 //!
-//! `cargo bench -p berth-cli --bench serve_load` (`BENCH_CLIENTS` = "1,10,50", `BENCH_CHUNKS`
-//! = 200, `BENCH_CHUNK_MS` = 5: the pause between two chunks of an answer, so a turn takes
-//! about a second, as a fast model's does).
+//! `cargo bench -p berth-cli --bench serve_load` (`BENCH_CLIENTS` = "1,10,50,500",
+//! `BENCH_CHUNKS` = 200, `BENCH_CHUNK_MS` = 5: the pause between two chunks of an answer, so a
+//! turn takes about a second, as a fast model's does).
 //!
-//! One real `berth serve` process; each client is the official `agent-client-protocol`
-//! crate's client side over its own WebSocket (tokio-tungstenite), one JSON-RPC message per
-//! text frame. Each connects, initializes, makes a session, and sends its prompt when all
-//! are ready. Printed per N: turns per second (N over the wall time of the whole batch), the
-//! p50 time from the prompts to their model calls reaching the provider (berth's own part of
-//! the first chunk), the p50 and p99 time from the prompt to its first chunk and to its answer, and the server's
-//! resident memory (VmRSS, and its peak VmHWM) after the batch. Every stream is checked whole
-//! and in order: a stream that is not fails the benchmark.
+//! One real `berth serve` process, its limits raised by its own flags for the load
+//! (`--max-connections` to the largest N, `--max-prompts-per-minute 0`); each client is the
+//! official `agent-client-protocol` crate's client side over its own WebSocket
+//! (tokio-tungstenite), one JSON-RPC message per text frame. Each connects, initializes, makes
+//! a session, and sends its prompt when all are ready. Printed per N: turns per second (N over
+//! the wall time of the whole batch), the p50 time from the prompts to their model calls
+//! reaching the provider (berth's own part of the first chunk), the p50 and p99 time from the
+//! prompt to its first chunk and to its answer, the clients dropped (refused, broken, or a
+//! stream not whole and in order), the server's resident memory (VmRSS, and its peak VmHWM)
+//! after the batch, and the CPU time the batch cost berth, the clients and the stand-in (all
+//! three share the machine's cores). Last, issue 55's goals at N = 500, each met or missed; a
+//! client dropped fails the benchmark.
 
 #![allow(clippy::unwrap_used)] // a test: a panic is the failure it reports
 
@@ -32,13 +36,20 @@ use berth_testkit::provider_server::{ProviderServer, Reply, Turn};
 use common::{env_or, home_on_provider};
 use futures::{SinkExt, StreamExt};
 use tokio::io::AsyncBufReadExt;
+use tokio::sync::{mpsc, watch};
 use tokio_tungstenite::tungstenite::Message;
 
 const TOKEN: &str = "serve-load-bench-token";
 
+/// Issue 55's goals, at [`GOAL_CLIENTS`] clients at once: berth's part (the prompt to its
+/// model call) and the first chunk, at the median.
+const GOAL_CLIENTS: usize = 500;
+const GOAL_MODEL_P50: Duration = Duration::from_millis(50);
+const GOAL_FIRST_P50: Duration = Duration::from_millis(100);
+
 fn main() {
     let sizes: Vec<usize> = std::env::var("BENCH_CLIENTS")
-        .unwrap_or_else(|_| "1,10,50".to_owned())
+        .unwrap_or_else(|_| "1,10,50,500".to_owned())
         .split(',')
         .filter_map(|n| n.trim().parse().ok())
         .collect();
@@ -58,18 +69,28 @@ struct Timing {
     end: Duration,
 }
 
+/// What one batch of N clients measured.
+struct Batch {
+    n: usize,
+    wall: Duration,
+    to_model: Vec<Duration>,
+    timings: Vec<Timing>,
+    dropped: Vec<String>,
+    /// CPU seconds of the batch: berth serve, the clients, the provider stand-in.
+    cpu: [f64; 3],
+}
+
 async fn run(sizes: &[usize], chunks: usize, pause: Duration) {
     let provider = ProviderServer::start_in_background();
     let home = home_on_provider(provider.url());
     let work = tempfile::tempdir().unwrap();
+    let most = sizes.iter().copied().max().unwrap_or(1);
     let mut server = tokio::process::Command::new(env!("CARGO_BIN_EXE_berth"))
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--max-prompts-per-minute",
-            "0",
-        ])
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        // The limits a person would raise for this load: every client one connection, and
+        // one token sending all the prompts.
+        .args(["--max-connections", &most.max(1).to_string()])
+        .args(["--max-prompts-per-minute", "0"])
         .env("BERTH_HOME", home.path())
         .env("BERTH_SERVE_TOKEN", TOKEN)
         .env("ANTHROPIC_API_KEY", "bench")
@@ -80,14 +101,21 @@ async fn run(sizes: &[usize], chunks: usize, pause: Duration) {
         .expect("start berth serve");
     let pid = server.id().unwrap();
     let mut said = tokio::io::BufReader::new(server.stderr.take().unwrap()).lines();
-    let line = said.next_line().await.unwrap().unwrap_or_default();
-
-    let address = line
-        .split("ws://")
-        .nth(1)
-        .and_then(|rest| rest.split('/').next())
-        .unwrap_or_else(|| panic!("berth serve said: {line}"))
-        .to_owned();
+    // Its first line naming ws:// (a warning may come before it).
+    let mut heard = String::new();
+    let address = loop {
+        let line = said.next_line().await.unwrap();
+        let Some(line) = line else {
+            panic!("berth serve ended, having said: {heard}")
+        };
+        if let Some(rest) = line.split("ws://").nth(1) {
+            break rest.split('/').next().unwrap_or_default().to_owned();
+        }
+        heard.push_str(&line);
+        heard.push('\n');
+    };
+    // The rest of its log is read and let go: a full pipe would stop the server.
+    tokio::spawn(async move { while let Ok(Some(_)) = said.next_line().await {} });
     let deltas: Vec<String> = (0..chunks).map(|i| format!("t{i:04} ")).collect();
     let expected = Arc::new(deltas.concat());
     println!(
@@ -96,7 +124,7 @@ async fn run(sizes: &[usize], chunks: usize, pause: Duration) {
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
     println!(
-        "{:>4} {:>10} {:>12} {:>12} {:>12} {:>12} {:>12} {:>10} {:>10}",
+        "{:>4} {:>8} {:>10} {:>10} {:>10} {:>9} {:>9} {:>7} {:>7} {:>7} {:>15}",
         "N",
         "turns/s",
         "model p50",
@@ -104,62 +132,167 @@ async fn run(sizes: &[usize], chunks: usize, pause: Duration) {
         "first p99",
         "end p50",
         "end p99",
+        "dropped",
         "RSS MB",
-        "peak MB"
+        "peak MB",
+        "CPU s berth/cl/st"
     );
+    let mut goal = None;
+    let mut dropped = Vec::new();
     for &n in sizes {
         for _ in 0..n {
             provider.push(Reply::anthropic(&Turn::new().text(deltas.clone())).pause_between(pause));
         }
-        let start = Arc::new(tokio::sync::Barrier::new(n + 1));
-        let clients: Vec<_> = (0..n)
-            .map(|_| {
-                let (address, expected, start) = (address.clone(), expected.clone(), start.clone());
-                let work = work.path().to_path_buf();
-                tokio::spawn(async move { one_client(&address, work, expected, start).await })
-            })
-            .collect();
-        start.wait().await;
-        let began = Instant::now();
-        let mut timings = Vec::with_capacity(n);
-        for client in clients {
-            timings.push(client.await.expect("a client's task"));
+        let mut batch = batch(n, &address, work.path(), &expected, &provider, pid).await;
+        print_row(&mut batch, pid);
+        dropped.append(&mut batch.dropped);
+        if n == GOAL_CLIENTS {
+            goal = Some(batch);
         }
-        let wall = began.elapsed();
-        // When each model call of this batch reached the provider: berth's own time before
-        // the model is asked (the turn's setup, its durable prompt).
-        let requests = provider.requests();
-        let mut to_model: Vec<Duration> = requests[requests.len() - n..]
-            .iter()
-            .map(|r| r.received_at.saturating_duration_since(began))
-            .collect();
-        let (rss, peak) = memory(pid);
-        let mut first: Vec<Duration> = timings.iter().map(|t| t.first).collect();
-        let mut end: Vec<Duration> = timings.iter().map(|t| t.end).collect();
-        println!(
-            "{n:>4} {:>10.1} {:>10.1}ms {:>10.1}ms {:>10.1}ms {:>10.1}ms {:>10.1}ms {:>10.1} {:>10.1}",
-            n as f64 / wall.as_secs_f64(),
-            ms(percentile(&mut to_model, 50)),
-            ms(percentile(&mut first, 50)),
-            ms(percentile(&mut first, 99)),
-            ms(percentile(&mut end, 50)),
-            ms(percentile(&mut end, 99)),
-            rss,
-            peak
-        );
     }
+    if let Some(mut batch) = goal {
+        print_goals(&mut batch);
+    }
+    assert!(dropped.is_empty(), "clients dropped: {dropped:?}");
     println!("every stream arrived whole and in order");
     let _ = server.start_kill();
 }
 
-/// Connects, initializes, makes a session, waits for the others, then sends its prompt and
-/// times it; panics unless the answer's text is `expected`, whole and in order.
+/// N clients at once: each makes its session, and when all have, each sends its prompt.
+async fn batch(
+    n: usize,
+    address: &str,
+    work: &std::path::Path,
+    expected: &Arc<String>,
+    provider: &ProviderServer,
+    pid: u32,
+) -> Batch {
+    let (ready_tx, mut ready_rx) = mpsc::unbounded_channel();
+    let (go_tx, go_rx) = watch::channel(false);
+    let clients: Vec<_> = (0..n)
+        .map(|_| {
+            let ready = Ready(Some(ready_tx.clone()));
+            let (address, expected, go) = (address.to_owned(), expected.clone(), go_rx.clone());
+            let work = work.to_path_buf();
+            tokio::spawn(async move { one_client(&address, work, expected, ready, go).await })
+        })
+        .collect();
+    for _ in 0..n {
+        ready_rx.recv().await.unwrap();
+    }
+    let requests_before = provider.requests().len();
+    let cpu_before = cpu(pid);
+    let began = Instant::now();
+    go_tx.send(true).unwrap();
+    let mut timings = Vec::with_capacity(n);
+    let mut dropped = Vec::new();
+    for client in clients {
+        match client.await.expect("a client's task") {
+            Ok(timing) => timings.push(timing),
+            Err(why) => dropped.push(why),
+        }
+    }
+    let wall = began.elapsed();
+    let cpu_after = cpu(pid);
+    // When each model call of this batch reached the provider: berth's own time before the
+    // model is asked (the turn's setup, its durable prompt).
+    let to_model = provider.requests()[requests_before..]
+        .iter()
+        .map(|r| r.received_at.saturating_duration_since(began))
+        .collect();
+    Batch {
+        n,
+        wall,
+        to_model,
+        timings,
+        dropped,
+        cpu: std::array::from_fn(|i| cpu_after[i] - cpu_before[i]),
+    }
+}
+
+fn print_row(batch: &mut Batch, pid: u32) {
+    let (rss, peak) = memory(pid);
+    let mut first: Vec<Duration> = batch.timings.iter().map(|t| t.first).collect();
+    let mut end: Vec<Duration> = batch.timings.iter().map(|t| t.end).collect();
+    let [berth, clients, stand_in] = batch.cpu;
+    println!(
+        "{:>4} {:>8.1} {:>8.1}ms {:>8.1}ms {:>8.1}ms {:>7.0}ms {:>7.0}ms {:>7} {:>7.1} {:>7.1} {:>5.2}/{:.2}/{:.2}",
+        batch.n,
+        batch.timings.len() as f64 / batch.wall.as_secs_f64(),
+        ms(percentile(&mut batch.to_model, 50)),
+        ms(percentile(&mut first, 50)),
+        ms(percentile(&mut first, 99)),
+        ms(percentile(&mut end, 50)),
+        ms(percentile(&mut end, 99)),
+        batch.dropped.len(),
+        rss,
+        peak,
+        berth,
+        clients,
+        stand_in,
+    );
+}
+
+/// Issue 55's goals at N = 500, each said met or missed, with its ratio to the goal.
+fn print_goals(batch: &mut Batch) {
+    let model = percentile(&mut batch.to_model, 50);
+    let mut first: Vec<Duration> = batch.timings.iter().map(|t| t.first).collect();
+    let first = percentile(&mut first, 50);
+    let verdict = |met: bool| if met { "met" } else { "MISSED" };
+    println!("issue 55's goals at N = {}:", batch.n);
+    for (what, got, goal) in [
+        (
+            "berth's part (prompt to model call) p50",
+            model,
+            GOAL_MODEL_P50,
+        ),
+        ("first chunk p50", first, GOAL_FIRST_P50),
+    ] {
+        println!(
+            "  {what}: {:.1} ms, {:.2}x the goal of {} ms: {}",
+            ms(got),
+            got.as_secs_f64() / goal.as_secs_f64(),
+            goal.as_millis(),
+            verdict(got <= goal)
+        );
+    }
+    println!(
+        "  none dropped: {} of {} dropped: {}",
+        batch.dropped.len(),
+        batch.n,
+        verdict(batch.dropped.is_empty())
+    );
+}
+
+/// A client's word that it is ready to prompt (its session made) or will never be (it
+/// failed first): said once, at the latest when it is dropped, so the batch never waits for a
+/// client that is gone.
+struct Ready(Option<mpsc::UnboundedSender<()>>);
+
+impl Ready {
+    fn say(&mut self) {
+        if let Some(tx) = self.0.take() {
+            let _ = tx.send(());
+        }
+    }
+}
+
+impl Drop for Ready {
+    fn drop(&mut self) {
+        self.say();
+    }
+}
+
+/// Connects, initializes, makes a session, says it is ready, waits for the word to go, then
+/// sends its prompt and times it. An error says why the client was dropped: refused, broken,
+/// or an answer's text that is not `expected`, whole and in order.
 async fn one_client(
     address: &str,
     work: std::path::PathBuf,
     expected: Arc<String>,
-    start: Arc<tokio::sync::Barrier>,
-) -> Timing {
+    mut ready: Ready,
+    mut go: watch::Receiver<bool>,
+) -> Result<Timing, String> {
     use tokio_tungstenite::tungstenite::client::IntoClientRequest;
     let mut request = format!("ws://{address}/acp").into_client_request().unwrap();
     request
@@ -167,7 +300,7 @@ async fn one_client(
         .insert("Authorization", format!("Bearer {TOKEN}").parse().unwrap());
     let (socket, _) = tokio_tungstenite::connect_async(request)
         .await
-        .expect("connect to /acp");
+        .map_err(|e| format!("connecting to /acp: {e}"))?;
     let (to_server, from_server) = socket.split();
     let outgoing = to_server
         .sink_map_err(std::io::Error::other)
@@ -204,7 +337,8 @@ async fn one_client(
                 .block_task()
                 .await?
                 .session_id;
-            start.wait().await;
+            ready.say();
+            let _ = go.wait_for(|go| *go).await;
             let sent = Instant::now();
             let answer = cx
                 .send_request(PromptRequest::new(
@@ -214,17 +348,52 @@ async fn one_client(
                 .block_task()
                 .await?;
             let end = sent.elapsed();
-            assert_eq!(answer.stop_reason, StopReason::EndTurn);
-            let first = first.lock().unwrap().expect("a first chunk") - sent;
-            Ok(Timing { first, end })
+            let first = first.lock().unwrap().map(|at| at - sent);
+            Ok((answer.stop_reason, first, end))
         })
         .await
-        .expect("the client's connection");
-    assert!(
-        *text.lock().unwrap() == *expected,
-        "a stream arrived incomplete or out of order"
-    );
-    timing
+        .map_err(|e| format!("the connection: {e}"))?;
+    let (stop, first, end) = timing;
+    if stop != StopReason::EndTurn {
+        return Err(format!("the turn ended {stop:?}"));
+    }
+    let first = first.ok_or("no chunk came")?;
+    if *text.lock().unwrap() != *expected {
+        return Err("a stream arrived incomplete or out of order".to_owned());
+    }
+    Ok(Timing { first, end })
+}
+
+/// CPU seconds used so far by the server `pid`, by this process's clients (every thread but
+/// the stand-in's), and by the provider stand-in's thread.
+fn cpu(pid: u32) -> [f64; 3] {
+    let mut ours = [0.0; 2];
+    let tasks = std::fs::read_dir("/proc/self/task").unwrap();
+    for task in tasks.flatten() {
+        let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
+        let stand_in = stat.contains("(provider-server)");
+        ours[usize::from(stand_in)] += stat_seconds(&stat);
+    }
+    let server = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    [stat_seconds(&server), ours[0], ours[1]]
+}
+
+/// utime + stime of a `/proc/…/stat` line, in seconds (Linux's clock ticks are 1/100 s).
+fn stat_seconds(stat: &str) -> f64 {
+    // The fields after the command's name, which is in parentheses and may hold spaces.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map_or("", |(_, rest)| rest)
+        .split_whitespace()
+        .collect();
+    let tick = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    // utime and stime are the stat line's 14th and 15th fields; 12th and 13th after the name.
+    (tick(11) + tick(12)) / 100.0
 }
 
 /// The server's resident memory now and at its peak, in MB.
@@ -242,7 +411,10 @@ fn memory(pid: u32) -> (f64, f64) {
 
 fn percentile(values: &mut [Duration], p: usize) -> Duration {
     values.sort();
-    values[(values.len() * p / 100).min(values.len() - 1)]
+    match values.len() {
+        0 => Duration::ZERO,
+        len => values[(len * p / 100).min(len - 1)],
+    }
 }
 
 fn ms(d: Duration) -> f64 {

@@ -147,7 +147,18 @@ impl AcpEndpoint {
         let (out_tx, mut out_rx) = mpsc::channel::<Message>(256);
         let writer = tokio::spawn(async move {
             while let Some(message) = out_rx.recv().await {
-                if to_peer.send(message).await.is_err() {
+                // The messages queued behind it go out with it, in one flush: under load (many
+                // turns streaming at once) a burst costs one write, not one each.
+                let mut next = Some(message);
+                let mut sent = Ok(());
+                while let Some(message) = next.take() {
+                    sent = to_peer.feed(message).await;
+                    if sent.is_err() {
+                        break;
+                    }
+                    next = out_rx.try_recv().ok();
+                }
+                if sent.is_err() || to_peer.flush().await.is_err() {
                     break;
                 }
             }
