@@ -221,15 +221,11 @@ impl Repo {
     /// empty folder). On any failure nothing is left: no folder this call made, no worktree
     /// record, no branch this call created.
     pub fn create(&self, path: &Path, plan: &WorktreePlan) -> Result<()> {
-        let mut args: Vec<&OsStr> = ["-c", CHECKOUT_WORKERS, "worktree", "add", "--quiet"]
+        // The files are written after: by berth (`fill.rs`), or by git's checkout where berth
+        // leaves it to git.
+        let mut args: Vec<&OsStr> = ["worktree", "add", "--quiet", "--no-checkout"]
             .map(OsStr::new)
             .to_vec();
-        // Watched (a person at a terminal): the files are written by a checkout of their own,
-        // whose progress git reports (`progress.rs`).
-        let watched = crate::progress::reporting();
-        if watched {
-            args.push(OsStr::new("--no-checkout"));
-        }
         // A new branch never tracks its base (git would otherwise make `origin/main` its
         // upstream); a branch taken from origin tracks it.
         if plan.branch_created {
@@ -252,12 +248,28 @@ impl Repo {
             )
         };
         self.change_worktrees(&args, undo)
-            .map(drop)
-            .and_then(|()| match watched {
-                true => checkout_all(path),
-                false => Ok(()),
-            })
+            .and_then(|_| self.check_out(path))
             .inspect_err(|_| undo())
+    }
+
+    /// Writes every file of HEAD, and the index, into `path`, a worktree just added with
+    /// `--no-checkout`: berth's own cold checkout (`fill.rs`) where it writes what git would,
+    /// else git's checkout (reporting its progress when watched, `progress.rs`).
+    pub(crate) fn check_out(&self, path: &Path) -> Result<()> {
+        match crate::fill::fill(path, &self.common_dir())? {
+            crate::fill::Filled::Written => Ok(()),
+            crate::fill::Filled::LeftToGit(why) => {
+                tracing::debug!(worktree = %path.display(), %why, "the checkout is left to git");
+                match crate::progress::reporting() {
+                    true => checkout_all(path),
+                    false => run(
+                        path,
+                        ["-c", CHECKOUT_WORKERS, "checkout", "--quiet", "--force"],
+                    )
+                    .map(drop),
+                }
+            }
+        }
     }
 
     /// Carries out a plan's branch part in an existing, clean worktree at `dir` (a spare):

@@ -2,7 +2,8 @@
 //!
 //! A git workspace is a worktree of a project's repository on its own branch, so several agents
 //! work on one repository without touching each other's files. This crate creates such
-//! worktrees (with git's parallel checkout), removes them without losing work, and reports
+//! worktrees (writing a cold checkout's files itself where it writes what git would, else with
+//! git's parallel checkout), removes them without losing work, and reports
 //! their state cheaply. It knows nothing of berth's stores: `berth-ops` keeps a workspace record
 //! and its worktree in step.
 //!
@@ -17,10 +18,13 @@ mod create;
 mod diff;
 mod discover;
 mod error;
+mod fill;
+mod index_file;
 mod land;
 mod linked;
 mod lost;
 mod merge;
+mod objects;
 pub mod progress;
 mod refs;
 mod remote;

@@ -2,8 +2,8 @@
 //! when standard error is a terminal and no `--json` was asked) installs a [`Reporter`] once
 //! with [`report_to`]; nothing is reported otherwise, and servers never install one.
 //!
-//! What reports: a worktree checkout that takes over a second (git's own count of the files
-//! it writes: `checkout --progress`, shown after `GIT_PROGRESS_DELAY`), and any loop over
+//! What reports: a worktree checkout that takes over a second (the count of the files written,
+//! by berth's own checkout or git's `checkout --progress`, shown after `GIT_PROGRESS_DELAY`), and any loop over
 //! items (garbage collection, imports, a store migration, spare
 //! checkouts) through [`step`] and [`finish`].
 
@@ -50,6 +50,16 @@ pub fn finish(label: &str) {
 
 /// Seconds a checkout runs before its progress shows (`GIT_PROGRESS_DELAY`).
 const CHECKOUT_DELAY_SECS: &str = "1";
+
+/// How long a checkout runs before its progress shows: the person's `GIT_PROGRESS_DELAY`, as
+/// git reads it, else [`CHECKOUT_DELAY_SECS`]. For berth's own checkout (`fill.rs`).
+pub(crate) fn checkout_delay() -> std::time::Duration {
+    let secs = std::env::var("GIT_PROGRESS_DELAY")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(1);
+    std::time::Duration::from_secs(secs)
+}
 
 /// `git checkout` in `dir` with `args`, its progress (git's "Updating files: n% (x/y)" lines)
 /// handed to the reporter as it comes. Fails as `run` does, with git's message.

@@ -230,19 +230,14 @@ impl SparePool {
                 self.dir.join(STARTED),
                 format!("{} {}", now_ms(), std::process::id()),
             );
-            // Watched, the files are written by a checkout whose progress git reports.
-            let watched = crate::progress::reporting();
+            // The files are written after, as for a create (`Repo::check_out`).
             let mut add = vec![
-                OsStr::new("-c"),
-                OsStr::new(crate::create::CHECKOUT_WORKERS),
                 OsStr::new("worktree"),
                 OsStr::new("add"),
                 OsStr::new("--quiet"),
                 OsStr::new("--detach"),
+                OsStr::new("--no-checkout"),
             ];
-            if watched {
-                add.push(OsStr::new("--no-checkout"));
-            }
             add.extend([OsStr::new("--"), building.as_os_str(), OsStr::new(start)]);
             let undo = || {
                 let _ = std::fs::remove_dir_all(&building);
@@ -251,9 +246,7 @@ impl SparePool {
             repo.change_worktrees(&add, || {
                 let _ = std::fs::remove_dir_all(&building);
             })?;
-            if watched {
-                crate::create::checkout_all(&building).inspect_err(|_| undo())?;
-            }
+            repo.check_out(&building).inspect_err(|_| undo())?;
             let _lock = self.lock(".lock", true)?;
             repo.change_worktrees(
                 &[
