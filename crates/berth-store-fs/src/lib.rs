@@ -35,6 +35,7 @@
 mod bindings;
 pub mod durable;
 mod listing;
+mod listing_json;
 mod sessions;
 mod storage;
 mod workspaces;
