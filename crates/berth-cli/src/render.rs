@@ -18,57 +18,6 @@ pub fn json<T: Serialize + ?Sized>(value: &T) -> io::Result<()> {
     out.flush()
 }
 
-/// A list shorter than this is written by [`json`] on one thread.
-const PARALLEL_JSON_FROM: usize = 2_000;
-
-/// Prints `items` as [`json`] prints the slice, byte for byte; a long list (`workspace list
-/// --json` of 10,000, 9 MB) is serialized on one thread per core (at most four), each writing
-/// a run of items, since formatting is most of such a listing's time.
-pub fn json_list<T: Serialize + Sync>(items: &[T]) -> io::Result<()> {
-    if items.len() < PARALLEL_JSON_FROM {
-        return json(items);
-    }
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
-    let mut out = io::BufWriter::with_capacity(64 * 1024, io::stdout().lock());
-    write_list(&mut out, items, threads)?;
-    out.flush()
-}
-
-/// Writes `items` as `serde_json::to_writer_pretty` and a newline would, each of `threads`
-/// runs of them formatted on its own thread. A pretty array is `[`, its items' lines joined by
-/// `,` and a newline, and `]`, so the runs, each formatted as an array of its own (never
-/// empty), join into the whole once their brackets are taken off.
-fn write_list<T: Serialize + Sync>(
-    out: &mut impl Write,
-    items: &[T],
-    threads: usize,
-) -> io::Result<()> {
-    if items.is_empty() || threads < 2 {
-        serde_json::to_writer_pretty(&mut *out, items).map_err(io::Error::other)?;
-        return out.write_all(b"\n");
-    }
-    let runs: Vec<Vec<u8>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = items
-            .chunks(items.len().div_ceil(threads))
-            .map(|run| scope.spawn(move || serde_json::to_vec_pretty(run)))
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().expect("formatting JSON never panics"))
-            .collect::<Result<_, _>>()
-    })
-    .map_err(io::Error::other)?;
-    out.write_all(b"[\n")?;
-    for (i, run) in runs.iter().enumerate() {
-        if i > 0 {
-            out.write_all(b",\n")?;
-        }
-        // "[\n" … "\n]": the items' lines alone.
-        out.write_all(&run[2..run.len() - 2])?;
-    }
-    out.write_all(b"\n]\n")
-}
-
 /// Prints an aligned table; the last column is left unpadded so long text does not push the
 /// line with trailing spaces.
 pub fn table(headers: &[&str], rows: &[Vec<String>]) -> io::Result<()> {
@@ -221,28 +170,6 @@ pub fn legend(text: &str) {
 
 #[cfg(test)]
 mod tests {
-    /// The list formatted in runs on several threads is the list formatted whole, for every
-    /// count around the edges (none, fewer items than threads, uneven runs).
-    #[test]
-    fn a_list_formatted_in_runs_is_the_list_formatted_whole() {
-        for count in [0, 1, 2, 3, 4, 5, 7, 100, 2_001] {
-            let items: Vec<serde_json::Value> = (0..count)
-                .map(|i| serde_json::json!({"id": i, "name": format!("w-{i}"), "tags": [i, null]}))
-                .collect();
-            let mut whole = serde_json::to_vec_pretty(&items).unwrap();
-            whole.push(b'\n');
-            for threads in [1, 2, 3, 4] {
-                let mut runs = Vec::new();
-                super::write_list(&mut runs, &items, threads).unwrap();
-                assert_eq!(
-                    String::from_utf8(runs).unwrap(),
-                    String::from_utf8(whole.clone()).unwrap(),
-                    "{count} items on {threads} threads"
-                );
-            }
-        }
-    }
-
     #[test]
     fn lines_keep_their_breaks_and_show_escape_sequences() {
         assert_eq!(

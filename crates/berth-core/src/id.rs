@@ -42,6 +42,19 @@ impl InvalidInput {
     }
 }
 
+/// The bytes a folder's name may hold, looked up: a listing checks ten thousand ids, and the
+/// table is several times faster than the comparisons it stands for.
+const FOLDER_NAME_BYTES: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut i = 0;
+    while i < 256 {
+        let b = i as u8;
+        table[i] = b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-';
+        i += 1;
+    }
+    table
+};
+
 /// The rule shared by everything that names a folder: `[A-Za-z0-9][A-Za-z0-9._-]{0,max-1}`.
 /// A leading alphanumeric rules out `.`, `..`, hidden files and option-like `-x`.
 fn check_folder_name(kind: &'static str, value: &str, max: usize) -> Result<(), InvalidInput> {
@@ -54,10 +67,7 @@ fn check_folder_name(kind: &'static str, value: &str, max: usize) -> Result<(), 
     if bytes.is_empty() || bytes.len() > max || !bytes[0].is_ascii_alphanumeric() {
         return Err(InvalidInput::new(kind, value, rule()));
     }
-    if !bytes
-        .iter()
-        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
-    {
+    if !bytes.iter().all(|&b| FOLDER_NAME_BYTES[usize::from(b)]) {
         return Err(InvalidInput::new(kind, value, rule()));
     }
     Ok(())
@@ -73,9 +83,15 @@ macro_rules! validated_string {
             /// Validates `value`; the error says which rule it broke.
             pub fn new(value: impl Into<String>) -> Result<Self, InvalidInput> {
                 let value = value.into();
-                let check: fn(&str) -> Result<(), InvalidInput> = $check;
-                check(&value)?;
+                Self::check(&value)?;
                 Ok(Self(value))
+            }
+
+            /// [`Self::new`]'s check alone, for text that stays where it is (a listing's
+            /// record, copied out as JSON).
+            pub fn check(value: &str) -> Result<(), InvalidInput> {
+                let check: fn(&str) -> Result<(), InvalidInput> = $check;
+                check(value)
             }
 
             pub fn as_str(&self) -> &str {

@@ -34,6 +34,6 @@ pub use model::{
 pub use storage_path::StoragePath;
 pub use store::{
     Binding, BindingStore, DeleteCondition, SessionStore, StorageStore, TranscriptStamp, TurnHold,
-    WorkspaceStore, turn_held,
+    WorkspaceStore, WorkspacesJson, turn_held,
 };
 pub use transcript::{Message, Role, Transcript, tool_record};

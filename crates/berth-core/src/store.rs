@@ -22,6 +22,55 @@ use crate::model::{
 use crate::storage_path::StoragePath;
 use crate::transcript::{Message, Transcript};
 
+/// Workspace records as JSON text, in id order: each the serde form of a [`Workspace`] (an
+/// object, its `id` first, a valid [`WorkspaceId`] the store checked), kept as ranges of one
+/// string so that a listing of thousands is one allocation rather than thousands of records.
+#[derive(Debug, Clone, Default)]
+pub struct WorkspacesJson {
+    text: String,
+    records: Vec<std::ops::Range<usize>>,
+}
+
+impl WorkspacesJson {
+    /// `records` are ranges of `text`, each one record's JSON object, in id order.
+    ///
+    /// # Panics
+    /// If a range is not within `text` or does not fall on character boundaries: a store's
+    /// mistake, not its data's.
+    pub fn new(text: String, records: Vec<std::ops::Range<usize>>) -> WorkspacesJson {
+        assert!(
+            records.iter().all(|r| text.get(r.clone()).is_some()),
+            "every record's range lies within the text"
+        );
+        WorkspacesJson { text, records }
+    }
+
+    /// The records of `list`, serialized.
+    pub fn of(list: &[Workspace]) -> WorkspacesJson {
+        let mut text = String::with_capacity(list.len() * 256);
+        let mut records = Vec::with_capacity(list.len());
+        for ws in list {
+            let start = text.len();
+            text.push_str(&serde_json::to_string(ws).expect("a workspace serializes"));
+            records.push(start..text.len());
+        }
+        WorkspacesJson { text, records }
+    }
+
+    pub fn len(&self) -> usize {
+        self.records.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.records.is_empty()
+    }
+
+    /// Each record's JSON text, in id order.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = &str> + '_ {
+        self.records.iter().map(|r| &self.text[r.clone()])
+    }
+}
+
 /// When `WorkspaceStore::delete` may go ahead.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DeleteCondition {
@@ -43,6 +92,13 @@ pub trait WorkspaceStore: Send + Sync {
     async fn list_ids(&self) -> Result<Vec<WorkspaceId>>;
     /// Every workspace, sorted by id.
     async fn list(&self) -> Result<Vec<Workspace>>;
+    /// Every workspace, sorted by id, as the JSON text of its record ([`WorkspacesJson`]): what
+    /// a front end writes out as it is (`berth workspace list --json`). A store that keeps its
+    /// records as JSON text (the filesystem store's index) hands that text over unparsed; the
+    /// others serialize [`WorkspaceStore::list`].
+    async fn list_json(&self) -> Result<WorkspacesJson> {
+        Ok(WorkspacesJson::of(&self.list().await?))
+    }
     /// Up to `limit` workspaces whose ids sort after `after` (from the first without it), in
     /// id order: one page of a listing. Only the page's records are loaded, so a page costs
     /// about the same however many workspaces there are (a database reads them off its
@@ -78,7 +134,9 @@ pub trait WorkspaceStore: Send + Sync {
     /// two workspaces never share a port. `NotFound` if the workspace does not exist;
     /// `Refused`, naming the `[ports]` keys, when no block of the range is free.
     async fn assign_ports(&self, id: &WorkspaceId, range: PortRange) -> Result<PortBlock>;
-    /// The workspace's folder on this machine, where the backend keeps one.
+    /// The workspace's folder on this machine, where the backend keeps one: a folder named by
+    /// the id, in one folder for all of them (`<folder>/<id>`), which a listing of thousands
+    /// relies on to name each folder without asking for it.
     fn workspace_dir(&self, id: &WorkspaceId) -> Option<PathBuf>;
 }
 

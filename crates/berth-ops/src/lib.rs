@@ -28,6 +28,7 @@ pub mod doctor;
 mod error;
 mod git_workspace;
 mod interrupted;
+mod list_json;
 mod lost;
 pub mod memory;
 mod merge;

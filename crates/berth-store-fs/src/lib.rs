@@ -38,6 +38,7 @@
 mod bindings;
 pub mod durable;
 mod listing;
+mod listing_json;
 mod recent;
 mod sessions;
 mod storage;

@@ -38,7 +38,7 @@ use serde::{Deserialize, Serialize};
 use crate::durable::{FileLock, write_atomic};
 use crate::{Layout, io_err};
 
-const VERSION: u32 = 1;
+pub(crate) const VERSION: u32 = 1;
 /// A log shorter than this is never compacted: rewriting costs more than replaying it.
 const COMPACT_FLOOR: u64 = 1 << 20;
 
@@ -102,7 +102,7 @@ impl Replay {
 const NO_INDEX: &str = "it does not exist yet";
 
 impl Layout {
-    fn index_file(&self) -> PathBuf {
+    pub(crate) fn index_file(&self) -> PathBuf {
         self.home.join("workspaces.index")
     }
 
@@ -352,7 +352,7 @@ impl Layout {
         FileLock::acquire(&path).map_err(io_err("lock", &path))
     }
 
-    fn folder_time(&self) -> Result<u64> {
+    pub(crate) fn folder_time(&self) -> Result<u64> {
         let dir = self.workspaces();
         let modified = fs::metadata(&dir)
             .and_then(|m| m.modified())
@@ -428,7 +428,7 @@ fn encode(entries: &[Entry]) -> String {
 }
 
 /// This boot of the machine, where the system says (Linux).
-fn boot_id() -> Option<&'static str> {
+pub(crate) fn boot_id() -> Option<&'static str> {
     static BOOT: OnceLock<Option<String>> = OnceLock::new();
     BOOT.get_or_init(|| {
         fs::read_to_string("/proc/sys/kernel/random/boot_id")

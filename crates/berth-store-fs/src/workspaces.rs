@@ -514,6 +514,10 @@ impl WorkspaceStore for FsStore {
         self.blocking(|l| l.list()).await
     }
 
+    async fn list_json(&self) -> Result<berth_core::WorkspacesJson> {
+        self.blocking(|l| l.list_json()).await
+    }
+
     async fn page(&self, after: Option<&WorkspaceId>, limit: usize) -> Result<Vec<Workspace>> {
         let after = after.cloned();
         self.blocking(move |l| l.page(after.as_ref(), limit)).await

@@ -261,13 +261,18 @@ async fn archive(ops: &Ops, identifier: &str, json: bool) -> anyhow::Result<()> 
 }
 
 async fn list(ops: &Ops, size: bool, archived: bool, json: bool) -> anyhow::Result<()> {
+    // JSON in the store's order, by id, stable for scripts; without sizes, written from the
+    // records' text as the store keeps it.
+    if json && !size {
+        let mut out = std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout());
+        return Ok(ops.write_workspaces_json(archived, &mut out).await?);
+    }
     let mut all = ops.list_workspaces_including(archived).await?;
     if size {
         ops.measure_workspaces(&mut all).await?;
     }
-    // JSON in the store's order, by id, stable for scripts.
     if json {
-        return Ok(render::json_list(&all)?);
+        return Ok(render::json(&all)?);
     }
     // The table by name, as a person looks for them; the unnamed after, by id.
     all.sort_by(|a, b| (a.name.is_none(), &a.name, &a.id).cmp(&(b.name.is_none(), &b.name, &b.id)));
