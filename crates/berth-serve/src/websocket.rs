@@ -156,9 +156,17 @@ impl AcpEndpoint {
                     if sent.is_err() {
                         break;
                     }
-                    next = out_rx.try_recv().ok();
+                    // Nothing queued, or every sender gone: the burst ends here either way.
+                    if let Ok(queued) = out_rx.try_recv() {
+                        next = Some(queued);
+                    }
                 }
-                if sent.is_err() || to_peer.flush().await.is_err() {
+                let sent = match sent {
+                    Ok(()) => to_peer.flush().await,
+                    failed => failed,
+                };
+                if let Err(e) = sent {
+                    tracing::debug!("a WebSocket's peer is gone: {e}");
                     break;
                 }
             }
