@@ -143,37 +143,9 @@ impl AcpEndpoint {
     /// breaks it, or (a device's) its token is revoked or expires.
     async fn connection(self, socket: WebSocket, principal: Principal) {
         let (server, token) = self.server_for(&principal);
-        let (mut to_peer, mut from_peer) = socket.split();
-        let (out_tx, mut out_rx) = mpsc::channel::<Message>(256);
-        let writer = tokio::spawn(async move {
-            while let Some(message) = out_rx.recv().await {
-                // The messages queued behind it go out with it, in one flush: under load (many
-                // turns streaming at once) a burst costs one write, not one each.
-                let mut next = Some(message);
-                let mut sent = Ok(());
-                while let Some(message) = next.take() {
-                    sent = to_peer.feed(message).await;
-                    if sent.is_err() {
-                        break;
-                    }
-                    // Nothing queued, or every sender gone: the burst ends here either way.
-                    if let Ok(queued) = out_rx.try_recv() {
-                        next = Some(queued);
-                    }
-                }
-                let sent = match sent {
-                    Ok(()) => to_peer.flush().await,
-                    failed => failed,
-                };
-                if let Err(e) = sent {
-                    tracing::debug!("a WebSocket's peer is gone: {e}");
-                    break;
-                }
-            }
-            if let Err(e) = to_peer.close().await {
-                tracing::debug!("a WebSocket did not close cleanly: {e}");
-            }
-        });
+        let (to_peer, mut from_peer) = socket.split();
+        let (out_tx, out_rx) = mpsc::channel::<Message>(256);
+        let writer = tokio::spawn(write_out(to_peer, out_rx));
         let (in_tx, mut in_rx) = mpsc::channel::<io::Result<String>>(256);
         let pings = out_tx.clone();
         let ping_every = self.ping_every;
@@ -265,4 +237,39 @@ pub async fn upgrade(
             let _slot = slot;
             acp.connection(socket, principal).await;
         })
+}
+
+/// Sends what the connection queues to its peer until the queue closes or the peer is gone;
+/// then closes the socket.
+async fn write_out(
+    mut to_peer: futures::stream::SplitSink<WebSocket, Message>,
+    mut out_rx: mpsc::Receiver<Message>,
+) {
+    while let Some(message) = out_rx.recv().await {
+        // The messages queued behind it go out with it, in one flush: under load (many
+        // turns streaming at once) a burst costs one write, not one each.
+        let mut next = Some(message);
+        let mut sent = Ok(());
+        while let Some(message) = next.take() {
+            sent = to_peer.feed(message).await;
+            if sent.is_err() {
+                break;
+            }
+            // Nothing queued, or every sender gone: the burst ends here either way.
+            if let Ok(queued) = out_rx.try_recv() {
+                next = Some(queued);
+            }
+        }
+        let sent = match sent {
+            Ok(()) => to_peer.flush().await,
+            failed => failed,
+        };
+        if let Err(e) = sent {
+            tracing::debug!("a WebSocket's peer is gone: {e}");
+            break;
+        }
+    }
+    if let Err(e) = to_peer.close().await {
+        tracing::debug!("a WebSocket did not close cleanly: {e}");
+    }
 }
