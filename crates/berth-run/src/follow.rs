@@ -14,7 +14,7 @@ use crate::event::{AgentStatus, RunEvent, Waiting};
 use crate::kept::{KeptError, RunId, RunStore};
 
 /// How often a follower reads again where nothing can wake it (files, SQLite).
-pub const LOOK_EVERY: Duration = Duration::from_millis(200);
+pub(crate) const LOOK_EVERY: Duration = Duration::from_millis(200);
 
 /// How often a follower woken by Postgres reads again anyway: a notice sent while its
 /// connection was down is lost, and this bounds how late that makes it.
@@ -176,11 +176,6 @@ impl Questions {
                 return Some(Ok(waiting.clone()));
             }
         }
-    }
-
-    /// The run asked about.
-    pub fn run(&self) -> &RunId {
-        self.follow.run()
     }
 }
 

@@ -66,7 +66,7 @@ pub use finish::{
     Cleaned, DeletedRun, Dropped, Pick, Picked, Restored, Undone, clean, cleanable, delete_run,
     delete_workspace, discard, pick, restore, undo_pick,
 };
-pub use follow::{Changes, Follow, LOOK_EVERY, Questions};
+pub use follow::{Changes, Follow, Questions};
 pub use foresight::{
     Against, AgentForesight, Conflict, Foresight, ForesightError, Reason, Trial, Unjudged, Unknown,
 };
