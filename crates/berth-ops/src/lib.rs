@@ -126,12 +126,12 @@ pub struct Ops {
 pub enum Refill {
     /// On tokio's blocking pool in this process: for a server that keeps running.
     InProcess,
-    /// In a detached process, `program args… --repo <repo>`, in its own process group: for a
-    /// command that exits right away and should not wait for a checkout nobody asked for yet.
-    Detached {
-        program: PathBuf,
-        args: Vec<OsString>,
-    },
+    /// In a detached process of this very program, `berth args… --repo <repo>`, in its own
+    /// process group: for a command that exits right away and should not wait for a checkout
+    /// nobody asked for yet. The program's file is looked up when a refill starts, not when
+    /// the command does: most commands never refill, and the lookup is a `readlink` of
+    /// `/proc/self/exe` that every command would pay for.
+    Detached { args: Vec<OsString> },
 }
 
 /// Opens the berth home at `home` with the store its config chooses: the global config file

@@ -939,19 +939,21 @@ impl Ops {
                     }
                 });
             }
-            Refill::Detached { program, args } => {
+            Refill::Detached { args } => {
                 use std::os::unix::process::CommandExt;
                 use std::process::{Command, Stdio};
-                let spawned = Command::new(program)
-                    .args(args)
-                    .arg("--repo")
-                    .arg(&repo)
-                    .stdin(Stdio::null())
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::null())
-                    // Its own process group: a Ctrl-C meant for the command does not stop it.
-                    .process_group(0)
-                    .spawn();
+                let spawned = std::env::current_exe().and_then(|program| {
+                    Command::new(program)
+                        .args(args)
+                        .arg("--repo")
+                        .arg(&repo)
+                        .stdin(Stdio::null())
+                        .stdout(Stdio::null())
+                        .stderr(Stdio::null())
+                        // Its own process group: a Ctrl-C meant for the command does not stop it.
+                        .process_group(0)
+                        .spawn()
+                });
                 match spawned {
                     // A create right after this one (the next command of a script) waits for
                     // the refill rather than race it, even before the new process has begun

@@ -132,6 +132,11 @@ impl FsStore {
             layout.session_index(),
             layout.home.join(".locks"),
         ] {
+            // Made once; every later open (each CLI command) only looks: one `statx` where
+            // `create_dir_all` makes a `mkdir` that fails and then looks.
+            if dir.is_dir() {
+                continue;
+            }
             std::fs::create_dir_all(&dir)
                 .map_err(|e| Error::io(format!("cannot create {}", dir.display()), e))?;
         }

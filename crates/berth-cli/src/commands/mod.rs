@@ -48,19 +48,15 @@ pub async fn run(home: Option<PathBuf>, command: Command) -> anyhow::Result<()> 
     let ops = berth_ops::open(&home, &berth_ops::environment())?;
     // A command exits as soon as it is done: spare checkouts are filled by a detached
     // `berth workspace spares --fill`, not by this process.
-    let ops = match std::env::current_exe() {
-        Ok(program) => ops.clone().with_refill(Refill::Detached {
-            program,
-            args: vec![
-                "--home".into(),
-                ops.home().as_os_str().to_owned(),
-                "workspace".into(),
-                "spares".into(),
-                "--fill".into(),
-            ],
-        }),
-        Err(_) => ops,
-    };
+    let ops = ops.clone().with_refill(Refill::Detached {
+        args: vec![
+            "--home".into(),
+            ops.home().as_os_str().to_owned(),
+            "workspace".into(),
+            "spares".into(),
+            "--fill".into(),
+        ],
+    });
     let notices = ops.clone();
     let done = match command {
         Command::Workspace(cmd) => workspace::run(&ops, cmd).await,
