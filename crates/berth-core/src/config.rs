@@ -6,6 +6,7 @@
 //! [`Secret`], which never prints or serializes its value.
 
 mod layer;
+mod layered;
 mod notify;
 mod provider;
 mod sandbox;
@@ -20,6 +21,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 
 pub use layer::{LoadedConfig, UnknownKey, layer};
+pub use layered::Layered;
 pub use notify::{NotifyEvent, NotifyFormat, NotifySettings};
 pub use provider::{ProviderKind, ProviderSettings, Providers};
 pub use sandbox::{SandboxFallback, SandboxMode, SandboxNetwork, SandboxSettings};
@@ -31,7 +33,7 @@ pub use settings::{
 pub use template::TEMPLATE;
 
 /// The raw text of one config file and where it came from.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigText {
     pub origin: PathBuf,
     pub text: String,

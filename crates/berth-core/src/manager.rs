@@ -96,6 +96,8 @@ pub struct WorkspaceManager {
     /// or wrote it: a use before then records nothing, so need not load the record either (a
     /// turn uses its workspace's storage and sessions a handful of times).
     fresh: Arc<Mutex<HashMap<WorkspaceId, std::time::Instant>>>,
+    /// The configs layered so far: a server asks for the same one at every prompt.
+    layered: Arc<config::Layered>,
 }
 
 impl WorkspaceManager {
@@ -111,6 +113,7 @@ impl WorkspaceManager {
             storage,
             sessions,
             fresh: Arc::default(),
+            layered: Arc::default(),
         }
     }
 
@@ -528,7 +531,7 @@ impl WorkspaceManager {
             Some(id) => self.workspaces.load_config(id).await?,
             None => None,
         };
-        config::layer(global, ws_text.as_ref(), env)
+        self.layered.layer(global, ws_text.as_ref(), env)
     }
 }
 
