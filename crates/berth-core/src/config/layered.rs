@@ -89,7 +89,11 @@ mod tests {
         let again = layered.layer(Some(&global), None, env()).unwrap();
         assert_eq!(again.config, first.config);
         assert_eq!(again.layers, first.layers);
-        assert_eq!(layered.lock().len(), 1, "the same inputs were layered again");
+        assert_eq!(
+            layered.lock().len(),
+            1,
+            "the same inputs were layered again"
+        );
         // An edited file, a workspace's file, the environment: each gives its own config.
         let edited = text("/h/config.toml", "model = \"b\"\n");
         let model = |l: LoadedConfig| l.config.model;
