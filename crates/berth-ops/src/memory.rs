@@ -91,18 +91,17 @@ impl Ops {
         Ok(dir.join(FILE))
     }
 
-    /// The workspace's memory; empty when nothing was remembered yet.
+    /// The workspace's memory; empty when nothing was remembered yet. Read on the caller's
+    /// thread: a small file of one-line notes that every turn reads, where a trip through the
+    /// blocking pool would cost each turn two thread switches.
     pub async fn memory(&self, ws: &Workspace) -> Result<Memory> {
         let path = self.memory_path(ws)?;
-        blocking(move || {
-            let text = read(&path)?;
-            Ok(Memory {
-                notes: parse(&text),
-                path,
-                text,
-            })
+        let text = read(&path)?;
+        Ok(Memory {
+            notes: parse(&text),
+            path,
+            text,
         })
-        .await
     }
 
     /// Adds a note dated today; its text is made one line.

@@ -45,6 +45,16 @@ impl Ops {
     /// The skills a workspace's agent is offered, read now (a changed skill is seen at once).
     pub async fn skills(&self, ws: Option<&Workspace>) -> Result<Skills> {
         let roots = self.skill_roots(ws);
+        // Most homes have none of these folders: a `statx` each, on this thread, says there is
+        // nothing to gather (as `gather` would find), where the blocking pool would cost every
+        // turn two thread switches. Any folder there, and the whole gathering reads them all.
+        let none = roots.iter().all(|root| {
+            std::fs::symlink_metadata(&root.path)
+                .is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound)
+        });
+        if none {
+            return Ok(Skills::default());
+        }
         blocking(move || Ok(berth_skills::gather(&roots))).await
     }
 }

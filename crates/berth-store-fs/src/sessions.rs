@@ -27,6 +27,9 @@ const STAGING: &str = ".staging-";
 const TRASH: &str = ".trash-";
 /// Beside `session.md`: every torn tail an append cut off, so none is ever lost.
 const RECOVERY: &str = "session.recovered.md";
+/// The longest transcript read on the caller's thread (see `read_transcript`): a few dozen
+/// messages, read and parsed in a fraction of a millisecond.
+const INLINE_TRANSCRIPT_MAX: u64 = 64 * 1024;
 
 impl Layout {
     pub(crate) fn session_index(&self) -> PathBuf {
@@ -202,9 +205,17 @@ impl Layout {
         Ok(transcript)
     }
 
-    /// Appends one message: O(1) in the transcript's length. The tail check reads a few bytes
-    /// from the end; only when the file does not end with berth's trailer (a crash left a torn
-    /// append, or a person added text) does it read the whole file, once.
+    /// The transcript file's length; 0 when there is none yet (reading it then says so).
+    fn transcript_len(&self, id: &SessionId) -> Result<u64> {
+        let (_, dir) = self.session_dir(id)?;
+        let path = dir.join("session.md");
+        match fs::metadata(&path) {
+            Ok(meta) => Ok(meta.len()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(0),
+            Err(e) => Err(io_err("look at", &path)(e)),
+        }
+    }
+
     /// The transcript file's identity and size: an append grows it, a replacement is a new
     /// file (written beside it and renamed).
     fn transcript_stamp(&self, id: &SessionId) -> Result<TranscriptStamp> {
@@ -223,6 +234,9 @@ impl Layout {
         ]))
     }
 
+    /// Appends one message: O(1) in the transcript's length. The tail check reads a few bytes
+    /// from the end; only when the file does not end with berth's trailer (a crash left a torn
+    /// append, or a person added text) does it read the whole file, once.
     fn append(&self, id: &SessionId, message: &Message) -> Result<()> {
         let (ws, dir) = self.session_dir(id)?;
         let _guard = lock_transcript(&dir, id)?;
@@ -489,6 +503,11 @@ impl SessionStore for FsStore {
     }
 
     async fn read_transcript(&self, id: &SessionId) -> Result<Transcript> {
+        // A short transcript (every turn reads its session's) is read on the caller's thread,
+        // as a small storage file is; a long one on the blocking pool.
+        if self.inline(|l| l.transcript_len(id))? <= INLINE_TRANSCRIPT_MAX {
+            return self.inline(|l| l.read_transcript(id));
+        }
         let id = id.clone();
         self.blocking(move |l| l.read_transcript(&id)).await
     }
@@ -538,9 +557,10 @@ impl SessionStore for FsStore {
     }
 
     async fn hold_turn(&self, id: &SessionId) -> Result<TurnHold> {
-        let id = id.clone();
-        self.blocking(move |l| {
-            let (_, dir) = l.session_dir(&id)?;
+        // On the caller's thread: an open and a lock that never waits (`try_lock`), where a
+        // trip through the blocking pool cost every prompt two thread switches.
+        self.inline(|l| {
+            let (_, dir) = l.session_dir(id)?;
             let path = dir.join(TURN_LOCK);
             // A lock the kernel drops with the process: a turn killed mid-way holds nothing.
             let file = std::fs::OpenOptions::new()
@@ -551,11 +571,10 @@ impl SessionStore for FsStore {
                 .map_err(io_err("open", &path))?;
             match file.try_lock() {
                 Ok(()) => Ok(TurnHold::new(file)),
-                Err(std::fs::TryLockError::WouldBlock) => Err(berth_core::turn_held(&id)),
+                Err(std::fs::TryLockError::WouldBlock) => Err(berth_core::turn_held(id)),
                 Err(std::fs::TryLockError::Error(e)) => Err(io_err("lock", &path)(e)),
             }
         })
-        .await
     }
 
     async fn add_usage(&self, id: &SessionId, usage: TokenUsage) -> Result<Session> {

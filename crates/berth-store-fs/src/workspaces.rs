@@ -538,15 +538,14 @@ impl WorkspaceStore for FsStore {
     }
 
     async fn load_config(&self, id: &WorkspaceId) -> Result<Option<ConfigText>> {
-        let id = id.clone();
-        self.blocking(move |l| {
-            if !l.workspace_dir(&id).is_dir() {
-                return Err(missing(&id));
+        // A small file every turn reads: on the caller's thread.
+        self.inline(|l| {
+            if !l.workspace_dir(id).is_dir() {
+                return Err(missing(id));
             }
-            let origin = l.workspace_dir(&id).join("config.toml");
+            let origin = l.workspace_dir(id).join("config.toml");
             Ok(read_optional(&origin)?.map(|text| ConfigText { origin, text }))
         })
-        .await
     }
 
     async fn save_config(&self, id: &WorkspaceId, text: &str) -> Result<()> {

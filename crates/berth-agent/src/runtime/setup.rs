@@ -115,7 +115,8 @@ impl Inner {
             .await?;
         let workspace_context = self.ops.context(&ws).await?;
         let memory = self.ops.memory(&ws).await?;
-        let user_memory = berth_ops::blocking(berth_ops::memory::user_memory).await?;
+        // One small file, read on this thread (as the workspace's memory is).
+        let user_memory = berth_ops::memory::user_memory()?;
         let skills = self.ops.skills(Some(&ws)).await?;
         let transcript = self.ops.transcript(session).await?;
         let transcript_len = transcript.messages.len();

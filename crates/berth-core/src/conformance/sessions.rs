@@ -128,7 +128,21 @@ async fn transcripts_keep_their_messages(b: &Backend, id: &SessionId) -> Vec<Mes
     assert_ne!(four, three);
     assert_eq!(s.read_transcript(id).await.unwrap().messages, msgs);
     assert_eq!(s.transcript_stamp(id).await.unwrap(), four);
+    // A long transcript reads back whole too (a store may read a short one another way).
+    let long = Message::new(Role::Assistant, "0123456789abcdef\n".repeat(20_000));
+    s.append(id, &long).await.unwrap();
+    let read = s.read_transcript(id).await.unwrap().messages;
+    assert_eq!(read.len(), msgs.len() + 1);
+    assert_eq!(read.last(), Some(&long));
+    s.write_transcript(id, &msgs).await.unwrap();
     let missing = SessionId::new("no-such-session").unwrap();
+    assert!(
+        s.read_transcript(&missing)
+            .await
+            .unwrap_err()
+            .is_not_found(),
+        "a missing session's transcript is not found, not empty"
+    );
     assert!(
         s.transcript_stamp(&missing)
             .await
