@@ -45,17 +45,26 @@ impl Ops {
     /// The skills a workspace's agent is offered, read now (a changed skill is seen at once).
     pub async fn skills(&self, ws: Option<&Workspace>) -> Result<Skills> {
         let roots = self.skill_roots(ws);
-        // Most homes have none of these folders: a `statx` each, on this thread, says there is
-        // nothing to gather (as `gather` would find), where the blocking pool would cost every
-        // turn two thread switches. Any folder there, and the whole gathering reads them all.
-        let none = roots.iter().all(|root| {
-            std::fs::symlink_metadata(&root.path)
-                .is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound)
-        });
-        if none {
+        // Most turns have no skill: their folders are missing or empty (every workspace has a
+        // `skills/` folder). A look at each, on this thread, says there is nothing to gather,
+        // where the blocking pool would cost every turn two thread switches. Anything in one,
+        // and the whole gathering reads them all.
+        if roots.iter().all(|root| nothing_in(&root.path)) {
             return Ok(Skills::default());
         }
         blocking(move || Ok(berth_skills::gather(&roots))).await
+    }
+}
+
+/// Whether a root of skills holds nothing `gather` would read or warn of: it is missing, or a
+/// folder (not a link to one) with no entry.
+fn nothing_in(root: &std::path::Path) -> bool {
+    match std::fs::symlink_metadata(root) {
+        Err(e) => e.kind() == std::io::ErrorKind::NotFound,
+        Ok(meta) if meta.is_dir() => {
+            std::fs::read_dir(root).is_ok_and(|mut entries| entries.next().is_none())
+        }
+        Ok(_) => false,
     }
 }
 
@@ -79,4 +88,25 @@ pub fn user_config_dir() -> Option<PathBuf> {
             .map(PathBuf::from)
     };
     set("XDG_CONFIG_HOME").or_else(|| set("HOME").map(|h| h.join(".config")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::nothing_in;
+
+    #[test]
+    fn only_a_missing_root_or_an_empty_folder_holds_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = |name: &str| dir.path().join(name);
+        assert!(nothing_in(&root("missing")));
+        std::fs::create_dir(root("empty")).unwrap();
+        assert!(nothing_in(&root("empty")));
+        // Anything else is for the gathering to read, or to warn of.
+        std::fs::create_dir_all(root("one").join("review")).unwrap();
+        assert!(!nothing_in(&root("one")));
+        std::os::unix::fs::symlink(root("empty"), root("link")).unwrap();
+        assert!(!nothing_in(&root("link")));
+        std::fs::write(root("file"), "").unwrap();
+        assert!(!nothing_in(&root("file")));
+    }
 }
