@@ -122,10 +122,11 @@ impl Config {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn text(origin: &str, text: &str) -> ConfigText {
+    /// A config file's text from `origin`, for tests here and in `config/`.
+    pub(crate) fn text(origin: &str, text: &str) -> ConfigText {
         ConfigText {
             origin: PathBuf::from(origin),
             text: text.to_owned(),

@@ -68,16 +68,8 @@ impl Layered {
 
 #[cfg(test)]
 mod tests {
-    use std::path::PathBuf;
-
     use super::*;
-
-    fn text(origin: &str, text: &str) -> ConfigText {
-        ConfigText {
-            origin: PathBuf::from(origin),
-            text: text.to_owned(),
-        }
-    }
+    use crate::config::tests::text;
 
     #[test]
     fn the_same_inputs_give_the_same_config_and_a_change_to_any_is_seen() {
