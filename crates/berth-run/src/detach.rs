@@ -11,11 +11,13 @@ use std::time::{Duration, Instant};
 
 use berth_ops::{ErrorKind, Ops};
 
+use crate::agents::AgentNumber;
 use crate::error::RunError;
 use crate::kept::KeptError;
 use crate::kept::RunId;
 use crate::kept::RunState;
 use crate::kept::RunStore;
+use crate::lifecycle::{Supervise, SuperviseArgs};
 
 /// How long a supervisor may take to take its run.
 pub(crate) const SUPERVISOR_START: Duration = Duration::from_secs(15);
@@ -56,14 +58,8 @@ pub(crate) async fn detach(
     let log = std::fs::File::create(&log_path).map_err(io(&log_path))?;
     let log_too = log.try_clone().map_err(io(&log_path))?;
     let mut command = Command::new(program);
-    command
-        .arg("--home")
-        .arg(ops.home())
-        .args(["run", "supervise", id.as_str()])
-        .stdout(log_too)
-        .stderr(log)
-        .process_group(0);
-    let told = what_to_do(&mut command, &what);
+    command.stdout(log_too).stderr(log).process_group(0);
+    let told = what_to_do(&mut command, ops.home(), id, &what);
     let cannot = |e: std::io::Error| {
         RunError::Ops(berth_ops::Error::rule(
             ErrorKind::Io,
@@ -121,26 +117,31 @@ pub(crate) async fn detach(
     }
 }
 
-/// Tells the supervisor's command what to do with the run: start it, resume it, or tell an
-/// agent; the text to write to its standard input, for a tell. What an agent is told goes
-/// there: never on a command line, where any process of the machine could read it.
-fn what_to_do(command: &mut Command, what: &Detach) -> Option<String> {
-    match what {
-        Detach::Start => {
-            command.stdin(Stdio::null());
-            None
-        }
-        Detach::Resume => {
-            command.arg("--resume").stdin(Stdio::null());
-            None
-        }
-        Detach::Tell { agent, text } => {
-            command
-                .args(["--tell", &(agent + 1).to_string()])
-                .stdin(Stdio::piped());
-            Some(text.clone())
-        }
-    }
+/// Gives the supervisor's command its arguments ([`SuperviseArgs::command_line`], which the
+/// CLI's test parses back): start the run, resume it, or tell an agent; and the text to write
+/// to its standard input, for a tell. What an agent is told goes there: never on a command
+/// line, where any process of the machine could read it.
+fn what_to_do(command: &mut Command, home: &Path, id: &RunId, what: &Detach) -> Option<String> {
+    let (what, told) = match what {
+        Detach::Start => (Supervise::Start, None),
+        Detach::Resume => (Supervise::Resume, None),
+        Detach::Tell { agent, text } => (
+            Supervise::Tell {
+                agent: AgentNumber::of_index(*agent),
+            },
+            Some(text.clone()),
+        ),
+    };
+    let args = SuperviseArgs {
+        home: home.to_owned(),
+        run: id.clone(),
+        what,
+    };
+    command.args(args.command_line()).stdin(match told {
+        Some(_) => Stdio::piped(),
+        None => Stdio::null(),
+    });
+    told
 }
 
 /// What [`tell_detached`] did.
