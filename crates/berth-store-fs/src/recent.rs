@@ -29,6 +29,9 @@ use crate::{io_err, utf8};
 /// kernel's timestamp granularity (one clock tick, 1–10 ms).
 const SETTLED: Duration = Duration::from_millis(100);
 
+/// The same for a change time in whole seconds (see [`Stamp::settled`]).
+const SETTLED_COARSE: Duration = Duration::from_secs(2);
+
 /// Entries kept per kind; past it the map starts over (a server uses a handful at a time).
 const MAX_KEPT: usize = 256;
 
@@ -60,9 +63,13 @@ impl Stamp {
             return false;
         };
         let changed = UNIX_EPOCH + Duration::new(secs, nanos);
+        // A time in whole seconds may come from a filesystem that keeps no finer ones (ext3,
+        // FAT, some NFS): a change within the same second would keep the stamp, so the file
+        // must be older than that second's end.
+        let settled = if nanos == 0 { SETTLED_COARSE } else { SETTLED };
         SystemTime::now()
             .duration_since(changed)
-            .is_ok_and(|age| age >= SETTLED)
+            .is_ok_and(|age| age >= settled)
     }
 }
 
