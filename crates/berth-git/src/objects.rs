@@ -53,8 +53,14 @@ pub(crate) struct ObjectStore {
 const OBJ_BLOB: u8 = 3;
 const OBJ_OFS_DELTA: u8 = 6;
 const OBJ_REF_DELTA: u8 = 7;
-/// Deeper than git's own limit (4095), so only a cycle in a damaged pack reaches it.
-const MAX_DELTA_DEPTH: usize = 10_000;
+/// Git's own limit: only a cycle in a damaged pack goes deeper, and the recursion that
+/// follows a chain stays well within a writer thread's stack. A deeper chain is damage, and
+/// the checkout is left to git.
+const MAX_DELTA_DEPTH: usize = 4095;
+
+/// How many times its compressed size deflate can make data at most (1,032), for sizes read
+/// from damaged headers.
+const MAX_INFLATION: usize = 1032;
 /// A reader keeps delta bases up to this many bytes, then starts again empty.
 const BASE_CACHE_BYTES: usize = 32 << 20;
 
@@ -255,7 +261,11 @@ impl Reader<'_> {
                     at += 1;
                     back = ((back + 1) << 7) | u64::from(byte & 0x7f);
                 }
-                let base_offset = offset.checked_sub(back).ok_or_else(bad)?;
+                // A base lies before its delta: a zero distance would be the entry itself.
+                let base_offset = offset
+                    .checked_sub(back)
+                    .filter(|_| back > 0)
+                    .ok_or_else(bad)?;
                 Some(self.base(n, base_offset, depth)?)
             }
             OBJ_REF_DELTA => {
@@ -276,7 +286,11 @@ impl Reader<'_> {
             _ => return Err(bad()),
         };
         let end = pack.end_of(offset).max(at);
-        let inflated = self.inflate(n, &data[at..end], size)?;
+        // The next entry's offset comes from the index: damaged, it may lie past the pack.
+        let input = data
+            .get(at..end)
+            .ok_or_else(|| self.damage(n, "a pack entry out of shape"))?;
+        let inflated = self.inflate(n, input, size)?;
         match base {
             None => Ok((kind, Arc::new(inflated))),
             Some((base_kind, base)) => {
@@ -302,6 +316,11 @@ impl Reader<'_> {
     }
 
     fn inflate(&mut self, n: usize, input: &[u8], size: usize) -> Result<Vec<u8>, Damaged> {
+        // Deflate grows data at most about 1,032 times: a larger size in a damaged header
+        // is refused before it is allocated.
+        if size > input.len().saturating_mul(MAX_INFLATION).saturating_add(64) {
+            return Err(self.damage(n, "a pack entry larger than its data can inflate to"));
+        }
         let mut out = vec![0; size];
         match self.inflater.zlib_decompress(input, &mut out) {
             Ok(got) if got == size => Ok(out),
@@ -316,7 +335,15 @@ impl Reader<'_> {
             at: path.to_owned(),
         };
         let compressed = std::fs::read(path).map_err(|e| damaged(&e.to_string()))?;
-        let mut room = compressed.len() * 4 + 64;
+        let most = compressed
+            .len()
+            .saturating_mul(MAX_INFLATION)
+            .saturating_add(64);
+        let mut room = compressed
+            .len()
+            .saturating_mul(4)
+            .saturating_add(64)
+            .min(most);
         let whole = loop {
             let mut out = vec![0; room];
             match self.inflater.zlib_decompress(&compressed, &mut out) {
@@ -324,7 +351,9 @@ impl Reader<'_> {
                     out.truncate(got);
                     break out;
                 }
-                Err(DecompressionError::InsufficientSpace) if room < 1 << 34 => room *= 4,
+                Err(DecompressionError::InsufficientSpace) if room < most => {
+                    room = room.saturating_mul(4).min(most)
+                }
                 Err(_) => return Err(damaged("a loose object that does not inflate")),
             }
         };
@@ -363,7 +392,8 @@ fn apply_delta(base: &[u8], delta: &[u8]) -> Option<Vec<u8>> {
         return None;
     }
     let size = varint(&mut at)?;
-    let mut out = Vec::with_capacity(size);
+    // A damaged size is not trusted for the allocation; the result is held to it below.
+    let mut out = Vec::with_capacity(size.min(64 << 20));
     while at < delta.len() {
         let op = delta[at];
         at += 1;
@@ -388,6 +418,9 @@ fn apply_delta(base: &[u8], delta: &[u8]) -> Option<Vec<u8>> {
             out.extend_from_slice(delta.get(at..at + op as usize)?);
             at += op as usize;
         } else {
+            return None;
+        }
+        if out.len() > size {
             return None;
         }
     }
@@ -449,6 +482,11 @@ mod tests {
             None
         );
         assert_eq!(apply_delta(base, &[12, 1, 0]), None);
+        // A result past its claimed size is refused as soon as it passes it, and a claimed
+        // size of a terabyte is never allocated.
+        assert_eq!(apply_delta(base, &[12, 2, 3, b'a', b'b', b'c']), None);
+        let huge = [12, 0x80, 0x80, 0x80, 0x80, 0x80, 0x20, 1, b'a'];
+        assert_eq!(apply_delta(base, &huge), None);
     }
 
     #[test]
