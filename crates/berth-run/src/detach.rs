@@ -3,9 +3,10 @@
 //! and tell do. The process outlives whoever started it; this returns once it has taken the
 //! run, so a caller never reports a run started that then silently was not.
 
+use std::ffi::OsString;
 use std::io::Write;
 use std::os::unix::process::CommandExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -17,7 +18,6 @@ use crate::kept::KeptError;
 use crate::kept::RunId;
 use crate::kept::RunState;
 use crate::kept::RunStore;
-use crate::lifecycle::{Supervise, SuperviseArgs};
 
 /// How long a supervisor may take to take its run.
 pub(crate) const SUPERVISOR_START: Duration = Duration::from_secs(15);
@@ -142,6 +142,51 @@ fn what_to_do(command: &mut Command, home: &Path, id: &RunId, what: &Detach) -> 
         None => Stdio::null(),
     });
     told
+}
+
+/// The command line of a detached supervisor, after the program's name: `--home HOME run
+/// supervise ID [--resume | --tell N]`. [`crate::Runs`] writes it (through `detach`); the
+/// CLI parses it back into this type, and its test holds the two to each other. A told text
+/// goes on the supervisor's standard input, never here, where any process of the machine
+/// could read it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SuperviseArgs {
+    pub home: PathBuf,
+    pub run: RunId,
+    pub what: Supervise,
+}
+
+/// What a detached supervisor does with its run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Supervise {
+    /// Starts it: a run just recorded.
+    Start,
+    /// Continues its unfinished agents.
+    Resume,
+    /// Tells this agent what standard input holds.
+    Tell { agent: AgentNumber },
+}
+
+impl SuperviseArgs {
+    /// The arguments after the program's name.
+    pub fn command_line(&self) -> Vec<OsString> {
+        let mut args: Vec<OsString> = vec![
+            "--home".into(),
+            self.home.clone().into(),
+            "run".into(),
+            "supervise".into(),
+            self.run.as_str().into(),
+        ];
+        match self.what {
+            Supervise::Start => {}
+            Supervise::Resume => args.push("--resume".into()),
+            Supervise::Tell { agent } => {
+                args.push("--tell".into());
+                args.push(agent.get().to_string().into());
+            }
+        }
+        args
+    }
 }
 
 /// What [`tell_detached`] did.

@@ -59,6 +59,7 @@ pub use berth_agent::Policy;
 pub use berth_git::FileName;
 pub use check::{CheckResult, KEPT_HEAD, KEPT_TAIL, QUOTED_LINES, read_kept as read_kept_check};
 pub use compare::{Compared, Comparison, compare, compare_foreseen};
+pub use detach::{Supervise, SuperviseArgs};
 pub use error::RunError;
 pub use event::{AgentState, AgentStatus, AgentSummary, RunEvent, Waiting};
 pub use evidence::{Choice, Pickable, best, merged, pick_refusal, pickable};
@@ -82,7 +83,7 @@ pub use land::{
     LandState, LandStep, LandStore, LandSupervisor, Lander, PlannedItem, SeenLand, StepKind,
     Target, Which,
 };
-pub use lifecycle::{How, Queue, Runs, Started, Supervise, SuperviseArgs, Telling, Told};
+pub use lifecycle::{How, Queue, Runs, Started, Telling, Told};
 pub use merged::merge_message;
 pub use pull_request::pull_request_text;
 pub use pushed::{merge_workspace, pushed_url, workspace_diff};

@@ -5,11 +5,10 @@
 //!
 //! How a run goes on is said once, by [`How`]: supervised here (the caller drives the
 //! [`Supervised`] it is given), in a detached `berth run supervise` process of its own
-//! ([`SuperviseArgs`] is that process's command line, written here and parsed by the CLI),
-//! hosted by a server on a task of its own, or queued for a pool's workers.
+//! ([`SuperviseArgs`] is that process's command line, written by `detach.rs` and parsed by
+//! the CLI), hosted by a server on a task of its own, or queued for a pool's workers.
 
 use std::collections::BTreeMap;
-use std::ffi::OsString;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -18,7 +17,7 @@ use berth_ops::Ops;
 
 use crate::agents::AgentNumber;
 use crate::batch::{BatchStart, StartedBatch};
-use crate::detach::{Detach, ToldDetached};
+use crate::detach::{Detach, Supervise, SuperviseArgs, ToldDetached};
 use crate::error::RunError;
 use crate::event::RunEvent;
 use crate::follow::{Changes, Follow, Questions};
@@ -104,50 +103,6 @@ pub enum Told {
     Detached { agent: usize, supervisor: u32 },
     /// The run was over: the agent's told turn, hosted by this server.
     Hosted { agent: usize },
-}
-
-/// The command line of a detached supervisor, after the program's name: `--home HOME run
-/// supervise ID [--resume | --tell N]`. [`Runs`] writes it; the CLI parses it back into
-/// this type, and its test holds the two to each other. A told text goes on the supervisor's
-/// standard input, never here, where any process of the machine could read it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SuperviseArgs {
-    pub home: PathBuf,
-    pub run: RunId,
-    pub what: Supervise,
-}
-
-/// What a detached supervisor does with its run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Supervise {
-    /// Starts it: a run just recorded.
-    Start,
-    /// Continues its unfinished agents.
-    Resume,
-    /// Tells this agent what standard input holds.
-    Tell { agent: AgentNumber },
-}
-
-impl SuperviseArgs {
-    /// The arguments after the program's name.
-    pub fn command_line(&self) -> Vec<OsString> {
-        let mut args: Vec<OsString> = vec![
-            "--home".into(),
-            self.home.clone().into(),
-            "run".into(),
-            "supervise".into(),
-            self.run.as_str().into(),
-        ];
-        match self.what {
-            Supervise::Start => {}
-            Supervise::Resume => args.push("--resume".into()),
-            Supervise::Tell { agent } => {
-                args.push("--tell".into());
-                args.push(agent.get().to_string().into());
-            }
-        }
-        args
-    }
 }
 
 impl Runs {
