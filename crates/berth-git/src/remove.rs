@@ -341,6 +341,31 @@ pub(crate) fn stage_all(worktree: &Path, index: Option<&Path>, embedded: Embedde
     Ok(())
 }
 
+/// Copies the index at `index` to `copy` (nothing, if the worktree has no index yet), with
+/// the original's modification time.
+///
+/// git trusts an entry whose stat data matches its file only when the entry is older than the
+/// index file; one as new as the index is "racily clean" and its content is read again. A copy
+/// made now would make every entry older than it, so a file rewritten with the same size in
+/// the second git last wrote the index (git compares whole seconds) would pass as unchanged,
+/// and its change would be missing from the snapshot.
+fn copy_index(index: &Path, copy: &Path) -> std::io::Result<()> {
+    // One handle for the time and the bytes: git replaces the index by a rename, and both
+    // must come from the same file.
+    let mut from = match std::fs::File::open(index) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    let modified = from.metadata()?.modified()?;
+    let mut to = std::fs::File::create_new(copy)?;
+    let copied = std::io::copy(&mut from, &mut to).and_then(|_| to.set_modified(modified));
+    if copied.is_err() {
+        let _ = std::fs::remove_file(copy);
+    }
+    copied
+}
+
 /// Counts the index copies this process made, so no two calls share one.
 static INDEX_COPIES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
@@ -360,11 +385,10 @@ pub(crate) fn snapshot_tree(worktree: &Path, embedded: Embedded) -> Result<Strin
         std::process::id(),
         INDEX_COPIES.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
     ));
-    let io = |context: String| move |source| GitError::Io { context, source };
-    if index.exists() {
-        std::fs::copy(&index, &copy)
-            .map_err(io(format!("cannot copy the index {}", index.display())))?;
-    }
+    copy_index(&index, &copy).map_err(|source| GitError::Io {
+        context: format!("cannot copy the index {}", index.display()),
+        source,
+    })?;
     let tree = stage_all(worktree, Some(&copy), embedded).and_then(|()| {
         let out = command(worktree)
             .env("GIT_INDEX_FILE", &copy)

@@ -82,6 +82,45 @@ fn diff_shows_committed_uncommitted_and_untracked_work_against_where_it_left_the
     assert_eq!(status(&wt), before);
 }
 
+/// A file rewritten with the same size in the second git last wrote the index matches its
+/// entry's stat data; git then reads it again only because the entry is as new as the index
+/// ("racily clean"). berth's diff reads through a copy of the index, and the change is still
+/// in it. The second is made here by setting the times back (ctime cannot be, so git is told
+/// not to trust it).
+#[test]
+fn a_same_size_rewrite_in_the_indexs_own_second_is_in_the_diff() {
+    let (_tmp, root, wt, _repo) = setup();
+    git(&root, &["config", "core.trustctime", "false"]);
+    let index = PathBuf::from(
+        git(
+            &wt,
+            &["rev-parse", "--path-format=absolute", "--git-path", "index"],
+        )
+        .trim(),
+    );
+    let shared = wt.join("shared.txt");
+    let set_time = |path: &Path, time: std::time::SystemTime| {
+        let file = std::fs::File::options().write(true).open(path).unwrap();
+        file.set_modified(time).unwrap();
+    };
+    let past = std::time::SystemTime::now() - std::time::Duration::from_secs(100);
+    set_time(&shared, past);
+    git(&wt, &["update-index", "--refresh"]);
+    std::fs::write(&shared, "one\nTWO\nthree\n").unwrap();
+    set_time(&shared, past);
+    set_time(&index, past);
+    assert_eq!(git(&wt, &["diff-files", "--name-only"]), "shared.txt\n");
+
+    let d = diff(&wt, "main", true).unwrap();
+    let patch = d.patch.unwrap();
+    assert!(patch.contains("+TWO") && patch.contains("-two"), "{patch}");
+    let index_time = std::fs::metadata(&index).unwrap().modified().unwrap();
+    assert_eq!(
+        index_time, past,
+        "the worktree's own index is left as it was"
+    );
+}
+
 #[test]
 fn a_merge_brings_commits_and_uncommitted_work_into_the_checked_out_base() {
     let (_tmp, root, wt, repo) = setup();
