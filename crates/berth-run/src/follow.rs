@@ -6,7 +6,7 @@
 //! files and SQLite, which cannot wake anyone, it reads again every [`LOOK_EVERY`].
 
 use std::collections::HashSet;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use berth_store_sql::RunsListener;
 
@@ -185,29 +185,86 @@ impl Questions {
 pub struct Changes {
     waker: Waker,
     first: bool,
+    /// When the current wait ends where nothing wakes this (files, SQLite). Kept across
+    /// calls, so a caller that drops the future for other work (the dashboard's `select!`
+    /// on the followed run's events) comes back to the same deadline, not a new second.
+    due: Option<Instant>,
 }
+
+/// How often the list is read again where nothing can wake it: it changes less than one run's
+/// events do.
+const LIST_EVERY: Duration = Duration::from_secs(1);
 
 impl Changes {
     pub(crate) fn new(store: RunStore) -> Changes {
         Changes {
             waker: Waker::new(store),
             first: true,
+            due: None,
         }
     }
 
     /// Returns when the runs may have changed since the last call: at once the first time;
-    /// then on Postgres's notice (or its slow look), and at most a second later elsewhere.
+    /// then on Postgres's notice (or its slow look), and [`LIST_EVERY`] after the last return
+    /// elsewhere, however often the future is dropped and made again meanwhile.
     pub async fn next(&mut self) {
         if std::mem::take(&mut self.first) {
             return;
         }
-        // The list changes less than one run's events do: files and SQLite are read again
-        // each second, not five times.
-        for _ in 0..(Duration::from_secs(1).as_millis() / LOOK_EVERY.as_millis()) {
-            self.waker.changed(None).await;
-            if matches!(self.waker.listener, Some(Some(_))) {
-                return;
+        let due = *self.due.get_or_insert_with(|| Instant::now() + LIST_EVERY);
+        loop {
+            match &self.waker.listener {
+                Some(Some(_)) => {
+                    self.waker.changed(None).await;
+                    break;
+                }
+                Some(None) => {
+                    tokio::time::sleep_until(due.into()).await;
+                    break;
+                }
+                // Not opened yet: the first wait opens it (and looks once if there is none).
+                None => {
+                    self.waker.changed(None).await;
+                    let woken = matches!(self.waker.listener, Some(Some(_)));
+                    if woken || Instant::now() >= due {
+                        break;
+                    }
+                }
             }
         }
+        self.due = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The dashboard waits on the list's changes beside the followed run's events, and drops
+    /// the wait whenever a batch of events comes first: the list still comes round each
+    /// second while a run streams, not only once the stream pauses.
+    #[tokio::test]
+    async fn a_wait_dropped_again_and_again_still_ends_on_time() {
+        let home = tempfile::tempdir().unwrap();
+        let mut changes = Changes::new(RunStore::files(home.path()));
+        changes.next().await;
+        let start = Instant::now();
+        let ended = tokio::time::timeout(Duration::from_secs(3), async {
+            loop {
+                tokio::select! {
+                    () = changes.next() => return,
+                    // A batch of the followed run's events, ten times a second.
+                    () = tokio::time::sleep(Duration::from_millis(100)) => {}
+                }
+            }
+        })
+        .await;
+        assert!(ended.is_ok(), "the list was never read again");
+        let took = start.elapsed();
+        assert!(
+            took >= LIST_EVERY,
+            "read again after {took:?}: sooner than each second"
+        );
+        assert!(took < LIST_EVERY + Duration::from_millis(500), "{took:?}");
     }
 }
