@@ -221,7 +221,7 @@ fn a_tell_to_a_working_acp_agent_is_its_next_turn_in_the_same_process() {
         &["Think it over", "--agent-cmd", &agent],
     );
     let (worktree, pid) = agent_process(&home, &server, &id);
-    // `--detach`: the dashboard's `t`, the same path (`berth_run::tell_detached`).
+    // `--detach`: the dashboard's `t`, the same path (`Runs::tell` with `How::Detached`).
     tell(&home, &id, "Also say when you are done", &["--detach"]);
     until("the told turn's request", Duration::from_secs(30), || {
         (server.request_count() == 2).then_some(())

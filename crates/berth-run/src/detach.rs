@@ -189,19 +189,11 @@ impl SuperviseArgs {
     }
 }
 
-/// What [`tell_detached`] did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ToldDetached {
-    /// The run is running: agent `agent` (0-based) is told at its next step, or once its
-    /// current turn ends (`RunStore::queue_tell`).
-    Queued { agent: usize },
-    /// The run was over: the agent's told turn runs in process `supervisor`.
-    Started { agent: usize, supervisor: u32 },
-}
-
-/// Tells agent `which` (the only one when `None`) of run `id` `text`: queued for a run
-/// still running, as [`crate::Runs::tell`] does; for a run that is over, in
-/// a supervisor process of its own rather than the caller's.
+/// Starts the told turn of agent `which` (the only one when `None`) of run `id`, which is
+/// over, in a supervisor process of its own rather than the caller's: the agent's index and
+/// the supervisor's process id. A run that is running is told by [`crate::Runs::tell`]
+/// through its queue, never here; one that started again meanwhile is refused by the
+/// supervisor's claim, which `detach` reports.
 pub(crate) async fn tell_detached(
     ops: &Ops,
     store: &RunStore,
@@ -209,18 +201,7 @@ pub(crate) async fn tell_detached(
     which: Option<usize>,
     text: &str,
     program: &Path,
-) -> Result<ToldDetached, RunError> {
-    if text.trim().is_empty() {
-        return Err(RunError::EmptyTask);
-    }
-    if !store.load(id).await?.state.is_over() {
-        match store.queue_tell(id, which, text).await {
-            Ok(agent) => return Ok(ToldDetached::Queued { agent }),
-            // It ended meanwhile: told as a run that is over.
-            Err(KeptError::NotRunning { .. }) => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
+) -> Result<(usize, u32), RunError> {
     // Refused here, before a process is started, when the agent cannot be told.
     let again = store.tellable(id, which, text).await?;
     let Some(&agent) = again.keys().next() else {
@@ -231,5 +212,5 @@ pub(crate) async fn tell_detached(
         text: text.to_owned(),
     };
     let supervisor = detach(ops, store, id, what, program).await?;
-    Ok(ToldDetached::Started { agent, supervisor })
+    Ok((agent, supervisor))
 }

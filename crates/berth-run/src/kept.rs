@@ -540,6 +540,26 @@ impl RunStore {
         self.queue_telling(id, agent, text, true).await
     }
 
+    /// Queues `text` for agent `agent` of run `id` if the run is running (`now`: its current
+    /// turn cut first, as [`RunStore::queue_tell_now`]); `None` when it is over, or ended
+    /// meanwhile, for the caller to start a told turn instead.
+    pub(crate) async fn queue_tell_if_running(
+        &self,
+        id: &RunId,
+        agent: Option<usize>,
+        text: &str,
+        now: bool,
+    ) -> Result<Option<usize>, KeptError> {
+        if self.load(id).await?.state.is_over() {
+            return Ok(None);
+        }
+        match self.queue_telling(id, agent, text, now).await {
+            Ok(agent) => Ok(Some(agent)),
+            Err(KeptError::NotRunning { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     async fn queue_telling(
         &self,
         id: &RunId,

@@ -17,7 +17,7 @@ use berth_ops::Ops;
 
 use crate::agents::AgentNumber;
 use crate::batch::{BatchStart, StartedBatch};
-use crate::detach::{Detach, Supervise, SuperviseArgs, ToldDetached};
+use crate::detach::{Detach, Supervise, SuperviseArgs};
 use crate::error::RunError;
 use crate::event::RunEvent;
 use crate::follow::{Changes, Follow, Questions};
@@ -211,22 +211,17 @@ impl Runs {
         if text.trim().is_empty() {
             return Err(RunError::EmptyTask);
         }
-        if !self.store.load(id).await?.state.is_over() {
-            if !telling.allow.is_empty() {
-                return Err(RunError::Ops(berth_ops::Error::refused(format!(
-                    "run {id} is still running: --allow widens the turn of an agent of a run that is over; wait for it (`berth run wait {id}`), then tell it"
-                ))));
-            }
-            let queued = match telling.now {
-                true => self.store.queue_tell_now(id, which, text).await,
-                false => self.store.queue_tell(id, which, text).await,
-            };
-            match queued {
-                Ok(agent) => return Ok(Told::Queued { agent }),
-                // It ended meanwhile: told as a run that is over.
-                Err(KeptError::NotRunning { .. }) => {}
-                Err(e) => return Err(e.into()),
-            }
+        if !telling.allow.is_empty() && !self.store.load(id).await?.state.is_over() {
+            return Err(RunError::Ops(berth_ops::Error::refused(format!(
+                "run {id} is still running: --allow widens the turn of an agent of a run that is over; wait for it (`berth run wait {id}`), then tell it"
+            ))));
+        }
+        if let Some(agent) = self
+            .store
+            .queue_tell_if_running(id, which, text, telling.now)
+            .await?
+        {
+            return Ok(Told::Queued { agent });
         }
         match how {
             How::Queued(_) => Err(RunError::Ops(berth_ops::Error::invalid(
@@ -238,7 +233,7 @@ impl Runs {
                 )))
             }
             How::Detached => {
-                let told = crate::detach::tell_detached(
+                let (agent, supervisor) = crate::detach::tell_detached(
                     &self.ops,
                     &self.store,
                     id,
@@ -247,12 +242,7 @@ impl Runs {
                     &self.program,
                 )
                 .await?;
-                Ok(match told {
-                    ToldDetached::Queued { agent } => Told::Queued { agent },
-                    ToldDetached::Started { agent, supervisor } => {
-                        Told::Detached { agent, supervisor }
-                    }
-                })
+                Ok(Told::Detached { agent, supervisor })
             }
             how => self.told_turn(id, which, telling, how).await,
         }
