@@ -82,12 +82,11 @@ pub(crate) async fn detach(
     let started = Instant::now();
     loop {
         if let Some(status) = child.try_wait().map_err(cannot)? {
-            let said = std::fs::read_to_string(&log_path).unwrap_or_default();
             return Err(RunError::Ops(berth_ops::Error::rule(
                 ErrorKind::External,
                 format!(
                     "the run's supervisor ended at once ({status}): {}",
-                    said.trim()
+                    crate::stderr::last_words(&log_path)
                 ),
             )));
         }

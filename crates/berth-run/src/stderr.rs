@@ -65,6 +65,18 @@ pub(crate) fn quoted_lines(text: &str, n: usize) -> Vec<String> {
     lines
 }
 
+/// What a supervisor that ended at once wrote to `log`, for the error that says so: its last
+/// lines as [`quoted_lines`] gives them (so a front end may print the error), and where the
+/// whole of it is.
+pub(crate) fn last_words(log: &Path) -> String {
+    let said = std::fs::read(log).unwrap_or_default();
+    let lines = quoted_lines(&String::from_utf8_lossy(&said), 20);
+    match lines.is_empty() {
+        true => format!("it wrote nothing (its log: {})", log.display()),
+        false => format!("{} (its log: {})", lines.join("\n"), log.display()),
+    }
+}
+
 /// Reads `stream` to its end on a task of its own: into `path` (when given), and into the
 /// [`Tail`] it returns. The task ends when every process holding the stream has closed it.
 pub(crate) fn keep(
@@ -190,6 +202,31 @@ mod tests {
         assert_eq!(read.len() as u64, KEEP);
         assert!(read.ends_with(b"fatal: the last words\n"));
         assert_eq!(read_kept(&dir.path().join("none")).unwrap(), None);
+    }
+
+    #[test]
+    fn a_supervisors_last_words_are_its_last_lines_escaped_with_its_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("run.log");
+        assert!(last_words(&log).starts_with("it wrote nothing (its log: /"));
+        let mut said: Vec<u8> = (0..50)
+            .flat_map(|i| format!("line {i}\n").into_bytes())
+            .collect();
+        said.extend_from_slice(b"\x1b]52;c;aGk=\x07 \xff error: the end\n");
+        std::fs::write(&log, &said).unwrap();
+        let words = last_words(&log);
+        assert!(
+            !words.contains("line 30\n") && words.starts_with("line 31\n"),
+            "{words}"
+        );
+        assert!(
+            words.contains("\\x1b]52;c;aGk=\\x07 \u{fffd} error: the end (its log: /"),
+            "{words}"
+        );
+        assert!(
+            !words.chars().any(|c| c.is_control() && c != '\n'),
+            "{words}"
+        );
     }
 
     #[test]

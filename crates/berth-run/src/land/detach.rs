@@ -82,10 +82,9 @@ pub async fn detach(
             if record.state != LandState::Landing {
                 return Ok(child.id());
             }
-            let said = std::fs::read_to_string(&log_path).unwrap_or_default();
             return Err(failed(format!(
                 "the land's supervisor ended at once ({status}): {}",
-                said.trim()
+                crate::stderr::last_words(&log_path)
             )));
         }
         let record = store.load(&id).await?;
