@@ -259,10 +259,17 @@ pub fn tail(text: &str, bound: usize) -> &str {
     }
 }
 
+/// The memory file's text, empty when there is none. A person edits it: what is not a file
+/// (a FIFO would hold the async thread a turn's setup reads it on) or not UTF-8 is an error.
 fn read(path: &Path) -> Result<String> {
-    match std::fs::read_to_string(path) {
-        Ok(text) => Ok(text),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
+    match berth_store_fs::durable::read_file(path) {
+        Ok(Some(bytes)) => String::from_utf8(bytes).map_err(|e| {
+            io(
+                path,
+                std::io::Error::new(std::io::ErrorKind::InvalidData, e.utf8_error()),
+            )
+        }),
+        Ok(None) => Ok(String::new()),
         Err(e) => Err(io(path, e)),
     }
 }

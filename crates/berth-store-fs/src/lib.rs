@@ -188,10 +188,18 @@ pub(crate) fn io_err<'a>(action: &'a str, path: &'a Path) -> impl FnOnce(io::Err
 }
 
 /// Reads a file berth owns; `Ok(None)` only when it does not exist.
+///
+/// Through [`durable::read_file`]: a FIFO or a device where the file belongs is corrupt, and
+/// the read, often made on an async thread, never waits on it.
 pub(crate) fn read_optional(path: &Path) -> Result<Option<String>> {
-    match std::fs::read(path) {
-        Ok(bytes) => utf8(path, bytes).map(Some),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+    match durable::read_file(path) {
+        Ok(Some(bytes)) => utf8(path, bytes).map(Some),
+        Ok(None) => Ok(None),
+        Err(e) if e.kind() == io::ErrorKind::InvalidData => Err(Error::Corrupt {
+            file: path.to_owned(),
+            line: None,
+            reason: e.to_string(),
+        }),
         Err(e) => Err(io_err("read", path)(e)),
     }
 }

@@ -1,6 +1,7 @@
 //! What one store keeps between lock-free reads (records, name entries, storage roots' open
 //! handles) never hides a change another process made: two `FsStore`s on one home stand for
 //! two processes, and the files are left to settle first, so that the first store keeps them.
+//! And a read on the caller's thread never waits on what is not a file.
 
 #![allow(clippy::unwrap_used)] // a test: a panic is the failure it reports
 
@@ -132,4 +133,50 @@ async fn a_storage_folder_replaced_by_hand_is_read_as_it_is_now() {
     std::fs::create_dir(&root).unwrap();
     std::fs::write(root.join("notes.md"), "by hand").unwrap();
     assert_eq!(store.read(&scope, &notes).await.unwrap(), b"by hand");
+}
+
+/// A FIFO where a workspace's config belongs (made by hand, or by anything that can write the
+/// home) is an error at once: the read is made on the caller's (async) thread, which it would
+/// otherwise hold until something wrote to the FIFO.
+#[tokio::test]
+async fn a_fifo_for_a_config_is_refused_without_waiting() {
+    let home = tempfile::tempdir().unwrap();
+    let store = FsStore::open(home.path()).unwrap();
+    let ws = store
+        .create(named("fifo-one", "fifo", ""), Utc::now())
+        .await
+        .unwrap();
+    let config = home
+        .path()
+        .join("workspaces")
+        .join(ws.id.as_str())
+        .join("config.toml");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&config)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    // Were the read to wait, this writer would end it three seconds on, with a config.
+    let writer = config.clone();
+    std::thread::spawn(move || {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        std::thread::sleep(Duration::from_secs(3));
+        if let Ok(mut fifo) = std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&writer)
+        {
+            let _ = fifo.write_all(b"x = 1\n");
+        }
+    });
+    let start = std::time::Instant::now();
+    let read = store.load_config(&ws.id).await;
+    assert!(
+        start.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        start.elapsed()
+    );
+    let err = read.unwrap_err();
+    assert!(err.to_string().contains("not a regular file"), "{err}");
 }
