@@ -34,8 +34,9 @@ use crate::{GitError, Result};
 pub(crate) enum Filled {
     /// Every file and the index are written.
     Written,
-    /// Nothing was written (or, after damage found in the object database, only some files):
-    /// git's own checkout must do it. The reason is for the log.
+    /// Nothing was written (or, after damage found in the object database or a path the
+    /// filesystem refused, only some files): git's own checkout must do it, over them. The
+    /// reason is for the log.
     LeftToGit(String),
 }
 
@@ -76,16 +77,22 @@ pub(crate) fn fill(worktree: &Path, common: &Path) -> Result<Filled> {
         Err(why) => return Ok(Filled::LeftToGit(why)),
     };
     let index = git_dir_of(worktree)?.join("index");
+    // A folder or a file this filesystem refuses, or folds onto another (on a case-insensitive
+    // one, `README` beside `readme`), is left to git's checkout too: it writes over what was
+    // written here, and says which paths collided.
     for folder in &folders {
         let path = worktree.join(OsStr::from_bytes(folder));
-        std::fs::create_dir(&path).map_err(|source| GitError::Io {
-            context: format!("cannot make the folder {}", path.display()),
-            source,
-        })?;
+        if let Err(e) = std::fs::create_dir(&path) {
+            return Ok(Filled::LeftToGit(format!(
+                "cannot make the folder {}: {e}",
+                path.display()
+            )));
+        }
     }
-    let stats = match write_files(worktree, &store, &files)? {
-        Ok(stats) => stats,
-        Err(damaged) => return Ok(Filled::LeftToGit(damaged.to_string())),
+    let stats = match write_files(worktree, &store, &files) {
+        Ok(Ok(stats)) => stats,
+        Ok(Err(damaged)) => return Ok(Filled::LeftToGit(damaged.to_string())),
+        Err(refused) => return Ok(Filled::LeftToGit(refused.to_string())),
     };
     let entries: Vec<IndexEntry> = files
         .into_iter()
@@ -406,6 +413,35 @@ fn write_one(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A path the filesystem will not take (here a folder already where the file goes; on a
+    /// case-insensitive one, a name that folds onto another) leaves the checkout to git.
+    #[test]
+    fn a_file_the_filesystem_refuses_leaves_the_checkout_to_git() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("project");
+        std::fs::create_dir(&root).unwrap();
+        berth_testkit::git(&root, &["init", "--quiet", "-b", "main"]);
+        berth_testkit::commit(&root, "a.txt", "a\n");
+        let wt = tmp.path().join("wt");
+        let wt_arg = wt.to_str().unwrap();
+        berth_testkit::git(
+            &root,
+            &[
+                "worktree",
+                "add",
+                "--quiet",
+                "--no-checkout",
+                "--detach",
+                wt_arg,
+            ],
+        );
+        std::fs::create_dir_all(wt.join("a.txt/in")).unwrap();
+        match fill(&wt, &root.join(".git")).unwrap() {
+            Filled::LeftToGit(why) => assert!(why.contains("a.txt"), "{why}"),
+            Filled::Written => panic!("written over a folder"),
+        }
+    }
 
     #[test]
     fn paths_git_might_refuse_are_left_to_git() {
