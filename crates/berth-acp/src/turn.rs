@@ -7,10 +7,12 @@
 //! other event, a change from thought to text, and the end of the turn send what waits first.
 //! A model streaming a few hundred tokens a second is relayed piece by piece; a burst (a fast
 //! local model, a stream that stalled and caught up) costs the client a few updates instead of
-//! thousands, each a JSON-RPC message parsed on both sides.
+//! thousands, each a JSON-RPC message parsed on both sides. When many turns of one process
+//! stream at once (a server's), the window widens with their number ([`merge_window`]).
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -33,6 +35,42 @@ use crate::errors;
 /// How long streamed text may wait to be merged with the pieces after it: well under one
 /// frame of an editor's display.
 pub const MERGE_WINDOW: Duration = Duration::from_millis(10);
+
+/// The longest the window grows to, however many turns stream: a person still sees a turn's
+/// text twenty times a second.
+pub(crate) const MERGE_WINDOW_MOST: Duration = Duration::from_millis(50);
+
+/// Turns streaming at once for each [`MERGE_WINDOW`] of the window.
+const TURNS_PER_WINDOW: usize = 64;
+
+/// The turns of this process relaying now.
+static RELAYING: AtomicUsize = AtomicUsize::new(0);
+
+/// How long streamed text may wait while `relaying` turns stream at once: [`MERGE_WINDOW`] for
+/// up to 63, one more for each 64 more, at most [`MERGE_WINDOW_MOST`] (from 256). Each update
+/// is a JSON-RPC message parsed on both sides; with hundreds of turns streaming on one server,
+/// updates of 10 ms would take the cores from the turns still being set up (and from each
+/// other). So the updates a second of the whole server grow far slower than its turns.
+pub(crate) fn merge_window(relaying: usize) -> Duration {
+    let widths = u32::try_from(1 + relaying / TURNS_PER_WINDOW).unwrap_or(u32::MAX);
+    MERGE_WINDOW.saturating_mul(widths).min(MERGE_WINDOW_MOST)
+}
+
+/// Counts a turn in [`RELAYING`] while it lives.
+struct Relaying;
+
+impl Relaying {
+    fn start() -> Relaying {
+        RELAYING.fetch_add(1, Ordering::Relaxed);
+        Relaying
+    }
+}
+
+impl Drop for Relaying {
+    fn drop(&mut self) {
+        RELAYING.fetch_sub(1, Ordering::Relaxed);
+    }
+}
 
 /// Streamed text waiting to go out, and which kind it is.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -57,16 +95,18 @@ impl Relay {
         mut turn: Turn,
         work_dir: &Path,
     ) -> Result<PromptResponse, agent_client_protocol::Error> {
+        let _relaying = Relaying::start();
         let mut waiting: Option<(Stream, String)> = None;
         // When the last streamed update went out.
         let mut last = Instant::now()
-            .checked_sub(MERGE_WINDOW)
+            .checked_sub(MERGE_WINDOW_MOST)
             .unwrap_or_else(Instant::now);
         loop {
+            let window = merge_window(RELAYING.load(Ordering::Relaxed));
             let event = tokio::select! {
                 biased;
                 event = turn.next_event() => event,
-                () = tokio::time::sleep_until(last + MERGE_WINDOW), if waiting.is_some() => {
+                () = tokio::time::sleep_until(last + window), if waiting.is_some() => {
                     self.flush(&mut waiting);
                     last = Instant::now();
                     continue;
@@ -86,7 +126,7 @@ impl Relay {
                         waiting = Some((kind, text.clone()));
                     }
                 }
-                if last.elapsed() >= MERGE_WINDOW {
+                if last.elapsed() >= window {
                     self.flush(&mut waiting);
                     last = Instant::now();
                 }
@@ -268,4 +308,17 @@ fn title(name: &str, arguments: &Value) -> String {
 
 fn first_line(s: &str) -> &str {
     s.lines().next().unwrap_or("")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_window_widens_with_the_turns_streaming_up_to_its_most() {
+        let ms = |n| merge_window(n).as_millis();
+        assert_eq!([ms(0), ms(1), ms(63)], [10, 10, 10]);
+        assert_eq!([ms(64), ms(128), ms(255)], [20, 30, 40]);
+        assert_eq!([ms(256), ms(500), ms(usize::MAX)], [50, 50, 50]);
+    }
 }
