@@ -51,8 +51,10 @@ impl Waker {
         let woken = async {
             loop {
                 match listener.next().await {
-                    Ok(run) if id.is_none_or(|id| id.as_str() == run) => return true,
-                    Ok(_) => {}
+                    Ok(Some(run)) if id.is_none_or(|id| id.as_str() == run) => return true,
+                    Ok(Some(_)) => {}
+                    // Notices were missed: this run's may be among them.
+                    Ok(None) => return true,
                     Err(_) => return false,
                 }
             }

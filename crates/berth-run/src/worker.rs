@@ -108,10 +108,10 @@ pub(crate) async fn work(
         let woken = async {
             match &mut listener {
                 Some(l) => {
+                    // A run queued, or notices missed (`None`): look. Once the connection's
+                    // reader is gone, the periodic look alone finds what is queued.
                     if l.next().await.is_err() {
-                        // The connection broke: sqlx reconnects on the next wait; meanwhile
-                        // the periodic look covers what a lost notice would have said.
-                        tokio::time::sleep(Duration::from_secs(1)).await;
+                        std::future::pending::<()>().await;
                     }
                 }
                 None => std::future::pending().await,

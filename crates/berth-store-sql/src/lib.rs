@@ -38,6 +38,7 @@ mod db;
 mod group_commit;
 mod lands;
 mod migrate;
+mod notices;
 mod runs;
 mod sessions;
 mod storage;
@@ -59,9 +60,8 @@ use crate::db::{BUSY_TIMEOUT, Conn, Pool};
 const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 pub use lands::{LandRow, SqlLands};
 pub use migrate::SCHEMA_VERSION;
-pub use runs::{
-    RUN_CHANGES_CHANNEL, RUNS_CHANNEL, RunColumns, RunRequestRow, RunRow, RunsListener, SqlRuns,
-};
+pub use notices::RunsListener;
+pub use runs::{RUN_CHANGES_CHANNEL, RUNS_CHANNEL, RunColumns, RunRequestRow, RunRow, SqlRuns};
 
 /// What went wrong inside the crate, before it becomes a `berth_core::Error` naming the
 /// database.
@@ -107,6 +107,8 @@ struct Inner {
     shown: String,
     /// The local home, where workspace folders (worktrees) live.
     home: PathBuf,
+    /// Postgres's notices of runs, on one connection for every listener of the process.
+    notices: notices::Notices,
 }
 
 /// The two kinds of database a URL can name.
@@ -229,6 +231,7 @@ impl SqlStore {
                 appends: group_commit::Appends::default(),
                 shown,
                 home,
+                notices: notices::Notices::default(),
             }),
         })
     }
@@ -275,6 +278,10 @@ impl SqlStore {
 
     pub(crate) fn pool(&self) -> &Pool {
         &self.inner.pool
+    }
+
+    pub(crate) fn notices(&self) -> &notices::Notices {
+        &self.inner.notices
     }
 
     pub(crate) fn appends(&self) -> &group_commit::Appends {

@@ -13,6 +13,7 @@
 use chrono::Utc;
 
 use crate::db::{Arg, Dialect, Row, Tx};
+use crate::notices::RunsListener;
 use crate::{Failure, Result, SqlStore, to_ns};
 
 /// The channel Postgres notifies when a run is queued.
@@ -628,35 +629,13 @@ impl SqlRuns {
         self.listen_to(&[RUNS_CHANNEL, RUN_CHANGES_CHANNEL]).await
     }
 
-    async fn listen_to(&self, channels: &[&str]) -> berth_core::Result<Option<RunsListener>> {
+    async fn listen_to(
+        &self,
+        channels: &'static [&'static str],
+    ) -> berth_core::Result<Option<RunsListener>> {
         let crate::db::Pool::Postgres(pool) = self.store.pool() else {
             return Ok(None);
         };
-        self.wrap(
-            async {
-                let mut listener = sqlx::postgres::PgListener::connect_with(pool).await?;
-                listener.listen_all(channels.iter().copied()).await?;
-                Ok(Some(RunsListener { listener }))
-            }
-            .await,
-        )
-    }
-}
-
-/// Postgres's notifications of queued or changed runs, for one worker or follower.
-pub struct RunsListener {
-    listener: sqlx::postgres::PgListener,
-}
-
-impl RunsListener {
-    /// Waits for the next queued (or changed) run: its id. An error when the connection broke (sqlx
-    /// reconnects on the next call; a notice sent meanwhile is missed, which a worker's
-    /// periodic look makes up for).
-    pub async fn next(&mut self) -> std::result::Result<String, String> {
-        self.listener
-            .recv()
-            .await
-            .map(|n| n.payload().to_owned())
-            .map_err(|e| e.to_string())
+        self.wrap(self.store.notices().listen(pool, channels).await.map(Some))
     }
 }

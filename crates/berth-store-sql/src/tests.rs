@@ -351,3 +351,41 @@ async fn a_version_6_database_gets_the_agent_column() {
     let loaded = SessionStore::load(&store, &made.id).await.unwrap();
     assert_eq!(loaded.agent.as_deref(), Some("claude-code"));
 }
+
+/// Every listener of a process shares one connection, outside the pool: twenty of them
+/// (more than the pool's sixteen connections, which each used to keep) leave the pool free,
+/// and each hears the run filed, by its id.
+#[tokio::test]
+async fn listeners_share_one_connection_and_each_hears() {
+    use std::time::Duration;
+    let url = fresh_postgres().await;
+    let home = tempfile::tempdir().unwrap();
+    let runs = SqlStore::open(&url, home.path()).unwrap().runs();
+    let mut listeners = Vec::new();
+    for _ in 0..20 {
+        let opened = tokio::time::timeout(Duration::from_secs(10), runs.listen_changes()).await;
+        listeners.push(
+            opened
+                .expect("a listener waited for the pool")
+                .unwrap()
+                .unwrap(),
+        );
+    }
+    let run = RunColumns {
+        id: "r-heard",
+        created_ns: 1,
+        state: "queued",
+        pooled: true,
+        node: None,
+        agents: 1,
+    };
+    let filed = tokio::time::timeout(Duration::from_secs(10), runs.insert(&run, "{}")).await;
+    assert!(filed.expect("the pool had no connection left").unwrap());
+    for listener in &mut listeners {
+        let heard = tokio::time::timeout(Duration::from_secs(10), listener.next()).await;
+        assert_eq!(
+            heard.expect("a listener heard nothing").unwrap().as_deref(),
+            Some("r-heard")
+        );
+    }
+}
