@@ -389,3 +389,63 @@ async fn listeners_share_one_connection_and_each_hears() {
         );
     }
 }
+
+/// The listening connection cut by the server (`pg_terminate_backend`, as a restart or a
+/// network fault would): the listener is told notices may have been missed, and hears the
+/// runs filed once it is made again.
+#[tokio::test]
+async fn a_listener_cut_off_says_so_and_hears_again() {
+    use sqlx::Connection;
+    use std::time::Duration;
+    let url = fresh_postgres().await;
+    let home = tempfile::tempdir().unwrap();
+    let runs = SqlStore::open(&url, home.path()).unwrap().runs();
+    let mut listener = runs.listen_changes().await.unwrap().unwrap();
+    let mut admin = sqlx::PgConnection::connect(&url).await.unwrap();
+    sqlx::query(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+         WHERE datname = current_database() AND pid <> pg_backend_pid()",
+    )
+    .execute(&mut admin)
+    .await
+    .unwrap();
+    let told = tokio::time::timeout(Duration::from_secs(10), listener.next()).await;
+    assert_eq!(told.expect("the cut was never told").unwrap(), None);
+    let run = RunColumns {
+        id: "r-after",
+        created_ns: 1,
+        state: "queued",
+        pooled: true,
+        node: None,
+        agents: 1,
+    };
+    let heard = tokio::time::timeout(Duration::from_secs(20), async {
+        // Filed again until heard: a notice sent before the connection is made again is lost,
+        // which is what the listener's `None` says.
+        let mut n = 0;
+        loop {
+            let id = format!("r-after-{n}");
+            n += 1;
+            let filed = runs.insert(&RunColumns { id: &id, ..run }, "{}").await;
+            assert!(filed.unwrap());
+            let next = tokio::time::timeout(Duration::from_secs(2), async {
+                loop {
+                    if let Some(run) = listener.next().await.unwrap() {
+                        return run;
+                    }
+                }
+            })
+            .await;
+            if let Ok(run) = next {
+                return run;
+            }
+        }
+    })
+    .await;
+    assert!(
+        heard
+            .expect("nothing heard after the cut")
+            .starts_with("r-after-")
+    );
+    let _ = admin.close().await;
+}
