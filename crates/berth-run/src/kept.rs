@@ -513,36 +513,15 @@ impl RunStore {
         Ok(again)
     }
 
-    /// Queues `text` for agent `agent` (the only one when `None`) of the running run `id`:
-    /// its supervisor passes it on, and the agent takes it at its next step (berth's own
-    /// agent, beside the step's tool results), else as its next prompt once its current
-    /// turn ends (an ACP agent, in the same process), in the same session. The agent's
-    /// index. Refused for an agent that has ended already (the run goes on without it), or
-    /// one with no session yet.
-    pub async fn queue_tell(
-        &self,
-        id: &RunId,
-        agent: Option<usize>,
-        text: &str,
-    ) -> Result<usize, KeptError> {
-        self.queue_telling(id, agent, text, false).await
-    }
-
-    /// [`RunStore::queue_tell`], the agent's current turn cut first (`berth run tell --now`):
-    /// that turn alone is cancelled, the agent goes on with `text`, then with what was
-    /// queued before.
-    pub async fn queue_tell_now(
-        &self,
-        id: &RunId,
-        agent: Option<usize>,
-        text: &str,
-    ) -> Result<usize, KeptError> {
-        self.queue_telling(id, agent, text, true).await
-    }
-
-    /// Queues `text` for agent `agent` of run `id` if the run is running (`now`: its current
-    /// turn cut first, as [`RunStore::queue_tell_now`]); `None` when it is over, or ended
-    /// meanwhile, for the caller to start a told turn instead.
+    /// Queues `text` for agent `agent` (the only one when `None`) of run `id` if it is
+    /// running: its supervisor passes it on, and the agent takes it at its next step (berth's
+    /// own agent, beside the step's tool results), else as its next prompt once its current
+    /// turn ends (an ACP agent, in the same process), in the same session. With `now`
+    /// (`berth run tell --now`) the agent's current turn alone is cut first, and it goes on
+    /// with `text`, then with what was queued before. The agent's index; `None` when the run
+    /// is not running (over, or not yet taken), for the caller to start a told turn instead.
+    /// Refused for an agent that has ended already (the run goes on without it), or one with
+    /// no session yet.
     pub(crate) async fn queue_tell_if_running(
         &self,
         id: &RunId,
@@ -550,9 +529,6 @@ impl RunStore {
         text: &str,
         now: bool,
     ) -> Result<Option<usize>, KeptError> {
-        if self.load(id).await?.state.is_over() {
-            return Ok(None);
-        }
         match self.queue_telling(id, agent, text, now).await {
             Ok(agent) => Ok(Some(agent)),
             Err(KeptError::NotRunning { .. }) => Ok(None),

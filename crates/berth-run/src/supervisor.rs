@@ -285,7 +285,7 @@ impl Supervised {
         }
     }
 
-    /// Stop requests, and tells queued for agents at work (`RunStore::queue_tell`).
+    /// Stop requests, and tells queued for agents at work (`RunStore::queue_tell_if_running`).
     async fn honour_stops(&mut self) {
         let crate::kept::Requests {
             stops,

@@ -193,9 +193,14 @@ async fn one_supervisor_keeps_events_in_order_and_takes_requests() {
         let (found, agent) = store.find_session("s-1").await.unwrap().unwrap();
         assert_eq!((found.id, agent), (run.id.clone(), 0), "{name}");
         // A tell and a stop reach the supervisor, in the order they came.
-        store.queue_tell(&run.id, None, "one").await.unwrap();
-        store.queue_tell(&run.id, Some(0), "two").await.unwrap();
-        store.queue_tell_now(&run.id, None, "three").await.unwrap();
+        for (agent, text, now) in [
+            (None, "one", false),
+            (Some(0), "two", false),
+            (None, "three", true),
+        ] {
+            let queued = store.queue_tell_if_running(&run.id, agent, text, now).await;
+            assert_eq!(queued.unwrap(), Some(0), "{name}");
+        }
         store
             .request_stop(&run.id, StopRequest::Agent(0))
             .await

@@ -19,13 +19,13 @@ pub struct Requests {
     pub answers: Vec<(usize, String, crate::ask::Answer)>,
 }
 
-/// What an agent at work is told (`RunStore::queue_tell`).
+/// What an agent at work is told (`RunStore::queue_tell_if_running`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Tell {
     /// The agent's index.
     pub agent: usize,
     pub text: String,
-    /// `--now`: its current turn is cut first (`RunStore::queue_tell_now`).
+    /// `--now`: its current turn is cut first (`RunStore::queue_tell_if_running`).
     pub now: bool,
 }
 
