@@ -189,31 +189,30 @@ impl Layout {
         Ok(page)
     }
 
-    fn read_transcript(&self, id: &SessionId) -> Result<Transcript> {
+    /// The session's transcript; `None` when it is longer than `most` bytes (opened and
+    /// looked at once, for the caller to read it elsewhere).
+    fn read_transcript(&self, id: &SessionId, most: Option<u64>) -> Result<Option<Transcript>> {
+        use std::io::Read;
         let (_, dir) = self.session_dir(id)?;
         let path = dir.join("session.md");
-        let bytes = match fs::read(&path) {
-            Ok(b) => b,
+        let mut file = match File::open(&path) {
+            Ok(file) => file,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(missing(id)),
             Err(e) => return Err(io_err("read", &path)(e)),
         };
+        let len = file.metadata().map_err(io_err("read", &path))?.len();
+        if most.is_some_and(|most| len > most) {
+            return Ok(None);
+        }
+        let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
+        file.read_to_end(&mut bytes)
+            .map_err(io_err("read", &path))?;
         let mut transcript = transcript::parse(&bytes).map_err(|e| corrupt(&path, e))?;
         let recovery = dir.join(RECOVERY);
         if recovery.is_file() {
             transcript.recovery_file = Some(recovery);
         }
-        Ok(transcript)
-    }
-
-    /// The transcript file's length; 0 when there is none yet (reading it then says so).
-    fn transcript_len(&self, id: &SessionId) -> Result<u64> {
-        let (_, dir) = self.session_dir(id)?;
-        let path = dir.join("session.md");
-        match fs::metadata(&path) {
-            Ok(meta) => Ok(meta.len()),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(0),
-            Err(e) => Err(io_err("look at", &path)(e)),
-        }
+        Ok(Some(transcript))
     }
 
     /// The transcript file's identity and size: an append grows it, a replacement is a new
@@ -505,11 +504,12 @@ impl SessionStore for FsStore {
     async fn read_transcript(&self, id: &SessionId) -> Result<Transcript> {
         // A short transcript (every turn reads its session's) is read on the caller's thread,
         // as a small storage file is; a long one on the blocking pool.
-        if self.inline(|l| l.transcript_len(id))? <= INLINE_TRANSCRIPT_MAX {
-            return self.inline(|l| l.read_transcript(id));
+        if let Some(short) = self.inline(|l| l.read_transcript(id, Some(INLINE_TRANSCRIPT_MAX)))? {
+            return Ok(short);
         }
         let id = id.clone();
-        self.blocking(move |l| l.read_transcript(&id)).await
+        self.blocking(move |l| l.read_transcript(&id, None)?.ok_or_else(|| missing(&id)))
+            .await
     }
 
     async fn transcript_stamp(&self, id: &SessionId) -> Result<TranscriptStamp> {
