@@ -121,6 +121,26 @@ async def test_a_whole_acp_session_over_a_websocket(home, work, provider):
     assert shown["messages"][-1]["content"].endswith("[interrupted]")
 
 
+async def test_a_prompt_hundreds_of_times_the_sockets_read_buffer_arrives_whole(home, work, provider):
+    """The server reads a WebSocket 8 KiB at a time (tungstenite zeroes its read buffer before
+    every read, so a large one costs every connection at every read); a 2 MB prompt still
+    reaches the model whole and in order, and the transcript keeps it."""
+    prompt = " ".join(f"word{i:07d}" for i in range(170_000))
+    assert len(prompt) > 2_000_000
+    provider.push(Reply().text("Read it."))
+    editor = Editor()
+    with serving(home, provider, work) as address:
+        async with client(editor, address) as conn:
+            new = await conn.new_session(cwd=str(work))
+            answer = await conn.prompt(session_id=new.session_id, prompt=[text_block(prompt)])
+            assert answer.stop_reason == "end_turn"
+            assert texts(editor) == "Read it."
+    asked = json.dumps(provider.requests[-1])
+    assert prompt in asked
+    shown = berth_json(home, "session", "show", new.session_id)
+    assert [m["content"] for m in shown["messages"] if m["role"] == "user"] == [prompt]
+
+
 async def test_mcp_on_the_same_server(home, work, provider):
     from mcp import ClientSession
     from mcp.client.streamable_http import streamable_http_client
