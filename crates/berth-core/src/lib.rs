@@ -33,7 +33,7 @@ pub use model::{
 };
 pub use storage_path::StoragePath;
 pub use store::{
-    Binding, BindingStore, DeleteCondition, SessionStore, StorageStore, TranscriptStamp, TurnHold,
-    WorkspaceStore, WorkspacesJson, turn_held,
+    Binding, BindingStore, DeleteCondition, SessionStore, StorageStore, Syncing, TranscriptStamp,
+    TurnHold, WorkspaceStore, WorkspacesJson, turn_held,
 };
 pub use transcript::{Message, Role, Transcript, tool_record};

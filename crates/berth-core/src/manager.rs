@@ -490,6 +490,16 @@ impl WorkspaceManager {
         self.sessions.append(&session.id, message).await
     }
 
+    /// See [`SessionStore::append_syncing`].
+    pub async fn append_message_syncing(
+        &self,
+        session: &Session,
+        message: &Message,
+    ) -> Result<crate::Syncing> {
+        self.touch_owner(&session.workspace_id).await?;
+        self.sessions.append_syncing(&session.id, message).await
+    }
+
     /// See [`SessionStore::transcript_stamp`].
     pub async fn transcript_stamp(&self, session: &Session) -> Result<crate::TranscriptStamp> {
         self.sessions.transcript_stamp(&session.id).await

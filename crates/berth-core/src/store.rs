@@ -2,11 +2,14 @@
 //! see these, so a backend can be swapped without touching them; the shared conformance suite
 //! holds each backend to the same behaviour.
 //!
-//! Contract common to all methods: an acknowledged write is durable; concurrent callers in other
+//! Contract common to all methods: an acknowledged write is durable (an `append_syncing` once
+//! its `Syncing` is waited for, and seen by every reader before); concurrent callers in other
 //! processes never lose an update; a record that cannot be parsed is `Error::Corrupt`, never
 //! "missing".
 
+use std::future::Future;
 use std::path::PathBuf;
+use std::pin::Pin;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -21,6 +24,32 @@ use crate::model::{
 };
 use crate::storage_path::StoragePath;
 use crate::transcript::{Message, Transcript};
+
+/// A message appended to a transcript, which every reader already sees, on its way to the disk
+/// ([`SessionStore::append_syncing`]): [`Syncing::wait`] returns once it is durable, or says
+/// why it cannot be.
+#[must_use = "an append is durable only once its sync is waited for"]
+pub struct Syncing(Option<Pin<Box<dyn Future<Output = Result<()>> + Send>>>);
+
+impl Syncing {
+    /// Durable already.
+    pub fn done() -> Syncing {
+        Syncing(None)
+    }
+
+    /// Durable once `sync` has run; it should be running already (on a thread of its own),
+    /// so that the disk works while the caller does.
+    pub fn after(sync: impl Future<Output = Result<()>> + Send + 'static) -> Syncing {
+        Syncing(Some(Box::pin(sync)))
+    }
+
+    pub async fn wait(self) -> Result<()> {
+        match self.0 {
+            None => Ok(()),
+            Some(sync) => sync.await,
+        }
+    }
+}
 
 /// Workspace records as JSON text, in id order: each the serde form of a [`Workspace`] (an
 /// object, its `id` first, a valid [`WorkspaceId`] the store checked), kept as ranges of one
@@ -221,6 +250,14 @@ pub trait SessionStore: Send + Sync {
     async fn transcript_stamp(&self, id: &SessionId) -> Result<TranscriptStamp>;
     /// `Refused` if the session is closed, checked atomically with the append.
     async fn append(&self, id: &SessionId, message: &Message) -> Result<()>;
+    /// [`append`](Self::append), answered once every reader of the transcript sees the
+    /// message, while it goes on to the disk: for a caller with other work to do meanwhile (a
+    /// turn asks its model). The message is durable once the [`Syncing`] is waited for. The
+    /// default writes durably first.
+    async fn append_syncing(&self, id: &SessionId, message: &Message) -> Result<Syncing> {
+        self.append(id, message).await?;
+        Ok(Syncing::done())
+    }
     async fn write_transcript(&self, id: &SessionId, messages: &[Message]) -> Result<()>;
     /// Empties the transcript, keeping its frontmatter.
     async fn clear(&self, id: &SessionId) -> Result<()>;

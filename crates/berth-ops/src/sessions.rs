@@ -653,6 +653,19 @@ impl Ops {
         Ok(self.manager.append_message(session, message).await?)
     }
 
+    /// Appends one message, answering once every reader of the transcript sees it, while it
+    /// goes on to the disk: durable once the [`berth_core::Syncing`] is waited for.
+    pub async fn append_message_syncing(
+        &self,
+        session: &Session,
+        message: &Message,
+    ) -> Result<berth_core::Syncing> {
+        Ok(self
+            .manager
+            .append_message_syncing(session, message)
+            .await?)
+    }
+
     /// Titles a session after its first prompt when it has no title yet: a session made
     /// before its first prompt (an editor's, over ACP) gets the title one made with it does.
     /// A title already there (given by a person) is kept.

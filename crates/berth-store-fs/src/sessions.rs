@@ -15,8 +15,8 @@ use std::path::{Path, PathBuf};
 use async_trait::async_trait;
 use berth_core::transcript::{self, Frontmatter, Message, Transcript};
 use berth_core::{
-    Error, NewSession, Result, Session, SessionId, SessionStatus, SessionStore, TokenUsage,
-    TranscriptStamp, TurnHold, WorkspaceId,
+    Error, NewSession, Result, Session, SessionId, SessionStatus, SessionStore, Syncing,
+    TokenUsage, TranscriptStamp, TurnHold, WorkspaceId,
 };
 use chrono::{DateTime, Utc};
 
@@ -237,6 +237,13 @@ impl Layout {
     /// from the end; only when the file does not end with berth's trailer (a crash left a torn
     /// append, or a person added text) does it read the whole file, once.
     fn append(&self, id: &SessionId, message: &Message) -> Result<()> {
+        let (file, path) = self.append_unsynced(id, message)?;
+        file.sync_data().map_err(io_err("append to", &path))
+    }
+
+    /// [`Layout::append`] up to its sync: the message is written, under the transcript's lock,
+    /// and every reader sees it; the file it is in comes back to be synced.
+    fn append_unsynced(&self, id: &SessionId, message: &Message) -> Result<(File, PathBuf)> {
         let (ws, dir) = self.session_dir(id)?;
         let _guard = lock_transcript(&dir, id)?;
         // Checked under the lock: a session closed by another process a moment ago is closed.
@@ -252,8 +259,8 @@ impl Layout {
             })?;
         ensure_clean_tail(&file, &path, &dir.join(RECOVERY))?;
         file.write_all(transcript::encode_message(message).as_bytes())
-            .and_then(|()| file.sync_data())
-            .map_err(io_err("append to", &path))
+            .map_err(io_err("append to", &path))?;
+        Ok((file, path))
     }
 
     fn write_transcript(&self, id: &SessionId, messages: &[Message]) -> Result<()> {
@@ -520,6 +527,21 @@ impl SessionStore for FsStore {
     async fn append(&self, id: &SessionId, message: &Message) -> Result<()> {
         let (id, message) = (id.clone(), message.clone());
         self.blocking(move |l| l.append(&id, &message)).await
+    }
+
+    async fn append_syncing(&self, id: &SessionId, message: &Message) -> Result<Syncing> {
+        let (id, message) = (id.clone(), message.clone());
+        let (file, path) = self
+            .blocking(move |l| l.append_unsynced(&id, &message))
+            .await?;
+        // Started now: the disk syncs while the caller goes on.
+        let sync = tokio::task::spawn_blocking(move || {
+            file.sync_data().map_err(io_err("append to", &path))
+        });
+        Ok(Syncing::after(async move {
+            sync.await
+                .map_err(|e| Error::io("store task failed", io::Error::other(e.to_string())))?
+        }))
     }
 
     async fn write_transcript(&self, id: &SessionId, messages: &[Message]) -> Result<()> {

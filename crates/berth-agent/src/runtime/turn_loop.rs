@@ -88,12 +88,11 @@ impl Inner {
         let mut usage = Usage::default();
         let session = &request.session;
         let cancel = &request.cancel;
-        let (mut history, toolbox, tools) = match self.start_turn(&mut setup, request, out).await {
-            Ok(started) => started,
-            Err(stop) => return (stop, usage),
-        };
-        let first = provider_request(&setup, &history, &tools);
-        let mut opened = open_answer(&*setup.provider, first, cancel).await;
+        let (mut history, toolbox, tools, mut opened) =
+            match self.start_turn(&mut setup, request, out).await {
+                Ok(started) => started,
+                Err(stop) => return (stop, usage),
+            };
         // Messages in the transcript so far: an answer kept aside follows them.
         let mut written = setup.transcript_len + 1;
         let cx = self.tool_context(request);
@@ -174,15 +173,24 @@ impl Inner {
         }
     }
 
-    /// The turn's start: the setup's notices told, the prompt made durable and the turn's
-    /// tools gathered. The history with the prompt, the toolbox and its specs; or how the turn
-    /// ended when the prompt could not be written.
+    /// The turn's start: the setup's notices told, the prompt written and the turn's tools
+    /// gathered, then the model asked while the prompt syncs. The history with the prompt, the
+    /// toolbox and its specs, and the model's first answer opening; or how the turn ended when
+    /// the prompt could not be written or synced.
     async fn start_turn(
         &self,
         setup: &mut Setup,
         request: &TurnRequest,
         out: &mut Out,
-    ) -> Result<(Vec<ChatMessage>, Toolbox, Arc<[ToolSpec]>), TurnStop> {
+    ) -> Result<
+        (
+            Vec<ChatMessage>,
+            Toolbox,
+            Arc<[ToolSpec]>,
+            Result<ProviderStream, ProviderError>,
+        ),
+        TurnStop,
+    > {
         for message in std::mem::take(&mut setup.notices) {
             out.send(AgentEvent::Notice { message }).await;
         }
@@ -193,18 +201,30 @@ impl Inner {
         ));
         // The prompt is written to the transcript while the turn's tools are gathered (external
         // MCP servers starting): the two waits overlap instead of adding up. The model is asked
-        // only once the prompt is durable, so a crash never leaves an answer, or a bill, for a
-        // prompt the session does not hold; a failed append ends the turn before it is asked.
+        // only once the prompt is in the transcript, so a process that dies never leaves an
+        // answer, or a bill, for a prompt the session does not hold; a failed append ends the
+        // turn before it is asked. The prompt's sync to the disk goes on while the model is
+        // asked ([`Inner::run_turn`]).
         let prompt = Message::new(Role::User, transcript_prompt(request));
         let gather = async {
             let toolbox = self.turn_tools(&setup.mcp, request, out).await;
             let tools = toolbox.specs();
             (toolbox, tools)
         };
-        let (appended, (toolbox, tools)) =
-            tokio::join!(self.ops.append_message(&request.session, &prompt), gather);
-        appended.map_err(failed)?;
-        Ok((history, toolbox, tools))
+        let (appended, (toolbox, tools)) = tokio::join!(
+            self.ops.append_message_syncing(&request.session, &prompt),
+            gather
+        );
+        let prompt_synced = appended.map_err(failed)?;
+        let first = provider_request(setup, &history, &tools);
+        // The prompt reaches the disk while the model is asked; nothing of the answer is shown
+        // or kept before it has (a sync that fails ends the turn, its answer unread).
+        let (opened, synced) = tokio::join!(
+            open_answer(&*setup.provider, first, &request.cancel),
+            prompt_synced.wait()
+        );
+        synced.map_err(failed)?;
+        Ok((history, toolbox, tools, opened))
     }
 
     /// What the turn's tool calls can reach.

@@ -134,6 +134,13 @@ async fn transcripts_keep_their_messages(b: &Backend, id: &SessionId) -> Vec<Mes
     let read = s.read_transcript(id).await.unwrap().messages;
     assert_eq!(read.len(), msgs.len() + 1);
     assert_eq!(read.last(), Some(&long));
+    // An append that syncs while its caller goes on: read back before the sync is waited
+    // for, then durable.
+    let syncing = s.append_syncing(id, &msgs[0]).await.unwrap();
+    let read = s.read_transcript(id).await.unwrap().messages;
+    assert_eq!(read.len(), msgs.len() + 2);
+    assert_eq!(read.last(), Some(&msgs[0]));
+    syncing.wait().await.unwrap();
     s.write_transcript(id, &msgs).await.unwrap();
     let missing = SessionId::new("no-such-session").unwrap();
     assert!(
@@ -172,6 +179,11 @@ async fn status_moves_are_checked(
     assert!(
         matches!(closed, Error::Refused(_)),
         "a closed session takes no message: {closed}"
+    );
+    let closed = s.append_syncing(id, msg).await.err().expect("refused");
+    assert!(
+        matches!(closed, Error::Refused(_)),
+        "a closed session takes no message to sync later: {closed}"
     );
     assert!(matches!(
         s.set_status(id, SessionStatus::Idle, now).await,
