@@ -178,8 +178,13 @@ impl FsStore {
         let layout = self.layout.clone();
         tokio::task::spawn_blocking(move || f(&layout))
             .await
-            .map_err(|e| Error::io("store task failed", io::Error::other(e.to_string())))?
+            .map_err(task_failed)?
     }
+}
+
+/// A store task on the blocking pool that panicked or was cancelled.
+pub(crate) fn task_failed(e: tokio::task::JoinError) -> Error {
+    Error::io("store task failed", io::Error::other(e.to_string()))
 }
 
 /// Builds the I/O error for an operation on `path`.

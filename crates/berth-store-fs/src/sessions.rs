@@ -21,7 +21,7 @@ use berth_core::{
 use chrono::{DateTime, Utc};
 
 use crate::durable::{FileLock, random_suffix, sync_dir, write_atomic};
-use crate::{FsStore, Layout, ids_in, io_err, parse_toml, read_optional};
+use crate::{FsStore, Layout, ids_in, io_err, parse_toml, read_optional, task_failed};
 
 const STAGING: &str = ".staging-";
 const TRASH: &str = ".trash-";
@@ -242,7 +242,8 @@ impl Layout {
     }
 
     /// [`Layout::append`] up to its sync: the message is written, under the transcript's lock,
-    /// and every reader sees it; the file it is in comes back to be synced.
+    /// and every reader sees it; the file it is in comes back to be synced. The lock is let go
+    /// before the sync: a later append syncs this message with its own, and waits for no disk.
     fn append_unsynced(&self, id: &SessionId, message: &Message) -> Result<(File, PathBuf)> {
         let (ws, dir) = self.session_dir(id)?;
         let _guard = lock_transcript(&dir, id)?;
@@ -538,10 +539,9 @@ impl SessionStore for FsStore {
         let sync = tokio::task::spawn_blocking(move || {
             file.sync_data().map_err(io_err("append to", &path))
         });
-        Ok(Syncing::after(async move {
-            sync.await
-                .map_err(|e| Error::io("store task failed", io::Error::other(e.to_string())))?
-        }))
+        Ok(Syncing::after(
+            async move { sync.await.map_err(task_failed)? },
+        ))
     }
 
     async fn write_transcript(&self, id: &SessionId, messages: &[Message]) -> Result<()> {
