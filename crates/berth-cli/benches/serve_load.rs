@@ -10,17 +10,28 @@
 //! official `agent-client-protocol` crate's client side over its own WebSocket
 //! (tokio-tungstenite), one JSON-RPC message per text frame. Each connects, initializes, makes
 //! a session, and sends its prompt when all are ready. Printed per N: turns per second (N over
-//! the wall time of the whole batch), the p50 time from the prompts to their model calls
-//! reaching the provider (berth's own part of the first chunk), the p50 and p99 time from the
-//! prompt to its first chunk and to its answer, the clients dropped (refused, broken, or a
+//! the wall time of the whole batch); the p50 time from the word to go to the prompts' frames
+//! leaving their clients (the clients' part: they share berth's cores), and to their model
+//! calls reaching the provider; the p50 of berth's own part, each prompt's frame to its model
+//! call (matched by a mark in the prompt); the p50 and p99 time from the prompt to its first
+//! chunk and to its answer, the clients dropped (refused, broken, or a
 //! stream not whole and in order), the server's resident memory (VmRSS, and its peak VmHWM)
 //! after the batch, and the CPU time the batch cost berth, the clients and the stand-in (all
 //! three share the machine's cores). Last, issue 55's goals at N = 500, each met or missed; a
 //! client dropped fails the benchmark.
+//!
+//! Each N runs twice with the same clients: on berth, then on the floor (`serve_floor`), the
+//! least a server must do for them (the WebSocket, the JSON-RPC, the model call and the
+//! relayed text, nothing kept), started as a process of its own from this executable. The
+//! floor is the baseline of the same run: what the machine gives any server under this load.
+//!
+//! `BENCH_BERTH` names another `berth` binary to serve (a build to compare, run by the same
+//! clients); by default, the one cargo built with this benchmark.
 
 #![allow(clippy::unwrap_used)] // a test: a panic is the failure it reports
 
 mod common;
+mod serve_floor;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -48,6 +59,9 @@ const GOAL_MODEL_P50: Duration = Duration::from_millis(50);
 const GOAL_FIRST_P50: Duration = Duration::from_millis(100);
 
 fn main() {
+    if let Ok(provider) = std::env::var(serve_floor::FLOOR_PROVIDER) {
+        return serve_floor::serve(provider);
+    }
     let sizes: Vec<usize> = std::env::var("BENCH_CLIENTS")
         .unwrap_or_else(|_| "1,10,50,500".to_owned())
         .split(',')
@@ -63,17 +77,25 @@ fn main() {
     rt.block_on(run(&sizes, chunks, pause));
 }
 
-/// One client's turn: from its prompt, when the first chunk came and when the answer did.
+/// One client's turn: from its prompt, when the first chunk came and when the answer did, and
+/// the moment its prompt's frame was handed to its socket.
 struct Timing {
     first: Duration,
     end: Duration,
+    framed: Instant,
 }
 
 /// What one batch of N clients measured.
 struct Batch {
     n: usize,
     wall: Duration,
+    /// From the word to go to each model call reaching the provider.
     to_model: Vec<Duration>,
+    /// From each prompt's frame leaving its client to its model call reaching the provider:
+    /// berth's own part, without the time the clients (on the same cores) took to send.
+    berth_part: Vec<Duration>,
+    /// From the word to go to each prompt's frame leaving its client: the clients' part.
+    framed: Vec<Duration>,
     timings: Vec<Timing>,
     dropped: Vec<String>,
     /// CPU seconds of the batch: berth serve, the clients, the provider stand-in.
@@ -85,7 +107,9 @@ async fn run(sizes: &[usize], chunks: usize, pause: Duration) {
     let home = home_on_provider(provider.url());
     let work = tempfile::tempdir().unwrap();
     let most = sizes.iter().copied().max().unwrap_or(1);
-    let mut server = tokio::process::Command::new(env!("CARGO_BIN_EXE_berth"))
+    let berth = std::env::var_os("BENCH_BERTH").unwrap_or_else(|| env!("CARGO_BIN_EXE_berth").into());
+    let mut berth = tokio::process::Command::new(berth);
+    berth
         .args(["serve", "--listen", "127.0.0.1:0"])
         // The limits a person would raise for this load: every client one connection, and
         // one token sending all the prompts.
@@ -94,28 +118,13 @@ async fn run(sizes: &[usize], chunks: usize, pause: Duration) {
         .env("BERTH_HOME", home.path())
         .env("BERTH_SERVE_TOKEN", TOKEN)
         .env("ANTHROPIC_API_KEY", "bench")
-        .current_dir(work.path())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start berth serve");
-    let pid = server.id().unwrap();
-    let mut said = tokio::io::BufReader::new(server.stderr.take().unwrap()).lines();
-    // Its first line naming ws:// (a warning may come before it).
-    let mut heard = String::new();
-    let address = loop {
-        let line = said.next_line().await.unwrap();
-        let Some(line) = line else {
-            panic!("berth serve ended, having said: {heard}")
-        };
-        if let Some(rest) = line.split("ws://").nth(1) {
-            break rest.split('/').next().unwrap_or_default().to_owned();
-        }
-        heard.push_str(&line);
-        heard.push('\n');
-    };
-    // The rest of its log is read and let go: a full pipe would stop the server.
-    tokio::spawn(async move { while let Ok(Some(_)) = said.next_line().await {} });
+        .current_dir(work.path());
+    let mut floor = tokio::process::Command::new(std::env::current_exe().unwrap());
+    floor.env(serve_floor::FLOOR_PROVIDER, provider.url());
+    let servers = [
+        Served::start(berth, "berth").await,
+        Served::start(floor, "floor").await,
+    ];
     let deltas: Vec<String> = (0..chunks).map(|i| format!("t{i:04} ")).collect();
     let expected = Arc::new(deltas.concat());
     println!(
@@ -124,10 +133,13 @@ async fn run(sizes: &[usize], chunks: usize, pause: Duration) {
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
     println!(
-        "{:>4} {:>8} {:>10} {:>10} {:>10} {:>9} {:>9} {:>7} {:>7} {:>7} {:>15}",
+        "{:>5} {:>4} {:>8} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9} {:>7} {:>7} {:>7} {:>15}",
+        "",
         "N",
         "turns/s",
+        "sent p50",
         "model p50",
+        "berth p50",
         "first p50",
         "first p99",
         "end p50",
@@ -135,46 +147,92 @@ async fn run(sizes: &[usize], chunks: usize, pause: Duration) {
         "dropped",
         "RSS MB",
         "peak MB",
-        "CPU s berth/cl/st"
+        "CPU s server/cl/st"
     );
     let mut goal = None;
     let mut dropped = Vec::new();
     for &n in sizes {
-        for _ in 0..n {
-            provider.push(Reply::anthropic(&Turn::new().text(deltas.clone())).pause_between(pause));
+        let mut batches = Vec::new();
+        for server in &servers {
+            for _ in 0..n {
+                provider
+                    .push(Reply::anthropic(&Turn::new().text(deltas.clone())).pause_between(pause));
+            }
+            let mut batch = batch(n, server, work.path(), &expected, &provider).await;
+            print_row(server.name, &mut batch, server.pid);
+            batches.push(batch);
         }
-        let mut batch = batch(n, &address, work.path(), &expected, &provider, pid).await;
-        print_row(&mut batch, pid);
-        dropped.append(&mut batch.dropped);
+        let [mut berth, floor] = <[Batch; 2]>::try_from(batches).ok().unwrap();
+        // Only berth's drops fail the benchmark; the floor is a measure, not a product.
+        dropped.append(&mut berth.dropped);
         if n == GOAL_CLIENTS {
-            goal = Some(batch);
+            goal = Some((berth, floor));
         }
     }
-    if let Some(mut batch) = goal {
-        print_goals(&mut batch);
+    if let Some((mut berth, mut floor)) = goal {
+        print_goals(&mut berth, &mut floor);
     }
     assert!(dropped.is_empty(), "clients dropped: {dropped:?}");
     println!("every stream arrived whole and in order");
-    let _ = server.start_kill();
+}
+
+/// A server under load: berth serve, or the floor.
+struct Served {
+    name: &'static str,
+    address: String,
+    pid: u32,
+    _process: tokio::process::Child,
+}
+
+impl Served {
+    /// Starts `command` and waits for its first line naming `ws://` (a warning may come
+    /// before it); the rest of its log is read and let go, as a full pipe would stop it.
+    async fn start(mut command: tokio::process::Command, name: &'static str) -> Served {
+        let mut process = command
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {name}: {e}"));
+        let pid = process.id().unwrap();
+        let mut said = tokio::io::BufReader::new(process.stderr.take().unwrap()).lines();
+        let mut heard = String::new();
+        let address = loop {
+            let Some(line) = said.next_line().await.unwrap() else {
+                panic!("{name} ended, having said: {heard}")
+            };
+            if let Some(rest) = line.split("ws://").nth(1) {
+                break rest.split('/').next().unwrap_or_default().to_owned();
+            }
+            heard.push_str(&line);
+            heard.push('\n');
+        };
+        tokio::spawn(async move { while let Ok(Some(_)) = said.next_line().await {} });
+        Served {
+            name,
+            address,
+            pid,
+            _process: process,
+        }
+    }
 }
 
 /// N clients at once: each makes its session, and when all have, each sends its prompt.
 async fn batch(
     n: usize,
-    address: &str,
+    server: &Served,
     work: &std::path::Path,
     expected: &Arc<String>,
     provider: &ProviderServer,
-    pid: u32,
 ) -> Batch {
+    let (address, pid) = (&server.address, server.pid);
     let (ready_tx, mut ready_rx) = mpsc::unbounded_channel();
     let (go_tx, go_rx) = watch::channel(false);
     let clients: Vec<_> = (0..n)
-        .map(|_| {
+        .map(|i| {
             let ready = Ready(Some(ready_tx.clone()));
             let (address, expected, go) = (address.to_owned(), expected.clone(), go_rx.clone());
             let work = work.to_path_buf();
-            tokio::spawn(async move { one_client(&address, work, expected, ready, go).await })
+            tokio::spawn(async move { one_client(i, &address, work, expected, ready, go).await })
         })
         .collect();
     for _ in 0..n {
@@ -185,10 +243,14 @@ async fn batch(
     let began = Instant::now();
     go_tx.send(true).unwrap();
     let mut timings = Vec::with_capacity(n);
+    let mut framed_at = std::collections::HashMap::new();
     let mut dropped = Vec::new();
-    for client in clients {
+    for (i, client) in clients.into_iter().enumerate() {
         match client.await.expect("a client's task") {
-            Ok(timing) => timings.push(timing),
+            Ok(timing) => {
+                framed_at.insert(i, timing.framed);
+                timings.push(timing);
+            }
             Err(why) => dropped.push(why),
         }
     }
@@ -196,30 +258,47 @@ async fn batch(
     let cpu_after = cpu(pid);
     // When each model call of this batch reached the provider: berth's own time before the
     // model is asked (the turn's setup, its durable prompt).
-    let to_model = provider.requests()[requests_before..]
+    let requests = provider.requests().split_off(requests_before);
+    let to_model = requests
         .iter()
         .map(|r| r.received_at.saturating_duration_since(began))
+        .collect();
+    // Each model call is matched to its client by the prompt's mark in the request's body.
+    let berth_part = requests
+        .iter()
+        .filter_map(|r| {
+            let framed = framed_at.get(&prompt_mark(&r.raw_body)?)?;
+            Some(r.received_at.saturating_duration_since(*framed))
+        })
+        .collect();
+    let framed = framed_at
+        .values()
+        .map(|at| at.saturating_duration_since(began))
         .collect();
     Batch {
         n,
         wall,
         to_model,
+        berth_part,
+        framed,
         timings,
         dropped,
         cpu: std::array::from_fn(|i| cpu_after[i] - cpu_before[i]),
     }
 }
 
-fn print_row(batch: &mut Batch, pid: u32) {
+fn print_row(name: &str, batch: &mut Batch, pid: u32) {
     let (rss, peak) = memory(pid);
     let mut first: Vec<Duration> = batch.timings.iter().map(|t| t.first).collect();
     let mut end: Vec<Duration> = batch.timings.iter().map(|t| t.end).collect();
     let [berth, clients, stand_in] = batch.cpu;
     println!(
-        "{:>4} {:>8.1} {:>8.1}ms {:>8.1}ms {:>8.1}ms {:>7.0}ms {:>7.0}ms {:>7} {:>7.1} {:>7.1} {:>5.2}/{:.2}/{:.2}",
+        "{name:>5} {:>4} {:>8.1} {:>8.1}ms {:>8.1}ms {:>8.1}ms {:>8.1}ms {:>8.1}ms {:>7.0}ms {:>7.0}ms {:>7} {:>7.1} {:>7.1} {:>5.2}/{:.2}/{:.2}",
         batch.n,
         batch.timings.len() as f64 / batch.wall.as_secs_f64(),
+        ms(percentile(&mut batch.framed, 50)),
         ms(percentile(&mut batch.to_model, 50)),
+        ms(percentile(&mut batch.berth_part, 50)),
         ms(percentile(&mut first, 50)),
         ms(percentile(&mut first, 99)),
         ms(percentile(&mut end, 50)),
@@ -233,34 +312,52 @@ fn print_row(batch: &mut Batch, pid: u32) {
     );
 }
 
-/// Issue 55's goals at N = 500, each said met or missed, with its ratio to the goal.
-fn print_goals(batch: &mut Batch) {
-    let model = percentile(&mut batch.to_model, 50);
-    let mut first: Vec<Duration> = batch.timings.iter().map(|t| t.first).collect();
-    let first = percentile(&mut first, 50);
+/// Issue 55's goals at N = 500, each said met or missed, with its ratio to the goal and to
+/// the floor's figure in the same run.
+fn print_goals(berth: &mut Batch, floor: &mut Batch) {
+    let first_p50 = |b: &Batch| {
+        let mut first: Vec<Duration> = b.timings.iter().map(|t| t.first).collect();
+        percentile(&mut first, 50)
+    };
     let verdict = |met: bool| if met { "met" } else { "MISSED" };
-    println!("issue 55's goals at N = {}:", batch.n);
-    for (what, got, goal) in [
+    println!("issue 55's goals at N = {}:", berth.n);
+    for (what, got, floor, goal) in [
         (
-            "berth's part (prompt to model call) p50",
-            model,
+            "berth's part (a prompt's frame to its model call) p50",
+            percentile(&mut berth.berth_part, 50),
+            percentile(&mut floor.berth_part, 50),
             GOAL_MODEL_P50,
         ),
-        ("first chunk p50", first, GOAL_FIRST_P50),
+        (
+            "first chunk p50",
+            first_p50(berth),
+            first_p50(floor),
+            GOAL_FIRST_P50,
+        ),
     ] {
         println!(
-            "  {what}: {:.1} ms, {:.2}x the goal of {} ms: {}",
+            "  {what}: {:.1} ms, {:.2}x the goal of {} ms: {}; the floor {:.1} ms ({:.2}x the \
+             goal), berth {:.2}x the floor",
             ms(got),
             got.as_secs_f64() / goal.as_secs_f64(),
             goal.as_millis(),
-            verdict(got <= goal)
+            verdict(got <= goal),
+            ms(floor),
+            floor.as_secs_f64() / goal.as_secs_f64(),
+            got.as_secs_f64() / floor.as_secs_f64(),
         );
     }
     println!(
+        "  (from the word to go, with the clients' own sending: berth's model calls p50 {:.1} ms, \
+         the prompts' frames sent p50 {:.1} ms)",
+        ms(percentile(&mut berth.to_model, 50)),
+        ms(percentile(&mut berth.framed, 50)),
+    );
+    println!(
         "  none dropped: {} of {} dropped: {}",
-        batch.dropped.len(),
-        batch.n,
-        verdict(batch.dropped.is_empty())
+        berth.dropped.len(),
+        berth.n,
+        verdict(berth.dropped.is_empty())
     );
 }
 
@@ -287,6 +384,7 @@ impl Drop for Ready {
 /// sends its prompt and times it. An error says why the client was dropped: refused, broken,
 /// or an answer's text that is not `expected`, whole and in order.
 async fn one_client(
+    index: usize,
     address: &str,
     work: std::path::PathBuf,
     expected: Arc<String>,
@@ -303,9 +401,17 @@ async fn one_client(
             .await
             .map_err(|e| format!("connecting to /acp: {e}"))?;
     let (to_server, from_server) = socket.split();
+    // When the prompt's frame is handed to the socket: the clients' part ends there.
+    let framed = Arc::new(Mutex::new(None::<Instant>));
+    let stamp = framed.clone();
     let outgoing = to_server
         .sink_map_err(std::io::Error::other)
-        .with(async |line: String| Ok::<_, std::io::Error>(Message::text(line)));
+        .with(move |line: String| {
+            if line.contains(PROMPT_MARK) {
+                stamp.lock().unwrap().get_or_insert_with(Instant::now);
+            }
+            futures::future::ready(Ok::<_, std::io::Error>(Message::text(line)))
+        });
     let incoming = from_server.filter_map(async |frame| match frame {
         Ok(Message::Text(text)) => Some(Ok(text.as_str().to_owned())),
         Ok(_) => None,
@@ -344,7 +450,9 @@ async fn one_client(
             let answer = cx
                 .send_request(PromptRequest::new(
                     session,
-                    vec![ContentBlock::Text(TextContent::new("stream".to_owned()))],
+                    vec![ContentBlock::Text(TextContent::new(format!(
+                        "{PROMPT_MARK}{index}."
+                    )))],
                 ))
                 .block_task()
                 .await?;
@@ -362,7 +470,22 @@ async fn one_client(
     if *text.lock().unwrap() != *expected {
         return Err("a stream arrived incomplete or out of order".to_owned());
     }
-    Ok(Timing { first, end })
+    let framed = framed.lock().unwrap().ok_or("the prompt was never sent")?;
+    Ok(Timing {
+        first,
+        end,
+        framed,
+    })
+}
+
+/// Marks each client's prompt (`bench-prompt-7.`) so its model call is known by its body.
+const PROMPT_MARK: &str = "bench-prompt-";
+
+/// The client whose prompt a model call's body carries.
+fn prompt_mark(body: &[u8]) -> Option<usize> {
+    let body = std::str::from_utf8(body).ok()?;
+    let (_, rest) = body.rsplit_once(PROMPT_MARK)?;
+    rest.split('.').next()?.parse().ok()
 }
 
 /// A client's socket reads into 8 KiB at a time, as berth's end of it does, not into
