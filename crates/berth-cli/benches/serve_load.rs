@@ -107,7 +107,8 @@ async fn run(sizes: &[usize], chunks: usize, pause: Duration) {
     let home = home_on_provider(provider.url());
     let work = tempfile::tempdir().unwrap();
     let most = sizes.iter().copied().max().unwrap_or(1);
-    let berth = std::env::var_os("BENCH_BERTH").unwrap_or_else(|| env!("CARGO_BIN_EXE_berth").into());
+    let berth =
+        std::env::var_os("BENCH_BERTH").unwrap_or_else(|| env!("CARGO_BIN_EXE_berth").into());
     let mut berth = tokio::process::Command::new(berth);
     berth
         .args(["serve", "--listen", "127.0.0.1:0"])
@@ -471,11 +472,7 @@ async fn one_client(
         return Err("a stream arrived incomplete or out of order".to_owned());
     }
     let framed = framed.lock().unwrap().ok_or("the prompt was never sent")?;
-    Ok(Timing {
-        first,
-        end,
-        framed,
-    })
+    Ok(Timing { first, end, framed })
 }
 
 /// Marks each client's prompt (`bench-prompt-7.`) so its model call is known by its body.

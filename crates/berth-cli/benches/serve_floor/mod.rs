@@ -13,8 +13,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use futures::{SinkExt, StreamExt};
 use berth_core::ErrorKind::External;
+use futures::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -36,7 +36,10 @@ pub fn serve(provider: String) {
         .unwrap();
     rt.block_on(async move {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        eprintln!("floor listening on ws://{}/acp", listener.local_addr().unwrap());
+        eprintln!(
+            "floor listening on ws://{}/acp",
+            listener.local_addr().unwrap()
+        );
         let provider: Arc<str> = provider
             .trim_start_matches("http://")
             .trim_end_matches('/')
@@ -164,7 +167,9 @@ async fn relay(
             }
         };
         if read == 0 {
-            return Err(std::io::Error::other("the provider closed before message_stop"));
+            return Err(std::io::Error::other(
+                "the provider closed before message_stop",
+            ));
         }
         buf.extend_from_slice(&chunk[..read]);
         while let Some(end) = buf.iter().position(|&b| b == b'\n') {
