@@ -257,21 +257,27 @@ async fn batch(
     }
     let wall = began.elapsed();
     let cpu_after = cpu(pid);
-    // When each model call of this batch reached the provider: berth's own time before the
-    // model is asked (the turn's setup, its durable prompt).
+    // When each model call of this batch reached the provider, from the word to go: the
+    // clients' sending and berth's part together.
     let requests = provider.requests().split_off(requests_before);
     let to_model = requests
         .iter()
         .map(|r| r.received_at.saturating_duration_since(began))
         .collect();
     // Each model call is matched to its client by the prompt's mark in the request's body.
-    let berth_part = requests
+    let berth_part: Vec<Duration> = requests
         .iter()
         .filter_map(|r| {
             let framed = framed_at.get(&prompt_mark(&r.raw_body)?)?;
             Some(r.received_at.saturating_duration_since(*framed))
         })
         .collect();
+    // A figure over some of the prompts would not be berth's p50.
+    assert_eq!(
+        berth_part.len(),
+        framed_at.len(),
+        "every prompt sent finds its model call by its mark"
+    );
     let framed = framed_at
         .values()
         .map(|at| at.saturating_duration_since(began))
