@@ -40,7 +40,7 @@ use berth_agent::Agent;
 use berth_ops::Ops;
 
 pub use server::{Caller, PromptGate, Server};
-pub use turn::MERGE_WINDOW;
+pub use turn::{MERGE_WINDOW, merge_window};
 
 /// Serves one ACP client over standard input and output until it closes standard input.
 /// Standard output carries the protocol only; messages waiting together go out in one write

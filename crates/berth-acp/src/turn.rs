@@ -51,7 +51,7 @@ static RELAYING: AtomicUsize = AtomicUsize::new(0);
 /// is a JSON-RPC message parsed on both sides; with hundreds of turns streaming on one server,
 /// updates of 10 ms would take the cores from the turns still being set up (and from each
 /// other). So the updates a second of the whole server grow far slower than its turns.
-pub(crate) fn merge_window(relaying: usize) -> Duration {
+pub fn merge_window(relaying: usize) -> Duration {
     let widths = u32::try_from(1 + relaying / TURNS_PER_WINDOW).unwrap_or(u32::MAX);
     MERGE_WINDOW.saturating_mul(widths).min(MERGE_WINDOW_MOST)
 }

@@ -238,7 +238,7 @@ impl Layout {
     /// append, or a person added text) does it read the whole file, once.
     fn append(&self, id: &SessionId, message: &Message) -> Result<()> {
         let (file, path) = self.append_unsynced(id, message)?;
-        file.sync_data().map_err(io_err("append to", &path))
+        sync_appended(&file, &path)
     }
 
     /// [`Layout::append`] up to its sync: the message is written, under the transcript's lock,
@@ -536,9 +536,7 @@ impl SessionStore for FsStore {
             .blocking(move |l| l.append_unsynced(&id, &message))
             .await?;
         // Started now: the disk syncs while the caller goes on.
-        let sync = tokio::task::spawn_blocking(move || {
-            file.sync_data().map_err(io_err("append to", &path))
-        });
+        let sync = tokio::task::spawn_blocking(move || sync_appended(&file, &path));
         Ok(Syncing::after(
             async move { sync.await.map_err(task_failed)? },
         ))
@@ -621,4 +619,9 @@ impl SessionStore for FsStore {
         })
         .await
     }
+}
+
+/// Makes what [`Layout::append_unsynced`] wrote durable.
+fn sync_appended(file: &File, path: &Path) -> Result<()> {
+    file.sync_data().map_err(io_err("append to", path))
 }

@@ -20,6 +20,17 @@ use crate::mcp::McpServers;
 use crate::provider::{Provider, ProviderError, ProviderEvent, ProviderRequest, ProviderStream};
 use crate::tools::{FileChange, Preview, Ran, Tool, ToolContext, ToolKind, Toolbox, plan};
 
+/// A turn started ([`Inner::start_turn`]): its prompt durable and its model asked.
+struct Started {
+    /// The conversation so far, the prompt last.
+    history: Vec<ChatMessage>,
+    toolbox: Toolbox,
+    /// The toolbox's specs, as the model is shown them.
+    tools: Arc<[ToolSpec]>,
+    /// The model's first answer opening.
+    opened: Result<ProviderStream, ProviderError>,
+}
+
 impl Inner {
     /// The turn's tools: the built-in ones, then those of the config's and the client's MCP
     /// servers (started now if this is their first turn). A server that cannot start is a
@@ -88,11 +99,15 @@ impl Inner {
         let mut usage = Usage::default();
         let session = &request.session;
         let cancel = &request.cancel;
-        let (mut history, toolbox, tools, mut opened) =
-            match self.start_turn(&mut setup, request, out).await {
-                Ok(started) => started,
-                Err(stop) => return (stop, usage),
-            };
+        let Started {
+            mut history,
+            toolbox,
+            tools,
+            mut opened,
+        } = match self.start_turn(&mut setup, request, out).await {
+            Ok(started) => started,
+            Err(stop) => return (stop, usage),
+        };
         // Messages in the transcript so far: an answer kept aside follows them.
         let mut written = setup.transcript_len + 1;
         let cx = self.tool_context(request);
@@ -174,23 +189,14 @@ impl Inner {
     }
 
     /// The turn's start: the setup's notices told, the prompt written and the turn's tools
-    /// gathered, then the model asked while the prompt syncs. The history with the prompt, the
-    /// toolbox and its specs, and the model's first answer opening; or how the turn ended when
-    /// the prompt could not be written or synced.
+    /// gathered, then the model asked while the prompt syncs; or how the turn ended when the
+    /// prompt could not be written or synced.
     async fn start_turn(
         &self,
         setup: &mut Setup,
         request: &TurnRequest,
         out: &mut Out,
-    ) -> Result<
-        (
-            Vec<ChatMessage>,
-            Toolbox,
-            Arc<[ToolSpec]>,
-            Result<ProviderStream, ProviderError>,
-        ),
-        TurnStop,
-    > {
+    ) -> Result<Started, TurnStop> {
         for message in std::mem::take(&mut setup.notices) {
             out.send(AgentEvent::Notice { message }).await;
         }
@@ -224,7 +230,12 @@ impl Inner {
             prompt_synced.wait()
         );
         synced.map_err(failed)?;
-        Ok((history, toolbox, tools, opened))
+        Ok(Started {
+            history,
+            toolbox,
+            tools,
+            opened,
+        })
     }
 
     /// What the turn's tool calls can reach.

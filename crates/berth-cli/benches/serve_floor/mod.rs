@@ -156,7 +156,7 @@ async fn relay(
     let mut last = tokio::time::Instant::now() - Duration::from_secs(1);
     let mut chunk = [0u8; 8192];
     loop {
-        let window = merge_window(RELAYING.load(Ordering::Relaxed));
+        let window = berth_acp::merge_window(RELAYING.load(Ordering::Relaxed));
         let read = tokio::select! {
             biased;
             n = stream.read(&mut chunk) => n?,
@@ -196,10 +196,4 @@ async fn relay(
             last = tokio::time::Instant::now();
         }
     }
-}
-
-/// berth's relay's window (berth-acp `turn.rs`): 10 ms, 10 more for each 64 turns relaying,
-/// at most 50.
-fn merge_window(relaying: usize) -> Duration {
-    Duration::from_millis((10 * (1 + relaying as u64 / 64)).min(50))
 }
