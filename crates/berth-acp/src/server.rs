@@ -85,8 +85,6 @@ struct Open {
     running: Mutex<Option<CancellationToken>>,
     /// The client's own MCP servers for this session, started on its first turn.
     mcp: Option<Arc<McpServers>>,
-    /// Whether the client knows the session's title (it had one, or was told it).
-    title_told: std::sync::atomic::AtomicBool,
     /// The skills its `/` menu was last offered, by name.
     offered: Mutex<Vec<String>>,
 }
@@ -182,13 +180,11 @@ impl Server {
         work_dir: PathBuf,
         mcp: Option<Arc<McpServers>>,
     ) -> Arc<Open> {
-        let titled = !session.title.is_empty();
         let open = Arc::new(Open {
             session,
             work_dir,
             running: Mutex::default(),
             mcp,
-            title_told: std::sync::atomic::AtomicBool::new(titled),
             offered: Mutex::default(),
         });
         self.sessions

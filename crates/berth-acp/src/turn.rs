@@ -22,9 +22,9 @@ use agent_client_protocol::Client;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
     ContentBlock, ContentChunk, Plan, PlanEntry, PlanEntryPriority, PlanEntryStatus,
-    PromptResponse, SessionId, SessionNotification, SessionUpdate, Terminal, TextContent, ToolCall,
-    ToolCallContent, ToolCallLocation, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields,
-    ToolKind, Usage as AcpUsage, UsageUpdate,
+    PromptResponse, SessionId, SessionInfoUpdate, SessionNotification, SessionUpdate, Terminal,
+    TextContent, ToolCall, ToolCallContent, ToolCallLocation, ToolCallStatus, ToolCallUpdate,
+    ToolCallUpdateFields, ToolKind, Usage as AcpUsage, UsageUpdate,
 };
 use berth_agent::{AgentEvent, StepStatus, Turn};
 use serde_json::{Value, json};
@@ -137,8 +137,14 @@ impl Relay {
                 stop,
                 usage,
                 in_context,
+                titled,
             } = event
             {
+                // A session's first prompt titles it: the editor is told, before the answer.
+                if let Some(title) = titled {
+                    let update = SessionInfoUpdate::new().title(title);
+                    self.send(SessionUpdate::SessionInfoUpdate(update));
+                }
                 // How full the context window is now, for the editor's meter.
                 if in_context > 0 {
                     self.send(SessionUpdate::UsageUpdate(UsageUpdate::new(

@@ -58,11 +58,15 @@ pub enum AgentEvent {
     Usage { usage: Usage },
     /// The turn is over. This is always the last event. `usage` is every request's tokens
     /// added up; `in_context` what the last request read and wrote, i.e. how much of the
-    /// context window the conversation now fills (0 when no request answered).
+    /// context window the conversation now fills (0 when no request answered); `titled` the
+    /// session's title when this was its first turn and the session has one now (the turn
+    /// titles an untitled session after its prompt), for a front end to show.
     TurnEnded {
         stop: TurnStop,
         usage: Usage,
         in_context: u64,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        titled: Option<String>,
     },
 }
 

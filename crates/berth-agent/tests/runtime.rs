@@ -634,8 +634,8 @@ async fn the_model_is_asked_only_once_the_prompt_is_in_the_transcript() {
 }
 
 /// Between a session's first prompt and its model call, the only write is the prompt's
-/// append: the session's lock files were made with it, and its title waits for the first
-/// answer. Creating a file costs a new inode, and fifty first prompts at once each waited for
+/// append: the session's lock files were made with it, and its title waits for the turn's
+/// count at its end, one change of its record with the tokens. Creating a file costs a new inode, and fifty first prompts at once each waited for
 /// the others' (issue 34's `serve_load`). Checked while the provider holds back its answer.
 #[tokio::test]
 async fn a_first_prompt_makes_and_rewrites_no_file_before_the_model_is_asked() {
@@ -703,6 +703,17 @@ async fn a_first_prompt_makes_and_rewrites_no_file_before_the_model_is_asked() {
     assert_eq!(
         session.title, "name me",
         "the first prompt titles the session"
+    );
+    assert!(
+        session.usage.input_tokens > 0,
+        "the same change counts the turn's tokens: {:?}",
+        session.usage
+    );
+    // The turn's end says the title, for a front end to show.
+    assert!(
+        matches!(events.last(), Some(AgentEvent::TurnEnded { titled: Some(t), .. }) if t == "name me"),
+        "{:?}",
+        events.last()
     );
 }
 

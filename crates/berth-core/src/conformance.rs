@@ -29,7 +29,7 @@ pub use paging::paging;
 pub use ports::{kept_port_blocks, port_blocks, racing_port_assignments};
 pub use sessions::{
     deleting_a_workspace_deletes_its_sessions, manager_sessions, session_agent, session_lifecycle,
-    session_turns, session_usage,
+    session_turn_counts, session_turns, session_usage,
 };
 pub use storage::storage;
 pub use workspaces::{
@@ -97,6 +97,7 @@ macro_rules! conformance_tests {
             manager_resolution, manager_device_and_delete, manager_gc_and_default,
             session_lifecycle, deleting_a_workspace_deletes_its_sessions, manager_sessions,
             paging, port_blocks, kept_port_blocks, racing_port_assignments, session_usage,
+            session_turn_counts,
             session_turns, session_agent);
     };
     (@each $make:expr; $($name:ident),*) => {

@@ -274,6 +274,18 @@ pub trait SessionStore: Send + Sync {
     /// Adds a turn's tokens to the session's, atomically: two turns' adds never lose one.
     /// Allowed on a closed session (the turn that used them may have ended as it closed).
     async fn add_usage(&self, id: &SessionId, usage: TokenUsage) -> Result<Session>;
+    /// A turn's end on the session's record, in one change: its tokens added, as
+    /// [`SessionStore::add_usage`] adds them, and, when `title` is given and the session has
+    /// none yet, that title (stamped `now`), as [`SessionStore::set_title`] sets it. One
+    /// change where a first turn made two: with the file store each is a new file and two
+    /// syncs, at the end of every turn a server runs.
+    async fn count_turn(
+        &self,
+        id: &SessionId,
+        usage: TokenUsage,
+        title: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> Result<Session>;
     /// Takes the session's turn: while the hold lives, no other hold on it is given, in this
     /// process or another, on this machine or another sharing the store (refused). Dropping
     /// the hold gives the turn back; a process that dies gives it back too (with the file

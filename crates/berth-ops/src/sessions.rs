@@ -666,19 +666,27 @@ impl Ops {
             .await?)
     }
 
-    /// Titles a session after its first prompt when it has no title yet: a session made
-    /// before its first prompt (an editor's, over ACP) gets the title one made with it does.
-    /// A title already there (given by a person) is kept.
-    pub async fn title_untitled(&self, session: &Session, prompt: &str) -> Result<()> {
-        let title = title_of(prompt);
-        let current = self.manager.sessions().load(&session.id).await?;
-        if current.title.is_empty() && !title.is_empty() {
-            self.manager
-                .sessions()
-                .set_title(&session.id, &title, chrono::Utc::now())
-                .await?;
+    /// Ends a turn on the session's record, in one change: the turn's tokens added and, when
+    /// `first_prompt` is given, the session titled after it if it has no title yet (a session
+    /// made before its first prompt, an editor's over ACP, gets the title one made with it
+    /// does; a title a person gave is kept). The record as it is now; `None` when nothing was
+    /// written, there being nothing to add: no tokens, and no title to give.
+    pub async fn count_turn(
+        &self,
+        session: &Session,
+        usage: TokenUsage,
+        first_prompt: Option<&str>,
+    ) -> Result<Option<Session>> {
+        let title = first_prompt.map(title_of).filter(|t| !t.is_empty());
+        if usage.is_zero() && title.is_none() {
+            return Ok(None);
         }
-        Ok(())
+        let counted = self
+            .manager
+            .sessions()
+            .count_turn(&session.id, usage, title.as_deref(), chrono::Utc::now())
+            .await?;
+        Ok(Some(counted))
     }
 
     /// Empties the transcript, keeping its frontmatter.

@@ -608,6 +608,27 @@ impl SessionStore for FsStore {
         .await
     }
 
+    async fn count_turn(
+        &self,
+        id: &SessionId,
+        usage: TokenUsage,
+        title: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> Result<Session> {
+        let (id, title) = (id.clone(), title.map(str::to_owned));
+        self.blocking(move |l| {
+            l.update_session(&id, false, |s| {
+                s.usage = s.usage.plus(usage);
+                if let Some(title) = title.filter(|_| s.title.is_empty()) {
+                    s.title = title;
+                    s.updated_at = now;
+                }
+                Ok(())
+            })
+        })
+        .await
+    }
+
     async fn set_title(&self, id: &SessionId, title: &str, now: DateTime<Utc>) -> Result<Session> {
         let (id, title) = (id.clone(), title.to_owned());
         self.blocking(move |l| {

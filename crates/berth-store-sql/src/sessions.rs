@@ -409,8 +409,15 @@ impl SqlStore {
         Ok(TurnHold::with_release(Renewing(renew), release))
     }
 
-    /// One UPDATE adds to the counts where they are, so concurrent adds cannot lose one.
-    async fn add_session_usage(&self, id: &SessionId, usage: TokenUsage) -> Result<Session> {
+    /// One UPDATE adds to the counts where they are, so concurrent adds cannot lose one; a
+    /// `title` (with its time) is given in the same transaction, only to a session without
+    /// one.
+    async fn add_session_usage(
+        &self,
+        id: &SessionId,
+        usage: TokenUsage,
+        title: Option<(&str, DateTime<Utc>)>,
+    ) -> Result<Session> {
         let as_int = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
         let mut tx = self.pool().begin().await?;
         let changed = tx
@@ -425,6 +432,17 @@ impl SqlStore {
             .await?;
         if changed == 0 {
             return Err(missing(id));
+        }
+        if let Some((title, now)) = title {
+            tx.exec(
+                "UPDATE sessions SET title = $2, updated_ns = $3 WHERE id = $1 AND title = ''",
+                &[
+                    Arg::Text(id.as_str()),
+                    Arg::Text(title),
+                    Arg::Int(to_ns(now)),
+                ],
+            )
+            .await?;
         }
         let s = lock_session(&mut tx, id).await?;
         tx.commit().await?;
@@ -569,7 +587,19 @@ impl SessionStore for SqlStore {
     }
 
     async fn add_usage(&self, id: &SessionId, usage: TokenUsage) -> berth_core::Result<Session> {
-        self.add_session_usage(id, usage)
+        self.add_session_usage(id, usage, None)
+            .await
+            .map_err(|e| self.err(e))
+    }
+
+    async fn count_turn(
+        &self,
+        id: &SessionId,
+        usage: TokenUsage,
+        title: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> berth_core::Result<Session> {
+        self.add_session_usage(id, usage, title.map(|t| (t, now)))
             .await
             .map_err(|e| self.err(e))
     }

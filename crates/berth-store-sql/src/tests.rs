@@ -70,6 +70,7 @@ mod on_postgres {
         kept_port_blocks,
         racing_port_assignments,
         session_usage,
+        session_turn_counts,
         session_turns
     );
 }

@@ -8,8 +8,7 @@ use agent_client_protocol::Client;
 use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
     CancelNotification, ConfigOptionUpdate, ContentBlock, ContentChunk, PromptRequest,
-    PromptResponse, SessionId, SessionInfoUpdate, SessionNotification, SessionUpdate, StopReason,
-    TextContent,
+    PromptResponse, SessionId, SessionNotification, SessionUpdate, StopReason, TextContent,
 };
 use berth_agent::slash::{Command, FrontEnd};
 use berth_agent::{CancellationToken, ToolContext, TurnOptions, TurnRequest};
@@ -114,21 +113,8 @@ impl Server {
             relayed,
             terminals,
         };
-        let answer = relay.run(turn, &open.work_dir).await;
-        // A session's first prompt titles it: the editor is told, before the answer.
-        if !open.title_told.load(std::sync::atomic::Ordering::Relaxed)
-            && let Ok(now) = self.ops.session(open.session.id.as_str()).await
-            && !now.title.is_empty()
-        {
-            open.title_told
-                .store(true, std::sync::atomic::Ordering::Relaxed);
-            let update = SessionInfoUpdate::new().title(now.title);
-            let _ = cx.send_notification(SessionNotification::new(
-                acp_id(&open.session),
-                SessionUpdate::SessionInfoUpdate(update),
-            ));
-        }
-        answer
+        // A session's first prompt titles it: the relay tells the editor, before the answer.
+        relay.run(turn, &open.work_dir).await
     }
 
     /// A prompt that is one of berth's slash commands: run on the session (as `berth chat`

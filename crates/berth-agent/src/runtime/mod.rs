@@ -384,22 +384,24 @@ impl Agent {
                 live,
                 in_context: 0,
                 counted: false,
+                first_prompt: None,
+                titled: None,
             };
             let (stop, usage) = inner.run(setup, &request, &mut out).await;
             // The session keeps what its turns cost, however they ended (a turn that ends
             // with its answer counted already).
-            if !out.counted
-                && let Some(message) = inner.count(&request.session, usage).await
-            {
-                out.send(AgentEvent::Notice { message }).await;
+            if !out.counted {
+                inner.count(&request.session, usage, &mut out).await;
             }
             // Given back before the turn says it ended: the next prompt finds it free.
             hold.release().await;
             let in_context = out.in_context;
+            let titled = out.titled.take();
             out.send(AgentEvent::TurnEnded {
                 stop,
                 usage,
                 in_context,
+                titled,
             })
             .await;
         });
@@ -458,6 +460,7 @@ impl Turn {
                 },
                 usage: Usage::default(),
                 in_context: 0,
+                titled: None,
             });
         self.ended = matches!(event, AgentEvent::TurnEnded { .. });
         Some(event)
@@ -474,6 +477,12 @@ struct Out {
     in_context: u64,
     /// Whether the turn's tokens were added to the session already.
     counted: bool,
+    /// The turn's prompt, when it is the session's first and is durable: the count at the
+    /// turn's end titles the session after it.
+    first_prompt: Option<String>,
+    /// The session's title after the count of its first turn (the one the count gave it,
+    /// or one a person gave meanwhile): [`AgentEvent::TurnEnded`]'s `titled`.
+    titled: Option<String>,
 }
 
 impl Out {

@@ -6,7 +6,6 @@ use std::sync::Arc;
 use berth_ops::{INTERRUPTED, Message, Role, Session, tool_record};
 use futures::StreamExt;
 use serde_json::Value;
-use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use super::partial::PartialKeeper;
@@ -59,43 +58,16 @@ impl Inner {
     }
 
     /// Runs the turn to its end; returns how it ended and the tokens used. A session's first
-    /// prompt also titles it, if it has no title: a convenience, so failing to set one does not
-    /// stop the turn. The title is written once the first answer has streamed (or the turn
-    /// ended before): its durable write (a new file, two syncs) must not compete with the
-    /// prompts of other sessions on their way to the model, and it is there when the turn is
-    /// over, as before.
+    /// prompt also titles it, if it has no title, with the turn's count at its end
+    /// ([`Out::first_prompt`]): one change of the session's record, not two, and there when
+    /// the turn is over.
     pub(super) async fn run(
-        &self,
-        setup: Setup,
-        request: &TurnRequest,
-        out: &mut Out,
-    ) -> (TurnStop, Usage) {
-        let first_prompt = !setup.history.iter().any(|m| m.speaker == Speaker::User);
-        let (first_answered, answered) = oneshot::channel();
-        let title = async {
-            // Sent when the first answer has streamed; dropped if the turn ends before.
-            let _ = answered.await;
-            if first_prompt {
-                let _ = self
-                    .ops
-                    .title_untitled(&request.session, &request.prompt)
-                    .await;
-            }
-        };
-        let (ended, ()) = tokio::join!(self.run_turn(setup, request, out, first_answered), title);
-        ended
-    }
-
-    /// The turn itself: [`Inner::run`] without the title; `first_answered` is told when the
-    /// first answer has streamed.
-    async fn run_turn(
         &self,
         mut setup: Setup,
         request: &TurnRequest,
         out: &mut Out,
-        first_answered: oneshot::Sender<()>,
     ) -> (TurnStop, Usage) {
-        let mut first_answered = Some(first_answered);
+        let first_prompt = !setup.history.iter().any(|m| m.speaker == Speaker::User);
         let mut usage = Usage::default();
         let session = &request.session;
         let cancel = &request.cancel;
@@ -108,6 +80,10 @@ impl Inner {
             Ok(started) => started,
             Err(stop) => return (stop, usage),
         };
+        // The prompt is the session's now: the first one names it.
+        if first_prompt {
+            out.first_prompt = Some(request.prompt.clone());
+        }
         // Messages in the transcript so far: an answer kept aside follows them.
         let mut written = setup.transcript_len + 1;
         let cx = self.tool_context(request);
@@ -117,9 +93,6 @@ impl Inner {
             let answer = self
                 .stream_answer(&*setup.provider, opened, cancel, out, &keeper)
                 .await;
-            if let Some(tell) = first_answered.take() {
-                let _ = tell.send(());
-            }
             // The round's answer is about to be the transcript's (or never will be).
             let kept = keeper.stop();
             let (message, stop, used) = match answer {
@@ -210,7 +183,7 @@ impl Inner {
         // only once the prompt is in the transcript, so a process that dies never leaves an
         // answer, or a bill, for a prompt the session does not hold; a failed append ends the
         // turn before it is asked. The prompt's sync to the disk goes on while the model is
-        // asked ([`Inner::run_turn`]).
+        // asked ([`Inner::run`]).
         let prompt = Message::new(Role::User, transcript_prompt(request));
         let gather = async {
             let toolbox = self.turn_tools(&setup.mcp, request, out).await;
@@ -304,11 +277,8 @@ impl Inner {
         // The last answer's append and the turn's count go to disk together (the
         // transcript and the record have a lock each): the count never holds up the end.
         let appended = if last {
-            let (appended, counted) = tokio::join!(append, self.count(session, usage));
+            let (appended, ()) = tokio::join!(append, self.count(session, usage, out));
             out.counted = true;
-            if let Some(message) = counted {
-                out.send(AgentEvent::Notice { message }).await;
-            }
             appended
         } else {
             append.await
@@ -369,20 +339,32 @@ impl Inner {
         Ok((ChatMessage { speaker, parts }, count))
     }
 
-    /// Adds a turn's tokens to its session; what to tell the person when that fails (a
-    /// failure to count is said, not a failed turn).
-    pub(super) async fn count(&self, session: &Session, usage: Usage) -> Option<String> {
+    /// Adds a turn's tokens to its session, and titles it after its first prompt, the one
+    /// [`Out`] keeps (see [`Ops::count_turn`](berth_ops::Ops::count_turn)): the title the
+    /// session has then goes in the turn's end ([`AgentEvent::TurnEnded`]); a failure to
+    /// count is told the person, not a failed turn.
+    pub(super) async fn count(&self, session: &Session, usage: Usage, out: &mut Out) {
         let used = berth_ops::TokenUsage {
             input_tokens: usage.input_tokens,
             output_tokens: usage.output_tokens,
         };
-        if used.is_zero() {
-            return None;
+        let first_prompt = out.first_prompt.take();
+        match self
+            .ops
+            .count_turn(session, used, first_prompt.as_deref())
+            .await
+        {
+            Ok(counted) => {
+                out.titled = counted
+                    .filter(|_| first_prompt.is_some())
+                    .map(|s| s.title)
+                    .filter(|t| !t.is_empty());
+            }
+            Err(e) => {
+                let message = format!("the tokens of this turn could not be counted: {e}");
+                out.send(AgentEvent::Notice { message }).await;
+            }
         }
-        let counted = self.ops.add_session_usage(session, used).await;
-        counted
-            .err()
-            .map(|e| format!("the tokens of this turn could not be counted: {e}"))
     }
 
     /// One model answer, streamed out as events. On failure, the text already shown.

@@ -240,6 +240,59 @@ pub async fn session_usage(b: Backend) {
             .unwrap_err()
             .is_not_found()
     );
+    assert!(
+        s.count_turn(&missing, turn, Some("t"), now)
+            .await
+            .unwrap_err()
+            .is_not_found()
+    );
+}
+
+/// A turn's end in one change: its tokens added and, to an untitled session only, its
+/// title with its time; a title already there is kept, and concurrent counts lose nothing.
+pub async fn session_turn_counts(b: Backend) {
+    use crate::model::TokenUsage;
+    let made_at = Utc::now() - chrono::Duration::hours(1);
+    let now = Utc::now();
+    b.workspaces
+        .create(named("w1", "one"), made_at)
+        .await
+        .unwrap();
+    let s = &b.sessions;
+    let mut untitled = new_session("w1", None);
+    untitled.title = String::new();
+    let made = s.create(untitled, made_at).await.unwrap();
+    assert_eq!(made.title, "");
+    let turn = TokenUsage {
+        input_tokens: 7,
+        output_tokens: 3,
+    };
+    // No title to give: only the tokens change.
+    let counted = s.count_turn(&made.id, turn, None, now).await.unwrap();
+    assert_eq!((counted.title.as_str(), counted.usage), ("", turn));
+    let titled = s
+        .count_turn(&made.id, turn, Some("fix the parser"), now)
+        .await
+        .unwrap();
+    assert_eq!(titled.title, "fix the parser");
+    assert_eq!(titled.usage.input_tokens, 14);
+    assert!(
+        titled.updated_at > made_at,
+        "a title is a change of the record"
+    );
+    let loaded = s.load(&made.id).await.unwrap();
+    assert_eq!(loaded.title, "fix the parser");
+    assert_eq!(loaded.usage.output_tokens, 6);
+    // A title there (a person's, or an earlier turn's) is kept.
+    let (a, b2) = tokio::join!(
+        s.count_turn(&made.id, turn, Some("another"), now),
+        s.add_usage(&made.id, turn)
+    );
+    a.unwrap();
+    b2.unwrap();
+    let loaded = s.load(&made.id).await.unwrap();
+    assert_eq!(loaded.title, "fix the parser");
+    assert_eq!(loaded.usage.input_tokens, 28);
 }
 
 /// A session made with an ACP agent keeps its name through a load, a list, a page and every
