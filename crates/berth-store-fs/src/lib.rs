@@ -48,7 +48,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use berth_core::{Error, Result, WorkspaceId, WorkspaceManager};
+use berth_core::{Error, Result, SessionId, WorkspaceId, WorkspaceManager};
 
 /// What the store keeps in a workspace's folder, beside what a plain workspace's agent puts
 /// there (the folder is its working folder too): its record, its config layer, its lock, and
@@ -91,6 +91,9 @@ pub(crate) struct Layout {
     kept_names: recent::Recent<berth_core::WorkspaceName, WorkspaceId>,
     /// Storage roots' open handles, kept while the folder is the same one (`storage`).
     roots: storage::Roots,
+    /// The workspace that owns each session looked up (`sessions`): the session index's
+    /// answer, which never changes while the session lives.
+    owners: std::sync::Mutex<std::collections::HashMap<SessionId, WorkspaceId>>,
 }
 
 impl Layout {
@@ -125,6 +128,7 @@ impl FsStore {
             kept_records: Default::default(),
             kept_names: Default::default(),
             roots: Default::default(),
+            owners: Default::default(),
         };
         for dir in [
             layout.workspaces(),

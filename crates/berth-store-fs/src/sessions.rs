@@ -51,13 +51,26 @@ impl Layout {
         })
     }
 
-    /// The folder of a live session.
+    /// The folder of a live session. The index is read once per session: its answer is kept
+    /// (`owners`) while the folder it names holds the session. When that folder is gone (the
+    /// session deleted, here or by another process, or made again elsewhere under the same
+    /// id), the index is read again.
     fn session_dir(&self, id: &SessionId) -> Result<(WorkspaceId, PathBuf)> {
+        let owners = || self.owners.lock().unwrap_or_else(|e| e.into_inner());
+        let known = owners().get(id).cloned();
+        if let Some(ws) = known {
+            let dir = self.sessions_dir(&ws).join(id.as_str());
+            if dir.join("session.toml").is_file() {
+                return Ok((ws, dir));
+            }
+            owners().remove(id);
+        }
         let ws = self.session_owner(id)?;
         let dir = self.sessions_dir(&ws).join(id.as_str());
         if !dir.join("session.toml").is_file() {
             return Err(missing(id)); // a stale index entry
         }
+        owners().insert(id.clone(), ws.clone());
         Ok((ws, dir))
     }
 

@@ -1,15 +1,16 @@
 //! What one store keeps between lock-free reads (records, name entries, storage roots' open
 //! handles) never hides a change another process made: two `FsStore`s on one home stand for
 //! two processes, and the files are left to settle first, so that the first store keeps them.
-//! And a read on the caller's thread never waits on what is not a file.
+//! The workspace that owns a session is kept too, and followed when the session is deleted
+//! and made again elsewhere under its id. And a read on the caller's thread never waits on what is not a file.
 
 #![allow(clippy::unwrap_used)] // a test: a panic is the failure it reports
 
 use std::time::Duration;
 
 use berth_core::{
-    DeleteCondition, NewWorkspace, StoragePath, StorageScope, StorageStore, WorkspaceId,
-    WorkspaceName, WorkspaceStore,
+    DeleteCondition, Message, NewSession, NewWorkspace, Role, SessionId, StoragePath, StorageScope,
+    StorageStore, WorkspaceId, WorkspaceName, WorkspaceStore,
 };
 use berth_store_fs::FsStore;
 use chrono::Utc;
@@ -179,4 +180,71 @@ async fn a_fifo_for_a_config_is_refused_without_waiting() {
     );
     let err = read.unwrap_err();
     assert!(err.to_string().contains("not a regular file"), "{err}");
+}
+
+/// A session `id` in workspace `ws`, titled `title`.
+fn session(id: &SessionId, ws: &str, title: &str) -> NewSession {
+    NewSession {
+        id: Some(id.clone()),
+        workspace: WorkspaceId::new(ws).unwrap(),
+        title: title.to_owned(),
+        provider: berth_core::config::ProviderKind::Gemini,
+        model: "m".to_owned(),
+        cwd: None,
+        agent: None,
+    }
+}
+
+/// This store knows which workspace owns the session after its first look; another process
+/// deletes the session and makes one under the same id in another workspace. This store
+/// finds the new one (its record, its transcript, its appends), never the old folder's.
+#[tokio::test]
+async fn a_session_made_again_elsewhere_by_another_process_is_followed() {
+    let home = tempfile::tempdir().unwrap();
+    let (this, other) = (
+        FsStore::open(home.path()).unwrap(),
+        FsStore::open(home.path()).unwrap(),
+    );
+    for ws in ["first-one", "second-one"] {
+        WorkspaceStore::create(&other, named(ws, ws, ""), Utc::now())
+            .await
+            .unwrap();
+    }
+    let id = SessionId::new("the-session").unwrap();
+    berth_core::SessionStore::create(&other, session(&id, "first-one", "old"), Utc::now())
+        .await
+        .unwrap();
+    // Twice: the second look is from what this store keeps.
+    for _ in 0..2 {
+        assert_eq!(
+            berth_core::SessionStore::load(&this, &id)
+                .await
+                .unwrap()
+                .title,
+            "old"
+        );
+    }
+    berth_core::SessionStore::delete(&other, &id).await.unwrap();
+    assert!(
+        berth_core::SessionStore::load(&this, &id)
+            .await
+            .unwrap_err()
+            .is_not_found()
+    );
+    berth_core::SessionStore::create(&other, session(&id, "second-one", "new"), Utc::now())
+        .await
+        .unwrap();
+    let found = berth_core::SessionStore::load(&this, &id).await.unwrap();
+    assert_eq!(
+        (found.title.as_str(), found.workspace_id.as_str()),
+        ("new", "second-one")
+    );
+    berth_core::SessionStore::append(&this, &id, &Message::new(Role::User, "hello"))
+        .await
+        .unwrap();
+    let read = berth_core::SessionStore::read_transcript(&other, &id)
+        .await
+        .unwrap();
+    assert_eq!(read.messages.len(), 1);
+    assert_eq!(read.messages[0].content, "hello");
 }
