@@ -123,6 +123,39 @@ pub fn write(root: &Dir, path: &Path, contents: &[u8]) -> io::Result<()> {
     write_in(&dir, name, contents, NEW_FILE_MODE)
 }
 
+/// Replaces the contents of `path` (beneath `root`) in place: the file (made if missing,
+/// with the folders on the way) is cut to nothing and written with one `write(2)`; no
+/// temporary file and no sync. For scratch kept as it goes (an answer streaming), which must
+/// outlive the process, not the machine: a lost machine may find it empty or cut short,
+/// never another file's contents. A symlink at `path` is refused, not followed (as [`write`]
+/// replaces one rather than writing through it); so is anything but a plain file, without
+/// waiting on it (a FIFO).
+pub fn write_unsynced(root: &Dir, path: &Path, contents: &[u8]) -> io::Result<()> {
+    let name = path
+        .file_name()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no file name"))?;
+    let dir = match path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        None => root.try_clone()?,
+        Some(parent) => folder_for_write(root, parent)?,
+    };
+    let mut file = dir.open_with(
+        name,
+        OpenOptions::new()
+            .write(true)
+            .create(true)
+            .mode(NEW_FILE_MODE)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK),
+    )?;
+    if !file.metadata()?.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a plain file",
+        ));
+    }
+    file.set_len(0)?;
+    file.write_all(contents)
+}
+
 /// Appends `bytes` to the file `path` beneath `root`, which must exist (made by [`write`]):
 /// one `write(2)` with `O_APPEND`, not synced, so no new file and no wait for the disk. For
 /// scratch kept as it goes (an answer streaming), which must outlive the process, not the
@@ -299,6 +332,40 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(names, ["c.txt"]);
+    }
+
+    /// In place: the same file (inode) rewritten whole, shorter or longer, folders made on
+    /// the way; a symlink or a FIFO where the file belongs is refused at once, and what a
+    /// symlink names (inside the folder or out) is left as it was.
+    #[test]
+    fn an_unsynced_write_replaces_in_place_and_never_through_a_link() {
+        use std::os::unix::fs::MetadataExt;
+        let (tmp, c) = folder();
+        write_unsynced(&c, Path::new(".berth/answer"), b"a longer first text").unwrap();
+        let path = tmp.path().join(".berth/answer");
+        let inode = std::fs::metadata(&path).unwrap().ino();
+        write_unsynced(&c, Path::new(".berth/answer"), b"short").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"short");
+        assert_eq!(std::fs::metadata(&path).unwrap().ino(), inode);
+        let outside = tempfile::tempdir().unwrap();
+        let secret = outside.path().join("secret");
+        std::fs::write(&secret, "keep").unwrap();
+        std::fs::write(tmp.path().join("notes.md"), "mine").unwrap();
+        for (name, target) in [("out", secret.clone()), ("in", "notes.md".into())] {
+            std::os::unix::fs::symlink(&target, tmp.path().join(name)).unwrap();
+            assert!(write_unsynced(&c, Path::new(name), b"over").is_err());
+        }
+        assert_eq!(std::fs::read_to_string(&secret).unwrap(), "keep");
+        assert_eq!(
+            std::fs::read_to_string(tmp.path().join("notes.md")).unwrap(),
+            "mine"
+        );
+        let made = std::process::Command::new("mkfifo")
+            .arg(tmp.path().join("pipe"))
+            .status()
+            .unwrap();
+        assert!(made.success());
+        assert!(write_unsynced(&c, Path::new("pipe"), b"no").is_err());
     }
 
     #[test]

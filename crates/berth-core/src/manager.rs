@@ -397,6 +397,17 @@ impl WorkspaceManager {
         self.storage.write(scope, path, contents).await
     }
 
+    /// See [`StorageStore::write_unsynced`].
+    pub async fn write_storage_unsynced(
+        &self,
+        scope: &StorageScope,
+        path: &StoragePath,
+        contents: Vec<u8>,
+    ) -> Result<()> {
+        self.touch_owner(Self::owner(scope)).await?;
+        self.storage.write_unsynced(scope, path, contents).await
+    }
+
     /// See [`StorageStore::append_unsynced`].
     pub async fn append_storage_unsynced(
         &self,

@@ -207,6 +207,18 @@ pub trait StorageStore: Send + Sync {
         path: &StoragePath,
         contents: Vec<u8>,
     ) -> Result<()>;
+    /// Replaces a file's contents without waiting for the disk, creating parent folders:
+    /// for scratch kept as it goes (an answer streaming), which must outlive the process, not
+    /// the machine (a lost machine may find it empty or cut short). The scope's size limit
+    /// holds. The default writes as `write` does, durably.
+    async fn write_unsynced(
+        &self,
+        scope: &StorageScope,
+        path: &StoragePath,
+        contents: Vec<u8>,
+    ) -> Result<()> {
+        self.write(scope, path, contents).await
+    }
     /// Appends to a file `write` made, without waiting for the disk: for scratch kept as it
     /// goes (an answer streaming), which must outlive the process, not the machine.
     /// `NotFound` when there is no such file; the scope's size limit holds.

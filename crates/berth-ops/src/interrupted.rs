@@ -24,7 +24,11 @@ use crate::models::session_scope as scope;
 
 impl Ops {
     /// Keeps `text` aside: the answer streaming after the transcript's first `written`
-    /// messages.
+    /// messages. Written in place, without waiting for the disk, as what follows is appended
+    /// ([`Ops::extend_partial_answer`]): it is kept for a process killed mid-answer, and a
+    /// new file with its syncs at every turn was a tenth of a busy server's work while
+    /// prompts came in (`serve_load`). A lost machine may leave it empty (only removed, as
+    /// one without its first line is) or cut short (what is there is recovered).
     pub async fn keep_partial_answer(
         &self,
         session: &Session,
@@ -34,7 +38,7 @@ impl Ops {
         let bytes = format!("berth-partial {written}\n{text}").into_bytes();
         Ok(self
             .manager
-            .write_storage(&scope(session), &partial_path(), bytes)
+            .write_storage_unsynced(&scope(session), &partial_path(), bytes)
             .await?)
     }
 

@@ -272,6 +272,21 @@ impl StorageStore for FsStore {
             .await
     }
 
+    async fn write_unsynced(
+        &self,
+        scope: &StorageScope,
+        path: &StoragePath,
+        contents: Vec<u8>,
+    ) -> Result<()> {
+        scope.check_size(path, contents.len())?;
+        let (scope, path) = (scope.clone(), path.clone());
+        self.blocking(move |l| {
+            berth_confined::write_unsynced(&*l.open_storage(&scope)?, path.as_path(), &contents)
+                .map_err(storage_err(&scope, path.as_str()))
+        })
+        .await
+    }
+
     async fn append_unsynced(
         &self,
         scope: &StorageScope,

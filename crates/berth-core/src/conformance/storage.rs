@@ -64,6 +64,25 @@ async fn write_read_and_append(s: &dyn StorageStore, scope: &StorageScope) {
     s.write(scope, &path("notes/deep/a.bin"), vec![7])
         .await
         .unwrap();
+    // An unsynced write makes its folders and replaces the file whole, shorter or longer;
+    // appends follow it; a folder is not a file.
+    let kept = path("kept/.berth/answer");
+    s.write_unsynced(scope, &kept, b"a longer first".to_vec())
+        .await
+        .unwrap();
+    s.write_unsynced(scope, &kept, b"short".to_vec())
+        .await
+        .unwrap();
+    s.append_unsynced(scope, &kept, b"er".to_vec())
+        .await
+        .unwrap();
+    assert_eq!(s.read(scope, &kept).await.unwrap(), b"shorter");
+    assert!(
+        s.write_unsynced(scope, &path("notes/deep"), vec![1])
+            .await
+            .is_err()
+    );
+    s.remove(scope, &path("kept"), true).await.unwrap();
     assert_eq!(
         s.read(scope, &path("./context.md")).await.unwrap(),
         b"# ctx\n"
