@@ -17,6 +17,11 @@
 //!   survives a crash.
 //! - **Mode kept**: a file that existed keeps its permissions (a script stays executable).
 //!
+//! Scratch that must outlive the process but not the machine (an answer kept aside while it
+//! streams) is the one exception: [`write_unsynced`] truncates and writes it in place, and
+//! [`append`] adds to it, neither synced; neither follows a symlink out of the folder, and
+//! `write_unsynced` follows none at all.
+//!
 //! Reads are size-limited ([`read`]): the size is checked before the read, and a
 //! file that grows meanwhile is cut at the limit and refused, never read whole.
 
