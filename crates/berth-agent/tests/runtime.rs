@@ -635,8 +635,9 @@ async fn the_model_is_asked_only_once_the_prompt_is_in_the_transcript() {
 
 /// Between a session's first prompt and its model call, the only write is the prompt's
 /// append: the session's lock files were made with it, and its title waits for the turn's
-/// count at its end, one change of its record with the tokens. Creating a file costs a new inode, and fifty first prompts at once each waited for
-/// the others' (issue 34's `serve_load`). Checked while the provider holds back its answer.
+/// count at its end, one change of its record with the tokens. Creating a file costs a new
+/// inode, and fifty first prompts at once each waited for the others' (issue 34's
+/// `serve_load`). Checked while the provider holds back its answer.
 #[tokio::test]
 async fn a_first_prompt_makes_and_rewrites_no_file_before_the_model_is_asked() {
     use std::os::unix::fs::MetadataExt;

@@ -118,13 +118,7 @@ pub fn open(path: &Path) -> io::Result<Dir> {
 /// existing file's mode, creating missing folders on the way (durably too). A parent that is
 /// a file is `NotADirectory`; a target that is a folder, `IsADirectory`.
 pub fn write(root: &Dir, path: &Path, contents: &[u8]) -> io::Result<()> {
-    let name = path
-        .file_name()
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no file name"))?;
-    let dir = match path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        None => root.try_clone()?,
-        Some(parent) => folder_for_write(root, parent)?,
-    };
+    let (dir, name) = place_for_write(root, path)?;
     write_in(&dir, name, contents, NEW_FILE_MODE)
 }
 
@@ -136,13 +130,7 @@ pub fn write(root: &Dir, path: &Path, contents: &[u8]) -> io::Result<()> {
 /// replaces one rather than writing through it); so is anything but a plain file, without
 /// waiting on it (a FIFO).
 pub fn write_unsynced(root: &Dir, path: &Path, contents: &[u8]) -> io::Result<()> {
-    let name = path
-        .file_name()
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no file name"))?;
-    let dir = match path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        None => root.try_clone()?,
-        Some(parent) => folder_for_write(root, parent)?,
-    };
+    let (dir, name) = place_for_write(root, path)?;
     let mut file = dir.open_with(
         name,
         OpenOptions::new()
@@ -214,6 +202,19 @@ pub fn read(root: &Dir, path: &Path, limit: u64) -> Result<Vec<u8>, ReadError> {
         });
     }
     Ok(bytes)
+}
+
+/// The folder that holds `path` (beneath `root`), made if missing ([`folder_for_write`]),
+/// and the file's name in it.
+fn place_for_write<'a>(root: &Dir, path: &'a Path) -> io::Result<(Dir, &'a OsStr)> {
+    let name = path
+        .file_name()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no file name"))?;
+    let dir = match path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        None => root.try_clone()?,
+        Some(parent) => folder_for_write(root, parent)?,
+    };
+    Ok((dir, name))
 }
 
 /// The folder `parent` (beneath `root`) opened for a write, made with its ancestors if
