@@ -36,7 +36,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use berth_core::StoragePath;
 use berth_core::storage_path::TEMP_PREFIX;
 pub use cap_std::fs::Dir;
-use cap_std::fs::{OpenOptions, OpenOptionsExt, Permissions};
+use cap_std::fs::{MetadataExt, OpenOptions, OpenOptionsExt, Permissions};
 
 /// Why a size-limited read failed.
 #[derive(Debug)]
@@ -128,7 +128,7 @@ pub fn write(root: &Dir, path: &Path, contents: &[u8]) -> io::Result<()> {
 /// outlive the process, not the machine: a lost machine may find it empty or cut short,
 /// never another file's contents. A symlink at `path` is refused, not followed (as [`write`]
 /// replaces one rather than writing through it); so is anything but a plain file, without
-/// waiting on it (a FIFO).
+/// waiting on it (a FIFO), and a file with another name (a hard link).
 pub fn write_unsynced(root: &Dir, path: &Path, contents: &[u8]) -> io::Result<()> {
     let (dir, name) = place_for_write(root, path)?;
     let mut file = dir.open_with(
@@ -139,10 +139,13 @@ pub fn write_unsynced(root: &Dir, path: &Path, contents: &[u8]) -> io::Result<()
             .mode(NEW_FILE_MODE)
             .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK),
     )?;
-    if !file.metadata()?.is_file() {
+    // A hard link is the same file under another name, perhaps one berth never meant to
+    // write: only a file with this one name is rewritten in place.
+    let meta = file.metadata()?;
+    if !meta.is_file() || meta.nlink() > 1 {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
-            "not a plain file",
+            "not a plain file with one name",
         ));
     }
     file.set_len(0)?;
@@ -341,8 +344,8 @@ mod tests {
     }
 
     /// In place: the same file (inode) rewritten whole, shorter or longer, folders made on
-    /// the way; a symlink or a FIFO where the file belongs is refused at once, and what a
-    /// symlink names (inside the folder or out) is left as it was.
+    /// the way; a symlink, a hard link or a FIFO where the file belongs is refused at once,
+    /// and what a link names (inside the folder or out) is left as it was.
     #[test]
     fn an_unsynced_write_replaces_in_place_and_never_through_a_link() {
         use std::os::unix::fs::MetadataExt;
@@ -362,6 +365,12 @@ mod tests {
             assert!(write_unsynced(&c, Path::new(name), b"over").is_err());
         }
         assert_eq!(std::fs::read_to_string(&secret).unwrap(), "keep");
+        assert_eq!(
+            std::fs::read_to_string(tmp.path().join("notes.md")).unwrap(),
+            "mine"
+        );
+        std::fs::hard_link(tmp.path().join("notes.md"), tmp.path().join("linked")).unwrap();
+        assert!(write_unsynced(&c, Path::new("linked"), b"over").is_err());
         assert_eq!(
             std::fs::read_to_string(tmp.path().join("notes.md")).unwrap(),
             "mine"

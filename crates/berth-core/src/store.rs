@@ -285,9 +285,12 @@ pub trait SessionStore: Send + Sync {
     async fn set_title(&self, id: &SessionId, title: &str, now: DateTime<Utc>) -> Result<Session>;
     /// Adds a turn's tokens to the session's, atomically: two turns' adds never lose one.
     /// Allowed on a closed session (the turn that used them may have ended as it closed).
-    async fn add_usage(&self, id: &SessionId, usage: TokenUsage) -> Result<Session>;
+    /// [`SessionStore::count_turn`] with no title.
+    async fn add_usage(&self, id: &SessionId, usage: TokenUsage) -> Result<Session> {
+        self.count_turn(id, usage, None, Utc::now()).await
+    }
     /// A turn's end on the session's record, in one change: its tokens added, as
-    /// [`SessionStore::add_usage`] adds them, and, when `title` is given and the session has
+    /// [`SessionStore::add_usage`] says, and, when `title` is given and the session has
     /// none yet, that title (stamped `now`), as [`SessionStore::set_title`] sets it. One
     /// change where a first turn made two: with the file store each is a new file and two
     /// syncs, at the end of every turn a server runs.

@@ -610,17 +610,6 @@ impl SessionStore for FsStore {
         })
     }
 
-    async fn add_usage(&self, id: &SessionId, usage: TokenUsage) -> Result<Session> {
-        let id = id.clone();
-        self.blocking(move |l| {
-            l.update_session(&id, false, |s| {
-                s.usage = s.usage.plus(usage);
-                Ok(())
-            })
-        })
-        .await
-    }
-
     async fn count_turn(
         &self,
         id: &SessionId,

@@ -2,7 +2,8 @@
 //! handles) never hides a change another process made: two `FsStore`s on one home stand for
 //! two processes, and the files are left to settle first, so that the first store keeps them.
 //! The workspace that owns a session is kept too, and followed when the session is deleted
-//! and made again elsewhere under its id. And a read on the caller's thread never waits on what is not a file.
+//! and made again elsewhere under its id. And a read on the caller's thread never waits on
+//! what is not a file.
 
 #![allow(clippy::unwrap_used)] // a test: a panic is the failure it reports
 

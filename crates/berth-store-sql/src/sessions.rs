@@ -586,12 +586,6 @@ impl SessionStore for SqlStore {
         self.hold_session_turn(id).await.map_err(|e| self.err(e))
     }
 
-    async fn add_usage(&self, id: &SessionId, usage: TokenUsage) -> berth_core::Result<Session> {
-        self.add_session_usage(id, usage, None)
-            .await
-            .map_err(|e| self.err(e))
-    }
-
     async fn count_turn(
         &self,
         id: &SessionId,
