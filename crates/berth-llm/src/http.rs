@@ -71,10 +71,14 @@ impl Http {
         body: &impl serde::Serialize,
         cancel: &CancellationToken,
     ) -> Result<reqwest::Response, ProviderError> {
-        let body = serde_json::to_vec(body).map_err(|e| ProviderError::Stream {
+        // Written once, into a buffer sized for a usual request (the tools' schemas make most
+        // of it), and shared by every attempt: a retry copies nothing.
+        let mut written = Vec::with_capacity(16 * 1024);
+        serde_json::to_writer(&mut written, body).map_err(|e| ProviderError::Stream {
             provider,
             message: format!("cannot encode the request: {e}"),
         })?;
+        let body = Bytes::from(written);
         let mut attempt = 0;
         loop {
             attempt += 1;

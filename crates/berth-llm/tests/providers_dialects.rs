@@ -475,3 +475,41 @@ fn the_server_runs_in_the_background_for_blocking_tests() {
     assert_eq!(out.message().text(), "from a thread");
     assert_eq!(server.requests()[0].path, "/v1/messages");
 }
+
+/// Each dialect writes a tool set's definitions once and keeps them: a request carries the
+/// tools of its own set, whatever set came before it, and the same definitions as its
+/// dialect's body writes them afresh.
+#[tokio::test]
+async fn tools_written_once_are_the_requests_own() {
+    for d in [Dialect::Anthropic, Dialect::OpenAi, Dialect::Gemini] {
+        let server = ProviderServer::start().await;
+        let provider = d.provider(&server);
+        let mut write_file = read_file_spec();
+        write_file.name = "write_file".into();
+        write_file.description = "Writes a file of the working directory.".into();
+        let read: std::sync::Arc<[berth_llm::ToolSpec]> = vec![read_file_spec()].into();
+        let both: std::sync::Arc<[berth_llm::ToolSpec]> =
+            vec![read_file_spec(), write_file.clone()].into();
+        // The same set twice, another set, the first again, then a set equal to the second
+        // but made anew.
+        let equal_to_both: std::sync::Arc<[berth_llm::ToolSpec]> =
+            vec![read_file_spec(), write_file].into();
+        let sets = [&read, &read, &both, &read, &equal_to_both];
+        for set in sets {
+            server.push(d.reply(&Turn::new().text(["ok"])));
+            let mut asked = request(vec![ChatMessage::user_text("hi")]);
+            asked.tools = set.clone();
+            let fresh = match d {
+                Dialect::Anthropic => Anthropic::body(&asked).to_value(),
+                Dialect::OpenAi => OpenAi::body(&asked, "http://localhost/v1").to_value(),
+                Dialect::Gemini => Gemini::body(&asked).to_value(),
+            };
+            run(&*provider, asked).await.done();
+            let sent = server.requests().last().unwrap().body.clone();
+            assert_eq!(sent["tools"], fresh["tools"], "{}: {} tools", d.name(), set.len());
+        }
+        let names = |body: &Value| body["tools"].to_string().matches("write_file").count();
+        let counts: Vec<usize> = server.requests().iter().map(|r| names(&r.body)).collect();
+        assert_eq!(counts, [0, 0, 1, 0, 1], "{}", d.name());
+    }
+}

@@ -19,7 +19,7 @@ use crate::conversation::{ChatMessage, Part, Speaker, StopReason, ToolCall, Usag
 use crate::http::{Http, SseEvent};
 use crate::provider::{Provider, ProviderError, ProviderEvent, ProviderRequest, ProviderStream};
 
-use super::{Body, Decode, clip, decode, secret_header, stream_error};
+use super::{Body, Decode, WrittenTools, clip, decode, secret_header, stream_error};
 
 pub const DEFAULT_BASE_URL: &str = berth_core::config::ProviderKind::Claude.default_base_url();
 
@@ -27,6 +27,9 @@ pub const DEFAULT_BASE_URL: &str = berth_core::config::ProviderKind::Claude.defa
 const API_VERSION: &str = "2023-06-01";
 
 const NAME: &str = "claude";
+
+/// This dialect's tool definitions, written once per tool set.
+static TOOLS: WrittenTools = WrittenTools::new();
 
 /// The Anthropic Messages provider.
 pub struct Anthropic {
@@ -172,7 +175,13 @@ impl Provider for Anthropic {
         let url = format!("{}/v1/messages", self.base_url);
         let response = self
             .http
-            .post(NAME, &url, headers, &Anthropic::body(&request), &cancel)
+            .post(
+                NAME,
+                &url,
+                headers,
+                &Anthropic::body(&request).with_written_tools(&request.tools, &TOOLS),
+                &cancel,
+            )
             .await?;
         Ok(decode(NAME, response, cancel, Decoder::default()))
     }

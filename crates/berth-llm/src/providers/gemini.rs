@@ -27,7 +27,7 @@ use serde::Serialize;
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::{Body, Decode, clip, decode, secret_header, stream_error};
+use super::{Body, Decode, WrittenTools, clip, decode, secret_header, stream_error};
 use crate::conversation::{ChatMessage, Part, Speaker, StopReason, ToolCall, ToolResult, Usage};
 use crate::http::{Http, SseEvent};
 use crate::provider::{Provider, ProviderError, ProviderEvent, ProviderRequest, ProviderStream};
@@ -35,6 +35,9 @@ use crate::provider::{Provider, ProviderError, ProviderEvent, ProviderRequest, P
 pub const DEFAULT_BASE_URL: &str = berth_core::config::ProviderKind::Gemini.default_base_url();
 
 const NAME: &str = "gemini";
+
+/// This dialect's tool definitions, written once per tool set.
+static TOOLS: WrittenTools = WrittenTools::new();
 
 /// The prefix of the ids berth makes for calls Gemini gave none (before Gemini 3 it gives
 /// none); such an id is never sent back to Gemini.
@@ -280,7 +283,13 @@ impl Provider for Gemini {
         let url = self.url(&request.model);
         let response = self
             .http
-            .post(NAME, &url, headers, &Gemini::body(&request), &cancel)
+            .post(
+                NAME,
+                &url,
+                headers,
+                &Gemini::body(&request).with_written_tools(&request.tools, &TOOLS),
+                &cancel,
+            )
             .await?;
         Ok(decode(NAME, response, cancel, Decoder::default()))
     }

@@ -7,13 +7,16 @@
 //! `providers::from_config`).
 
 use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, Weak};
 
 use futures::StreamExt;
 use reqwest::header::HeaderValue;
 use serde::Serialize;
 use serde_json::Value;
+use serde_json::value::RawValue;
 use tokio_util::sync::CancellationToken;
 
+use crate::conversation::ToolSpec;
 use crate::http::{SseEvent, sse_events};
 use crate::provider::{ProviderError, ProviderEvent, ProviderStream};
 
@@ -40,6 +43,61 @@ impl<T: Serialize> Body<T> {
     /// The body as one JSON value, as the provider reads it.
     pub fn to_value(&self) -> Value {
         serde_json::to_value(self).expect("a request body is JSON")
+    }
+}
+
+impl<T: Serialize> Body<T> {
+    /// The body as sent: its tools as `written` keeps them for the request's tool set.
+    pub(super) fn with_written_tools(
+        self,
+        specs: &Arc<[ToolSpec]>,
+        written: &WrittenTools,
+    ) -> Body<Written> {
+        Body {
+            fields: self.fields,
+            tools: self.tools.map(|tools| written.get(specs, &tools)),
+        }
+    }
+}
+
+/// One dialect's tool definitions, written as JSON once for a tool set and kept while that set
+/// lives. The schemas are most of a request's bytes, and every turn of an agent with the same
+/// tools sends the same set: written afresh, they were a tenth of what a prompt cost berth
+/// before its model call, at 500 prompts at once. One set is kept; another one replaces it.
+pub(super) struct WrittenTools(Mutex<Option<(Weak<[ToolSpec]>, Written)>>);
+
+/// JSON written once, sent as it is.
+#[derive(Clone, Debug)]
+pub struct Written(Arc<RawValue>);
+
+impl Serialize for Written {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(serializer)
+    }
+}
+
+impl WrittenTools {
+    pub(super) const fn new() -> WrittenTools {
+        WrittenTools(Mutex::new(None))
+    }
+
+    /// `tools` (the dialect's definitions of `specs`) as JSON: the kept text when it was
+    /// written for this very set, which the `Weak` it is kept with proves (its allocation
+    /// cannot be reused while the `Weak` lives).
+    fn get(&self, specs: &Arc<[ToolSpec]>, tools: &impl Serialize) -> Written {
+        let mut kept = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((set, text)) = &*kept
+            && std::ptr::addr_eq(set.as_ptr(), Arc::as_ptr(specs))
+        {
+            return text.clone();
+        }
+        let text = Written(
+            serde_json::value::to_raw_value(tools)
+                .expect("tool definitions are JSON")
+                .into(),
+        );
+        *kept = Some((Arc::downgrade(specs), text.clone()));
+        text
     }
 }
 

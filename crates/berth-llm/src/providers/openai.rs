@@ -16,7 +16,7 @@ use serde::Serialize;
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::{Body, Decode, clip, decode, secret_header, stream_error};
+use super::{Body, Decode, WrittenTools, clip, decode, secret_header, stream_error};
 use crate::conversation::{ChatMessage, Part, Speaker, StopReason, ToolCall, Usage};
 use crate::http::{Http, SseEvent};
 use crate::provider::{Provider, ProviderError, ProviderEvent, ProviderRequest, ProviderStream};
@@ -24,6 +24,9 @@ use crate::provider::{Provider, ProviderError, ProviderEvent, ProviderRequest, P
 pub const DEFAULT_BASE_URL: &str = berth_core::config::ProviderKind::Openai.default_base_url();
 
 const NAME: &str = "openai";
+
+/// This dialect's tool definitions, written once per tool set.
+static TOOLS: WrittenTools = WrittenTools::new();
 
 /// The OpenAI Chat Completions provider.
 pub struct OpenAi {
@@ -206,7 +209,8 @@ impl Provider for OpenAi {
             secret_header(NAME, &format!("Bearer {}", self.key))?,
         );
         let url = format!("{}/chat/completions", self.base_url);
-        let body = OpenAi::body(&request, &self.base_url);
+        let body =
+            OpenAi::body(&request, &self.base_url).with_written_tools(&request.tools, &TOOLS);
         let response = self.http.post(NAME, &url, headers, &body, &cancel).await?;
         Ok(decode(NAME, response, cancel, Decoder::default()))
     }
