@@ -61,6 +61,20 @@ impl FileLock {
         file.lock()?;
         Ok(FileLock { file })
     }
+
+    /// [`FileLock::acquire`] that never waits: `None` while another holds the lock.
+    pub fn try_acquire(path: &Path) -> io::Result<Option<FileLock>> {
+        let file = fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(path)?;
+        match file.try_lock() {
+            Ok(()) => Ok(Some(FileLock { file })),
+            Err(fs::TryLockError::WouldBlock) => Ok(None),
+            Err(fs::TryLockError::Error(e)) => Err(e),
+        }
+    }
 }
 
 impl Drop for FileLock {

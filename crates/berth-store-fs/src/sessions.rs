@@ -250,16 +250,31 @@ impl Layout {
     /// from the end; only when the file does not end with berth's trailer (a crash left a torn
     /// append, or a person added text) does it read the whole file, once.
     fn append(&self, id: &SessionId, message: &Message) -> Result<()> {
-        let (file, path) = self.append_unsynced(id, message)?;
+        let (file, path) = self.append_waiting(id, message)?;
         sync_appended(&file, &path)
     }
 
     /// [`Layout::append`] up to its sync: the message is written, under the transcript's lock,
     /// and every reader sees it; the file it is in comes back to be synced. The lock is let go
     /// before the sync: a later append syncs this message with its own, and waits for no disk.
-    fn append_unsynced(&self, id: &SessionId, message: &Message) -> Result<(File, PathBuf)> {
+    ///
+    /// `wait` false: on an async thread, where nothing may wait. `None` then, with nothing
+    /// written, when another writer holds the transcript's lock or its torn tail needs mending
+    /// (durable writes): the caller does it again where it may wait.
+    fn append_unsynced(
+        &self,
+        id: &SessionId,
+        message: &Message,
+        wait: bool,
+    ) -> Result<Option<(File, PathBuf)>> {
         let (ws, dir) = self.session_dir(id)?;
-        let _guard = lock_transcript(&dir, id)?;
+        let _guard = match wait {
+            true => lock_transcript(&dir, id)?,
+            false => match try_lock_in(&dir, TRANSCRIPT_LOCK, id)? {
+                Some(guard) => guard,
+                None => return Ok(None),
+            },
+        };
         // Checked under the lock: a session closed by another process a moment ago is closed.
         self.read_session_file(&dir, id, &ws)?.check_open()?;
         let path = dir.join("session.md");
@@ -271,10 +286,20 @@ impl Layout {
                 io::ErrorKind::NotFound => missing(id),
                 _ => io_err("open", &path)(e),
             })?;
-        ensure_clean_tail(&file, &path, &dir.join(RECOVERY))?;
+        if !ensure_clean_tail(&file, &path, &dir.join(RECOVERY), wait)? {
+            return Ok(None);
+        }
         file.write_all(transcript::encode_message(message).as_bytes())
             .map_err(io_err("append to", &path))?;
-        Ok((file, path))
+        Ok(Some((file, path)))
+    }
+
+    /// [`Layout::append_unsynced`] where it may wait: it appends, or fails.
+    fn append_waiting(&self, id: &SessionId, message: &Message) -> Result<(File, PathBuf)> {
+        self.append_unsynced(id, message, true)?.ok_or_else(|| {
+            let never = io::Error::other("a waiting append came back without appending");
+            Error::io(format!("cannot append to session {id}"), never)
+        })
     }
 
     fn write_transcript(&self, id: &SessionId, messages: &[Message]) -> Result<()> {
@@ -381,6 +406,15 @@ fn lock_transcript(dir: &Path, id: &SessionId) -> Result<FileLock> {
     lock_in(dir, TRANSCRIPT_LOCK, id)
 }
 
+/// [`lock_in`] that never waits: `None` while another holds the lock.
+fn try_lock_in(dir: &Path, name: &str, id: &SessionId) -> Result<Option<FileLock>> {
+    let path = dir.join(name);
+    FileLock::try_acquire(&path).map_err(|e| match e.kind() {
+        io::ErrorKind::NotFound => missing(id),
+        _ => io_err("lock", &path)(e),
+    })
+}
+
 fn lock_in(dir: &Path, name: &str, id: &SessionId) -> Result<FileLock> {
     let path = dir.join(name);
     FileLock::acquire(&path).map_err(|e| match e.kind() {
@@ -393,7 +427,9 @@ fn lock_in(dir: &Path, name: &str, id: &SessionId) -> Result<FileLock> {
 /// to `recovery` (durably) before it is cut off: the parser only calls a tail torn when berth's
 /// own mark says so, but a copy costs nothing and makes "nothing is ever gone" true whatever
 /// wrote the bytes.
-fn ensure_clean_tail(file: &File, path: &Path, recovery: &Path) -> Result<()> {
+///
+/// `Ok(false)` when the tail is torn and `mend` is false: nothing was changed.
+fn ensure_clean_tail(file: &File, path: &Path, recovery: &Path, mend: bool) -> Result<bool> {
     let len = file.metadata().map_err(io_err("read", path))?.len();
     let tail_len = len.min(64);
     let mut tail = vec![0; tail_len as usize];
@@ -405,7 +441,7 @@ fn ensure_clean_tail(file: &File, path: &Path, recovery: &Path) -> Result<()> {
             && file.read_exact_at(&mut head, len - n as u64).is_ok()
             && &head == b"\n## "
         {
-            return Ok(());
+            return Ok(true);
         }
     }
     // Not berth's trailer at the end: a fresh transcript (frontmatter only), blocks a person
@@ -414,13 +450,16 @@ fn ensure_clean_tail(file: &File, path: &Path, recovery: &Path) -> Result<()> {
     let bytes = fs::read(path).map_err(io_err("read", path))?;
     let parsed = transcript::parse(&bytes).map_err(|e| corrupt(path, e))?;
     if parsed.torn_tail > 0 {
+        if !mend {
+            return Ok(false);
+        }
         preserve_tail(recovery, &bytes[parsed.complete_len..], parsed.complete_len)
             .map_err(io_err("write", recovery))?;
         file.set_len(parsed.complete_len as u64)
             .map_err(io_err("repair", path))?;
         file.sync_all().map_err(io_err("repair", path))?;
     }
-    Ok(())
+    Ok(true)
 }
 
 /// Appends a cut tail to the recovery file beside the transcript, with a line saying where it
@@ -544,10 +583,18 @@ impl SessionStore for FsStore {
     }
 
     async fn append_syncing(&self, id: &SessionId, message: &Message) -> Result<Syncing> {
-        let (id, message) = (id.clone(), message.clone());
-        let (file, path) = self
-            .blocking(move |l| l.append_unsynced(&id, &message))
-            .await?;
+        // On the caller's thread when nothing makes it wait (one turn at a time holds a
+        // session, so its transcript's lock is free): a trip through the blocking pool cost
+        // every prompt two thread switches before its model call. Where another writer holds
+        // the lock, or a torn tail needs mending, through the pool.
+        let (file, path) = match self.inline(|l| l.append_unsynced(id, message, false))? {
+            Some(appended) => appended,
+            None => {
+                let (id, message) = (id.clone(), message.clone());
+                self.blocking(move |l| l.append_waiting(&id, &message))
+                    .await?
+            }
+        };
         // Started now: the disk syncs while the caller goes on.
         let sync = tokio::task::spawn_blocking(move || sync_appended(&file, &path));
         Ok(Syncing::after(

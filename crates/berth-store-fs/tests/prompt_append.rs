@@ -1,0 +1,118 @@
+//! A prompt's append (`append_syncing`) runs on the caller's thread only when nothing makes it
+//! wait: while another writer holds the transcript's lock it waits for it, on the blocking
+//! pool, and a torn tail is mended before it appends, as every append mends one.
+
+#![allow(clippy::unwrap_used)] // a test: a panic is the failure it reports
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use berth_core::{Message, NewSession, NewWorkspace, Role, SessionId, SessionStore, WorkspaceId};
+use berth_store_fs::FsStore;
+use chrono::Utc;
+
+/// A store with one session in one workspace, and the session's folder.
+async fn one_session(home: &std::path::Path) -> (FsStore, SessionId, PathBuf) {
+    let store = FsStore::open(home).unwrap();
+    let ws = WorkspaceId::new("alpha").unwrap();
+    berth_core::WorkspaceStore::create(
+        &store,
+        NewWorkspace {
+            id: Some(ws.clone()),
+            ..NewWorkspace::default()
+        },
+        Utc::now(),
+    )
+    .await
+    .unwrap();
+    let id = SessionId::new("s1").unwrap();
+    let new = NewSession {
+        id: Some(id.clone()),
+        workspace: ws,
+        title: "t".to_owned(),
+        provider: berth_core::config::ProviderKind::Gemini,
+        model: "m".to_owned(),
+        cwd: None,
+        agent: None,
+    };
+    store.create(new, Utc::now()).await.unwrap();
+    let dir = home.join("workspaces/alpha/sessions/s1");
+    assert!(dir.join("session.md").is_file(), "the layout this test knows");
+    (store, id, dir)
+}
+
+/// A pause that leaves the runtime's threads free (this crate's tokio has no timer).
+async fn pause(how_long: Duration) {
+    tokio::task::spawn_blocking(move || std::thread::sleep(how_long))
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_append_waits_for_another_writer() {
+    let home = tempfile::tempdir().unwrap();
+    let (store, id, dir) = one_session(home.path()).await;
+    // Another writer (a lock on its own open file, as another process's) holds the
+    // transcript.
+    let other = std::fs::OpenOptions::new()
+        .write(true)
+        .open(dir.join(".transcript.lock"))
+        .unwrap();
+    other.lock().unwrap();
+    let prompt = Message::new(Role::User, "the prompt");
+    let append = {
+        let (store, id, prompt) = (store.clone(), id.clone(), prompt.clone());
+        tokio::spawn(async move { store.append_syncing(&id, &prompt).await?.wait().await })
+    };
+    pause(Duration::from_millis(300)).await;
+    assert!(!append.is_finished(), "the append waits for the lock");
+    let text = std::fs::read_to_string(dir.join("session.md")).unwrap();
+    assert!(!text.contains("the prompt"), "nothing is written under another's lock");
+    other.unlock().unwrap();
+    for _ in 0..100 {
+        if append.is_finished() {
+            break;
+        }
+        pause(Duration::from_millis(100)).await;
+    }
+    assert!(append.is_finished(), "the append goes on once the lock is free");
+    append.await.unwrap().unwrap();
+    let transcript = store.read_transcript(&id).await.unwrap();
+    assert_eq!(transcript.messages, [prompt]);
+}
+
+#[tokio::test]
+async fn a_prompt_append_mends_a_torn_tail_first() {
+    let home = tempfile::tempdir().unwrap();
+    let (store, id, dir) = one_session(home.path()).await;
+    let kept = Message::new(Role::User, "kept");
+    store.append(&id, &kept).await.unwrap();
+    let torn = berth_core::transcript::encode_message(&Message::new(
+        Role::Assistant,
+        "an answer that never finished",
+    ));
+    let cut = &torn.as_bytes()[..torn.len() / 2];
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(dir.join("session.md"))
+        .unwrap();
+    file.write_all(cut).unwrap();
+    drop(file);
+    let prompt = Message::new(Role::User, "the prompt");
+    store
+        .append_syncing(&id, &prompt)
+        .await
+        .unwrap()
+        .wait()
+        .await
+        .unwrap();
+    let transcript = store.read_transcript(&id).await.unwrap();
+    assert_eq!(transcript.messages, [kept, prompt]);
+    assert_eq!(transcript.torn_tail, 0);
+    let recovered = std::fs::read(dir.join("session.recovered.md")).unwrap();
+    assert!(
+        recovered.windows(cut.len() - 1).any(|w| w == &cut[1..]),
+        "the torn bytes are kept in session.recovered.md"
+    );
+}
