@@ -3,7 +3,9 @@
 //!
 //! `cargo bench -p berth-cli --bench serve_load` (`BENCH_CLIENTS` = "1,10,50,500",
 //! `BENCH_CHUNKS` = 200, `BENCH_CHUNK_MS` = 5: the pause between two chunks of an answer, so a
-//! turn takes about a second, as a fast model's does).
+//! turn takes about a second, as a fast model's does; `BENCH_HEAD_MS` = 0: how long the stand-in
+//! waits before an answer's head, so that, at a few seconds, the prompts are measured with no
+//! answer streaming beside them).
 //!
 //! One real `berth serve` process, its limits raised by its own flags for the load
 //! (`--max-connections` to the largest N, `--max-prompts-per-minute 0`); each client is the
@@ -74,7 +76,8 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
-    rt.block_on(run(&sizes, chunks, pause));
+    let head = Duration::from_millis(env_or("BENCH_HEAD_MS", 0) as u64);
+    rt.block_on(run(&sizes, chunks, pause, head));
 }
 
 /// One client's turn: from its prompt, when the first chunk came and when the answer did, and
@@ -102,7 +105,7 @@ struct Batch {
     cpu: [f64; 3],
 }
 
-async fn run(sizes: &[usize], chunks: usize, pause: Duration) {
+async fn run(sizes: &[usize], chunks: usize, pause: Duration, head: Duration) {
     let provider = ProviderServer::start_in_background();
     let home = home_on_provider(provider.url());
     let work = tempfile::tempdir().unwrap();
@@ -127,10 +130,14 @@ async fn run(sizes: &[usize], chunks: usize, pause: Duration) {
         Served::start(floor, "floor").await,
     ];
     let deltas: Vec<String> = (0..chunks).map(|i| format!("t{i:04} ")).collect();
+    let answer = Reply::anthropic(&Turn::new().text(deltas.clone()))
+        .pause_between(pause)
+        .delay_head(head);
     let expected = Arc::new(deltas.concat());
     println!(
-        "berth serve load: {chunks}-chunk answers ({} ms apart), {} cores",
+        "berth serve load: {chunks}-chunk answers ({} ms apart, the first after {} ms), {} cores",
         pause.as_millis(),
+        head.as_millis(),
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
     println!(
@@ -156,8 +163,7 @@ async fn run(sizes: &[usize], chunks: usize, pause: Duration) {
         let mut batches = Vec::new();
         for server in &servers {
             for _ in 0..n {
-                provider
-                    .push(Reply::anthropic(&Turn::new().text(deltas.clone())).pause_between(pause));
+                provider.push(answer.clone());
             }
             let mut batch = batch(n, server, work.path(), &expected, &provider).await;
             print_row(server.name, &mut batch, server.pid);
