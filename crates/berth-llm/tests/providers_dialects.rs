@@ -506,7 +506,13 @@ async fn tools_written_once_are_the_requests_own() {
             };
             run(&*provider, asked).await.done();
             let sent = server.requests().last().unwrap().body.clone();
-            assert_eq!(sent["tools"], fresh["tools"], "{}: {} tools", d.name(), set.len());
+            assert_eq!(
+                sent["tools"],
+                fresh["tools"],
+                "{}: {} tools",
+                d.name(),
+                set.len()
+            );
         }
         let names = |body: &Value| body["tools"].to_string().matches("write_file").count();
         let counts: Vec<usize> = server.requests().iter().map(|r| names(&r.body)).collect();

@@ -38,7 +38,10 @@ async fn one_session(home: &std::path::Path) -> (FsStore, SessionId, PathBuf) {
     };
     store.create(new, Utc::now()).await.unwrap();
     let dir = home.join("workspaces/alpha/sessions/s1");
-    assert!(dir.join("session.md").is_file(), "the layout this test knows");
+    assert!(
+        dir.join("session.md").is_file(),
+        "the layout this test knows"
+    );
     (store, id, dir)
 }
 
@@ -68,7 +71,10 @@ async fn a_prompt_append_waits_for_another_writer() {
     pause(Duration::from_millis(300)).await;
     assert!(!append.is_finished(), "the append waits for the lock");
     let text = std::fs::read_to_string(dir.join("session.md")).unwrap();
-    assert!(!text.contains("the prompt"), "nothing is written under another's lock");
+    assert!(
+        !text.contains("the prompt"),
+        "nothing is written under another's lock"
+    );
     other.unlock().unwrap();
     for _ in 0..100 {
         if append.is_finished() {
@@ -76,7 +82,10 @@ async fn a_prompt_append_waits_for_another_writer() {
         }
         pause(Duration::from_millis(100)).await;
     }
-    assert!(append.is_finished(), "the append goes on once the lock is free");
+    assert!(
+        append.is_finished(),
+        "the append goes on once the lock is free"
+    );
     append.await.unwrap().unwrap();
     let transcript = store.read_transcript(&id).await.unwrap();
     assert_eq!(transcript.messages, [prompt]);
