@@ -62,12 +62,16 @@ impl FileLock {
         Ok(FileLock { file })
     }
 
-    /// [`FileLock::acquire`] that never waits: `None` while another holds the lock.
+    /// [`FileLock::acquire`] that never waits, to be taken on an async thread: `None` while
+    /// another holds the lock. Opened without waiting too: a FIFO where the lock file belongs
+    /// is an error at once (`ENXIO`), where a plain open would wait for a reader.
     pub fn try_acquire(path: &Path) -> io::Result<Option<FileLock>> {
+        use std::os::unix::fs::OpenOptionsExt;
         let file = fs::OpenOptions::new()
             .create(true)
             .truncate(false)
             .write(true)
+            .custom_flags(libc::O_NONBLOCK)
             .open(path)?;
         match file.try_lock() {
             Ok(()) => Ok(Some(FileLock { file })),

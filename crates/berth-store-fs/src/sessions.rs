@@ -9,7 +9,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
@@ -278,9 +278,12 @@ impl Layout {
         // Checked under the lock: a session closed by another process a moment ago is closed.
         self.read_session_file(&dir, id, &ws)?.check_open()?;
         let path = dir.join("session.md");
+        // Opened without waiting, and refused unless a plain file (`ensure_clean_tail`): a
+        // FIFO where the transcript belongs never holds up the thread, async or not.
         let mut file = OpenOptions::new()
             .read(true)
             .append(true)
+            .custom_flags(libc::O_NONBLOCK)
             .open(&path)
             .map_err(|e| match e.kind() {
                 io::ErrorKind::NotFound => missing(id),
@@ -430,7 +433,15 @@ fn lock_in(dir: &Path, name: &str, id: &SessionId) -> Result<FileLock> {
 ///
 /// `Ok(false)` when the tail is torn and `mend` is false: nothing was changed.
 fn ensure_clean_tail(file: &File, path: &Path, recovery: &Path, mend: bool) -> Result<bool> {
-    let len = file.metadata().map_err(io_err("read", path))?.len();
+    let meta = file.metadata().map_err(io_err("read", path))?;
+    if !meta.is_file() {
+        return Err(Error::Corrupt {
+            file: path.to_owned(),
+            line: None,
+            reason: "not a plain file".to_owned(),
+        });
+    }
+    let len = meta.len();
     let tail_len = len.min(64);
     let mut tail = vec![0; tail_len as usize];
     file.read_exact_at(&mut tail, len - tail_len)
@@ -447,7 +458,10 @@ fn ensure_clean_tail(file: &File, path: &Path, recovery: &Path, mend: bool) -> R
     // Not berth's trailer at the end: a fresh transcript (frontmatter only), blocks a person
     // wrote, a message edited by hand, a torn append, or corruption. Parsing the whole file
     // tells which; only a torn append is cut off, and corruption refuses the append.
-    let bytes = fs::read(path).map_err(io_err("read", path))?;
+    // From the file the append writes to (its offset is still at the start: appends move
+    // only the end), not from the path again.
+    let mut bytes = Vec::with_capacity(len as usize);
+    io::Read::read_to_end(&mut &*file, &mut bytes).map_err(io_err("read", path))?;
     let parsed = transcript::parse(&bytes).map_err(|e| corrupt(path, e))?;
     if parsed.torn_tail > 0 {
         if !mend {
@@ -643,10 +657,12 @@ impl SessionStore for FsStore {
             let (_, dir) = l.session_dir(id)?;
             let path = dir.join(TURN_LOCK);
             // A lock the kernel drops with the process: a turn killed mid-way holds nothing.
+            // Opened without waiting: a FIFO in its place is an error at once (`ENXIO`).
             let file = std::fs::OpenOptions::new()
                 .create(true)
                 .truncate(false)
                 .write(true)
+                .custom_flags(libc::O_NONBLOCK)
                 .open(&path)
                 .map_err(io_err("open", &path))?;
             match file.try_lock() {

@@ -1,6 +1,7 @@
 //! A prompt's append (`append_syncing`) runs on the caller's thread only when nothing makes it
 //! wait: while another writer holds the transcript's lock it waits for it, on the blocking
-//! pool, and a torn tail is mended before it appends, as every append mends one.
+//! pool, and a torn tail is mended before it appends, as every append mends one. A FIFO where
+//! the transcript or a lock file belongs is refused at once, never waited on.
 
 #![allow(clippy::unwrap_used)] // a test: a panic is the failure it reports
 
@@ -124,4 +125,49 @@ async fn a_prompt_append_mends_a_torn_tail_first() {
         recovered.windows(cut.len() - 1).any(|w| w == &cut[1..]),
         "the torn bytes are kept in session.recovered.md"
     );
+}
+
+/// `f` on a thread of its own, which must end within seconds: what never waits, ends.
+fn at_once<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(Duration::from_secs(10))
+        .expect("it ended, instead of waiting on a FIFO")
+}
+
+#[test]
+fn a_fifo_for_the_transcript_or_a_lock_is_refused_at_once() {
+    for name in ["session.md", ".transcript.lock", ".turn.lock"] {
+        let home = tempfile::tempdir().unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let (store, id, dir) = rt.block_on(one_session(home.path()));
+        let path = dir.join(name);
+        std::fs::remove_file(&path).unwrap();
+        let made = std::process::Command::new("mkfifo")
+            .arg(&path)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let error = at_once(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                match name {
+                    ".turn.lock" => store.hold_turn(&id).await.map(drop),
+                    _ => {
+                        let prompt = Message::new(Role::User, "the prompt");
+                        store.append_syncing(&id, &prompt).await?.wait().await
+                    }
+                }
+            })
+        })
+        .expect_err(name);
+        let said = error.to_string();
+        assert!(said.contains(name), "{name}: {said}");
+    }
 }
