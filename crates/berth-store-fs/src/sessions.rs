@@ -144,6 +144,11 @@ impl Layout {
         let dir = parent.join(id.as_str());
         fs::rename(&staging, &dir).map_err(io_err("create", &dir))?;
         sync_dir(&parent).map_err(io_err("sync", &parent))?;
+        // Its owner is known: its first prompt does not read the index for it.
+        self.owners
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id, new.workspace);
         let mut session = session;
         with_transcript_time(&dir, &mut session);
         Ok(session)
