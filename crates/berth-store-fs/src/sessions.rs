@@ -264,8 +264,8 @@ impl Layout {
     /// before the sync: a later append syncs this message with its own, and waits for no disk.
     ///
     /// `wait` false: on an async thread, where nothing may wait. `None` then, with nothing
-    /// written, when another writer holds the transcript's lock or its torn tail needs mending
-    /// (durable writes): the caller does it again where it may wait.
+    /// written, when another writer holds the transcript's lock or its tail needs mending or a
+    /// long read ([`ensure_clean_tail`]): the caller does it again where it may wait.
     fn append_unsynced(
         &self,
         id: &SessionId,
@@ -436,8 +436,10 @@ fn lock_in(dir: &Path, name: &str, id: &SessionId) -> Result<FileLock> {
 /// own mark says so, but a copy costs nothing and makes "nothing is ever gone" true whatever
 /// wrote the bytes.
 ///
-/// `Ok(false)` when the tail is torn and `mend` is false: nothing was changed.
-fn ensure_clean_tail(file: &File, path: &Path, recovery: &Path, mend: bool) -> Result<bool> {
+/// `wait` false (on an async thread): `Ok(false)`, with nothing changed, where the tail needs
+/// mending (durable writes) or a whole read of a transcript longer than the reads made there
+/// ([`INLINE_TRANSCRIPT_MAX`]).
+fn ensure_clean_tail(file: &File, path: &Path, recovery: &Path, wait: bool) -> Result<bool> {
     let meta = file.metadata().map_err(io_err("read", path))?;
     if !meta.is_file() {
         return Err(Error::Corrupt {
@@ -463,13 +465,16 @@ fn ensure_clean_tail(file: &File, path: &Path, recovery: &Path, mend: bool) -> R
     // Not berth's trailer at the end: a fresh transcript (frontmatter only), blocks a person
     // wrote, a message edited by hand, a torn append, or corruption. Parsing the whole file
     // tells which; only a torn append is cut off, and corruption refuses the append.
+    if !wait && len > INLINE_TRANSCRIPT_MAX {
+        return Ok(false);
+    }
     // From the file the append writes to (its offset is still at the start: appends move
     // only the end), not from the path again.
     let mut bytes = Vec::with_capacity(len as usize);
     io::Read::read_to_end(&mut &*file, &mut bytes).map_err(io_err("read", path))?;
     let parsed = transcript::parse(&bytes).map_err(|e| corrupt(path, e))?;
     if parsed.torn_tail > 0 {
-        if !mend {
+        if !wait {
             return Ok(false);
         }
         preserve_tail(recovery, &bytes[parsed.complete_len..], parsed.complete_len)

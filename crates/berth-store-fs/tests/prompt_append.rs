@@ -1,7 +1,8 @@
 //! A prompt's append (`append_syncing`) runs on the caller's thread only when nothing makes it
 //! wait: while another writer holds the transcript's lock it waits for it, on the blocking
-//! pool, and a torn tail is mended before it appends, as every append mends one. A FIFO where
-//! the transcript or a lock file belongs is refused at once, never waited on.
+//! pool, and a torn tail is mended before it appends, as every append mends one; a long
+//! transcript a person ended is read whole there too. A FIFO where the transcript or a lock
+//! file belongs is refused at once, never waited on.
 
 #![allow(clippy::unwrap_used)] // a test: a panic is the failure it reports
 
@@ -170,4 +171,37 @@ fn a_fifo_for_the_transcript_or_a_lock_is_refused_at_once() {
         let said = error.to_string();
         assert!(said.contains(name), "{name}: {said}");
     }
+}
+
+/// A long transcript that does not end with berth's trailer (a person wrote its last block)
+/// is read whole before the append, as any such transcript is: the prompt lands after it.
+#[tokio::test]
+async fn a_prompt_append_after_a_long_block_a_person_wrote() {
+    let home = tempfile::tempdir().unwrap();
+    let (store, id, dir) = one_session(home.path()).await;
+    let long = "a line a person wrote\n".repeat(4000);
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(dir.join("session.md"))
+        .unwrap();
+    write!(file, "\n## User\n\n{long}").unwrap();
+    drop(file);
+    assert!(std::fs::metadata(dir.join("session.md")).unwrap().len() > 64 * 1024);
+    let prompt = Message::new(Role::User, "the prompt");
+    store
+        .append_syncing(&id, &prompt)
+        .await
+        .unwrap()
+        .wait()
+        .await
+        .unwrap();
+    let transcript = store.read_transcript(&id).await.unwrap();
+    assert_eq!(
+        transcript.messages.len(),
+        2,
+        "{:?}",
+        transcript.messages.len()
+    );
+    assert_eq!(transcript.messages[0].content.trim_end(), long.trim_end());
+    assert_eq!(transcript.messages[1], prompt);
 }
