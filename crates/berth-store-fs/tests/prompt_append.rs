@@ -54,6 +54,19 @@ async fn pause(how_long: Duration) {
         .unwrap();
 }
 
+/// Appends a prompt as a turn does (`append_syncing`), to its sync; the prompt appended.
+async fn append_prompt(store: &FsStore, id: &SessionId) -> Message {
+    let prompt = Message::new(Role::User, "the prompt");
+    store
+        .append_syncing(id, &prompt)
+        .await
+        .unwrap()
+        .wait()
+        .await
+        .unwrap();
+    prompt
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_prompt_append_waits_for_another_writer() {
     let home = tempfile::tempdir().unwrap();
@@ -110,14 +123,7 @@ async fn a_prompt_append_mends_a_torn_tail_first() {
         .unwrap();
     file.write_all(cut).unwrap();
     drop(file);
-    let prompt = Message::new(Role::User, "the prompt");
-    store
-        .append_syncing(&id, &prompt)
-        .await
-        .unwrap()
-        .wait()
-        .await
-        .unwrap();
+    let prompt = append_prompt(&store, &id).await;
     let transcript = store.read_transcript(&id).await.unwrap();
     assert_eq!(transcript.messages, [kept, prompt]);
     assert_eq!(transcript.torn_tail, 0);
@@ -187,14 +193,7 @@ async fn a_prompt_append_after_a_long_block_a_person_wrote() {
     write!(file, "\n## User\n\n{long}").unwrap();
     drop(file);
     assert!(std::fs::metadata(dir.join("session.md")).unwrap().len() > 64 * 1024);
-    let prompt = Message::new(Role::User, "the prompt");
-    store
-        .append_syncing(&id, &prompt)
-        .await
-        .unwrap()
-        .wait()
-        .await
-        .unwrap();
+    let prompt = append_prompt(&store, &id).await;
     let transcript = store.read_transcript(&id).await.unwrap();
     assert_eq!(
         transcript.messages.len(),
