@@ -610,7 +610,7 @@ impl SessionStore for FsStore {
         // On the caller's thread when nothing makes it wait (one turn at a time holds a
         // session, so its transcript's lock is free): a trip through the blocking pool cost
         // every prompt two thread switches before its model call. Where another writer holds
-        // the lock, or a torn tail needs mending, through the pool.
+        // the lock, or the tail needs mending or a long read, through the pool.
         let (file, path) = match self.inline(|l| l.append_unsynced(id, message, false))? {
             Some(appended) => appended,
             None => {
