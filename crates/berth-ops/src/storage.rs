@@ -34,6 +34,24 @@ pub fn context_path() -> StoragePath {
     StoragePath::new("context.md").expect("a valid storage path")
 }
 
+/// The folder of a storage where berth keeps its own state (a session's model, an answer kept
+/// aside while it streams), which berth obeys when it reads it back.
+const BERTH_STATE: &str = ".berth";
+
+/// Refuses a change under [`BERTH_STATE`] from outside berth: an agent's storage tool, MCP or
+/// the CLI. A file planted there would be obeyed (a model to call, an answer recovered into
+/// the transcript as the model's); berth changes it through its own operations (`/model`).
+fn changeable(path: &StoragePath) -> Result<()> {
+    if path.as_path().components().next()
+        == Some(std::path::Component::Normal(BERTH_STATE.as_ref()))
+    {
+        return Err(crate::Error::refused(format!(
+            "'{path}' is in {BERTH_STATE}/, where berth keeps its own state; it cannot be changed from outside berth (a session's model changes with /model)"
+        )));
+    }
+    Ok(())
+}
+
 /// A folder path where `None` or `""` means the root.
 fn folder(path: Option<&str>) -> Result<Option<StoragePath>> {
     Ok(path
@@ -89,6 +107,7 @@ impl Ops {
         contents: Vec<u8>,
     ) -> Result<StoragePath> {
         let path = StoragePath::new(path)?;
+        changeable(&path)?;
         self.manager
             .write_storage(&at.scope, &path, contents)
             .await
@@ -117,6 +136,7 @@ impl Ops {
         recursive: bool,
     ) -> Result<StoragePath> {
         let path = StoragePath::new(path)?;
+        changeable(&path)?;
         self.manager
             .remove_storage(&at.scope, &path, recursive)
             .await
