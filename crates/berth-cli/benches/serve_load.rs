@@ -22,10 +22,13 @@
 //! three share the machine's cores). Last, issue 55's goals at N = 500, each met or missed; a
 //! client dropped fails the benchmark.
 //!
-//! Each N runs twice with the same clients: on berth, then on the floor (`serve_floor`), the
-//! least a server must do for them (the WebSocket, the JSON-RPC, the model call and the
-//! relayed text, nothing kept), started as a process of its own from this executable. The
-//! floor is the baseline of the same run: what the machine gives any server under this load.
+//! Each N runs three times with the same clients: on berth, then on two floors, each started
+//! as a process of its own from this executable and each the baseline of the same run. The
+//! floor (`serve_floor`) is the least a server must do for the clients (the WebSocket, the
+//! JSON-RPC, the model call and the relayed text, nothing kept), written by hand: what the
+//! machine gives any server under this load. The parts' floor (`serve_floor::parts`) does the
+//! same through the parts berth must use for it, the official ACP SDK's agent side and
+//! berth-llm's HTTP client: what is left between it and berth is berth's own work.
 //!
 //! `BENCH_BERTH` names another `berth` binary to serve (a build to compare, run by the same
 //! clients); by default, the one cargo built with this benchmark.
@@ -63,6 +66,9 @@ const GOAL_FIRST_P50: Duration = Duration::from_millis(100);
 fn main() {
     if let Ok(provider) = std::env::var(serve_floor::FLOOR_PROVIDER) {
         return serve_floor::serve(provider);
+    }
+    if let Ok(provider) = std::env::var(serve_floor::parts::PARTS_PROVIDER) {
+        return serve_floor::parts::serve(provider);
     }
     let sizes: Vec<usize> = std::env::var("BENCH_CLIENTS")
         .unwrap_or_else(|_| "1,10,50,500".to_owned())
@@ -125,9 +131,12 @@ async fn run(sizes: &[usize], chunks: usize, pause: Duration, head: Duration) {
         .current_dir(work.path());
     let mut floor = tokio::process::Command::new(std::env::current_exe().unwrap());
     floor.env(serve_floor::FLOOR_PROVIDER, provider.url());
+    let mut parts = tokio::process::Command::new(std::env::current_exe().unwrap());
+    parts.env(serve_floor::parts::PARTS_PROVIDER, provider.url());
     let servers = [
         Served::start(berth, "berth").await,
         Served::start(floor, "floor").await,
+        Served::start(parts, "parts").await,
     ];
     let deltas: Vec<String> = (0..chunks).map(|i| format!("t{i:04} ")).collect();
     let answer = Reply::anthropic(&Turn::new().text(deltas.clone()))
@@ -169,21 +178,21 @@ async fn run(sizes: &[usize], chunks: usize, pause: Duration, head: Duration) {
             print_row(server.name, &mut batch, server.pid);
             batches.push(batch);
         }
-        let [mut berth, floor] = <[Batch; 2]>::try_from(batches).ok().unwrap();
-        // Only berth's drops fail the benchmark; the floor is a measure, not a product.
+        let [mut berth, floor, parts] = <[Batch; 3]>::try_from(batches).ok().unwrap();
+        // Only berth's drops fail the benchmark; the floors are measures, not products.
         dropped.append(&mut berth.dropped);
         if n == GOAL_CLIENTS {
-            goal = Some((berth, floor));
+            goal = Some([berth, floor, parts]);
         }
     }
-    if let Some((mut berth, mut floor)) = goal {
-        print_goals(&mut berth, &mut floor);
+    if let Some(mut batches) = goal {
+        print_goals(&mut batches);
     }
     assert!(dropped.is_empty(), "clients dropped: {dropped:?}");
     println!("every stream arrived whole and in order");
 }
 
-/// A server under load: berth serve, or the floor.
+/// A server under load: berth serve, or one of the floors.
 struct Served {
     name: &'static str,
     address: String,
@@ -326,38 +335,37 @@ fn print_row(name: &str, batch: &mut Batch, pid: u32) {
 }
 
 /// Issue 55's goals at N = 500, each said met or missed, with its ratio to the goal and to
-/// the floor's figure in the same run.
-fn print_goals(berth: &mut Batch, floor: &mut Batch) {
+/// the floors' figures in the same run.
+fn print_goals([berth, floor, parts]: &mut [Batch; 3]) {
     let first_p50 = |b: &Batch| {
         let mut first: Vec<Duration> = b.timings.iter().map(|t| t.first).collect();
         percentile(&mut first, 50)
     };
     let verdict = |met: bool| if met { "met" } else { "MISSED" };
     println!("issue 55's goals at N = {}:", berth.n);
-    for (what, got, floor, goal) in [
+    let model = [&mut *berth, &mut *floor, &mut *parts].map(|b| percentile(&mut b.berth_part, 50));
+    let first = [&*berth, &*floor, &*parts].map(first_p50);
+    for (what, [got, floor, parts], goal) in [
         (
             "berth's part (a prompt's frame to its model call) p50",
-            percentile(&mut berth.berth_part, 50),
-            percentile(&mut floor.berth_part, 50),
+            model,
             GOAL_MODEL_P50,
         ),
-        (
-            "first chunk p50",
-            first_p50(berth),
-            first_p50(floor),
-            GOAL_FIRST_P50,
-        ),
+        ("first chunk p50", first, GOAL_FIRST_P50),
     ] {
+        let of_goal = |d: Duration| d.as_secs_f64() / goal.as_secs_f64();
         println!(
             "  {what}: {:.1} ms, {:.2}x the goal of {} ms: {}; the floor {:.1} ms ({:.2}x the \
-             goal), berth {:.2}x the floor",
+             goal), berth {:.2}x the floor; the parts' floor {:.1} ms ({:.2}x the goal)",
             ms(got),
-            got.as_secs_f64() / goal.as_secs_f64(),
+            of_goal(got),
             goal.as_millis(),
             verdict(got <= goal),
             ms(floor),
-            floor.as_secs_f64() / goal.as_secs_f64(),
+            of_goal(floor),
             got.as_secs_f64() / floor.as_secs_f64(),
+            ms(parts),
+            of_goal(parts),
         );
     }
     println!(

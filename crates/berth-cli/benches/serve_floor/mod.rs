@@ -8,13 +8,20 @@
 //! updates, merged in the window berth's relay uses (so the clients get as many updates from
 //! either server), then answers `end_turn`. No store, no transcript, no agent, no ACP SDK, no
 //! token check: what is left is the wire, which any server pays.
+//!
+//! [`parts`] is the second floor: the same work through the parts berth must use for it (the
+//! official ACP SDK, berth-llm's HTTP client). Both share the WebSocket's settings, the
+//! request and the relay.
 
+pub mod parts;
+
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use berth_core::ErrorKind::External;
-use futures::{SinkExt, StreamExt};
+use futures::{SinkExt, Stream, StreamExt};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -51,10 +58,22 @@ pub fn serve(provider: String) {
     });
 }
 
+/// The server side's WebSocket settings, both floors'.
+fn socket() -> tokio_tungstenite::tungstenite::protocol::WebSocketConfig {
+    tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default().read_buffer_size(8 * 1024)
+}
+
+/// A turn's model call: the prompt's text as an Anthropic Messages request.
+fn request_body(text: &str) -> Value {
+    json!({
+        "model": "bench-model", "max_tokens": 1024, "stream": true,
+        "messages": [{"role": "user", "content": text}],
+    })
+}
+
 async fn connection(stream: TcpStream, provider: Arc<str>) {
-    let config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
-        .read_buffer_size(8 * 1024);
-    let Ok(socket) = tokio_tungstenite::accept_async_with_config(stream, Some(config)).await else {
+    let Ok(socket) = tokio_tungstenite::accept_async_with_config(stream, Some(socket())).await
+    else {
         return;
     };
     let (mut to_client, mut from_client) = socket.split();
@@ -117,11 +136,7 @@ async fn prompt(
         .flatten()
         .filter_map(|block| block["text"].as_str())
         .collect();
-    let body = json!({
-        "model": "bench-model", "max_tokens": 1024, "stream": true,
-        "messages": [{"role": "user", "content": text}],
-    })
-    .to_string();
+    let body = request_body(&text).to_string();
     let mut stream = TcpStream::connect(provider).await?;
     stream.set_nodelay(true)?;
     let head = format!(
@@ -130,48 +145,61 @@ async fn prompt(
         body.len()
     );
     stream.write_all(format!("{head}{body}").as_bytes()).await?;
-    RELAYING.fetch_add(1, Ordering::Relaxed);
-    let relayed = relay(&mut stream, &session, out).await;
-    RELAYING.fetch_sub(1, Ordering::Relaxed);
-    relayed
-}
-
-/// Reads the answer's events until `message_stop`, sending its text: the first piece at once,
-/// then what came within the window together, as berth's relay does.
-async fn relay(
-    stream: &mut TcpStream,
-    session: &Value,
-    out: &mpsc::UnboundedSender<String>,
-) -> std::io::Result<()> {
-    let send = |text: &str| {
+    let read = futures::stream::unfold(stream, async |mut stream| {
+        let mut chunk = vec![0u8; 8192];
+        match stream.read(&mut chunk).await {
+            Ok(0) => None,
+            Ok(n) => {
+                chunk.truncate(n);
+                Some((Ok(chunk), stream))
+            }
+            Err(e) => Some((Err(e), stream)),
+        }
+    });
+    relay(Box::pin(read), |text: &str| {
         let update = json!({"jsonrpc": "2.0", "method": "session/update", "params": {
             "sessionId": session,
             "update": {"sessionUpdate": "agent_message_chunk",
                        "content": {"type": "text", "text": text}},
         }});
         let _ = out.send(update.to_string());
-    };
+    })
+    .await
+}
+
+/// The bytes of a model call's answer, as they come.
+type Answer = Pin<Box<dyn Stream<Item = std::io::Result<Vec<u8>>> + Send>>;
+
+/// Reads the answer's events until `message_stop`, sending its text: the first piece at once,
+/// then what came within the window together, as berth's relay does.
+async fn relay(answer: Answer, send: impl Fn(&str)) -> std::io::Result<()> {
+    RELAYING.fetch_add(1, Ordering::Relaxed);
+    let relayed = relay_counted(answer, send).await;
+    RELAYING.fetch_sub(1, Ordering::Relaxed);
+    relayed
+}
+
+async fn relay_counted(mut answer: Answer, send: impl Fn(&str)) -> std::io::Result<()> {
     let mut buf = Vec::new();
     let mut waiting = String::new();
     let mut last = tokio::time::Instant::now() - Duration::from_secs(1);
-    let mut chunk = [0u8; 8192];
     loop {
         let window = berth_acp::merge_window(RELAYING.load(Ordering::Relaxed));
         let read = tokio::select! {
             biased;
-            n = stream.read(&mut chunk) => n?,
+            read = answer.next() => read.transpose()?,
             () = tokio::time::sleep_until(last + window), if !waiting.is_empty() => {
                 send(&std::mem::take(&mut waiting));
                 last = tokio::time::Instant::now();
                 continue;
             }
         };
-        if read == 0 {
+        let Some(read) = read else {
             return Err(std::io::Error::other(
                 "the provider closed before message_stop",
             ));
-        }
-        buf.extend_from_slice(&chunk[..read]);
+        };
+        buf.extend_from_slice(&read);
         while let Some(end) = buf.iter().position(|&b| b == b'\n') {
             let line: Vec<u8> = buf.drain(..=end).collect();
             let Some(data) = line.strip_prefix(b"data: ") else {
