@@ -37,6 +37,19 @@ static RELAYING: AtomicUsize = AtomicUsize::new(0);
 
 /// Serves until killed; says its address on stderr as berth serve does (`ws://ADDR/acp`).
 pub fn serve(provider: String) {
+    let provider: Arc<str> = provider
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .into();
+    listen("floor", move |stream| connection(stream, provider.clone()));
+}
+
+/// Runs a floor until killed: a port of its own, said on stderr as berth serve says it
+/// (`ws://ADDR/acp`), and each connection served by `serve` on a task of its own.
+fn listen<F>(name: &str, serve: impl Fn(TcpStream) -> F)
+where
+    F: std::future::Future<Output = ()> + Send + 'static,
+{
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -44,16 +57,12 @@ pub fn serve(provider: String) {
     rt.block_on(async move {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         eprintln!(
-            "floor listening on ws://{}/acp",
+            "{name} listening on ws://{}/acp",
             listener.local_addr().unwrap()
         );
-        let provider: Arc<str> = provider
-            .trim_start_matches("http://")
-            .trim_end_matches('/')
-            .into();
         loop {
             let (stream, _) = listener.accept().await.unwrap();
-            tokio::spawn(connection(stream, provider.clone()));
+            tokio::spawn(serve(stream));
         }
     });
 }

@@ -20,7 +20,7 @@ use berth_llm::CancellationToken;
 use berth_llm::http::{Http, HttpPolicy};
 use futures::{SinkExt, StreamExt};
 use serde_json::Value;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
 
 /// The environment variable that makes the benchmark's own executable this server; its value
@@ -29,24 +29,11 @@ pub const PARTS_PROVIDER: &str = "BENCH_SERVE_PARTS_PROVIDER";
 
 /// Serves until killed; says its address on stderr as berth serve does (`ws://ADDR/acp`).
 pub fn serve(provider: String) {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async move {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        eprintln!(
-            "parts floor listening on ws://{}/acp",
-            listener.local_addr().unwrap()
-        );
-        let url: Arc<str> = format!("{}/v1/messages", provider.trim_end_matches('/')).into();
-        let http = Arc::new(Http::new(HttpPolicy::default()).unwrap());
-        let sessions = Arc::new(AtomicUsize::new(0));
-        loop {
-            let (stream, _) = listener.accept().await.unwrap();
-            let (url, http, sessions) = (url.clone(), http.clone(), sessions.clone());
-            tokio::spawn(connection(stream, url, http, sessions));
-        }
+    let url: Arc<str> = format!("{}/v1/messages", provider.trim_end_matches('/')).into();
+    let http = Arc::new(Http::new(HttpPolicy::default()).unwrap());
+    let sessions = Arc::new(AtomicUsize::new(0));
+    super::listen("parts' floor", move |stream| {
+        connection(stream, url.clone(), http.clone(), sessions.clone())
     });
 }
 
