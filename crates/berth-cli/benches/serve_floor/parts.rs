@@ -16,6 +16,8 @@ use agent_client_protocol::v1::schema::{
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, Client, Lines};
+use berth_agent::acp::error_of_kind;
+use berth_core::ErrorKind;
 use berth_llm::CancellationToken;
 use berth_llm::http::{Http, HttpPolicy};
 use futures::{SinkExt, StreamExt};
@@ -71,9 +73,10 @@ async fn connection(stream: TcpStream, url: Arc<str>, http: Arc<Http>, sessions:
                     ClientRequest::PromptRequest(prompt) => {
                         let (url, http, cx2) = (url.clone(), http.clone(), cx.clone());
                         cx.spawn(async move {
-                            let answer = turn(&http, &url, prompt, &cx2).await.map_err(|e| {
-                                agent_client_protocol::Error::internal_error().data(e.to_string())
-                            });
+                            // A failed call is the client's error: the benchmark counts it dropped.
+                            let answer = turn(&http, &url, prompt, &cx2)
+                                .await
+                                .map_err(|e| error_of_kind(ErrorKind::External, e.to_string()));
                             responder.respond_with_result(answer.and_then(to_value))
                         })
                     }
@@ -134,6 +137,5 @@ async fn turn(
 }
 
 fn to_value(answer: impl serde::Serialize) -> Result<Value, agent_client_protocol::Error> {
-    serde_json::to_value(answer)
-        .map_err(|e| agent_client_protocol::Error::internal_error().data(e.to_string()))
+    serde_json::to_value(answer).map_err(|e| error_of_kind(ErrorKind::Io, e.to_string()))
 }
