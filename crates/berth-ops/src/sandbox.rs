@@ -227,6 +227,24 @@ impl Ops {
         Ok(Sandbox::new(policy, place))
     }
 
+    /// The entry of berth's own in a workspace folder that `path` is or lies in, if it does:
+    /// the workspace's record, config layer, lock, storage, sessions and the rest of
+    /// [`berth_store_fs::WORKSPACE_ENTRIES`]. A plain workspace's folder is its agent's working
+    /// folder too, and berth obeys what it keeps there when it reads it back (a config layer's
+    /// provider URL, an answer kept aside): berth's file tools ask here before they write, as
+    /// the sandbox keeps a confined process off the same entries. `path` need not exist; what
+    /// exists of it is resolved, symlinks and all.
+    pub fn berths_own_entry(&self, path: &Path) -> Option<PathBuf> {
+        let workspaces = self.home.join("workspaces").canonicalize().ok()?;
+        let real = resolved(path)?;
+        let mut inside = real.strip_prefix(&workspaces).ok()?.components();
+        let (id, entry) = (inside.next()?, inside.next()?);
+        berth_store_fs::WORKSPACE_ENTRIES
+            .iter()
+            .any(|own| entry.as_os_str() == *own)
+            .then(|| workspaces.join(id).join(entry))
+    }
+
     /// The folder of the workspace in berth's home that `work` lies in, if it does (a plain
     /// workspace's folder, or beneath one).
     fn workspace_folder_holding(&self, work: &Path) -> Option<PathBuf> {
@@ -297,6 +315,19 @@ fn provider_access(
         keys,
         hosts,
     })
+}
+
+/// `path` with what exists of it canonicalized (its nearest existing folder, symlinks
+/// followed) and the rest, which does not exist yet, joined on as written.
+fn resolved(path: &Path) -> Option<PathBuf> {
+    let mut existing = path;
+    loop {
+        if let Ok(real) = existing.canonicalize() {
+            let rest = path.strip_prefix(existing).ok()?;
+            return Some(real.join(rest));
+        }
+        existing = existing.parent()?;
+    }
 }
 
 /// berth's own files in the workspace folder `dir`, when an agent works in it (a plain

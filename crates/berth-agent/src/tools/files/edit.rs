@@ -10,8 +10,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{
-    blocking, confine, confined_for_front_end, current_text, open_root, parse_args, path_argument,
-    path_property, printable, shown_arg, unified_diff, write_atomic, write_target,
+    blocking, confine, confined_for_front_end, current_text, not_berths_own, open_root, parse_args,
+    path_argument, path_property, printable, shown_arg, unified_diff, write_atomic, write_target,
 };
 use crate::conversation::ToolSpec;
 use crate::tools::{FileChange, Preview, Tool, ToolContext, ToolKind, ToolOutcome};
@@ -93,12 +93,14 @@ impl Tool for EditFile {
         let args: EditArgs = parse_args("edit_file", arguments)?;
         if let Some(files) = &cx.files {
             let edit = self.plan(args, cx).await?;
+            not_berths_own(&cx.ops, &edit.path, &edit.abs)?;
             files.write(&edit.abs, &edit.new).await?;
             return Ok(format!("Edited '{}':\n{}", edit.path, edit.diff));
         }
-        let cwd = cx.cwd.clone();
+        let (cwd, ops) = (cx.cwd.clone(), cx.ops.clone());
         blocking(move || {
             let edit = plan_edit(&cwd, &args)?;
+            not_berths_own(&ops, &edit.path, &edit.abs)?;
             write_atomic(&open_root(&cwd)?, &edit.target, edit.new.as_bytes())?;
             Ok(format!("Edited '{}':\n{}", edit.path, edit.diff))
         })

@@ -100,6 +100,20 @@ pub(crate) fn printable(text: &str) -> String {
     berth_core::shown::visible(text, berth_core::shown::Form::Lines).into_owned()
 }
 
+/// Refuses a write that would land in berth's own files ([`berth_ops::Ops::berths_own_entry`]):
+/// a plain workspace's folder keeps berth's record, config layer and sessions beside the work,
+/// and berth obeys them when it reads them back. `abs` is where the write lands, symlinks and
+/// all; `path` is how the model named it.
+fn not_berths_own(ops: &berth_ops::Ops, path: &StoragePath, abs: &Path) -> Result<(), String> {
+    match ops.berths_own_entry(abs) {
+        None => Ok(()),
+        Some(entry) => Err(format!(
+            "'{path}' is berth's own ({}): this workspace's folder keeps berth's record, config and sessions beside the work, and the file tools do not change them; ask the person to, if it must change",
+            entry.display()
+        )),
+    }
+}
+
 /// The handle every file tool opens paths beneath.
 pub(crate) fn open_root(cwd: &Path) -> Result<Dir, String> {
     berth_confined::open(cwd).map_err(|e| {

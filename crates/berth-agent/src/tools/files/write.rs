@@ -6,8 +6,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{
-    blocking, confine, confined_for_front_end, current_text, open_root, parse_args, path_argument,
-    path_property, printable, shown_arg, unified_diff, write_atomic, write_target,
+    blocking, confine, confined_for_front_end, current_text, not_berths_own, open_root, parse_args,
+    path_argument, path_property, printable, shown_arg, unified_diff, write_atomic, write_target,
 };
 use crate::conversation::ToolSpec;
 use crate::tools::{FileChange, Preview, Tool, ToolContext, ToolKind, ToolOutcome};
@@ -115,6 +115,7 @@ impl Tool for WriteFile {
         let args: WriteArgs = parse_args("write_file", arguments)?;
         if let Some(files) = &cx.files {
             let (path, abs) = confined_for_front_end(&cx.cwd, &args.path).await?;
+            not_berths_own(&cx.ops, &path, &abs)?;
             files.write(&abs, &args.content).await?;
             return Ok(format!(
                 "Wrote '{path}' ({} bytes, {} lines)",
@@ -122,11 +123,12 @@ impl Tool for WriteFile {
                 args.content.lines().count()
             ));
         }
-        let cwd = cx.cwd.clone();
+        let (cwd, ops) = (cx.cwd.clone(), cx.ops.clone());
         blocking(move || {
             let path = confine(&cwd, &args.path, false)?.ok_or("a file path is needed")?;
             let root = open_root(&cwd)?;
             let target = write_target(&root, &path)?;
+            not_berths_own(&ops, &path, &cwd.join(target.as_path()))?;
             let existed = match root.metadata(target.as_path()) {
                 Ok(m) if m.is_dir() => return Err(format!("'{path}' is a folder, not a file")),
                 Ok(_) => true,
