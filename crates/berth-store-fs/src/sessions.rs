@@ -665,20 +665,10 @@ impl SessionStore for FsStore {
         // trip through the blocking pool cost every prompt two thread switches.
         self.inline(|l| {
             let (_, dir) = l.session_dir(id)?;
-            let path = dir.join(TURN_LOCK);
             // A lock the kernel drops with the process: a turn killed mid-way holds nothing.
-            // Opened without waiting: a FIFO in its place is an error at once (`ENXIO`).
-            let file = std::fs::OpenOptions::new()
-                .create(true)
-                .truncate(false)
-                .write(true)
-                .custom_flags(libc::O_NONBLOCK)
-                .open(&path)
-                .map_err(io_err("open", &path))?;
-            match file.try_lock() {
-                Ok(()) => Ok(TurnHold::new(file)),
-                Err(std::fs::TryLockError::WouldBlock) => Err(berth_core::turn_held(id)),
-                Err(std::fs::TryLockError::Error(e)) => Err(io_err("lock", &path)(e)),
+            match try_lock_in(&dir, TURN_LOCK, id)? {
+                Some(lock) => Ok(TurnHold::new(lock)),
+                None => Err(berth_core::turn_held(id)),
             }
         })
     }
