@@ -6,30 +6,21 @@
 
 #![allow(clippy::unwrap_used)] // a test: a panic is the failure it reports
 
+mod common;
+
 use std::os::unix::fs::symlink;
 use std::path::PathBuf;
 
 use berth_agent::CancellationToken;
 use berth_agent::tools::files::{EditFile, WriteFile};
 use berth_agent::tools::{Tool, ToolContext};
-use berth_ops::{CreateSession, CreateWorkspace, Repository};
 use serde_json::json;
 
 /// A plain workspace with a session, and the context of a turn working in its folder.
 async fn in_plain_workspace() -> (tempfile::TempDir, ToolContext, PathBuf) {
     let home = tempfile::tempdir().unwrap();
     let ops = berth_ops::open(home.path(), &[]).unwrap();
-    let ws = ops
-        .create_workspace(CreateWorkspace::new(Repository::None))
-        .await
-        .unwrap();
-    let session = ops
-        .create_session(CreateSession {
-            workspace: ws.id.to_string(),
-            ..CreateSession::default()
-        })
-        .await
-        .unwrap();
+    let (ws, session) = common::plain_workspace_with_session(&ops, "own").await;
     let work = ws.work_dir().unwrap().to_path_buf();
     let kept = PathBuf::from("sessions")
         .join(session.id.as_str())

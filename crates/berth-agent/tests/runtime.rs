@@ -5,6 +5,8 @@
 
 #![allow(clippy::unwrap_used)] // a test: a panic is the failure it reports
 
+mod common;
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -15,7 +17,7 @@ use berth_agent::{
     AgentBuilder, AgentEvent, CancellationToken, Decision, PermissionRequest, Permissions,
     TurnRequest, TurnStop,
 };
-use berth_ops::{CreateSession, CreateWorkspace, Ops, Repository, Role, Session};
+use berth_ops::{Ops, Role, Session};
 use berth_testkit::provider_server::{ProviderServer, Reply, Turn};
 use serde_json::Value;
 
@@ -39,20 +41,7 @@ async fn world(server: &ProviderServer, extra_config: &str) -> World {
     .unwrap();
     let env = vec![("ANTHROPIC_API_KEY".to_owned(), "sk-test".to_owned())];
     let ops = berth_ops::open(home.path(), &env).unwrap();
-    let ws = ops
-        .create_workspace(CreateWorkspace {
-            name: Some("w".into()),
-            ..CreateWorkspace::new(Repository::None)
-        })
-        .await
-        .unwrap();
-    let session = ops
-        .create_session(CreateSession {
-            workspace: ws.id.to_string(),
-            ..CreateSession::default()
-        })
-        .await
-        .unwrap();
+    let (_, session) = common::plain_workspace_with_session(&ops, "w").await;
     World {
         _home: home,
         work: tempfile::tempdir().unwrap(),

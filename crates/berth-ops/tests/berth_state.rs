@@ -5,26 +5,15 @@
 
 #![allow(clippy::unwrap_used)] // a test: a panic is the failure it reports
 
-use berth_ops::{CreateSession, CreateWorkspace, ErrorKind, Owner, Repository};
+mod common;
+
+use berth_ops::{ErrorKind, Owner};
 
 #[tokio::test]
 async fn berth_state_in_a_storage_is_not_changed_from_outside() {
     let home = tempfile::tempdir().unwrap();
     let ops = berth_ops::open(home.path(), &[]).unwrap();
-    let ws = ops
-        .create_workspace(CreateWorkspace {
-            name: Some("kept".into()),
-            ..CreateWorkspace::new(Repository::None)
-        })
-        .await
-        .unwrap();
-    let session = ops
-        .create_session(CreateSession {
-            workspace: ws.id.to_string(),
-            ..CreateSession::default()
-        })
-        .await
-        .unwrap();
+    let (_, session) = common::plain_workspace_with_session(&ops, "kept").await;
     // What berth keeps itself is there to be refused.
     ops.keep_partial_answer(&session, 0, "the model's own words")
         .await

@@ -5,23 +5,12 @@
 
 #![allow(clippy::unwrap_used)] // a test: a panic is the failure it reports
 
-use berth_ops::{CreateSession, CreateWorkspace, Message, Ops, Owner, Repository, Role};
+mod common;
+
+use berth_ops::{Message, Ops, Owner, Role};
 
 async fn workspace_in_use(ops: &Ops) -> (berth_ops::StorageRef, berth_ops::Session) {
-    let ws = ops
-        .create_workspace(CreateWorkspace {
-            name: Some("used".into()),
-            ..CreateWorkspace::new(Repository::None)
-        })
-        .await
-        .unwrap();
-    let session = ops
-        .create_session(CreateSession {
-            workspace: ws.id.to_string(),
-            ..CreateSession::default()
-        })
-        .await
-        .unwrap();
+    let (_, session) = common::plain_workspace_with_session(ops, "used").await;
     let session_storage = ops
         .storage(Owner::Session, session.id.as_str())
         .await
